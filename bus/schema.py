@@ -8,11 +8,20 @@ snake_case.
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal
+import difflib
+import ipaddress
+from collections.abc import Iterable
+from typing import Annotated, Any, Final, Literal
+from urllib.parse import urlsplit
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError
+
+from bus.events import EVENTS
 
 FailMode = Literal["open", "closed"]
+
+#: Every handler ``type``, in the order messages list them.
+HANDLER_TYPES: Final = ("command", "http", "prompt", "agent", "mcp_tool", "rule", "function")
 
 
 class _Strict(BaseModel):
@@ -48,7 +57,9 @@ class HttpHandler(HandlerBase):
     type: Literal["http"]
     url: Annotated[str, Field(min_length=1)]
     headers: dict[str, str] = Field(default_factory=dict)
-    allowed_env_vars: list[Annotated[str, Field(min_length=1)]] | None = Field(default=None, alias="allowedEnvVars")
+    allowed_env_vars: list[Annotated[str, Field(min_length=1)]] | None = Field(
+        default=None, alias="allowedEnvVars"
+    )
 
 
 class PromptHandler(HandlerBase):
@@ -96,7 +107,13 @@ class FunctionHandler(HandlerBase):
 
 
 Handler = Annotated[
-    CommandHandler | HttpHandler | PromptHandler | AgentHandler | McpToolHandler | RuleHandler | FunctionHandler,
+    CommandHandler
+    | HttpHandler
+    | PromptHandler
+    | AgentHandler
+    | McpToolHandler
+    | RuleHandler
+    | FunctionHandler,
     Field(discriminator="type"),
 ]
 
@@ -108,13 +125,45 @@ class MatcherGroup(_Strict):
     hooks: list[Handler]
 
 
+def suggest(name: str, choices: Iterable[str]) -> str:
+    """`` (did you mean 'X'?)`` when ``name`` is a case or spelling variant of a choice, else ``""``."""
+    lowered = {choice.lower(): choice for choice in choices}
+    close = difflib.get_close_matches(name.lower(), list(lowered), n=1, cutoff=0.8)
+    return f" (did you mean {lowered[close[0]]!r}?)" if close else ""
+
+
+def _known_event(name: str) -> str:
+    if name not in EVENTS:
+        raise ValueError(f"unknown event {name!r}{suggest(name, EVENTS)}")
+    return name
+
+
+def _cidr(value: str) -> str:
+    try:
+        ipaddress.ip_network(value, strict=False)
+    except ValueError:
+        raise ValueError(f"not a network in CIDR notation: {value!r}") from None
+    return value
+
+
+def _http_url(value: str) -> str:
+    parts = urlsplit(value)
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise ValueError(f"must be an http(s) URL (got {value!r})")
+    return value
+
+
 class HttpSettings(_Strict):
-    allowed_networks: list[str] = Field(default_factory=list, alias="allowedNetworks")
+    allowed_networks: list[Annotated[str, AfterValidator(_cidr)]] = Field(
+        default_factory=list, alias="allowedNetworks"
+    )
     max_response_bytes: Annotated[int, Field(gt=0)] = Field(default=1 << 20, alias="maxResponseBytes")
 
 
 class LlmSettings(_Strict):
-    base_url: str = Field(default="https://api.anthropic.com", alias="baseUrl")
+    base_url: Annotated[str, AfterValidator(_http_url)] = Field(
+        default="https://api.anthropic.com", alias="baseUrl"
+    )
     api_key_env: str = Field(default="ANTHROPIC_API_KEY", alias="apiKeyEnv")
     model: str = "claude-haiku-4-5"
 
@@ -128,7 +177,9 @@ class PlatformSettings(_Strict):
     """The top-level ``hookbus:`` section."""
 
     deadline_seconds: Annotated[float, Field(gt=0)] = Field(default=2.0, alias="deadlineSeconds")
-    deadlines: dict[str, Annotated[float, Field(gt=0)]] = Field(default_factory=dict)
+    deadlines: dict[Annotated[str, AfterValidator(_known_event)], Annotated[float, Field(gt=0)]] = Field(
+        default_factory=dict
+    )
     stop_block_limit: Annotated[int, Field(ge=0)] = Field(default=8, alias="stopBlockLimit")
     shadow: bool = False
     plugins: list[str] = Field(default_factory=list)
@@ -141,7 +192,80 @@ class PlatformSettings(_Strict):
         return self.deadlines.get(event, self.deadline_seconds)
 
 
+Loc = tuple[str | int, ...]
+
+_TYPE_WORDS: Final = {"string_type": "a string", "float_type": "a number", "int_type": "an integer",
+                      "bool_type": "true or false", "list_type": "a list", "dict_type": "a mapping",
+                      "model_type": "a mapping", "model_attributes_type": "a mapping"}
+_KINDS: Final = {bool: "boolean", int: "integer", float: "number", str: "string", list: "list",
+                 dict: "mapping", type(None): "null"}
+_BOUNDS: Final = {"greater_than": ">", "greater_than_equal": ">=", "less_than": "<", "less_than_equal": "<="}
+
+
+def describe_value(value: Any) -> str:
+    """A short human description of a parsed value: ``string 'zsh'``, ``integer 0``, ``list``."""
+    kind = _KINDS.get(type(value), type(value).__name__)
+    if isinstance(value, bool):
+        return f"{kind} {str(value).lower()}"
+    if isinstance(value, int | float | str):
+        shown = repr(value)
+        return f"{kind} {shown if len(shown) <= 40 else shown[:37] + '...'}"
+    return kind
+
+
+def _num(value: Any) -> str:
+    return str(int(value)) if isinstance(value, float) and value.is_integer() else str(value)
+
+
+def _strip_tag(loc: Loc) -> Loc:
+    """Drop the discriminator tag pydantic puts after a handler's index (``hooks.0.command.x``)."""
+    for i in range(len(loc) - 2):
+        if loc[i] == "hooks" and isinstance(loc[i + 1], int) and loc[i + 2] in HANDLER_TYPES:
+            return (*loc[: i + 2], *loc[i + 3 :])
+    return loc
+
+
+def human_errors(exc: ValidationError, word: str = "field") -> list[tuple[Loc, Loc, str]]:
+    """Each error of ``exc`` as ``(path, path_of_its_line, message)`` in words people use.
+
+    ``path`` is where the message applies (the parent object for unknown and missing
+    fields, whose name is in the message); ``word`` names those: "field" or "key".
+    Discriminator tags are dropped from handler paths.
+    """
+    out: list[tuple[Loc, Loc, str]] = []
+    for err in exc.errors():
+        kind, ctx, value = err["type"], err.get("ctx") or {}, err["input"]
+        loc = at = _strip_tag(tuple(err["loc"][:-1] if err["loc"][-1:] == ("[key]",) else err["loc"]))
+        if kind == "extra_forbidden":
+            loc, message = loc[:-1], f"unknown {word} '{at[-1]}'"
+        elif kind == "missing":
+            loc = at = loc[:-1]
+            message = f"missing required {word} '{err['loc'][-1]}'"
+        elif kind in ("union_tag_invalid", "union_tag_not_found"):
+            expected = ", ".join(HANDLER_TYPES)
+            message = (f"unknown handler type {ctx['tag']!r} (expected {expected})" if "tag" in ctx
+                       else f"missing required field 'type' (one of {expected})")
+        elif kind in _TYPE_WORDS:
+            message = f"must be {_TYPE_WORDS[kind]} (got {describe_value(value)})"
+        elif kind in _BOUNDS:
+            message = f"must be {_BOUNDS[kind]} {_num(next(iter(ctx.values())))}"
+        elif kind == "string_too_short":
+            n = ctx.get("min_length", 1)
+            message = "must not be empty" if n == 1 else f"must be at least {n} characters"
+        elif kind == "literal_error":
+            message = f"must be {ctx['expected']} (got {describe_value(value)})"
+        elif kind == "value_error":  # our own validators' messages
+            message = err["msg"].removeprefix("Value error, ")
+        elif kind == "string_pattern_mismatch" and loc and loc[-1] == "function":
+            message = f"must name a Python callable as 'module:attr' (got {value!r})"
+        else:
+            message = err["msg"][:1].lower() + err["msg"][1:]
+        out.append((loc, at, message))
+    return out
+
+
 __all__ = [
+    "HANDLER_TYPES",
     "AgentHandler",
     "CommandHandler",
     "DecisionLogSettings",
@@ -156,4 +280,7 @@ __all__ = [
     "PlatformSettings",
     "PromptHandler",
     "RuleHandler",
+    "describe_value",
+    "human_errors",
+    "suggest",
 ]

@@ -1,0 +1,3 @@
+from bus.cli import main
+
+raise SystemExit(main())

