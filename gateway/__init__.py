@@ -1,0 +1,1 @@
+"""The hookbus gateway: the HTTP service agents talk to (contract §3)."""

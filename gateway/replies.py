@@ -1,0 +1,117 @@
+"""One reply reader per gateway process.
+
+Every waiting request registers a future under its event id; a single Pub/Sub
+subscription on the process's reply channel resolves them. Thousands of waiting agents
+therefore cost one Redis connection, not one each. When Redis goes away the reader
+reconnects with backoff; requests waiting meanwhile fail open on their own deadline.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+
+import redis.asyncio as aioredis
+import redis.exceptions
+
+from bus.connection import connect
+from bus.protocol import ProtocolError, Reply
+
+logger = logging.getLogger("hookbus.gateway")
+
+_PING_EVERY_S = 5.0
+_BACKOFF_S = (0.05, 0.1, 0.25, 0.5, 1.0)
+
+
+class ReplyWaiter:
+    """Resolves waiting requests from the replies published on ``channel``."""
+
+    def __init__(self, redis_url: str, channel: str) -> None:
+        self.redis_url = redis_url
+        self.channel = channel
+        self.subscribed = asyncio.Event()
+        self.last_error: str | None = None
+        self._pending: dict[str, asyncio.Future[Reply]] = {}
+        self._task: asyncio.Task[None] | None = None
+
+    @property
+    def waiting(self) -> int:
+        return len(self._pending)
+
+    def expect(self, event_id: str) -> asyncio.Future[Reply]:
+        """A future resolved with the reply to ``event_id``; call :meth:`forget` when done."""
+        future: asyncio.Future[Reply] = asyncio.get_running_loop().create_future()
+        self._pending[event_id] = future
+        return future
+
+    def forget(self, event_id: str) -> None:
+        self._pending.pop(event_id, None)
+
+    async def start(self) -> None:
+        self._task = asyncio.create_task(self._run(), name="hookbus-reply-reader")
+
+    async def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+            self._task = None
+
+    def _resolve(self, data: bytes) -> None:
+        try:
+            reply = Reply.decode(data)
+        except ProtocolError as exc:
+            logger.warning("dropping reply: %s", exc)
+            return
+        future = self._pending.pop(reply.event_id, None)
+        if future is not None and not future.done():
+            future.set_result(reply)
+
+    async def _run(self) -> None:
+        failures = 0
+        while True:
+            client = connect(self.redis_url, socket_timeout_s=None)
+            pubsub = client.pubsub(ignore_subscribe_messages=True)
+            try:
+                await pubsub.subscribe(self.channel)
+                self.subscribed.set()
+                self.last_error = None
+                if failures:
+                    logger.info("reply reader reconnected to %s", self.channel)
+                failures = 0
+                await self._read(pubsub)
+            except asyncio.CancelledError:
+                raise
+            except (redis.exceptions.RedisError, OSError) as exc:
+                self.subscribed.clear()
+                self.last_error = str(exc) or type(exc).__name__
+                if failures == 0:
+                    logger.warning("reply reader lost redis: %s", self.last_error)
+                await asyncio.sleep(_BACKOFF_S[min(failures, len(_BACKOFF_S) - 1)])
+                failures += 1
+            finally:
+                self.subscribed.clear()
+                with contextlib.suppress(Exception):
+                    await pubsub.aclose()
+                with contextlib.suppress(Exception):
+                    await client.aclose()
+
+    async def _read(self, pubsub: aioredis.client.PubSub) -> None:
+        last_seen = time.monotonic()
+        while True:
+            message = await pubsub.get_message(timeout=1.0)
+            if message is not None:
+                last_seen = time.monotonic()
+                if message["type"] == "message":
+                    self._resolve(message["data"])
+                continue
+            if time.monotonic() - last_seen > _PING_EVERY_S:
+                # A silent half-open connection would otherwise hang the reader forever.
+                async with asyncio.timeout(2.0):
+                    await pubsub.ping()
+                last_seen = time.monotonic()
+
+
+__all__ = ["ReplyWaiter"]

@@ -1,0 +1,1 @@
+"""hookbus workers: the sync dispatcher, the handler runners and the arq tasks."""

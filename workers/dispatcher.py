@@ -1,0 +1,264 @@
+"""The sync dispatcher: a consumer-group loop over the event streams.
+
+Each dispatcher reads batches from both streams, evaluates every event concurrently
+(bounded), publishes the reply of blocking events to the waiting gateway, appends the
+event and its decision to the decision log and acknowledges the entry — all in one
+pipelined round trip per burst. Blocking work whose deadline has passed is dropped and
+logged as ``expired`` (the gateway already failed open). Entries left pending by a dead
+dispatcher are claimed with XAUTOCLAIM; entries delivered too often go to the dead-letter
+stream. SIGTERM stops reading, finishes in-flight work and leaves.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import socket
+from collections.abc import Mapping
+from typing import Any
+
+import orjson
+import redis.exceptions
+from arq.connections import ArqRedis
+
+from bus import metrics
+from bus.connection import connect, redis_errors
+from bus.errors import BusUnavailable
+from bus.keys import DISPATCH_GROUP
+from bus.merge import MergedDecision
+from bus.policy import Policy
+from bus.protocol import LogRecord, ProtocolError, Reply, Request, now_ms
+from bus.settings import Settings
+from workers.engine import Engine, Evaluation
+from workers.outbox import Outbox
+from workers.runners import default_runners
+from workers.tasks import make_enqueue
+
+logger = logging.getLogger("hookbus.dispatcher")
+
+_HEARTBEAT_S = 2.0
+_READ_BLOCK_MS = 1000
+
+
+class Dispatcher:
+    """One dispatcher process (or task): reads, evaluates, replies, logs, acknowledges."""
+
+    def __init__(self, settings: Settings, policy: Policy, redis_url: str, *, consumer: str | None = None) -> None:
+        self.settings = settings
+        self.policy = policy
+        self.redis_url = redis_url
+        self.keys = settings.keys
+        self.consumer = consumer or f"{socket.gethostname()}-{os.getpid()}"
+        self.redis = connect(redis_url, socket_timeout_s=_READ_BLOCK_MS / 1000 + 5)
+        self.outbox = Outbox(self.redis, redis_url, self.keys.decision_log)
+        self.arq = ArqRedis.from_url(redis_url, job_serializer=orjson.dumps, job_deserializer=orjson.loads,
+                                     socket_connect_timeout=1.0)
+        self.engine = Engine(policy, self.redis, self.keys, default_runners(settings, policy),
+                             enqueue=make_enqueue(self.arq, self.keys))
+        self._slots = asyncio.Semaphore(settings.dispatch_concurrency)
+        self._tasks: set[asyncio.Task[None]] = set()
+        self.streams = (self.keys.blocking_stream, self.keys.events_stream)
+
+    async def ensure_groups(self) -> None:
+        with redis_errors(self.redis_url):
+            for stream in self.streams:
+                try:
+                    await self.redis.xgroup_create(stream, DISPATCH_GROUP, id="0", mkstream=True)
+                except redis.exceptions.ResponseError as exc:
+                    if "BUSYGROUP" not in str(exc):
+                        raise
+
+    async def run(self, stop: asyncio.Event) -> None:
+        """Serve until ``stop`` is set, then drain in-flight work."""
+        await self.outbox.start()
+        helpers = [
+            asyncio.create_task(self._heartbeat(stop), name="hookbus-heartbeat"),
+            asyncio.create_task(self._janitor(stop), name="hookbus-janitor"),
+        ]
+        logger.info("dispatcher %s serving (policy %s)", self.consumer, self.policy.revision)
+        try:
+            await self._serve(stop)
+        finally:
+            if self._tasks:
+                await asyncio.wait(self._tasks, timeout=10)
+            for task in helpers:
+                task.cancel()
+            await asyncio.gather(*helpers, return_exceptions=True)
+            await self.outbox.stop()
+            with contextlib.suppress(Exception):
+                await self.redis.hdel(self.keys.dispatchers, self.consumer)  # type: ignore[misc]
+            await self.redis.aclose()
+            await self.arq.aclose()
+            logger.info("dispatcher %s stopped", self.consumer)
+
+    async def _serve(self, stop: asyncio.Event) -> None:
+        groups_ready = False
+        failures = 0
+        while not stop.is_set():
+            try:
+                if not groups_ready:
+                    await self.ensure_groups()
+                    groups_ready = True
+                with redis_errors(self.redis_url):
+                    response = await self.redis.xreadgroup(
+                        DISPATCH_GROUP, self.consumer, dict.fromkeys(self.streams, ">"),
+                        count=self.settings.dispatch_batch, block=_READ_BLOCK_MS,
+                    )
+                failures = 0
+            except BusUnavailable as exc:
+                if failures == 0:
+                    logger.warning("%s; retrying", exc)
+                failures += 1
+                groups_ready = False
+                with contextlib.suppress(TimeoutError):
+                    async with asyncio.timeout(min(1.0, 0.05 * failures)):
+                        await stop.wait()
+                continue
+            except redis.exceptions.ResponseError as exc:
+                if "NOGROUP" in str(exc):  # the stream was deleted under us
+                    groups_ready = False
+                    continue
+                raise
+            for stream, entries in response or ():
+                for entry_id, fields in entries:
+                    await self._spawn(stream.decode(), entry_id, fields)
+
+    async def _spawn(self, stream: str, entry_id: bytes, fields: Mapping[bytes, bytes]) -> None:
+        await self._slots.acquire()
+        task = asyncio.create_task(self.handle(stream, entry_id, fields))
+        self._tasks.add(task)
+        task.add_done_callback(self._done)
+
+    def _done(self, task: asyncio.Task[None]) -> None:
+        self._tasks.discard(task)
+        self._slots.release()
+        if not task.cancelled() and task.exception() is not None:
+            logger.error("dispatch task failed", exc_info=task.exception())
+
+    async def handle(self, stream: str, entry_id: bytes, fields: Mapping[bytes, bytes]) -> None:
+        """Evaluate one entry and queue its reply, log record and acknowledgement."""
+        try:
+            request = Request.decode(fields)
+        except ProtocolError as exc:
+            await self.dead_letter(stream, entry_id, fields, str(exc))
+            return
+        record_outcome = "decided"
+        evaluation: Evaluation | None = None
+        if request.expired():
+            metrics.EXPIRED.labels(metrics.event_label(request.event)).inc()
+            record_outcome = "expired"
+        else:
+            try:
+                hook_input = orjson.loads(request.payload)
+                if not isinstance(hook_input, dict):
+                    raise ValueError("hook input is not a JSON object")
+                evaluation = await self.engine.evaluate(request, hook_input)
+            except Exception as exc:  # the agent must get an answer whatever happens here
+                logger.exception("evaluating %s %s failed", request.event, request.event_id)
+                record_outcome = "dispatcher_error"
+                if request.blocking:
+                    self.outbox.publish(request.reply_to, Reply(request.event_id, {}, "none", "dispatcher_error").encode())
+                _ = exc
+            else:
+                if request.blocking:
+                    late = request.expired()
+                    record_outcome = "late" if late else "decided"
+                    if not late:
+                        reply = Reply(request.event_id, evaluation.merged.output, evaluation.merged.decision,
+                                      evaluation.fail_open,
+                                      [(r.handler_type, round(r.duration_s, 6), r.outcome.value) for r in evaluation.results])
+                        self.outbox.publish(request.reply_to, reply.encode())
+                else:
+                    record_outcome = "recorded"
+        self.outbox.log(self._record(request, record_outcome, evaluation), self.policy.settings.decision_log.max_length)
+        self.outbox.ack(stream, entry_id)
+
+    def _record(self, request: Request, outcome: str, evaluation: Evaluation | None) -> LogRecord:
+        merged = evaluation.merged if evaluation else MergedDecision(output={}, decision="none", reason=None)
+        session_id = tool_name = ""
+        try:
+            hook_input: Any = orjson.loads(request.payload)
+            session_id = str(hook_input.get("session_id", ""))
+            tool_name = str(hook_input.get("tool_name") or "")
+        except (orjson.JSONDecodeError, AttributeError):
+            pass
+        hooks = []
+        if evaluation is not None:
+            hooks = [{"id": r.handler_id, "type": r.handler_type, "outcome": r.outcome.value,
+                      "duration_ms": round(r.duration_s * 1000, 3), "shadow": r.shadow,
+                      **({"reason": r.reason} if r.reason else {})} for r in evaluation.results]
+        return LogRecord(
+            event_id=request.event_id, event=request.event, tenant=request.tenant, session_id=session_id,
+            tool_name=tool_name, outcome=outcome, decision=merged.decision, output=merged.output,
+            payload=request.payload, received_ms=request.received_ms, decided_ms=now_ms(),
+            revision=self.policy.revision, hooks=hooks, shadow=evaluation.shadow if evaluation else [],
+        )
+
+    async def dead_letter(self, stream: str, entry_id: bytes, fields: Mapping[bytes, bytes], why: str) -> None:
+        logger.warning("dead-lettering %s %s: %s", stream, entry_id.decode(), why)
+        metrics.DEAD_LETTERS.labels(stream.rsplit(":", 1)[-1]).inc()
+        dead = {**{k.decode(): v for k, v in fields.items()}, "_stream": stream, "_id": entry_id, "_why": why}
+        self.outbox.xadd(self.keys.dead_letter_stream, dead, 100_000)
+        self.outbox.ack(stream, entry_id)
+
+    async def _heartbeat(self, stop: asyncio.Event) -> None:
+        while not stop.is_set():
+            with contextlib.suppress(BusUnavailable, redis.exceptions.RedisError):
+                with redis_errors():
+                    await self.redis.hset(self.keys.dispatchers, self.consumer, now_ms())  # type: ignore[misc]
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(_HEARTBEAT_S):
+                    await stop.wait()
+
+    async def _janitor(self, stop: asyncio.Event) -> None:
+        """Claim entries a dead dispatcher left pending; trim the decision log by age."""
+        interval_s = max(0.05, self.settings.claim_idle_ms / 2000)
+        while not stop.is_set():
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(interval_s):
+                    await stop.wait()
+            if stop.is_set():
+                return
+            try:
+                for stream in self.streams:
+                    await self.claim(stream)
+                await self._trim_by_age()
+            except (BusUnavailable, redis.exceptions.RedisError) as exc:
+                logger.debug("janitor: %s", exc)
+
+    async def claim(self, stream: str) -> int:
+        """Take over entries idle longer than ``claim_idle_ms``; returns how many."""
+        with redis_errors(self.redis_url):
+            _, claimed, *_ = await self.redis.xautoclaim(
+                stream, DISPATCH_GROUP, self.consumer, self.settings.claim_idle_ms, "0-0", count=100
+            )
+            if not claimed:
+                return 0
+            pending = await self.redis.xpending_range(
+                stream, DISPATCH_GROUP, min=claimed[0][0], max=claimed[-1][0], count=len(claimed) + 100,
+                consumername=self.consumer,
+            )
+        deliveries = {p["message_id"]: p["times_delivered"] for p in pending}
+        for entry_id, fields in claimed:
+            if fields is None:  # deleted from the stream (trimmed) while pending
+                self.outbox.ack(stream, entry_id)
+                continue
+            if deliveries.get(entry_id, 0) > self.settings.max_deliveries:
+                await self.dead_letter(stream, entry_id, fields, f"delivered more than {self.settings.max_deliveries} times")
+                continue
+            logger.info("claimed %s %s from a dead dispatcher", stream, entry_id.decode())
+            await self._spawn(stream, entry_id, fields)
+        return len(claimed)
+
+    async def _trim_by_age(self) -> None:
+        max_age_s = self.policy.settings.decision_log.max_age_seconds
+        if max_age_s is None:
+            return
+        min_id = f"{now_ms() - int(max_age_s * 1000)}-0"
+        with redis_errors(self.redis_url):
+            await self.redis.xtrim(self.keys.decision_log, minid=min_id, approximate=True)
+
+
+__all__ = ["Dispatcher"]

@@ -1,0 +1,213 @@
+"""Evaluating one event against the policy: select, run concurrently, merge, guard.
+
+Handlers are selected by the group matcher and the handler's ``if``; ``async`` handlers go
+to the arq queue; the rest run concurrently, each bounded by its own timeout and by the
+event's deadline. Their results are merged by :func:`bus.merge.merge_results`. Platform
+rules follow: ``failMode: closed``, ``shadow`` handlers (logged, never enforced), ``once``
+across the fleet, and the Stop guard.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import functools
+import logging
+import time
+from collections.abc import Awaitable, Callable, Mapping
+from typing import Any
+
+import redis.asyncio as aioredis
+
+from bus import metrics
+from bus.connection import redis_errors
+from bus.errors import BusUnavailable
+from bus.events import IF_EVENTS, STOP_EVENTS, event_spec
+from bus.keys import Keyspace
+from bus.matching import compile_matcher, matcher_value
+from bus.merge import MergedDecision, merge_results
+from bus.permissions import PermissionRule, parse_rule, rule_matches
+from bus.policy import HandlerEntry, Policy
+from bus.protocol import Request
+from bus.results import HandlerResult, Outcome
+from workers.context import HookContext, Runner, default_timeout_s
+
+logger = logging.getLogger("hookbus.dispatcher")
+
+ONCE_TTL_S = 7 * 86400
+STOP_GUARD_TTL_S = 3600
+
+Enqueue = Callable[[HookContext], Awaitable[None]]
+
+
+@dataclasses.dataclass(slots=True)
+class Evaluation:
+    """What the policy said about one event."""
+
+    merged: MergedDecision
+    results: list[HandlerResult]
+    shadow: list[dict[str, Any]]
+    fail_open: str | None = None
+    queued: int = 0
+
+
+@functools.lru_cache(maxsize=4096)
+def _if_rule(text: str) -> PermissionRule | None:
+    try:
+        return parse_rule(text)
+    except ValueError:
+        return None
+
+
+def selected(entry: HandlerEntry, event: str, hook_input: Mapping[str, Any]) -> bool:
+    """Does ``entry`` run on this event (group matcher, then ``if``)?"""
+    if not compile_matcher(entry.matcher, event).matches(matcher_value(event, hook_input)):
+        return False
+    condition = entry.handler.if_
+    if condition is None:
+        return True
+    if event not in IF_EVENTS:
+        return False
+    rule = _if_rule(condition)
+    if rule is None:
+        return True  # an `if` that cannot be parsed fails open: the hook runs
+    tool_input = hook_input.get("tool_input")
+    cwd = hook_input.get("cwd")
+    return rule_matches(
+        rule,
+        str(hook_input.get("tool_name", "")),
+        tool_input if isinstance(tool_input, dict) else {},
+        cwd if isinstance(cwd, str) else None,
+    )
+
+
+async def _unsupported(ctx: HookContext) -> HandlerResult:
+    return HandlerResult(Outcome.ERROR, reason=f"handler type '{ctx.entry.handler.type}' is not available here")
+
+
+class Engine:
+    """Runs the policy for one event at a time; shared by all of a dispatcher's tasks."""
+
+    def __init__(
+        self,
+        policy: Policy,
+        redis: aioredis.Redis,
+        keys: Keyspace,
+        runners: Mapping[str, Runner],
+        enqueue: Enqueue | None = None,
+    ) -> None:
+        self.policy = policy
+        self.redis = redis
+        self.keys = keys
+        self.runners = dict(runners)
+        self.enqueue = enqueue
+
+    async def evaluate(self, request: Request, hook_input: dict[str, Any]) -> Evaluation:
+        event = request.event
+        contexts: list[HookContext] = []
+        queued = 0
+        for entry in self.policy.entries(event):
+            if not selected(entry, event, hook_input):
+                continue
+            timeout_s = entry.handler.timeout or default_timeout_s(entry.handler.type, event)
+            ctx = HookContext(request, hook_input, entry, self.policy, timeout_s)
+            if entry.handler.async_ and self.enqueue is not None:
+                await self.enqueue(ctx)
+                queued += 1
+                continue
+            contexts.append(ctx)
+        results = list(await asyncio.gather(*(self._run(ctx) for ctx in contexts)))
+        whole_shadow = self.policy.settings.shadow
+        shadow_results = [r for r in results if r.shadow or whole_shadow]
+        shadow: list[dict[str, Any]] = []
+        if shadow_results:
+            would = merge_results(event, [dataclasses.replace(r, shadow=False) for r in shadow_results])
+            metrics.SHADOW_DECISIONS.labels(event, would.decision).inc()
+            shadow.append({"decision": would.decision, "output": would.output,
+                           "handlers": [r.handler_id for r in shadow_results]})
+        enforced = [] if whole_shadow else [r for r in results if not r.shadow]
+        merged = merge_results(event, enforced)
+        fail_open = None
+        for result in enforced:
+            if result.failed and not result.fail_closed:
+                fail_open = "hook_timeout" if result.outcome is Outcome.TIMEOUT else "hook_error"
+            elif result.failed:
+                metrics.FAIL_CLOSED.labels(event, result.handler_type).inc()
+        if event in STOP_EVENTS:
+            merged = await self._stop_guard(request, hook_input, merged)
+        return Evaluation(merged, results, shadow, fail_open, queued)
+
+    async def _run(self, ctx: HookContext) -> HandlerResult:
+        handler = ctx.entry.handler
+        once_key = None
+        if handler.once:
+            once_key = self.keys.once(ctx.request.tenant, str(ctx.hook_input.get("session_id")), ctx.entry.handler_id)
+            try:
+                with redis_errors():
+                    claimed = await self.redis.set(once_key, b"1", nx=True, ex=ONCE_TTL_S)
+            except BusUnavailable:
+                claimed = True  # cannot tell: run it (fail open)
+            if not claimed:
+                return HandlerResult(Outcome.OK, output={}, handler_type=handler.type,
+                                     handler_id=ctx.entry.handler_id, reason="once: already ran")
+        timeout_s = min(ctx.timeout_s, ctx.request.remaining_s())
+        runner = self.runners.get(handler.type, _unsupported)
+        started = time.perf_counter()
+        try:
+            async with asyncio.timeout(timeout_s):
+                result = await runner(ctx)
+        except TimeoutError:
+            result = HandlerResult(Outcome.TIMEOUT, reason=f"timed out after {timeout_s:.3g}s")
+        except Exception as exc:  # a broken handler must never break the dispatcher
+            logger.exception("handler %s failed", ctx.entry.handler_id)
+            result = HandlerResult(Outcome.ERROR, reason=f"{type(exc).__name__}: {exc}")
+        result.duration_s = time.perf_counter() - started
+        result.handler_type = handler.type
+        result.handler_id = ctx.entry.handler_id
+        result.fail_closed = handler.fail_mode == "closed"
+        result.shadow = handler.shadow
+        metrics.HOOK_DURATION.labels(handler.type).observe(result.duration_s)
+        if result.failed:
+            metrics.HOOK_ERRORS.labels(handler.type, result.outcome.value).inc()
+        if once_key is not None and (result.failed or result.outcome is Outcome.BLOCK):
+            # Only a successful run counts; a failing or blocking one may run again.
+            try:
+                with redis_errors():
+                    await self.redis.delete(once_key)
+            except BusUnavailable:
+                pass
+        return result
+
+    async def _stop_guard(self, request: Request, hook_input: dict[str, Any], merged: MergedDecision) -> MergedDecision:
+        """Past ``stopBlockLimit`` consecutive blocks per session, let the agent stop."""
+        limit = self.policy.settings.stop_block_limit
+        key = self.keys.stop_guard(request.tenant, str(hook_input.get("session_id")))
+        try:
+            with redis_errors():
+                if merged.decision != "block":
+                    await self.redis.delete(key)
+                    return merged
+                if limit == 0:
+                    return merged
+                async with self.redis.pipeline(transaction=True) as pipe:
+                    pipe.incr(key)
+                    pipe.expire(key, STOP_GUARD_TTL_S)
+                    count, _ = await pipe.execute()
+                if int(count) <= limit:
+                    return merged
+                await self.redis.delete(key)
+        except BusUnavailable:
+            return merged
+        metrics.STOP_GUARD.labels(request.event).inc()
+        message = (
+            f"hookbus: a hook blocked {request.event} {count} times in a row; overriding and letting the agent stop "
+            f"(stopBlockLimit {limit}). Last reason: {merged.reason or 'none'}"
+        )
+        return MergedDecision(output={"systemMessage": message}, decision="none", reason=merged.reason)
+
+
+def blocking_event(event: str) -> bool:
+    return event_spec(event).blocking
+
+
+__all__ = ["Engine", "Evaluation", "selected"]

@@ -1,0 +1,155 @@
+"""Async (fire-and-forget) hooks on the arq queue.
+
+A handler with ``async: true`` is not run by the dispatcher: the dispatcher enqueues a job
+(id = event id + handler id, so a re-delivered event does not run it twice) and answers at
+once. The worker runs the handler with its own timeout; a failed run is retried with
+backoff up to ``MAX_TRIES`` and then counted as ``dead``. As in Claude Code, the decision
+fields of an async hook have no effect; its ``additionalContext`` and ``systemMessage`` are
+kept for the session and delivered with the next blocking decision (the next turn).
+Jobs are serialised as JSON, never pickle: Redis content must not become code.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from typing import Any
+
+import orjson
+from arq import Retry
+from arq.connections import ArqRedis
+from arq.worker import Worker, func
+
+from bus import metrics
+from bus.connection import redis_errors
+from bus.errors import BusUnavailable
+from bus.keys import Keyspace
+from bus.policy import HandlerEntry, Policy
+from bus.protocol import Request
+from bus.results import HandlerResult, Outcome
+from bus.settings import Settings
+from workers.context import HookContext, Runner
+
+logger = logging.getLogger("hookbus.worker")
+
+MAX_TRIES = 3
+CONTEXT_TTL_S = 3600
+MAX_PENDING_CONTEXT = 50
+
+
+def job_id(request: Request, entry: HandlerEntry) -> str:
+    return f"{request.event_id}:{entry.handler_id}"
+
+
+def request_to_job(request: Request) -> dict[str, Any]:
+    return {"id": request.event_id, "ev": request.event, "tn": request.tenant, "ts": request.received_ms,
+            "p": request.payload.decode("utf-8", "replace")}
+
+
+def request_from_job(data: dict[str, Any]) -> Request:
+    return Request(event_id=data["id"], event=data["ev"], tenant=data["tn"], payload=data["p"].encode(),
+                   received_ms=int(data["ts"]))
+
+
+def make_enqueue(arq: ArqRedis, keys: Keyspace) -> Any:
+    """The dispatcher's ``enqueue`` callback for async handlers."""
+
+    async def enqueue(ctx: HookContext) -> None:
+        try:
+            with redis_errors():
+                await arq.enqueue_job("run_async_hook", request_to_job(ctx.request), ctx.entry.handler_id,
+                                      _job_id=job_id(ctx.request, ctx.entry), _queue_name=keys.arq_queue)
+            metrics.ASYNC_JOBS.labels("queued").inc()
+        except BusUnavailable as exc:
+            logger.warning("could not queue async hook %s: %s", ctx.entry.handler_id, exc)
+            metrics.ASYNC_JOBS.labels("failed").inc()
+
+    return enqueue
+
+
+async def deliver_later(redis: ArqRedis, keys: Keyspace, request: Request, result: HandlerResult) -> None:
+    """Keep an async hook's context for the session's next turn."""
+    output = result.output or {}
+    context = (output.get("hookSpecificOutput") or {}).get("additionalContext")
+    message = output.get("systemMessage")
+    if not context and not message:
+        return
+    session = str(orjson.loads(request.payload).get("session_id", ""))
+    key = keys.pending_context(request.tenant, session)
+    item = orjson.dumps({"additionalContext": context, "systemMessage": message, "event": request.event})
+    async with redis.pipeline(transaction=True) as pipe:
+        pipe.rpush(key, item)
+        pipe.ltrim(key, -MAX_PENDING_CONTEXT, -1)
+        pipe.expire(key, CONTEXT_TTL_S)
+        await pipe.execute()
+
+
+async def run_async_hook(ctx: dict[str, Any], job: dict[str, Any], handler_id: str) -> str:
+    """The arq job: run one async handler on one event."""
+    policy: Policy = ctx["policy"]
+    runners: dict[str, Runner] = ctx["runners"]
+    request = request_from_job(job)
+    entry = next((e for e in policy.entries(request.event) if e.handler_id == handler_id), None)
+    if entry is None:
+        metrics.ASYNC_JOBS.labels("failed").inc()
+        return "handler no longer in the policy"
+    hook_input = orjson.loads(request.payload)
+    timeout_s = entry.handler.timeout or 600.0
+    hook = HookContext(request, hook_input, entry, policy, timeout_s)
+    runner = runners.get(entry.handler.type)
+    started = time.perf_counter()
+    if runner is None:
+        result = HandlerResult(Outcome.ERROR, reason=f"handler type '{entry.handler.type}' is not available")
+    else:
+        try:
+            async with asyncio.timeout(timeout_s):
+                result = await runner(hook)
+        except TimeoutError:
+            result = HandlerResult(Outcome.TIMEOUT, reason=f"timed out after {timeout_s}s")
+    metrics.HOOK_DURATION.labels(entry.handler.type).observe(time.perf_counter() - started)
+    if result.failed:
+        if ctx["job_try"] < MAX_TRIES:
+            metrics.ASYNC_JOBS.labels("retried").inc()
+            raise Retry(defer=ctx["job_try"] * 2)
+        metrics.ASYNC_JOBS.labels("dead").inc()
+        logger.warning("async hook %s gave up after %d tries: %s", handler_id, ctx["job_try"], result.reason)
+        return f"dead: {result.reason}"
+    await deliver_later(ctx["redis"], ctx["keys"], request, result)
+    metrics.ASYNC_JOBS.labels("succeeded").inc()
+    return result.outcome.value
+
+
+def build_worker(settings: Settings, policy: Policy, redis_url: str, *, burst: bool = False) -> Worker:
+    """An arq Worker that runs async hooks from hookbus's queue."""
+    from workers.runners import default_runners
+
+    pool = ArqRedis.from_url(redis_url)
+    return Worker(
+        functions=[func(run_async_hook, name="run_async_hook", max_tries=MAX_TRIES)],  # type: ignore[arg-type]
+        queue_name=settings.keys.arq_queue,
+        redis_pool=pool,
+        burst=burst,
+        keep_result=60,
+        max_jobs=50,
+        poll_delay=0.1,
+        handle_signals=not burst,
+        job_serializer=orjson.dumps,
+        job_deserializer=orjson.loads,
+        ctx={"policy": policy, "runners": default_runners(settings, policy), "keys": settings.keys, "redis": pool},
+    )
+
+
+async def serve_worker(settings: Settings, policy: Policy, redis_url: str, metrics_port: int | None = None) -> None:
+    """Run the arq worker until SIGINT/SIGTERM."""
+    from workers.service import start_metrics_server
+
+    start_metrics_server(metrics_port)
+    worker = build_worker(settings, policy, redis_url)
+    try:
+        await worker.async_run()
+    finally:
+        await worker.close()
+
+
+__all__ = ["build_worker", "make_enqueue", "run_async_hook", "serve_worker"]
