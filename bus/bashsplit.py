@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from typing import Final
 
 _MAX_DEPTH: Final = 32
-_ASSIGNMENT: Final = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(?:\[[^\]]*\])?\+?=")
+_ASSIGNMENT: Final = re.compile(r"([A-Za-z_][A-Za-z0-9_]*)(?:\[[^\]]*\])?\+?=")
 _KEYWORDS: Final = frozenset({"!", "{", "}", "if", "then", "else", "elif", "fi", "do", "done",
                               "while", "until", "esac"})
 _PS_CALL_OPERATORS: Final = frozenset({"&", "."})
@@ -60,6 +60,7 @@ class SimpleCommand:
     """One simple command, with leading assignments and keywords already removed."""
 
     words: tuple[Word, ...]
+    assigned: tuple[str, ...] = ()  # names of the leading ``VAR=value`` assignments removed
 
     @property
     def text(self) -> str:
@@ -342,19 +343,28 @@ def _matching(src: str, start: int, opener: str, closer: str) -> int:
 
 def _finalize(words: list[Word], powershell: bool) -> SimpleCommand | None:
     """Drop leading keywords and ``VAR=value`` assignments; ``None`` if nothing is left."""
-    i = 0
+    i, assigned = 0, []
     while i < len(words):
         raw = words[i].raw
-        if raw in _KEYWORDS or _ASSIGNMENT.match(raw) or (powershell and raw in _PS_CALL_OPERATORS):
-            i += 1
-        else:
+        assignment = _ASSIGNMENT.match(raw)
+        if assignment:
+            assigned.append(assignment.group(1))
+        elif raw not in _KEYWORDS and not (powershell and raw in _PS_CALL_OPERATORS):
             break
-    return SimpleCommand(tuple(words[i:])) if i < len(words) else None
+        i += 1
+    return SimpleCommand(tuple(words[i:]), tuple(assigned)) if i < len(words) else None
+
+
+#: Commands made only of these characters have no quotes, expansions, operators or globs.
+_PLAIN: Final = re.compile(r"[A-Za-z0-9_./:,@%+=\- \t-]*")
 
 
 @functools.lru_cache(maxsize=2048)
 def parse_commands(command: str, *, powershell: bool = False) -> tuple[SimpleCommand, ...] | None:
     """Every simple command in ``command`` (nested ones after their parent); ``None`` if unparsable."""
+    if not powershell and _PLAIN.fullmatch(command):  # the common case, ten times cheaper
+        command_ = _finalize([Word(w, w) for w in command.split()], False)
+        return () if command_ is None else (command_,)
     try:
         return tuple(_Parser(command, powershell).parse(None))
     except (Unparsable, RecursionError):

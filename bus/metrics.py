@@ -7,6 +7,7 @@ container each) serves its own registry.
 
 from __future__ import annotations
 
+import functools
 import os
 
 from prometheus_client import (
@@ -57,6 +58,12 @@ SPOOLED = Counter(
 )
 
 
+@functools.lru_cache(maxsize=64)
+def hook_duration(handler_type: str) -> Histogram:
+    """The ``hookbus_hook_duration_seconds`` child of one handler type (label lookup cached)."""
+    return HOOK_DURATION.labels(handler_type)
+
+
 def event_label(event: str) -> str:
     """Event label for metrics; unknown names collapse to ``other`` (bounded cardinality)."""
     from bus.events import EVENTS
@@ -90,5 +97,6 @@ __all__ = [
     "SPOOLED",
     "STOP_GUARD",
     "event_label",
+    "hook_duration",
     "render",
 ]

@@ -32,7 +32,6 @@ from typing import Any, Final, Literal
 from urllib.parse import urlsplit
 
 from bus.bashsplit import SimpleCommand, parse_commands, split_bash, strip_wrappers
-from bus.events import IF_EVENTS
 
 EDIT_TOOLS: Final = frozenset({"Edit", "Write", "MultiEdit", "NotebookEdit"})
 READ_TOOLS: Final = frozenset({"Read", "Grep", "Glob", "LS", "NotebookRead"})
@@ -58,6 +57,10 @@ _PS_ALIASES: Final = {alias: cmdlet for cmdlet, aliases in {
     "invoke-webrequest": "iwr curl wget", "invoke-restmethod": "irm", "invoke-expression": "iex",
     "start-process": "saps start", "stop-process": "kill spps",
 }.items() for alias in aliases.split()}
+#: Leading assignments an ``allow`` rule may match past (any is stripped for ``if``/deny/ask).
+_SAFE_ENV: Final = frozenset({"NODE_ENV", "RUST_LOG", "RUST_BACKTRACE", "CI", "NO_COLOR", "FORCE_COLOR",
+                              "TZ", "LANG", "LC_ALL", "PYTHONUNBUFFERED", "DEBUG"})
+RuleKind = Literal["if", "allow", "ask", "deny"]
 _WINDOWS_DRIVE: Final = re.compile(r"([A-Za-z]):[\\/]")
 
 
@@ -117,16 +120,22 @@ def rule_matches(
     tool_input: Mapping[str, Any],
     cwd: str | None = None,
     *,
-    fail_open: bool = True,
-    deny_rule: bool = False,
+    fail_open: bool | None = None,
+    kind: RuleKind = "if",
 ) -> bool:
     """Whether ``rule`` matches a call of ``tool_name`` with ``tool_input`` made in ``cwd``.
 
-    ``fail_open`` is the answer when a shell command cannot be judged: it cannot be parsed, or a
-    pattern more specific than a command name meets ``$VAR``, ``$(...)`` or backticks.
-    ``deny_rule`` applies Claude Code's deny/ask reading: a one-directory pattern such as
-    ``secrets/**`` matches at any depth, and ``Read`` path rules also cover Edit and Write.
+    ``kind`` is how the rule is used. ``"if"`` (a handler filter), ``"deny"`` and ``"ask"``
+    match when any subcommand matches; ``"allow"`` only when every subcommand does, and never
+    past a leading assignment of a variable outside a small safe set. ``"deny"``/``"ask"``
+    also read a one-directory pattern such as ``secrets/**`` at any depth and let ``Read``
+    path rules cover Edit and Write. ``fail_open`` is the answer when a shell command cannot be
+    judged (unparsable, or ``$VAR``/``$(...)``/backticks meet a pattern more specific than a
+    command name); by default ``True``, except ``False`` for ``"allow"``.
     """
+    deny_rule = kind in ("deny", "ask")
+    if fail_open is None:
+        fail_open = kind != "allow"
     tool = _TOOL_ALIASES.get(tool_name, tool_name)
     rule_tool = _TOOL_ALIASES.get(rule.tool, rule.tool)
     if not _tool_applies(rule_tool, tool, rule.content is not None and deny_rule):
@@ -140,7 +149,8 @@ def rule_matches(
         return _param_matches(tool_input.get(param.group(1)), param.group(2))
     if tool in SHELL_TOOLS:
         command = tool_input.get("command")
-        return isinstance(command, str) and _shell_matches(content, command, tool == "PowerShell", fail_open)
+        return isinstance(command, str) and _shell_matches(
+            content, command, tool == "PowerShell", fail_open, every=kind == "allow")
     if tool in EDIT_TOOLS or tool in READ_TOOLS:
         fields = _PATH_FIELDS.get(tool, ("file_path", "notebook_path"))
         default = cwd if tool in _PATH_FIELDS else None  # Glob/Grep/LS search the cwd by default
@@ -152,20 +162,6 @@ def rule_matches(
         if isinstance(tool_input.get(field), str):
             return _glob(content).fullmatch(tool_input[field]) is not None
     return False
-
-
-def if_matches(condition: str, event: str, hook_input: Mapping[str, Any]) -> bool:
-    """Evaluate a handler's ``if`` field for one event; ``False`` on events that don't support ``if``.
-
-    Raises :class:`ValueError` when ``condition`` is not a valid rule.
-    """
-    rule = parse_rule(condition)
-    if event not in IF_EVENTS:
-        return False
-    tool_input, cwd = hook_input.get("tool_input"), hook_input.get("cwd")
-    return rule_matches(rule, str(hook_input.get("tool_name", "")),
-                        tool_input if isinstance(tool_input, Mapping) else {},
-                        cwd if isinstance(cwd, str) else None)
 
 
 def _tool_applies(rule_tool: str, tool: str, read_covers_edits: bool) -> bool:
@@ -223,23 +219,28 @@ def _shell_pattern(content: str, ignore_case: bool) -> _ShellPattern:
     return _ShellPattern(regex, _glob(head, ignore_case), name_only, pattern == "*")
 
 
-def _shell_matches(content: str, command: str, powershell: bool, fail_open: bool) -> bool:
+def _shell_matches(content: str, command: str, powershell: bool, fail_open: bool, every: bool) -> bool:
     pattern = _shell_pattern(content, powershell)
     if pattern.match_all:
         return True
     commands = parse_commands(command, powershell=powershell)
     if commands is None:
         return fail_open
-    for cmd in commands:
-        variants = _variants(cmd, powershell)
-        if any(pattern.regex.fullmatch(text) for text in variants):
-            return True
-        if fail_open and cmd.dynamic and _dynamic_could_match(pattern, cmd):
-            return True
-    return False
+    if every:  # allow rules: every subcommand, no unsafe leading assignment
+        return bool(commands) and all(
+            _SAFE_ENV.issuperset(cmd.assigned) and _command_matches(pattern, cmd, powershell, fail_open)
+            for cmd in commands)
+    return any(_command_matches(pattern, cmd, powershell, fail_open) for cmd in commands)
 
 
-def _variants(cmd: SimpleCommand, powershell: bool) -> set[str]:
+def _command_matches(pattern: _ShellPattern, cmd: SimpleCommand, powershell: bool, fail_open: bool) -> bool:
+    if any(pattern.regex.fullmatch(text) for text in _variants(cmd, powershell)):
+        return True
+    return fail_open and cmd.dynamic and _dynamic_could_match(pattern, cmd)
+
+
+@functools.lru_cache(maxsize=4096)
+def _variants(cmd: SimpleCommand, powershell: bool) -> frozenset[str]:
     """The texts a subcommand is matched as: as written, unquoted, and with wrappers removed."""
     forms = [cmd]
     stripped = strip_wrappers(cmd.words)
@@ -251,7 +252,7 @@ def _variants(cmd: SimpleCommand, powershell: bool) -> set[str]:
         alias = _PS_ALIASES.get(form.words[0].value.lower()) if powershell else None
         if alias is not None:
             texts.add(" ".join((alias, *(word.value for word in form.words[1:]))))
-    return texts
+    return frozenset(texts)
 
 
 def _dynamic_could_match(pattern: _ShellPattern, cmd: SimpleCommand) -> bool:
@@ -387,13 +388,32 @@ def _url_matches(content: str, url: object) -> bool:
     return bool(host) and _domain_regex(content[7:]).fullmatch(str(host).rstrip(".")) is not None
 
 
+def shell_texts(command: str, powershell: bool = False) -> frozenset[str] | None:
+    """Every text the subcommands of ``command`` are matched as, for a combined pre-check.
+
+    ``None`` when that is not enough to decide: the command cannot be parsed, or run-time
+    expansions make its final text unknowable (then call :func:`rule_matches` per rule).
+    """
+    commands = parse_commands(command, powershell=powershell)
+    if commands is None or any(cmd.dynamic for cmd in commands):
+        return None
+    return frozenset().union(*(_variants(cmd, powershell) for cmd in commands))
+
+
+def shell_regex(rule: PermissionRule, powershell: bool = False) -> re.Pattern[str]:
+    """The compiled pattern a ``Bash(...)``/``PowerShell(...)`` rule's content is matched with."""
+    return _shell_pattern(rule.content or "*", powershell).regex
+
+
 __all__ = [
     "EDIT_TOOLS",
     "READ_TOOLS",
     "SHELL_TOOLS",
     "PermissionRule",
-    "if_matches",
+    "RuleKind",
     "parse_rule",
     "rule_matches",
+    "shell_regex",
+    "shell_texts",
     "split_bash",
 ]

@@ -91,7 +91,8 @@ class EmbeddedRedis:
         ]  # fmt: skip
         try:
             self._process = subprocess.Popen(
-                args, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, preexec_fn=die_with_parent
+                args, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, preexec_fn=die_with_parent,
+                process_group=0,  # a terminal's Ctrl-C must not stop Redis before its clients
             )
         except OSError as exc:
             raise RedisServerError(f"cannot start redis-server: {exc}") from exc

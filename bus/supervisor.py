@@ -23,21 +23,25 @@ from bus.settings import Settings, mask_url
 
 def _child(role: str, args: list[str], env: dict[str, str]) -> subprocess.Popen[bytes]:
     return subprocess.Popen(
-        [sys.executable, "-m", "bus", role, *args], env=env, stdin=subprocess.DEVNULL, preexec_fn=die_with_parent
+        [sys.executable, "-m", "bus", role, *args], env=env, stdin=subprocess.DEVNULL, preexec_fn=die_with_parent,
+        process_group=0,  # Ctrl-C reaches only this process, which stops the children in order
     )
 
 
 def _stop(children: list[tuple[str, subprocess.Popen[bytes]]], timeout_s: float = 10.0) -> None:
-    for _, process in children:
-        if process.poll() is None:
-            process.send_signal(signal.SIGTERM)
-    deadline = time.monotonic() + timeout_s
-    for _, process in children:
-        try:
-            process.wait(max(0.1, deadline - time.monotonic()))
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
+    """Stop the gateway first (no new work), then the dispatchers and the worker."""
+    for role in ("gateway", "dispatcher", "worker"):
+        group = [process for name, process in children if name == role]
+        for process in group:
+            if process.poll() is None:
+                process.send_signal(signal.SIGTERM)
+        deadline = time.monotonic() + timeout_s
+        for process in group:
+            try:
+                process.wait(max(0.1, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait()
 
 
 def run_platform(settings: Settings, dispatchers: int = 1) -> int:

@@ -22,7 +22,7 @@ import redis.asyncio as aioredis
 from bus import metrics
 from bus.connection import redis_errors
 from bus.errors import BusUnavailable
-from bus.events import IF_EVENTS, STOP_EVENTS, event_spec
+from bus.events import IF_EVENTS, STOP_EVENTS
 from bus.keys import Keyspace
 from bus.matching import compile_matcher, matcher_value
 from bus.merge import MergedDecision, merge_results
@@ -35,6 +35,8 @@ from workers.context import HookContext, Runner, default_timeout_s
 logger = logging.getLogger("hookbus.dispatcher")
 
 ONCE_TTL_S = 7 * 86400
+#: Handler types evaluated in-process without I/O: no task, no timer.
+INLINE_TYPES = frozenset({"rule"})
 STOP_GUARD_TTL_S = 3600
 
 Enqueue = Callable[[HookContext], Awaitable[None]]
@@ -116,7 +118,11 @@ class Engine:
                 queued += 1
                 continue
             contexts.append(ctx)
-        results = list(await asyncio.gather(*(self._run(ctx) for ctx in contexts)))
+        if len(contexts) == 1 or all(ctx.entry.handler.type in INLINE_TYPES for ctx in contexts):
+            # In-process handlers finish without yielding: running them in turn skips a task each.
+            results = [await self._run(ctx) for ctx in contexts]
+        else:
+            results = list(await asyncio.gather(*(self._run(ctx) for ctx in contexts)))
         whole_shadow = self.policy.settings.shadow
         shadow_results = [r for r in results if r.shadow or whole_shadow]
         shadow: list[dict[str, Any]] = []
@@ -154,8 +160,11 @@ class Engine:
         runner = self.runners.get(handler.type, _unsupported)
         started = time.perf_counter()
         try:
-            async with asyncio.timeout(timeout_s):
+            if handler.type in INLINE_TYPES:
                 result = await runner(ctx)
+            else:
+                async with asyncio.timeout(timeout_s):
+                    result = await runner(ctx)
         except TimeoutError:
             result = HandlerResult(Outcome.TIMEOUT, reason=f"timed out after {timeout_s:.3g}s")
         except Exception as exc:  # a broken handler must never break the dispatcher
@@ -166,7 +175,7 @@ class Engine:
         result.handler_id = ctx.entry.handler_id
         result.fail_closed = handler.fail_mode == "closed"
         result.shadow = handler.shadow
-        metrics.HOOK_DURATION.labels(handler.type).observe(result.duration_s)
+        metrics.hook_duration(handler.type).observe(result.duration_s)
         if result.failed:
             metrics.HOOK_ERRORS.labels(handler.type, result.outcome.value).inc()
         if once_key is not None and (result.failed or result.outcome is Outcome.BLOCK):
@@ -204,10 +213,6 @@ class Engine:
             f"(stopBlockLimit {limit}). Last reason: {merged.reason or 'none'}"
         )
         return MergedDecision(output={"systemMessage": message}, decision="none", reason=merged.reason)
-
-
-def blocking_event(event: str) -> bool:
-    return event_spec(event).blocking
 
 
 __all__ = ["Engine", "Evaluation", "selected"]

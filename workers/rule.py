@@ -5,24 +5,83 @@ matches the tool call decides. On PreToolUse the verdict is a ``permissionDecisi
 PermissionRequest a ``decision.behavior`` (``ask`` has no equivalent there and yields no
 decision); on the other tool events a ``deny`` becomes ``decision: "block"``. Events with
 no tool call get no decision from a rule handler.
+
+A rule pack runs on every tool call, so each list's shell rules are also compiled into one
+alternation: a command that matches none of them is rejected with a single regex pass per
+subcommand text, and the rules are only walked one by one to name the one that matched.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import functools
+import re
 from typing import Any
 
-from bus.permissions import PermissionRule, parse_rule, rule_matches
+from bus.permissions import (
+    SHELL_TOOLS,
+    PermissionRule,
+    RuleKind,
+    parse_rule,
+    rule_matches,
+    shell_regex,
+    shell_texts,
+)
 from bus.results import HandlerResult, Outcome
 from bus.schema import RuleHandler
 from workers.context import HookContext
 
 _BLOCK_EVENTS = frozenset({"PostToolUse", "PostToolUseFailure"})
+_VERDICTS: tuple[RuleKind, ...] = ("deny", "ask", "allow")
 
 
-@functools.lru_cache(maxsize=4096)
-def _rules(texts: tuple[str, ...]) -> tuple[PermissionRule, ...]:
-    return tuple(parse_rule(text) for text in texts)
+@dataclasses.dataclass(frozen=True)
+class RuleList:
+    """One verdict's rules, with a combined pre-check per shell tool."""
+
+    verdict: RuleKind
+    rules: tuple[tuple[PermissionRule, str], ...]
+    #: Per shell tool: the alternation of its rules, and the list's other rules.
+    shell_any: dict[str, tuple[re.Pattern[str], tuple[tuple[PermissionRule, str], ...]]]
+
+    def first_match(self, tool_name: str, tool_input: dict[str, Any], cwd: str | None) -> str | None:
+        candidates = self.rules
+        shell = self.shell_any.get(tool_name)
+        if shell is not None and self.verdict != "allow":
+            combined, others = shell
+            command = tool_input.get("command")
+            texts = shell_texts(command, tool_name == "PowerShell") if isinstance(command, str) else None
+            if texts is not None and not any(combined.fullmatch(text) for text in texts):
+                candidates = others
+        for rule, text in candidates:
+            if rule_matches(rule, tool_name, tool_input, cwd, kind=self.verdict):
+                return text
+        return None
+
+
+def _is_shell_rule(rule: PermissionRule, tool: str) -> bool:
+    return rule.tool == tool and rule.content is not None and ":" not in rule.content.split(" ", 1)[0]
+
+
+def _compile(verdict: RuleKind, texts: tuple[str, ...]) -> RuleList:
+    rules = tuple((parse_rule(text), text) for text in texts)
+    shell_any: dict[str, tuple[re.Pattern[str], tuple[tuple[PermissionRule, str], ...]]] = {}
+    for tool in SHELL_TOOLS:
+        patterns = [shell_regex(rule, tool == "PowerShell") for rule, _ in rules if _is_shell_rule(rule, tool)]
+        if patterns:
+            combined = re.compile("|".join(f"(?:{p.pattern})" for p in patterns), patterns[0].flags)
+            shell_any[tool] = (combined, tuple(item for item in rules if not _is_shell_rule(item[0], tool)))
+    return RuleList(verdict, rules, shell_any)
+
+
+def compile_rules(handler: RuleHandler) -> tuple[RuleList, ...]:
+    """The handler's deny, ask and allow lists, compiled once."""
+    return _compile_lists(tuple(handler.deny), tuple(handler.ask), tuple(handler.allow))
+
+
+@functools.lru_cache(maxsize=1024)
+def _compile_lists(deny: tuple[str, ...], ask: tuple[str, ...], allow: tuple[str, ...]) -> tuple[RuleList, ...]:
+    return tuple(_compile(verdict, texts) for verdict, texts in zip(_VERDICTS, (deny, ask, allow), strict=True))
 
 
 def evaluate_rules(handler: RuleHandler, hook_input: dict[str, Any]) -> tuple[str, str] | None:
@@ -34,10 +93,10 @@ def evaluate_rules(handler: RuleHandler, hook_input: dict[str, Any]) -> tuple[st
     if not isinstance(tool_input, dict):
         tool_input = {}
     cwd = hook_input.get("cwd") if isinstance(hook_input.get("cwd"), str) else None
-    for verdict, texts in (("deny", handler.deny), ("ask", handler.ask), ("allow", handler.allow)):
-        for rule, text in zip(_rules(tuple(texts)), texts, strict=True):
-            if rule_matches(rule, tool_name, tool_input, cwd):
-                return verdict, text
+    for rule_list in compile_rules(handler):
+        found = rule_list.first_match(tool_name, tool_input, cwd)
+        if found is not None:
+            return rule_list.verdict, found
     return None
 
 
@@ -68,4 +127,4 @@ async def run_rule(ctx: HookContext) -> HandlerResult:
     return HandlerResult(Outcome.OK, output=rule_output(ctx.event, verdict, rule, handler.reason), handler_type="rule")
 
 
-__all__ = ["evaluate_rules", "rule_output", "run_rule"]
+__all__ = ["compile_rules", "evaluate_rules", "rule_output", "run_rule"]

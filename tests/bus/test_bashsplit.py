@@ -172,3 +172,24 @@ def test_strip_wrappers(command: str, expected: str) -> None:
 
 def test_results_are_cached() -> None:
     assert parse_commands("git status && ls") is parse_commands("git status && ls")
+
+
+def test_removed_assignments_are_recorded() -> None:
+    commands = parse_commands("FOO=1 BAR+=x arr[0]=y make && ls")
+    assert commands is not None
+    assert [cmd.assigned for cmd in commands] == [("FOO", "BAR", "arr"), ()]
+
+
+_PLAIN_SAMPLES = [
+    "ls -la", "git status", "npm run test", "FOO=1 BAR=2 make build", "git push origin main",
+    "python3 -m pytest tests/bus -q", "kubectl get pods -n kube-system", "  spaced   out  words ",
+    "rm -rf /tmp/x", "echo done", "if", "do make", "cp a.txt b.txt", "x=1", "git log --oneline -n 5",
+    "curl https://example.com/a:b,c@d%20", "terraform apply -auto-approve", "",
+]
+
+
+@pytest.mark.parametrize("command", _PLAIN_SAMPLES)
+def test_plain_fast_path_agrees_with_the_full_parser(command: str) -> None:
+    from bus.bashsplit import _Parser
+
+    assert parse_commands.__wrapped__(command) == tuple(_Parser(command, False).parse(None))

@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from bus.permissions import PermissionRule, if_matches, parse_rule, rule_matches, split_bash
+from bus.permissions import PermissionRule, parse_rule, rule_matches, split_bash
 
 CWD = "/work/proj"
 
@@ -388,12 +388,12 @@ def test_paths_without_cwd(rule: str, path: str, expected: bool) -> None:
 def test_deny_rule_reading() -> None:
     # deny/ask: a one-directory pattern matches that directory at any depth
     assert not _file("Read(secrets/**)", f"{CWD}/a/secrets/k", tool="Read")
-    assert _file("Read(secrets/**)", f"{CWD}/a/secrets/k", tool="Read", deny_rule=True)
-    assert not _file("Read(a/secrets/**)", f"{CWD}/x/a/secrets/k", tool="Read", deny_rule=True)
+    assert _file("Read(secrets/**)", f"{CWD}/a/secrets/k", tool="Read", kind="deny")
+    assert not _file("Read(a/secrets/**)", f"{CWD}/x/a/secrets/k", tool="Read", kind="deny")
     # deny: Read path rules also cover Edit and Write on the same path, not NotebookEdit
     assert not _file("Read(.env)", f"{CWD}/.env", tool="Write")
-    assert _file("Read(.env)", f"{CWD}/.env", tool="Write", deny_rule=True)
-    assert not _file("Read(.env)", f"{CWD}/.env", tool="NotebookEdit", deny_rule=True)
+    assert _file("Read(.env)", f"{CWD}/.env", tool="Write", kind="deny")
+    assert not _file("Read(.env)", f"{CWD}/.env", tool="NotebookEdit", kind="deny")
 
 
 def test_windows_paths() -> None:
@@ -475,33 +475,42 @@ def test_other_tools(rule: str, tool: str, tool_input: dict[str, Any], expected:
     assert rule_matches(parse_rule(rule), tool, tool_input, CWD) is expected
 
 
-# --- if_matches and split_bash -----------------------------------------------------------
+# --- rule kinds: allow lists need every subcommand --------------------------------------
 
 
 @pytest.mark.parametrize(
-    ("event", "expected"),
+    ("rule", "command", "if_result", "allow_result"),
     [
-        ("PreToolUse", True),
-        ("PostToolUse", True),
-        ("PostToolUseFailure", True),
-        ("PermissionRequest", True),
-        ("PermissionDenied", True),
-        ("Stop", False),  # a handler with `if` never runs on other events
-        ("UserPromptSubmit", False),
+        ("Bash(git status *)", "git status", True, True),
+        ("Bash(git status *)", "git status && rm -rf ~", True, False),
+        ("Bash(git *)", "git add . && git commit -m x", True, True),
+        ("Bash(echo *)", "echo $(rm -rf ~)", True, False),  # the inner command must match too
+        ("Bash(echo *)", "echo $(echo hi)", True, True),
+        ("Bash(git push *)", "echo 'unbalanced", True, False),  # unparsable: never allowed
+        ("Bash(git push *)", "git $SUB", True, False),  # dynamic: never allowed
+        ("Bash(npm test *)", "NODE_ENV=test npm test", True, True),  # safe variable
+        ("Bash(git status)", "LD_PRELOAD=/tmp/x.so git status", True, False),  # unsafe variable
+        ("Bash(ls *)", "", False, False),
+        ("Bash(ls *)", "FOO=1", False, False),
+        ("Bash(*)", "anything; at all", True, True),
     ],
 )
-def test_if_matches_events(event: str, expected: bool) -> None:
-    hook_input = {"tool_name": "Bash", "tool_input": {"command": "git push"}, "cwd": CWD}
-    assert if_matches("Bash(git push *)", event, hook_input) is expected
+def test_allow_kind(rule: str, command: str, if_result: bool, allow_result: bool) -> None:
+    parsed = parse_rule(rule)
+    assert rule_matches(parsed, "Bash", {"command": command}, CWD) is if_result
+    assert rule_matches(parsed, "Bash", {"command": command}, CWD, kind="allow") is allow_result
+    assert rule_matches(parsed, "Bash", {"command": command}, CWD, kind="deny") is if_result
 
 
-def test_if_matches_reads_the_hook_input() -> None:
-    hook_input = {"tool_name": "Edit", "tool_input": {"file_path": f"{CWD}/src/a.ts"}, "cwd": CWD}
-    assert if_matches("Edit(src/**)", "PreToolUse", hook_input)
-    assert not if_matches("Edit(lib/**)", "PreToolUse", hook_input)
-    assert not if_matches("Bash", "PreToolUse", {})
-    with pytest.raises(ValueError, match="empty specifier"):
-        if_matches("Bash()", "Stop", hook_input)
+def test_allow_kind_can_opt_into_failing_open() -> None:
+    rule = parse_rule("Bash(git push *)")
+    assert rule_matches(rule, "Bash", {"command": "echo 'x"}, CWD, kind="allow", fail_open=True)
+    assert not rule_matches(rule, "Bash", {"command": "echo 'x"}, CWD, kind="deny", fail_open=False)
+
+
+def test_ask_reads_paths_like_deny() -> None:
+    assert _file("Read(secrets/**)", f"{CWD}/a/secrets/k", tool="Read", kind="ask")
+    assert not _file("Read(secrets/**)", f"{CWD}/a/secrets/k", tool="Read", kind="allow")
 
 
 def test_split_bash_is_exported() -> None:

@@ -1,0 +1,400 @@
+"""Running Claude Code ``command`` hooks centrally, as real subprocesses.
+
+Shell form runs ``/bin/sh -c <command>`` (``pwsh -NoProfile -NonInteractive -Command`` when
+``shell: "powershell"``); exec form (``args`` set) spawns ``command`` directly with ``args``
+as its argv, no shell. The hook input JSON goes to stdin, which is then closed; the exit code,
+stdout and stderr are read by :func:`bus.output.result_from_exit`.
+
+**Placeholders.** ``${CLAUDE_PROJECT_DIR}`` and input paths such as ``${tool_input.file_path}``
+or seed 001's ``${args.path}`` are filled from the hook input. A placeholder is an *input
+path* when its first dotted segment is a top-level key of the input, or one of the aliases
+``args`` (``tool_input``) and ``tool`` (``tool_name``); every other ``${VAR}`` or ``$VAR`` is
+the shell's own and is left alone. Missing paths give ``""``, objects and lists compact JSON.
+Exec form substitutes verbatim into each ``args`` element (only ``${CLAUDE_PROJECT_DIR}`` in
+``command``, so an event can never choose the program). Shell form never pastes a value into
+the script: each value is exported as ``HOOKBUS_V<n>`` and the placeholder becomes a quoted
+reference to it (``"${HOOKBUS_V0}"`` outside quotes, ``${HOOKBUS_V0}`` inside ``"..."``,
+``'"${HOOKBUS_V0}"'`` inside ``'...'``). Expansion output is never parsed again, so no value
+can inject shell whatever the template's quoting (pasting ``shlex.quote``-d text into ``"${x}"``
+would still run ``$(...)``). Placeholders in comments stay literal; in heredoc bodies the value
+keeps its double quotes. PowerShell gets ``${env:HOOKBUS_V0}`` (not expanded in ``'...'``).
+
+**Where it runs.** Central hooks don't run on the agent's machine: the working directory is
+the event's ``cwd`` only if that directory exists here, else the dispatcher's own.
+
+**Environment.** The dispatcher's environment minus every ``HOOKBUS_*`` variable (service
+secrets such as ``HOOKBUS_TOKENS``) and minus stale ``CLAUDE_PROJECT_DIR`` /
+``CLAUDE_CODE_SESSION_ID`` / ``CLAUDE_EFFORT``; plus those three from the event,
+``CLAUDECODE=1``, ``HOOKBUS_EVENT_ID`` and ``extra_env``.
+
+**Processes.** Each hook leads its own process group. On timeout the group gets SIGTERM,
+then SIGKILL once the leader exits or a 0.2 s grace ends (hooks that ignore SIGTERM: GH#86578).
+When the hook exits normally, anything it left running in its group is killed too (detach
+with ``setsid`` to outlive the run). Cancelling the awaiting task kills the group. Output is
+read by the event loop as it arrives, so a hook that ignores stdin and floods stdout/stderr
+can't deadlock; each stream keeps at most ``max_output_bytes`` (the rest is read and dropped).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import json
+import os
+import re
+import shutil
+import signal
+import subprocess
+import time
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from bus.output import result_from_exit
+from bus.results import HandlerResult, Outcome
+from bus.schema import CommandHandler
+
+#: Seconds between SIGTERM and SIGKILL for a timed-out hook's process group.
+KILL_GRACE_S = 0.2
+#: Seconds to wait, after the hook exited, for its stdout/stderr to reach end of file.
+DRAIN_S = 0.5
+#: Aliases from seed 001's ``HookContext`` to Claude Code's input fields.
+ALIASES: Mapping[str, str] = {"args": "tool_input", "tool": "tool_name"}
+#: Variables hookbus sets from the event; an inherited value is never passed on.
+_EVENT_VARS = ("CLAUDE_PROJECT_DIR", "CLAUDE_CODE_SESSION_ID", "CLAUDE_EFFORT")
+_PLACEHOLDER = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)((?:\.[A-Za-z0-9_-]+)*)\}")
+_WORD_BREAK = frozenset(" \t\n;&|()<>")
+_MISSING = object()
+
+
+def _is_input_path(first: str, hook_input: Mapping[str, Any]) -> bool:
+    return first in hook_input or first in ALIASES
+
+
+def lookup(path: str, hook_input: Mapping[str, Any]) -> str:
+    """The text a placeholder path (``tool_input.file_path``, ``args.path``) stands for."""
+    first, *rest = path.split(".")
+    value: Any = hook_input.get(first, _MISSING)
+    if value is _MISSING and first in ALIASES:
+        value = hook_input.get(ALIASES[first], _MISSING)
+    for segment in rest:
+        if isinstance(value, Mapping):
+            value = value.get(segment, _MISSING)
+        elif isinstance(value, list) and segment.isdigit() and int(segment) < len(value):
+            value = value[int(segment)]
+        else:
+            value = _MISSING
+    if value is _MISSING or value is None:
+        return ""
+    if isinstance(value, str):
+        return value
+    if isinstance(value, bool | int | float):
+        return json.dumps(value)
+    return json.dumps(value, separators=(",", ":"), ensure_ascii=False, default=str)
+
+
+def project_dir(hook_input: Mapping[str, Any]) -> str:
+    """``CLAUDE_PROJECT_DIR`` for an event: its ``cwd`` (the agent's path), or ``""``."""
+    cwd = hook_input.get("cwd")
+    return cwd if isinstance(cwd, str) else ""
+
+
+def render_exec(command: str, args: Sequence[str], hook_input: Mapping[str, Any]) -> list[str]:
+    """Exec-form argv: placeholders verbatim in ``args``; only ``${CLAUDE_PROJECT_DIR}`` in ``command``."""
+    pdir = project_dir(hook_input)
+
+    def sub(match: re.Match[str], *, inputs: bool) -> str:
+        first, path = match.group(1), match.group(1) + match.group(2)
+        if path == "CLAUDE_PROJECT_DIR":
+            return pdir
+        if inputs and _is_input_path(first, hook_input):
+            return lookup(path, hook_input)
+        return match.group(0)
+
+    program = _PLACEHOLDER.sub(lambda m: sub(m, inputs=False), command)
+    return [program, *(_PLACEHOLDER.sub(lambda m: sub(m, inputs=True), arg) for arg in args)]
+
+
+def render_shell(
+    command: str, hook_input: Mapping[str, Any], *, powershell: bool = False
+) -> tuple[str, dict[str, str]]:
+    """Shell-form script and the ``HOOKBUS_V<n>`` variables its placeholders refer to.
+
+    Values never enter the script text (see the module docstring). The returned script
+    refers to ``CLAUDE_PROJECT_DIR`` by name; :func:`hook_env` exports it.
+    """
+    variables: dict[str, str] = {}
+    names: dict[str, str] = {}
+
+    def var_for(path: str) -> str:
+        if path == "CLAUDE_PROJECT_DIR":
+            return path
+        if path not in names:
+            names[path] = f"HOOKBUS_V{len(names)}"
+            variables[names[path]] = lookup(path, hook_input)
+        return names[path]
+
+    def wanted(match: re.Match[str]) -> bool:
+        path = match.group(1) + match.group(2)
+        return path == "CLAUDE_PROJECT_DIR" or _is_input_path(match.group(1), hook_input)
+
+    if powershell:
+        script = _PLACEHOLDER.sub(
+            lambda m: f"${{env:{var_for(m.group(1) + m.group(2))}}}" if wanted(m) else m.group(0), command
+        )
+        return script, variables
+
+    out: list[str] = []
+    stack = ["plain"]  # plain | sq | dq | cmd ($(...)) | paren | bq (`...`) | param (${...})
+    i, n = 0, len(command)
+    while i < n:
+        ctx, ch = stack[-1], command[i]
+        match = _PLACEHOLDER.match(command, i) if ch == "$" else None
+        if match is not None and wanted(match):
+            ref = "${" + var_for(match.group(1) + match.group(2)) + "}"
+            quoting = next(c for c in reversed(stack) if c != "param")
+            out.append({"sq": f"'\"{ref}\"'", "dq": ref}.get(quoting, f'"{ref}"'))
+            i = match.end()
+            continue
+        step = 1
+        if ctx == "sq":
+            if ch == "'":
+                stack.pop()
+        elif ch == "\\":
+            step = 2
+        elif ch == "$" and command.startswith("$(", i):
+            stack.append("cmd")
+            step = 2
+        elif ch == "$" and command.startswith("${", i):
+            stack.append("param")
+            step = 2
+        elif ctx == "dq":
+            if ch == '"':
+                stack.pop()
+            elif ch == "`":
+                stack.append("bq")
+        elif ch == "}" and ctx == "param":
+            stack.pop()
+        elif ch == "'":
+            stack.append("sq")
+        elif ch == '"':
+            stack.append("dq")
+        elif ch == "`" and ctx == "bq":
+            stack.pop()
+        elif ch == "`":
+            stack.append("bq")
+        elif ch == "(":
+            stack.append("paren")
+        elif ch == ")" and ctx in ("cmd", "paren"):
+            stack.pop()
+        elif ch == "#" and (i == 0 or command[i - 1] in _WORD_BREAK):
+            end = command.find("\n", i)
+            step = (n if end < 0 else end) - i  # a comment: copied as is, placeholders and all
+        out.append(command[i : i + step])
+        i += step
+    return "".join(out), variables
+
+
+def hook_env(
+    hook_input: Mapping[str, Any],
+    event_id: str,
+    extra_env: Mapping[str, str] | None = None,
+    base: Mapping[str, str] | None = None,
+) -> dict[str, str]:
+    """The environment of a command hook for this event (see the module docstring)."""
+    inherited = os.environ if base is None else base
+    env = {k: v for k, v in inherited.items() if not k.startswith("HOOKBUS_") and k not in _EVENT_VARS}
+    if project_dir(hook_input):
+        env["CLAUDE_PROJECT_DIR"] = project_dir(hook_input)
+    session_id = hook_input.get("session_id")
+    if isinstance(session_id, str):
+        env["CLAUDE_CODE_SESSION_ID"] = session_id
+    effort = hook_input.get("effort")
+    if isinstance(effort, Mapping) and isinstance(effort.get("level"), str):
+        env["CLAUDE_EFFORT"] = effort["level"]
+    env["CLAUDECODE"] = "1"
+    env["HOOKBUS_EVENT_ID"] = event_id
+    env.update(extra_env or {})
+    return env
+
+
+@dataclasses.dataclass(slots=True)
+class ProcessRun:
+    """What :func:`run_process` saw: ``returncode`` is None when the run timed out."""
+
+    returncode: int | None
+    stdout: str
+    stderr: str
+    stdout_truncated: bool = False
+    stderr_truncated: bool = False
+
+    @property
+    def timed_out(self) -> bool:
+        return self.returncode is None
+
+
+class _Capture(asyncio.SubprocessProtocol):
+    """Keeps the first ``cap`` bytes of stdout and stderr; signals exit and end of output."""
+
+    def __init__(self, loop: asyncio.AbstractEventLoop, cap: int) -> None:
+        self.cap = cap
+        self.data = {1: bytearray(), 2: bytearray()}
+        self.truncated = {1: False, 2: False}
+        self.exited: asyncio.Future[None] = loop.create_future()
+        self.output_closed: asyncio.Future[None] = loop.create_future()
+        self._open = {1, 2}
+
+    def pipe_data_received(self, fd: int, data: bytes | str) -> None:
+        buf = self.data[fd]
+        room = self.cap - len(buf)
+        if room > 0:
+            buf += data[:room] if isinstance(data, bytes) else data[:room].encode()
+        if len(data) > room:
+            self.truncated[fd] = True
+
+    def pipe_connection_lost(self, fd: int, exc: Exception | None) -> None:
+        self._open.discard(fd)
+        if not self._open and not self.output_closed.done():
+            self.output_closed.set_result(None)
+
+    def process_exited(self) -> None:
+        if not self.exited.done():
+            self.exited.set_result(None)
+
+
+def _killpg(pgid: int, sig: signal.Signals) -> None:
+    try:
+        os.killpg(pgid, sig)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+async def run_process(
+    argv: Sequence[str],
+    stdin: bytes,
+    *,
+    env: Mapping[str, str],
+    cwd: str | None,
+    timeout_s: float,
+    max_output_bytes: int = 1 << 20,
+) -> ProcessRun:
+    """Run ``argv`` in a new process group, feeding ``stdin`` and capturing capped output.
+
+    Spawn errors (``OSError``, ``ValueError`` for NUL bytes) propagate. On timeout or
+    cancellation the whole group is killed; the leader is always reaped and pipes closed.
+    """
+    loop = asyncio.get_running_loop()
+    pipe = subprocess.PIPE
+    spawn = asyncio.ensure_future(loop.subprocess_exec(
+        lambda: _Capture(loop, max_output_bytes), *argv, stdin=pipe, stdout=pipe, stderr=pipe,
+        env=dict(env), cwd=cwd, start_new_session=True,
+    ))
+    try:
+        transport, proto = await asyncio.shield(spawn)
+    except asyncio.CancelledError:
+        # Cancelling asyncio mid-spawn leaks the pipes (and can hang): finish, then clean up.
+        await asyncio.wait([spawn])
+        if not spawn.cancelled() and spawn.exception() is None:
+            await _finish(*spawn.result())
+        raise
+    try:
+        pgid = transport.get_pid()
+        writer = transport.get_pipe_transport(0)
+        if writer is not None:
+            if stdin:
+                writer.write(stdin)  # type: ignore[attr-defined]
+            writer.close()  # flushes, then closes: hooks reading stdin see EOF
+        await asyncio.wait([proto.exited], timeout=timeout_s)
+        timed_out = not proto.exited.done()
+        if timed_out:
+            _killpg(pgid, signal.SIGTERM)
+            await asyncio.wait([proto.exited], timeout=KILL_GRACE_S)
+        _killpg(pgid, signal.SIGKILL)  # timed out, or leftovers of a finished hook
+        if timed_out:
+            return ProcessRun(None, "", "")
+        await asyncio.wait([proto.output_closed], timeout=DRAIN_S)
+        returncode = transport.get_returncode()
+        assert returncode is not None
+        return ProcessRun(
+            returncode,
+            proto.data[1].decode("utf-8", errors="replace"),
+            proto.data[2].decode("utf-8", errors="replace"),
+            proto.truncated[1],
+            proto.truncated[2],
+        )
+    finally:
+        await _finish(transport, proto)
+
+
+async def _finish(transport: asyncio.SubprocessTransport, proto: _Capture) -> None:
+    """Kill the group if the leader still runs, let the leader be reaped, close the pipes."""
+    try:
+        if not proto.exited.done():
+            _killpg(transport.get_pid(), signal.SIGKILL)
+            await asyncio.wait([proto.exited], timeout=1.0)
+    finally:
+        transport.close()
+
+
+def _workdir(hook_input: Mapping[str, Any]) -> str | None:
+    cwd = hook_input.get("cwd")
+    return cwd if isinstance(cwd, str) and os.path.isdir(cwd) else None
+
+
+async def run_command(
+    handler: CommandHandler,
+    event: str,
+    payload: bytes,
+    hook_input: Mapping[str, Any],
+    *,
+    timeout_s: float,
+    event_id: str,
+    extra_env: Mapping[str, str] | None = None,
+    max_output_bytes: int = 1 << 20,
+) -> HandlerResult:
+    """Run one command hook on one event and read its answer the way Claude Code does.
+
+    ``payload`` is the exact input JSON written to stdin; ``hook_input`` is its parsed form,
+    used for the environment and placeholders. Never raises for hook failures: spawn errors
+    and a missing ``pwsh`` are :attr:`Outcome.ERROR`, an overrun :attr:`Outcome.TIMEOUT`.
+    """
+    started = time.perf_counter()
+
+    def done(result: HandlerResult) -> HandlerResult:
+        result.handler_type = "command"
+        result.duration_s = time.perf_counter() - started
+        return result
+
+    env = hook_env(hook_input, event_id, extra_env)
+    if handler.args is not None:
+        argv = render_exec(handler.command, handler.args, hook_input)
+    else:
+        powershell = handler.shell == "powershell"
+        script, variables = render_shell(handler.command, hook_input, powershell=powershell)
+        env.update(variables)
+        if powershell:
+            pwsh = shutil.which("pwsh", path=env.get("PATH", os.defpath))
+            if pwsh is None:
+                return done(HandlerResult(Outcome.ERROR, reason="shell 'powershell': pwsh not found on PATH"))
+            argv = [pwsh, "-NoProfile", "-NonInteractive", "-Command", script]
+        else:
+            argv = ["/bin/sh", "-c", script]
+    try:
+        run = await run_process(
+            argv, payload, env=env, cwd=_workdir(hook_input), timeout_s=timeout_s,
+            max_output_bytes=max_output_bytes,
+        )
+    except FileNotFoundError:
+        return done(HandlerResult(Outcome.ERROR, reason=f"command not found: {argv[0]}"))
+    except PermissionError:
+        return done(HandlerResult(Outcome.ERROR, reason=f"permission denied: {argv[0]}"))
+    except (OSError, ValueError) as exc:
+        return done(HandlerResult(Outcome.ERROR, reason=f"cannot run {argv[0]}: {exc}"))
+    if run.returncode is None:
+        return done(HandlerResult(Outcome.TIMEOUT, reason=f"timed out after {timeout_s}s"))
+    return done(result_from_exit(event, run.returncode, run.stdout, run.stderr))
+
+
+__all__ = [
+    "ALIASES", "DRAIN_S", "KILL_GRACE_S", "ProcessRun", "hook_env", "lookup", "project_dir", "render_exec",
+    "render_shell", "run_command", "run_process",
+]
