@@ -12,11 +12,25 @@ from bus.errors import BusUnavailable
 from bus.settings import mask_url
 
 
-def connect(url: str, *, connect_timeout_s: float = 1.0, socket_timeout_s: float | None = 5.0) -> aioredis.Redis:
+#: Error replies that mean "Redis cannot serve this right now", not "this command is wrong".
+#: redis-py strips the code of OOM / READONLY replies and raises a subclass instead; the
+#: others keep their code (with a space: ``BUSYGROUP`` is an ordinary answer, not ``BUSY``).
+_TRANSIENT_CLASSES = (redis.exceptions.OutOfMemoryError, redis.exceptions.ReadOnlyError)
+_TRANSIENT_REPLIES = ("LOADING ", "MISCONF ", "BUSY ", "MASTERDOWN ", "TRYAGAIN ", "CLUSTERDOWN ", "NOREPLICAS ")
+
+
+def connect(
+    url: str,
+    *,
+    connect_timeout_s: float = 1.0,
+    socket_timeout_s: float | None = 5.0,
+    client_name: str | None = None,
+) -> aioredis.Redis:
     """An asyncio Redis client for ``url`` that fails fast instead of retrying.
 
     hookbus never retries a Redis call on the request path: the gateway's deadline is the
-    only clock that matters, and a fail-open answer beats a late one.
+    only clock that matters, and a fail-open answer beats a late one. ``client_name`` is
+    set (CLIENT SETNAME) on every connection, also after a reconnect.
     """
     return aioredis.Redis.from_url(
         url,
@@ -25,6 +39,7 @@ def connect(url: str, *, connect_timeout_s: float = 1.0, socket_timeout_s: float
         retry_on_timeout=False,
         health_check_interval=0,
         decode_responses=False,
+        client_name=client_name,
     )
 
 
@@ -37,7 +52,10 @@ def redis_errors(url: str = "") -> Iterator[None]:
         where = f" at {mask_url(url)}" if url else ""
         raise BusUnavailable(f"redis unavailable{where}: {exc}") from exc
     except redis.exceptions.ResponseError as exc:
-        if "LOADING" in str(exc) or "MISCONF" in str(exc) or "READONLY" in str(exc):
+        # A Redis at maxmemory (OOM), loading its data set or running a long script cannot
+        # take writes for now: that is an outage to fail open on, not a 500.
+        reply = str(exc).rpartition("of pipeline caused error: ")[2]  # redis-py's pipeline note
+        if isinstance(exc, _TRANSIENT_CLASSES) or reply.startswith(_TRANSIENT_REPLIES):
             raise BusUnavailable(f"redis not ready: {exc}") from exc
         raise
 

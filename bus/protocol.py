@@ -106,15 +106,30 @@ class Reply:
     @classmethod
     def decode(cls, data: bytes) -> Reply:
         try:
+            return cls._from_raw(orjson.loads(data))
+        except orjson.JSONDecodeError as exc:
+            raise ProtocolError(f"malformed reply: {exc!r}") from exc
+
+    @classmethod
+    def decode_many(cls, data: bytes) -> list[Reply]:
+        """One reply, or a JSON array of replies published together."""
+        try:
             raw = orjson.loads(data)
+        except orjson.JSONDecodeError as exc:
+            raise ProtocolError(f"malformed reply: {exc!r}") from exc
+        return [cls._from_raw(item) for item in raw] if isinstance(raw, list) else [cls._from_raw(raw)]
+
+    @classmethod
+    def _from_raw(cls, raw: Any) -> Reply:
+        try:
             return cls(
                 event_id=raw["id"],
                 output=raw["out"],
                 decision=raw.get("dec", "none"),
                 fail_open=raw.get("fo"),
-                hooks=[tuple(h) for h in raw.get("h", [])],  # type: ignore[misc]
+                hooks=[tuple(h) for h in raw.get("h", [])],
             )
-        except (orjson.JSONDecodeError, KeyError, TypeError) as exc:
+        except (KeyError, TypeError, AttributeError) as exc:
             raise ProtocolError(f"malformed reply: {exc!r}") from exc
 
 
@@ -138,43 +153,25 @@ class LogRecord:
     tool_name: str = ""
 
     def encode(self) -> dict[str, bytes | str | int]:
-        return {
-            "id": self.event_id,
-            "ev": self.event,
-            "tn": self.tenant,
-            "sid": self.session_id,
-            "tool": self.tool_name,
-            "outcome": self.outcome,
-            "dec": self.decision,
-            "out": orjson.dumps(self.output),
-            "in": self.payload,
-            "ts": self.received_ms,
-            "dms": self.decided_ms,
-            "rev": self.revision,
-            "hooks": orjson.dumps(self.hooks),
-            "shadow": orjson.dumps(self.shadow),
+        """Two fields: the record as JSON, and the hook input exactly as the agent sent it."""
+        meta = {
+            "id": self.event_id, "ev": self.event, "tn": self.tenant, "sid": self.session_id, "tool": self.tool_name,
+            "outcome": self.outcome, "dec": self.decision, "out": self.output, "ts": self.received_ms,
+            "dms": self.decided_ms, "rev": self.revision, "hooks": self.hooks, "shadow": self.shadow,
         }
+        return {"r": orjson.dumps(meta), "in": self.payload}
 
     @classmethod
     def decode(cls, fields: Mapping[bytes, bytes]) -> LogRecord:
         try:
+            meta = orjson.loads(fields[b"r"])
             return cls(
-                event_id=fields[b"id"].decode(),
-                event=fields[b"ev"].decode(),
-                tenant=fields[b"tn"].decode(),
-                session_id=fields[b"sid"].decode(),
-                tool_name=fields.get(b"tool", b"").decode(),
-                outcome=fields[b"outcome"].decode(),
-                decision=fields[b"dec"].decode(),
-                output=orjson.loads(fields[b"out"]),
-                payload=fields[b"in"],
-                received_ms=int(fields[b"ts"]),
-                decided_ms=int(fields[b"dms"]),
-                revision=fields.get(b"rev", b"").decode(),
-                hooks=orjson.loads(fields.get(b"hooks", b"[]")),
-                shadow=orjson.loads(fields.get(b"shadow", b"[]")),
+                event_id=meta["id"], event=meta["ev"], tenant=meta["tn"], session_id=meta["sid"],
+                tool_name=meta.get("tool", ""), outcome=meta["outcome"], decision=meta["dec"], output=meta["out"],
+                payload=fields[b"in"], received_ms=int(meta["ts"]), decided_ms=int(meta["dms"]),
+                revision=meta.get("rev", ""), hooks=meta.get("hooks", []), shadow=meta.get("shadow", []),
             )
-        except (KeyError, ValueError, UnicodeDecodeError, orjson.JSONDecodeError) as exc:
+        except (KeyError, ValueError, TypeError, orjson.JSONDecodeError) as exc:
             raise ProtocolError(f"malformed decision-log entry: {exc!r}") from exc
 
     def to_json(self) -> dict[str, Any]:

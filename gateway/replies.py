@@ -35,6 +35,7 @@ class ReplyWaiter:
         self.last_error: str | None = None
         self._pending: dict[str, asyncio.Future[Reply]] = {}
         self._task: asyncio.Task[None] | None = None
+        self._last_seen = 0.0
 
     @property
     def waiting(self) -> int:
@@ -61,13 +62,14 @@ class ReplyWaiter:
 
     def _resolve(self, data: bytes) -> None:
         try:
-            reply = Reply.decode(data)
+            replies = Reply.decode_many(data)
         except ProtocolError as exc:
             logger.warning("dropping reply: %s", exc)
             return
-        future = self._pending.pop(reply.event_id, None)
-        if future is not None and not future.done():
-            future.set_result(reply)
+        for reply in replies:
+            future = self._pending.pop(reply.event_id, None)
+            if future is not None and not future.done():
+                future.set_result(reply)
 
     async def _run(self) -> None:
         failures = 0
@@ -99,19 +101,31 @@ class ReplyWaiter:
                     await client.aclose()
 
     async def _read(self, pubsub: aioredis.client.PubSub) -> None:
-        last_seen = time.monotonic()
+        """Read replies until the connection fails; a watchdog pings and notices silence."""
+        self._last_seen = time.monotonic()
+        reader = asyncio.create_task(self._read_messages(pubsub))
+        try:
+            while True:
+                done, _ = await asyncio.wait({reader}, timeout=_PING_EVERY_S)
+                if done:
+                    reader.result()
+                    return
+                if time.monotonic() - self._last_seen > 3 * _PING_EVERY_S:
+                    # A silent half-open connection would otherwise hang the reader forever.
+                    raise redis.exceptions.ConnectionError("no traffic on the reply channel, not even pongs")
+                await pubsub.ping()
+        finally:
+            reader.cancel()
+            with contextlib.suppress(asyncio.CancelledError, redis.exceptions.RedisError, OSError):
+                await reader
+
+    async def _read_messages(self, pubsub: aioredis.client.PubSub) -> None:
         while True:
-            message = await pubsub.get_message(timeout=1.0)
-            if message is not None:
-                last_seen = time.monotonic()
-                if message["type"] == "message":
-                    self._resolve(message["data"])
-                continue
-            if time.monotonic() - last_seen > _PING_EVERY_S:
-                # A silent half-open connection would otherwise hang the reader forever.
-                async with asyncio.timeout(2.0):
-                    await pubsub.ping()
-                last_seen = time.monotonic()
+            # Blocking read with no timer: the per-message cost stays at parsing the reply.
+            message = await pubsub.get_message(timeout=None)
+            self._last_seen = time.monotonic()
+            if message is not None and message["type"] == "message":
+                self._resolve(message["data"])
 
 
 __all__ = ["ReplyWaiter"]

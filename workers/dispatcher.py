@@ -6,7 +6,10 @@ event and its decision to the decision log and acknowledges the entry — all in
 pipelined round trip per burst. Blocking work whose deadline has passed is dropped and
 logged as ``expired`` (the gateway already failed open). Entries left pending by a dead
 dispatcher are claimed with XAUTOCLAIM; entries delivered too often go to the dead-letter
-stream. SIGTERM stops reading, finishes in-flight work and leaves.
+stream. A live dispatcher keeps its own in-flight entries fresh (XCLAIM JUSTID resets their
+idle time) so that a slow hook is never claimed, and run twice, by anyone else. SIGTERM
+stops reading (the blocked XREADGROUP is woken with CLIENT UNBLOCK), finishes in-flight
+work and leaves.
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ import contextlib
 import logging
 import os
 import socket
+import uuid
 from collections.abc import Mapping
 from typing import Any
 
@@ -51,7 +55,12 @@ class Dispatcher:
         self.redis_url = redis_url
         self.keys = settings.keys
         self.consumer = consumer or f"{socket.gethostname()}-{os.getpid()}"
-        self.redis = connect(redis_url, socket_timeout_s=_READ_BLOCK_MS / 1000 + 5)
+        # No per-command socket timer (it costs a timer per read); the read loop has its own bound.
+        self.redis = connect(redis_url, socket_timeout_s=None)
+        # The blocking XREADGROUP has a connection (and a name) of its own, so that a stop can
+        # wake it at once with CLIENT UNBLOCK instead of waiting out the block.
+        self.reader_name = f"hookbus-reader-{uuid.uuid4().hex[:12]}"
+        self.reader = connect(redis_url, socket_timeout_s=None, client_name=self.reader_name)
         self.outbox = Outbox(self.redis, redis_url, self.keys.decision_log)
         self.arq = ArqRedis.from_url(redis_url, job_serializer=orjson.dumps, job_deserializer=orjson.loads,
                                      socket_connect_timeout=1.0)
@@ -60,6 +69,8 @@ class Dispatcher:
         self._slots = asyncio.Semaphore(settings.dispatch_concurrency)
         self._tasks: set[asyncio.Task[None]] = set()
         self.streams = (self.keys.blocking_stream, self.keys.events_stream)
+        #: Entry ids being handled right now, per stream.
+        self.inflight: dict[str, set[bytes]] = {stream: set() for stream in self.streams}
 
     async def ensure_groups(self) -> None:
         with redis_errors(self.redis_url):
@@ -76,11 +87,13 @@ class Dispatcher:
         helpers = [
             asyncio.create_task(self._heartbeat(stop), name="hookbus-heartbeat"),
             asyncio.create_task(self._janitor(stop), name="hookbus-janitor"),
+            asyncio.create_task(self._wake_reader(stop), name="hookbus-wake-reader"),
         ]
         logger.info("dispatcher %s serving (policy %s)", self.consumer, self.policy.revision)
         try:
             await self._serve(stop)
         finally:
+            # The janitor goes on refreshing the in-flight entries while they drain.
             if self._tasks:
                 await asyncio.wait(self._tasks, timeout=10)
             for task in helpers:
@@ -89,9 +102,20 @@ class Dispatcher:
             await self.outbox.stop()
             with contextlib.suppress(Exception):
                 await self.redis.hdel(self.keys.dispatchers, self.consumer)  # type: ignore[misc]
+            await self.reader.aclose()
             await self.redis.aclose()
             await self.arq.aclose()
             logger.info("dispatcher %s stopped", self.consumer)
+
+    async def _wake_reader(self, stop: asyncio.Event) -> None:
+        """Once stopping, unblock this dispatcher's XREADGROUP (repeatedly: it may not block yet)."""
+        await stop.wait()
+        while True:
+            with contextlib.suppress(Exception):
+                for client in await self.redis.client_list():
+                    if client.get("name") == self.reader_name:
+                        await self.redis.client_unblock(int(client["id"]))
+            await asyncio.sleep(0.05)
 
     async def _serve(self, stop: asyncio.Event) -> None:
         groups_ready = False
@@ -102,12 +126,13 @@ class Dispatcher:
                     await self.ensure_groups()
                     groups_ready = True
                 with redis_errors(self.redis_url):
-                    response = await self.redis.xreadgroup(
-                        DISPATCH_GROUP, self.consumer, dict.fromkeys(self.streams, ">"),
-                        count=self.settings.dispatch_batch, block=_READ_BLOCK_MS,
-                    )
+                    async with asyncio.timeout(_READ_BLOCK_MS / 1000 + 5):
+                        response = await self.reader.xreadgroup(
+                            DISPATCH_GROUP, self.consumer, dict.fromkeys(self.streams, ">"),
+                            count=self.settings.dispatch_batch, block=_READ_BLOCK_MS,
+                        )
                 failures = 0
-            except BusUnavailable as exc:
+            except (BusUnavailable, TimeoutError) as exc:
                 if failures == 0:
                     logger.warning("%s; retrying", exc)
                 failures += 1
@@ -127,12 +152,14 @@ class Dispatcher:
 
     async def _spawn(self, stream: str, entry_id: bytes, fields: Mapping[bytes, bytes]) -> None:
         await self._slots.acquire()
+        self.inflight[stream].add(entry_id)
         task = asyncio.create_task(self.handle(stream, entry_id, fields))
         self._tasks.add(task)
-        task.add_done_callback(self._done)
+        task.add_done_callback(lambda done: self._done(done, stream, entry_id))
 
-    def _done(self, task: asyncio.Task[None]) -> None:
+    def _done(self, task: asyncio.Task[None], stream: str, entry_id: bytes) -> None:
         self._tasks.discard(task)
+        self.inflight[stream].discard(entry_id)
         self._slots.release()
         if not task.cancelled() and task.exception() is not None:
             logger.error("dispatch task failed", exc_info=task.exception())
@@ -213,36 +240,67 @@ class Dispatcher:
                     await stop.wait()
 
     async def _janitor(self, stop: asyncio.Event) -> None:
-        """Claim entries a dead dispatcher left pending; trim the decision log by age."""
-        interval_s = max(0.05, self.settings.claim_idle_ms / 2000)
-        while not stop.is_set():
+        """Keep in-flight entries fresh; claim entries a dead dispatcher left pending; trim the log.
+
+        Runs until cancelled: once ``stop`` is set it only refreshes the entries still draining.
+        """
+        interval_s = max(0.05, self.settings.claim_idle_ms / 4000)
+        while True:
             with contextlib.suppress(TimeoutError):
                 async with asyncio.timeout(interval_s):
                     await stop.wait()
-            if stop.is_set():
-                return
             try:
+                await self.refresh_inflight()
+                if stop.is_set():
+                    await asyncio.sleep(interval_s)
+                    continue
                 for stream in self.streams:
                     await self.claim(stream)
                 await self._trim_by_age()
             except (BusUnavailable, redis.exceptions.RedisError) as exc:
                 logger.debug("janitor: %s", exc)
 
-    async def claim(self, stream: str) -> int:
-        """Take over entries idle longer than ``claim_idle_ms``; returns how many."""
+    async def refresh_inflight(self) -> None:
+        """Reset the idle time of the entries this dispatcher is handling (XCLAIM JUSTID).
+
+        A hook may run far longer than ``claim_idle_ms``; without this its entry would look
+        abandoned and be claimed, and run again, by another dispatcher or by this one.
+        JUSTID leaves the delivery counter alone.
+        """
         with redis_errors(self.redis_url):
-            _, claimed, *_ = await self.redis.xautoclaim(
-                stream, DISPATCH_GROUP, self.consumer, self.settings.claim_idle_ms, "0-0", count=100
+            for stream, ids in self.inflight.items():
+                if ids:
+                    await self.redis.xclaim(stream, DISPATCH_GROUP, self.consumer, 0, list(ids), justid=True)
+
+    async def claim(self, stream: str) -> int:
+        """Take over entries idle longer than ``claim_idle_ms``; returns how many.
+
+        XAUTOCLAIM JUSTID moves the idle entries to this consumer; each is then read with an
+        XCLAIM of its own, which counts the delivery. One XCLAIM per id because Redis 6.2
+        answers an entry deleted (trimmed) while pending with a nil that carries no id; such
+        entries are acknowledged here (Redis 7 drops them from the pending list itself).
+        """
+        with redis_errors(self.redis_url):
+            ids: list[bytes] = await self.redis.xautoclaim(
+                stream, DISPATCH_GROUP, self.consumer, self.settings.claim_idle_ms, "0-0", count=100, justid=True
             )
-            if not claimed:
+            ids = [entry_id for entry_id in ids if entry_id not in self.inflight[stream]]
+            if not ids:
                 return 0
+            async with self.redis.pipeline(transaction=False) as pipe:
+                for entry_id in ids:
+                    pipe.xclaim(stream, DISPATCH_GROUP, self.consumer, 0, [entry_id])
+                answers = await pipe.execute()
             pending = await self.redis.xpending_range(
-                stream, DISPATCH_GROUP, min=claimed[0][0], max=claimed[-1][0], count=len(claimed) + 100,
-                consumername=self.consumer,
+                stream, DISPATCH_GROUP, min=min(ids), max=max(ids), count=len(ids) + 100, consumername=self.consumer,
             )
         deliveries = {p["message_id"]: p["times_delivered"] for p in pending}
-        for entry_id, fields in claimed:
-            if fields is None:  # deleted from the stream (trimmed) while pending
+        for entry_id, answer in zip(ids, answers, strict=True):
+            if not answer:  # acknowledged meanwhile, or deleted and dropped from the PEL (Redis 7)
+                continue
+            fields = answer[0][1]
+            if fields is None:  # deleted from the stream (trimmed) while pending (Redis 6.2)
+                logger.warning("dropping %s %s: deleted from the stream while pending", stream, entry_id.decode())
                 self.outbox.ack(stream, entry_id)
                 continue
             if deliveries.get(entry_id, 0) > self.settings.max_deliveries:
@@ -250,7 +308,7 @@ class Dispatcher:
                 continue
             logger.info("claimed %s %s from a dead dispatcher", stream, entry_id.decode())
             await self._spawn(stream, entry_id, fields)
-        return len(claimed)
+        return len(ids)
 
     async def _trim_by_age(self) -> None:
         max_age_s = self.policy.settings.decision_log.max_age_seconds

@@ -148,6 +148,8 @@ async def serve_worker(settings: Settings, policy: Policy, redis_url: str, metri
     worker = build_worker(settings, policy, redis_url)
     try:
         await worker.async_run()
+    except asyncio.CancelledError:
+        logger.info("worker stopped")  # arq cancels its main task on SIGINT/SIGTERM
     finally:
         await worker.close()
 

@@ -1,0 +1,223 @@
+"""``POST /v1/hooks``: one hook input in, one Claude Code hook output out (contract §3).
+
+Blocking events are appended to the blocking stream and the request waits for the
+dispatchers' reply up to the event's deadline; past it, or when Redis cannot be reached,
+the reply is ``200 {}`` with ``X-Hookbus-Outcome: fail-open`` (counted in
+``hookbus_fail_open_total``). Non-blocking events (and blocking ones no handler listens to)
+are answered once appended. This is the hot path: it runs as plain ASGI, without a router.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import itertools
+import logging
+import os
+import time
+import uuid
+from collections.abc import Awaitable, Callable
+from typing import Any
+from urllib.parse import parse_qs
+
+import orjson
+
+from bus import metrics
+from bus.connection import connect, redis_errors
+from bus.errors import BusUnavailable
+from bus.events import event_spec
+from bus.keys import Keyspace
+from bus.policy import Policy
+from bus.protocol import Reply, Request, now_ms
+from bus.settings import Settings
+from gateway.batcher import AppendBatcher
+from gateway.dialects import from_dialect, to_dialect
+from gateway.ratelimit import RateLimiter
+from gateway.replies import ReplyWaiter
+from gateway.spool import Spool
+
+logger = logging.getLogger("hookbus.gateway")
+
+STREAM_MAXLEN = 1_000_000
+Receive = Callable[[], Awaitable[dict[str, Any]]]
+
+
+class HookError(Exception):
+    """A request refused with a 4xx status and a JSON error body."""
+
+    def __init__(self, status: int, code: str, detail: str, headers: dict[str, str] | None = None) -> None:
+        super().__init__(detail)
+        self.status, self.code, self.detail, self.headers = status, code, detail, headers or {}
+
+
+class Gateway:
+    """State of one gateway process: settings, policy, Redis, the reply reader."""
+
+    def __init__(self, settings: Settings, policy: Policy, redis_url: str) -> None:
+        self.settings = settings
+        self.policy = policy
+        self.redis_url = redis_url
+        self.keys: Keyspace = settings.keys
+        self.gateway_id = f"{os.getpid()}-{uuid.uuid4().hex[:8]}"
+        self._id_prefix = uuid.uuid4().hex[:16]
+        self._ids = itertools.count(1)
+        self.redis = connect(redis_url, connect_timeout_s=0.5, socket_timeout_s=None)
+        self.batcher = AppendBatcher(self.redis, redis_url, STREAM_MAXLEN)
+        self.waiter = ReplyWaiter(redis_url, self.keys.reply_channel(self.gateway_id))
+        self.spool = Spool(self._append_many)
+        self.limiter = RateLimiter(settings.rate_limit_per_s, settings.rate_limit_burst)
+
+    async def start(self) -> None:
+        await self.waiter.start()
+        await self.spool.start()
+        with contextlib.suppress(asyncio.TimeoutError):
+            async with asyncio.timeout(2.0):
+                await self.waiter.subscribed.wait()
+
+    async def stop(self) -> None:
+        await self.spool.stop()
+        await self.waiter.stop()
+        await self.redis.aclose()
+
+    def new_event_id(self) -> str:
+        """A unique event id: a random per-process prefix and a counter (cheaper than uuid4)."""
+        return f"{self._id_prefix}{next(self._ids):08x}"
+
+    async def _append_many(self, entries: list[tuple[str, dict[str, bytes | str | int]]]) -> None:
+        with redis_errors(self.redis_url):
+            async with self.redis.pipeline(transaction=False) as pipe:
+                for stream, fields in entries:
+                    pipe.xadd(stream, fields, maxlen=STREAM_MAXLEN, approximate=True)  # type: ignore[arg-type]
+                await pipe.execute()
+
+    # -- the request --------------------------------------------------------------------
+
+    def authenticate(self, headers: dict[bytes, bytes]) -> str:
+        if not self.settings.tokens:
+            return "default"
+        scheme, _, token = headers.get(b"authorization", b"").decode("latin-1").partition(" ")
+        tenant = self.settings.tokens.tenant_for(token.strip()) if scheme.lower() == "bearer" else None
+        if tenant is None:
+            raise HookError(401, "unauthorized", "missing or wrong bearer token", {"WWW-Authenticate": "Bearer"})
+        return tenant
+
+    async def read_body(self, headers: dict[bytes, bytes], receive: Receive) -> bytes:
+        limit = self.settings.max_body_bytes
+        declared = headers.get(b"content-length")
+        if declared is not None and declared.isdigit() and int(declared) > limit:
+            raise HookError(413, "payload_too_large", f"body is {int(declared)} bytes; the limit is {limit}")
+        chunks: list[bytes] = []
+        size = 0
+        while True:
+            message = await receive()
+            if message["type"] == "http.disconnect":
+                raise HookError(400, "disconnected", "the client went away before sending the whole body")
+            chunk = message.get("body", b"")
+            size += len(chunk)
+            if size > limit:
+                raise HookError(413, "payload_too_large", f"body is over the limit of {limit} bytes")
+            chunks.append(chunk)
+            if not message.get("more_body", False):
+                return chunks[0] if len(chunks) == 1 else b"".join(chunks)
+
+    @staticmethod
+    def parse(body: bytes) -> dict[str, Any]:
+        try:
+            hook_input = orjson.loads(body)
+        except orjson.JSONDecodeError as exc:
+            raise HookError(400, "invalid_json", f"body is not valid JSON: {exc}") from exc
+        if not isinstance(hook_input, dict):
+            raise HookError(400, "invalid_input", "body must be a JSON object (a Claude Code hook input)")
+        for name in ("hook_event_name", "session_id"):
+            value = hook_input.get(name)
+            if value is None:
+                raise HookError(400, "missing_field", f"'{name}' is required")
+            if not isinstance(value, str) or not value:
+                raise HookError(400, "invalid_field", f"'{name}' must be a non-empty string")
+        return hook_input
+
+    async def handle(self, headers: dict[bytes, bytes], query: bytes, receive: Receive) -> tuple[bytes, dict[str, str]]:
+        """Answer one hook request: the JSON body and the response headers (status 200)."""
+        started = time.perf_counter()
+        tenant = self.authenticate(headers)
+        if not self.limiter.allow(tenant):
+            retry_after = max(1, round(self.limiter.retry_after_s(tenant)))
+            raise HookError(429, "rate_limited", f"tenant '{tenant}' is over its rate limit",
+                            {"Retry-After": str(retry_after)})
+        body = await self.read_body(headers, receive)
+        dialect = headers.get(b"x-hookbus-dialect", b"").decode("latin-1")
+        if query:
+            dialect = parse_qs(query.decode("latin-1")).get("dialect", [dialect])[0]
+        hook_input = self.parse(body)
+        if dialect:
+            hook_input, body = from_dialect(dialect, hook_input, body)
+        event = hook_input["hook_event_name"]
+        label = metrics.event_label(event)
+        request = Request(event_id=self.new_event_id(), event=event, tenant=tenant, payload=body,
+                          received_ms=now_ms(), dialect=dialect)
+        blocking = event_spec(event).blocking and bool(self.policy.entries(event))
+        if blocking:
+            output, decision, fail_open = await self._decide(request)
+        else:
+            output, decision, fail_open = await self._record(request)
+        response_headers = {"X-Hookbus-Event-Id": request.event_id}
+        if fail_open is not None:
+            metrics.FAIL_OPEN.labels(label, fail_open).inc()
+        if fail_open in ("timeout", "redis_unavailable", "dispatcher_error"):
+            response_headers["X-Hookbus-Outcome"] = "fail-open"
+        else:
+            response_headers["X-Hookbus-Outcome"] = "decided" if blocking else "recorded"
+        metrics.DECISIONS.labels(label, decision).inc()
+        metrics.DECISION_LATENCY.labels(label).observe(time.perf_counter() - started)
+        if dialect:
+            output = to_dialect(dialect, event, output)
+        return orjson.dumps(output), response_headers
+
+    async def _record(self, request: Request) -> tuple[dict[str, Any], str, str | None]:
+        fields = request.encode()
+        try:
+            await self.batcher.append(self.keys.events_stream, fields)
+        except BusUnavailable:
+            self.spool.put(self.keys.events_stream, fields)
+            return {}, "none", "redis_unavailable"
+        return {}, "none", None
+
+    async def _decide(self, request: Request) -> tuple[dict[str, Any], str, str | None]:
+        deadline_s = self.policy.settings.deadline_for(request.event)
+        request.reply_to = self.waiter.channel
+        request.deadline_ms = request.received_ms + int(deadline_s * 1000)
+        future = self.waiter.expect(request.event_id)
+        try:
+            async with asyncio.timeout(deadline_s):
+                await self.batcher.append(self.keys.blocking_stream, request.encode())
+                reply: Reply = await future
+        except TimeoutError:
+            return {}, "none", "timeout"
+        except BusUnavailable as exc:
+            logger.debug("failing open: %s", exc)
+            # Keep the audit record: a dispatcher logs it as expired once Redis is back.
+            self.spool.put(self.keys.blocking_stream, request.encode())
+            return {}, "none", "redis_unavailable"
+        finally:
+            self.waiter.forget(request.event_id)
+        return reply.output, reply.decision, reply.fail_open
+
+    async def readiness(self) -> tuple[bool, dict[str, Any]]:
+        checks: dict[str, Any] = {"policy": {"ok": True, "revision": self.policy.revision}}
+        try:
+            async with asyncio.timeout(0.5):
+                with redis_errors(self.redis_url):
+                    await self.redis.ping()
+                    beats = await self.redis.hgetall(self.keys.dispatchers)  # type: ignore[misc]
+            alive = sum(1 for ms in beats.values() if now_ms() - int(ms) < 10_000)
+            checks["redis"] = {"ok": True}
+            checks["dispatchers"] = {"ok": alive > 0, "alive": alive}
+        except (BusUnavailable, TimeoutError) as exc:
+            checks["redis"] = {"ok": False, "error": str(exc) or "timed out after 0.5s"}
+        checks["replies"] = {"ok": self.waiter.subscribed.is_set(), "error": self.waiter.last_error}
+        checks["spool"] = {"ok": True, "held": len(self.spool)}
+        ready = checks["redis"]["ok"] and checks["replies"]["ok"]
+        return ready, checks
+
+
+__all__ = ["Gateway", "HookError"]
