@@ -52,6 +52,7 @@ from typing import Any
 from bus.output import result_from_exit
 from bus.results import HandlerResult, Outcome
 from bus.schema import CommandHandler
+from workers.context import HookContext
 
 #: Seconds between SIGTERM and SIGKILL for a timed-out hook's process group.
 KILL_GRACE_S = 0.2
@@ -394,7 +395,15 @@ async def run_command(
     return done(result_from_exit(event, run.returncode, run.stdout, run.stderr))
 
 
+
+async def run(ctx: HookContext) -> HandlerResult:
+    """The dispatcher's entry point for a ``command`` handler."""
+    handler = ctx.entry.handler
+    assert isinstance(handler, CommandHandler)
+    return await run_command(handler, ctx.event, ctx.request.payload, ctx.hook_input,
+                             timeout_s=min(ctx.timeout_s, ctx.request.remaining_s()), event_id=ctx.request.event_id)
+
 __all__ = [
     "ALIASES", "DRAIN_S", "KILL_GRACE_S", "ProcessRun", "hook_env", "lookup", "project_dir", "render_exec",
-    "render_shell", "run_command", "run_process",
+    "render_shell", "run", "run_command", "run_process",
 ]

@@ -6,7 +6,11 @@ import dataclasses
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+import redis.asyncio as aioredis
+
 from bus.events import event_spec
+from bus.keys import Keyspace
+from bus.settings import Settings
 from bus.policy import HandlerEntry, Policy
 from bus.protocol import Request
 from bus.results import HandlerResult
@@ -25,6 +29,29 @@ def default_timeout_s(handler_type: str, event: str) -> float:
     return base
 
 
+@dataclasses.dataclass
+class Services:
+    """What runners share within one dispatcher or worker process.
+
+    ``redis`` reads hookbus's own keys (the agent hook's decision-log tool, ``once``);
+    ``http`` is the one outbound HTTP client, created lazily with the SSRF guard.
+    """
+
+    settings: Settings
+    redis: aioredis.Redis | None = None
+    http_client: Any = None
+    extras: dict[str, Any] = dataclasses.field(default_factory=dict)
+
+    @property
+    def keys(self) -> Keyspace:
+        return self.settings.keys
+
+    async def aclose(self) -> None:
+        if self.http_client is not None:
+            await self.http_client.aclose()
+            self.http_client = None
+
+
 @dataclasses.dataclass(slots=True)
 class HookContext:
     """One handler about to run on one event."""
@@ -34,6 +61,7 @@ class HookContext:
     entry: HandlerEntry
     policy: Policy
     timeout_s: float
+    services: Services | None = None
 
     @property
     def event(self) -> str:
@@ -46,4 +74,4 @@ class HookContext:
 
 Runner = Callable[[HookContext], Awaitable[HandlerResult]]
 
-__all__ = ["DEFAULT_TIMEOUT_S", "HookContext", "Runner", "default_timeout_s"]
+__all__ = ["DEFAULT_TIMEOUT_S", "HookContext", "Runner", "Services", "default_timeout_s"]

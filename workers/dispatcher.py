@@ -35,6 +35,7 @@ from bus.merge import MergedDecision
 from bus.policy import Policy
 from bus.protocol import LogRecord, ProtocolError, Reply, Request, now_ms
 from bus.settings import Settings
+from workers.context import Services
 from workers.engine import Engine, Evaluation
 from workers.outbox import Outbox
 from workers.runners import default_runners
@@ -64,8 +65,9 @@ class Dispatcher:
         self.outbox = Outbox(self.redis, redis_url, self.keys.decision_log)
         self.arq = ArqRedis.from_url(redis_url, job_serializer=orjson.dumps, job_deserializer=orjson.loads,
                                      socket_connect_timeout=1.0)
-        self.engine = Engine(policy, self.redis, self.keys, default_runners(settings, policy),
-                             enqueue=make_enqueue(self.arq, self.keys))
+        self.services = Services(settings, self.redis)
+        self.engine = Engine(policy, self.redis, self.keys, default_runners(),
+                             enqueue=make_enqueue(self.arq, self.keys), services=self.services)
         self._slots = asyncio.Semaphore(settings.dispatch_concurrency)
         self._tasks: set[asyncio.Task[None]] = set()
         self.streams = (self.keys.blocking_stream, self.keys.events_stream)
@@ -105,6 +107,7 @@ class Dispatcher:
             await self.reader.aclose()
             await self.redis.aclose()
             await self.arq.aclose()
+            await self.services.aclose()
             logger.info("dispatcher %s stopped", self.consumer)
 
     async def _wake_reader(self, stop: asyncio.Event) -> None:

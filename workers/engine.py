@@ -30,7 +30,7 @@ from bus.permissions import PermissionRule, parse_rule, rule_matches
 from bus.policy import HandlerEntry, Policy
 from bus.protocol import Request
 from bus.results import HandlerResult, Outcome
-from workers.context import HookContext, Runner, default_timeout_s
+from workers.context import HookContext, Runner, Services, default_timeout_s
 
 logger = logging.getLogger("hookbus.dispatcher")
 
@@ -97,12 +97,14 @@ class Engine:
         keys: Keyspace,
         runners: Mapping[str, Runner],
         enqueue: Enqueue | None = None,
+        services: Services | None = None,
     ) -> None:
         self.policy = policy
         self.redis = redis
         self.keys = keys
         self.runners = dict(runners)
         self.enqueue = enqueue
+        self.services = services
 
     async def evaluate(self, request: Request, hook_input: dict[str, Any]) -> Evaluation:
         event = request.event
@@ -112,7 +114,7 @@ class Engine:
             if not selected(entry, event, hook_input):
                 continue
             timeout_s = entry.handler.timeout or default_timeout_s(entry.handler.type, event)
-            ctx = HookContext(request, hook_input, entry, self.policy, timeout_s)
+            ctx = HookContext(request, hook_input, entry, self.policy, timeout_s, self.services)
             if entry.handler.async_ and self.enqueue is not None:
                 await self.enqueue(ctx)
                 queued += 1

@@ -127,4 +127,6 @@ async def run_rule(ctx: HookContext) -> HandlerResult:
     return HandlerResult(Outcome.OK, output=rule_output(ctx.event, verdict, rule, handler.reason), handler_type="rule")
 
 
-__all__ = ["compile_rules", "evaluate_rules", "rule_output", "run_rule"]
+run = run_rule
+
+__all__ = ["compile_rules", "evaluate_rules", "rule_output", "run", "run_rule"]

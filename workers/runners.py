@@ -1,28 +1,48 @@
-"""The handler runners by type: which function runs a ``command``, a ``rule``, ..."""
+"""The handler runners by type.
+
+Each handler type lives in its own module exposing ``async def run(ctx) -> HandlerResult``;
+this table names them. A type whose module cannot be imported (an optional dependency
+missing) is reported as a non-blocking error when such a handler runs.
+"""
 
 from __future__ import annotations
 
-from bus.policy import Policy
-from bus.schema import CommandHandler
-from bus.settings import Settings
-from workers.command import run_command
+import importlib
+import logging
+
+from bus.results import HandlerResult, Outcome
 from workers.context import HookContext, Runner
-from workers.rule import run_rule
-from bus.results import HandlerResult
+
+logger = logging.getLogger("hookbus.dispatcher")
+
+RUNNER_MODULES = {
+    "command": "workers.command",
+    "rule": "workers.rule",
+    "http": "workers.http",
+    "prompt": "workers.prompt",
+    "agent": "workers.agent",
+    "mcp_tool": "workers.mcp",
+    "function": "workers.function",
+}
 
 
-async def _command(ctx: HookContext) -> HandlerResult:
-    handler = ctx.entry.handler
-    assert isinstance(handler, CommandHandler)
-    return await run_command(
-        handler, ctx.event, ctx.request.payload, ctx.hook_input,
-        timeout_s=min(ctx.timeout_s, ctx.request.remaining_s()), event_id=ctx.request.event_id,
-    )
+def _missing(handler_type: str, why: str) -> Runner:
+    async def run(ctx: HookContext) -> HandlerResult:
+        return HandlerResult(Outcome.ERROR, reason=f"handler type '{handler_type}' is not available: {why}")
+
+    return run
 
 
-def default_runners(settings: Settings, policy: Policy) -> dict[str, Runner]:
-    """Runner per handler type for a dispatcher."""
-    return {"command": _command, "rule": run_rule}
+def default_runners() -> dict[str, Runner]:
+    """Runner per handler type."""
+    runners: dict[str, Runner] = {}
+    for handler_type, module_name in RUNNER_MODULES.items():
+        try:
+            runners[handler_type] = importlib.import_module(module_name).run
+        except (ImportError, AttributeError) as exc:
+            logger.debug("no runner for %s: %s", handler_type, exc)
+            runners[handler_type] = _missing(handler_type, str(exc))
+    return runners
 
 
-__all__ = ["default_runners"]
+__all__ = ["RUNNER_MODULES", "default_runners"]

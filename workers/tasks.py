@@ -29,7 +29,7 @@ from bus.policy import HandlerEntry, Policy
 from bus.protocol import Request
 from bus.results import HandlerResult, Outcome
 from bus.settings import Settings
-from workers.context import HookContext, Runner
+from workers.context import HookContext, Runner, Services
 
 logger = logging.getLogger("hookbus.worker")
 
@@ -96,7 +96,7 @@ async def run_async_hook(ctx: dict[str, Any], job: dict[str, Any], handler_id: s
         return "handler no longer in the policy"
     hook_input = orjson.loads(request.payload)
     timeout_s = entry.handler.timeout or 600.0
-    hook = HookContext(request, hook_input, entry, policy, timeout_s)
+    hook = HookContext(request, hook_input, entry, policy, timeout_s, ctx["services"])
     runner = runners.get(entry.handler.type)
     started = time.perf_counter()
     if runner is None:
@@ -136,7 +136,8 @@ def build_worker(settings: Settings, policy: Policy, redis_url: str, *, burst: b
         handle_signals=not burst,
         job_serializer=orjson.dumps,
         job_deserializer=orjson.loads,
-        ctx={"policy": policy, "runners": default_runners(settings, policy), "keys": settings.keys, "redis": pool},
+        ctx={"policy": policy, "runners": default_runners(), "keys": settings.keys, "redis": pool,
+             "services": Services(settings, pool)},
     )
 
 
