@@ -6,7 +6,6 @@ fixed reply per entry and XACK, pipelined per batch. ``python bench/floor_server
 
 from __future__ import annotations
 
-import asyncio
 import sys
 
 import redis.asyncio as aioredis

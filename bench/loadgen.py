@@ -94,7 +94,9 @@ async def steady_rate(make_call: Callable[[], Awaitable[Call]], rate_per_s: floa
     return latencies
 
 
-async def saturate(make_call: Callable[[], Awaitable[Call]], concurrency: int, duration_s: float) -> tuple[int, float, list[float]]:
+async def saturate(
+    make_call: Callable[[], Awaitable[Call]], concurrency: int, duration_s: float
+) -> tuple[int, float, list[float]]:
     """Closed loop: ``concurrency`` workers back to back; returns (completed, seconds, latencies)."""
     calls = [await make_call() for _ in range(concurrency)]
     done = 0

@@ -31,9 +31,9 @@ import uvloop
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from loadgen import Connection, saturate, steady_rate, summarize  # noqa: E402
+from loadgen import Connection, saturate, steady_rate, summarize
 
-from bus.redis_server import EmbeddedRedis, free_port  # noqa: E402
+from bus.redis_server import EmbeddedRedis, free_port
 
 ROOT = Path(__file__).resolve().parent.parent
 POLICY = ROOT / "examples" / "policy.yaml"
@@ -61,7 +61,7 @@ BODIES = [hook_input(COMMANDS[i % len(COMMANDS)].format(i=i), i) for i in range(
 # -- the floor: bare Redis request/reply ----------------------------------------------------
 
 async def floor_phase(url: str, args: argparse.Namespace) -> dict[str, Any]:
-    server = subprocess.Popen([sys.executable, str(ROOT / "bench" / "floor_server.py"), url])
+    server = subprocess.Popen([sys.executable, str(ROOT / "bench" / "floor_server.py"), url])  # noqa: ASYNC220
     client = aioredis.Redis.from_url(url, max_connections=256)
     channel = f"floor:reply:{uuid.uuid4().hex[:6]}"
     pending: dict[bytes, asyncio.Future[bytes]] = {}

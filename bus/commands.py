@@ -146,7 +146,8 @@ def emit(args: argparse.Namespace) -> int:
     except httpx.HTTPError as exc:
         raise HookBusError(f"cannot reach the gateway at {url}: {exc}") from exc
     outcome = response.headers.get("X-Hookbus-Outcome", "")
-    print(f"HTTP {response.status_code}  outcome={outcome or '-'}  event_id={response.headers.get('X-Hookbus-Event-Id', '-')}")
+    event_id = response.headers.get("X-Hookbus-Event-Id", "-")
+    print(f"HTTP {response.status_code}  outcome={outcome or '-'}  event_id={event_id}")
     try:
         print(json.dumps(response.json(), indent=2))
     except ValueError:

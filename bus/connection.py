@@ -11,7 +11,6 @@ import redis.exceptions
 from bus.errors import BusUnavailable
 from bus.settings import mask_url
 
-
 #: Error replies that mean "Redis cannot serve this right now", not "this command is wrong".
 #: redis-py strips the code of OOM / READONLY replies and raises a subclass instead; the
 #: others keep their code (with a space: ``BUSYGROUP`` is an ordinary answer, not ``BUSY``).
@@ -32,7 +31,7 @@ def connect(
     only clock that matters, and a fail-open answer beats a late one. ``client_name`` is
     set (CLIENT SETNAME) on every connection, also after a reconnect.
     """
-    return aioredis.Redis.from_url(
+    client: aioredis.Redis = aioredis.Redis.from_url(
         url,
         socket_connect_timeout=connect_timeout_s,
         socket_timeout=socket_timeout_s,
@@ -41,6 +40,7 @@ def connect(
         decode_responses=False,
         client_name=client_name,
     )
+    return client
 
 
 @contextlib.contextmanager

@@ -62,7 +62,9 @@ class HookSpecificOutput(BaseModel):
     model_config = ConfigDict(extra="allow", populate_by_name=True)
 
     hook_event_name: str = Field(alias="hookEventName")
-    permission_decision: Literal["allow", "deny", "ask", "defer"] | None = Field(default=None, alias="permissionDecision")
+    permission_decision: Literal["allow", "deny", "ask", "defer"] | None = Field(
+        default=None, alias="permissionDecision"
+    )
     permission_decision_reason: str | None = Field(default=None, alias="permissionDecisionReason")
     updated_input: dict[str, Any] | None = Field(default=None, alias="updatedInput")
     additional_context: str | None = Field(default=None, alias="additionalContext")

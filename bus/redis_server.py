@@ -99,7 +99,9 @@ class EmbeddedRedis:
         deadline = time.monotonic() + timeout_s
         while not self._answers_ping():
             if self._process.poll() is not None:
-                raise RedisServerError(f"redis-server exited with {self._process.returncode}; see {self.state_dir}/redis.log")
+                raise RedisServerError(
+                    f"redis-server exited with {self._process.returncode}; see {self.state_dir}/redis.log"
+                )
             if time.monotonic() > deadline:
                 self.stop()
                 raise RedisServerError(f"redis-server did not answer within {timeout_s}s")

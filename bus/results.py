@@ -12,7 +12,7 @@ import enum
 from typing import Any
 
 
-class Outcome(str, enum.Enum):
+class Outcome(enum.StrEnum):
     """How a handler run ended, in Claude Code's terms."""
 
     #: Exit 0 (or 2xx, or a successful in-process evaluation); ``output``/``text`` hold the answer.

@@ -18,7 +18,8 @@ def format_record(record: LogRecord) -> str:
     latency = record.decided_ms - record.received_ms
     what = record.event + (f"({record.tool_name})" if record.tool_name else "")
     reason = _reason(record.output)
-    line = f"{stamp} {record.tenant}/{record.session_id[:12]} {what} -> {record.decision} [{record.outcome}, {latency} ms]"
+    who = f"{record.tenant}/{record.session_id[:12]}"
+    line = f"{stamp} {who} {what} -> {record.decision} [{record.outcome}, {latency} ms]"
     return f"{line} {reason}" if reason else line
 
 

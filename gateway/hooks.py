@@ -16,7 +16,7 @@ import logging
 import os
 import time
 import uuid
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, MutableMapping
 from typing import Any
 from urllib.parse import parse_qs
 
@@ -39,7 +39,7 @@ from gateway.spool import Spool
 logger = logging.getLogger("hookbus.gateway")
 
 STREAM_MAXLEN = 1_000_000
-Receive = Callable[[], Awaitable[dict[str, Any]]]
+Receive = Callable[[], Awaitable[MutableMapping[str, Any]]]
 
 
 class HookError(Exception):

@@ -96,7 +96,7 @@ class ReplyWaiter:
             finally:
                 self.subscribed.clear()
                 with contextlib.suppress(Exception):
-                    await pubsub.aclose()
+                    await pubsub.aclose()  # type: ignore[no-untyped-call]
                 with contextlib.suppress(Exception):
                     await client.aclose()
 

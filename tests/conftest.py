@@ -21,10 +21,14 @@ from typing import Any
 
 import httpx
 import pytest
+import pytest_asyncio
 import redis as redis_sync
 import uvicorn
 
+from bus.connection import connect
+from bus.keys import DISPATCH_GROUP, Keyspace
 from bus.policy import Policy, load_policy
+from bus.protocol import LogRecord
 from bus.redis_server import EmbeddedRedis, free_port
 from bus.settings import Settings
 from gateway.app import create_app
@@ -106,7 +110,7 @@ class Platform:
 async def run_platform(
     redis_url: str, policy: Policy, *, dispatchers: int = 1, **settings_overrides: Any
 ) -> AsyncIterator[Platform]:
-    settings = Settings(redis_url=redis_url, port=free_port(), claim_idle_ms=300, **settings_overrides)
+    settings = Settings(**{"redis_url": redis_url, "port": free_port(), "claim_idle_ms": 300, **settings_overrides})
     app = create_app(settings, policy, redis_url)
     server = uvicorn.Server(
         uvicorn.Config(app, host="127.0.0.1", port=settings.port, lifespan="on", log_level="warning",
@@ -129,13 +133,83 @@ async def run_platform(
 
 @pytest.fixture
 def platform(redis_url: str, write_policy: Callable[[str], Path]) -> Callable[..., Any]:
-    """``async with platform(policy_yaml, **settings) as p:`` — a live platform for one test."""
+    """``async with platform(policy_yaml, **settings) as p:`` — a live platform for one test.
 
-    def make(policy_text: str = "hooks: {}\n", **kwargs: Any) -> contextlib.AbstractAsyncContextManager[Platform]:
+    ``on_redis=URL`` runs it on another Redis (e.g. a private :class:`EmbeddedRedis`).
+    """
+
+    def make(
+        policy_text: str = "hooks: {}\n", *, on_redis: str | None = None, **kwargs: Any
+    ) -> contextlib.AbstractAsyncContextManager[Platform]:
         policy = load_policy([write_policy(policy_text, f"policy-{uuid.uuid4().hex[:6]}.yaml")])
-        return run_platform(redis_url, policy, **kwargs)
+        return run_platform(on_redis or redis_url, policy, **kwargs)
 
     return make
+
+
+@pytest.fixture
+def private_redis(tmp_path: Path) -> Iterator[EmbeddedRedis]:
+    """A Redis of this test's own on a free TCP port, which the test may stop and restart."""
+    server = EmbeddedRedis(tmp_path / "private-redis", persistent=False, port=free_port())
+    server.start()
+    yield server
+    server.stop()
+
+
+def metric(name: str, **labels: str) -> float:
+    """The current value of one sample of this process's Prometheus registry (0 when absent)."""
+    from prometheus_client import REGISTRY
+
+    return REGISTRY.get_sample_value(name, labels) or 0.0
+
+
+class BusProbe:
+    """Reads hookbus's Redis keys the way an operator would: decision log, pending entries, dead letters."""
+
+    def __init__(self, url: str, keys: Keyspace | None = None) -> None:
+        self.url = url
+        self.keys = keys or Keyspace()
+        self.redis = connect(url, socket_timeout_s=5.0)
+
+    async def log(self) -> list[LogRecord]:
+        entries = await self.redis.xrange(self.keys.decision_log)
+        return [LogRecord.decode(fields) for _, fields in entries]
+
+    async def record(self, event_id: str) -> LogRecord | None:
+        """The decision-log record of ``event_id``, or None (yet)."""
+        return next((r for r in await self.log() if r.event_id == event_id), None)
+
+    async def pending(self, stream: str) -> list[dict[str, Any]]:
+        """XPENDING detail of ``stream`` for the dispatchers' group (empty when there is no group)."""
+        try:
+            return await self.redis.xpending_range(stream, DISPATCH_GROUP, min="-", max="+", count=1000)
+        except redis_sync.ResponseError:
+            return []
+
+    async def dead(self) -> list[dict[bytes, bytes]]:
+        return [fields for _, fields in await self.redis.xrange(self.keys.dead_letter_stream)]
+
+    async def close(self) -> None:
+        await self.redis.aclose()
+
+
+@pytest_asyncio.fixture
+async def bus(redis_url: str) -> AsyncIterator[BusProbe]:
+    """A :class:`BusProbe` on the suite's Redis."""
+    probe = BusProbe(redis_url)
+    yield probe
+    await probe.close()
+
+
+@pytest.fixture
+def children() -> Iterator[list[subprocess.Popen[bytes]]]:
+    """Child processes a test starts; any still running at teardown are killed (by pid) and reaped."""
+    started: list[subprocess.Popen[bytes]] = []
+    yield started
+    for process in started:
+        if process.poll() is None:
+            process.kill()
+        process.communicate(timeout=10)
 
 
 def hookbus_process(role: str, *args: str, env: dict[str, str] | None = None) -> subprocess.Popen[bytes]:

@@ -10,10 +10,10 @@ import redis.asyncio as aioredis
 
 from bus.events import event_spec
 from bus.keys import Keyspace
-from bus.settings import Settings
 from bus.policy import HandlerEntry, Policy
 from bus.protocol import Request
 from bus.results import HandlerResult
+from bus.settings import Settings
 
 #: Claude Code's default handler timeouts, in seconds (spec §2.5).
 DEFAULT_TIMEOUT_S = {"command": 600.0, "http": 600.0, "mcp_tool": 600.0, "prompt": 30.0, "agent": 60.0,

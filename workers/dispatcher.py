@@ -189,20 +189,22 @@ class Dispatcher:
                 logger.exception("evaluating %s %s failed", request.event, request.event_id)
                 record_outcome = "dispatcher_error"
                 if request.blocking:
-                    self.outbox.publish(request.reply_to, Reply(request.event_id, {}, "none", "dispatcher_error").encode())
+                    reply = Reply(request.event_id, {}, "none", "dispatcher_error")
+                    self.outbox.publish(request.reply_to, reply.encode())
                 _ = exc
             else:
                 if request.blocking:
                     late = request.expired()
                     record_outcome = "late" if late else "decided"
                     if not late:
+                        hooks = [(r.handler_type, round(r.duration_s, 6), r.outcome.value) for r in evaluation.results]
                         reply = Reply(request.event_id, evaluation.merged.output, evaluation.merged.decision,
-                                      evaluation.fail_open,
-                                      [(r.handler_type, round(r.duration_s, 6), r.outcome.value) for r in evaluation.results])
+                                      evaluation.fail_open, hooks)
                         self.outbox.publish(request.reply_to, reply.encode())
                 else:
                     record_outcome = "recorded"
-        self.outbox.log(self._record(request, record_outcome, evaluation), self.policy.settings.decision_log.max_length)
+        record = self._record(request, record_outcome, evaluation)
+        self.outbox.log(record, self.policy.settings.decision_log.max_length)
         self.outbox.ack(stream, entry_id)
 
     def _record(self, request: Request, outcome: str, evaluation: Evaluation | None) -> LogRecord:
@@ -237,7 +239,7 @@ class Dispatcher:
         while not stop.is_set():
             with contextlib.suppress(BusUnavailable, redis.exceptions.RedisError):
                 with redis_errors():
-                    await self.redis.hset(self.keys.dispatchers, self.consumer, now_ms())  # type: ignore[misc]
+                    await self.redis.hset(self.keys.dispatchers, self.consumer, str(now_ms()))  # type: ignore[misc]
             with contextlib.suppress(TimeoutError):
                 async with asyncio.timeout(_HEARTBEAT_S):
                     await stop.wait()
@@ -307,7 +309,8 @@ class Dispatcher:
                 self.outbox.ack(stream, entry_id)
                 continue
             if deliveries.get(entry_id, 0) > self.settings.max_deliveries:
-                await self.dead_letter(stream, entry_id, fields, f"delivered more than {self.settings.max_deliveries} times")
+                why = f"delivered more than {self.settings.max_deliveries} times"
+                await self.dead_letter(stream, entry_id, fields, why)
                 continue
             logger.info("claimed %s %s from a dead dispatcher", stream, entry_id.decode())
             await self._spawn(stream, entry_id, fields)

@@ -20,7 +20,7 @@ def start_metrics_server(port: int | None) -> None:
     if port:
         from prometheus_client import start_http_server
 
-        start_http_server(port, addr="0.0.0.0")  # noqa: S104 - scraped by Prometheus inside the cluster
+        start_http_server(port, addr="0.0.0.0")
 
 
 async def serve_dispatcher(settings: Settings, policy: Policy, redis_url: str, metrics_port: int | None = None) -> None:

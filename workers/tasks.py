@@ -126,7 +126,7 @@ def build_worker(settings: Settings, policy: Policy, redis_url: str, *, burst: b
 
     pool = ArqRedis.from_url(redis_url)
     return Worker(
-        functions=[func(run_async_hook, name="run_async_hook", max_tries=MAX_TRIES)],  # type: ignore[arg-type]
+        functions=[func(run_async_hook, name="run_async_hook", max_tries=MAX_TRIES)],
         queue_name=settings.keys.arq_queue,
         redis_pool=pool,
         burst=burst,
