@@ -29,6 +29,7 @@ from bus.events import event_spec
 from bus.keys import Keyspace
 from bus.policy import Policy
 from bus.protocol import Reply, Request, now_ms
+from bus.reload import PolicyWatcher
 from bus.settings import Settings
 from gateway.batcher import AppendBatcher
 from gateway.dialects import from_dialect, to_dialect
@@ -66,15 +67,22 @@ class Gateway:
         self.waiter = ReplyWaiter(redis_url, self.keys.reply_channel(self.gateway_id))
         self.spool = Spool(self._append_many)
         self.limiter = RateLimiter(settings.rate_limit_per_s, settings.rate_limit_burst)
+        self.watcher = PolicyWatcher(settings.policy_paths, self.set_policy)
+
+    def set_policy(self, policy: Policy) -> None:
+        """Swap in a new policy (hot reload); requests in flight finish under the old one."""
+        self.policy = policy
 
     async def start(self) -> None:
         await self.waiter.start()
         await self.spool.start()
+        await self.watcher.start()
         with contextlib.suppress(asyncio.TimeoutError):
             async with asyncio.timeout(2.0):
                 await self.waiter.subscribed.wait()
 
     async def stop(self) -> None:
+        await self.watcher.stop()
         await self.spool.stop()
         await self.waiter.stop()
         await self.redis.aclose()
@@ -203,7 +211,9 @@ class Gateway:
         return reply.output, reply.decision, reply.fail_open
 
     async def readiness(self) -> tuple[bool, dict[str, Any]]:
-        checks: dict[str, Any] = {"policy": {"ok": True, "revision": self.policy.revision}}
+        checks: dict[str, Any] = {
+            "policy": {"ok": True, "revision": self.policy.revision, "reload_error": self.watcher.last_error}
+        }
         try:
             async with asyncio.timeout(0.5):
                 with redis_errors(self.redis_url):
