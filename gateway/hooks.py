@@ -163,9 +163,11 @@ class Gateway:
         label = metrics.event_label(event)
         request = Request(event_id=self.new_event_id(), event=event, tenant=tenant, payload=body,
                           received_ms=now_ms(), dialect=dialect)
-        blocking = event_spec(event).blocking and bool(self.policy.entries(event))
+        # Plugins register their callbacks inside the dispatchers, so with any plugin listed
+        # every blocking event waits for a decision.
+        blocking = event_spec(event).blocking and bool(self.policy.entries(event) or self.policy.settings.plugins)
         if blocking:
-            output, decision, fail_open = await self._decide(request)
+            output, decision, fail_open = await self._decide(request, started)
         else:
             output, decision, fail_open = await self._record(request)
         response_headers = {"X-Hookbus-Event-Id": request.event_id}
@@ -190,13 +192,15 @@ class Gateway:
             return {}, "none", "redis_unavailable"
         return {}, "none", None
 
-    async def _decide(self, request: Request) -> tuple[dict[str, Any], str, str | None]:
-        deadline_s = self.policy.settings.deadline_for(request.event)
+    async def _decide(self, request: Request, started: float) -> tuple[dict[str, Any], str, str | None]:
+        # The deadline runs from the request's arrival (reading and parsing it count too), and
+        # the dispatchers see the same instant as the end of their budget.
+        remaining_s = max(0.0, self.policy.settings.deadline_for(request.event) - (time.perf_counter() - started))
         request.reply_to = self.waiter.channel
-        request.deadline_ms = request.received_ms + int(deadline_s * 1000)
+        request.deadline_ms = now_ms() + int(remaining_s * 1000)
         future = self.waiter.expect(request.event_id)
         try:
-            async with asyncio.timeout(deadline_s):
+            async with asyncio.timeout(remaining_s):
                 await self.batcher.append(self.keys.blocking_stream, request.encode())
                 reply: Reply = await future
         except TimeoutError:

@@ -27,10 +27,12 @@ from bus.keys import Keyspace
 from bus.matching import compile_matcher, matcher_value
 from bus.merge import MergedDecision, merge_results
 from bus.permissions import PermissionRule, parse_rule, rule_matches
+from bus.plugins import hooks_for
 from bus.policy import HandlerEntry, Policy
 from bus.protocol import Request
 from bus.results import HandlerResult, Outcome
 from workers.context import HookContext, Runner, Services, default_timeout_s
+from workers.function import run_plugins
 
 logger = logging.getLogger("hookbus.dispatcher")
 
@@ -125,6 +127,9 @@ class Engine:
             results = [await self._run(ctx) for ctx in contexts]
         else:
             results = list(await asyncio.gather(*(self._run(ctx) for ctx in contexts)))
+        if hooks_for(event) and not self.policy.disable_all_hooks:  # bus.plugins callbacks, after the policy's
+            timeout_s = min(default_timeout_s("function", event), request.remaining_s())
+            results.append(await run_plugins(event, hook_input, timeout_s))
         whole_shadow = self.policy.settings.shadow
         shadow_results = [r for r in results if r.shadow or whole_shadow]
         shadow: list[dict[str, Any]] = []
