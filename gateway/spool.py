@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import collections
 import contextlib
+import itertools
 import logging
 from collections.abc import Awaitable, Callable
 
@@ -46,11 +47,16 @@ class Spool:
     async def start(self) -> None:
         self._task = asyncio.create_task(self._run(), name="hookbus-spool")
 
-    async def stop(self) -> None:
+    async def stop(self, last_try_s: float = 1.0) -> None:
         if self._task is not None:
             self._task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await self._task
+        if self._entries:  # one last try: Redis may be back by now
+            with contextlib.suppress(BusUnavailable, TimeoutError):
+                async with asyncio.timeout(last_try_s):
+                    while self._entries:
+                        await self._flush_batch()
         if self._entries:
             logger.warning("stopping with %d spooled events not yet appended", len(self._entries))
 
@@ -59,16 +65,33 @@ class Spool:
             await self._wake.wait()
             self._wake.clear()
             while self._entries:
-                batch = list(self._entries)[:500]
                 try:
-                    await self._append(batch)
+                    await self._flush_batch()
                 except BusUnavailable:
                     await asyncio.sleep(self._retry_every_s)
-                    continue
-                for _ in batch:
-                    self._entries.popleft()
-                metrics.SPOOLED.labels("flushed").inc(len(batch))
-                logger.info("appended %d spooled events", len(batch))
+
+    async def _flush_batch(self) -> None:
+        """Append the oldest entries; raises BusUnavailable (and keeps them) while Redis is away."""
+        batch = list(itertools.islice(self._entries, 500))
+        try:
+            await self._append(batch)
+        except BusUnavailable:
+            raise
+        except Exception:  # Redis refused the batch (the pipeline ran the rest): never retry it forever
+            logger.exception("dropping %d spooled events Redis refused", len(batch))
+            self._remove(batch)
+            metrics.SPOOLED.labels("dropped").inc(len(batch))
+            return
+        self._remove(batch)
+        metrics.SPOOLED.labels("flushed").inc(len(batch))
+        logger.info("appended %d spooled events", len(batch))
+
+    def _remove(self, batch: list[tuple[str, dict[str, bytes | str | int]]]) -> None:
+        # put() may have dropped the oldest entries while the append was in flight: remove
+        # exactly what was sent (a prefix of what is left), not just as many entries.
+        sent = {id(item) for item in batch}
+        while self._entries and id(self._entries[0]) in sent:
+            self._entries.popleft()
 
 
 __all__ = ["Spool"]

@@ -54,7 +54,7 @@ def redis_url(redis_server: EmbeddedRedis) -> str:
 
 
 @pytest.fixture
-def write_policy(tmp_path: Path) -> Callable[[str], Path]:
+def write_policy(tmp_path: Path) -> Callable[..., Path]:
     """Write a YAML policy text to a file and return its path."""
 
     def write(text: str, name: str = "policy.yaml") -> Path:
@@ -132,7 +132,7 @@ async def run_platform(
 
 
 @pytest.fixture
-def platform(redis_url: str, write_policy: Callable[[str], Path]) -> Callable[..., Any]:
+def platform(redis_url: str, write_policy: Callable[..., Path]) -> Callable[..., Any]:
     """``async with platform(policy_yaml, **settings) as p:`` — a live platform for one test.
 
     ``on_redis=URL`` runs it on another Redis (e.g. a private :class:`EmbeddedRedis`).
@@ -182,7 +182,9 @@ class BusProbe:
     async def pending(self, stream: str) -> list[dict[str, Any]]:
         """XPENDING detail of ``stream`` for the dispatchers' group (empty when there is no group)."""
         try:
-            return await self.redis.xpending_range(stream, DISPATCH_GROUP, min="-", max="+", count=1000)
+            found: list[dict[str, Any]] = await self.redis.xpending_range(
+                stream, DISPATCH_GROUP, min="-", max="+", count=1000)
+            return found
         except redis_sync.ResponseError:
             return []
 

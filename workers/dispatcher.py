@@ -32,6 +32,7 @@ from bus.connection import connect, redis_errors
 from bus.errors import BusUnavailable
 from bus.keys import DISPATCH_GROUP
 from bus.merge import MergedDecision
+from bus.plugins import load_plugins
 from bus.policy import Policy
 from bus.protocol import LogRecord, ProtocolError, Reply, Request, now_ms
 from bus.settings import Settings
@@ -51,6 +52,7 @@ class Dispatcher:
     """One dispatcher process (or task): reads, evaluates, replies, logs, acknowledges."""
 
     def __init__(self, settings: Settings, policy: Policy, redis_url: str, *, consumer: str | None = None) -> None:
+        load_plugins(policy.settings.plugins)  # each registers its bus.plugins callbacks; PluginError if one fails
         self.settings = settings
         self.policy = policy
         self.redis_url = redis_url
@@ -89,12 +91,14 @@ class Dispatcher:
         helpers = [
             asyncio.create_task(self._heartbeat(stop), name="hookbus-heartbeat"),
             asyncio.create_task(self._janitor(stop), name="hookbus-janitor"),
-            asyncio.create_task(self._wake_reader(stop), name="hookbus-wake-reader"),
         ]
+        waker = asyncio.create_task(self._wake_reader(stop), name="hookbus-wake-reader")
         logger.info("dispatcher %s serving (policy %s)", self.consumer, self.policy.revision)
         try:
             await self._serve(stop)
         finally:
+            waker.cancel()
+            await asyncio.gather(waker, return_exceptions=True)
             # The janitor goes on refreshing the in-flight entries while they drain.
             if self._tasks:
                 await asyncio.wait(self._tasks, timeout=10)
@@ -231,7 +235,9 @@ class Dispatcher:
     async def dead_letter(self, stream: str, entry_id: bytes, fields: Mapping[bytes, bytes], why: str) -> None:
         logger.warning("dead-lettering %s %s: %s", stream, entry_id.decode(), why)
         metrics.DEAD_LETTERS.labels(stream.rsplit(":", 1)[-1]).inc()
-        dead = {**{k.decode(): v for k, v in fields.items()}, "_stream": stream, "_id": entry_id, "_why": why}
+        # Whatever the entry holds (it may not be hookbus's), moving it aside must not fail.
+        dead = {**{k.decode("utf-8", "replace"): v for k, v in fields.items()},
+                "_stream": stream, "_id": entry_id, "_why": why}
         self.outbox.xadd(self.keys.dead_letter_stream, dead, 100_000)
         self.outbox.ack(stream, entry_id)
 

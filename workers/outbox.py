@@ -87,6 +87,10 @@ class Outbox:
                     failures += 1
                     self._ops = ops + self._ops
                     await asyncio.sleep(min(1.0, 0.05 * failures))
+                except Exception:
+                    # Never let the one writer task die: its entries stay unacknowledged, so
+                    # they are claimed again later (and dead-lettered if they keep failing).
+                    logger.exception("outbox: dropping %d writes that could not be sent", len(ops))
             self._idle.set()
 
     async def _flush(self, ops: list[_Op]) -> None:

@@ -1,0 +1,273 @@
+"""``hookbus hook``, the agent-side command shim, run as the real console command.
+
+Every test starts ``.venv/bin/hookbus hook`` (or ``python -m bus hook``) as a subprocess with
+a hook input on stdin, exactly as Claude Code runs a command hook, against a live platform,
+a dead port, a port that never answers, or a tiny stdlib HTTP server with odd replies.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import http.server
+import json
+import os
+import socket
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from bus.redis_server import free_port
+from bus.settings import Tokens
+from bus.shim import _split, _unchunk, hook_url, parse_args
+from tests.conftest import REPO, BusProbe, async_wait_for
+
+DENY_RM = """
+hookbus: {deadlineSeconds: 2.0}
+hooks:
+  PreToolUse:
+    - matcher: Bash
+      hooks:
+        - {type: rule, deny: ["Bash(rm -rf *)"], reason: "no rm -rf"}
+"""
+NO_DISPATCHER = DENY_RM.replace("2.0", "0.3")
+CONSOLE = Path(sys.executable).with_name("hookbus")
+COMMAND = [str(CONSOLE)] if CONSOLE.exists() else [sys.executable, "-m", "bus"]
+HEAVY = ("pydantic", "redis", "httpx", "orjson", "yaml", "uvicorn", "starlette", "argparse", "typing",
+         "urllib.request", "http.client", "ssl", "email", "bus.commands", "bus.models")
+
+
+def bash(command: str, session: str) -> bytes:
+    return json.dumps({"hook_event_name": "PreToolUse", "session_id": session, "transcript_path": "/t.jsonl",
+                       "cwd": "/tmp", "tool_name": "Bash", "tool_input": {"command": command}}).encode()
+
+
+def clean_env(**extra: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("HOOKBUS_") and k.lower() != "http_proxy"}
+    return {**env, **extra}
+
+
+async def shim(*args: str, stdin: bytes, env: dict[str, str] | None = None) -> tuple[int, bytes, bytes]:
+    """Run ``hookbus hook ARGS`` with ``stdin``; (exit code, stdout, stderr)."""
+    process = await asyncio.create_subprocess_exec(
+        *COMMAND, "hook", *args, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        env=env or clean_env(), cwd=REPO)
+    out, err = await asyncio.wait_for(process.communicate(stdin), 30)
+    assert process.returncode is not None
+    return process.returncode, out, err
+
+
+async def logged(bus: BusProbe, session: str) -> Any:
+    async def find() -> Any:
+        return next((r for r in await bus.log() if r.session_id == session), None)
+
+    return await async_wait_for(find, timeout_s=5)
+
+
+# -- against a live platform ----------------------------------------------------------------
+
+
+async def test_a_deny_is_passed_through_on_stdout_with_exit_0(platform: Callable[..., Any], bus: BusProbe) -> None:
+    async with platform(DENY_RM) as p:
+        code, out, err = await shim("--url", p.url, stdin=bash("rm -rf /", "s-deny"))
+    assert code == 0, err
+    output = json.loads(out)
+    assert output["hookSpecificOutput"]["hookEventName"] == "PreToolUse"
+    assert output["hookSpecificOutput"]["permissionDecision"] == "deny"
+    assert "no rm -rf" in output["hookSpecificOutput"]["permissionDecisionReason"]
+    assert out.endswith(b"}\n") and out.count(b"\n") == 1
+    assert (await logged(bus, "s-deny")).decision == "deny"
+
+
+async def test_no_opinion_prints_nothing(platform: Callable[..., Any], bus: BusProbe) -> None:
+    async with platform(DENY_RM) as p:
+        code, out, err = await shim("--url", f"{p.url}/v1/hooks", stdin=bash("ls -la", "s-allow"))
+    assert (code, out) == (0, b""), err
+    assert (await logged(bus, "s-allow")).outcome == "decided"
+
+
+async def test_url_from_hookbus_url_and_flag_wins(platform: Callable[..., Any]) -> None:
+    async with platform(DENY_RM) as p:
+        code, out, _ = await shim(stdin=bash("rm -rf /", "s-env"), env=clean_env(HOOKBUS_URL=p.url))
+        assert code == 0 and json.loads(out)["hookSpecificOutput"]["permissionDecision"] == "deny"
+        dead = f"http://127.0.0.1:{free_port()}"
+        code, out, _ = await shim(f"--url={p.url}", stdin=bash("rm -rf /", "s-flag"), env=clean_env(HOOKBUS_URL=dead))
+        assert code == 0 and b"deny" in out
+
+
+async def test_token_from_hookbus_token_and_401_handling(platform: Callable[..., Any]) -> None:
+    async with platform(DENY_RM, tokens=Tokens.parse("fleet:tok-1")) as p:
+        code, out, err = await shim("--url", p.url, stdin=bash("rm -rf /", "s-t"))
+        assert (code, out) == (0, b"") and b"401" in err and b"failing open" in err
+        code, out, err = await shim("--url", p.url, "--fail-closed", stdin=bash("rm -rf /", "s-t"))
+        assert (code, out) == (2, b"") and b"401" in err and b"failing closed" in err
+        wrong = clean_env(HOOKBUS_TOKEN="nope")
+        assert (await shim("--url", p.url, "--fail-closed", stdin=bash("ls", "s-t"), env=wrong))[0] == 2
+        code, out, err = await shim("--url", p.url, stdin=bash("rm -rf /", "s-t"), env=clean_env(HOOKBUS_TOKEN="tok-1"))
+        assert code == 0 and json.loads(out)["hookSpecificOutput"]["permissionDecision"] == "deny", err
+
+
+async def test_fail_open_outcome_without_dispatchers(platform: Callable[..., Any]) -> None:
+    async with platform(NO_DISPATCHER, dispatchers=0) as p:
+        code, out, err = await shim("--url", p.url, stdin=bash("rm -rf /", "s-nd"))
+        assert (code, out) == (0, b"") and b"could not decide" in err
+        code, out, err = await shim("--url", p.url, "--fail-closed", stdin=bash("rm -rf /", "s-nd"))
+        assert (code, out) == (2, b"") and b"could not decide in time (failing closed)" in err
+
+
+async def test_malformed_input_is_a_400_and_fails_like_any_refusal(platform: Callable[..., Any]) -> None:
+    async with platform(DENY_RM) as p:
+        assert (await shim("--url", p.url, stdin=b"{not json"))[:2] == (0, b"")
+        code, _, err = await shim("--url", p.url, "--fail-closed", stdin=b'{"session_id": "x"}')
+        assert code == 2 and b"400" in err and b"hook_event_name" in err
+
+
+# -- without a gateway ----------------------------------------------------------------------
+
+
+async def test_gateway_down_fails_open_or_closed() -> None:
+    url = f"http://127.0.0.1:{free_port()}"
+    code, out, err = await shim("--url", url, stdin=bash("rm -rf /", "s-down"))
+    assert (code, out) == (0, b"") and b"unreachable" in err
+    code, out, err = await shim("--url", url, "--fail-closed", stdin=bash("rm -rf /", "s-down"))
+    assert (code, out) == (2, b"") and b"unreachable" in err and b"failing closed" in err
+
+
+@pytest.fixture
+def silent_port() -> Iterator[int]:
+    """A port that accepts connections (kernel backlog) and never answers."""
+    with socket.socket() as server:
+        server.bind(("127.0.0.1", 0))
+        server.listen(8)
+        yield server.getsockname()[1]
+
+
+async def test_a_gateway_that_never_answers_is_cut_at_the_timeout(silent_port: int) -> None:
+    url = f"http://127.0.0.1:{silent_port}"
+    started = time.monotonic()
+    code, out, err = await shim("--url", url, "--timeout", "0.3", stdin=bash("ls", "s-slow"))
+    assert (code, out) == (0, b"") and b"within 0.3s" in err
+    code, out, err = await shim("--url", url, "--timeout=0.3", "--fail-closed", stdin=bash("ls", "s-slow"))
+    assert (code, out) == (2, b"")
+    assert time.monotonic() - started < 5
+
+
+class _Odd(http.server.BaseHTTPRequestHandler):
+    """Replies chosen by the request path: chunked JSON, plain text, a JSON array."""
+
+    def do_POST(self) -> None:
+        self.rfile.read(int(self.headers["Content-Length"]))
+        body = {"/chunked/v1/hooks": b'{"systemMessage": "hi"}', "/text/v1/hooks": b"hello",
+                "/array/v1/hooks": b"[1]"}[self.path]
+        self.send_response(200)
+        if self.path.startswith("/chunked"):
+            self.send_header("Transfer-Encoding", "chunked")
+            self.end_headers()
+            for piece in (body[:5], body[5:]):
+                self.wfile.write(b"%x\r\n%s\r\n" % (len(piece), piece))
+            self.wfile.write(b"0\r\n\r\n")
+        else:
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+    def log_message(self, *args: Any) -> None:
+        pass
+
+
+@pytest.fixture
+def odd_server() -> Iterator[str]:
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Odd)
+    server.protocol_version = "HTTP/1.1"
+    _Odd.protocol_version = "HTTP/1.1"
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{server.server_address[1]}"
+    server.shutdown()
+    server.server_close()
+
+
+async def test_odd_replies(odd_server: str) -> None:
+    code, out, _ = await shim("--url", f"{odd_server}/chunked", stdin=bash("ls", "s"))
+    assert code == 0 and json.loads(out) == {"systemMessage": "hi"}
+    for kind in ("text", "array"):
+        assert (await shim("--url", f"{odd_server}/{kind}", stdin=bash("ls", "s")))[:2] == (0, b"")
+        code, out, err = await shim("--url", f"{odd_server}/{kind}", "--fail-closed", stdin=bash("ls", "s"))
+        assert (code, out) == (2, b"") and b"not a JSON object" in err
+
+
+async def test_arguments_the_shim_does_not_know_go_to_argparse() -> None:
+    code, out, err = await shim("--bogus", stdin=b"{}")
+    assert code == 2 and b"usage: hookbus" in err and b"--bogus" in err
+    code, out, _ = await shim("--help", stdin=b"")
+    assert code == 0 and b"--fail-closed" in out
+    assert (await shim("--timeout", "soon", stdin=b""))[0] == 2
+
+
+# -- start-up cost: the import path stays stdlib-only -----------------------------------------
+
+
+def test_the_hook_path_imports_only_the_standard_library() -> None:
+    probe = (
+        "import sys\n"
+        "sys.argv = ['hookbus', 'hook', '--url', sys.argv[1]]\n"
+        "from bus.cli import main\n"
+        "code = main()\n"
+        "print(' '.join(sorted(sys.modules)), file=sys.stderr)\n"
+    )
+    url = f"http://127.0.0.1:{free_port()}"
+    done = subprocess.run([sys.executable, "-c", probe, url], input=bash("ls", "s"), capture_output=True,
+                          env=clean_env(), cwd=REPO, timeout=30, check=True)
+    loaded = set(done.stderr.decode().splitlines()[-1].split())
+    assert "bus.shim" in loaded and "_socket" in loaded
+    # Not even socket.py (4 ms of enum conversions) nor the idna codec: _socket and a bytes host.
+    assert not {m for m in loaded for heavy in (*HEAVY, "socket", "encodings.idna")
+                if m == heavy or m.startswith(heavy + ".")}
+
+
+def test_importing_the_cli_and_shim_pulls_in_nothing_heavy() -> None:
+    probe = "import sys, bus.cli, bus.shim, bus.install; print(' '.join(sorted(sys.modules)))"
+    loaded = set(subprocess.run([sys.executable, "-c", probe], capture_output=True, check=True, cwd=REPO,
+                                timeout=30).stdout.decode().split())
+    assert not loaded & {"pydantic", "redis", "httpx", "orjson", "yaml"}
+
+
+# -- units ----------------------------------------------------------------------------------
+
+
+def test_parse_args() -> None:
+    assert parse_args([]) == (None, 5.0, False)
+    assert parse_args(["--url", "http://h:1", "--timeout", "0.5", "--fail-closed"]) == ("http://h:1", 0.5, True)
+    assert parse_args(["--url=http://h:1", "--timeout=2"]) == ("http://h:1", 2.0, False)
+    for bad in (["--url"], ["--timeout", "x"], ["--timeout", "0"], ["-h"], ["--nope"], ["--url", "--fail-closed"]):
+        assert parse_args(bad) is None, bad
+
+
+def test_hook_url_and_split(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("HOOKBUS_URL", raising=False)
+    assert hook_url(None) == "http://127.0.0.1:8787/v1/hooks"
+    assert hook_url("http://gw:9/") == "http://gw:9/v1/hooks"
+    assert hook_url("http://gw:9/v1/hooks?dialect=peri") == "http://gw:9/v1/hooks?dialect=peri"
+    assert hook_url("http://gw:9?dialect=peri") == "http://gw:9/v1/hooks?dialect=peri"
+    monkeypatch.setenv("HOOKBUS_URL", "http://env:1")
+    assert hook_url(None) == "http://env:1/v1/hooks"
+    assert _split("http://[::1]:8787/v1/hooks?x=1") == ("::1", 8787, "/v1/hooks?x=1")
+    assert _split("http://gw/v1/hooks") == ("gw", 80, "/v1/hooks")
+    assert _split("https://gw/v1/hooks") is None and _split("http://u:p@gw/") is None
+    with pytest.raises(ValueError):
+        _split("http://gw:port/")
+    assert _unchunk(b"3\r\nabc\r\n2;x=y\r\nde\r\n0\r\n\r\n") == b"abcde"
+
+
+def test_run_hook_in_process_never_raises(capsys: pytest.CaptureFixture[str]) -> None:
+    from bus.shim import run_hook
+
+    with contextlib.suppress(SystemExit):
+        assert run_hook("not a url at all", 0.2, True, stdin=b"{}") == 2
+    assert "failing closed" in capsys.readouterr().err

@@ -1,0 +1,291 @@
+"""The gateway's HTTP contract (CONTRACT §3, §5), over real HTTP against a live platform.
+
+Each test runs a real uvicorn gateway on 127.0.0.1 plus in-process dispatchers on the suite's
+Redis; decisions are checked in the HTTP reply *and* in the decision-log stream.
+"""
+
+from __future__ import annotations
+
+import subprocess
+from collections.abc import AsyncIterator, Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from prometheus_client.parser import text_string_to_metric_families
+
+from bus.redis_server import free_port
+from bus.settings import Tokens
+from tests.conftest import BusProbe, async_wait_for, hookbus_process, port_open, wait_for
+
+DENY_RM = """
+hookbus: {deadlineSeconds: 2.0}
+hooks:
+  PreToolUse:
+    - matcher: Bash
+      hooks:
+        - {type: rule, deny: ["Bash(rm -rf *)"], reason: "no rm -rf"}
+"""
+
+CORE_METRICS = (
+    "hookbus_decisions_total",
+    "hookbus_decision_latency_seconds",
+    "hookbus_fail_open_total",
+    "hookbus_hook_duration_seconds",
+    "hookbus_async_jobs_total",
+)
+
+
+def bash(command: str, session: str = "s-1", **extra: Any) -> dict[str, Any]:
+    return {"hook_event_name": "PreToolUse", "session_id": session, "tool_name": "Bash",
+            "tool_input": {"command": command}, "cwd": "/tmp", **extra}
+
+
+def assert_error(response: httpx.Response, status: int, code: str | None = None) -> dict[str, Any]:
+    """A 4xx reply with the contract's JSON error body."""
+    assert response.status_code == status, response.text
+    assert response.headers["content-type"].startswith("application/json")
+    body: dict[str, Any] = response.json()
+    assert set(body) == {"error", "detail"}
+    assert isinstance(body["detail"], str) and body["detail"]
+    if code is not None:
+        assert body["error"] == code
+    return body
+
+
+async def logged(bus: BusProbe, response: httpx.Response) -> Any:
+    """Wait for the decision-log record of the event a reply answered."""
+    event_id = response.headers["X-Hookbus-Event-Id"]
+    return await async_wait_for(lambda: bus.record(event_id), timeout_s=5)
+
+
+# -- malformed input -------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("body", "code"),
+    [
+        (b"{not json", "invalid_json"),
+        (b"", "invalid_json"),
+        (b"\xff\xfe\x00garbage", "invalid_json"),  # not UTF-8
+        (b"[" * 100_000 + b"]" * 100_000, "invalid_json"),  # nested past the parser's depth limit
+        (b'[{"hook_event_name": "Stop", "session_id": "s"}]', "invalid_input"),
+        (b'"just a string"', "invalid_input"),
+        (b"null", "invalid_input"),
+        (b'{"session_id": "s"}', "missing_field"),
+        (b'{"hook_event_name": "Stop"}', "missing_field"),
+        (b'{"hook_event_name": "Stop", "session_id": 5}', "invalid_field"),
+        (b'{"hook_event_name": ["Stop"], "session_id": "s"}', "invalid_field"),
+        (b'{"hook_event_name": "", "session_id": "s"}', "invalid_field"),
+    ],
+)
+async def test_malformed_input_is_a_400_with_a_json_error(platform: Callable[..., Any], body: bytes, code: str) -> None:
+    async with platform(DENY_RM) as p:
+        assert_error(await p.post(body, headers={"content-type": "application/json"}), 400, code)
+
+
+async def test_bodies_over_the_limit_are_413_with_or_without_content_length(platform: Callable[..., Any]) -> None:
+    big = b'{"hook_event_name": "Stop", "session_id": "s", "pad": "' + b"x" * (5 << 20) + b'"}'
+
+    async def chunked() -> AsyncIterator[bytes]:
+        for start in range(0, len(big), 64 << 10):
+            yield big[start:start + (64 << 10)]
+
+    async with platform(DENY_RM) as p:
+        declared = await p.post(big)
+        assert_error(declared, 413, "payload_too_large")
+        streamed = await p.client.post(f"{p.url}/v1/hooks", content=chunked())
+        assert "content-length" not in streamed.request.headers
+        assert streamed.request.headers["transfer-encoding"] == "chunked"
+        assert_error(streamed, 413, "payload_too_large")
+        # The limit is the limit: a body just under it is fine.
+        small = await p.post({"hook_event_name": "Notification", "session_id": "s", "pad": "x" * 1000})
+        assert small.status_code == 200
+
+
+async def test_odd_but_valid_json_is_never_a_500(platform: Callable[..., Any], bus: BusProbe) -> None:
+    deep: Any = "leaf"
+    for _ in range(500):
+        deep = {"d": deep}
+    odd: list[Any] = [
+        {"hook_event_name": "Notification", "session_id": "s", "deep": deep},
+        {"hook_event_name": "PreToolUse", "session_id": "s", "tool_name": 7, "tool_input": "nope"},
+        {"hook_event_name": "PreToolUse", "session_id": "s", "tool_name": "Bash", "tool_input": [1, 2]},
+        {"hook_event_name": "PreToolUse", "session_id": "s\u0000\u202e", "tool_name": "Bash"},
+        {"hook_event_name": "Stop\u00e9\U0001f600", "session_id": "s", "huge": 10**30},
+    ]
+    async with platform(DENY_RM) as p:
+        for body in odd:
+            response = await p.post(body)
+            assert response.status_code == 200, (body, response.text)
+            assert response.json() == {}
+            assert (await logged(bus, response)).outcome in {"decided", "recorded"}
+
+
+# -- decisions ---------------------------------------------------------------------------------
+
+
+async def test_rule_deny_and_allow(platform: Callable[..., Any], bus: BusProbe) -> None:
+    async with platform(DENY_RM) as p:
+        denied = await p.post(bash("rm -rf /"))
+        assert denied.status_code == 200
+        assert denied.headers["X-Hookbus-Outcome"] == "decided"
+        specific = denied.json()["hookSpecificOutput"]
+        assert specific["hookEventName"] == "PreToolUse"
+        assert specific["permissionDecision"] == "deny"
+        assert "no rm -rf" in specific["permissionDecisionReason"]
+
+        allowed = await p.post(bash("ls -la"))
+        assert allowed.status_code == 200
+        assert allowed.json() == {}
+        assert allowed.headers["X-Hookbus-Outcome"] == "decided"
+
+        other_tool = await p.post({**bash("rm -rf /"), "tool_name": "Read"})
+        assert other_tool.json() == {}
+
+        record = await logged(bus, denied)
+        assert (record.outcome, record.decision, record.tool_name) == ("decided", "deny", "Bash")
+        assert record.output == denied.json()
+        assert record.session_id == "s-1"
+        assert record.hooks and record.hooks[0]["type"] == "rule"
+        assert (await logged(bus, allowed)).decision == "none"
+
+
+async def test_non_blocking_and_unknown_events_are_recorded(platform: Callable[..., Any], bus: BusProbe) -> None:
+    async with platform(DENY_RM) as p:
+        note = await p.post({"hook_event_name": "Notification", "session_id": "s-2", "message": "hi"})
+        unknown = await p.post({"hook_event_name": "MadeUpEvent", "session_id": "s-2", "extra": [1]})
+        unhandled = await p.post({"hook_event_name": "PostToolUse", "session_id": "s-2", "tool_name": "Bash"})
+        for response in (note, unknown, unhandled):
+            assert response.status_code == 200
+            assert response.json() == {}
+            assert response.headers["X-Hookbus-Outcome"] == "recorded"
+        for response, event in ((note, "Notification"), (unknown, "MadeUpEvent"), (unhandled, "PostToolUse")):
+            record = await logged(bus, response)
+            assert (record.event, record.outcome, record.decision) == (event, "recorded", "none")
+            assert record.session_id == "s-2"
+        # Unknown fields travel unchanged: the log keeps the exact bytes the agent sent.
+        assert b'"extra":[1]' in (await logged(bus, unknown)).payload
+
+
+# -- auth and rate limit -------------------------------------------------------------------------
+
+
+async def test_tokens(platform: Callable[..., Any], bus: BusProbe) -> None:
+    async with platform(DENY_RM, tokens=Tokens.parse("acme:tok-a,beta:tok-b")) as p:
+        for headers in ({}, {"Authorization": "Bearer wrong"}, {"Authorization": "Basic tok-a"},
+                        {"Authorization": "Bearer"}, {"Authorization": "tok-a"}):
+            response = await p.post(bash("ls"), headers=headers)
+            assert_error(response, 401, "unauthorized")
+            assert response.headers["WWW-Authenticate"] == "Bearer"
+        ok = await p.post(bash("rm -rf /"), headers={"Authorization": "Bearer tok-a"})
+        assert ok.status_code == 200
+        assert ok.json()["hookSpecificOutput"]["permissionDecision"] == "deny"
+        assert (await logged(bus, ok)).tenant == "acme"
+        other = await p.post({"hook_event_name": "Stop", "session_id": "s"}, headers={"authorization": "bearer tok-b"})
+        assert (await logged(bus, other)).tenant == "beta"
+
+
+async def test_rate_limit_is_a_429_with_retry_after_per_tenant(platform: Callable[..., Any]) -> None:
+    tokens = Tokens.parse("acme:tok-a,beta:tok-b")
+    async with platform(DENY_RM, tokens=tokens, rate_limit_per_s=1, rate_limit_burst=2) as p:
+        acme = {"Authorization": "Bearer tok-a"}
+        statuses = [(await p.post(bash("ls"), headers=acme)).status_code for _ in range(2)]
+        assert statuses == [200, 200]
+        limited = await p.post(bash("ls"), headers=acme)
+        assert_error(limited, 429, "rate_limited")
+        assert int(limited.headers["Retry-After"]) >= 1
+        # Another tenant has its own bucket.
+        assert (await p.post(bash("ls"), headers={"Authorization": "Bearer tok-b"})).status_code == 200
+
+
+# -- health, readiness, metrics --------------------------------------------------------------------
+
+
+async def test_healthz_and_readyz(platform: Callable[..., Any]) -> None:
+    async with platform(DENY_RM) as p:
+        health = await p.client.get(f"{p.url}/healthz")
+        assert health.status_code == 200
+        assert health.json() == {"status": "ok"}
+        ready = await async_wait_for(
+            lambda: _ready(p.client, p.url), timeout_s=5)  # the dispatcher's first heartbeat
+        checks = ready["checks"]
+        assert ready["ready"] is True
+        assert checks["redis"]["ok"] is True
+        assert (checks["policy"]["ok"], checks["policy"]["revision"]) == (True, p.policy.revision)
+        assert checks["replies"]["ok"] is True
+        assert checks["dispatchers"]["alive"] >= 1
+
+
+async def _ready(client: httpx.AsyncClient, url: str) -> dict[str, Any] | None:
+    response = await client.get(f"{url}/readyz")
+    assert response.status_code == 200, response.text
+    body: dict[str, Any] = response.json()
+    return body if body["checks"].get("dispatchers", {}).get("ok") else None
+
+
+def _samples(text: str) -> dict[tuple[str, frozenset[tuple[str, str]]], float]:
+    return {(s.name, frozenset(s.labels.items())): s.value
+            for family in text_string_to_metric_families(text) for s in family.samples}
+
+
+async def test_metrics_endpoint_exposes_the_core_metrics(platform: Callable[..., Any]) -> None:
+    deny_key = ("hookbus_decisions_total", frozenset({("event", "PreToolUse"), ("decision", "deny")}))
+    count_key = ("hookbus_decision_latency_seconds_count", frozenset({("event", "PreToolUse")}))
+    async with platform(DENY_RM) as p:
+        await p.post(bash("rm -rf /"))
+        first = await p.client.get(f"{p.url}/metrics")
+        assert first.status_code == 200
+        assert first.headers["content-type"].startswith("text/plain")
+        families = {family.name for family in text_string_to_metric_families(first.text)}
+        for name in CORE_METRICS:
+            assert name.removesuffix("_total") in families, name
+        before = _samples(first.text)
+        for _ in range(3):
+            assert "deny" in (await p.post(bash("rm -rf /tmp/x"))).text
+        await p.post(bash("echo hi"))
+        after = _samples((await p.client.get(f"{p.url}/metrics")).text)
+        assert after[deny_key] - before[deny_key] == 3
+        assert after[count_key] - before[count_key] == 4
+        hook_runs = ("hookbus_hook_duration_seconds_count", frozenset({("type", "rule")}))
+        assert after[hook_runs] - before.get(hook_runs, 0.0) == 4
+
+
+# -- the real server ---------------------------------------------------------------------------------
+
+
+def test_the_real_gateway_process_keeps_the_contract(
+    redis_url: str, write_policy: Callable[..., Path], children: list[subprocess.Popen[bytes]]
+) -> None:
+    """``hookbus gateway`` serves with uvloop + httptools (the fixture uses h11): same answers."""
+    port = free_port()
+    gateway = hookbus_process("gateway", "--config", str(write_policy(DENY_RM)), "--redis-url", redis_url,
+                              "--port", str(port))
+    children.append(gateway)
+    wait_for(lambda: port_open(port) or gateway.poll() is not None, timeout_s=20)
+    assert gateway.poll() is None
+    big = b'{"hook_event_name": "Stop", "session_id": "s", "pad": "' + b"x" * (5 << 20) + b'"}'
+
+    def chunked() -> Iterator[bytes]:
+        yield from (big[start:start + (64 << 10)] for start in range(0, len(big), 64 << 10))
+
+    url = f"http://127.0.0.1:{port}/v1/hooks"
+    with httpx.Client(timeout=10) as client:
+        assert_error(client.post(url, content=big), 413, "payload_too_large")
+        assert_error(client.post(url, content=chunked()), 413, "payload_too_large")
+        assert_error(client.post(url, content=b"\xff{"), 400, "invalid_json")
+        assert_error(client.post(url, json={"hook_event_name": "Stop", "session_id": 5}), 400, "invalid_field")
+        recorded = client.post(url, json={"hook_event_name": "Notification", "session_id": "s"})
+        assert (recorded.status_code, recorded.json()) == (200, {})
+        assert recorded.headers["X-Hookbus-Outcome"] == "recorded"
+        assert client.get(f"http://127.0.0.1:{port}/healthz").status_code == 200
+        assert "hookbus_decisions_total" in client.get(f"http://127.0.0.1:{port}/metrics").text
+
+
+def test_a_public_bind_without_tokens_is_refused(redis_url: str, write_policy: Callable[..., Path]) -> None:
+    gateway = hookbus_process("gateway", "--config", str(write_policy(DENY_RM)), "--redis-url", redis_url,
+                              "--host", "0.0.0.0", "--port", str(free_port()))
+    _, stderr = gateway.communicate(timeout=20)
+    assert gateway.returncode == 1
+    assert b"--insecure" in stderr and b"HOOKBUS_TOKENS" in stderr
