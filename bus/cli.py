@@ -6,9 +6,12 @@ call and must start as fast as a bare Python.
 
 from __future__ import annotations
 
-import argparse
 import sys
-from collections.abc import Sequence
+
+TYPE_CHECKING = False  # not typing.TYPE_CHECKING: importing typing costs milliseconds on every hook
+if TYPE_CHECKING:
+    import argparse
+    from collections.abc import Sequence
 
 
 def _common(parser: argparse.ArgumentParser) -> None:
@@ -17,6 +20,10 @@ def _common(parser: argparse.ArgumentParser) -> None:
 
 
 def build_parser() -> argparse.ArgumentParser:
+    import argparse
+
+    from bus.install import add_install_arguments
+
     parser = argparse.ArgumentParser(prog="hookbus", description="A central hook platform for coding agents.")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
@@ -60,6 +67,8 @@ def build_parser() -> argparse.ArgumentParser:
     check = policy_sub.add_parser("check", help="validate policy files; exit 1 with line-precise errors")
     check.add_argument("files", nargs="+", metavar="FILE")
 
+    add_install_arguments(sub.add_parser("install", help="connect an agent to hookbus (writes its hook settings)"))
+
     tail = sub.add_parser("tail", help="follow the live decision log")
     tail.add_argument("--redis-url", metavar="URL")
     tail.add_argument("--json", action="store_true", help="one JSON object per line")
@@ -69,7 +78,16 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    arguments = list(sys.argv[1:] if argv is None else argv)
+    if arguments[:1] == ["hook"]:
+        # The hot path: no argparse, no bus.commands; bus.shim parses its three flags itself
+        # and hands anything else (--help, mistakes) back to argparse below.
+        from bus.shim import main as hook_main
+
+        code = hook_main(arguments[1:])
+        if code is not None:
+            return code
+    args = build_parser().parse_args(arguments)
     if args.command == "hook":
         from bus.shim import run_hook
 

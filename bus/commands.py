@@ -61,6 +61,10 @@ def _dispatch(args: argparse.Namespace) -> int:
         return policy_check(args.files)
     if args.command == "emit":
         return emit(args)
+    if args.command == "install":
+        from bus.install import run_install
+
+        return run_install(args)
     settings = _settings(args)
     _setup_logging(settings)
     if args.command == "tail":

@@ -13,6 +13,7 @@ JSON bytes the agent sent.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import time
 from collections.abc import Mapping
@@ -117,7 +118,13 @@ class Reply:
             raw = orjson.loads(data)
         except orjson.JSONDecodeError as exc:
             raise ProtocolError(f"malformed reply: {exc!r}") from exc
-        return [cls._from_raw(item) for item in raw] if isinstance(raw, list) else [cls._from_raw(raw)]
+        if not isinstance(raw, list):
+            return [cls._from_raw(raw)]
+        replies = []
+        for item in raw:  # one malformed item must not cost the others their answer
+            with contextlib.suppress(ProtocolError):
+                replies.append(cls._from_raw(item))
+        return replies
 
     @classmethod
     def _from_raw(cls, raw: Any) -> Reply:

@@ -1,20 +1,191 @@
 """``hookbus hook``: the agent-side command shim (stdlib only: it starts on every tool call).
 
 Reads one hook input JSON on stdin, asks the gateway, writes the Claude Code hook output
-on stdout and exits as Claude Code expects. When the gateway is down, slow, or answers
-with a fail-open outcome: exit 0 with no output (fail open), or with ``--fail-closed`` exit
-2 with the reason on stderr (Claude Code then blocks the action on blocking events).
+on stdout and exits as Claude Code expects. When the gateway is down, slow, refuses the
+request (401, 429, ...) or answers with a fail-open outcome: exit 0 with no output (fail
+open), or with ``--fail-closed`` exit 2 with the reason on stderr (Claude Code then blocks
+the action on blocking events).
+
+Start-up time is the whole cost of a command hook, so this module imports nothing beyond
+``os``/``sys``/``time`` (already loaded by the interpreter) and ``_socket``: plain
+``http://`` URLs are spoken with a minimal HTTP/1.1 client (one request, ``Connection:
+close``). ``urllib.request`` (30 ms of imports) is only loaded for ``https://`` URLs, URLs
+with credentials, or when a ``http_proxy`` variable is set (it then applies the proxy and
+``no_proxy`` rules). ``json`` is only loaded to check a non-empty reply.
 """
 
 from __future__ import annotations
 
-import json
 import os
 import sys
-import urllib.error
-import urllib.request
+import time
+
+TYPE_CHECKING = False  # not typing.TYPE_CHECKING: importing typing costs milliseconds on every hook
+if TYPE_CHECKING:
+    from typing import Any
 
 DEFAULT_URL = "http://127.0.0.1:8787/v1/hooks"
+_MAX_REPLY = 8 << 20
+
+
+class _Refused(Exception):
+    """The gateway answered with a non-2xx status."""
+
+    def __init__(self, status: int, detail: str) -> None:
+        super().__init__(f"gateway answered {status}: {detail}")
+
+
+def hook_url(url: str | None) -> str:
+    """The ``/v1/hooks`` URL for ``url`` (a base URL or the full one; default ``$HOOKBUS_URL``)."""
+    url = url or os.environ.get("HOOKBUS_URL") or DEFAULT_URL
+    base, _, query = url.partition("?")
+    if not base.rstrip("/").endswith("/v1/hooks"):
+        base = base.rstrip("/") + "/v1/hooks"
+    return f"{base}?{query}" if query else base
+
+
+def _split(url: str) -> tuple[str, int, str] | None:
+    """``(host, port, target)`` of a plain ``http://`` URL, or None when urllib must handle it."""
+    scheme, sep, rest = url.partition("://")
+    if sep != "://" or scheme.lower() != "http":
+        return None
+    netloc, slash, path = rest.partition("/")
+    netloc = netloc.split("#")[0]
+    if "@" in netloc or not netloc:
+        return None
+    host, port = netloc, "80"
+    if netloc.startswith("["):
+        host, _, after = netloc[1:].partition("]")
+        port = after[1:] if after.startswith(":") else "80"
+    elif ":" in netloc:
+        host, _, port = netloc.rpartition(":")
+    if not port.isdigit():
+        raise ValueError(f"bad port in {url!r}")
+    return host, int(port), slash + path.split("#")[0] if slash else "/"
+
+
+def _connect(host: str, port: int, timeout_s: float) -> Any:
+    """A connected TCP socket. Built on ``_socket``: ``import socket`` alone costs ~4 ms (its
+    enum conversions), and a ``bytes`` host skips loading the ``idna`` codec."""
+    try:
+        import _socket as sockets
+    except ImportError:  # not CPython
+        import socket as sockets  # type: ignore[no-redef]
+    name = host.encode("ascii") if host.isascii() else host.encode("idna")
+    error: OSError = OSError(f"cannot resolve {host}")
+    for family, kind, proto, _, address in sockets.getaddrinfo(name, port, 0, sockets.SOCK_STREAM):
+        sock = sockets.socket(family, kind, proto)
+        try:
+            sock.settimeout(timeout_s)
+            sock.connect(address)
+            return sock
+        except OSError as exc:
+            sock.close()
+            error = exc
+    raise error
+
+
+def _post_plain(host: str, port: int, target: str, body: bytes, headers: dict[str, str],
+                timeout_s: float) -> tuple[int, dict[str, str], bytes]:
+    deadline = time.monotonic() + timeout_s
+    host_header = f"[{host}]" if ":" in host else host
+    lines = [f"POST {target} HTTP/1.1", f"Host: {host_header}:{port}", f"Content-Length: {len(body)}",
+             "Connection: close", *(f"{k}: {v}" for k, v in headers.items())]
+    request = ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1") + body
+    sock = _connect(host, port, timeout_s)
+    try:
+        sock.sendall(request)
+        data = bytearray()
+        head_end = -1
+        length: int | None = None
+        while True:
+            if head_end < 0:
+                head_end = data.find(b"\r\n\r\n")
+                if head_end >= 0:
+                    status, reply_headers = _parse_head(bytes(data[:head_end]))
+                    length = _body_length(reply_headers)
+            if length is not None and len(data) >= head_end + 4 + length:
+                break
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                raise TimeoutError(f"no complete reply within {timeout_s:g}s")
+            sock.settimeout(remaining)
+            chunk = sock.recv(65536)
+            if not chunk:
+                break
+            data += chunk
+            if len(data) > _MAX_REPLY:
+                raise OSError("reply too large")
+    finally:
+        sock.close()
+    if head_end < 0:
+        raise ConnectionError("the gateway closed the connection without a reply")
+    raw = bytes(data[head_end + 4:])
+    if reply_headers.get("transfer-encoding", "").lower() == "chunked":
+        raw = _unchunk(raw)
+    elif length is not None:
+        if len(raw) < length:
+            raise ConnectionError("the gateway closed the connection mid-reply")
+        raw = raw[:length]
+    return status, reply_headers, raw
+
+
+def _parse_head(head: bytes) -> tuple[int, dict[str, str]]:
+    status_line, *header_lines = head.decode("latin-1").split("\r\n")
+    parts = status_line.split(" ", 2)
+    if len(parts) < 2 or not parts[0].startswith("HTTP/") or not parts[1].isdigit():
+        raise ConnectionError(f"not an HTTP reply: {status_line[:80]!r}")
+    headers: dict[str, str] = {}
+    for line in header_lines:
+        name, _, value = line.partition(":")
+        headers[name.strip().lower()] = value.strip()
+    return int(parts[1]), headers
+
+
+def _body_length(headers: dict[str, str]) -> int | None:
+    if headers.get("transfer-encoding", "").lower() == "chunked":
+        return None
+    value = headers.get("content-length", "")
+    return int(value) if value.isdigit() else None
+
+
+def _unchunk(raw: bytes) -> bytes:
+    out = bytearray()
+    while True:
+        size_line, sep, raw = raw.partition(b"\r\n")
+        if not sep:
+            raise ConnectionError("truncated chunked reply")
+        size = int(size_line.split(b";")[0].strip() or b"0", 16)
+        if size == 0:
+            return bytes(out)
+        out += raw[:size]
+        raw = raw[size + 2:]
+
+
+def _post_urllib(url: str, body: bytes, headers: dict[str, str], timeout_s: float) -> tuple[int, dict[str, str], bytes]:
+    import urllib.error
+    import urllib.request
+
+    request = urllib.request.Request(url, data=body, headers=headers, method="POST")  # noqa: S310
+    try:
+        with urllib.request.urlopen(request, timeout=timeout_s) as response:  # noqa: S310
+            return response.status, {k.lower(): v for k, v in response.headers.items()}, response.read()
+    except urllib.error.HTTPError as exc:
+        return exc.code, {k.lower(): v for k, v in exc.headers.items()}, exc.read()
+    except urllib.error.URLError as exc:
+        reason = exc.reason
+        raise reason if isinstance(reason, OSError) else ConnectionError(str(reason)) from exc
+
+
+def post(url: str, body: bytes, token: str | None, timeout_s: float) -> tuple[int, dict[str, str], bytes]:
+    """POST ``body`` to ``url``: ``(status, lower-cased headers, body)``; raises OSError/ValueError."""
+    headers = {"Content-Type": "application/json"}
+    if token:
+        headers["Authorization"] = f"Bearer {token}"
+    target = _split(url)
+    if target is None or os.environ.get("http_proxy") or os.environ.get("HTTP_PROXY"):
+        return _post_urllib(url, body, headers, timeout_s)
+    return _post_plain(*target, body, headers, timeout_s)
 
 
 def _fail(reason: str, fail_closed: bool) -> int:
@@ -26,36 +197,72 @@ def _fail(reason: str, fail_closed: bool) -> int:
 
 
 def run_hook(url: str | None, timeout_s: float, fail_closed: bool, stdin: bytes | None = None) -> int:
-    """Forward stdin to the gateway; returns the exit code to use."""
-    url = url or os.environ.get("HOOKBUS_URL") or DEFAULT_URL
-    if not url.rstrip("/").endswith("/v1/hooks"):
-        url = url.rstrip("/") + "/v1/hooks"
+    """Forward stdin (or ``stdin``) to the gateway, print its answer; returns the exit code to use."""
+    url = hook_url(url)
     body = sys.stdin.buffer.read() if stdin is None else stdin
-    headers = {"Content-Type": "application/json"}
-    token = os.environ.get("HOOKBUS_TOKEN")
-    if token:
-        headers["Authorization"] = f"Bearer {token}"
-    request = urllib.request.Request(url, data=body, headers=headers, method="POST")  # noqa: S310
     try:
-        with urllib.request.urlopen(request, timeout=timeout_s) as response:  # noqa: S310
-            outcome = response.headers.get("X-Hookbus-Outcome", "")
-            answer = response.read()
-    except urllib.error.HTTPError as exc:
-        detail = exc.read().decode("utf-8", "replace")[:500]
-        return _fail(f"gateway answered {exc.code}: {detail}", fail_closed)
-    except (urllib.error.URLError, TimeoutError, OSError) as exc:
-        reason = getattr(exc, "reason", exc)
-        return _fail(f"gateway unreachable at {url}: {reason}", fail_closed)
-    if outcome == "fail-open":
+        status, headers, answer = post(url, body, os.environ.get("HOOKBUS_TOKEN"), timeout_s)
+    except TimeoutError:
+        return _fail(f"gateway at {url} did not answer within {timeout_s:g}s", fail_closed)
+    except (OSError, ValueError) as exc:
+        return _fail(f"gateway unreachable at {url}: {exc or type(exc).__name__}", fail_closed)
+    except Exception as exc:  # http.client oddities: still never a traceback for Claude Code
+        return _fail(f"gateway unreachable at {url}: {type(exc).__name__}: {exc}", fail_closed)
+    if not 200 <= status < 300:
+        detail = answer.decode("utf-8", "replace").strip()[:500]
+        return _fail(f"gateway answered {status}: {detail}", fail_closed)
+    if headers.get("x-hookbus-outcome") == "fail-open":
         return _fail("gateway could not decide in time", fail_closed)
+    answer = answer.strip()
+    if answer in (b"", b"{}"):
+        return 0
+    import json
+
     try:
-        output = json.loads(answer) if answer.strip() else {}
+        output = json.loads(answer)
     except ValueError:
-        return _fail("gateway sent a reply that is not JSON", fail_closed)
-    if output:
-        sys.stdout.write(json.dumps(output))
-        sys.stdout.write("\n")
+        output = None
+    if not isinstance(output, dict):
+        return _fail("gateway sent a reply that is not a JSON object", fail_closed)
+    sys.stdout.buffer.write(answer + b"\n")
+    sys.stdout.flush()
     return 0
 
 
-__all__ = ["run_hook"]
+def parse_args(argv: list[str]) -> tuple[str | None, float, bool] | None:
+    """``(url, timeout_s, fail_closed)`` from ``hook``'s arguments; None if argparse must handle them."""
+    url: str | None = None
+    timeout_s = 5.0
+    fail_closed = False
+    args = iter(argv)
+    for arg in args:
+        name, eq, value = arg.partition("=")
+        if name in ("--url", "--timeout") and not eq:
+            value = next(args, "")
+            if not value or value.startswith("-"):
+                return None
+        if name == "--url":
+            url = value
+        elif name == "--timeout":
+            try:
+                timeout_s = float(value)
+            except ValueError:
+                return None
+            if not timeout_s > 0:
+                return None
+        elif arg == "--fail-closed":
+            fail_closed = True
+        else:
+            return None
+    return url, timeout_s, fail_closed
+
+
+def main(argv: list[str]) -> int | None:
+    """Run ``hookbus hook ARGV``; None when the arguments need argparse (help, errors)."""
+    parsed = parse_args(argv)
+    if parsed is None:
+        return None
+    return run_hook(*parsed)
+
+
+__all__ = ["DEFAULT_URL", "hook_url", "main", "parse_args", "post", "run_hook"]

@@ -50,6 +50,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from bus.output import result_from_exit
+from bus.redis_server import kill_with_parent
 from bus.results import HandlerResult, Outcome
 from bus.schema import CommandHandler
 from workers.context import HookContext
@@ -288,6 +289,8 @@ async def run_process(
     spawn = asyncio.ensure_future(loop.subprocess_exec(
         lambda: _Capture(loop, max_output_bytes), *argv, stdin=pipe, stdout=pipe, stderr=pipe,
         env=dict(env), cwd=cwd, start_new_session=True,
+        # A dispatcher killed with -9 cannot reap its hooks: the kernel kills the direct child.
+        preexec_fn=kill_with_parent,
     ))
     try:
         transport, proto = await asyncio.shield(spawn)

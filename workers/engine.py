@@ -142,10 +142,11 @@ class Engine:
         merged = merge_results(event, enforced)
         fail_open = None
         for result in enforced:
-            if result.failed and not result.fail_closed:
-                fail_open = "hook_timeout" if result.outcome is Outcome.TIMEOUT else "hook_error"
-            elif result.failed:
+            if result.failed and result.fail_closed:
                 metrics.FAIL_CLOSED.labels(event, result.handler_type).inc()
+            elif result.failed and merged.decision in ("none", "allow"):
+                # Counted only when the failure may have let the action through.
+                fail_open = "hook_timeout" if result.outcome is Outcome.TIMEOUT else "hook_error"
         if event in STOP_EVENTS:
             merged = await self._stop_guard(request, hook_input, merged)
         return Evaluation(merged, results, shadow, fail_open, queued)

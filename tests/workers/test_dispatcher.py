@@ -282,3 +282,29 @@ async def test_two_dispatchers_share_the_group_and_handle_each_event_once(
 
 async def _logged(bus: BusProbe, count: int) -> bool:
     return len(await bus.log()) >= count
+
+
+async def test_a_killed_dispatcher_takes_its_running_hooks_with_it(
+    platform: Callable[..., Any], write_policy: Callable[..., Path], redis_url: str, bus: BusProbe,
+    children: list[subprocess.Popen[bytes]], tmp_path: Path,
+) -> None:
+    pid_file = tmp_path / "hook.pid"
+    text = yaml.safe_dump({"hookbus": {"deadlineSeconds": 0.5}, "hooks": {"PreToolUse": [{"hooks": [
+        {"type": "command", "command": f"echo $$ > {pid_file}; exec sleep 30"}]}]}})
+    async with platform(text, dispatchers=0) as p:
+        a, _ = await start_dispatcher_process(write_policy(text, "a.yaml"), redis_url, bus, children)
+        blocking = asyncio.create_task(p.post(rm_rf()))
+        hook_pid = int(await async_wait_for(lambda: pid_file.exists() and pid_file.read_text().strip(), 10))
+        os.kill(a.pid, signal.SIGKILL)
+        a.wait(timeout=10)
+
+        def gone() -> bool:
+            try:
+                os.kill(hook_pid, 0)
+            except ProcessLookupError:
+                return True
+            # A zombie waiting for init to reap it is gone too.
+            return Path(f"/proc/{hook_pid}/stat").read_text().split()[2] == "Z"
+
+        await async_wait_for(gone, timeout_s=10)
+        assert (await blocking).headers["X-Hookbus-Outcome"] == "fail-open"

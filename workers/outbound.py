@@ -1,0 +1,185 @@
+"""The one outbound HTTP client of a dispatcher or worker process, behind the SSRF guard.
+
+Every request hookbus makes on a policy's behalf (http hooks, the LLM endpoint of prompt and
+agent hooks, MCP servers) goes through :func:`outbound_client`; :func:`guarded_request` adds
+the per-request deadline, reads the body under the size cap and maps httpx's exceptions to
+hookbus's (:class:`OutboundError`, :class:`OutboundTimeout`, and from :mod:`bus.ssrf`
+:class:`~bus.ssrf.SSRFBlocked` / :class:`~bus.ssrf.ResolveError` /
+:class:`~bus.ssrf.ResponseTooLarge`), all :class:`~bus.errors.HookError`.
+
+The client lives in ``Services.http_client``, created on first use and keyed by the policy's
+``allowedNetworks`` and ``maxResponseBytes``: a policy that changes them gets a new client and
+the old one is closed once its last request has finished. The slot belongs to this module; a
+value that is not a :class:`GuardedClient` is replaced, never used, so nothing can put an
+unguarded client in front of the guard. Callers should ask for the client per request rather
+than keep it, since a replaced client is closed.
+
+Client settings: no redirects followed, no proxy or ``SSL_CERT_*`` environment
+(``trust_env=False``), up to 100 connections (20 kept alive for 30 s), HTTP/1.1,
+``Accept-Encoding: identity`` (a compressed body could otherwise expand far past the cap that
+is counted on the wire; :func:`guarded_request` counts the decoded bytes too).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+
+import httpx
+
+from bus.errors import HookError, HookTimeout
+from bus.policy import Policy
+from bus.ssrf import GuardedTransport, ResponseTooLarge, parse_networks
+from workers.context import Services
+
+USER_AGENT = "hookbus/0.1"
+LIMITS = httpx.Limits(max_connections=100, max_keepalive_connections=20, keepalive_expiry=30.0)
+#: Used when a caller sends through the client without a timeout of its own.
+DEFAULT_TIMEOUT = httpx.Timeout(30.0, connect=10.0)
+
+GuardKey = tuple[tuple[str, ...], int]
+
+
+class OutboundError(HookError):
+    """An outbound request that failed: bad URL, connection refused, TLS or protocol error."""
+
+
+class OutboundTimeout(HookTimeout):
+    """An outbound request that did not finish before its deadline."""
+
+
+class GuardedClient(httpx.AsyncClient):
+    """An ``httpx.AsyncClient`` on a :class:`~bus.ssrf.GuardedTransport`, with the key it was built for."""
+
+    def __init__(self, key: GuardKey) -> None:
+        networks, max_bytes = key
+        self.guard = GuardedTransport(parse_networks(networks), max_response_bytes=max_bytes, limits=LIMITS)
+        self.guard_key = key
+        super().__init__(
+            transport=self.guard,
+            follow_redirects=False,
+            trust_env=False,
+            timeout=DEFAULT_TIMEOUT,
+            headers={"User-Agent": USER_AGENT, "Accept-Encoding": "identity"},
+        )
+
+
+def guard_key(policy: Policy) -> GuardKey:
+    """What the shared client depends on: the allowed networks and the response size cap."""
+    http = policy.settings.http
+    networks = sorted({str(net) for net in parse_networks(http.allowed_networks)})
+    return tuple(networks), http.max_response_bytes
+
+
+def outbound_client(services: Services | None, policy: Policy) -> httpx.AsyncClient:
+    """The process's guarded client for ``policy``, created or rebuilt as needed (see the module docstring)."""
+    if services is None:
+        raise OutboundError("outbound HTTP needs the process's Services, and this handler context has none")
+    key = guard_key(policy)
+    current = services.http_client
+    if isinstance(current, GuardedClient) and current.guard_key == key and not current.is_closed:
+        return current
+    if isinstance(current, GuardedClient):
+        current.guard.close_when_idle()
+    client = GuardedClient(key)
+    services.http_client = client
+    return client
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class OutboundResponse:
+    """A fully read response; ``headers`` and ``body`` are left out of the repr."""
+
+    status_code: int
+    reason_phrase: str
+    headers: httpx.Headers = dataclasses.field(repr=False)
+    body: bytes = dataclasses.field(repr=False)
+
+    @property
+    def ok(self) -> bool:
+        """A 2xx status."""
+        return 200 <= self.status_code < 300
+
+    @property
+    def text(self) -> str:
+        """The body as UTF-8 text (invalid bytes replaced)."""
+        return self.body.decode("utf-8", errors="replace")
+
+
+def _where(url: str) -> str:
+    """``host[:port]`` of ``url`` for messages (never its path, query or user info, which may hold secrets)."""
+    try:
+        parsed = httpx.URL(url)
+    except httpx.InvalidURL:
+        return "the URL"
+    return f"{parsed.host}:{parsed.port}" if parsed.port else parsed.host or "the URL"
+
+
+async def guarded_request(
+    services: Services | None,
+    policy: Policy,
+    method: str,
+    url: str,
+    *,
+    timeout_s: float,
+    content: bytes | None = None,
+    headers: dict[str, str] | None = None,
+) -> OutboundResponse:
+    """Send one request through :func:`outbound_client` and read the whole (capped) body.
+
+    ``timeout_s`` bounds everything: resolution, connect, sending and reading. Raises only
+    HookError subclasses: OutboundTimeout, SSRFBlocked, ResolveError, ResponseTooLarge,
+    OutboundError. A non-2xx status is a normal return; redirects are returned, not followed.
+    """
+    client = outbound_client(services, policy)
+    cap = policy.settings.http.max_response_bytes
+    where = _where(url)
+    if timeout_s <= 0:
+        raise OutboundTimeout(f"no time left to call {where}")
+    try:
+        async with asyncio.timeout(timeout_s):
+            request = client.build_request(method, url, content=content, headers=headers,
+                                           timeout=httpx.Timeout(timeout_s))
+            response = await client.send(request, stream=True)
+            try:
+                body = bytearray()
+                async for chunk in response.aiter_bytes():
+                    body += chunk
+                    if len(body) > cap:
+                        raise ResponseTooLarge(f"response body over {cap} bytes; stopped reading")
+            finally:
+                await response.aclose()
+    except (TimeoutError, httpx.TimeoutException) as exc:
+        raise OutboundTimeout(f"no answer from {where} within {timeout_s:.3g}s") from exc
+    except HookError:
+        raise
+    except UnicodeEncodeError as exc:  # its text quotes the offending characters: leave it out
+        raise OutboundError(f"request to {where} not sent: a header is not ASCII") from exc
+    except httpx.InvalidURL as exc:
+        raise OutboundError(f"invalid URL: {exc}") from exc
+    except httpx.UnsupportedProtocol as exc:
+        raise OutboundError(f"unsupported URL: {exc}") from exc
+    except httpx.ConnectError as exc:
+        raise OutboundError(f"connection to {where} failed: {str(exc) or type(exc).__name__}") from exc
+    except httpx.LocalProtocolError as exc:  # its text may quote a header value: leave it out
+        raise OutboundError(f"request to {where} not sent: invalid header name or value") from exc
+    except httpx.RemoteProtocolError as exc:
+        raise OutboundError(f"{where} sent an invalid HTTP response: {exc}") from exc
+    except httpx.HTTPError as exc:
+        raise OutboundError(f"request to {where} failed: {type(exc).__name__}: {exc}") from exc
+    return OutboundResponse(response.status_code, response.reason_phrase, response.headers, bytes(body))
+
+
+__all__ = [
+    "DEFAULT_TIMEOUT",
+    "LIMITS",
+    "USER_AGENT",
+    "GuardKey",
+    "GuardedClient",
+    "OutboundError",
+    "OutboundResponse",
+    "OutboundTimeout",
+    "guard_key",
+    "guarded_request",
+    "outbound_client",
+]
