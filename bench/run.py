@@ -102,11 +102,11 @@ async def floor_phase(url: str, args: argparse.Namespace) -> dict[str, Any]:
 
 # -- hookbus through the gateway ------------------------------------------------------------
 
-def start_roles(url: str, port: int, dispatchers: int) -> list[subprocess.Popen[bytes]]:
+def start_roles(url: str, port: int, dispatchers: int, policy: Path = POLICY) -> list[subprocess.Popen[bytes]]:
     env = {**os.environ, "HOOKBUS_REDIS_URL": url, "HOOKBUS_LOG_LEVEL": "warning"}
-    roles = [subprocess.Popen([sys.executable, "-m", "bus", "gateway", "--config", str(POLICY), "--port", str(port)],
+    roles = [subprocess.Popen([sys.executable, "-m", "bus", "gateway", "--config", str(policy), "--port", str(port)],
                               env=env, cwd=ROOT)]
-    roles += [subprocess.Popen([sys.executable, "-m", "bus", "dispatcher", "--config", str(POLICY)], env=env, cwd=ROOT)
+    roles += [subprocess.Popen([sys.executable, "-m", "bus", "dispatcher", "--config", str(policy)], env=env, cwd=ROOT)
               for _ in range(dispatchers)]
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline:

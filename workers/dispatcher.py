@@ -32,9 +32,10 @@ from bus.connection import connect, redis_errors
 from bus.errors import BusUnavailable
 from bus.keys import DISPATCH_GROUP
 from bus.merge import MergedDecision
-from bus.plugins import load_plugins
+from bus.plugins import PluginError, load_plugins
 from bus.policy import Policy
 from bus.protocol import LogRecord, ProtocolError, Reply, Request, now_ms
+from bus.reload import PolicyWatcher
 from bus.settings import Settings
 from workers.context import Services
 from workers.engine import Engine, Evaluation
@@ -75,6 +76,17 @@ class Dispatcher:
         self.streams = (self.keys.blocking_stream, self.keys.events_stream)
         #: Entry ids being handled right now, per stream.
         self.inflight: dict[str, set[bytes]] = {stream: set() for stream in self.streams}
+        self.watcher = PolicyWatcher(settings.policy_paths, self.set_policy)
+
+    def set_policy(self, policy: Policy) -> None:
+        """Swap in a reloaded policy; events in flight finish under the old one."""
+        try:
+            load_plugins(policy.settings.plugins)
+        except PluginError as exc:
+            logger.error("policy reload: %s; keeping the running policy", exc)
+            return
+        self.policy = policy
+        self.engine.policy = policy
 
     async def ensure_groups(self) -> None:
         with redis_errors(self.redis_url):
@@ -88,6 +100,7 @@ class Dispatcher:
     async def run(self, stop: asyncio.Event) -> None:
         """Serve until ``stop`` is set, then drain in-flight work."""
         await self.outbox.start()
+        await self.watcher.start()
         helpers = [
             asyncio.create_task(self._heartbeat(stop), name="hookbus-heartbeat"),
             asyncio.create_task(self._janitor(stop), name="hookbus-janitor"),
@@ -105,6 +118,7 @@ class Dispatcher:
             for task in helpers:
                 task.cancel()
             await asyncio.gather(*helpers, return_exceptions=True)
+            await self.watcher.stop()
             await self.outbox.stop()
             with contextlib.suppress(Exception):
                 await self.redis.hdel(self.keys.dispatchers, self.consumer)  # type: ignore[misc]

@@ -1,0 +1,111 @@
+"""What each handler type costs: ``python bench/handlers.py``.
+
+The same PreToolUse traffic through the gateway with a one-handler policy of each type:
+``rule`` (in-process), ``function`` (a Python callable in a worker thread), ``http`` (a POST to
+a loopback server started here) and ``command`` (a Python script spawned per event, run
+centrally). p50/p99 at a steady rate and throughput at saturation for each.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import signal
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import uvloop
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from loadgen import Connection, saturate, steady_rate, summarize  # noqa: E402
+from run import BODIES, start_roles  # noqa: E402
+
+from bus.redis_server import EmbeddedRedis, free_port  # noqa: E402
+
+ROOT = Path(__file__).resolve().parent.parent
+HEAD = "hooks:\n  PreToolUse:\n    - matcher: Bash\n      hooks:\n"
+POLICIES = {
+    "rule": HEAD + "        - {type: rule, deny: ['Bash(rm -rf *)', 'Bash(sudo *)'], reason: denied}\n",
+    "function": HEAD + "        - {type: function, function: 'bench.funcs:deny_rm'}\n",
+    "http": "hookbus: {http: {allowedNetworks: ['127.0.0.0/8']}}\n" + HEAD
+    + "        - {type: http, url: 'http://127.0.0.1:{port}/hook'}\n",
+    "command": HEAD + "        - {type: command, command: '" + sys.executable + " " + str(ROOT / "bench" / "local_hook.py")
+    + "'}\n",
+}
+DENY = b'{"hookSpecificOutput":{"hookEventName":"PreToolUse","permissionDecision":"deny","permissionDecisionReason":"no"}}'
+
+
+async def hook_server(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+    """A minimal loopback http hook: deny `rm -rf`, no opinion otherwise."""
+    try:
+        while True:
+            head = await reader.readuntil(b"\r\n\r\n")
+            length = 0
+            for line in head.split(b"\r\n"):
+                if line[:15].lower() == b"content-length:":
+                    length = int(line[15:])
+            body = await reader.readexactly(length)
+            answer = DENY if b"rm -rf" in body else b""
+            writer.write(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: "
+                         + str(len(answer)).encode() + b"\r\n\r\n" + answer)
+    except (asyncio.IncompleteReadError, ConnectionError):
+        writer.close()
+
+
+async def measure(port: int, rate: float, duration_s: float, saturate_s: float, concurrency: int) -> dict[str, Any]:
+    async def make_call() -> Any:
+        connection = await Connection("127.0.0.1", port).open()
+
+        async def call(i: int) -> None:
+            status, body = await connection.post("/v1/hooks", BODIES[i % len(BODIES)])
+            if status != 200:
+                raise RuntimeError(f"{status} {body[:200]!r}")
+        return call
+
+    await saturate(make_call, 8, 0.5)
+    steady = summarize(await steady_rate(make_call, rate, duration_s))
+    done, seconds, _ = await saturate(make_call, concurrency, saturate_s) if saturate_s else (0, 1.0, [])
+    return {"steady": steady, "throughput_per_s": done / seconds}
+
+
+async def main(args: argparse.Namespace) -> None:
+    server = await asyncio.start_server(hook_server, "127.0.0.1", 0)
+    hook_port = server.sockets[0].getsockname()[1]
+    rows = ["| handler type | p50 (ms) | p99 (ms) | throughput at saturation (decisions/s) |", "|---|---|---|---|"]
+    with tempfile.TemporaryDirectory() as state, EmbeddedRedis(state, persistent=False) as redis_server:
+        for name in args.types:
+            policy = Path(state) / f"{name}.yaml"
+            policy.write_text(POLICIES[name].replace("{port}", str(hook_port)))
+            port = free_port()
+            roles = start_roles(redis_server.url, port, 1, policy)
+            try:
+                slow = name == "command"
+                result = await measure(port, args.rate / 10 if slow else args.rate, args.duration,
+                                       0 if slow else args.saturate_s, 16 if slow else args.concurrency)
+            finally:
+                for role in roles:
+                    role.send_signal(signal.SIGTERM)
+                for role in roles:
+                    role.wait(10)
+            s = result["steady"]
+            throughput = f"{result['throughput_per_s']:,.0f}" if result["throughput_per_s"] else "-"
+            rows.append(f"| `{name}` | {s['p50_ms']:.2f} | {s['p99_ms']:.2f} | {throughput} |")
+            print(rows[-1], file=sys.stderr)
+    server.close()
+    print(f"Steady rate {args.rate}/s ({args.rate / 10}/s for `command`) for {args.duration} s; saturation "
+          f"{args.concurrency} connections for {args.saturate_s} s.\n")
+    print("\n".join(rows))
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rate", type=float, default=200)
+    parser.add_argument("--duration", type=float, default=5)
+    parser.add_argument("--saturate-s", type=float, default=4)
+    parser.add_argument("--concurrency", type=int, default=64)
+    parser.add_argument("--types", nargs="+", default=list(POLICIES), choices=list(POLICIES))
+    uvloop.run(main(parser.parse_args()))

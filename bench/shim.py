@@ -1,0 +1,145 @@
+"""What one ``hookbus hook`` costs an agent: start-up plus round trip, per tool call.
+
+Claude Code spawns a command hook once per event, so the shim's whole cost is process
+start-up, imports and one HTTP round trip. This runs, interleaved round-robin on one
+machine with the same interpreter (the venv's, which the ``hookbus`` console script uses):
+
+* ``python -c pass``: the floor every Python hook pays (the target is <= 1.5x of it);
+* ``python -S -c pass``: the same without ``site`` (shows what site-packages' .pth files,
+  e.g. an editable install's import finder, add to *every* Python start-up);
+* a typical local Python hook (``bench/local_hook.py``: ``json`` + ``re`` on stdin);
+* ``hookbus hook`` against a live ``hookbus up`` (examples/policy.yaml): an allowed
+  command (``{}``, nothing printed) and a denied one (decision JSON printed);
+* ``hookbus hook`` with the gateway down (start-up and a refused connect, no round trip);
+* the HTTP round trip alone, measured in-process with the shim's own client.
+
+Before measuring, ``bus/`` is byte-compiled (``compileall``), as ``pip install`` does: with
+``PYTHONDONTWRITEBYTECODE=1`` (common in dev shells and CI) an editable checkout would
+otherwise recompile ``bus.cli`` and ``bus.shim`` on every run (~9 ms) and measure that.
+
+Usage: ``python bench/shim.py [--runs 200]``. Prints a markdown table (``--json`` for JSON).
+"""
+
+from __future__ import annotations
+
+import argparse
+import compileall
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+from pathlib import Path
+
+from bus.redis_server import free_port
+from bus.shim import post
+
+ROOT = Path(__file__).resolve().parent.parent
+PY = sys.executable
+HOOKBUS = str(Path(PY).with_name("hookbus"))
+POLICY = ROOT / "examples" / "policy.yaml"
+
+
+def hook_input(command: str) -> bytes:
+    return json.dumps({"hook_event_name": "PreToolUse", "session_id": "bench-shim", "transcript_path": "/t",
+                       "cwd": "/tmp", "permission_mode": "default", "tool_name": "Bash",
+                       "tool_input": {"command": command}}).encode()
+
+
+def start_platform(port: int, state: str) -> subprocess.Popen[bytes]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("HOOKBUS_")}
+    process = subprocess.Popen([HOOKBUS, "up", "--config", str(POLICY), "--port", str(port), "--state-dir", state],
+                               cwd=state, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{port}/readyz", timeout=1) as reply:
+                if json.load(reply)["checks"].get("dispatchers", {}).get("ok"):
+                    return process
+        except OSError:
+            pass
+        if process.poll() is not None:
+            raise SystemExit("hookbus up exited early")
+        time.sleep(0.1)
+    process.terminate()
+    raise SystemExit("hookbus up did not become ready with a dispatcher in 30s")
+
+
+def timed(argv: list[str], stdin: bytes, expect_out: bool | None) -> float:
+    started = time.perf_counter()
+    done = subprocess.run(argv, input=stdin, capture_output=True, check=False)
+    elapsed = time.perf_counter() - started
+    if done.returncode != 0 or (expect_out is not None and bool(done.stdout.strip()) != expect_out):
+        raise SystemExit(f"unexpected result from {argv}: {done.returncode} {done.stdout!r} {done.stderr!r}")
+    return elapsed
+
+
+def percentile(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--runs", type=int, default=200, help="runs per case (default 200)")
+    parser.add_argument("--json", action="store_true", help="print JSON instead of markdown")
+    args = parser.parse_args()
+    compileall.compile_dir(str(ROOT / "bus"), quiet=1)
+    port = free_port()
+    url = f"http://127.0.0.1:{port}"
+    dead = f"http://127.0.0.1:{free_port()}"
+    allow, deny = hook_input("ls -la"), hook_input("rm -rf /")
+    cases: dict[str, tuple[list[str], bytes, bool | None]] = {
+        "python -c pass": ([PY, "-c", "pass"], b"", None),
+        "python -S -c pass": ([PY, "-S", "-c", "pass"], b"", None),
+        "local Python hook (json+re)": ([PY, str(ROOT / "bench" / "local_hook.py")], allow, False),
+        "hookbus hook, allowed ({})": ([HOOKBUS, "hook", "--url", url], allow, False),
+        "hookbus hook, denied (JSON out)": ([HOOKBUS, "hook", "--url", url], deny, True),
+        "hookbus hook, gateway down": ([HOOKBUS, "hook", "--url", dead], allow, False),
+    }
+    with tempfile.TemporaryDirectory(prefix="hookbus-bench-") as state:
+        platform = start_platform(port, state)
+        try:
+            for argv, stdin, expect in cases.values():  # warm up caches, connections, the dispatcher
+                for _ in range(5):
+                    timed(argv, stdin, expect)
+            samples: dict[str, list[float]] = {name: [] for name in cases}
+            for _ in range(args.runs):
+                for name, (argv, stdin, expect) in cases.items():
+                    samples[name].append(timed(argv, stdin, expect))
+            round_trips = []
+            for _ in range(args.runs):
+                started = time.perf_counter()
+                status, _, _ = post(f"{url}/v1/hooks", deny, None, 5.0)
+                round_trips.append(time.perf_counter() - started)
+                assert status == 200
+        finally:
+            platform.terminate()
+            platform.wait(timeout=30)
+    floor = statistics.median(samples["python -c pass"])
+    rows: list[tuple[str, float, float, float | None]] = [
+        (name, statistics.median(v), percentile(v, 0.99), statistics.median(v) / floor) for name, v in samples.items()]
+    rows.append(("HTTP round trip only (in-process)", statistics.median(round_trips), percentile(round_trips, 0.99),
+                 None))
+    if args.json:
+        table = [{"case": n, "p50_ms": p50 * 1e3, "p99_ms": p99 * 1e3, "ratio_to_python_pass": r}
+                 for n, p50, p99, r in rows]
+        print(json.dumps({"runs": args.runs, "python": sys.version.split()[0], "rows": table}, indent=2))
+        return 0
+    print(f"`hookbus hook` cost per event, {args.runs} interleaved runs each, Python {sys.version.split()[0]}, "
+          f"{os.cpu_count()} CPUs\n")
+    print("| case | p50 ms | p99 ms | p50 / `python -c pass` |")
+    print("|---|---:|---:|---:|")
+    for name, p50, p99, ratio in rows:
+        print(f"| {name} | {p50 * 1e3:.1f} | {p99 * 1e3:.1f} | {'-' if ratio is None else f'{ratio:.2f}x'} |")
+    shim = statistics.median(samples["hookbus hook, denied (JSON out)"]) / floor
+    print(f"\ntarget: `hookbus hook` <= 1.5x `python -c pass` at p50: {'met' if shim <= 1.5 else 'NOT met'} "
+          f"({shim:.2f}x for a deny)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
