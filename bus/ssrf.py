@@ -103,6 +103,8 @@ _V6_BLOCKED = _table(
 )
 _GLOBAL_UNICAST = ipaddress.IPv6Network("2000::/3")
 _NAT64 = ipaddress.IPv6Network("64:ff9b::/96")
+#: Pools of replaced transports being closed.
+_CLOSING: set[asyncio.Task[None]] = set()
 
 
 def parse_networks(values: Iterable[str]) -> tuple[IPNetwork, ...]:
@@ -283,6 +285,9 @@ class GuardedTransport(httpx.AsyncHTTPTransport):
         super().__init__(verify=context, trust_env=False, limits=limits, retries=0)
         self.allowed = tuple(allowed)
         self.max_response_bytes = max_response_bytes
+        if not isinstance(getattr(self, "_pool", None), httpcore.AsyncConnectionPool):
+            # The parent sends through ``self._pool``; if httpx ever renames it, fail here, not open.
+            raise RuntimeError("unsupported httpx version: AsyncHTTPTransport has no _pool to guard")
         self._pool = httpcore.AsyncConnectionPool(
             ssl_context=context,
             max_connections=limits.max_connections,
@@ -332,7 +337,9 @@ class GuardedTransport(httpx.AsyncHTTPTransport):
             try:
                 self._closer = asyncio.get_running_loop().create_task(self.aclose())
             except RuntimeError:  # no loop: nothing can be in flight either
-                pass
+                return
+            _CLOSING.add(self._closer)  # the loop keeps only weak references to tasks
+            self._closer.add_done_callback(_CLOSING.discard)
 
 
 __all__ = [
