@@ -33,7 +33,7 @@ from bus.ssrf import GuardedTransport, ResponseTooLarge, parse_networks
 from workers.context import Services
 
 USER_AGENT = "hookbus/0.1"
-LIMITS = httpx.Limits(max_connections=100, max_keepalive_connections=20, keepalive_expiry=30.0)
+LIMITS = httpx.Limits(max_connections=100, max_keepalive_connections=100, keepalive_expiry=30.0)
 #: Used when a caller sends through the client without a timeout of its own.
 DEFAULT_TIMEOUT = httpx.Timeout(30.0, connect=10.0)
 
