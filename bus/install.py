@@ -13,7 +13,9 @@ handler whose headers are exactly ``{"Authorization": "Bearer $HOOKBUS_TOKEN"}``
 command handler whose command is ``hookbus hook ... --url ...`` (any path to ``hookbus``, or
 ``python -m bus hook``). Installing again updates those handlers in place (same position),
 so a second run changes nothing; ``--uninstall`` removes exactly them, plus the matcher
-groups and event lists that only held them (``--url`` narrows it to one gateway).
+groups and event lists that only held them (``--url`` narrows it to one gateway). The one
+thing an uninstall cannot tell apart is an event list that was already empty before the
+install (it means nothing to Claude Code): it goes too.
 
 **Events left out unless named with ``--events``.** WorktreeCreate and WorktreeRemove: a
 configured hook *replaces* Claude Code's git worktree handling, so a policy service that

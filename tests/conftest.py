@@ -225,3 +225,10 @@ def port_open(port: int) -> bool:
     with socket.socket() as sock:
         sock.settimeout(0.2)
         return sock.connect_ex(("127.0.0.1", port)) == 0
+
+
+def pytest_asyncio_loop_factories(config: pytest.Config, item: pytest.Item) -> dict[str, Any]:
+    """The tests run on uvloop, like every hookbus process (bugs differ between loops)."""
+    import uvloop
+
+    return {"uvloop": uvloop.new_event_loop}

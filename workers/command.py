@@ -38,6 +38,7 @@ can't deadlock; each stream keeps at most ``max_output_bytes`` (the rest is read
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
 import json
 import os
@@ -285,6 +286,8 @@ async def run_process(
     cancellation the whole group is killed; the leader is always reaped and pipes closed.
     """
     loop = asyncio.get_running_loop()
+    if any("\x00" in part for part in (*argv, *env.keys(), *env.values())):
+        raise ValueError("embedded null byte in a command argument or environment value")
     pipe = subprocess.PIPE
     spawn = asyncio.ensure_future(loop.subprocess_exec(
         lambda: _Capture(loop, max_output_bytes), *argv, stdin=pipe, stdout=pipe, stderr=pipe,
@@ -303,10 +306,13 @@ async def run_process(
     try:
         pgid = transport.get_pid()
         writer = transport.get_pipe_transport(0)
-        if writer is not None:
-            if stdin:
-                writer.write(stdin)  # type: ignore[attr-defined]
-            writer.close()  # flushes, then closes: hooks reading stdin see EOF
+        if writer is not None and not writer.is_closing():
+            # A hook may exit without reading its stdin (`echo ...`): the pipe is then gone,
+            # which uvloop reports as RuntimeError and asyncio as a broken pipe.
+            with contextlib.suppress(RuntimeError, BrokenPipeError, ConnectionResetError):
+                if stdin:
+                    writer.write(stdin)  # type: ignore[attr-defined]
+                writer.close()  # flushes, then closes: hooks reading stdin see EOF
         await asyncio.wait([proto.exited], timeout=timeout_s)
         timed_out = not proto.exited.done()
         if timed_out:

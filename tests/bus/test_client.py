@@ -216,9 +216,13 @@ def test_decision_from_output() -> None:
 
 def test_trigger_hooks_is_seed_003() -> None:
     engine, calls = HookEngine(), []
-    engine.register_hook("PreToolUse", lambda block: calls.append("log") or None)
+
+    def log_hook(name: str) -> Callable[[str], None]:
+        return lambda block: calls.append(name)
+
+    engine.register_hook("PreToolUse", log_hook("log"))
     engine.register_hook("PreToolUse", lambda block: "Permission denied" if "rm -rf" in block else None)
-    engine.register("PreToolUse", lambda block: calls.append("never") or None)
+    engine.register("PreToolUse", log_hook("never"))
     assert engine.trigger_hooks("PreToolUse", "ls") is None and calls == ["log", "never"]
     calls.clear()
     assert engine.trigger_hooks("PreToolUse", "rm -rf /") == "Permission denied" and calls == ["log"]
@@ -231,8 +235,13 @@ def test_local_results_and_blocks_without_a_bus() -> None:
     assert as_decision({"action": "modify", "modifications": {"args": {"a": 1}}}).updated_input == {"a": 1}  # type: ignore[union-attr]
     engine, seen = HookEngine(), []
     engine.register("PreToolUse", lambda i: {"action": "modify", "modifications": {"args": {"command": "ls -l"}}})
-    engine.register("PreToolUse", lambda i: seen.append(i["tool_input"]) or {"hookSpecificOutput": {
-        "hookEventName": "PreToolUse", "permissionDecision": "ask", "additionalContext": "local ctx"}})
+
+    def ask(hook_input: dict[str, Any]) -> dict[str, Any]:
+        seen.append(hook_input["tool_input"])
+        return {"hookSpecificOutput": {"hookEventName": "PreToolUse", "permissionDecision": "ask",
+                                       "additionalContext": "local ctx"}}
+
+    engine.register("PreToolUse", ask)
     decision = engine.emit("PreToolUse", **bash("ls"))
     assert seen == [{"command": "ls -l"}] and decision.updated_input == {"command": "ls -l"}
     assert decision.asks and decision.additional_context == "local ctx" and decision.outcome == "local"

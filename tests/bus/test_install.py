@@ -54,7 +54,7 @@ def validate() -> Callable[[dict[str, Any]], None]:
     import jsonschema
 
     validator = jsonschema.Draft7Validator(json.loads(SCHEMA_PATH.read_text()))
-    return validator.validate
+    return validator.validate  # type: ignore[no-any-return]
 
 
 def install(path: Path, *args: str) -> tuple[int, dict[str, Any]]:

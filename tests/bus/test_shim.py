@@ -183,9 +183,8 @@ class _Odd(http.server.BaseHTTPRequestHandler):
 
 @pytest.fixture
 def odd_server() -> Iterator[str]:
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Odd)
-    server.protocol_version = "HTTP/1.1"
     _Odd.protocol_version = "HTTP/1.1"
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Odd)
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
     yield f"http://127.0.0.1:{server.server_address[1]}"

@@ -323,6 +323,7 @@ async def test_exit2_reason_respects_the_output_cap(tmp_path: Path) -> None:
 
 
 async def test_no_file_descriptor_leaks(tmp_path: Path) -> None:
+    await run(tmp_path, "true")  # the loop's own one-time resources (uvloop's child watcher)
     before = len(os.listdir("/proc/self/fd"))
     await run(tmp_path, f"printf '%s' '{DENY}'")
     await run(tmp_path, "sleep 100", timeout_s=0.2)
