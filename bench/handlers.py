@@ -21,10 +21,10 @@ import uvloop
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from loadgen import Connection, saturate, steady_rate, summarize  # noqa: E402
-from run import BODIES, start_roles  # noqa: E402
+from loadgen import Connection, saturate, steady_rate, summarize
+from run import BODIES, start_roles
 
-from bus.redis_server import EmbeddedRedis, free_port  # noqa: E402
+from bus.redis_server import EmbeddedRedis, free_port
 
 ROOT = Path(__file__).resolve().parent.parent
 HEAD = "hooks:\n  PreToolUse:\n    - matcher: Bash\n      hooks:\n"
@@ -33,10 +33,10 @@ POLICIES = {
     "function": HEAD + "        - {type: function, function: 'bench.funcs:deny_rm'}\n",
     "http": "hookbus: {http: {allowedNetworks: ['127.0.0.0/8']}}\n" + HEAD
     + "        - {type: http, url: 'http://127.0.0.1:{port}/hook'}\n",
-    "command": HEAD + "        - {type: command, command: '" + sys.executable + " " + str(ROOT / "bench" / "local_hook.py")
-    + "'}\n",
+    "command": HEAD + f"        - {{type: command, command: '{sys.executable} {ROOT / 'bench' / 'local_hook.py'}'}}\n",
 }
-DENY = b'{"hookSpecificOutput":{"hookEventName":"PreToolUse","permissionDecision":"deny","permissionDecisionReason":"no"}}'
+DENY = (b'{"hookSpecificOutput":{"hookEventName":"PreToolUse","permissionDecision":"deny",'
+        b'"permissionDecisionReason":"no"}}')
 
 
 async def hook_server(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
