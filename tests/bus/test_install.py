@@ -1,7 +1,7 @@
 """``hookbus install claude``: what it writes, what it keeps, and that Claude Code could use it.
 
-Settings files are checked against Claude Code's published settings schema (found next to
-the repository in ``../shared/reference``; those tests skip when it is absent). The end-to-end
+Settings files are checked against Claude Code's published settings schema (SchemaStore's,
+kept in ``tests/data``). The end-to-end
 test installs into a project, then sends every configured event to a live platform exactly
 as Claude Code would: a POST to the http handler's URL with its headers after ``$VAR``
 interpolation, or the command handler run by ``sh -c`` with the input on stdin.
@@ -30,7 +30,7 @@ from bus.install import DEFAULT_EVENTS, OPT_IN_EVENTS, InstallPlan, is_hookbus_h
 from bus.settings import Tokens
 from tests.conftest import REPO, BusProbe, async_wait_for
 
-SCHEMA_PATH = REPO.parent / "shared" / "reference" / "claude-code-settings.schema.json"
+SCHEMA_PATH = REPO / "tests" / "data" / "claude-code-settings.schema.json"
 URL = "http://127.0.0.1:8787/v1/hooks"
 USER_SETTINGS: dict[str, Any] = {
     "$schema": "https://json.schemastore.org/claude-code-settings.json",
@@ -49,8 +49,6 @@ USER_SETTINGS: dict[str, Any] = {
 
 @pytest.fixture
 def validate() -> Callable[[dict[str, Any]], None]:
-    if not SCHEMA_PATH.exists():
-        pytest.skip(f"Claude Code's settings schema is not at {SCHEMA_PATH} (shared/ not beside the repo)")
     import jsonschema
 
     validator = jsonschema.Draft7Validator(json.loads(SCHEMA_PATH.read_text()))
