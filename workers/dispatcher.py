@@ -25,7 +25,6 @@ from typing import Any
 
 import orjson
 import redis.exceptions
-from arq.connections import ArqRedis
 
 from bus import metrics
 from bus.connection import connect, redis_errors
@@ -41,7 +40,7 @@ from workers.context import Services
 from workers.engine import Engine, Evaluation
 from workers.outbox import Outbox
 from workers.runners import default_runners
-from workers.tasks import make_enqueue
+from workers.tasks import arq_pool, make_enqueue
 
 logger = logging.getLogger("hookbus.dispatcher")
 
@@ -66,8 +65,7 @@ class Dispatcher:
         self.reader_name = f"hookbus-reader-{uuid.uuid4().hex[:12]}"
         self.reader = connect(redis_url, socket_timeout_s=None, client_name=self.reader_name)
         self.outbox = Outbox(self.redis, redis_url, self.keys.decision_log)
-        self.arq = ArqRedis.from_url(redis_url, job_serializer=orjson.dumps, job_deserializer=orjson.loads,
-                                     socket_connect_timeout=1.0)
+        self.arq = arq_pool(redis_url)
         self.services = Services(settings, self.redis)
         self.engine = Engine(policy, self.redis, self.keys, default_runners(),
                              enqueue=make_enqueue(self.arq, self.keys), services=self.services)

@@ -17,12 +17,13 @@ import time
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
+import orjson
 import redis.asyncio as aioredis
 
 from bus import metrics
 from bus.connection import redis_errors
 from bus.errors import BusUnavailable
-from bus.events import IF_EVENTS, STOP_EVENTS
+from bus.events import IF_EVENTS, STOP_EVENTS, event_spec
 from bus.keys import Keyspace
 from bus.matching import compile_matcher, matcher_value
 from bus.merge import MergedDecision, merge_results
@@ -83,6 +84,18 @@ def selected(entry: HandlerEntry, event: str, hook_input: Mapping[str, Any]) -> 
         tool_input if isinstance(tool_input, dict) else {},
         cwd if isinstance(cwd, str) else None,
     )
+
+
+_ASYNC_SEEN: list[tuple[Policy, bool]] = []
+
+
+def _has_async_handlers(policy: Policy) -> bool:
+    """Whether any handler of ``policy`` is ``async`` (then pending context is worth a look)."""
+    if _ASYNC_SEEN and _ASYNC_SEEN[0][0] is policy:
+        return _ASYNC_SEEN[0][1]
+    found = any(e.handler.async_ for event in policy.events() for e in policy.entries(event))
+    _ASYNC_SEEN[:] = [(policy, found)]  # one live policy per process: a one-slot cache
+    return found
 
 
 async def _unsupported(ctx: HookContext) -> HandlerResult:
@@ -149,7 +162,40 @@ class Engine:
                 fail_open = "hook_timeout" if result.outcome is Outcome.TIMEOUT else "hook_error"
         if event in STOP_EVENTS:
             merged = await self._stop_guard(request, hook_input, merged)
+        if _has_async_handlers(self.policy) and "additionalContext" in event_spec(event).specific_fields:
+            merged = await self._deliver_async_context(request, hook_input, merged)
         return Evaluation(merged, results, shadow, fail_open, queued)
+
+    async def _deliver_async_context(
+        self, request: Request, hook_input: dict[str, Any], merged: MergedDecision
+    ) -> MergedDecision:
+        """Add what async hooks left for this session (Claude Code delivers it on the next turn)."""
+        key = self.keys.pending_context(request.tenant, str(hook_input.get("session_id")))
+        try:
+            with redis_errors():
+                async with self.redis.pipeline(transaction=True) as pipe:
+                    pipe.lrange(key, 0, -1)
+                    pipe.delete(key)
+                    items, _ = await pipe.execute()
+        except BusUnavailable:
+            return merged
+        if not items:
+            return merged
+        contexts, messages = [], []
+        for raw in items:
+            item = orjson.loads(raw)
+            if item.get("additionalContext"):
+                contexts.append(item["additionalContext"])
+            if item.get("systemMessage"):
+                messages.append(item["systemMessage"])
+        output = dict(merged.output)
+        if contexts:
+            specific = dict(output.get("hookSpecificOutput") or {"hookEventName": request.event})
+            specific["additionalContext"] = "\n\n".join(filter(None, [specific.get("additionalContext"), *contexts]))
+            output["hookSpecificOutput"] = specific
+        if messages:
+            output["systemMessage"] = "\n".join(filter(None, [output.get("systemMessage"), *messages]))
+        return dataclasses.replace(merged, output=output)
 
     async def _run(self, ctx: HookContext) -> HandlerResult:
         handler = ctx.entry.handler

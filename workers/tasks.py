@@ -34,6 +34,8 @@ from workers.context import HookContext, Runner, Services
 logger = logging.getLogger("hookbus.worker")
 
 MAX_TRIES = 3
+#: Seconds before retry n is n * RETRY_BASE_S (arq has no backoff curve of its own).
+RETRY_BASE_S = 2.0
 CONTEXT_TTL_S = 3600
 MAX_PENDING_CONTEXT = 50
 
@@ -50,6 +52,15 @@ def request_to_job(request: Request) -> dict[str, Any]:
 def request_from_job(data: dict[str, Any]) -> Request:
     return Request(event_id=data["id"], event=data["ev"], tenant=data["tn"], payload=data["p"].encode(),
                    received_ms=int(data["ts"]))
+
+
+def arq_pool(redis_url: str) -> ArqRedis:
+    """An arq connection that (de)serialises jobs as JSON."""
+    # from_url, so that the client owns (and closes) its connection pool.
+    pool: ArqRedis = ArqRedis.from_url(redis_url, socket_connect_timeout=1.0)
+    pool.job_serializer = orjson.dumps
+    pool.job_deserializer = orjson.loads
+    return pool
 
 
 def make_enqueue(arq: ArqRedis, keys: Keyspace) -> Any:
@@ -111,7 +122,7 @@ async def run_async_hook(ctx: dict[str, Any], job: dict[str, Any], handler_id: s
     if result.failed:
         if ctx["job_try"] < MAX_TRIES:
             metrics.ASYNC_JOBS.labels("retried").inc()
-            raise Retry(defer=ctx["job_try"] * 2)
+            raise Retry(defer=ctx["job_try"] * RETRY_BASE_S)
         metrics.ASYNC_JOBS.labels("dead").inc()
         logger.warning("async hook %s gave up after %d tries: %s", handler_id, ctx["job_try"], result.reason)
         return f"dead: {result.reason}"
@@ -124,7 +135,7 @@ def build_worker(settings: Settings, policy: Policy, redis_url: str, *, burst: b
     """An arq Worker that runs async hooks from hookbus's queue."""
     from workers.runners import default_runners
 
-    pool = ArqRedis.from_url(redis_url)
+    pool = arq_pool(redis_url)
     return Worker(
         functions=[func(run_async_hook, name="run_async_hook", max_tries=MAX_TRIES)],
         queue_name=settings.keys.arq_queue,
@@ -155,4 +166,4 @@ async def serve_worker(settings: Settings, policy: Policy, redis_url: str, metri
         await worker.close()
 
 
-__all__ = ["build_worker", "make_enqueue", "run_async_hook", "serve_worker"]
+__all__ = ["arq_pool", "build_worker", "make_enqueue", "run_async_hook", "serve_worker"]

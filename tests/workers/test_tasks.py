@@ -1,0 +1,107 @@
+"""Async hooks: queued on arq by the dispatcher, run by the worker, context delivered next turn."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from bus.protocol import Request, now_ms
+from tests.conftest import metric
+from workers import tasks
+from workers.tasks import build_worker
+
+CONTEXT = {"hookSpecificOutput": {"hookEventName": "PostToolUse", "additionalContext": "lint: 2 warnings"}}
+
+
+def policy(tmp_path: Path, command: str) -> str:
+    return f"""
+hooks:
+  PreToolUse:
+    - hooks:
+        - {{type: rule, deny: ['Bash(sudo *)']}}
+  PostToolUse:
+    - matcher: Edit
+      hooks:
+        - type: command
+          async: true
+          command: {json.dumps(command)}
+"""
+
+
+def post_tool_use(session: str = "s-async") -> dict[str, Any]:
+    return {"hook_event_name": "PostToolUse", "session_id": session, "tool_name": "Edit",
+            "tool_input": {"file_path": "/repo/a.py"}, "tool_response": {"success": True}}
+
+
+def pre_tool_use(session: str = "s-async") -> dict[str, Any]:
+    return {"hook_event_name": "PreToolUse", "session_id": session, "tool_name": "Bash",
+            "tool_input": {"command": "ls"}}
+
+
+async def run_worker(p: Any) -> None:
+    worker = build_worker(p.settings, p.policy, p.settings.redis_url, burst=True)
+    try:
+        await worker.async_run()
+    finally:
+        await worker.close()
+
+
+async def test_async_hook_runs_on_the_worker_and_its_context_arrives_next_turn(
+    platform: Callable[..., Any], tmp_path: Path
+) -> None:
+    ran = tmp_path / "ran.txt"
+    command = f"cat >/dev/null; echo ran >> {ran}; echo '{json.dumps(CONTEXT)}'"
+    queued, succeeded = metric("hookbus_async_jobs_total", status="queued"), metric(
+        "hookbus_async_jobs_total", status="succeeded")
+    async with platform(policy(tmp_path, command)) as p:
+        answer = await p.post(post_tool_use())
+        assert answer.json() == {}  # an async hook's decision fields have no effect
+        assert not ran.exists()  # fire and forget: the answer did not wait for it
+        await run_worker(p)
+        assert ran.read_text() == "ran\n"
+        nxt = (await p.post(pre_tool_use())).json()
+        assert nxt["hookSpecificOutput"]["additionalContext"] == "lint: 2 warnings"
+        again = (await p.post(pre_tool_use())).json()
+        assert "additionalContext" not in again.get("hookSpecificOutput", {})  # delivered once
+        other = (await p.post(pre_tool_use("another-session"))).json()
+        assert other == {}
+    assert metric("hookbus_async_jobs_total", status="queued") == queued + 1
+    assert metric("hookbus_async_jobs_total", status="succeeded") == succeeded + 1
+
+
+async def test_a_failing_async_hook_is_retried_then_dead(
+    platform: Callable[..., Any], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(tasks, "RETRY_BASE_S", 0.01)
+    tries = tmp_path / "tries.txt"
+    retried, dead = metric("hookbus_async_jobs_total", status="retried"), metric(
+        "hookbus_async_jobs_total", status="dead")
+    async with platform(policy(tmp_path, f"cat >/dev/null; echo x >> {tries}; exit 1")) as p:
+        await p.post(post_tool_use())
+        await run_worker(p)
+    assert tries.read_text().count("x") == tasks.MAX_TRIES
+    assert metric("hookbus_async_jobs_total", status="retried") == retried + tasks.MAX_TRIES - 1
+    assert metric("hookbus_async_jobs_total", status="dead") == dead + 1
+
+
+async def test_a_redelivered_event_queues_its_async_hook_once(platform: Callable[..., Any], tmp_path: Path) -> None:
+    from arq.connections import ArqRedis
+
+    from workers.context import HookContext
+
+    async with platform(policy(tmp_path, "true")) as p:
+        arq = ArqRedis.from_url(p.settings.redis_url)
+        try:
+            enqueue = tasks.make_enqueue(arq, p.settings.keys)
+            entry = p.policy.entries("PostToolUse")[0]
+            request = Request("ev-1", "PostToolUse", "default", json.dumps(post_tool_use()).encode(), now_ms())
+            ctx = HookContext(request, post_tool_use(), entry, p.policy, 5.0)
+            await enqueue(ctx)
+            await enqueue(ctx)
+            assert await arq.zcard(p.settings.keys.arq_queue) == 1
+        finally:
+            await arq.aclose()
