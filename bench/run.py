@@ -139,8 +139,10 @@ async def hookbus_phase(port: int, args: argparse.Namespace) -> dict[str, Any]:
     await check(0)
     await saturate(make_call, 16, 1.0)  # warm-up
     steady = await steady_rate(make_call, args.rate, args.duration)
+    lag_p99_ms = percentile(LAG, 0.99) * 1000
     done, seconds, sat_latencies = await saturate(make_call, args.concurrency, args.saturate_s)
-    return {"steady": summarize(steady), "throughput_per_s": done / seconds, "saturated": summarize(sat_latencies)}
+    return {"steady": summarize(steady), "throughput_per_s": done / seconds, "saturated": summarize(sat_latencies),
+            "schedule_lag_p99_ms": lag_p99_ms}
 
 
 async def no_dispatcher_phase(port: int, deadline_s: float, count: int = 100) -> dict[str, Any]:
@@ -199,6 +201,7 @@ def report(results: dict[str, Any]) -> str:
         f"- hookbus p50 vs spawned hook p50: **{local['p50_ms'] / hb['steady']['p50_ms']:.0f}x faster**",
         f"- hookbus throughput vs floor: **{100 * hb['throughput_per_s'] / floor['throughput_per_s']:.0f}%**",
         f"- hookbus p50 / floor p50: {hb['steady']['p50_ms'] / floor['steady']['p50_ms']:.2f}x",
+        f"- load generator schedule lag p99: {hb['schedule_lag_p99_ms']:.2f} ms (latency counts from the write)",
         f"- no dispatcher running: {nd['n']} blocking requests, deadline {nd['deadline_s']} s, worst answer "
         f"{nd['max_ms']:.1f} ms = deadline + {nd['worst_over_deadline_ms']:.1f} ms",
     ]

@@ -36,23 +36,35 @@ _VERDICTS: tuple[RuleKind, ...] = ("deny", "ask", "allow")
 
 
 @dataclasses.dataclass(frozen=True)
+class ShellRules:
+    """One list's rules for one shell tool as a single alternation, one named group per rule."""
+
+    combined: re.Pattern[str]
+    rules: tuple[tuple[PermissionRule, str], ...]
+    #: The list's rules that are not plain shell patterns for this tool.
+    others: tuple[tuple[PermissionRule, str], ...]
+
+
+@dataclasses.dataclass(frozen=True)
 class RuleList:
-    """One verdict's rules, with a combined pre-check per shell tool."""
+    """One verdict's rules, with a compiled fast path per shell tool."""
 
     verdict: RuleKind
     rules: tuple[tuple[PermissionRule, str], ...]
-    #: Per shell tool: the alternation of its rules, and the list's other rules.
-    shell_any: dict[str, tuple[re.Pattern[str], tuple[tuple[PermissionRule, str], ...]]]
+    shell: dict[str, ShellRules]
 
     def first_match(self, tool_name: str, tool_input: dict[str, Any], cwd: str | None) -> str | None:
         candidates = self.rules
-        shell = self.shell_any.get(tool_name)
+        shell = self.shell.get(tool_name)
         if shell is not None and self.verdict != "allow":
-            combined, others = shell
             command = tool_input.get("command")
             texts = shell_texts(command, tool_name == "PowerShell") if isinstance(command, str) else None
-            if texts is not None and not any(combined.fullmatch(text) for text in texts):
-                candidates = others
+            if texts is not None:  # statically known: one regex pass per subcommand text decides
+                for text in sorted(texts):
+                    found = shell.combined.fullmatch(text)
+                    if found is not None and found.lastgroup is not None:
+                        return shell.rules[int(found.lastgroup[1:])][1]
+                candidates = shell.others
         for rule, text in candidates:
             if rule_matches(rule, tool_name, tool_input, cwd, kind=self.verdict):
                 return text
@@ -65,13 +77,15 @@ def _is_shell_rule(rule: PermissionRule, tool: str) -> bool:
 
 def _compile(verdict: RuleKind, texts: tuple[str, ...]) -> RuleList:
     rules = tuple((parse_rule(text), text) for text in texts)
-    shell_any: dict[str, tuple[re.Pattern[str], tuple[tuple[PermissionRule, str], ...]]] = {}
+    shell: dict[str, ShellRules] = {}
     for tool in SHELL_TOOLS:
-        patterns = [shell_regex(rule, tool == "PowerShell") for rule, _ in rules if _is_shell_rule(rule, tool)]
-        if patterns:
-            combined = re.compile("|".join(f"(?:{p.pattern})" for p in patterns), patterns[0].flags)
-            shell_any[tool] = (combined, tuple(item for item in rules if not _is_shell_rule(item[0], tool)))
-    return RuleList(verdict, rules, shell_any)
+        mine = tuple(item for item in rules if _is_shell_rule(item[0], tool))
+        if mine:
+            patterns = [shell_regex(rule, tool == "PowerShell") for rule, _ in mine]
+            combined = re.compile("|".join(f"(?P<r{i}>{p.pattern})" for i, p in enumerate(patterns)), patterns[0].flags)
+            others = tuple(item for item in rules if not _is_shell_rule(item[0], tool))
+            shell[tool] = ShellRules(combined, mine, others)
+    return RuleList(verdict, rules, shell)
 
 
 def compile_rules(handler: RuleHandler) -> tuple[RuleList, ...]:
