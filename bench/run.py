@@ -31,7 +31,7 @@ import uvloop
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from loadgen import Connection, saturate, steady_rate, summarize
+from loadgen import LAG, Connection, percentile, saturate, steady_rate, summarize
 
 from bus.redis_server import EmbeddedRedis, free_port
 

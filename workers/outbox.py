@@ -94,22 +94,25 @@ class Outbox:
             self._idle.set()
 
     async def _flush(self, ops: list[_Op]) -> None:
-        """One pipeline: log records first, then one PUBLISH per reply channel, then one XACK per stream."""
+        """One pipeline: one PUBLISH per reply channel (agents wait on those), then the log
+        records, then one XACK per stream (nothing is acknowledged before its record)."""
         replies: dict[str, list[bytes]] = {}
         acks: dict[str, list[bytes]] = {}
+        records: list[tuple[Any, ...]] = []
+        for name, args in ops:
+            if name == "xadd":
+                records.append(args)
+            elif name == "publish":
+                replies.setdefault(args[0], []).append(args[1])
+            else:
+                acks.setdefault(args[0], []).append(args[2])
         with redis_errors(self.redis_url):
             async with self.redis.pipeline(transaction=False) as pipe:
-                for name, args in ops:
-                    if name == "xadd":
-                        stream, fields, maxlen = args
-                        pipe.xadd(stream, fields, maxlen=maxlen, approximate=True)
-                    elif name == "publish":
-                        replies.setdefault(args[0], []).append(args[1])
-                    else:
-                        acks.setdefault(args[0], []).append(args[2])
                 for channel, batch in replies.items():
                     # Several replies for one gateway travel as one message: a JSON array.
                     pipe.publish(channel, batch[0] if len(batch) == 1 else b"[" + b",".join(batch) + b"]")
+                for stream, fields, maxlen in records:
+                    pipe.xadd(stream, fields, maxlen=maxlen, approximate=True)
                 for stream, ids in acks.items():
                     pipe.xack(stream, DISPATCH_GROUP, *ids)
                 await pipe.execute(raise_on_error=False)
