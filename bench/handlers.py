@@ -1,16 +1,16 @@
 """What each handler type costs: ``python bench/handlers.py``.
 
 The same PreToolUse traffic through the gateway with a one-handler policy of each type:
-``rule`` (in-process), ``function`` (a Python callable in a worker thread), ``http`` (a POST to
-a loopback server started here) and ``command`` (a Python script spawned per event, run
-centrally). p50/p99 at a steady rate and throughput at saturation for each.
+``rule`` (in-process), ``function`` (a Python callable in a worker thread), ``http`` (a POST
+to a loopback server in a process of its own, ``bench/hook_server.py``) and ``command`` (a
+Python script spawned per event, run centrally). p50/p99 at a steady rate and throughput at saturation for each.
 """
 
 from __future__ import annotations
 
 import argparse
-import asyncio
 import signal
+import subprocess
 import sys
 import tempfile
 from pathlib import Path
@@ -35,27 +35,6 @@ POLICIES = {
     + "        - {type: http, url: 'http://127.0.0.1:{port}/hook'}\n",
     "command": HEAD + f"        - {{type: command, command: '{sys.executable} {ROOT / 'bench' / 'local_hook.py'}'}}\n",
 }
-DENY = (b'{"hookSpecificOutput":{"hookEventName":"PreToolUse","permissionDecision":"deny",'
-        b'"permissionDecisionReason":"no"}}')
-
-
-async def hook_server(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-    """A minimal loopback http hook: deny `rm -rf`, no opinion otherwise."""
-    try:
-        while True:
-            head = await reader.readuntil(b"\r\n\r\n")
-            length = 0
-            for line in head.split(b"\r\n"):
-                if line[:15].lower() == b"content-length:":
-                    length = int(line[15:])
-            body = await reader.readexactly(length)
-            answer = DENY if b"rm -rf" in body else b""
-            writer.write(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: "
-                         + str(len(answer)).encode() + b"\r\n\r\n" + answer)
-    except (asyncio.IncompleteReadError, ConnectionError):
-        writer.close()
-
-
 async def measure(port: int, rate: float, duration_s: float, saturate_s: float, concurrency: int) -> dict[str, Any]:
     async def make_call() -> Any:
         connection = await Connection("127.0.0.1", port).open()
@@ -73,8 +52,9 @@ async def measure(port: int, rate: float, duration_s: float, saturate_s: float, 
 
 
 async def main(args: argparse.Namespace) -> None:
-    server = await asyncio.start_server(hook_server, "127.0.0.1", 0)
-    hook_port = server.sockets[0].getsockname()[1]
+    hook_port = free_port()
+    hook_server = subprocess.Popen(  # noqa: ASYNC220
+        [sys.executable, str(ROOT / "bench" / "hook_server.py"), str(hook_port)])
     rows = ["| handler type | p50 (ms) | p99 (ms) | throughput at saturation (decisions/s) |", "|---|---|---|---|"]
     with tempfile.TemporaryDirectory() as state, EmbeddedRedis(state, persistent=False) as redis_server:
         for name in args.types:
@@ -95,7 +75,8 @@ async def main(args: argparse.Namespace) -> None:
             throughput = f"{result['throughput_per_s']:,.0f}" if result["throughput_per_s"] else "-"
             rows.append(f"| `{name}` | {s['p50_ms']:.2f} | {s['p99_ms']:.2f} | {throughput} |")
             print(rows[-1], file=sys.stderr)
-    server.close()
+    hook_server.terminate()
+    hook_server.wait()
     print(f"Steady rate {args.rate}/s ({args.rate / 10}/s for `command`) for {args.duration} s; saturation "
           f"{args.concurrency} connections for {args.saturate_s} s.\n")
     print("\n".join(rows))

@@ -33,7 +33,10 @@ from bus.ssrf import GuardedTransport, ResponseTooLarge, parse_networks
 from workers.context import Services
 
 USER_AGENT = "hookbus/0.1"
-LIMITS = httpx.Limits(max_connections=100, max_keepalive_connections=100, keepalive_expiry=30.0)
+#: httpcore scans every pooled connection (a poll() each) for every request it assigns and
+#: queues past its limit quadratically: keep the pool small and queue in front of it instead.
+MAX_IN_FLIGHT = 16
+LIMITS = httpx.Limits(max_connections=MAX_IN_FLIGHT, max_keepalive_connections=MAX_IN_FLIGHT, keepalive_expiry=30.0)
 #: Used when a caller sends through the client without a timeout of its own.
 DEFAULT_TIMEOUT = httpx.Timeout(30.0, connect=10.0)
 
@@ -115,6 +118,14 @@ def _where(url: str) -> str:
     return f"{parsed.host}:{parsed.port}" if parsed.port else parsed.host or "the URL"
 
 
+def _slots(services: Services | None) -> asyncio.Semaphore:
+    assert services is not None  # outbound_client has already refused None
+    slots = services.extras.get("outbound_slots")
+    if slots is None:
+        slots = services.extras["outbound_slots"] = asyncio.Semaphore(MAX_IN_FLIGHT)
+    return slots
+
+
 async def guarded_request(
     services: Services | None,
     policy: Policy,
@@ -136,8 +147,9 @@ async def guarded_request(
     where = _where(url)
     if timeout_s <= 0:
         raise OutboundTimeout(f"no time left to call {where}")
+    slots = _slots(services)
     try:
-        async with asyncio.timeout(timeout_s):
+        async with asyncio.timeout(timeout_s), slots:
             request = client.build_request(method, url, content=content, headers=headers,
                                            timeout=httpx.Timeout(timeout_s))
             response = await client.send(request, stream=True)

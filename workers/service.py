@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import gc
 import signal
 
 from bus.policy import Policy
@@ -28,7 +29,11 @@ async def serve_dispatcher(settings: Settings, policy: Policy, redis_url: str, m
     start_metrics_server(metrics_port)
     stop = asyncio.Event()
     install_stop_signals(stop)
-    await Dispatcher(settings, policy, redis_url).run(stop)
+    dispatcher = Dispatcher(settings, policy, redis_url)
+    # Everything imported so far lives for the whole process: keep it out of the collector's
+    # scans, so that full collections stay short on the decision path.
+    gc.freeze()
+    await dispatcher.run(stop)
 
 
 __all__ = ["install_stop_signals", "serve_dispatcher", "start_metrics_server"]
