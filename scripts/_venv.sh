@@ -8,4 +8,6 @@ if ! "$PYTHON" -c 'import sys; sys.exit(sys.version_info < (3, 11))' 2>/dev/null
 fi
 [ -x .venv/bin/python ] || "$PYTHON" -m venv .venv
 .venv/bin/python -m pip install --quiet --disable-pip-version-check --upgrade pip
-.venv/bin/python -m pip install --quiet --disable-pip-version-check -e ".[${EXTRAS:-}]"
+TARGET="."
+[ -n "${EXTRAS:-}" ] && TARGET=".[${EXTRAS}]"
+.venv/bin/python -m pip install --quiet --disable-pip-version-check -e "$TARGET"
