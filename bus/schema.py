@@ -56,7 +56,7 @@ class HttpHandler(HandlerBase):
 
     type: Literal["http"]
     url: Annotated[str, Field(min_length=1)]
-    headers: dict[str, str] = Field(default_factory=dict)
+    headers: dict[str, str] = Field(default_factory=dict, repr=False)  # may carry literal tokens
     allowed_env_vars: list[Annotated[str, Field(min_length=1)]] | None = Field(
         default=None, alias="allowedEnvVars"
     )
