@@ -35,10 +35,13 @@ def _setup_logging(settings: Settings) -> None:
     )
 
 
-def _require_redis(settings: Settings) -> str:
-    if not settings.redis_url:
-        raise ConfigError("no Redis: pass --redis-url or set HOOKBUS_REDIS_URL (or use 'hookbus up')")
-    return settings.redis_url
+def _require_redis(settings: Settings, *, embedded_ok: bool = False) -> str:
+    if settings.redis_url:
+        return settings.redis_url
+    socket = os.path.join(settings.state_dir, "redis", "redis.sock")
+    if embedded_ok and os.path.exists(socket):  # the embedded Redis of a `hookbus up` run from here
+        return f"unix://{os.path.abspath(socket)}"
+    raise ConfigError("no Redis: pass --redis-url or set HOOKBUS_REDIS_URL (or use 'hookbus up')")
 
 
 def run_command_line(args: argparse.Namespace) -> int:
@@ -73,7 +76,7 @@ def _dispatch(args: argparse.Namespace) -> int:
     if args.command == "tail":
         from bus.tail import tail
 
-        asyncio.run(tail(_require_redis(settings), settings.keys, as_json=args.json,
+        asyncio.run(tail(_require_redis(settings, embedded_ok=True), settings.keys, as_json=args.json,
                          from_start=args.from_start, count=args.count))
         return 0
     from bus.policy import load_policy

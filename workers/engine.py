@@ -10,6 +10,7 @@ across the fleet, and the Stop guard.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
 import functools
 import logging
@@ -38,6 +39,7 @@ from workers.function import run_plugins
 logger = logging.getLogger("hookbus.dispatcher")
 
 ONCE_TTL_S = 7 * 86400
+ONCE_CLAIM_GRACE_S = 30
 #: Handler types evaluated in-process without I/O: no task, no timer.
 INLINE_TYPES = frozenset({"rule"})
 STOP_GUARD_TTL_S = 3600
@@ -202,9 +204,12 @@ class Engine:
         once_key = None
         if handler.once:
             once_key = self.keys.once(ctx.request.tenant, str(ctx.hook_input.get("session_id")), ctx.entry.handler_id)
+            # Claimed for the run only (a dispatcher that dies mid-run must not keep it forever);
+            # a successful run makes it last.
+            claim_s = int(min(ctx.timeout_s, ctx.request.remaining_s())) + ONCE_CLAIM_GRACE_S
             try:
                 with redis_errors():
-                    claimed = await self.redis.set(once_key, b"1", nx=True, ex=ONCE_TTL_S)
+                    claimed = await self.redis.set(once_key, b"running", nx=True, ex=claim_s)
             except BusUnavailable:
                 claimed = True  # cannot tell: run it (fail open)
             if not claimed:
@@ -232,13 +237,13 @@ class Engine:
         metrics.hook_duration(handler.type).observe(result.duration_s)
         if result.failed:
             metrics.HOOK_ERRORS.labels(handler.type, result.outcome.value).inc()
-        if once_key is not None and (result.failed or result.outcome is Outcome.BLOCK):
+        if once_key is not None:
             # Only a successful run counts; a failing or blocking one may run again.
-            try:
-                with redis_errors():
+            with contextlib.suppress(BusUnavailable), redis_errors():
+                if result.failed or result.outcome is Outcome.BLOCK:
                     await self.redis.delete(once_key)
-            except BusUnavailable:
-                pass
+                else:
+                    await self.redis.set(once_key, b"done", ex=ONCE_TTL_S)
         return result
 
     async def _stop_guard(self, request: Request, hook_input: dict[str, Any], merged: MergedDecision) -> MergedDecision:

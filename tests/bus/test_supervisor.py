@@ -67,6 +67,12 @@ def test_up_serves_decisions_and_stops_every_child(tmp_path: Path, stop_signal: 
         metrics = httpx.get(f"http://127.0.0.1:{port}/metrics", timeout=5).text
         assert 'hookbus_hook_duration_seconds_count{type="rule"}' in metrics  # the dispatchers' metrics too
 
+        tail = subprocess.run([sys.executable, "-m", "bus", "tail", "--from-start", "--count", "1", "--json"],
+                              env={**env, "HOOKBUS_STATE_DIR": str(tmp_path / "state")}, capture_output=True,
+                              timeout=30, cwd=REPO)
+        record = json.loads(tail.stdout)
+        assert (record["event"], record["decision"], record["session_id"]) == ("PreToolUse", "deny", "s-up")
+
         up.send_signal(stop_signal)
         out, err = up.communicate(timeout=30)
         assert up.returncode == 0, err.decode()

@@ -7,6 +7,7 @@ against the suite's Redis (``rule`` handlers in-process, ``command`` handlers as
 
 from __future__ import annotations
 
+import asyncio
 import json
 from collections.abc import Callable
 from pathlib import Path
@@ -205,3 +206,22 @@ async def test_once_runs_once_per_session(platform: Callable[..., Any], tmp_path
             response = await p.post(bash("ls", session=session))
             assert response.json() == {}
     assert runs.read_text().split() == ["s-1", "s-2"]
+
+
+async def test_once_is_claimed_only_for_the_run_and_kept_after_success(
+    platform: Callable[..., Any], tmp_path: Path, bus: Any
+) -> None:
+    go = tmp_path / "go"
+    hooks = bash_group({"type": "command", "timeout": 5, "once": True,
+                        "command": f"cat >/dev/null; while [ ! -f {go} ]; do sleep 0.01; done"})
+    async with platform(policy(hooks, deadlineSeconds=10.0)) as p:
+        entry = p.policy.entries("PreToolUse")[0]
+        key = p.settings.keys.once("default", "s-ttl", entry.handler_id)
+        answer = asyncio.create_task(p.post(bash("ls", session="s-ttl")))
+        await async_wait_for(lambda: bus.redis.get(key), timeout_s=10)
+        assert await bus.redis.get(key) == b"running"
+        assert 0 < await bus.redis.ttl(key) <= 5 + 30  # a dispatcher dying now does not block it for days
+        go.write_text("")
+        await answer
+        assert await bus.redis.get(key) == b"done"
+        assert await bus.redis.ttl(key) > 86400  # a successful run is remembered
