@@ -192,6 +192,7 @@ class Dispatcher:
             return
         record_outcome = "decided"
         evaluation: Evaluation | None = None
+        hook_input: dict[str, Any] | None = None
         if request.expired():
             metrics.EXPIRED.labels(metrics.event_label(request.event)).inc()
             record_outcome = "expired"
@@ -201,13 +202,12 @@ class Dispatcher:
                 if not isinstance(hook_input, dict):
                     raise ValueError("hook input is not a JSON object")
                 evaluation = await self.engine.evaluate(request, hook_input)
-            except Exception as exc:  # the agent must get an answer whatever happens here
+            except Exception:  # the agent must get an answer whatever happens here
                 logger.exception("evaluating %s %s failed", request.event, request.event_id)
                 record_outcome = "dispatcher_error"
                 if request.blocking:
                     reply = Reply(request.event_id, {}, "none", "dispatcher_error")
                     self.outbox.publish(request.reply_to, reply.encode())
-                _ = exc
             else:
                 if request.blocking:
                     late = request.expired()
@@ -219,19 +219,22 @@ class Dispatcher:
                         self.outbox.publish(request.reply_to, reply.encode())
                 else:
                     record_outcome = "recorded"
-        record = self._record(request, record_outcome, evaluation)
+        record = self._record(request, record_outcome, evaluation, hook_input)
         self.outbox.log(record, self.policy.settings.decision_log.max_length)
         self.outbox.ack(stream, entry_id)
 
-    def _record(self, request: Request, outcome: str, evaluation: Evaluation | None) -> LogRecord:
+    def _record(
+        self, request: Request, outcome: str, evaluation: Evaluation | None, hook_input: dict[str, Any] | None
+    ) -> LogRecord:
         merged = evaluation.merged if evaluation else MergedDecision(output={}, decision="none", reason=None)
-        session_id = tool_name = ""
-        try:
-            hook_input: Any = orjson.loads(request.payload)
-            session_id = str(hook_input.get("session_id", ""))
-            tool_name = str(hook_input.get("tool_name") or "")
-        except (orjson.JSONDecodeError, AttributeError):
-            pass
+        if hook_input is None:  # not parsed yet (expired entries): the log still names the session
+            try:
+                parsed: Any = orjson.loads(request.payload)
+                hook_input = parsed if isinstance(parsed, dict) else {}
+            except orjson.JSONDecodeError:
+                hook_input = {}
+        session_id = str(hook_input.get("session_id", ""))
+        tool_name = str(hook_input.get("tool_name") or "")
         hooks = []
         if evaluation is not None:
             hooks = [{"id": r.handler_id, "type": r.handler_type, "outcome": r.outcome.value,
