@@ -20,7 +20,7 @@ from bus.protocol import LogRecord, Request, now_ms
 from bus.results import HandlerResult, Outcome
 from bus.settings import Settings
 from tests.conftest import BusProbe, async_wait_for
-from tests.workers.test_prompt import (
+from tests.workers.llm_server import (
     HANG,
     KEY_ENV,
     REASON,

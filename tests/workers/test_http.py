@@ -24,8 +24,8 @@ from bus.protocol import Request, now_ms
 from bus.redis_server import free_port
 from bus.results import HandlerResult, Outcome
 from bus.settings import Settings
-from tests.bus.test_ssrf import LoopbackServer, Received, flood, hang, reply
 from tests.conftest import async_wait_for
+from tests.loopback import LoopbackServer, Received, flood, hang, reply
 from workers.context import HookContext, Services
 from workers.http import render_headers, run, run_http, url_allowed
 from workers.outbound import GuardedClient, OutboundError, OutboundResponse, outbound_client
