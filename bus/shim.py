@@ -28,13 +28,6 @@ DEFAULT_URL = "http://127.0.0.1:8787/v1/hooks"
 _MAX_REPLY = 8 << 20
 
 
-class _Refused(Exception):
-    """The gateway answered with a non-2xx status."""
-
-    def __init__(self, status: int, detail: str) -> None:
-        super().__init__(f"gateway answered {status}: {detail}")
-
-
 def hook_url(url: str | None) -> str:
     """The ``/v1/hooks`` URL for ``url`` (a base URL or the full one; default ``$HOOKBUS_URL``)."""
     url = url or os.environ.get("HOOKBUS_URL") or DEFAULT_URL
