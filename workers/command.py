@@ -50,8 +50,8 @@ import time
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from bus.children import kill_with_parent
 from bus.output import result_from_exit
-from bus.redis_server import kill_with_parent
 from bus.results import HandlerResult, Outcome
 from bus.schema import CommandHandler
 from workers.context import HookContext
