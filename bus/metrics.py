@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import functools
 import os
+from typing import Any
 
 from prometheus_client import (
     CONTENT_TYPE_LATEST,
@@ -58,10 +59,15 @@ SPOOLED = Counter(
 )
 
 
-@functools.lru_cache(maxsize=64)
+@functools.lru_cache(maxsize=4096)
+def child(metric: Counter | Histogram, *labels: str) -> Any:
+    """``metric.labels(*labels)``, looked up once (every label set here is bounded)."""
+    return metric.labels(*labels)
+
+
 def hook_duration(handler_type: str) -> Histogram:
-    """The ``hookbus_hook_duration_seconds`` child of one handler type (label lookup cached)."""
-    return HOOK_DURATION.labels(handler_type)
+    """The ``hookbus_hook_duration_seconds`` child of one handler type."""
+    return child(HOOK_DURATION, handler_type)  # type: ignore[no-any-return]
 
 
 def event_label(event: str) -> str:
@@ -96,6 +102,7 @@ __all__ = [
     "SHADOW_DECISIONS",
     "SPOOLED",
     "STOP_GUARD",
+    "child",
     "event_label",
     "hook_duration",
     "render",

@@ -172,13 +172,13 @@ class Gateway:
             output, decision, fail_open = await self._record(request)
         response_headers = {"X-Hookbus-Event-Id": request.event_id}
         if fail_open is not None:
-            metrics.FAIL_OPEN.labels(label, fail_open).inc()
+            metrics.child(metrics.FAIL_OPEN, label, fail_open).inc()
         if fail_open in ("timeout", "redis_unavailable", "dispatcher_error"):
             response_headers["X-Hookbus-Outcome"] = "fail-open"
         else:
             response_headers["X-Hookbus-Outcome"] = "decided" if blocking else "recorded"
-        metrics.DECISIONS.labels(label, decision).inc()
-        metrics.DECISION_LATENCY.labels(label).observe(time.perf_counter() - started)
+        metrics.child(metrics.DECISIONS, label, decision).inc()
+        metrics.child(metrics.DECISION_LATENCY, label).observe(time.perf_counter() - started)
         if dialect:
             output = to_dialect(dialect, event, output)
         return orjson.dumps(output), response_headers
