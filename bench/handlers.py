@@ -24,7 +24,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from loadgen import Connection, saturate, steady_rate, summarize
 from run import BODIES, start_roles
 
-from bus.redis_server import EmbeddedRedis, free_port
+from hookbus.redis_server import EmbeddedRedis, free_port
 
 ROOT = Path(__file__).resolve().parent.parent
 HEAD = "hooks:\n  PreToolUse:\n    - matcher: Bash\n      hooks:\n"

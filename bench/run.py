@@ -33,7 +33,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from loadgen import LAG, Connection, percentile, saturate, steady_rate, summarize
 
-from bus.redis_server import EmbeddedRedis, free_port
+from hookbus.redis_server import EmbeddedRedis, free_port
 
 ROOT = Path(__file__).resolve().parent.parent
 POLICY = ROOT / "examples" / "policy.yaml"
@@ -104,9 +104,9 @@ async def floor_phase(url: str, args: argparse.Namespace) -> dict[str, Any]:
 
 def start_roles(url: str, port: int, dispatchers: int, policy: Path = POLICY) -> list[subprocess.Popen[bytes]]:
     env = {**os.environ, "HOOKBUS_REDIS_URL": url, "HOOKBUS_LOG_LEVEL": "warning"}
-    roles = [subprocess.Popen([sys.executable, "-m", "bus", "gateway", "--config", str(policy), "--port", str(port)],
-                              env=env, cwd=ROOT)]
-    roles += [subprocess.Popen([sys.executable, "-m", "bus", "dispatcher", "--config", str(policy)], env=env, cwd=ROOT)
+    hookbus = [sys.executable, "-m", "hookbus"]
+    roles = [subprocess.Popen([*hookbus, "gateway", "--config", str(policy), "--port", str(port)], env=env, cwd=ROOT)]
+    roles += [subprocess.Popen([*hookbus, "dispatcher", "--config", str(policy)], env=env, cwd=ROOT)
               for _ in range(dispatchers)]
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline:

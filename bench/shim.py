@@ -15,7 +15,7 @@ machine with the same interpreter (the venv's, which the ``hookbus`` console scr
 
 Before measuring, ``bus/`` is byte-compiled (``compileall``), as ``pip install`` does: with
 ``PYTHONDONTWRITEBYTECODE=1`` (common in dev shells and CI) an editable checkout would
-otherwise recompile ``bus.cli`` and ``bus.shim`` on every run (~9 ms) and measure that.
+otherwise recompile ``hookbus.cli`` and ``hookbus.shim`` on every run (~9 ms) and measure that.
 
 Usage: ``python bench/shim.py [--runs 200]``. Prints a markdown table (``--json`` for JSON).
 """
@@ -34,8 +34,8 @@ import time
 import urllib.request
 from pathlib import Path
 
-from bus.redis_server import free_port
-from bus.shim import post
+from hookbus.redis_server import free_port
+from hookbus.shim import post
 
 ROOT = Path(__file__).resolve().parent.parent
 PY = sys.executable

@@ -105,7 +105,7 @@ _CATALOGUE: Final = (
     _spec("Elicitation", True, "mcp_server_name", _NO_LLM, ("action", "content")),
     _spec("ElicitationResult", True, "mcp_server_name", _NO_LLM, ("action", "content")),
     _spec("SessionEnd", False, "reason", _NO_LLM),
-    # The "Chapter 19" HookEngine (seed 001): continue / block / modify.
+    # The "Chapter 19" LocalHooks (seed 001): continue / block / modify.
     _spec("Start", True, None, ALL_HANDLER_TYPES, ("additionalContext",), top_level_decision=True,
           sources=("seed",)),
     _spec("PreSampling", True, None, ALL_HANDLER_TYPES, ("updatedMessages", "additionalContext"),

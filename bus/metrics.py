@@ -88,6 +88,14 @@ def render() -> tuple[bytes, str]:
     return generate_latest(), CONTENT_TYPE_LATEST
 
 
+def start_http_server(port: int | None, host: str = "127.0.0.1") -> None:
+    """Serve this process's metrics on ``host:port`` (nothing when no port is given)."""
+    if port:
+        import prometheus_client
+
+        prometheus_client.start_http_server(port, addr=host)
+
+
 __all__ = [
     "ASYNC_JOBS",
     "DEAD_LETTERS",
@@ -106,4 +114,5 @@ __all__ = [
     "event_label",
     "hook_duration",
     "render",
+    "start_http_server",
 ]

@@ -6,7 +6,7 @@ event arrives, the dispatcher runs the event's callbacks in registration order w
 typed hook input (:class:`bus.models.HookInput`) and stops at the first one that returns
 something other than ``None``: that answer *intercepts* (seed 003's interceptor rule), and
 is read like a ``function`` handler's return value (a string blocks with that reason, a
-dict is Claude Code output JSON, ...; see :mod:`workers.function`).
+dict is Claude Code output JSON, ...; see :mod:`workers.handlers.function`).
 
 ::
 

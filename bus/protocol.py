@@ -70,6 +70,15 @@ class Request:
             fields["dc"] = self.dialect
         return fields
 
+    def to_job(self) -> dict[str, str | int]:
+        """The same fields as :meth:`encode`, as JSON-safe values (for arq jobs)."""
+        return {key: value.decode() if isinstance(value, bytes) else value for key, value in self.encode().items()}
+
+    @classmethod
+    def from_job(cls, data: Mapping[str, Any]) -> Request:
+        """Inverse of :meth:`to_job`."""
+        return cls.decode({key.encode(): str(value).encode() for key, value in data.items()})
+
     @classmethod
     def decode(cls, fields: Mapping[bytes, bytes]) -> Request:
         try:

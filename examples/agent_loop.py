@@ -4,7 +4,7 @@
     python examples/agent_loop.py --url http://127.0.0.1:8787
 
 The "model" is a fixed script of tool calls. Around it the loop emits SessionStart,
-UserPromptSubmit, PreToolUse, PostToolUse and Stop through the SDK (a :class:`HookEngine`
+UserPromptSubmit, PreToolUse, PostToolUse and Stop through the SDK (a :class:`LocalHooks`
 with one local hook in front of a :class:`HookBusClient`) and follows the central
 decisions: a blocked call is not run and the reason goes back to the "model", a modified
 input is what runs, added context is handed to the "model", and a blocked Stop makes the
@@ -18,8 +18,8 @@ import json
 import sys
 from typing import Any
 
-from bus.adapter import HookEngine
-from bus.client import Decision, HookBusClient
+from hookbus.client import Decision, HookBusClient
+from hookbus.local_hooks import LocalHooks
 
 PROMPT = "Tidy up the build directory and write down what is left to do."
 #: The scripted "model": the tool calls of each turn (the second turn comes after a blocked Stop).
@@ -62,7 +62,7 @@ def run_tool(name: str, tool_input: dict[str, Any]) -> dict[str, Any]:
     return {"type": "create", "filePath": tool_input.get("file_path"), "content": tool_input.get("content", "")}
 
 
-def agent_loop(engine: HookEngine) -> dict[str, int]:
+def agent_loop(engine: LocalHooks) -> dict[str, int]:
     """Run the script through the hooks; returns counts for the summary line."""
     counts = {"tool_calls": 0, "blocked": 0, "modified": 0, "context": 0, "turns": 0}
     context: list[str] = []
@@ -123,7 +123,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--fail-closed", action="store_true", help="treat an unreachable gateway as a block")
     args = parser.parse_args(argv)
     with HookBusClient(args.url, fail_closed=args.fail_closed) as client:
-        engine = HookEngine(client)
+        engine = LocalHooks(client)
         # A local hook (seed 003's log_hook) runs before the central policy is asked.
         engine.register_hook("PreToolUse", lambda hook_input: say("local", f"about to call {hook_input['tool_name']}"))
         say("session", f"{client.session_id} -> {client.url}")

@@ -39,8 +39,8 @@ from bus.settings import Settings
 from workers.context import Services
 from workers.engine import Engine, Evaluation
 from workers.outbox import Outbox
+from workers.queue import arq_pool, make_enqueue
 from workers.runners import default_runners
-from workers.tasks import arq_pool, make_enqueue
 
 logger = logging.getLogger("hookbus.dispatcher")
 

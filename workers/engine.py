@@ -34,7 +34,7 @@ from bus.policy import HandlerEntry, Policy
 from bus.protocol import Request
 from bus.results import HandlerResult, Outcome
 from workers.context import HookContext, Runner, Services, default_timeout_s
-from workers.function import run_plugins
+from workers.handlers.function import run_plugins
 
 logger = logging.getLogger("hookbus.dispatcher")
 

@@ -16,13 +16,13 @@ from workers.context import HookContext, Runner
 logger = logging.getLogger("hookbus.dispatcher")
 
 RUNNER_MODULES = {
-    "command": "workers.command",
-    "rule": "workers.rule",
-    "http": "workers.http",
-    "prompt": "workers.prompt",
-    "agent": "workers.agent",
-    "mcp_tool": "workers.mcp",
-    "function": "workers.function",
+    "command": "workers.handlers.command",
+    "rule": "workers.handlers.rule",
+    "http": "workers.handlers.http",
+    "prompt": "workers.handlers.prompt",
+    "agent": "workers.handlers.agent",
+    "mcp_tool": "workers.handlers.mcp",
+    "function": "workers.handlers.function",
 }
 
 

@@ -6,6 +6,7 @@ import asyncio
 import gc
 import signal
 
+from bus import metrics
 from bus.policy import Policy
 from bus.settings import Settings
 from workers.dispatcher import Dispatcher
@@ -17,16 +18,9 @@ def install_stop_signals(stop: asyncio.Event) -> None:
         loop.add_signal_handler(sig, stop.set)
 
 
-def start_metrics_server(port: int | None) -> None:
-    if port:
-        from prometheus_client import start_http_server
-
-        start_http_server(port, addr="0.0.0.0")
-
-
 async def serve_dispatcher(settings: Settings, policy: Policy, redis_url: str, metrics_port: int | None = None) -> None:
     """Run one dispatcher until SIGINT/SIGTERM, then drain."""
-    start_metrics_server(metrics_port)
+    metrics.start_http_server(metrics_port)
     stop = asyncio.Event()
     install_stop_signals(stop)
     dispatcher = Dispatcher(settings, policy, redis_url)
@@ -36,4 +30,4 @@ async def serve_dispatcher(settings: Settings, policy: Policy, redis_url: str, m
     await dispatcher.run(stop)
 
 
-__all__ = ["install_stop_signals", "serve_dispatcher", "start_metrics_server"]
+__all__ = ["install_stop_signals", "serve_dispatcher"]

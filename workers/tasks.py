@@ -1,12 +1,10 @@
-"""Async (fire-and-forget) hooks on the arq queue.
+"""The arq worker that runs async (fire-and-forget) hooks.
 
-A handler with ``async: true`` is not run by the dispatcher: the dispatcher enqueues a job
-(id = event id + handler id, so a re-delivered event does not run it twice) and answers at
-once. The worker runs the handler with its own timeout; a failed run is retried with
-backoff up to ``MAX_TRIES`` and then counted as ``dead``. As in Claude Code, the decision
-fields of an async hook have no effect; its ``additionalContext`` and ``systemMessage`` are
-kept for the session and delivered with the next blocking decision (the next turn).
-Jobs are serialised as JSON, never pickle: Redis content must not become code.
+:mod:`workers.queue` puts the jobs on the queue. The worker runs the handler with its own
+timeout; a failed run is retried with backoff up to ``MAX_TRIES`` and then counted as
+``dead``. As in Claude Code, the decision fields of an async hook have no effect; its
+``additionalContext`` and ``systemMessage`` are kept for the session and delivered with the
+next blocking decision (the next turn). Jobs are JSON, never pickle.
 """
 
 from __future__ import annotations
@@ -22,14 +20,13 @@ from arq.connections import ArqRedis
 from arq.worker import Worker, func
 
 from bus import metrics
-from bus.connection import redis_errors
-from bus.errors import BusUnavailable
 from bus.keys import Keyspace
-from bus.policy import HandlerEntry, Policy
+from bus.policy import Policy
 from bus.protocol import Request
 from bus.results import HandlerResult, Outcome
 from bus.settings import Settings
 from workers.context import HookContext, Runner, Services
+from workers.queue import JOB_FUNCTION, arq_pool
 
 logger = logging.getLogger("hookbus.worker")
 
@@ -38,45 +35,6 @@ MAX_TRIES = 3
 RETRY_BASE_S = 2.0
 CONTEXT_TTL_S = 3600
 MAX_PENDING_CONTEXT = 50
-
-
-def job_id(request: Request, entry: HandlerEntry) -> str:
-    return f"{request.event_id}:{entry.handler_id}"
-
-
-def request_to_job(request: Request) -> dict[str, Any]:
-    return {"id": request.event_id, "ev": request.event, "tn": request.tenant, "ts": request.received_ms,
-            "p": request.payload.decode("utf-8", "replace")}
-
-
-def request_from_job(data: dict[str, Any]) -> Request:
-    return Request(event_id=data["id"], event=data["ev"], tenant=data["tn"], payload=data["p"].encode(),
-                   received_ms=int(data["ts"]))
-
-
-def arq_pool(redis_url: str) -> ArqRedis:
-    """An arq connection that (de)serialises jobs as JSON."""
-    # from_url, so that the client owns (and closes) its connection pool.
-    pool: ArqRedis = ArqRedis.from_url(redis_url, socket_connect_timeout=1.0)
-    pool.job_serializer = orjson.dumps
-    pool.job_deserializer = orjson.loads
-    return pool
-
-
-def make_enqueue(arq: ArqRedis, keys: Keyspace) -> Any:
-    """The dispatcher's ``enqueue`` callback for async handlers."""
-
-    async def enqueue(ctx: HookContext) -> None:
-        try:
-            with redis_errors():
-                await arq.enqueue_job("run_async_hook", request_to_job(ctx.request), ctx.entry.handler_id,
-                                      _job_id=job_id(ctx.request, ctx.entry), _queue_name=keys.arq_queue)
-            metrics.ASYNC_JOBS.labels("queued").inc()
-        except BusUnavailable as exc:
-            logger.warning("could not queue async hook %s: %s", ctx.entry.handler_id, exc)
-            metrics.ASYNC_JOBS.labels("failed").inc()
-
-    return enqueue
 
 
 async def deliver_later(redis: ArqRedis, keys: Keyspace, request: Request, result: HandlerResult) -> None:
@@ -100,7 +58,7 @@ async def run_async_hook(ctx: dict[str, Any], job: dict[str, Any], handler_id: s
     """The arq job: run one async handler on one event."""
     policy: Policy = ctx["policy"]
     runners: dict[str, Runner] = ctx["runners"]
-    request = request_from_job(job)
+    request = Request.from_job(job)
     entry = next((e for e in policy.entries(request.event) if e.handler_id == handler_id), None)
     if entry is None:
         metrics.ASYNC_JOBS.labels("failed").inc()
@@ -137,7 +95,7 @@ def build_worker(settings: Settings, policy: Policy, redis_url: str, *, burst: b
 
     pool = arq_pool(redis_url)
     return Worker(
-        functions=[func(run_async_hook, name="run_async_hook", max_tries=MAX_TRIES)],
+        functions=[func(run_async_hook, name=JOB_FUNCTION, max_tries=MAX_TRIES)],
         queue_name=settings.keys.arq_queue,
         redis_pool=pool,
         burst=burst,
@@ -154,9 +112,7 @@ def build_worker(settings: Settings, policy: Policy, redis_url: str, *, burst: b
 
 async def serve_worker(settings: Settings, policy: Policy, redis_url: str, metrics_port: int | None = None) -> None:
     """Run the arq worker until SIGINT/SIGTERM."""
-    from workers.service import start_metrics_server
-
-    start_metrics_server(metrics_port)
+    metrics.start_http_server(metrics_port)
     worker = build_worker(settings, policy, redis_url)
     try:
         await worker.async_run()
@@ -166,4 +122,4 @@ async def serve_worker(settings: Settings, policy: Policy, redis_url: str, metri
         await worker.close()
 
 
-__all__ = ["arq_pool", "build_worker", "make_enqueue", "run_async_hook", "serve_worker"]
+__all__ = ["build_worker", "deliver_later", "run_async_hook", "serve_worker"]

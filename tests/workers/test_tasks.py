@@ -11,7 +11,7 @@ import pytest
 
 from bus.protocol import Request, now_ms
 from tests.conftest import metric
-from workers import tasks
+from workers import queue, tasks
 from workers.tasks import build_worker
 
 CONTEXT = {"hookSpecificOutput": {"hookEventName": "PostToolUse", "additionalContext": "lint: 2 warnings"}}
@@ -96,7 +96,7 @@ async def test_a_redelivered_event_queues_its_async_hook_once(platform: Callable
     async with platform(policy(tmp_path, "true")) as p:
         arq = ArqRedis.from_url(p.settings.redis_url)
         try:
-            enqueue = tasks.make_enqueue(arq, p.settings.keys)
+            enqueue = queue.make_enqueue(arq, p.settings.keys)
             entry = p.policy.entries("PostToolUse")[0]
             request = Request("ev-1", "PostToolUse", "default", json.dumps(post_tool_use()).encode(), now_ms())
             ctx = HookContext(request, post_tool_use(), entry, p.policy, 5.0)

@@ -1,6 +1,6 @@
-"""``function`` handlers and plugin callbacks (:mod:`workers.function`, :mod:`bus.plugins`).
+"""``function`` handlers and plugin callbacks (:mod:`workers.handlers.function`, :mod:`bus.plugins`).
 
-The callables under test live in this module and are named ``tests.workers.test_function:<attr>``
+The callables under test live in this module and are named ``tests.workers.handlers.test_function:<attr>``
 in policies: the runner imports this very module, so tests and callables share its globals.
 Runner tests build a :class:`HookContext` by hand; the others go through the full path (a live
 gateway and an in-process dispatcher). Blocking functions wait on ``threading.Event`` s that
@@ -25,10 +25,10 @@ from bus.policy import policy_from_text
 from bus.protocol import Request, now_ms
 from bus.results import HandlerResult, Outcome
 from tests.conftest import BusProbe, async_wait_for
-from workers import function
 from workers.context import HookContext
+from workers.handlers import function
 
-ME = "tests.workers.test_function"
+ME = "tests.workers.handlers.test_function"
 SEEN: list[HookInput] = []
 THREADS: list[str] = []
 NOT_CALLABLE = 42

@@ -2,12 +2,12 @@
 
 Modelled on the seed designs: the registry of seed 003 (``register_hook`` /
 ``trigger_hooks``, where the first callback that returns something other than None
-intercepts) and the ``emit`` of seed 001's HookEngine (handlers run in registration order,
+intercepts) and the ``emit`` of seed 001's LocalHooks (handlers run in registration order,
 a block ends the run at once, a modification updates the context for the next handler).
 ``emit`` runs the LOCAL callbacks first, then asks hookbus with the (possibly modified)
 input:
 
-    engine = HookEngine(HookBusClient("http://127.0.0.1:8787"))
+    engine = LocalHooks(HookBusClient("http://127.0.0.1:8787"))
     engine.register("PreToolUse", lambda hook_input: None)          # no opinion
     decision = engine.emit("PreToolUse", tool_name="Bash", tool_input={"command": "ls"})
 
@@ -40,9 +40,9 @@ import logging
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from bus.client import AsyncHookBusClient, Decision, HookBusClient
+from hookbus.client import AsyncHookBusClient, Decision, HookBusClient
 
-logger = logging.getLogger("hookbus.adapter")
+logger = logging.getLogger("hookbus.local_hooks")
 
 Callback = Callable[..., Any]
 
@@ -66,7 +66,7 @@ def as_decision(result: Any) -> Decision | None:
     return Decision.from_output(result, outcome="local")
 
 
-class HookEngine:
+class LocalHooks:
     """Local callbacks per event, optionally backed by a hookbus client (sync or async)."""
 
     def __init__(self, client: HookBusClient | AsyncHookBusClient | None = None, *,
@@ -156,4 +156,4 @@ class HookEngine:
         return state.combine(self.client.emit(event, **fields))
 
 
-__all__ = ["Callback", "HookEngine", "as_decision"]
+__all__ = ["Callback", "LocalHooks", "as_decision"]

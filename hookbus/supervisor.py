@@ -18,13 +18,13 @@ import time
 from pathlib import Path
 
 from bus.children import die_with_parent
-from bus.redis_server import EmbeddedRedis
 from bus.settings import Settings, mask_url
+from hookbus.redis_server import EmbeddedRedis
 
 
 def _child(role: str, args: list[str], env: dict[str, str]) -> subprocess.Popen[bytes]:
     return subprocess.Popen(
-        [sys.executable, "-m", "bus", role, *args], env=env, stdin=subprocess.DEVNULL, preexec_fn=die_with_parent,
+        [sys.executable, "-m", "hookbus", role, *args], env=env, stdin=subprocess.DEVNULL, preexec_fn=die_with_parent,
         process_group=0,  # Ctrl-C reaches only this process, which stops the children in order
     )
 

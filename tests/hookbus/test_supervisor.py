@@ -12,7 +12,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from bus.redis_server import free_port
+from hookbus.redis_server import free_port
 from tests.conftest import REPO, wait_for
 
 POLICY = REPO / "examples" / "policy.yaml"
@@ -51,7 +51,7 @@ def test_up_serves_decisions_and_stops_every_child(tmp_path: Path, stop_signal: 
     port = free_port()
     env = {k: v for k, v in os.environ.items() if not k.startswith("HOOKBUS_")}
     up = subprocess.Popen(
-        [sys.executable, "-m", "bus", "up", "--config", str(POLICY), "--port", str(port), "--dispatchers", "2",
+        [sys.executable, "-m", "hookbus", "up", "--config", str(POLICY), "--port", str(port), "--dispatchers", "2",
          "--state-dir", str(tmp_path / "state")],
         env=env, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
     )
@@ -67,7 +67,7 @@ def test_up_serves_decisions_and_stops_every_child(tmp_path: Path, stop_signal: 
         metrics = httpx.get(f"http://127.0.0.1:{port}/metrics", timeout=5).text
         assert 'hookbus_hook_duration_seconds_count{type="rule"}' in metrics  # the dispatchers' metrics too
 
-        tail = subprocess.run([sys.executable, "-m", "bus", "tail", "--from-start", "--count", "1", "--json"],
+        tail = subprocess.run([sys.executable, "-m", "hookbus", "tail", "--from-start", "--count", "1", "--json"],
                               env={**env, "HOOKBUS_STATE_DIR": str(tmp_path / "state")}, capture_output=True,
                               timeout=30, cwd=REPO)
         record = json.loads(tail.stdout)
@@ -94,7 +94,7 @@ def _alive(pid: int) -> bool:
 def test_up_refuses_a_broken_policy_with_its_errors(tmp_path: Path) -> None:
     bad = tmp_path / "bad.yaml"
     bad.write_text("hooks:\n  PreToolUse:\n    - hooks:\n        - {type: command, command: x, timeout: 0}\n")
-    result = subprocess.run([sys.executable, "-m", "bus", "up", "--config", str(bad), "--port", str(free_port()),
+    result = subprocess.run([sys.executable, "-m", "hookbus", "up", "--config", str(bad), "--port", str(free_port()),
                              "--state-dir", str(tmp_path / "state")], capture_output=True, timeout=30, cwd=tmp_path)
     assert result.returncode == 1
     assert b"bad.yaml:4" in result.stderr and b"timeout" in result.stderr
@@ -104,10 +104,12 @@ def test_policy_check_reports_every_error_with_its_line(tmp_path: Path) -> None:
     bad = tmp_path / "bad.json"
     bad.write_text(json.dumps({"hooks": {"PreToolUse": [{"hooks": [{"type": "command", "command": "x", "bogus": 1}]}],
                                          "Stop": [{"hooks": [{"type": "nope"}]}]}}, indent=2))
-    result = subprocess.run([sys.executable, "-m", "bus", "policy", "check", str(bad)], capture_output=True, timeout=30)
+    result = subprocess.run([sys.executable, "-m", "hookbus", "policy", "check", str(bad)], capture_output=True,
+                            timeout=30)
     assert result.returncode == 1
     lines = result.stderr.decode().splitlines()
     assert any("bogus" in line and line.startswith(f"{bad}:") for line in lines)
     assert any("nope" in line for line in lines)
-    ok = subprocess.run([sys.executable, "-m", "bus", "policy", "check", str(POLICY)], capture_output=True, timeout=30)
+    ok = subprocess.run([sys.executable, "-m", "hookbus", "policy", "check", str(POLICY)], capture_output=True,
+                        timeout=30)
     assert ok.returncode == 0 and ok.stdout.startswith(b"ok: ")

@@ -36,8 +36,8 @@ from tests.workers.llm_server import (
     text,
     tool_call,
 )
-from workers.agent import MAX_TURNS, PAGE, REMINDER, call_tool, recent_events, run
 from workers.context import Services
+from workers.handlers.agent import MAX_TURNS, PAGE, REMINDER, call_tool, recent_events, run
 from workers.llm import ToolUse
 
 BLOCK = {"decision": "block", "reason": REASON}

@@ -1,4 +1,4 @@
-"""End-to-end tests of :mod:`workers.command` with real ``/bin/sh`` subprocesses.
+"""End-to-end tests of :mod:`workers.handlers.command` with real ``/bin/sh`` subprocesses.
 
 Nothing here synchronises with fixed sleeps: waits are conditions polled under a deadline.
 """
@@ -19,7 +19,7 @@ import pytest
 
 from bus.results import HandlerResult, Outcome
 from bus.schema import CommandHandler
-from workers.command import (
+from workers.handlers.command import (
     KILL_GRACE_S,
     hook_env,
     lookup,

@@ -10,9 +10,9 @@ import pytest
 from bus.permissions import parse_rule, rule_matches
 from bus.policy import load_policy
 from bus.schema import RuleHandler
-from workers.rule import evaluate_rules, rule_output
+from workers.handlers.rule import evaluate_rules, rule_output
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 PACK = load_policy([REPO / "examples" / "policy.yaml"])
 
 

@@ -1,7 +1,7 @@
 """Claude Code ``agent`` hooks: a multi-turn LLM loop with tools, ending in ``{"ok", "reason"}``.
 
 The first user message is the handler's prompt with ``$ARGUMENTS`` filled in, exactly as for
-a ``prompt`` hook (:func:`workers.prompt.render_prompt`). The model may then call tools for up
+a ``prompt`` hook (:func:`workers.handlers.prompt.render_prompt`). The model may then call tools for up
 to :data:`MAX_TURNS` LLM calls; tool results go back as ``tool_result`` blocks. The loop ends
 when the model answers with text holding the verdict JSON. A reply with neither a tool call
 nor a verdict gets one reminder; a second one is a non-blocking error, and so is running
@@ -17,7 +17,7 @@ service has no access to them, so it offers what it honestly holds instead:
 * ``hook_input()`` — the current event's input JSON.
 
 **Verdict.** ``ok: false`` is handled like a prompt hook with ``continueOnBlock: true`` and
-without ``impossible`` (spec §3.5): see :func:`workers.prompt.verdict_output`. Agent hooks
+without ``impossible`` (spec §3.5): see :func:`workers.handlers.prompt.verdict_output`. Agent hooks
 do not run on PermissionRequest (skipped, no LLM call).
 """
 
@@ -35,8 +35,8 @@ from bus.protocol import LogRecord, ProtocolError
 from bus.results import HandlerResult, Outcome
 from bus.schema import AgentHandler
 from workers.context import HookContext
+from workers.handlers.prompt import input_json, parse_verdict, render_prompt, verdict_result
 from workers.llm import LlmClient, LlmError, LlmTimeout, ToolUse
-from workers.prompt import input_json, parse_verdict, render_prompt, verdict_result
 
 MAX_TURNS: Final = 50
 MAX_TOKENS: Final = 1024

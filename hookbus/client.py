@@ -32,7 +32,7 @@ from typing import Any, Literal, Self
 
 import httpx
 
-from bus.shim import hook_url
+from hookbus.shim import hook_url
 
 logger = logging.getLogger("hookbus.client")
 

@@ -22,7 +22,7 @@ def _common(parser: argparse.ArgumentParser) -> None:
 def build_parser() -> argparse.ArgumentParser:
     import argparse
 
-    from bus.install import add_install_arguments
+    from hookbus.install import add_install_arguments
 
     parser = argparse.ArgumentParser(prog="hookbus", description="A central hook platform for coding agents.")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
@@ -80,19 +80,19 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     arguments = list(sys.argv[1:] if argv is None else argv)
     if arguments[:1] == ["hook"]:
-        # The hot path: no argparse, no bus.commands; bus.shim parses its three flags itself
+        # The hot path: no argparse, no hookbus.commands; hookbus.shim parses its three flags itself
         # and hands anything else (--help, mistakes) back to argparse below.
-        from bus.shim import main as hook_main
+        from hookbus.shim import main as hook_main
 
         code = hook_main(arguments[1:])
         if code is not None:
             return code
     args = build_parser().parse_args(arguments)
     if args.command == "hook":
-        from bus.shim import run_hook
+        from hookbus.shim import run_hook
 
         return run_hook(args.url, args.timeout, args.fail_closed)
-    from bus.commands import run_command_line
+    from hookbus.commands import run_command_line
 
     return run_command_line(args)
 

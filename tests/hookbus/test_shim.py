@@ -1,6 +1,6 @@
 """``hookbus hook``, the agent-side command shim, run as the real console command.
 
-Every test starts ``.venv/bin/hookbus hook`` (or ``python -m bus hook``) as a subprocess with
+Every test starts ``.venv/bin/hookbus hook`` (or ``python -m hookbus hook``) as a subprocess with
 a hook input on stdin, exactly as Claude Code runs a command hook, against a live platform,
 a dead port, a port that never answers, or a tiny stdlib HTTP server with odd replies.
 """
@@ -23,9 +23,9 @@ from typing import Any
 
 import pytest
 
-from bus.redis_server import free_port
 from bus.settings import Tokens
-from bus.shim import _split, _unchunk, hook_url, parse_args
+from hookbus.redis_server import free_port
+from hookbus.shim import _split, _unchunk, hook_url, parse_args
 from tests.conftest import REPO, BusProbe, async_wait_for
 
 DENY_RM = """
@@ -38,9 +38,9 @@ hooks:
 """
 NO_DISPATCHER = DENY_RM.replace("2.0", "0.3")
 CONSOLE = Path(sys.executable).with_name("hookbus")
-COMMAND = [str(CONSOLE)] if CONSOLE.exists() else [sys.executable, "-m", "bus"]
+COMMAND = [str(CONSOLE)] if CONSOLE.exists() else [sys.executable, "-m", "hookbus"]
 HEAVY = ("pydantic", "redis", "httpx", "orjson", "yaml", "uvicorn", "starlette", "argparse", "typing",
-         "urllib.request", "http.client", "ssl", "email", "bus.commands", "bus.models")
+         "urllib.request", "http.client", "ssl", "email", "hookbus.commands", "bus.models")
 
 
 def bash(command: str, session: str) -> bytes:
@@ -216,7 +216,7 @@ def test_the_hook_path_imports_only_the_standard_library() -> None:
     probe = (
         "import sys\n"
         "sys.argv = ['hookbus', 'hook', '--url', sys.argv[1]]\n"
-        "from bus.cli import main\n"
+        "from hookbus.cli import main\n"
         "code = main()\n"
         "print(' '.join(sorted(sys.modules)), file=sys.stderr)\n"
     )
@@ -224,14 +224,14 @@ def test_the_hook_path_imports_only_the_standard_library() -> None:
     done = subprocess.run([sys.executable, "-c", probe, url], input=bash("ls", "s"), capture_output=True,
                           env=clean_env(), cwd=REPO, timeout=30, check=True)
     loaded = set(done.stderr.decode().splitlines()[-1].split())
-    assert "bus.shim" in loaded and "_socket" in loaded
+    assert "hookbus.shim" in loaded and "_socket" in loaded
     # Not even socket.py (4 ms of enum conversions) nor the idna codec: _socket and a bytes host.
     assert not {m for m in loaded for heavy in (*HEAVY, "socket", "encodings.idna")
                 if m == heavy or m.startswith(heavy + ".")}
 
 
 def test_importing_the_cli_and_shim_pulls_in_nothing_heavy() -> None:
-    probe = "import sys, bus.cli, bus.shim, bus.install; print(' '.join(sorted(sys.modules)))"
+    probe = "import sys, hookbus.cli, hookbus.shim, hookbus.install; print(' '.join(sorted(sys.modules)))"
     loaded = set(subprocess.run([sys.executable, "-c", probe], capture_output=True, check=True, cwd=REPO,
                                 timeout=30).stdout.decode().split())
     assert not loaded & {"pydantic", "redis", "httpx", "orjson", "yaml"}
@@ -265,7 +265,7 @@ def test_hook_url_and_split(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def test_run_hook_in_process_never_raises(capsys: pytest.CaptureFixture[str]) -> None:
-    from bus.shim import run_hook
+    from hookbus.shim import run_hook
 
     with contextlib.suppress(SystemExit):
         assert run_hook("not a url at all", 0.2, True, stdin=b"{}") == 2

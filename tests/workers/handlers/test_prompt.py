@@ -33,8 +33,8 @@ from tests.workers.llm_server import (
     text,
 )
 from workers.context import Services
+from workers.handlers.prompt import DEFAULT_REASON, render_prompt, run
 from workers.llm import LlmClient
-from workers.prompt import DEFAULT_REASON, render_prompt, run
 
 
 @pytest.fixture(autouse=True)

@@ -23,11 +23,11 @@ from typing import Any
 import httpx
 import pytest
 
-from bus.cli import main
 from bus.errors import ConfigError
 from bus.events import CLAUDE_EVENTS
-from bus.install import DEFAULT_EVENTS, OPT_IN_EVENTS, InstallPlan, is_hookbus_handler, merge, settings_path
 from bus.settings import Tokens
+from hookbus.cli import main
+from hookbus.install import DEFAULT_EVENTS, OPT_IN_EVENTS, InstallPlan, is_hookbus_handler, merge, settings_path
 from tests.conftest import REPO, BusProbe, async_wait_for
 
 SCHEMA_PATH = REPO / "tests" / "data" / "claude-code-settings.schema.json"
@@ -176,7 +176,7 @@ def test_reinstall_updates_in_place_and_uninstall_is_exact(tmp_path: Path) -> No
 def test_a_handler_is_ours_only_by_its_exact_shape() -> None:
     plan = InstallPlan(url=URL)
     assert is_hookbus_handler(plan.handler("Stop")) and is_hookbus_handler(plan.handler("SessionStart"))
-    assert is_hookbus_handler({"type": "command", "command": "python -m bus hook --url=http://x/v1/hooks"})
+    assert is_hookbus_handler({"type": "command", "command": "python -m hookbus hook --url=http://x/v1/hooks"})
     assert is_hookbus_handler(plan.handler("Stop"), url="http://127.0.0.1:8787")
     assert not is_hookbus_handler(plan.handler("Stop"), url="http://other:1")
     not_ours = [
@@ -227,7 +227,7 @@ def test_errors_and_notes(tmp_path: Path, capsys: pytest.CaptureFixture[str]) ->
 
 
 def test_the_console_command(tmp_path: Path) -> None:
-    done = subprocess.run([sys.executable, "-m", "bus", "install", "claude", "--events", "Stop"], cwd=tmp_path,
+    done = subprocess.run([sys.executable, "-m", "hookbus", "install", "claude", "--events", "Stop"], cwd=tmp_path,
                           capture_output=True, text=True, timeout=60, check=False)
     assert done.returncode == 0, done.stderr
     assert "1 http hooks and 0 command hooks" in done.stdout

@@ -68,13 +68,13 @@ def _dispatch(args: argparse.Namespace) -> int:
     if args.command == "emit":
         return emit(args)
     if args.command == "install":
-        from bus.install import run_install
+        from hookbus.install import run_install
 
         return run_install(args)
     settings = _settings(args)
     _setup_logging(settings)
     if args.command == "tail":
-        from bus.tail import tail
+        from hookbus.tail import tail
 
         asyncio.run(tail(_require_redis(settings, embedded_ok=True), settings.keys, as_json=args.json,
                          from_start=args.from_start, count=args.count))
@@ -85,7 +85,7 @@ def _dispatch(args: argparse.Namespace) -> int:
     for note in policy.notes:
         logger.info("policy: %s", note)
     if args.command == "up":
-        from bus.supervisor import run_platform
+        from hookbus.supervisor import run_platform
 
         return run_platform(settings, dispatchers=args.dispatchers)
     if args.command == "gateway":
@@ -126,7 +126,7 @@ def emit(args: argparse.Namespace) -> int:
     """``hookbus emit``: send one event by hand and print the decision."""
     import httpx
 
-    from bus.shim import DEFAULT_URL
+    from hookbus.shim import DEFAULT_URL
 
     hook_input: dict[str, Any] = {
         "hook_event_name": args.event,

@@ -11,7 +11,7 @@ a handler, so there is no marker field; a handler is hookbus's by its exact shap
 handler whose headers are exactly ``{"Authorization": "Bearer $HOOKBUS_TOKEN"}`` and whose
 ``allowedEnvVars`` is exactly ``["HOOKBUS_TOKEN"]``, posting to a ``/v1/hooks`` URL; a
 command handler whose command is ``hookbus hook ... --url ...`` (any path to ``hookbus``, or
-``python -m bus hook``). Installing again updates those handlers in place (same position),
+``python -m hookbus hook``). Installing again updates those handlers in place (same position),
 so a second run changes nothing; ``--uninstall`` removes exactly them, plus the matcher
 groups and event lists that only held them (``--url`` narrows it to one gateway). The one
 thing an uninstall cannot tell apart is an event list that was already empty before the
@@ -43,7 +43,7 @@ from typing import Any
 
 from bus.errors import ConfigError
 from bus.events import CLAUDE_EVENTS, NO_HTTP_EVENTS
-from bus.shim import hook_url
+from hookbus.shim import hook_url
 
 TOKEN_ENV = "HOOKBUS_TOKEN"  # noqa: S105 (a variable name, not a secret)
 AUTH_HEADERS = {"Authorization": f"Bearer ${TOKEN_ENV}"}
@@ -137,7 +137,7 @@ def _handler_url(handler: dict[str, Any]) -> str | None:
         return None
     if len(argv) >= 2 and os.path.basename(argv[0]) == "hookbus" and argv[1] == "hook":
         flags = argv[2:]
-    elif len(argv) >= 4 and argv[1:4] == ["-m", "bus", "hook"]:
+    elif len(argv) >= 4 and argv[1:4] == ["-m", "hookbus", "hook"]:
         flags = argv[4:]
     else:
         return None

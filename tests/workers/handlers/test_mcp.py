@@ -1,4 +1,4 @@
-"""``mcp_tool`` handlers (:mod:`workers.mcp`) against a real MCP server.
+"""``mcp_tool`` handlers (:mod:`workers.handlers.mcp`) against a real MCP server.
 
 Each test starts its own server: the ``mcp`` SDK's FastMCP with the streamable HTTP
 transport, served by uvicorn in the test's event loop on a free 127.0.0.1 port, and stopped at
@@ -21,12 +21,12 @@ from mcp.server.fastmcp import FastMCP
 
 from bus.policy import policy_from_text
 from bus.protocol import Request, now_ms
-from bus.redis_server import free_port
 from bus.results import HandlerResult, Outcome
 from bus.settings import Settings
+from hookbus.redis_server import free_port
 from tests.conftest import BusProbe, async_wait_for
-from workers import mcp
 from workers.context import HookContext, Services
+from workers.handlers import mcp
 
 LOOPBACK = {"http": {"allowedNetworks": ["127.0.0.0/8"]}}
 

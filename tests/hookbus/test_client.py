@@ -1,4 +1,4 @@
-"""The SDK (bus.client) and the in-process adapter (bus.adapter) against a live platform.
+"""The SDK (hookbus.client) and the in-process adapter (hookbus.local_hooks) against a live platform.
 
 The central policy denies, asks and allows with ``rule`` handlers, rewrites a tool input
 and adds context with ``command`` hooks (real subprocesses run by the dispatcher), so every
@@ -19,10 +19,10 @@ from typing import Any
 
 import pytest
 
-from bus.adapter import HookEngine, as_decision
-from bus.client import AsyncHookBusClient, Decision, HookBusClient
-from bus.redis_server import free_port
 from bus.settings import Tokens
+from hookbus.client import AsyncHookBusClient, Decision, HookBusClient
+from hookbus.local_hooks import LocalHooks, as_decision
+from hookbus.redis_server import free_port
 from tests.conftest import REPO, BusProbe, async_wait_for
 
 REWRITE = """\
@@ -215,7 +215,7 @@ def test_decision_from_output() -> None:
 
 
 def test_trigger_hooks_is_seed_003() -> None:
-    engine, calls = HookEngine(), []
+    engine, calls = LocalHooks(), []
 
     def log_hook(name: str) -> Callable[[str], None]:
         return lambda block: calls.append(name)
@@ -233,7 +233,7 @@ def test_local_results_and_blocks_without_a_bus() -> None:
     assert as_decision(None) is None and as_decision({"action": "continue"}) is None
     assert as_decision("nope") == Decision(blocked=True, reason="nope", outcome="local")
     assert as_decision({"action": "modify", "modifications": {"args": {"a": 1}}}).updated_input == {"a": 1}  # type: ignore[union-attr]
-    engine, seen = HookEngine(), []
+    engine, seen = LocalHooks(), []
     engine.register("PreToolUse", lambda i: {"action": "modify", "modifications": {"args": {"command": "ls -l"}}})
 
     def ask(hook_input: dict[str, Any]) -> dict[str, Any]:
@@ -251,7 +251,7 @@ def test_local_results_and_blocks_without_a_bus() -> None:
 
     engine.register("Stop", boom)
     assert not engine.emit("Stop").blocked
-    closed = HookEngine(fail_closed=True)
+    closed = LocalHooks(fail_closed=True)
     closed.register("Stop", boom)
     assert "bug in a hook" in (closed.emit("Stop").reason or "")
 
@@ -260,7 +260,7 @@ async def test_adapter_composes_local_hooks_with_the_bus(platform: Callable[...,
                                                          tmp_path: Path) -> None:
     async with platform(policy(tmp_path)) as p:
         client = AsyncHookBusClient(p.url, session_id="adapter")
-        engine = HookEngine(client)
+        engine = LocalHooks(client)
         engine.register("PreToolUse", lambda i: "local says no" if "shred" in i["tool_input"]["command"] else None)
 
         async def escalate(hook_input: dict[str, Any]) -> Any:

@@ -1,3 +1,0 @@
-from bus.cli import main
-
-raise SystemExit(main())

@@ -1,0 +1,3 @@
+from hookbus.cli import main
+
+raise SystemExit(main())
