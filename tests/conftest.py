@@ -29,9 +29,9 @@ from bus.connection import connect
 from bus.keys import DISPATCH_GROUP, Keyspace
 from bus.policy import Policy, load_policy
 from bus.protocol import LogRecord
-from bus.redis_server import EmbeddedRedis, free_port
 from bus.settings import Settings
 from gateway.app import create_app
+from hookbus.redis_server import EmbeddedRedis, free_port
 from workers.dispatcher import Dispatcher
 
 REPO = Path(__file__).resolve().parent.parent
@@ -217,7 +217,7 @@ def children() -> Iterator[list[subprocess.Popen[bytes]]]:
 def hookbus_process(role: str, *args: str, env: dict[str, str] | None = None) -> subprocess.Popen[bytes]:
     """A real ``hookbus <role>`` child process."""
     full_env = {**os.environ, **(env or {})}
-    return subprocess.Popen([sys.executable, "-m", "bus", role, *args], env=full_env, stdin=subprocess.DEVNULL,
+    return subprocess.Popen([sys.executable, "-m", "hookbus", role, *args], env=full_env, stdin=subprocess.DEVNULL,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=REPO)
 
 

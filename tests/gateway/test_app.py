@@ -15,8 +15,8 @@ import httpx
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from bus.redis_server import free_port
 from bus.settings import Tokens
+from hookbus.redis_server import free_port
 from tests.conftest import BusProbe, async_wait_for, hookbus_process, port_open, wait_for
 
 DENY_RM = """

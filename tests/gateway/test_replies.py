@@ -10,8 +10,8 @@ import pytest_asyncio
 
 from bus.connection import connect
 from bus.protocol import Reply
-from bus.redis_server import EmbeddedRedis
 from gateway.replies import ReplyWaiter
+from hookbus.redis_server import EmbeddedRedis
 from tests.conftest import BusProbe, async_wait_for
 from workers.dispatcher import Dispatcher
 
