@@ -23,7 +23,7 @@ def err(reason: str = "boom", **kw: Any) -> HandlerResult:
     return HandlerResult(Outcome.ERROR, reason=reason, **kw)
 
 
-def timeout(reason: str = "timed out after 2s", **kw: Any) -> HandlerResult:
+def timeout(reason: str | None = "timed out after 2s", **kw: Any) -> HandlerResult:
     return HandlerResult(Outcome.TIMEOUT, reason=reason, **kw)
 
 

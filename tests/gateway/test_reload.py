@@ -23,7 +23,7 @@ async def test_edited_policy_is_enforced_without_restart(redis_url: str, tmp_pat
 
         async def denied() -> bool:
             answer = (await p.post(RM)).json()
-            return answer.get("hookSpecificOutput", {}).get("permissionDecision") == "deny"
+            return bool(answer.get("hookSpecificOutput", {}).get("permissionDecision") == "deny")
 
         await async_wait_for(denied, timeout_s=10, interval_s=0.1)
         ready = (await p.client.get(f"{p.url}/readyz")).json()

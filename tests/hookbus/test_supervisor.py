@@ -30,7 +30,8 @@ def children_of(pid: int) -> set[int]:
             fields = stat.rsplit(")", 1)[1].split()
             if fields[0] != "Z":
                 parents[int(entry.name)] = int(fields[1])
-    found, frontier = set(), {pid}
+    found: set[int] = set()
+    frontier = {pid}
     while frontier:
         frontier = {child for child, parent in parents.items() if parent in frontier} - found
         found |= frontier

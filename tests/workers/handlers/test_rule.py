@@ -111,7 +111,7 @@ def test_the_fast_path_agrees_with_rule_by_rule_matching(command: str) -> None:
         found = evaluate_rules(handler, bash(command, "/p"))
         assert (found[0] if found else None) == slow
         if found:
-            assert rule_matches(parse_rule(found[1]), "Bash", {"command": command}, "/p", kind=found[0])
+            assert rule_matches(parse_rule(found[1]), "Bash", {"command": command}, "/p", kind=found[0])  # type: ignore[arg-type]
 
 
 @pytest.mark.parametrize(("event", "verdict", "expected"), [
