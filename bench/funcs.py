@@ -1,4 +1,4 @@
-"""A ``function`` handler for the handler-cost benchmark: the same check as the rule pack's seed rule."""
+"""A ``function`` handler for the handler-cost benchmark: the same check as the example policy's sudo / rm -rf rule."""
 
 from __future__ import annotations
 

@@ -4,7 +4,7 @@ Generated from the ``properties`` of SchemaStore's Claude Code settings schema
 (``claude-code-settings.schema.json``). The schema is not shipped with hookbus, so the
 list is committed here; regenerate it with::
 
-    python -m hookbus.claude_settings path/to/claude-code-settings.schema.json > new.py
+    python -m bus.claude_settings path/to/claude-code-settings.schema.json > new.py
     mv new.py bus/claude_settings.py
 
 A policy file may be a whole Claude Code settings file: the keys in :data:`HOOK_KEYS` are
@@ -184,7 +184,7 @@ def render(schema_path: str | Path) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """``python -m hookbus.claude_settings SCHEMA.json``: print the regenerated module."""
+    """``python -m bus.claude_settings SCHEMA.json``: print the regenerated module."""
     args = sys.argv[1:] if argv is None else argv
     if len(args) != 1:
         print("usage: python -m hookbus.claude_settings SCHEMA.json", file=sys.stderr)

@@ -3,10 +3,14 @@
     HookBusError
     ├── ConfigError            bad settings or CLI arguments
     │   └── PolicyError        a policy file that does not load or validate
+    │   └── PluginError        a plugin module that cannot be loaded
     ├── BusUnavailable         Redis cannot be reached (the caller fails open)
+    ├── RequestRejected        the gateway refuses a request (4xx with a JSON body)
     ├── HookError              a handler failed: non-blocking, counted as ``hook_error``
     │   ├── HookTimeout        a handler ran past its timeout
     │   └── OutputSchemaError  a handler's JSON output does not fit the event's schema
+    │   ├── PluginCallbackError a plugin callback raised (bus.plugins)
+    │   └── ToolError          an agent hook's tool call failed (workers.handlers.agent)
     └── RedisServerError       the embedded Redis server would not start
 
 Dependency errors (redis-py, httpx, OSError) are mapped to these at the boundary with
@@ -49,8 +53,20 @@ class PolicyError(ConfigError):
         super().__init__("\n".join(str(p) for p in problems))
 
 
+class PluginError(ConfigError):
+    """A plugin module that cannot be imported or registered."""
+
+
 class BusUnavailable(HookBusError):
     """Redis cannot be reached or did not answer in time."""
+
+
+class RequestRejected(HookBusError):
+    """A request the gateway refuses: a 4xx status, an error code and a JSON body."""
+
+    def __init__(self, status: int, code: str, detail: str, headers: dict[str, str] | None = None) -> None:
+        super().__init__(detail)
+        self.status, self.code, self.detail, self.headers = status, code, detail, headers or {}
 
 
 class HookError(HookBusError):
@@ -76,7 +92,9 @@ __all__ = [
     "HookError",
     "HookTimeout",
     "OutputSchemaError",
+    "PluginError",
     "PolicyError",
     "PolicyProblem",
     "RedisServerError",
+    "RequestRejected",
 ]

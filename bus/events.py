@@ -1,4 +1,8 @@
-"""The event catalogue: Claude Code's 33 hook events plus the seed designs' own.
+"""The event catalogue: Claude Code's 33 hook events plus four agent-loop events.
+
+The agent-loop events (``Start``, ``PreSampling``, ``PostSampling``, ``Error``; source
+``"seed"``) come from in-process LocalHooks-style engines whose callbacks answer
+``continue`` / ``block`` / ``modify``.
 
 For every event the catalogue says whether an agent waits for a decision (``blocking``),
 which input field its group ``matcher`` is tested against, which handler types Claude Code
@@ -105,7 +109,7 @@ _CATALOGUE: Final = (
     _spec("Elicitation", True, "mcp_server_name", _NO_LLM, ("action", "content")),
     _spec("ElicitationResult", True, "mcp_server_name", _NO_LLM, ("action", "content")),
     _spec("SessionEnd", False, "reason", _NO_LLM),
-    # The "Chapter 19" LocalHooks (seed 001): continue / block / modify.
+    # Agent-loop events of LocalHooks-style engines (source "seed"): continue / block / modify.
     _spec("Start", True, None, ALL_HANDLER_TYPES, ("additionalContext",), top_level_decision=True,
           sources=("seed",)),
     _spec("PreSampling", True, None, ALL_HANDLER_TYPES, ("updatedMessages", "additionalContext"),

@@ -16,6 +16,7 @@ key                                       type        what it holds
 ``{p}context:{tenant}:{session}``         list        async hooks' context for the next turn
 ``{p}arq:queue``                          zset        the arq queue of async (fire-and-forget) hooks
 ``{p}dispatchers``                        hash        dispatcher heartbeats (consumer -> ms)
+``{p}outcome:{event_id}``                 string      how an event was settled (:mod:`bus.settle`)
 ========================================  ==========  =============================================
 """
 
@@ -26,6 +27,12 @@ from typing import Final
 
 DEFAULT_PREFIX: Final = "hookbus:"
 DISPATCH_GROUP: Final = "dispatchers"
+
+#: Safety caps on the work streams' length. They are queues, not logs: dispatchers trim
+#: acknowledged entries within seconds, so the caps only bind when no dispatcher runs.
+WORK_STREAM_MAXLEN: Final = 1_000_000
+#: Entries kept in the dead-letter stream.
+DEAD_LETTER_MAXLEN: Final = 100_000
 
 
 @dataclasses.dataclass(frozen=True)
@@ -61,6 +68,9 @@ class Keyspace:
     def reply_channel(self, gateway_id: str) -> str:
         return f"{self.prefix}reply:{gateway_id}"
 
+    def outcome(self, event_id: str) -> str:
+        return f"{self.prefix}outcome:{event_id}"
+
     def once(self, tenant: str, session_id: str, handler_id: str) -> str:
         return f"{self.prefix}once:{tenant}:{session_id}:{handler_id}"
 
@@ -71,4 +81,4 @@ class Keyspace:
         return f"{self.prefix}context:{tenant}:{session_id}"
 
 
-__all__ = ["DEFAULT_PREFIX", "DISPATCH_GROUP", "Keyspace"]
+__all__ = ["DEAD_LETTER_MAXLEN", "DEFAULT_PREFIX", "DISPATCH_GROUP", "WORK_STREAM_MAXLEN", "Keyspace"]

@@ -1,4 +1,4 @@
-"""Group ``matcher`` evaluation, exactly as Claude Code does it (spec section 2.3).
+"""Group ``matcher`` evaluation, exactly as Claude Code does it.
 
 A matcher group applies to an event when its ``matcher`` accepts the event's matcher value
 (``tool_name`` on tool events, ``source`` on SessionStart, ...; see

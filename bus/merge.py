@@ -8,9 +8,9 @@ Before merging, ``shadow`` results are dropped (logged, never enforced). A ``fai
 result that errored or timed out becomes a block with the reason ``hookbus: <type> hook
 failed (fail-closed): <reason>`` (on PermissionRequest a ``deny`` decision, since exit 2
 means nothing there). A timeout on PreModelSwitch blocks the switch even when fail-open,
-as in Claude Code (§4.8). Other errors and timeouts render no decision (fail open).
+as in Claude Code. Other errors and timeouts render no decision (fail open).
 
-Per-event decisions (§4.4, §4.5, §4.7, §4.9):
+Per-event decisions:
 
 * **PreToolUse** — each result votes the more restrictive of its
   ``hookSpecificOutput.permissionDecision`` and its deprecated top-level ``decision``
@@ -19,14 +19,14 @@ Per-event decisions (§4.4, §4.5, §4.7, §4.9):
   (``"\\n"``) the reasons of the results that voted the winner. ``updatedInput``: the *last
   result in policy order* that gave one wins (Claude Code uses "last to finish", which is
   not deterministic); it is left out on deny and defer; ``additionalContext`` is left out on
-  defer (§4.5).
+  defer.
 * **PreModelSwitch** — the same with deny > ask > allow; exit 2 or ``decision: "block"``
   votes deny.
-* **PermissionRequest** (undocumented, Appendix C) — any ``behavior: "deny"`` wins; the first
+* **PermissionRequest** (undocumented by Claude Code) — any ``behavior: "deny"`` wins; the first
   deny in policy order supplies ``message``/``interrupt``; otherwise the last ``allow`` with
   its ``updatedInput``/``updatedPermissions``. Exit 2 is ignored.
 * **Top-level ``decision`` events** (UserPromptSubmit, PostToolUse, Stop, TaskCreated, ...),
-  the seed events (Start, PreSampling, PostSampling, Error) and unknown events: any
+  the agent-loop events (Start, PreSampling, PostSampling, Error) and unknown events: any
   ``decision: "block"`` or BLOCK wins → ``{"decision": "block", "reason": ...}`` with every
   block reason joined by ``"\\n"`` in policy order (undocumented how Claude Code joins them).
   On TeammateIdle/TaskCompleted exit 2 also becomes ``decision: "block"``: an http reply has
@@ -56,7 +56,7 @@ Field merging (``hookSpecificOutput`` only carries fields valid for the event):
   those results joined by ``"\\n"``); the rest of the output is kept, Claude Code gives
   ``continue`` precedence itself. ``systemMessage`` joined by ``"\\n"``;
   ``suppressOutput`` any true; ``terminalSequence`` last wins (one allowlisted sequence).
-  Fields the event discards (§4.3) are dropped.
+  Fields the event discards are dropped.
 
 The ``decision`` label (for metrics): PreToolUse the winning permission decision,
 PermissionRequest allow/deny, PreModelSwitch allow/deny/ask, block-capable events

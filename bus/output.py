@@ -1,7 +1,7 @@
 """Reading a handler's answer: stdout / response-body parsing and per-event output checks.
 
-A handler's raw answer becomes a :class:`~bus.results.HandlerResult` by Claude Code's rules
-(spec §4.1-§4.3, the v2.1.248+ parser):
+A handler's raw answer becomes a :class:`~bus.results.HandlerResult` by Claude Code's hook
+output rules (exit codes, stdout parsing, the per-event output schema; its v2.1.248+ parser):
 
 * **Parsing.** Trimmed text that starts with ``{`` and ends with ``}`` is JSON. When it does
   not parse as one value but is several lines that each parse, it is plain text if no line
@@ -24,7 +24,7 @@ Choices where Claude Code is silent, or where a central service has to differ:
   ``approve``), ``hookSpecificOutput.permissionDecisionReason`` (unless the decision there is
   not ``deny``), ``stopReason`` (only with ``continue: false``), stripped stderr, and finally
   ``No stderr output``. An ``allow`` reason is never turned into a deny message.
-* PermissionRequest ignores exit 2 (§4.6): a schema-valid JSON object on stdout is honoured
+* PermissionRequest ignores exit 2: a schema-valid JSON object on stdout is honoured
   as on any other code, otherwise the result is ``OK`` with nothing (stderr is discarded
   and Claude Code shows no error).
 * WorktreeCreate: a command's path is the last non-empty stdout line with ANSI escapes
@@ -34,9 +34,9 @@ Choices where Claude Code is silent, or where a central service has to differ:
   Any non-zero exit is ``BLOCK``. WorktreeRemove discards JSON; non-zero exit is ``BLOCK``
   (hookbus cannot see whether the directory still exists on the agent, so it assumes so).
 * JSON ``null`` counts as an absent field. ``decision: "approve"`` outside PreToolUse is
-  dropped as "no decision" (§4.5 note). Unknown keys are dropped, also inside
+  dropped as "no decision". Unknown keys are dropped, also inside
   ``hookSpecificOutput``. A ``terminalSequence`` that is not allowlisted is dropped, not an
-  error. Fields an event discards (§4.3 list) are removed, see :func:`drop_discarded`.
+  error. Fields an event discards (Claude Code ignores them there) are removed, see :func:`drop_discarded`.
 * Size cap: ``additionalContext``, ``systemMessage``, ``initialUserMessage`` and plain text
   longer than 10,000 characters are cut to their first 2,000 plus a note. Claude Code saves
   the rest in the session directory, which does not exist centrally.
@@ -60,7 +60,7 @@ from bus.results import HandlerResult, Outcome
 TEXT_CAP: Final = 10_000
 PREVIEW_CHARS: Final = 2_000
 
-#: The output fields every event understands (§4.3).
+#: The output fields every event understands (Claude Code's universal output fields).
 UNIVERSAL_FIELDS: Final = frozenset(
     {"continue", "stopReason", "suppressOutput", "systemMessage", "terminalSequence", "decision", "reason",
      "hookSpecificOutput"}
@@ -72,7 +72,7 @@ _TERMINAL_SEQUENCE: Final = re.compile(r"(?:\x1b\](?:0|1|2|9|99|777);[^\x00-\x1f
 _ELICITATION: Final = frozenset({"Elicitation", "ElicitationResult"})
 _NOT_SHOWN: Final = frozenset({"systemMessage", "continue", "stopReason"})
 _NO_CONTINUE: Final = frozenset({"continue", "stopReason"})
-#: Universal fields each event drops (§4.3); ``stopReason`` goes wherever ``continue`` goes.
+#: Universal fields each event drops (Claude Code ignores them there); ``stopReason`` goes wherever ``continue`` goes.
 _DISCARDED: Final[Mapping[str, frozenset[str]]] = {
     "Notification": _NOT_SHOWN, "MessageDisplay": _NOT_SHOWN, "ConfigChange": _NOT_SHOWN,
     "WorktreeCreate": _NOT_SHOWN, "PreCompact": _NOT_SHOWN, "PostCompact": _NOT_SHOWN,
@@ -89,7 +89,7 @@ _Check = Callable[[str, str, Any], Any]
 
 
 def result_from_exit(event: str, exit_code: int, stdout: str, stderr: str) -> HandlerResult:
-    """Turn a finished command's exit code, stdout and stderr into a HandlerResult (spec §4.1, §4.2)."""
+    """Turn a finished command's exit code, stdout and stderr into a HandlerResult, by Claude Code's rules."""
     if event in ("WorktreeCreate", "WorktreeRemove") and exit_code != 0:
         reason = stderr.strip() or f"{event} hook failed with exit code {exit_code}"
         return HandlerResult(Outcome.BLOCK, reason=reason)
@@ -112,7 +112,7 @@ def result_from_exit(event: str, exit_code: int, stdout: str, stderr: str) -> Ha
 def result_from_body(event: str, body: str, *, plain_text_ok: bool = False) -> HandlerResult:
     """Turn a 2xx http/mcp_tool text answer into a HandlerResult, parsed like exit-0 stdout.
 
-    An http body that is neither empty nor a JSON object is a non-blocking error (§3.2);
+    An http body that is neither empty nor a JSON object is a non-blocking error, as for Claude Code's http hooks;
     ``plain_text_ok=True`` (mcp_tool) keeps it as ``text`` like command stdout.
     """
     return _from_answer(event, body, plain_text_ok=plain_text_ok)
@@ -138,7 +138,7 @@ def check_output(event: str, obj: dict[str, Any]) -> dict[str, Any]:
 
 
 def drop_discarded(event: str, obj: dict[str, Any]) -> dict[str, Any]:
-    """``obj`` without the universal fields ``event`` discards (§4.3); may return ``obj`` itself."""
+    """``obj`` without the universal fields ``event`` discards; may return ``obj`` itself."""
     keep = _KEEP_ONLY.get(event)
     if keep is not None:
         return {k: v for k, v in obj.items() if k in keep}
@@ -318,7 +318,7 @@ _UPDATE_TYPES = (*_RULE_UPDATES, "setMode", "addDirectories", "removeDirectories
 
 
 def _permission_update(path: str, entry: Any) -> dict[str, Any]:
-    """One ``updatedPermissions`` entry (§4.6); unknown keys are kept, known ones type-checked."""
+    """One PermissionRequest ``updatedPermissions`` entry; unknown keys are kept, known ones type-checked."""
     _object("", path, entry)
     kind = _one_of(*_UPDATE_TYPES)("", f"{path}.type", entry.get("type"))
     if "destination" in entry:

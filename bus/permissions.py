@@ -1,7 +1,7 @@
 """Claude Code permission rules (``Tool`` / ``Tool(specifier)``), as used by ``if`` and ``rule``.
 
-A handler's ``if`` field holds one rule in the syntax of Claude Code's ``permissions`` lists
-(spec section 2.4); hookbus's ``rule`` handlers use the same syntax for their allow/deny lists.
+A handler's ``if`` field holds one rule in the syntax of Claude Code's ``permissions`` lists;
+hookbus's ``rule`` handlers use the same syntax for their allow/deny lists.
 :func:`parse_rule` reads a rule and :func:`rule_matches` tests it against one tool call:
 
 * **Tool part**: the exact tool name; ``mcp__server`` and ``mcp__server__*`` cover a server,

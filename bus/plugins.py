@@ -1,10 +1,10 @@
-"""In-process plugin hooks: a registry of Python callbacks per event (seed 003's ``HOOKS``).
+"""In-process plugin hooks: a registry of Python callbacks per event (``HOOKS``).
 
 A plugin is a Python module named in the policy's ``hookbus.plugins`` list. Importing it
 registers its callbacks with :func:`register_hook`; nothing runs at registration. When an
 event arrives, the dispatcher runs the event's callbacks in registration order with the
 typed hook input (:class:`bus.models.HookInput`) and stops at the first one that returns
-something other than ``None``: that answer *intercepts* (seed 003's interceptor rule), and
+something other than ``None``: that answer *intercepts* (the first non-``None`` answer wins), and
 is read like a ``function`` handler's return value (a string blocks with that reason, a
 dict is Claude Code output JSON, ...; see :mod:`workers.handlers.function`).
 
@@ -20,7 +20,7 @@ dict is Claude Code output JSON, ...; see :mod:`workers.handlers.function`).
 
     register_hook("PreToolUse", permission_hook)
 
-The registry is per process, as in the seed: every dispatcher of a process shares it.
+The registry is per process: every dispatcher of a process shares it.
 :func:`load_plugins` is idempotent, so several dispatchers (or a reload) may load the same
 list; a module whose callbacks were removed with :func:`clear_hooks` is re-imported.
 """
@@ -40,20 +40,18 @@ from concurrent.futures import Executor
 from types import ModuleType
 from typing import Any
 
+from bus.errors import HookError, PluginError
+
 logger = logging.getLogger("hookbus.plugins")
 
 #: A plugin callback: called with the hook input, returns ``None`` (no opinion) or an answer.
 Callback = Callable[..., Any]
 
-#: The registry: event name -> callbacks in registration order (seed 003's ``HOOKS``).
+#: The registry: event name -> callbacks in registration order.
 HOOKS: dict[str, list[Callback]] = {}
 
 
-class PluginError(Exception):
-    """One or more plugin modules could not be imported."""
-
-
-class PluginCallbackError(Exception):
+class PluginCallbackError(HookError):
     """A plugin callback raised; ``callback`` names it, the original exception is the cause."""
 
     def __init__(self, callback: Callback, exc: BaseException) -> None:
@@ -73,7 +71,7 @@ class Interception:
 def register_hook(event: str, callback: Callback) -> Callback:
     """Append ``callback`` to ``event``'s callbacks; returns it (usable as a decorator helper).
 
-    Any event name is accepted (Claude Code's and the seed events alike). Registering the
+    Any event name is accepted (Claude Code's, the agent-loop events and unknown names alike). Registering the
     same callback twice for one event is a no-op.
     """
     if not callable(callback):
@@ -108,7 +106,7 @@ def callback_name(callback: Callback) -> str:
 def trigger_hooks(event: str, *args: Any) -> Any:
     """Call ``event``'s callbacks in order; return the first non-``None`` result, else ``None``.
 
-    The seed's synchronous interceptor. A coroutine callback cannot be awaited here: use
+    The synchronous interceptor. A coroutine callback cannot be awaited here: use
     :func:`atrigger_hooks`.
     """
     for callback in hooks_for(event):

@@ -1,4 +1,4 @@
-"""Loading, layering and validating policy files (CONTRACT §4).
+"""Loading, layering and validating policy files (reference: docs/policy.md).
 
 A policy file is JSON or YAML: Claude Code's settings format (so an existing
 ``settings.json`` loads unchanged) plus the ``hookbus:`` platform section. Every problem in
@@ -11,11 +11,13 @@ from __future__ import annotations
 
 import hashlib
 import json
+import shlex
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
 from typing import Annotated, Any, Final
+from urllib.parse import urlsplit
 
 import yaml
 from pydantic import Field, TypeAdapter, ValidationError
@@ -26,7 +28,17 @@ from bus.errors import PolicyError, PolicyProblem
 from bus.events import EVENTS, IF_EVENTS, NO_HTTP_EVENTS, event_spec
 from bus.matching import compile_matcher
 from bus.permissions import parse_rule
-from bus.schema import HANDLER_TYPES, Handler, Loc, MatcherGroup, PlatformSettings, RuleHandler
+from bus.schema import (
+    HANDLER_TYPES,
+    CommandHandler,
+    Handler,
+    HttpHandler,
+    Loc,
+    MatcherGroup,
+    McpToolHandler,
+    PlatformSettings,
+    RuleHandler,
+)
 
 _describe: Final = schema.describe_value
 _HANDLER: Final[TypeAdapter[Handler]] = TypeAdapter(Handler)
@@ -95,6 +107,16 @@ class Policy:
         """The events that have at least one handler."""
         return frozenset(self.by_event)
 
+    @property
+    def handler_count(self) -> int:
+        """How many handlers run (0 when hooks are disabled); plugins are not counted."""
+        return sum(len(found) for found in self.by_event.values())
+
+    @property
+    def empty(self) -> bool:
+        """True when no handler and no plugin can ever give an opinion."""
+        return not self.by_event and not self.settings.plugins
+
     def entry(self, handler_id: str) -> HandlerEntry | None:
         """The handler with this id (e.g. named by a queued async job), or None."""
         return self._by_id.get(handler_id)
@@ -104,8 +126,7 @@ class Policy:
         return {e.handler_id: e for found in self.by_event.values() for e in found}
 
     def __repr__(self) -> str:
-        count = sum(len(found) for found in self.by_event.values())
-        return f"<Policy {self.revision} sources={list(self.sources)} handlers={count}>"
+        return f"<Policy {self.revision} sources={list(self.sources)} handlers={self.handler_count}>"
 
 
 def _line_map(node: yaml.Node | None) -> dict[Loc, int]:
@@ -217,11 +238,34 @@ def _check_handler(ck: _Checker, event: str, loc: Loc, handler: Handler) -> None
     if isinstance(handler, RuleHandler):
         for kind in ("deny", "ask", "allow"):
             rules += [((*loc, kind, i), text) for i, text in enumerate(getattr(handler, kind))]
+    elif isinstance(handler, HttpHandler | McpToolHandler) and handler.url is not None:
+        parts = urlsplit(handler.url)
+        if parts.scheme not in ("http", "https") or not parts.hostname:
+            ck.problem((*loc, "url"), f"must be an http(s) URL like https://host/path (got {handler.url!r})")
+    elif isinstance(handler, CommandHandler) and (program := _program(handler)) is not None:
+        if not Path(program).exists():
+            ck.note((*loc, "command"), f"{program} does not exist on this machine (the hook fails where it does not)")
     for rule_loc, text in rules:
         try:
             parse_rule(text)
         except Exception as exc:
             ck.failed(exc, rule_loc, "permission rule", text)
+
+
+def _program(handler: CommandHandler) -> str | None:
+    """The absolute path of the program a command hook starts, when it names one literally."""
+    if handler.args is not None:
+        words = [handler.command]
+    else:
+        try:
+            words = shlex.split(handler.command)
+        except ValueError:
+            return None
+        while words and "=" in words[0] and not words[0].startswith(("=", "/")):  # VAR=value prefixes
+            words.pop(0)
+    if words and words[0].startswith("/") and "$" not in words[0]:
+        return words[0]
+    return None
 
 
 def _valid_handlers(raw: Any) -> list[tuple[int, Handler]]:
@@ -310,8 +354,10 @@ def parse_policy_text(text: str, source: str) -> PolicyFile:
                 setattr(out, attr, found)
         elif name in SETTINGS_KEYS:
             ck.note(loc, f"ignored Claude Code settings key {name!r}")
-        else:
-            ck.problem((), f"unknown key {name!r}{schema.suggest(name, [*SETTINGS_KEYS, 'hookbus'])}", loc)
+        elif hint := schema.suggest(name, [*SETTINGS_KEYS, "hookbus"]):
+            ck.problem((), f"unknown key {name!r}{hint}", loc)
+        else:  # Claude Code's schema admits keys it does not list, and new releases add some
+            ck.note(loc, f"ignored unknown top-level key {name!r} (not a Claude Code setting hookbus knows)")
     out.problems.sort(key=lambda problem: problem.line or 0)  # stable: pydantic's order within a line
     return out
 

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import enum
 import time
 from collections.abc import Mapping
 from typing import Any
@@ -23,9 +24,43 @@ import orjson
 
 from bus.errors import HookBusError
 
+#: A stream entry as written: short ASCII field names to values.
+StreamFields = dict[str, bytes | str | int]
+
 
 class ProtocolError(HookBusError):
     """A stream entry or reply that hookbus did not write (or a newer, incompatible one)."""
+
+
+class FailOpenReason(enum.StrEnum):
+    """Why an agent got no decision (the action proceeds), as counted in ``hookbus_fail_open_total``."""
+
+    #: No decision by the deadline.
+    TIMEOUT = "timeout"
+    #: Redis could not be reached or refused the write.
+    REDIS_UNAVAILABLE = "redis_unavailable"
+    #: The dispatcher failed while evaluating the event.
+    DISPATCHER_ERROR = "dispatcher_error"
+    #: A handler failed (non-blocking error); the others decided.
+    HOOK_ERROR = "hook_error"
+    #: A handler ran past its timeout; the others decided.
+    HOOK_TIMEOUT = "hook_timeout"
+
+    @property
+    def answered_by_gateway(self) -> bool:
+        """True when the agent got the gateway's empty fail-open answer, not a decision."""
+        return self in (FailOpenReason.TIMEOUT, FailOpenReason.REDIS_UNAVAILABLE, FailOpenReason.DISPATCHER_ERROR)
+
+
+class RecordOutcome(enum.StrEnum):
+    """What the agent received for an event, as the decision log records it."""
+
+    #: A blocking event answered with the dispatchers' decision.
+    DECIDED = "decided"
+    #: A non-blocking event, recorded (its answer is always ``{}``).
+    RECORDED = "recorded"
+    #: A blocking event answered with no decision; the record names the reason.
+    FAIL_OPEN = "fail-open"
 
 
 def now_ms() -> int:
@@ -44,6 +79,8 @@ class Request:
     deadline_ms: int = 0
     reply_to: str = ""
     dialect: str = ""
+    #: Set when the gateway already answered fail-open (Redis was down when it arrived).
+    fail_open: str = ""
 
     @property
     def blocking(self) -> bool:
@@ -55,8 +92,8 @@ class Request:
     def remaining_s(self) -> float:
         return max(0.0, (self.deadline_ms - now_ms()) / 1000) if self.blocking else float("inf")
 
-    def encode(self) -> dict[str, bytes | str | int]:
-        fields: dict[str, bytes | str | int] = {
+    def encode(self) -> StreamFields:
+        fields: StreamFields = {
             "id": self.event_id,
             "ev": self.event,
             "tn": self.tenant,
@@ -68,6 +105,8 @@ class Request:
             fields["dl"] = self.deadline_ms
         if self.dialect:
             fields["dc"] = self.dialect
+        if self.fail_open:
+            fields["fo"] = self.fail_open
         return fields
 
     def to_job(self) -> dict[str, str | int]:
@@ -91,6 +130,7 @@ class Request:
                 deadline_ms=int(fields.get(b"dl", b"0")),
                 reply_to=fields.get(b"rp", b"").decode(),
                 dialect=fields.get(b"dc", b"").decode(),
+                fail_open=fields.get(b"fo", b"").decode(),
             )
         except (KeyError, ValueError, UnicodeDecodeError) as exc:
             raise ProtocolError(f"malformed stream entry: {exc!r}") from exc
@@ -167,15 +207,22 @@ class LogRecord:
     hooks: list[dict[str, Any]] = dataclasses.field(default_factory=list)
     shadow: list[dict[str, Any]] = dataclasses.field(default_factory=list)
     tool_name: str = ""
+    #: Why the agent got no decision, if it did not (a :class:`FailOpenReason`), else "".
+    fail_open: str = ""
 
-    def encode(self) -> dict[str, bytes | str | int]:
-        """Two fields: the record as JSON, and the hook input exactly as the agent sent it."""
+    def meta(self) -> bytes:
+        """The record as JSON, without the hook input (the ``r`` field)."""
         meta = {
             "id": self.event_id, "ev": self.event, "tn": self.tenant, "sid": self.session_id, "tool": self.tool_name,
             "outcome": self.outcome, "dec": self.decision, "out": self.output, "ts": self.received_ms,
             "dms": self.decided_ms, "rev": self.revision, "hooks": self.hooks, "shadow": self.shadow,
         }
-        return {"r": orjson.dumps(meta), "in": self.payload}
+        return orjson.dumps(meta)
+
+    def encode(self) -> StreamFields:
+        """The record as JSON, the hook input exactly as the agent sent it, the outcome and
+        the fail-open reason (the last two are set by :mod:`bus.settle` when it writes)."""
+        return {"r": self.meta(), "in": self.payload, "o": self.outcome, "fo": self.fail_open}
 
     @classmethod
     def decode(cls, fields: Mapping[bytes, bytes]) -> LogRecord:
@@ -183,7 +230,8 @@ class LogRecord:
             meta = orjson.loads(fields[b"r"])
             return cls(
                 event_id=meta["id"], event=meta["ev"], tenant=meta["tn"], session_id=meta["sid"],
-                tool_name=meta.get("tool", ""), outcome=meta["outcome"], decision=meta["dec"], output=meta["out"],
+                tool_name=meta.get("tool", ""), outcome=fields.get(b"o", b"").decode() or meta["outcome"],
+                fail_open=fields.get(b"fo", b"").decode(), decision=meta["dec"], output=meta["out"],
                 payload=fields[b"in"], received_ms=int(meta["ts"]), decided_ms=int(meta["dms"]),
                 revision=meta.get("rev", ""), hooks=meta.get("hooks", []), shadow=meta.get("shadow", []),
             )
@@ -203,6 +251,7 @@ class LogRecord:
             "session_id": self.session_id,
             "tool_name": self.tool_name or None,
             "outcome": self.outcome,
+            "fail_open": self.fail_open or None,
             "decision": self.decision,
             "output": self.output,
             "input": hook_input,
@@ -214,4 +263,6 @@ class LogRecord:
         }
 
 
-__all__ = ["LogRecord", "ProtocolError", "Reply", "Request", "now_ms"]
+__all__ = [
+    "FailOpenReason", "LogRecord", "ProtocolError", "RecordOutcome", "Reply", "Request", "StreamFields", "now_ms",
+]

@@ -48,11 +48,18 @@ class PolicyWatcher:
         self._task: asyncio.Task[None] | None = None
 
     async def start(self) -> None:
-        if not self.paths:
-            return
+        # SIGHUP is handled even with no files: its default action would end the process, and
+        # ``hookbus up`` forwards it to every role.
         with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):
-            asyncio.get_running_loop().add_signal_handler(signal.SIGHUP, self._wake.set)
-        self._task = asyncio.create_task(self._run(), name="hookbus-policy-watcher")
+            asyncio.get_running_loop().add_signal_handler(signal.SIGHUP, self._on_sighup)
+        if self.paths:
+            self._task = asyncio.create_task(self._run(), name="hookbus-policy-watcher")
+
+    def _on_sighup(self) -> None:
+        if self.paths:
+            self._wake.set()
+        else:
+            logger.info("SIGHUP: no policy file to reload (started without --config)")
 
     async def stop(self) -> None:
         if self._task is not None:

@@ -49,6 +49,12 @@ class CommandHandler(HandlerBase):
     args: list[str] | None = None
     shell: Literal["bash", "powershell"] | None = None
     async_rewake: bool = Field(default=False, alias="asyncRewake")
+    #: Literal variables for the hook (hookbus extension; Peri's ``env``).
+    env: dict[str, str] = Field(default_factory=dict, repr=False)
+    #: Names of dispatcher environment variables the hook may see, beyond the default set.
+    allowed_env_vars: list[Annotated[str, Field(min_length=1)]] | None = Field(
+        default=None, alias="allowedEnvVars"
+    )
 
 
 class HttpHandler(HandlerBase):

@@ -93,6 +93,8 @@ class Settings:
     max_deliveries: int = 5
     state_dir: str = ".hookbus"
     log_level: str = "info"
+    metrics_host: str = DEFAULT_HOST
+    metrics_token: str | None = None
 
     def __repr__(self) -> str:
         fields = []
@@ -100,6 +102,8 @@ class Settings:
             value: Any = getattr(self, f.name)
             if f.name == "redis_url" and value:
                 value = mask_url(value)
+            elif f.name == "metrics_token" and value:
+                value = "***"
             fields.append(f"{f.name}={value!r}")
         return f"Settings({', '.join(fields)})"
 
@@ -139,6 +143,10 @@ class Settings:
             values["state_dir"] = state
         if level := env.get("HOOKBUS_LOG_LEVEL"):
             values["log_level"] = level
+        if metrics_host := env.get("HOOKBUS_METRICS_HOST"):
+            values["metrics_host"] = metrics_host
+        if metrics_token := env.get("HOOKBUS_METRICS_TOKEN"):
+            values["metrics_token"] = metrics_token
         if env.get("HOOKBUS_INSECURE", "").lower() in {"1", "true", "yes"}:
             values["insecure"] = True
         tokens = env.get("HOOKBUS_TOKENS", "")

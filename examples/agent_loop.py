@@ -52,6 +52,8 @@ def describe(decision: Decision) -> str:
         parts.append(f"context added: {decision.additional_context.strip()}")
     if decision.outcome == "fail-open":
         parts.append(f"hookbus unavailable, failing open ({decision.error})")
+    elif decision.outcome == "fail-closed":
+        parts.append(f"hookbus unavailable, failing closed ({decision.error})")
     return "; ".join(parts) or f"allowed ({decision.outcome})"
 
 
@@ -124,7 +126,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     with HookBusClient(args.url, fail_closed=args.fail_closed) as client:
         engine = LocalHooks(client)
-        # A local hook (seed 003's log_hook) runs before the central policy is asked.
+        # A local hook (a log hook) runs before the central policy is asked.
         engine.register_hook("PreToolUse", lambda hook_input: say("local", f"about to call {hook_input['tool_name']}"))
         say("session", f"{client.session_id} -> {client.url}")
         agent_loop(engine)

@@ -1,1 +1,1 @@
-"""The hookbus gateway: the HTTP service agents talk to (contract §3)."""
+"""The hookbus gateway: the HTTP service agents talk to (reference: docs/api.md)."""

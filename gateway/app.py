@@ -1,7 +1,8 @@
-"""The gateway application: ``POST /v1/hooks``, ``/healthz``, ``/readyz``, ``/metrics``.
+"""The gateway application: ``POST /v1/hooks``, ``/healthz``, ``/readyz``, ``/metrics``, ``/v1/whoami``.
 
 ``POST /v1/hooks`` is served as plain ASGI ahead of the Starlette router (it is the hot
-path); everything else is ordinary Starlette.
+path); everything else is ordinary Starlette. Every error, 404 and 405 included, is JSON
+``{"error", "detail"}``.
 """
 
 from __future__ import annotations
@@ -13,16 +14,24 @@ from typing import Any
 
 import orjson
 from starlette.applications import Starlette
+from starlette.exceptions import HTTPException
 from starlette.requests import Request as HTTPRequest
 from starlette.responses import Response
 from starlette.types import Receive, Scope, Send
 
 from bus import metrics
+from bus.errors import RequestRejected
 from bus.policy import Policy
 from bus.settings import Settings
-from gateway.hooks import Gateway, HookError
+from gateway.hooks import Gateway
 
 _JSON = (b"content-type", b"application/json")
+
+
+def check_single_authorization(raw_headers: list[tuple[bytes, bytes]]) -> None:
+    """Refuse two ``Authorization`` headers: a proxy may check one and hookbus the other."""
+    if sum(1 for name, _ in raw_headers if name == b"authorization") > 1:
+        raise RequestRejected(401, "unauthorized", "more than one Authorization header", {"WWW-Authenticate": "Bearer"})
 
 
 def json_response(body: Any, status: int = 200, headers: dict[str, str] | None = None) -> Response:
@@ -46,9 +55,11 @@ class HookbusApp:
     async def _hooks(self, scope: Scope, receive: Receive, send: Send) -> None:
         headers = dict(scope["headers"])
         try:
+            if len(headers) != len(scope["headers"]):
+                check_single_authorization(scope["headers"])
             body, extra = await self.gateway.handle(headers, scope["query_string"], receive)
             status = 200
-        except HookError as exc:
+        except RequestRejected as exc:
             metrics.REJECTED.labels(str(exc.status)).inc()
             body, extra, status = orjson.dumps({"error": exc.code, "detail": exc.detail}), exc.headers, exc.status
         raw_headers = [_JSON, (b"content-length", str(len(body)).encode())]
@@ -66,11 +77,40 @@ def create_app(settings: Settings, policy: Policy, redis_url: str) -> HookbusApp
 
     async def readyz(request: HTTPRequest) -> Response:
         ready, checks = await gateway.readiness()
+        policy = gateway.policy
+        checks["policy"].update(empty=policy.empty, handlers=policy.handler_count)
+        if policy.empty:
+            checks["policy"]["warning"] = "no policy: every event gets no opinion (pass --config)"
         return json_response({"ready": ready, "checks": checks}, 200 if ready else 503)
 
     async def metrics_endpoint(request: HTTPRequest) -> Response:
+        if not metrics.authorized(request.headers.get("authorization"), settings.metrics_token):
+            return json_response({"error": "unauthorized", "detail": "missing or wrong metrics token"}, 401,
+                                 {"WWW-Authenticate": "Bearer"})
         body, content_type = metrics.render()
         return Response(body, media_type=content_type)
+
+    async def whoami(request: HTTPRequest) -> Response:
+        try:
+            tenant = gateway.authenticate(dict(request.scope["headers"]))
+        except RequestRejected as exc:
+            return json_response({"error": exc.code, "detail": exc.detail}, exc.status, exc.headers)
+        return json_response({"tenant": tenant, "tokens": bool(settings.tokens)})
+
+    async def http_error(request: HTTPRequest, exc: Exception) -> Response:
+        assert isinstance(exc, HTTPException)
+        where = f"{request.method} {request.url.path}"
+        if exc.status_code == 404:
+            code, detail = "not_found", f"no such endpoint: {where} (hook events go to POST /v1/hooks)"
+        elif exc.status_code == 405:
+            code, detail = "method_not_allowed", f"{request.url.path} does not take {request.method}"
+        else:
+            code, detail = str(exc.detail).lower().replace(" ", "_"), f"{where}: {exc.detail}"
+        return json_response({"error": code, "detail": detail}, exc.status_code, dict(exc.headers or {}))
+
+    async def server_error(request: HTTPRequest, exc: Exception) -> Response:
+        return json_response({"error": "internal_error", "detail": f"{type(exc).__name__} (see the gateway's log)"},
+                             500)
 
     async def not_allowed(request: HTTPRequest) -> Response:
         return json_response({"error": "method_not_allowed", "detail": "use POST /v1/hooks"}, 405,
@@ -78,6 +118,7 @@ def create_app(settings: Settings, policy: Policy, redis_url: str) -> HookbusApp
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
+        metrics.init_metrics()
         await gateway.start()
         # What exists now lives as long as the process: keep it out of the collector's scans
         # (full collections over it cost tens of milliseconds on the request path).
@@ -95,8 +136,10 @@ def create_app(settings: Settings, policy: Policy, redis_url: str) -> HookbusApp
             Route("/healthz", healthz, methods=["GET"]),
             Route("/readyz", readyz, methods=["GET"]),
             Route("/metrics", metrics_endpoint, methods=["GET"]),
+            Route("/v1/whoami", whoami, methods=["GET"]),
         ],
         lifespan=lifespan,
+        exception_handlers={HTTPException: http_error, 500: server_error},
     )
     router.state.gateway = gateway
     return HookbusApp(gateway, router)

@@ -9,11 +9,13 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from typing import Any
 
 import redis.asyncio as aioredis
 
 from bus.connection import redis_errors
 from bus.errors import BusUnavailable
+from bus.keys import WORK_STREAM_MAXLEN
 
 logger = logging.getLogger("hookbus.gateway")
 
@@ -23,7 +25,7 @@ Fields = dict[str, bytes | str | int]
 class AppendBatcher:
     """Coalesces concurrent XADDs into pipelined round trips."""
 
-    def __init__(self, redis: aioredis.Redis, redis_url: str = "", maxlen: int = 1_000_000) -> None:
+    def __init__(self, redis: aioredis.Redis, redis_url: str = "", maxlen: int = WORK_STREAM_MAXLEN) -> None:
         self.redis = redis
         self.redis_url = redis_url
         self.maxlen = maxlen
@@ -48,7 +50,7 @@ class AppendBatcher:
             while self._pending:
                 batch, self._pending = self._pending, []
                 try:
-                    await self._send(batch)
+                    results = await self._send(batch)
                 except BusUnavailable as exc:
                     for _, _, future in batch:
                         if not future.done():
@@ -59,18 +61,30 @@ class AppendBatcher:
                             future.set_exception(BusUnavailable(f"append failed: {exc!r}"))
                     raise
                 else:
-                    for _, _, future in batch:
-                        if not future.done():
+                    # Each caller learns the fate of its own entry: one refused XADD must not
+                    # make the others look lost (they would be spooled and appended twice).
+                    for (_, _, future), result in zip(batch, results, strict=True):
+                        if future.done():
+                            continue
+                        if isinstance(result, Exception):
+                            try:
+                                with redis_errors(self.redis_url):
+                                    raise result
+                            except Exception as mapped:  # BusUnavailable, or the error itself
+                                future.set_exception(mapped)
+                        else:
                             future.set_result(None)
         finally:
             self._flushing = False
 
-    async def _send(self, batch: list[tuple[str, Fields, asyncio.Future[None]]]) -> None:
+    async def _send(self, batch: list[tuple[str, Fields, asyncio.Future[None]]]) -> list[Any]:
+        """One pipeline; per entry, its id or the error Redis answered with."""
         with redis_errors(self.redis_url):
             async with self.redis.pipeline(transaction=False) as pipe:
                 for stream, fields, _ in batch:
                     pipe.xadd(stream, fields, maxlen=self.maxlen, approximate=True)  # type: ignore[arg-type]
-                await pipe.execute()
+                results: list[Any] = await pipe.execute(raise_on_error=False)
+                return results
 
 
 __all__ = ["AppendBatcher"]

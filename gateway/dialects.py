@@ -3,10 +3,11 @@
 Only Claude Code's own format is spoken inside hookbus; a dialect maps a client's input
 to it on the way in and the decision back to what that client reads on the way out. A
 client picks its dialect with ``?dialect=NAME`` on the hook URL or the header
-``X-Hookbus-Dialect: NAME``. ``claude`` (or nothing) is Claude Code itself; unknown names
-are treated like it (the gateway never turns a dialect name into an error).
+``X-Hookbus-Dialect: NAME``. ``claude`` (or nothing) is Claude Code itself; any other name
+than those in :data:`DIALECTS` is refused (the gateway answers 400 listing them), so a typo
+never silently turns into Claude Code's format.
 
-**Peri** (``peri``, the Rust agent ``KonghaYao/peri``; spec Appendix A, seed 000).
+**Peri** (``peri``, the Rust agent ``KonghaYao/peri``).
 
 Input: ``tool_output`` becomes ``tool_response``. Peri's permission modes become the
 nearest Claude Code mode and the original is kept as ``peri_permission_mode``: ``yolo`` /
@@ -47,6 +48,8 @@ from typing import Any, Final
 import orjson
 
 PERI: Final = "peri"
+#: The dialect names a client may ask for (compared case-insensitively).
+DIALECTS: Final = ("claude", PERI)
 #: Peri permission mode (normalised: lower case, no ``-``/``_``/spaces) -> Claude Code mode.
 PERI_MODES: Final[dict[str, str]] = {
     "default": "default", "hitl": "default", "ask": "default", "manual": "default", "normal": "default",
@@ -66,9 +69,16 @@ _UNIVERSAL: Final = ("continue", "stopReason", "systemMessage", "reason")
 
 
 def dialect_name(dialect: str) -> str:
-    """The canonical name of a requested dialect (``""`` for Claude Code's own)."""
+    """The canonical name of a requested dialect (``""`` for Claude Code's own).
+
+    Raises ValueError, naming the known dialects, for any other name.
+    """
     name = dialect.strip().lower()
-    return PERI if name == PERI else ""
+    if name in ("", "claude"):
+        return ""
+    if name == PERI:
+        return PERI
+    raise ValueError(f"unknown dialect {dialect!r} (known dialects: {', '.join(DIALECTS)})")
 
 
 def claude_mode(mode: str) -> str:
@@ -150,5 +160,5 @@ def to_dialect(dialect: str, event: str, output: dict[str, Any]) -> dict[str, An
     return peri_output(event, output)
 
 
-__all__ = ["PERI", "PERI_MODES", "claude_mode", "dialect_name", "from_dialect", "peri_input", "peri_output",
-           "to_dialect"]
+__all__ = ["DIALECTS", "PERI", "PERI_MODES", "claude_mode", "dialect_name", "from_dialect", "peri_input",
+           "peri_output", "to_dialect"]

@@ -1,4 +1,4 @@
-"""``POST /v1/hooks``: one hook input in, one Claude Code hook output out (contract §3).
+"""``POST /v1/hooks``: one hook input in, one Claude Code hook output out (docs/api.md).
 
 Blocking events are appended to the blocking stream and the request waits for the
 dispatchers' reply up to the event's deadline; past it, or when Redis cannot be reached,
@@ -24,13 +24,14 @@ import orjson
 
 from bus import metrics
 from bus.connection import connect, redis_errors
-from bus.errors import BusUnavailable
+from bus.errors import BusUnavailable, RequestRejected
 from bus.events import event_spec
-from bus.keys import Keyspace
+from bus.keys import WORK_STREAM_MAXLEN, Keyspace
 from bus.policy import Policy
-from bus.protocol import Reply, Request, now_ms
+from bus.protocol import FailOpenReason, ProtocolError, Reply, Request, now_ms
 from bus.reload import PolicyWatcher
 from bus.settings import Settings
+from bus.settle import CLAIM, OUTCOME_GRACE_MS
 from gateway.batcher import AppendBatcher
 from gateway.dialects import from_dialect, to_dialect
 from gateway.ratelimit import RateLimiter
@@ -39,16 +40,10 @@ from gateway.spool import Spool
 
 logger = logging.getLogger("hookbus.gateway")
 
-STREAM_MAXLEN = 1_000_000
+#: How long a request past its deadline may wait for Redis to settle it (the answer is due
+#: by deadline + 50 ms).
+CLAIM_TIMEOUT_S = 0.03
 Receive = Callable[[], Awaitable[MutableMapping[str, Any]]]
-
-
-class HookError(Exception):
-    """A request refused with a 4xx status and a JSON error body."""
-
-    def __init__(self, status: int, code: str, detail: str, headers: dict[str, str] | None = None) -> None:
-        super().__init__(detail)
-        self.status, self.code, self.detail, self.headers = status, code, detail, headers or {}
 
 
 class Gateway:
@@ -63,7 +58,8 @@ class Gateway:
         self._id_prefix = uuid.uuid4().hex[:16]
         self._ids = itertools.count(1)
         self.redis = connect(redis_url, connect_timeout_s=0.5, socket_timeout_s=None)
-        self.batcher = AppendBatcher(self.redis, redis_url, STREAM_MAXLEN)
+        self.batcher = AppendBatcher(self.redis, redis_url, WORK_STREAM_MAXLEN)
+        self._claim_script = self.redis.register_script(CLAIM)
         self.waiter = ReplyWaiter(redis_url, self.keys.reply_channel(self.gateway_id))
         self.spool = Spool(self._append_many)
         self.limiter = RateLimiter(settings.rate_limit_per_s, settings.rate_limit_burst)
@@ -95,7 +91,7 @@ class Gateway:
         with redis_errors(self.redis_url):
             async with self.redis.pipeline(transaction=False) as pipe:
                 for stream, fields in entries:
-                    pipe.xadd(stream, fields, maxlen=STREAM_MAXLEN, approximate=True)  # type: ignore[arg-type]
+                    pipe.xadd(stream, fields, maxlen=WORK_STREAM_MAXLEN, approximate=True)  # type: ignore[arg-type]
                 await pipe.execute()
 
     # -- the request --------------------------------------------------------------------
@@ -106,24 +102,24 @@ class Gateway:
         scheme, _, token = headers.get(b"authorization", b"").decode("latin-1").partition(" ")
         tenant = self.settings.tokens.tenant_for(token.strip()) if scheme.lower() == "bearer" else None
         if tenant is None:
-            raise HookError(401, "unauthorized", "missing or wrong bearer token", {"WWW-Authenticate": "Bearer"})
+            raise RequestRejected(401, "unauthorized", "missing or wrong bearer token", {"WWW-Authenticate": "Bearer"})
         return tenant
 
     async def read_body(self, headers: dict[bytes, bytes], receive: Receive) -> bytes:
         limit = self.settings.max_body_bytes
         declared = headers.get(b"content-length")
         if declared is not None and declared.isdigit() and int(declared) > limit:
-            raise HookError(413, "payload_too_large", f"body is {int(declared)} bytes; the limit is {limit}")
+            raise RequestRejected(413, "payload_too_large", f"body is {int(declared)} bytes; the limit is {limit}")
         chunks: list[bytes] = []
         size = 0
         while True:
             message = await receive()
             if message["type"] == "http.disconnect":
-                raise HookError(400, "disconnected", "the client went away before sending the whole body")
+                raise RequestRejected(400, "disconnected", "the client went away before sending the whole body")
             chunk = message.get("body", b"")
             size += len(chunk)
             if size > limit:
-                raise HookError(413, "payload_too_large", f"body is over the limit of {limit} bytes")
+                raise RequestRejected(413, "payload_too_large", f"body is over the limit of {limit} bytes")
             chunks.append(chunk)
             if not message.get("more_body", False):
                 return chunks[0] if len(chunks) == 1 else b"".join(chunks)
@@ -133,15 +129,20 @@ class Gateway:
         try:
             hook_input = orjson.loads(body)
         except orjson.JSONDecodeError as exc:
-            raise HookError(400, "invalid_json", f"body is not valid JSON: {exc}") from exc
+            raise RequestRejected(400, "invalid_json", f"body is not valid JSON: {exc}") from exc
         if not isinstance(hook_input, dict):
-            raise HookError(400, "invalid_input", "body must be a JSON object (a Claude Code hook input)")
+            raise RequestRejected(400, "invalid_input", "body must be a JSON object (a Claude Code hook input)")
         for name in ("hook_event_name", "session_id"):
             value = hook_input.get(name)
             if value is None:
-                raise HookError(400, "missing_field", f"'{name}' is required")
+                raise RequestRejected(400, "missing_field", f"'{name}' is required")
             if not isinstance(value, str) or not value:
-                raise HookError(400, "invalid_field", f"'{name}' must be a non-empty string")
+                raise RequestRejected(400, "invalid_field", f"'{name}' must be a non-empty string")
+        tool_name, tool_input = hook_input.get("tool_name"), hook_input.get("tool_input")
+        if tool_name is not None and not isinstance(tool_name, str):
+            raise RequestRejected(400, "invalid_field", "'tool_name' must be a string")
+        if tool_input is not None and not isinstance(tool_input, dict):
+            raise RequestRejected(400, "invalid_field", "'tool_input' must be a JSON object")
         return hook_input
 
     async def handle(self, headers: dict[bytes, bytes], query: bytes, receive: Receive) -> tuple[bytes, dict[str, str]]:
@@ -150,7 +151,7 @@ class Gateway:
         tenant = self.authenticate(headers)
         if not self.limiter.allow(tenant):
             retry_after = max(1, round(self.limiter.retry_after_s(tenant)))
-            raise HookError(429, "rate_limited", f"tenant '{tenant}' is over its rate limit",
+            raise RequestRejected(429, "rate_limited", f"tenant '{tenant}' is over its rate limit",
                             {"Retry-After": str(retry_after)})
         body = await self.read_body(headers, receive)
         dialect = headers.get(b"x-hookbus-dialect", b"").decode("latin-1")
@@ -158,7 +159,10 @@ class Gateway:
             dialect = parse_qs(query.decode("latin-1")).get("dialect", [dialect])[0]
         hook_input = self.parse(body)
         if dialect:
-            hook_input, body = from_dialect(dialect, hook_input, body)
+            try:
+                hook_input, body = from_dialect(dialect, hook_input, body)
+            except ValueError as exc:  # an unknown dialect name
+                raise RequestRejected(400, "unknown_dialect", str(exc)) from exc
         event = hook_input["hook_event_name"]
         label = metrics.event_label(event)
         request = Request(event_id=self.new_event_id(), event=event, tenant=tenant, payload=body,
@@ -173,7 +177,7 @@ class Gateway:
         response_headers = {"X-Hookbus-Event-Id": request.event_id}
         if fail_open is not None:
             metrics.child(metrics.FAIL_OPEN, label, fail_open).inc()
-        if fail_open in ("timeout", "redis_unavailable", "dispatcher_error"):
+        if fail_open is not None and FailOpenReason(fail_open).answered_by_gateway:
             response_headers["X-Hookbus-Outcome"] = "fail-open"
         else:
             response_headers["X-Hookbus-Outcome"] = "decided" if blocking else "recorded"
@@ -189,7 +193,7 @@ class Gateway:
             await self.batcher.append(self.keys.events_stream, fields)
         except BusUnavailable:
             self.spool.put(self.keys.events_stream, fields)
-            return {}, "none", "redis_unavailable"
+            return {}, "none", FailOpenReason.REDIS_UNAVAILABLE
         return {}, "none", None
 
     async def _decide(self, request: Request, started: float) -> tuple[dict[str, Any], str, str | None]:
@@ -199,20 +203,43 @@ class Gateway:
         request.reply_to = self.waiter.channel
         request.deadline_ms = now_ms() + int(remaining_s * 1000)
         future = self.waiter.expect(request.event_id)
+        reply: Reply | None
         try:
             async with asyncio.timeout(remaining_s):
                 await self.batcher.append(self.keys.blocking_stream, request.encode())
-                reply: Reply = await future
+                reply = await future
         except TimeoutError:
-            return {}, "none", "timeout"
+            reply = await self._claim(request, FailOpenReason.TIMEOUT)
         except BusUnavailable as exc:
             logger.debug("failing open: %s", exc)
-            # Keep the audit record: a dispatcher logs it as expired once Redis is back.
+            # Keep the audit record: a dispatcher writes it, as fail-open, once Redis is back.
+            request.fail_open = FailOpenReason.REDIS_UNAVAILABLE
             self.spool.put(self.keys.blocking_stream, request.encode())
-            return {}, "none", "redis_unavailable"
+            return {}, "none", FailOpenReason.REDIS_UNAVAILABLE
         finally:
             self.waiter.forget(request.event_id)
+        if reply is None:
+            return {}, "none", FailOpenReason.TIMEOUT
         return reply.output, reply.decision, reply.fail_open
+
+    async def _claim(self, request: Request, reason: FailOpenReason) -> Reply | None:
+        """Past the deadline: the decision if a dispatcher settled the event in time (its
+        reply was lost or late), else mark the event as answered fail-open (:mod:`bus.settle`)."""
+        ttl_ms = OUTCOME_GRACE_MS + max(0, request.deadline_ms - now_ms())
+        try:
+            async with asyncio.timeout(CLAIM_TIMEOUT_S):
+                with redis_errors(self.redis_url):
+                    stored = await self._claim_script([self.keys.outcome(request.event_id)], [reason, ttl_ms])
+        except (BusUnavailable, TimeoutError) as exc:
+            metrics.child(metrics.REDIS_ERRORS, "claim").inc()
+            logger.debug("could not settle %s as fail-open: %s", request.event_id, exc)
+            return None
+        if not stored:
+            return None
+        try:
+            return Reply.decode(stored)
+        except ProtocolError:
+            return None
 
     async def readiness(self) -> tuple[bool, dict[str, Any]]:
         checks: dict[str, Any] = {
@@ -234,4 +261,4 @@ class Gateway:
         return ready, checks
 
 
-__all__ = ["Gateway", "HookError"]
+__all__ = ["Gateway"]

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import errno
 import ipaddress
 import logging
+import socket
 
 import uvicorn
 
@@ -11,6 +13,7 @@ from bus.errors import ConfigError
 from bus.policy import Policy
 from bus.settings import Settings
 from gateway.app import create_app
+from gateway.headtimeout import HeadTimeoutProtocol
 
 logger = logging.getLogger("hookbus.gateway")
 
@@ -25,7 +28,7 @@ def is_loopback(host: str) -> bool:
 
 
 def check_bind(settings: Settings) -> None:
-    """Refuse a non-loopback bind with no tokens unless ``--insecure`` (contract §3)."""
+    """Refuse a non-loopback bind with no tokens unless ``--insecure``."""
     if not is_loopback(settings.host) and not settings.tokens and not settings.insecure:
         raise ConfigError(
             f"refusing to bind {settings.host} with no tokens: set HOOKBUS_TOKENS (tenant:token) "
@@ -33,16 +36,32 @@ def check_bind(settings: Settings) -> None:
         )
 
 
+def bind_socket(host: str, port: int) -> socket.socket:
+    """A socket bound to ``host:port`` as uvicorn binds it; ConfigError when the port is taken."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind((host, port))
+    except OSError as exc:
+        sock.close()
+        if exc.errno == errno.EADDRINUSE:
+            raise ConfigError(f"port {port} is in use; pass --port") from exc
+        raise ConfigError(f"cannot bind {host}:{port}: {exc.strerror or exc}") from exc
+    return sock
+
+
 def serve(settings: Settings, policy: Policy, redis_url: str) -> None:
     """Serve the gateway in the foreground until SIGINT/SIGTERM."""
     check_bind(settings)
+    sock = bind_socket(settings.host, settings.port)
     app = create_app(settings, policy, redis_url)
     config = uvicorn.Config(
         app,
         host=settings.host,
         port=settings.port,
         loop="uvloop",
-        http="httptools",
+        http=HeadTimeoutProtocol,
         lifespan="on",
         access_log=False,
         log_level=settings.log_level.lower(),
@@ -51,7 +70,7 @@ def serve(settings: Settings, policy: Policy, redis_url: str) -> None:
         backlog=4096,
     )
     logger.info("gateway listening on http://%s:%d", settings.host, settings.port)
-    uvicorn.Server(config).run()
+    uvicorn.Server(config).run(sockets=[sock])
 
 
-__all__ = ["check_bind", "serve"]
+__all__ = ["bind_socket", "check_bind", "serve"]

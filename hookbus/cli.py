@@ -1,4 +1,4 @@
-"""The ``hookbus`` command line (contract §2).
+"""The ``hookbus`` command line (reference: the "Command line" section of README.md).
 
 Only the standard library is imported at module level: ``hookbus hook`` runs on every tool
 call and must start as fast as a bare Python.
@@ -19,6 +19,21 @@ def _common(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--redis-url", metavar="URL", help="Redis URL (default: $HOOKBUS_REDIS_URL)")
 
 
+def _bind(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--host", help="address to bind (default $HOOKBUS_HOST or 127.0.0.1); a non-loopback "
+                                       "address needs tokens (HOOKBUS_TOKENS) or --insecure")
+    parser.add_argument("--port", type=int, help="port to bind (default $HOOKBUS_PORT or 8787)")
+    parser.add_argument("--insecure", action="store_true", default=None,
+                        help="allow a non-loopback bind with no tokens, as HOOKBUS_INSECURE=1 does (anyone who "
+                             "reaches it may post events)")
+
+
+def _state_dir(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--state-dir", metavar="DIR",
+                        help="state folder of 'hookbus up': lock, state file, embedded Redis, metrics "
+                             "(default $HOOKBUS_STATE_DIR or .hookbus); one platform per folder")
+
+
 def build_parser() -> argparse.ArgumentParser:
     import argparse
 
@@ -29,25 +44,30 @@ def build_parser() -> argparse.ArgumentParser:
 
     up = sub.add_parser("up", help="run the whole platform in the foreground")
     _common(up)
-    up.add_argument("--host", help="address to bind (default 127.0.0.1)")
-    up.add_argument("--port", type=int, help="port to bind (default 8787)")
+    _bind(up)
     up.add_argument("--dispatchers", type=int, default=1, metavar="N", help="dispatcher processes (default 1)")
-    up.add_argument("--insecure", action="store_true", default=None, help="allow a non-loopback bind with no tokens")
-    up.add_argument("--state-dir", help="where the embedded Redis keeps its data (default .hookbus)")
+    _state_dir(up)
+    up.add_argument("--restart-limit", type=int, default=5, metavar="N",
+                    help="restarts of one crashed role within 60 s before everything stops (default 5)")
 
     gw = sub.add_parser("gateway", help="run the HTTP gateway only")
     _common(gw)
-    gw.add_argument("--host")
-    gw.add_argument("--port", type=int)
-    gw.add_argument("--insecure", action="store_true", default=None)
+    _bind(gw)
 
-    dp = sub.add_parser("dispatcher", help="run one dispatcher only")
-    _common(dp)
-    dp.add_argument("--metrics-port", type=int, help="serve Prometheus metrics on this port")
+    for role, what in (("dispatcher", "run one dispatcher only"), ("worker", "run the async (arq) worker only")):
+        parser_ = sub.add_parser(role, help=what)
+        _common(parser_)
+        parser_.add_argument("--metrics-port", type=int, metavar="PORT",
+                             help="serve /metrics and /healthz on this port ($HOOKBUS_METRICS_TOKEN guards /metrics)")
+        parser_.add_argument("--metrics-host", metavar="HOST",
+                             help="address for --metrics-port (default $HOOKBUS_METRICS_HOST or 127.0.0.1)")
 
-    wk = sub.add_parser("worker", help="run the async (arq) worker only")
-    _common(wk)
-    wk.add_argument("--metrics-port", type=int, help="serve Prometheus metrics on this port")
+    status = sub.add_parser("status", help="show what 'hookbus up' runs from a state folder")
+    _state_dir(status)
+    stop = sub.add_parser("stop", help="stop the 'hookbus up' that runs from a state folder")
+    _state_dir(stop)
+    stop.add_argument("--timeout", type=float, default=60.0, metavar="S",
+                      help="seconds to wait for everything to stop (default 60)")
 
     hook = sub.add_parser("hook", help="agent-side shim: stdin hook input -> gateway -> Claude Code output")
     hook.add_argument("--url", help="gateway URL (default $HOOKBUS_URL or http://127.0.0.1:8787)")
@@ -66,14 +86,22 @@ def build_parser() -> argparse.ArgumentParser:
     policy_sub = policy.add_subparsers(dest="policy_command", required=True, metavar="ACTION")
     check = policy_sub.add_parser("check", help="validate policy files; exit 1 with line-precise errors")
     check.add_argument("files", nargs="+", metavar="FILE")
+    check.add_argument("--strict", action="store_true", help="notes (ignored keys, ...) are errors too")
 
     add_install_arguments(sub.add_parser("install", help="connect an agent to hookbus (writes its hook settings)"))
 
     tail = sub.add_parser("tail", help="follow the live decision log")
-    tail.add_argument("--redis-url", metavar="URL")
+    tail.add_argument("--redis-url", metavar="URL", help="Redis URL (default: $HOOKBUS_REDIS_URL, else the Redis of "
+                                                         "the 'hookbus up' running from --state-dir)")
+    _state_dir(tail)
+    tail.add_argument("--key-prefix", metavar="PREFIX", help="key prefix (default $HOOKBUS_KEY_PREFIX or hookbus:)")
     tail.add_argument("--json", action="store_true", help="one JSON object per line")
     tail.add_argument("--from-start", action="store_true", help="print the retained log first")
-    tail.add_argument("--count", type=int, metavar="N", help="stop after N records")
+    tail.add_argument("--count", type=int, metavar="N", help="stop after N records (that pass the filters)")
+    for flag, what in (("session", "session id (or its start)"), ("tenant", "tenant"),
+                       ("event", "event name"), ("decision", "decision (allow, deny, ask, defer, block, none)")):
+        tail.add_argument(f"--{flag}", action="append", metavar=flag.upper(),
+                          help=f"only records of this {what}; repeat or comma-separate for several")
     return parser
 
 

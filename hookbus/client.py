@@ -11,7 +11,8 @@ reads the Claude Code hook output into a :class:`Decision`. The rules are the
 ``hookbus hook`` shim's: when the gateway is down, slow, refuses the request (401, 429,
 ...), sends something that is not a JSON object, or itself answers "fail-open", the
 decision is *not blocked* with ``outcome="fail-open"`` and the cause in ``error`` (fail
-open); with ``fail_closed=True`` it is *blocked* with that cause as ``reason``. ``emit``
+open); with ``fail_closed=True`` it is *blocked* with ``outcome="fail-closed"`` and that cause
+as ``reason``. ``emit``
 never raises for a gateway problem: a hook must not crash the agent.
 
 ``timeout_s`` bounds connecting and reading the reply (the async client bounds the whole
@@ -37,8 +38,9 @@ from hookbus.shim import hook_url
 logger = logging.getLogger("hookbus.client")
 
 #: How a decision came about: the dispatchers decided, the gateway recorded a non-blocking
-#: event, the gateway or the way to it failed (fail open / closed), or only local hooks ran.
-Outcome = Literal["decided", "recorded", "fail-open", "local"]
+#: event, the gateway or the way to it failed (fail open, or blocked under ``fail_closed``),
+#: or only local hooks ran.
+Outcome = Literal["decided", "recorded", "fail-open", "fail-closed", "local"]
 _RANK = {"deny": 4, "defer": 3, "ask": 2, "allow": 1}
 
 
@@ -113,7 +115,7 @@ class Decision:
     def failed(cls, error: str, fail_closed: bool) -> Decision:
         """The decision when the gateway could not answer: fail open, or blocked when closed."""
         return cls(blocked=fail_closed, reason=f"hookbus: {error}" if fail_closed else None,
-                   outcome="fail-open", error=error, stop=False)
+                   outcome="fail-closed" if fail_closed else "fail-open", error=error, stop=False)
 
     def combine(self, other: Decision) -> Decision:
         """This decision followed by ``other``: any block wins, the most restrictive permission

@@ -8,10 +8,14 @@ import json
 import logging
 import os
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from bus.errors import ConfigError, HookBusError, PolicyError
 from bus.settings import Settings
+from hookbus.state import SUPERVISOR_ENV
+
+if TYPE_CHECKING:
+    from bus.policy import Policy
 
 logger = logging.getLogger("hookbus")
 
@@ -24,6 +28,8 @@ def _settings(args: argparse.Namespace) -> Settings:
         port=getattr(args, "port", None),
         insecure=getattr(args, "insecure", None),
         state_dir=getattr(args, "state_dir", None),
+        key_prefix=getattr(args, "key_prefix", None),
+        metrics_host=getattr(args, "metrics_host", None),
     )
 
 
@@ -38,10 +44,39 @@ def _setup_logging(settings: Settings) -> None:
 def _require_redis(settings: Settings, *, embedded_ok: bool = False) -> str:
     if settings.redis_url:
         return settings.redis_url
-    socket = os.path.join(settings.state_dir, "redis", "redis.sock")
-    if embedded_ok and os.path.exists(socket):  # the embedded Redis of a `hookbus up` run from here
-        return f"unix://{os.path.abspath(socket)}"
+    if embedded_ok:  # the Redis of the `hookbus up` that runs from the state folder
+        from hookbus.state import running
+
+        state = running(settings.state_dir)
+        url = ((state or {}).get("redis") or {}).get("url")
+        if isinstance(url, str) and "***" not in url:
+            return url
+        if isinstance(url, str):  # the state file never holds a password
+            raise ConfigError(f"the platform running from {os.path.abspath(settings.state_dir)} uses {url}; "
+                              "pass --redis-url with its password")
+        socket = os.path.join(settings.state_dir, "redis", "redis.sock")
+        if os.path.exists(socket):
+            return f"unix://{os.path.abspath(socket)}"
+        raise ConfigError(f"no Redis: nothing runs from {os.path.abspath(settings.state_dir)}; pass --state-dir "
+                          "(where 'hookbus up' runs) or --redis-url")
     raise ConfigError("no Redis: pass --redis-url or set HOOKBUS_REDIS_URL (or use 'hookbus up')")
+
+
+def _empty_warning(settings: Settings, policy: Policy) -> str | None:
+    """The warning that a platform without a policy answers every event with no opinion."""
+    if not policy.empty or os.environ.get(SUPERVISOR_ENV):  # under `hookbus up`, up has said it
+        return None
+    if not settings.policy_paths:
+        why = "no policy (no --config and no HOOKBUS_CONFIG)"
+    else:
+        why = f"the policy ({', '.join(settings.policy_paths)}) has no handlers"
+    return f"hookbus: warning: {why}: every event will get no opinion"
+
+
+def _import_path() -> None:
+    """Find ``function`` and plugin modules from the working directory, as under ``hookbus up``."""
+    if os.getcwd() not in sys.path and "" not in sys.path:
+        sys.path.insert(0, os.getcwd())
 
 
 def run_command_line(args: argparse.Namespace) -> int:
@@ -64,7 +99,7 @@ def run_command_line(args: argparse.Namespace) -> int:
 
 def _dispatch(args: argparse.Namespace) -> int:
     if args.command == "policy":
-        return policy_check(args.files)
+        return policy_check(args.files, strict=args.strict)
     if args.command == "emit":
         return emit(args)
     if args.command == "install":
@@ -74,20 +109,34 @@ def _dispatch(args: argparse.Namespace) -> int:
     settings = _settings(args)
     _setup_logging(settings)
     if args.command == "tail":
-        from hookbus.tail import tail
+        from hookbus.tail import Filters, tail
 
+        filters = Filters.of(sessions=args.session, tenants=args.tenant, events=args.event, decisions=args.decision)
         asyncio.run(tail(_require_redis(settings, embedded_ok=True), settings.keys, as_json=args.json,
-                         from_start=args.from_start, count=args.count))
+                         from_start=args.from_start, count=args.count, filters=filters))
         return 0
+    if args.command == "status":
+        return status(settings.state_dir)
+    if args.command == "stop":
+        return stop(settings.state_dir, args.timeout)
     from bus.policy import load_policy
 
+    if args.command in ("dispatcher", "worker"):
+        _import_path()
     policy = load_policy(settings.policy_paths)
     for note in policy.notes:
         logger.info("policy: %s", note)
+    warning = _empty_warning(settings, policy)
     if args.command == "up":
+        from hookbus.preflight import import_problems
         from hookbus.supervisor import run_platform
 
-        return run_platform(settings, dispatchers=args.dispatchers)
+        if problems := import_problems(policy):
+            raise PolicyError(problems)
+        return run_platform(settings, dispatchers=args.dispatchers, policy=policy, restart_limit=args.restart_limit,
+                            warning=warning)
+    if warning:
+        print(warning, file=sys.stderr, flush=True)
     if args.command == "gateway":
         from gateway.server import serve
 
@@ -110,15 +159,82 @@ def _dispatch(args: argparse.Namespace) -> int:
     raise ConfigError(f"unknown command {args.command}")
 
 
-def policy_check(files: list[str]) -> int:
-    """``hookbus policy check``: exit 0 and a summary, or 1 and every problem with its line."""
+def policy_check(files: list[str], *, strict: bool = False) -> int:
+    """``hookbus policy check``: exit 0 and a summary, or 1 and every problem with its line.
+
+    Besides validating, it imports every ``function`` handler and plugin (in a child process,
+    with this directory and ``PYTHONPATH`` as the search path). ``strict`` makes notes errors.
+    """
     from bus.policy import load_policy
+    from hookbus.preflight import import_problems
 
     policy = load_policy(files)
-    handlers = sum(len(policy.entries(event)) for event in policy.events())
+    if problems := import_problems(policy):
+        raise PolicyError(problems)
+    if strict and policy.notes:
+        for note in policy.notes:
+            print(f"{note} (an error under --strict)", file=sys.stderr)
+        return 1
     for note in policy.notes:
         print(f"note: {note}")
-    print(f"ok: {handlers} handlers on {len(policy.events())} events (revision {policy.revision})")
+    print(f"ok: {policy.handler_count} handlers on {len(policy.events())} events (revision {policy.revision})")
+    return 0
+
+
+def status(state_dir: str) -> int:
+    """``hookbus status``: what runs from ``state_dir``; exit 1 when nothing does."""
+    from hookbus.state import running
+
+    where = os.path.abspath(state_dir)
+    state = running(state_dir)
+    if state is None:
+        print(f"hookbus: nothing running from {where}")
+        return 1
+    if "pid" not in state:
+        print(f"hookbus up is starting in {where}")
+        return 0
+    print(f"hookbus up (pid {state['pid']}) {state.get('status', 'running')} from {where}")
+    for role in state.get("roles", []):
+        pid = f"pid {role['pid']}" if role.get("pid") else "waiting to restart"
+        extra = f", restarted {role['restarts']}x" if role.get("restarts") else ""
+        url = f" on {state.get('url')}" if role["role"] == "gateway" else ""
+        print(f"  {role['role']:<10} {pid}{extra}{url}")
+    redis = state.get("redis") or {}
+    kind = f"embedded, pid {redis.get('pid')}" if redis.get("embedded") else "external"
+    print(f"  {'redis':<10} {redis.get('url')} ({kind})")
+    policy = state.get("policy") or {}
+    files = ", ".join(policy.get("files") or []) or "no policy file: every event gets no opinion"
+    print(f"  {'policy':<10} revision {policy.get('revision')}, {policy.get('handlers', 0)} handlers ({files})")
+    return 0
+
+
+def stop(state_dir: str, timeout_s: float) -> int:
+    """``hookbus stop``: SIGTERM to the ``hookbus up`` of ``state_dir``, then wait until it is gone."""
+    import signal
+    import time
+
+    from hookbus.state import LOCK_NAME, is_held, running
+
+    where = os.path.abspath(state_dir)
+    state = running(state_dir)
+    if state is None:
+        print(f"hookbus: nothing running from {where}")
+        return 0
+    if not isinstance(state.get("pid"), int):
+        raise HookBusError(f"hookbus up in {where} is still starting; try again in a moment")
+    pid = state["pid"]
+    try:
+        os.kill(pid, signal.SIGTERM)
+    except ProcessLookupError:
+        pass  # it ended between the two looks
+    except PermissionError as exc:
+        raise HookBusError(f"not allowed to stop pid {pid} (hookbus up from {where})") from exc
+    deadline = time.monotonic() + timeout_s
+    while is_held(os.path.join(state_dir, LOCK_NAME)):  # released once every role and Redis have stopped
+        if time.monotonic() > deadline:
+            raise HookBusError(f"hookbus up (pid {pid}) did not stop within {timeout_s:g}s; 'kill -9 {pid}' ends it")
+        time.sleep(0.05)
+    print(f"hookbus: stopped hookbus up (pid {pid}) from {where}")
     return 0
 
 
@@ -126,7 +242,7 @@ def emit(args: argparse.Namespace) -> int:
     """``hookbus emit``: send one event by hand and print the decision."""
     import httpx
 
-    from hookbus.shim import DEFAULT_URL
+    from hookbus.shim import hook_url
 
     hook_input: dict[str, Any] = {
         "hook_event_name": args.event,
@@ -145,9 +261,7 @@ def emit(args: argparse.Namespace) -> int:
         hook_input["tool_input"] = extra
     elif isinstance(extra, dict):
         hook_input.update(extra)
-    url = args.url or os.environ.get("HOOKBUS_URL") or DEFAULT_URL
-    if not url.rstrip("/").endswith("/v1/hooks"):
-        url = url.rstrip("/") + "/v1/hooks"
+    url = hook_url(args.url)
     headers = {}
     if token := os.environ.get("HOOKBUS_TOKEN"):
         headers["Authorization"] = f"Bearer {token}"

@@ -23,7 +23,11 @@ has no path to return would break worktrees. PreModelSwitch and PostModelSwitch:
 Code v2.1.251+ only, and not in the published settings schema yet.
 
 The file is written atomically (temporary file in the same folder, then rename) and the
-previous version is kept as ``<file>.bak``; ``--dry-run`` prints a unified diff instead.
+previous version is kept as ``<file>.bak``; ``--dry-run`` prints a unified diff instead. The
+shim command names the ``hookbus`` that ran the installer by its absolute path (Claude Code's
+``PATH`` may not have it), unless ``hookbus`` on ``PATH`` is that same file. After writing, and
+alone with ``--check``, it posts a harmless test event to the gateway with ``$HOOKBUS_TOKEN``
+(:mod:`hookbus.install_check`) and says whether the token is accepted, as which tenant.
 This module uses only the standard library.
 """
 
@@ -36,10 +40,12 @@ import json
 import os
 import re
 import shlex
+import shutil
 import sys
 import tempfile
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 from bus.errors import ConfigError
 from bus.events import CLAUDE_EVENTS, NO_HTTP_EVENTS
@@ -91,6 +97,9 @@ class InstallPlan:
     fail_closed: bool = False
 
     def __post_init__(self) -> None:
+        parts = urlsplit(hook_url(self.url))
+        if parts.scheme not in ("http", "https") or not parts.hostname:
+            raise ConfigError(f"--url must be an http(s) URL such as http://hookbus.internal:8787 (got {self.url!r})")
         object.__setattr__(self, "url", hook_url(self.url))
         unknown = [event for event in self.events if event not in CLAUDE_EVENTS]
         if unknown:
@@ -119,6 +128,27 @@ class InstallPlan:
             return {"type": "command", "command": self.shim_command(), "timeout": timeout}
         return {"type": "http", "url": self.url, "headers": dict(AUTH_HEADERS),
                 "allowedEnvVars": [TOKEN_ENV], "timeout": timeout}
+
+
+def default_hook_command(argv0: str | None = None, executable: str | None = None, path: str | None = None) -> str:
+    """How Claude Code should start the shim: the ``hookbus`` that runs now, by absolute path.
+
+    That is ``argv0`` when it is the ``hookbus`` console script, else the one next to the
+    Python ``executable`` (``python -m hookbus`` from a virtualenv), else ``python -m hookbus``.
+    Plain ``hookbus`` when the one on ``path`` (default ``$PATH``) is that same file.
+    """
+    argv0 = sys.argv[0] if argv0 is None else argv0
+    executable = sys.executable if executable is None else executable
+    candidates = [argv0] if os.path.basename(argv0) == "hookbus" else []
+    candidates.append(os.path.join(os.path.dirname(executable), "hookbus"))
+    for candidate in candidates:
+        found = os.path.abspath(candidate)
+        if os.path.isfile(found) and os.access(found, os.X_OK):
+            on_path = shutil.which("hookbus", path=path)
+            if on_path is not None and os.path.samefile(on_path, found):
+                return "hookbus"
+            return shlex.quote(found)
+    return f"{shlex.quote(executable)} -m hookbus"
 
 
 def _handler_url(handler: dict[str, Any]) -> str | None:
@@ -277,22 +307,54 @@ def notes(settings: dict[str, Any], plan: InstallPlan) -> list[str]:
     return found
 
 
+def installed_url(settings: dict[str, Any]) -> str | None:
+    """The gateway URL of the first hookbus handler in ``settings``, if any."""
+    hooks = settings.get("hooks")
+    for groups in hooks.values() if isinstance(hooks, dict) else ():
+        for group in groups if isinstance(groups, list) else ():
+            for handler in group.get("hooks") or () if isinstance(group, dict) else ():
+                if isinstance(handler, dict) and (url := _handler_url(handler)) is not None:
+                    return url
+    return None
+
+
+def _check(url: str, *, after_install: bool) -> int:
+    from hookbus.install_check import check_gateway
+
+    ok, message = check_gateway(url, os.environ.get(TOKEN_ENV) or None)
+    if ok:
+        print(f"hookbus: check: {message}")
+        return 0
+    if after_install:  # the settings are written; the gateway may simply not run yet
+        print(f"hookbus: warning: check failed: {message}", file=sys.stderr)
+        return 0
+    print(f"hookbus: check failed: {message}", file=sys.stderr)
+    return 1
+
+
 def run_install(args: Any) -> int:
     """``hookbus install claude``: returns the exit code (errors raise ConfigError)."""
     path = Path(args.settings_file) if args.settings_file else settings_path(args.scope)
+    if args.settings_file and not path.parent.is_dir() and not args.create and not args.dry_run and not args.check:
+        raise ConfigError(f"{path.parent} does not exist (a typo?); pass --create to make it")
     old_text, settings = read_settings(path)
+    if args.check:
+        url = args.url or installed_url(settings) or os.environ.get("HOOKBUS_URL") or ""
+        if args.url:
+            InstallPlan(url=args.url)  # the same URL rules as an install
+        return _check(hook_url(url), after_install=False)
     plan: InstallPlan | None = None
     if args.uninstall:
         updated = merge(settings, None, only_url=args.url)
     else:
         named = dict.fromkeys(e for chunk in (args.events or []) for e in re.split(r"[,\s]+", chunk) if e)
         events = tuple(named) or DEFAULT_EVENTS
-        plan = InstallPlan(url=args.url or "", events=events, shim_everywhere=args.shim,
-                           timeout_s=args.timeout, hook_command=args.hook_command, fail_closed=args.fail_closed)
+        plan = InstallPlan(url=args.url or "", events=events, shim_everywhere=args.shim, timeout_s=args.timeout,
+                           hook_command=args.hook_command or default_hook_command(), fail_closed=args.fail_closed)
         updated = merge(settings, plan)
     if updated == settings and (old_text is not None or args.uninstall):
         print(f"hookbus: {path} is already up to date; nothing to change")
-        return 0
+        return _check(plan.url, after_install=True) if plan is not None and not args.no_check else 0
     new_text = render(updated)
     if args.dry_run:
         diff = difflib.unified_diff((old_text or "").splitlines(keepends=True), new_text.splitlines(keepends=True),
@@ -309,7 +371,7 @@ def run_install(args: Any) -> int:
     print(f"hookbus: Claude Code sends ${TOKEN_ENV} as the bearer token: export it where Claude Code runs")
     for note in notes(updated, plan):
         print(f"hookbus: note: {note}")
-    return 0
+    return 0 if args.no_check else _check(plan.url, after_install=True)
 
 
 def add_install_arguments(parser: Any) -> None:
@@ -327,10 +389,16 @@ def add_install_arguments(parser: Any) -> None:
     parser.add_argument("--timeout", type=float, default=DEFAULT_TIMEOUT_S, metavar="S",
                         help=f"handler timeout in seconds (default {DEFAULT_TIMEOUT_S:g})")
     parser.add_argument("--fail-closed", action="store_true", help="shim hooks block when the gateway can't answer")
-    parser.add_argument("--hook-command", default="hookbus", metavar="CMD",
-                        help="how Claude Code starts the shim (default 'hookbus'; e.g. a full path)")
+    parser.add_argument("--hook-command", metavar="CMD",
+                        help="how Claude Code starts the shim (default: the absolute path of this hookbus, or "
+                             "'hookbus' when that is the one on PATH)")
+    parser.add_argument("--create", action="store_true", help="create the --settings-file's folder if missing")
     parser.add_argument("--dry-run", action="store_true", help="print a unified diff and write nothing")
     parser.add_argument("--uninstall", action="store_true", help="remove what 'hookbus install' added")
+    parser.add_argument("--check", action="store_true",
+                        help="only check: post a test event with $HOOKBUS_TOKEN and report the tenant or the problem "
+                             "(also done after every install)")
+    parser.add_argument("--no-check", action="store_true", help="skip the check after installing")
 
 
 __all__ = [
@@ -338,6 +406,8 @@ __all__ = [
     "OPT_IN_EVENTS",
     "InstallPlan",
     "add_install_arguments",
+    "default_hook_command",
+    "installed_url",
     "is_hookbus_handler",
     "merge",
     "notes",

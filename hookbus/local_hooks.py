@@ -1,9 +1,9 @@
 """An in-process hook engine for your agent loop, composed with the central bus.
 
-Modelled on the seed designs: the registry of seed 003 (``register_hook`` /
+Modelled on two classic agent-loop hook designs: a plugin registry (``register_hook`` /
 ``trigger_hooks``, where the first callback that returns something other than None
-intercepts) and the ``emit`` of seed 001's LocalHooks (handlers run in registration order,
-a block ends the run at once, a modification updates the context for the next handler).
+intercepts) and a LocalHooks engine's ``emit`` (handlers run in registration order, a
+block ends the run at once, a modification updates the context for the next handler).
 ``emit`` runs the LOCAL callbacks first, then asks hookbus with the (possibly modified)
 input:
 
@@ -15,22 +15,22 @@ What a callback given to ``emit`` receives and may return. It gets one argument,
 input ``dict`` (``hook_event_name`` plus the fields; the client adds ``session_id``, ``cwd``
 and ``transcript_path`` when it sends). It returns:
 
-* ``None`` - no opinion (seed 003);
+* ``None`` - no opinion;
 * a ``str`` (or any other non-None, non-dict value) - block, with that text as the reason
-  (seed 003's interception);
-* a seed 001 result dict: ``{"action": "continue" | "block" | "modify", "message": ...,
+  (an interception);
+* an agent-loop result dict: ``{"action": "continue" | "block" | "modify", "message": ...,
   "modifications": {"args": {...}}}`` (``args`` is the new tool input);
 * a Claude Code hook output dict (``{"decision": "block", ...}``, ``{"hookSpecificOutput":
   {"permissionDecision": "deny", "updatedInput": {...}}}``, ...) or a :class:`Decision`.
 
-Composition rules: a local block returns at once and the central bus is not asked (seed
-001: "block ends the run"); a local ``updated_input`` replaces ``tool_input`` for the
+Composition rules: a local block returns at once and the central bus is not asked (a
+block ends the run); a local ``updated_input`` replaces ``tool_input`` for the
 callbacks after it and is what the central bus sees; the central decision then applies on
 top: any block wins, the most restrictive permission wins (deny > defer > ask > allow), a
 central ``updated_input`` wins over a local one, and ``additional_context`` /
 ``system_message`` of both are joined (local first). A callback that raises is logged and
 skipped (fail open), or blocks when the engine is ``fail_closed``. ``trigger_hooks`` is
-seed 003 unchanged: local only, positional arguments, exceptions propagate.
+the plain registry call: local only, positional arguments, exceptions propagate.
 """
 
 from __future__ import annotations
@@ -87,7 +87,7 @@ class LocalHooks:
         return list(self._hooks.get(event, ()))
 
     def trigger_hooks(self, event: str, *args: Any) -> Any:
-        """Seed 003: call each callback with ``args``; the first non-None result intercepts."""
+        """The plain registry call: each callback with ``args``; the first non-None result intercepts."""
         for callback in self._hooks.get(event, ()):
             result = callback(*args)
             if result is not None:
@@ -122,7 +122,7 @@ class LocalHooks:
                 if inspect.isawaitable(result):
                     getattr(result, "close", lambda: None)()
                     raise TypeError("async callback: use 'await engine.aemit(...)'")
-            except Exception as exc:  # a local hook never crashes the agent (seed 001)
+            except Exception as exc:  # a local hook never crashes the agent
                 state = self._failed(event, state, callback, exc)
             else:
                 state = self._apply(state, hook_input, result)

@@ -20,6 +20,7 @@ from types import TracebackType
 
 from bus.children import die_with_parent
 from bus.errors import RedisServerError
+from hookbus.state import FolderLock, read_json, write_json
 
 
 def find_redis_server() -> str:
@@ -48,6 +49,7 @@ class EmbeddedRedis:
         self.port = port
         self.socket_path = self.state_dir / "redis.sock"
         self._process: subprocess.Popen[bytes] | None = None
+        self._lock = FolderLock(self.state_dir / "redis.lock")
 
     @property
     def url(self) -> str:
@@ -62,6 +64,14 @@ class EmbeddedRedis:
     def start(self, timeout_s: float = 10.0) -> EmbeddedRedis:
         """Start the server and wait until it answers PING."""
         self.state_dir.mkdir(parents=True, exist_ok=True)
+        # One server per folder: a second one would take over the socket and the data files.
+        # A server that is going away (its parent was just killed) gets a second to finish.
+        if not self._lock.acquire(wait_s=1.0):
+            holder = read_json(self.state_dir / "redis.json") or {}
+            raise RedisServerError(
+                f"an embedded Redis already runs in {self.state_dir} (pid {holder.get('pid', 'unknown')}); "
+                "pass another --state-dir to run a second one"
+            )
         with contextlib.suppress(FileNotFoundError):
             self.socket_path.unlink()
         args = [
@@ -81,12 +91,16 @@ class EmbeddedRedis:
             self._process = subprocess.Popen(
                 args, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, preexec_fn=die_with_parent,
                 process_group=0,  # a terminal's Ctrl-C must not stop Redis before its clients
+                pass_fds=(self._lock.fd,) if self._lock.fd is not None else (),  # the lock lives as long as Redis
             )
         except OSError as exc:
+            self._lock.release()
             raise RedisServerError(f"cannot start redis-server: {exc}") from exc
+        write_json(self.state_dir / "redis.json", {"pid": self._process.pid, "url": self.url})
         deadline = time.monotonic() + timeout_s
         while not self._answers_ping():
             if self._process.poll() is not None:
+                self._lock.release()
                 raise RedisServerError(
                     f"redis-server exited with {self._process.returncode}; see {self.state_dir}/redis.log"
                 )
@@ -111,14 +125,17 @@ class EmbeddedRedis:
     def stop(self, timeout_s: float = 5.0) -> None:
         """Stop the server (SIGTERM, then SIGKILL) and wait for it."""
         process, self._process = self._process, None
-        if process is None or process.poll() is not None:
-            return
-        process.terminate()
         try:
-            process.wait(timeout_s)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
+            if process is None or process.poll() is not None:
+                return
+            process.terminate()
+            try:
+                process.wait(timeout_s)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait()
+        finally:
+            self._lock.release()
 
     def __enter__(self) -> EmbeddedRedis:
         return self.start()

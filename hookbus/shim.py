@@ -32,8 +32,9 @@ def hook_url(url: str | None) -> str:
     """The ``/v1/hooks`` URL for ``url`` (a base URL or the full one; default ``$HOOKBUS_URL``)."""
     url = url or os.environ.get("HOOKBUS_URL") or DEFAULT_URL
     base, _, query = url.partition("?")
-    if not base.rstrip("/").endswith("/v1/hooks"):
-        base = base.rstrip("/") + "/v1/hooks"
+    base = base.rstrip("/")  # the gateway serves /v1/hooks, not /v1/hooks/
+    if not base.endswith("/v1/hooks"):
+        base += "/v1/hooks"
     return f"{base}?{query}" if query else base
 
 

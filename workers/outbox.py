@@ -1,55 +1,92 @@
-"""Coalesces a dispatcher's writes (replies, log records, acks) into pipelined round trips.
+"""Coalesces a dispatcher's writes (settled events, dead letters, acks) into pipelined round trips.
 
 Under load, everything finished while the previous pipeline was in flight goes out in the
-next one; at low load each write leaves at once. A failed flush is retried with backoff so
-that nothing is acknowledged before its decision-log record is written.
+next one; at low load each write leaves at once. Each event is settled by one
+:data:`bus.settle.SETTLE` script, which writes its decision-log record, publishes its reply
+and acknowledges its entry atomically: nothing is acknowledged before its record is stored.
+A write that fails (Redis down, or refusing writes at ``maxmemory``) is logged and retried
+with backoff; its entry stays pending meanwhile, and the script is idempotent by event id.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import logging
+from collections.abc import Callable
 from typing import Any
 
 import redis.asyncio as aioredis
+import redis.exceptions
 
+from bus import metrics
 from bus.connection import redis_errors
 from bus.errors import BusUnavailable
-from bus.keys import DISPATCH_GROUP
-from bus.protocol import LogRecord
+from bus.keys import DISPATCH_GROUP, Keyspace
+from bus.protocol import LogRecord, Reply, Request, StreamFields
+from bus.retry import Backoff
+from bus.settle import SETTLE
 
 logger = logging.getLogger("hookbus.dispatcher")
 
-_Op = tuple[str, tuple[Any, ...]]
+
+@dataclasses.dataclass(slots=True)
+class Settle:
+    """Write ``record``, answer ``request`` with ``reply`` (if in time), acknowledge the entry."""
+
+    stream: str
+    entry_id: bytes
+    request: Request
+    record: LogRecord
+    reply: Reply | None
+    log_maxlen: int
+
+
+@dataclasses.dataclass(slots=True)
+class Write:
+    """A plain write: a dead letter (``fields`` set) or an acknowledgement."""
+
+    stream: str
+    entry_id: bytes = b""
+    fields: StreamFields | None = None
+    maxlen: int = 0
 
 
 class Outbox:
     """Queued Redis writes, flushed by one background task."""
 
-    def __init__(self, redis: aioredis.Redis, redis_url: str = "", log_stream: str = "") -> None:
+    def __init__(self, redis: aioredis.Redis, keys: Keyspace, redis_url: str = "",
+                 on_written: Callable[[str, bytes], None] | None = None) -> None:
+        """``on_written(stream, entry_id)`` is called once an entry's settlement (or its
+        dead letter, or acknowledgement) is stored."""
         self.redis = redis
+        self._on_written = on_written
+        self.keys = keys
         self.redis_url = redis_url
-        self._ops: list[_Op] = []
+        self._settle = redis.register_script(SETTLE)
+        self._ops: list[Settle | Write] = []
         self._wake = asyncio.Event()
         self._idle = asyncio.Event()
         self._idle.set()
         self._task: asyncio.Task[None] | None = None
-        self.log_stream = log_stream
+        self._backoff = Backoff()
+        #: The last error Redis answered a write with.
+        self.last_error = ""
 
-    def publish(self, channel: str, data: bytes) -> None:
-        self._push(("publish", (channel, data)))
+    def settle(self, op: Settle) -> None:
+        self._push(op)
 
     def ack(self, stream: str, entry_id: bytes) -> None:
-        self._push(("xack", (stream, DISPATCH_GROUP, entry_id)))
+        self._push(Write(stream, entry_id))
 
-    def xadd(self, stream: str, fields: dict[str, Any], maxlen: int) -> None:
-        self._push(("xadd", (stream, fields, maxlen)))
+    def xadd(self, stream: str, fields: StreamFields, maxlen: int) -> None:
+        self._push(Write(stream, fields=fields, maxlen=maxlen))
 
-    def log(self, record: LogRecord, maxlen: int) -> None:
-        self.xadd(self.log_stream, record.encode(), maxlen)
+    def __len__(self) -> int:
+        return len(self._ops)
 
-    def _push(self, op: _Op) -> None:
+    def _push(self, op: Settle | Write) -> None:
         self._ops.append(op)
         self._idle.clear()
         self._wake.set()
@@ -69,53 +106,80 @@ class Outbox:
             with contextlib.suppress(asyncio.CancelledError):
                 await self._task
         if self._ops:
-            logger.warning("stopping with %d unflushed writes", len(self._ops))
+            # Their entries stay pending: another dispatcher claims and settles them.
+            logger.warning("stopping with %d unflushed writes; their entries stay pending", len(self._ops))
 
     async def _run(self) -> None:
-        failures = 0
         while True:
             await self._wake.wait()
             self._wake.clear()
             while self._ops:
                 ops, self._ops = self._ops, []
+                error: BusUnavailable | None = None
                 try:
-                    await self._flush(ops)
-                    failures = 0
+                    failed = await self._flush(ops)
                 except BusUnavailable as exc:
-                    if failures == 0:
-                        logger.warning("outbox: %s; retrying", exc)
-                    failures += 1
-                    self._ops = ops + self._ops
-                    await asyncio.sleep(min(1.0, 0.05 * failures))
+                    failed, error = ops, exc
                 except Exception:
                     # Never let the one writer task die: its entries stay unacknowledged, so
                     # they are claimed again later (and dead-lettered if they keep failing).
-                    logger.exception("outbox: dropping %d writes that could not be sent", len(ops))
+                    logger.exception("outbox: %d writes could not be sent; their entries stay pending", len(ops))
+                    failed = []
+                if failed:
+                    self._ops = failed + self._ops
+                    delay_s = self._backoff.next_delay_s()
+                    logger.warning("outbox: %d writes failed (%s); retrying in %.2fs", len(failed),
+                                   error or self.last_error, delay_s)
+                    await asyncio.sleep(delay_s)
+                else:
+                    self._backoff.reset()
             self._idle.set()
 
-    async def _flush(self, ops: list[_Op]) -> None:
-        """One pipeline: one PUBLISH per reply channel (agents wait on those), then the log
-        records, then one XACK per stream (nothing is acknowledged before its record)."""
-        replies: dict[str, list[bytes]] = {}
-        acks: dict[str, list[bytes]] = {}
-        records: list[tuple[Any, ...]] = []
-        for name, args in ops:
-            if name == "xadd":
-                records.append(args)
-            elif name == "publish":
-                replies.setdefault(args[0], []).append(args[1])
-            else:
-                acks.setdefault(args[0], []).append(args[2])
+    def _settle_args(self, op: Settle) -> tuple[list[str], list[Any]]:
+        request, reply = op.request, op.reply
+        keys = [self.keys.outcome(request.event_id), self.keys.decision_log, op.stream]
+        args: list[Any] = [
+            op.entry_id, DISPATCH_GROUP, op.log_maxlen, op.record.meta(), op.record.payload,
+            request.deadline_ms if request.blocking else 0,
+            reply.encode() if reply is not None else b"",
+            op.record.outcome, op.record.fail_open, request.fail_open, request.reply_to,
+        ]
+        return keys, args
+
+    async def _flush(self, ops: list[Settle | Write]) -> list[Settle | Write]:
+        """One pipeline; returns the writes that Redis refused (to retry)."""
         with redis_errors(self.redis_url):
             async with self.redis.pipeline(transaction=False) as pipe:
-                for channel, batch in replies.items():
-                    # Several replies for one gateway travel as one message: a JSON array.
-                    pipe.publish(channel, batch[0] if len(batch) == 1 else b"[" + b",".join(batch) + b"]")
-                for stream, fields, maxlen in records:
-                    pipe.xadd(stream, fields, maxlen=maxlen, approximate=True)
+                acks: dict[str, list[bytes]] = {}
+                sent: list[Settle | Write] = []
+                for op in ops:
+                    if isinstance(op, Settle):
+                        keys, args = self._settle_args(op)
+                        await self._settle(keys, args, client=pipe)
+                        sent.append(op)
+                    elif op.fields is not None:
+                        pipe.xadd(op.stream, op.fields, maxlen=op.maxlen, approximate=True)  # type: ignore[arg-type]
+                        sent.append(op)
+                    else:
+                        acks.setdefault(op.stream, []).append(op.entry_id)
                 for stream, ids in acks.items():
                     pipe.xack(stream, DISPATCH_GROUP, *ids)
-                await pipe.execute(raise_on_error=False)
+                results = await pipe.execute(raise_on_error=False)
+        failed: list[Settle | Write] = []
+        for op, result in zip(sent, results, strict=False):
+            if isinstance(result, redis.exceptions.RedisError):
+                self.last_error = str(result)
+                failed.append(op)
+                metrics.child(metrics.REDIS_ERRORS, "settle" if isinstance(op, Settle) else "xadd").inc()
+            elif self._on_written is not None and op.entry_id:
+                self._on_written(op.stream, op.entry_id)
+        if any(isinstance(result, redis.exceptions.RedisError) for result in results[len(sent):]):
+            failed.extend(Write(stream, entry_id) for stream, ids in acks.items() for entry_id in ids)
+        elif self._on_written is not None:
+            for stream, ids in acks.items():
+                for entry_id in ids:
+                    self._on_written(stream, entry_id)
+        return failed
 
 
-__all__ = ["Outbox"]
+__all__ = ["Outbox", "Settle", "Write"]

@@ -19,8 +19,9 @@ def install_stop_signals(stop: asyncio.Event) -> None:
 
 
 async def serve_dispatcher(settings: Settings, policy: Policy, redis_url: str, metrics_port: int | None = None) -> None:
-    """Run one dispatcher until SIGINT/SIGTERM, then drain."""
-    metrics.start_http_server(metrics_port)
+    """Run one dispatcher until SIGINT/SIGTERM, then drain (SIGHUP reloads the policy)."""
+    metrics.init_metrics()
+    metrics.start_http_server(metrics_port, settings.metrics_host, settings.metrics_token)
     stop = asyncio.Event()
     install_stop_signals(stop)
     dispatcher = Dispatcher(settings, policy, redis_url)

@@ -1,4 +1,4 @@
-"""Seed 003's permission and log hooks as a hookbus plugin.
+"""A classic agent loop's permission and log hooks as a hookbus plugin.
 
 Load it from a policy::
 
@@ -29,7 +29,7 @@ logger = logging.getLogger("hookbus.plugins.permission")
 
 #: Shell tools whose ``command`` is checked.
 SHELL_TOOLS: Final = frozenset({"Bash", "bash"})
-#: What the seed forbids: ``rm -rf`` (in any flag order) and ``sudo``, each as a whole word.
+#: What the permission hook forbids: ``rm -rf`` (in any flag order) and ``sudo``, each as a whole word.
 DANGEROUS: Final = (
     (re.compile(r"(?<![\w-])rm\s+(?:-[a-zA-Z]*(?:[rR][a-zA-Z]*f|f[a-zA-Z]*[rR])|-[rR]\s+-f|-f\s+-[rR])"),
      "rm -rf"),
@@ -46,7 +46,7 @@ def command_of(hook_input: HookInput) -> str | None:
 
 
 def permission_hook(hook_input: HookInput) -> str | None:
-    """Block ``rm -rf`` and ``sudo`` in Bash (seed 003's ``permission_hook``)."""
+    """Block ``rm -rf`` and ``sudo`` in Bash."""
     command = command_of(hook_input)
     if command is None:
         return None
@@ -57,7 +57,7 @@ def permission_hook(hook_input: HookInput) -> str | None:
 
 
 def log_hook(hook_input: HookInput) -> None:
-    """Log every tool call that reaches it (seed 003's ``log_hook``); never intercepts."""
+    """Log every tool call that reaches it; never intercepts."""
     logger.info("[HOOK] session %s calls tool %s", hook_input.session_id, hook_input.tool_name)
 
 

@@ -1,4 +1,4 @@
-"""Group matchers, rule by rule of spec section 2.3."""
+"""Group matchers, rule by rule of Claude Code's matcher semantics."""
 
 from __future__ import annotations
 

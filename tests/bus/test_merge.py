@@ -1,4 +1,4 @@
-"""Merging several handlers' results into one Claude Code hook output (§4.4, §4.5, §4.7, §4.9)."""
+"""Merging several handlers' results into one Claude Code hook output, event by event."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ import pytest
 from bus.merge import CLASSIFIER_CONTEXT_CAP, merge_results
 from bus.output import check_output
 from bus.results import HandlerResult, Outcome
+from tests.conftest import hso, pr
 
 
 def ok(output: dict[str, Any] | None = None, text: str | None = None, **kw: Any) -> HandlerResult:
@@ -27,20 +28,12 @@ def timeout(reason: str | None = "timed out after 2s", **kw: Any) -> HandlerResu
     return HandlerResult(Outcome.TIMEOUT, reason=reason, **kw)
 
 
-def hso(event: str, **fields: Any) -> dict[str, Any]:
-    return {"hookSpecificOutput": {"hookEventName": event, **fields}}
-
-
 def pre(decision: str | None = None, reason: str | None = None, **fields: Any) -> dict[str, Any]:
     if decision:
         fields["permissionDecision"] = decision
     if reason:
         fields["permissionDecisionReason"] = reason
     return hso("PreToolUse", **fields)
-
-
-def pr(**decision: Any) -> dict[str, Any]:
-    return hso("PermissionRequest", decision=decision)
 
 
 PTU, PMS, PRQ = "PreToolUse", "PreModelSwitch", "PermissionRequest"
@@ -259,7 +252,7 @@ CASES: list[tuple[str, str, list[HandlerResult], dict[str, Any], str, str | None
      [block("warn"), ok(hso("SubagentStart", additionalContext="c"))],
      {"systemMessage": "warn", **hso("SubagentStart", additionalContext="c")}, "none", None),
     ("subagent-start-text-not-context", "SubagentStart", [ok(text="plain")], {}, "none", None),
-    # --- seed events and unknown events -----------------------------------------------------------
+    # --- agent-loop events and unknown events -----------------------------------------------------------
     ("seed-start-block", "Start", [block("not today")], {"decision": "block", "reason": "not today"}, "block",
      "not today"),
     ("seed-pre-sampling-modify", "PreSampling",

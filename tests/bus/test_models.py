@@ -7,8 +7,9 @@ from typing import Any
 import pytest
 from pydantic import ValidationError
 
+from bus.errors import RequestRejected
 from bus.models import HookInput, HookOutput
-from gateway.hooks import Gateway, HookError
+from gateway.hooks import Gateway
 
 VALID: list[dict[str, Any]] = [
     {"hook_event_name": "PreToolUse", "session_id": "s", "tool_name": "Bash", "tool_input": {"command": "ls"}},
@@ -36,7 +37,7 @@ def test_valid_inputs_are_accepted_by_both(data: dict[str, Any]) -> None:
 def test_invalid_inputs_are_refused_by_both(data: Any) -> None:
     with pytest.raises(ValidationError):
         HookInput.model_validate(data)
-    with pytest.raises(HookError) as info:
+    with pytest.raises(RequestRejected) as info:
         Gateway.parse(__import__("orjson").dumps(data))
     assert info.value.status == 400
 

@@ -1,4 +1,4 @@
-"""Reading handler answers: exit codes (§4.1), stdout/body parsing (§4.2), the output schema (§4.3-4.6)."""
+"""Reading handler answers: exit codes, stdout/body parsing, the per-event output schema."""
 
 from __future__ import annotations
 
@@ -10,12 +10,9 @@ import pytest
 from bus.errors import OutputSchemaError
 from bus.output import PREVIEW_CHARS, TEXT_CAP, cap_text, check_output, result_from_body, result_from_exit
 from bus.results import HandlerResult, Outcome
+from tests.conftest import hso, pr
 
 OK, BLOCK, ERROR = Outcome.OK, Outcome.BLOCK, Outcome.ERROR
-
-
-def hso(event: str, **fields: Any) -> dict[str, Any]:
-    return {"hookSpecificOutput": {"hookEventName": event, **fields}}
 
 
 def js(obj: Any) -> str:
@@ -272,10 +269,6 @@ def test_cap_text_keeps_short_text() -> None:
 
 
 PR = "PermissionRequest"
-
-
-def pr(**decision: Any) -> dict[str, Any]:
-    return hso(PR, decision=decision)
 
 
 def upd(**entry: Any) -> dict[str, Any]:

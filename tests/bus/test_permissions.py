@@ -1,4 +1,4 @@
-"""Permission-rule syntax for ``if`` and ``rule`` handlers, rule by rule of spec section 2.4."""
+"""Permission-rule syntax for ``if`` and ``rule`` handlers, rule by rule of Claude Code's syntax."""
 
 from __future__ import annotations
 

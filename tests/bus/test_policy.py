@@ -154,7 +154,6 @@ def test_every_problem_of_a_file_is_reported_with_its_line() -> None:
         (32, "hookbus.http.allowedNetworks[1]"),
         (33, "hookbus.llm.baseUrl"),
         (34, "hookbus"),
-        (35, ""),
     ]
     messages = [message for _, _, message in got]
     assert messages[0] == "must be > 0"
@@ -174,7 +173,6 @@ def test_every_problem_of_a_file_is_reported_with_its_line() -> None:
     assert messages[12] == "not a network in CIDR notation: 'not-a-network'"
     assert messages[13] == "must be an http(s) URL (got 'ftp://llm.internal')"
     assert messages[14] == "unknown key 'bogusKey'"
-    assert messages[15] == "unknown key 'frobnicate'"
     assert str(caught.value).splitlines()[0] == (
         f"{HERE / 'many_errors.yaml'}:8: hooks.PreToolUse[0].hooks[0].timeout: must be > 0"
     )
@@ -408,7 +406,7 @@ def test_syntax_errors_carry_their_line() -> None:
 def test_problems_of_several_files_are_raised_together(tmp_path: Path) -> None:
     first, second = tmp_path / "a.yaml", tmp_path / "b.json"
     first.write_text("hooks:\n  Stop:\n    - hooks: [{type: command, command: ''}]\n")
-    second.write_text('{\n  "nope": 1,\n  "hookbus": {"stopBlockLimit": -3}\n}\n')
+    second.write_text('{\n  "hoks": 1,\n  "hookbus": {"stopBlockLimit": -3}\n}\n')
     with pytest.raises(PolicyError) as caught:
         load_policy([first, tmp_path / "missing.yaml", second])
     got = [(Path(p.file).name, p.line, p.path) for p in caught.value.problems]
@@ -672,3 +670,56 @@ def test_hook_keys_are_settings_keys() -> None:
     assert claude_settings.HOOK_KEYS <= claude_settings.SETTINGS_KEYS
     assert {"permissions", "env", "model", "statusLine", "hooks"} <= claude_settings.SETTINGS_KEYS
     assert "hookbus" not in claude_settings.SETTINGS_KEYS
+
+
+# --- what fails at run time is caught at load time -------------------------------------------
+
+
+def test_unknown_top_level_keys_are_notes_but_near_typos_are_errors() -> None:
+    parsed = parse_policy_text("frobnicate: true\nnewClaudeSetting: {a: 1}\nhooks: {}\n", "policy.yaml")
+    assert parsed.problems == []
+    assert parsed.notes == [
+        "policy.yaml:1: ignored unknown top-level key 'frobnicate' (not a Claude Code setting hookbus knows)",
+        "policy.yaml:2: ignored unknown top-level key 'newClaudeSetting' (not a Claude Code setting hookbus knows)",
+    ]
+    assert str(only_problem("hoks: {}\n")) == "policy.yaml:1: unknown key 'hoks' (did you mean 'hooks'?)"
+    assert only_problem("hooks:\n  PreToolUsee: []\n").message == (
+        "unknown event 'PreToolUsee' (did you mean 'PreToolUse'?)")
+    assert only_problem("hookbus:\n  plugin: []\n").message == "unknown key 'plugin'"  # hookbus: stays strict
+
+
+@pytest.mark.parametrize("url", ["ftp://audit.internal/x", "audit.internal/x", "http:///path", "https://"])
+@pytest.mark.parametrize("kind", ["http", "mcp_tool"])
+def test_hook_urls_must_be_http_urls_with_a_host(url: str, kind: str) -> None:
+    extra = ", server: s, tool: t" if kind == "mcp_tool" else ""
+    problem = only_problem(f"hooks:\n  PreToolUse:\n    - hooks:\n        - {{type: {kind}, url: '{url}'{extra}}}\n")
+    assert (problem.line, problem.path) == (4, "hooks.PreToolUse[0].hooks[0].url")
+    assert problem.message == f"must be an http(s) URL like https://host/path (got {url!r})"
+    inline(f"hooks:\n  PreToolUse:\n    - hooks:\n        - {{type: {kind}, url: 'https://a.example:8443/x'{extra}}}\n")
+
+
+def test_a_command_naming_a_missing_absolute_program_is_a_note(tmp_path: Path) -> None:
+    present = tmp_path / "guard.sh"
+    present.write_text("#!/bin/sh\n")
+    policy = inline(f"""
+        hooks:
+          PreToolUse:
+            - hooks:
+                - {{type: command, command: "FOO=1 /opt/nowhere/guard.sh --strict"}}
+                - {{type: command, command: /opt/nowhere/exec, args: [a]}}
+                - {{type: command, command: "{present} x"}}
+                - {{type: command, command: "$HOME/bin/guard.sh"}}
+                - {{type: command, command: "python3 /opt/nowhere/audit.py"}}
+    """)
+    assert [n for n in policy.notes if "does not exist" in n] == [
+        "policy.yaml:4: /opt/nowhere/guard.sh does not exist on this machine (the hook fails where it does not)",
+        "policy.yaml:5: /opt/nowhere/exec does not exist on this machine (the hook fails where it does not)",
+    ]
+
+
+def test_handler_count_and_empty() -> None:
+    assert empty_policy().empty and empty_policy().handler_count == 0
+    assert inline("hookbus: {plugins: [x]}\n").empty is False
+    policy = inline("hooks:\n  Stop:\n    - hooks: [{type: command, command: a}, {type: command, command: b}]\n")
+    assert (policy.empty, policy.handler_count) == (False, 2)
+    assert inline("disableAllHooks: true\nhooks:\n  Stop:\n    - hooks: [{type: command, command: a}]\n").empty

@@ -1,4 +1,4 @@
-"""The gateway's HTTP contract (CONTRACT §3, §5), over real HTTP against a live platform.
+"""The gateway's HTTP API and metrics (docs/api.md, docs/metrics.md), over real HTTP against a live platform.
 
 Each test runs a real uvicorn gateway on 127.0.0.1 plus in-process dispatchers on the suite's
 Redis; decisions are checked in the HTTP reply *and* in the decision-log stream.
@@ -17,16 +17,18 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from bus.settings import Tokens
 from hookbus.redis_server import free_port
-from tests.conftest import BusProbe, async_wait_for, hookbus_process, port_open, wait_for
-
-DENY_RM = """
-hookbus: {deadlineSeconds: 2.0}
-hooks:
-  PreToolUse:
-    - matcher: Bash
-      hooks:
-        - {type: rule, deny: ["Bash(rm -rf *)"], reason: "no rm -rf"}
-"""
+from tests.conftest import (
+    DENY_RM,
+    BusProbe,
+    assert_error,
+    async_wait_for,
+    exposition_samples,
+    hookbus_process,
+    logged,
+    port_open,
+    pre_tool_use,
+    wait_for,
+)
 
 CORE_METRICS = (
     "hookbus_decisions_total",
@@ -35,29 +37,6 @@ CORE_METRICS = (
     "hookbus_hook_duration_seconds",
     "hookbus_async_jobs_total",
 )
-
-
-def bash(command: str, session: str = "s-1", **extra: Any) -> dict[str, Any]:
-    return {"hook_event_name": "PreToolUse", "session_id": session, "tool_name": "Bash",
-            "tool_input": {"command": command}, "cwd": "/tmp", **extra}
-
-
-def assert_error(response: httpx.Response, status: int, code: str | None = None) -> dict[str, Any]:
-    """A 4xx reply with the contract's JSON error body."""
-    assert response.status_code == status, response.text
-    assert response.headers["content-type"].startswith("application/json")
-    body: dict[str, Any] = response.json()
-    assert set(body) == {"error", "detail"}
-    assert isinstance(body["detail"], str) and body["detail"]
-    if code is not None:
-        assert body["error"] == code
-    return body
-
-
-async def logged(bus: BusProbe, response: httpx.Response) -> Any:
-    """Wait for the decision-log record of the event a reply answered."""
-    event_id = response.headers["X-Hookbus-Event-Id"]
-    return await async_wait_for(lambda: bus.record(event_id), timeout_s=5)
 
 
 # -- malformed input -------------------------------------------------------------------------
@@ -78,6 +57,10 @@ async def logged(bus: BusProbe, response: httpx.Response) -> Any:
         (b'{"hook_event_name": "Stop", "session_id": 5}', "invalid_field"),
         (b'{"hook_event_name": ["Stop"], "session_id": "s"}', "invalid_field"),
         (b'{"hook_event_name": "", "session_id": "s"}', "invalid_field"),
+        (b'{"hook_event_name": "PreToolUse", "session_id": "s", "tool_name": 7}', "invalid_field"),
+        (b'{"hook_event_name": "PreToolUse", "session_id": "s", "tool_name": "Bash", "tool_input": [1]}',
+         "invalid_field"),
+        (b'{"hook_event_name": "PostToolUse", "session_id": "s", "tool_input": "rm -rf /"}', "invalid_field"),
     ],
 )
 async def test_malformed_input_is_a_400_with_a_json_error(platform: Callable[..., Any], body: bytes, code: str) -> None:
@@ -110,8 +93,7 @@ async def test_odd_but_valid_json_is_never_a_500(platform: Callable[..., Any], b
         deep = {"d": deep}
     odd: list[Any] = [
         {"hook_event_name": "Notification", "session_id": "s", "deep": deep},
-        {"hook_event_name": "PreToolUse", "session_id": "s", "tool_name": 7, "tool_input": "nope"},
-        {"hook_event_name": "PreToolUse", "session_id": "s", "tool_name": "Bash", "tool_input": [1, 2]},
+        {"hook_event_name": "PreToolUse", "session_id": "s", "tool_name": None, "tool_input": None},
         {"hook_event_name": "PreToolUse", "session_id": "s\u0000\u202e", "tool_name": "Bash"},
         {"hook_event_name": "Stop\u00e9\U0001f600", "session_id": "s", "huge": 10**30},
     ]
@@ -128,7 +110,7 @@ async def test_odd_but_valid_json_is_never_a_500(platform: Callable[..., Any], b
 
 async def test_rule_deny_and_allow(platform: Callable[..., Any], bus: BusProbe) -> None:
     async with platform(DENY_RM) as p:
-        denied = await p.post(bash("rm -rf /"))
+        denied = await p.post(pre_tool_use("rm -rf /"))
         assert denied.status_code == 200
         assert denied.headers["X-Hookbus-Outcome"] == "decided"
         specific = denied.json()["hookSpecificOutput"]
@@ -136,12 +118,12 @@ async def test_rule_deny_and_allow(platform: Callable[..., Any], bus: BusProbe) 
         assert specific["permissionDecision"] == "deny"
         assert "no rm -rf" in specific["permissionDecisionReason"]
 
-        allowed = await p.post(bash("ls -la"))
+        allowed = await p.post(pre_tool_use("ls -la"))
         assert allowed.status_code == 200
         assert allowed.json() == {}
         assert allowed.headers["X-Hookbus-Outcome"] == "decided"
 
-        other_tool = await p.post({**bash("rm -rf /"), "tool_name": "Read"})
+        other_tool = await p.post({**pre_tool_use("rm -rf /"), "tool_name": "Read"})
         assert other_tool.json() == {}
 
         record = await logged(bus, denied)
@@ -176,28 +158,33 @@ async def test_tokens(platform: Callable[..., Any], bus: BusProbe) -> None:
     async with platform(DENY_RM, tokens=Tokens.parse("acme:tok-a,beta:tok-b")) as p:
         for headers in ({}, {"Authorization": "Bearer wrong"}, {"Authorization": "Basic tok-a"},
                         {"Authorization": "Bearer"}, {"Authorization": "tok-a"}):
-            response = await p.post(bash("ls"), headers=headers)
+            response = await p.post(pre_tool_use("ls"), headers=headers)
             assert_error(response, 401, "unauthorized")
             assert response.headers["WWW-Authenticate"] == "Bearer"
-        ok = await p.post(bash("rm -rf /"), headers={"Authorization": "Bearer tok-a"})
+        ok = await p.post(pre_tool_use("rm -rf /"), headers={"Authorization": "Bearer tok-a"})
         assert ok.status_code == 200
         assert ok.json()["hookSpecificOutput"]["permissionDecision"] == "deny"
         assert (await logged(bus, ok)).tenant == "acme"
         other = await p.post({"hook_event_name": "Stop", "session_id": "s"}, headers={"authorization": "bearer tok-b"})
         assert (await logged(bus, other)).tenant == "beta"
+        # Two Authorization headers: whichever one a proxy checked, hookbus refuses.
+        twice = await p.post(pre_tool_use("ls"), headers=[("Authorization", "Bearer tok-a"),
+                                                          ("Authorization", "Bearer wrong")])
+        assert_error(twice, 401, "unauthorized")
+        assert "more than one" in twice.json()["detail"]
 
 
 async def test_rate_limit_is_a_429_with_retry_after_per_tenant(platform: Callable[..., Any]) -> None:
     tokens = Tokens.parse("acme:tok-a,beta:tok-b")
     async with platform(DENY_RM, tokens=tokens, rate_limit_per_s=1, rate_limit_burst=2) as p:
         acme = {"Authorization": "Bearer tok-a"}
-        statuses = [(await p.post(bash("ls"), headers=acme)).status_code for _ in range(2)]
+        statuses = [(await p.post(pre_tool_use("ls"), headers=acme)).status_code for _ in range(2)]
         assert statuses == [200, 200]
-        limited = await p.post(bash("ls"), headers=acme)
+        limited = await p.post(pre_tool_use("ls"), headers=acme)
         assert_error(limited, 429, "rate_limited")
         assert int(limited.headers["Retry-After"]) >= 1
         # Another tenant has its own bucket.
-        assert (await p.post(bash("ls"), headers={"Authorization": "Bearer tok-b"})).status_code == 200
+        assert (await p.post(pre_tool_use("ls"), headers={"Authorization": "Bearer tok-b"})).status_code == 200
 
 
 # -- health, readiness, metrics --------------------------------------------------------------------
@@ -225,27 +212,22 @@ async def _ready(client: httpx.AsyncClient, url: str) -> dict[str, Any] | None:
     return body if body["checks"].get("dispatchers", {}).get("ok") else None
 
 
-def _samples(text: str) -> dict[tuple[str, frozenset[tuple[str, str]]], float]:
-    return {(s.name, frozenset(s.labels.items())): s.value
-            for family in text_string_to_metric_families(text) for s in family.samples}
-
-
 async def test_metrics_endpoint_exposes_the_core_metrics(platform: Callable[..., Any]) -> None:
     deny_key = ("hookbus_decisions_total", frozenset({("event", "PreToolUse"), ("decision", "deny")}))
     count_key = ("hookbus_decision_latency_seconds_count", frozenset({("event", "PreToolUse")}))
     async with platform(DENY_RM) as p:
-        await p.post(bash("rm -rf /"))
+        await p.post(pre_tool_use("rm -rf /"))
         first = await p.client.get(f"{p.url}/metrics")
         assert first.status_code == 200
         assert first.headers["content-type"].startswith("text/plain")
         families = {family.name for family in text_string_to_metric_families(first.text)}
         for name in CORE_METRICS:
             assert name.removesuffix("_total") in families, name
-        before = _samples(first.text)
+        before = exposition_samples(first.text)
         for _ in range(3):
-            assert "deny" in (await p.post(bash("rm -rf /tmp/x"))).text
-        await p.post(bash("echo hi"))
-        after = _samples((await p.client.get(f"{p.url}/metrics")).text)
+            assert "deny" in (await p.post(pre_tool_use("rm -rf /tmp/x"))).text
+        await p.post(pre_tool_use("echo hi"))
+        after = exposition_samples((await p.client.get(f"{p.url}/metrics")).text)
         assert after[deny_key] - before[deny_key] == 3
         assert after[count_key] - before[count_key] == 4
         hook_runs = ("hookbus_hook_duration_seconds_count", frozenset({("type", "rule")}))

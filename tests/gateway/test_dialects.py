@@ -1,4 +1,4 @@
-"""Peri's dialect (spec Appendix A): both directions as units, then Peri-shaped traffic live.
+"""Peri's dialect: both directions as units, then Peri-shaped traffic live.
 
 ``peri_reads`` below restates how Peri's ``output_parser.rs`` turns a reply into an action
 (``SyncHookResponse`` with serde: ``decision`` only ``approve``/``block``, a snake_case
@@ -87,7 +87,9 @@ def test_peri_input_becomes_claude_input() -> None:
     claude_shaped = peri_event("Stop", permission_mode="default")
     body = orjson.dumps(claude_shaped)
     assert from_dialect("peri", claude_shaped, body)[1] is body  # nothing to translate: same bytes
-    assert from_dialect("claude", raw, body) == (raw, body) and from_dialect("nope", raw, body) == (raw, body)
+    assert from_dialect("claude", raw, body) == (raw, body) and from_dialect("Claude", raw, body) == (raw, body)
+    with pytest.raises(ValueError, match=r"unknown dialect 'nope' \(known dialects: claude, peri\)"):
+        from_dialect("nope", raw, body)
     assert from_dialect(" PERI ", raw, body)[0]["permission_mode"] == "bypassPermissions"
 
 

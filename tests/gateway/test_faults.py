@@ -18,7 +18,7 @@ import httpx
 from bus.errors import BusUnavailable
 from gateway.spool import Spool
 from hookbus.redis_server import EmbeddedRedis
-from tests.conftest import BusProbe, Platform, async_wait_for, metric
+from tests.conftest import BusProbe, Platform, async_wait_for, metric, rm_rf
 
 #: The deadline of the no-dispatcher test: 0.45 s, so that the 0.5 s latency bucket is
 #: exactly "deadline + 50 ms" for the server-side check.
@@ -46,11 +46,6 @@ hooks:
 #: concurrent replies: measured up to ~70 ms over the deadline on an idle 2-core box, ~400 ms
 #: with both cores busy elsewhere.
 CLIENT_MARGIN_S = 0.5
-
-
-def rm_rf(session: str = "s-f") -> dict[str, Any]:
-    return {"hook_event_name": "PreToolUse", "session_id": session, "tool_name": "Bash",
-            "tool_input": {"command": "rm -rf /"}}
 
 
 def bucket(le: str, event: str = "PreToolUse") -> float:
@@ -103,7 +98,7 @@ async def test_the_deadline_counts_from_the_arrival_of_the_request(platform: Cal
 async def test_blocking_events_with_no_handler_are_not_held(platform: Callable[..., Any], bus: BusProbe) -> None:
     """A blocking event nobody listens to is answered once appended, dispatcher or not."""
     async with platform(NO_DISPATCHER, dispatchers=0) as p:
-        elapsed, response = await timed_post(p, {**rm_rf(), "hook_event_name": "PostToolUse"})
+        elapsed, response = await timed_post(p, {**rm_rf("s-f"), "hook_event_name": "PostToolUse"})
         assert response.json() == {}
         assert response.headers["X-Hookbus-Outcome"] == "recorded"
         assert elapsed < 0.4
@@ -116,8 +111,10 @@ async def _readyz(p: Platform) -> httpx.Response:
 
 
 async def _denies(p: Platform) -> bool:
+    """A deny that came over the reply channel (not recovered at the deadline)."""
     response = await p.post(rm_rf("s-back"))
-    return bool(response.json().get("hookSpecificOutput", {}).get("permissionDecision") == "deny")
+    decided = response.json().get("hookSpecificOutput", {}).get("permissionDecision") == "deny"
+    return decided and (await _readyz(p)).status_code == 200
 
 
 async def test_redis_down_fails_open_spools_and_recovers(
@@ -162,7 +159,8 @@ async def test_redis_down_fails_open_spools_and_recovers(
             assert (spooled.event, spooled.outcome, spooled.session_id) == ("Notification", "recorded", "s-down")
             assert b"keep me" in spooled.payload
             audit = await async_wait_for(lambda: probe.record(blocking.headers["X-Hookbus-Event-Id"]), timeout_s=10)
-            assert (audit.event, audit.outcome, audit.decision) == ("PreToolUse", "expired", "none")
+            assert (audit.event, audit.outcome, audit.fail_open, audit.decision) == (
+                "PreToolUse", "fail-open", "redis_unavailable", "none")
             await async_wait_for(lambda: len(p.app.state.gateway.spool) == 0, timeout_s=5)
     finally:
         await probe.close()

@@ -10,10 +10,9 @@ from __future__ import annotations
 
 import asyncio
 import shlex
-import socket
 import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -23,7 +22,7 @@ from bus.settings import Tokens
 from hookbus.client import AsyncHookBusClient, Decision, HookBusClient
 from hookbus.local_hooks import LocalHooks, as_decision
 from hookbus.redis_server import free_port
-from tests.conftest import REPO, BusProbe, async_wait_for
+from tests.conftest import REPO, BusProbe, async_wait_for, logged_session
 
 REWRITE = """\
 import json, sys
@@ -68,24 +67,6 @@ def bash(command: str) -> dict[str, Any]:
     return {"tool_name": "Bash", "tool_input": {"command": command}}
 
 
-async def logged(bus: BusProbe, session: str, count: int = 1) -> list[Any]:
-    """The decision-log records of ``session``, once there are at least ``count``."""
-
-    async def find() -> list[Any] | None:
-        records = [r for r in await bus.log() if r.session_id == session]
-        return records if len(records) >= count else None
-
-    return await async_wait_for(find, timeout_s=5)  # type: ignore[no-any-return]
-
-
-@pytest.fixture
-def silent_port() -> Iterator[int]:
-    with socket.socket() as server:
-        server.bind(("127.0.0.1", 0))
-        server.listen(8)
-        yield server.getsockname()[1]
-
-
 # -- the clients against the central policy --------------------------------------------------
 
 
@@ -121,8 +102,8 @@ async def test_sync_client_decisions(platform: Callable[..., Any], bus: BusProbe
     assert context.system_message == "seen by hookbus" and not context.blocked
     assert got["recorded"].outcome == "recorded" and not got["recorded"].blocked
     # One session per client instance unless a field says otherwise; every event reached the log.
-    await logged(bus, "explicit-session")
-    assert default.startswith("hookbus-sdk-") and len(await logged(bus, default, count=7)) == 7
+    await logged_session(bus, "explicit-session")
+    assert default.startswith("hookbus-sdk-") and len(await logged_session(bus, default, count=7)) == 7
     assert {r.session_id for r in await bus.log()} == {default, "explicit-session"}
 
 
@@ -133,7 +114,7 @@ async def test_async_client_and_fresh_sessions(platform: Callable[..., Any], bus
             allowed = await two.emit("PreToolUse", **bash("ls"))
     assert denied.blocked and "central policy" in (denied.reason or "")
     assert not allowed.blocked and one.session_id != two.session_id
-    assert [r.decision for r in await logged(bus, one.session_id)] == ["deny"]
+    assert [r.decision for r in await logged_session(bus, one.session_id)] == ["deny"]
 
 
 async def test_tokens(platform: Callable[..., Any], tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -158,7 +139,8 @@ async def test_gateway_down_fails_open_or_closed() -> None:
         shut = await closed.emit("PreToolUse", **bash("ls"))
     assert not opened.blocked and opened.outcome == "fail-open" and "unreachable" in (opened.error or "")
     assert opened.reason is None
-    assert shut.blocked and shut.outcome == "fail-open" and (shut.reason or "").startswith("hookbus: gateway")
+    assert shut.blocked and shut.outcome == "fail-closed" and (shut.reason or "").startswith("hookbus: gateway")
+    assert "unreachable" in (shut.error or "")
 
     def sync() -> tuple[Decision, Decision]:
         with HookBusClient(url) as a, HookBusClient(url, fail_closed=True) as b:
@@ -166,6 +148,7 @@ async def test_gateway_down_fails_open_or_closed() -> None:
 
     sync_open, sync_closed = await asyncio.to_thread(sync)
     assert (sync_open.blocked, sync_closed.blocked) == (False, True)
+    assert (sync_open.outcome, sync_closed.outcome) == ("fail-open", "fail-closed")
 
 
 async def test_timeouts(silent_port: int) -> None:
@@ -188,7 +171,7 @@ async def test_gateway_fail_open_outcome(platform: Callable[..., Any], tmp_path:
         async with AsyncHookBusClient(p.url) as open_, AsyncHookBusClient(p.url, fail_closed=True) as closed:
             assert (await open_.emit("PreToolUse", **bash("rm -rf /"))).outcome == "fail-open"
             shut = await closed.emit("PreToolUse", **bash("ls"))
-    assert shut.blocked and "could not decide" in (shut.reason or "")
+    assert shut.blocked and shut.outcome == "fail-closed" and "could not decide" in (shut.reason or "")
 
 
 # -- reading outputs ------------------------------------------------------------------------
@@ -211,7 +194,7 @@ def test_decision_from_output() -> None:
         stop.blocked = False  # type: ignore[misc]
 
 
-# -- the adapter ----------------------------------------------------------------------------
+# -- LocalHooks ------------------------------------------------------------------------------
 
 
 def test_trigger_hooks_is_seed_003() -> None:
@@ -280,7 +263,7 @@ async def test_adapter_composes_local_hooks_with_the_bus(platform: Callable[...,
     assert central_block.blocked and central_block.outcome == "decided"
     assert "central policy" in (central_block.reason or "")
     assert merged.asks and merged.additional_context == "local note" and not merged.blocked
-    records = await logged(bus, "adapter", count=2)
+    records = await logged_session(bus, "adapter", count=2)
     assert len(records) == 2  # the local block never reached the bus
     assert b'"sudo apt install x"' in records[0].payload and records[0].decision == "deny"
 
@@ -308,6 +291,6 @@ async def test_example_agent_loop(platform: Callable[..., Any], bus: BusProbe) -
     expected = {"PostToolUse", "PreToolUse", "SessionStart", "Stop", "UserPromptSubmit"}
 
     async def every_event_logged() -> bool:
-        return expected <= {r.event for r in await logged(bus, session)}
+        return expected <= {r.event for r in await logged_session(bus, session)}
 
     await async_wait_for(every_event_logged, timeout_s=5)

@@ -27,7 +27,15 @@ from bus.errors import ConfigError
 from bus.events import CLAUDE_EVENTS
 from bus.settings import Tokens
 from hookbus.cli import main
-from hookbus.install import DEFAULT_EVENTS, OPT_IN_EVENTS, InstallPlan, is_hookbus_handler, merge, settings_path
+from hookbus.install import (
+    DEFAULT_EVENTS,
+    OPT_IN_EVENTS,
+    InstallPlan,
+    default_hook_command,
+    is_hookbus_handler,
+    merge,
+    settings_path,
+)
 from tests.conftest import REPO, BusProbe, async_wait_for
 
 SCHEMA_PATH = REPO / "tests" / "data" / "claude-code-settings.schema.json"
@@ -56,7 +64,7 @@ def validate() -> Callable[[dict[str, Any]], None]:
 
 
 def install(path: Path, *args: str) -> tuple[int, dict[str, Any]]:
-    code = main(["install", "claude", "--settings-file", str(path), *args])
+    code = main(["install", "claude", "--settings-file", str(path), "--no-check", *args])
     return code, json.loads(path.read_text()) if path.exists() else {}
 
 
@@ -79,7 +87,8 @@ def test_default_install_validates_and_covers_every_event(tmp_path: Path, valida
     for event, (handler, *rest) in handlers.items():
         assert not rest
         if event in ("SessionStart", "Setup"):
-            assert handler == {"type": "command", "command": f"hookbus hook --url {URL}", "timeout": 10}
+            command = f"{default_hook_command()} hook --url {URL}"
+            assert handler == {"type": "command", "command": command, "timeout": 10}
         else:
             assert handler == {"type": "http", "url": URL, "headers": {"Authorization": "Bearer $HOOKBUS_TOKEN"},
                                "allowedEnvVars": ["HOOKBUS_TOKEN"], "timeout": 10}
@@ -100,7 +109,8 @@ def test_variants_validate(tmp_path: Path, validate: Callable[..., None], args: 
     if "--shim" in args:
         assert {h["type"] for hs in ours(settings).values() for h in hs} == {"command"}
         command = settings["hooks"]["Stop"][1]["hooks"][0]["command"]
-        assert command == "hookbus hook --url http://gw.internal:9000/v1/hooks --timeout 2.4 --fail-closed"
+        assert command == (f"{default_hook_command()} hook --url http://gw.internal:9000/v1/hooks --timeout 2.4 "
+                           "--fail-closed")
     if "--hook-command" in args:
         assert list(ours(settings)) == ["PreToolUse", "Stop", "SessionStart"]
         assert ours(settings)["SessionStart"][0]["command"].startswith("/opt/hookbus/bin/hookbus hook --url ")
@@ -120,7 +130,7 @@ def test_scopes(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     assert ours(json.loads((tmp_path / ".claude" / "settings.json").read_text())) == ours(
         json.loads((tmp_path / "home" / ".claude" / "settings.json").read_text()))
     managed = tmp_path / "etc" / "managed-settings.json"
-    assert install(managed, "--scope", "managed", "--events", "Stop")[0] == 0 and managed.exists()
+    assert install(managed, "--scope", "managed", "--events", "Stop", "--create")[0] == 0 and managed.exists()
 
 
 # -- merging: idempotent, preserving, exact uninstall --------------------------------------
@@ -270,7 +280,7 @@ async def test_end_to_end_every_installed_event_reaches_the_gateway(
     monkeypatch.setenv("HOOKBUS_TOKEN", "tok-e2e")
     async with platform(E2E_POLICY, tokens=Tokens.parse("fleet:tok-e2e")) as p:
         monkeypatch.chdir(tmp_path)
-        assert main(["install", "claude", "--url", p.url]) == 0
+        assert main(["install", "claude", "--url", p.url, "--no-check"]) == 0  # the gateway runs on this loop
         settings = json.loads((tmp_path / ".claude" / "settings.json").read_text())
         env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"}
         replies: dict[str, Any] = {}
@@ -304,3 +314,67 @@ async def test_end_to_end_every_installed_event_reaches_the_gateway(
     assert replies["SessionStart"]["hookSpecificOutput"]["additionalContext"].strip() == "fleet rules apply"
     records = {r.session_id: r for r in await bus.log()}
     assert records["e2e-PreToolUse"].tenant == "fleet" and records["e2e-SessionStart"].tenant == "fleet"
+
+
+# -- the shim's command, the URL, the settings folder -------------------------------------------------
+
+
+def executable(path: Path) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("#!/bin/sh\n")
+    path.chmod(0o755)
+    return path
+
+
+def test_the_shim_command_is_the_hookbus_that_ran_the_installer(tmp_path: Path) -> None:
+    python = executable(tmp_path / "venv" / "bin" / "python")
+    beside = executable(tmp_path / "venv" / "bin" / "hookbus")
+    console = executable(tmp_path / "other" / "bin" / "hookbus")
+    elsewhere = str(tmp_path / "nothing-here")
+    # `python -m hookbus` from a virtualenv: the console script next to the interpreter.
+    assert default_hook_command("/src/hookbus/__main__.py", str(python), elsewhere) == str(beside)
+    # The console script itself, by its absolute path.
+    assert default_hook_command(str(console), str(python), elsewhere) == str(console)
+    # The same file is `hookbus` on PATH: the plain name is enough (and survives upgrades).
+    assert default_hook_command(str(console), str(python), str(console.parent)) == "hookbus"
+    assert default_hook_command(str(console), str(python), str(beside.parent)) == str(console)
+    # No console script anywhere: the interpreter runs the module.
+    lonely = executable(tmp_path / "py" / "python3")
+    assert default_hook_command("-c", str(lonely), elsewhere) == f"{lonely} -m hookbus"
+
+
+def test_a_shim_command_with_spaces_is_quoted_and_still_recognised(tmp_path: Path) -> None:
+    python = executable(tmp_path / "my venv" / "bin" / "python")
+    executable(python.parent / "hookbus")
+    command = default_hook_command("x", str(python), str(tmp_path))
+    assert command == f"'{tmp_path}/my venv/bin/hookbus'"
+    handler = InstallPlan(url=URL, hook_command=command).handler("SessionStart")
+    assert handler["command"].startswith(f"'{tmp_path}/my venv/bin/hookbus' hook --url ")
+    assert is_hookbus_handler(handler, URL)
+
+
+@pytest.mark.parametrize("url", ["hookbus.internal:8787", "ftp://hookbus.internal", "http://", "/v1/hooks"])
+def test_the_url_must_be_http(tmp_path: Path, capsys: pytest.CaptureFixture[str], url: str) -> None:
+    code, _ = install(tmp_path / "settings.json", "--url", url)
+    assert code == 1
+    assert capsys.readouterr().err == (
+        f"hookbus: --url must be an http(s) URL such as http://hookbus.internal:8787 (got {url!r})\n")
+    assert not (tmp_path / "settings.json").exists()
+
+
+@pytest.mark.parametrize("url", ["http://gw:9000", "http://gw:9000/", "http://gw:9000/v1/hooks/",
+                                 "http://gw:9000/v1/hooks//"])
+def test_trailing_slashes_are_normalised(tmp_path: Path, url: str) -> None:
+    _, settings = install(tmp_path / "settings.json", "--url", url, "--events", "Stop")
+    assert settings["hooks"]["Stop"][0]["hooks"][0]["url"] == "http://gw:9000/v1/hooks"
+
+
+def test_a_missing_settings_folder_is_an_error_unless_create(tmp_path: Path,
+                                                             capsys: pytest.CaptureFixture[str]) -> None:
+    path = tmp_path / "typo" / "settings.json"
+    assert install(path, "--events", "Stop")[0] == 1
+    assert capsys.readouterr().err == f"hookbus: {path.parent} does not exist (a typo?); pass --create to make it\n"
+    assert not path.parent.exists()
+    assert install(path, "--events", "Stop", "--dry-run")[0] == 0 and not path.parent.exists()
+    code, settings = install(path, "--events", "Stop", "--create")
+    assert code == 0 and list(ours(settings)) == ["Stop"]

@@ -11,8 +11,6 @@ import asyncio
 import contextlib
 import http.server
 import json
-import os
-import socket
 import subprocess
 import sys
 import threading
@@ -26,16 +24,8 @@ import pytest
 from bus.settings import Tokens
 from hookbus.redis_server import free_port
 from hookbus.shim import _split, _unchunk, hook_url, parse_args
-from tests.conftest import REPO, BusProbe, async_wait_for
+from tests.conftest import DENY_RM, REPO, BusProbe, clean_env, logged_session
 
-DENY_RM = """
-hookbus: {deadlineSeconds: 2.0}
-hooks:
-  PreToolUse:
-    - matcher: Bash
-      hooks:
-        - {type: rule, deny: ["Bash(rm -rf *)"], reason: "no rm -rf"}
-"""
 NO_DISPATCHER = DENY_RM.replace("2.0", "0.3")
 CONSOLE = Path(sys.executable).with_name("hookbus")
 COMMAND = [str(CONSOLE)] if CONSOLE.exists() else [sys.executable, "-m", "hookbus"]
@@ -48,11 +38,6 @@ def bash(command: str, session: str) -> bytes:
                        "cwd": "/tmp", "tool_name": "Bash", "tool_input": {"command": command}}).encode()
 
 
-def clean_env(**extra: str) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("HOOKBUS_") and k.lower() != "http_proxy"}
-    return {**env, **extra}
-
-
 async def shim(*args: str, stdin: bytes, env: dict[str, str] | None = None) -> tuple[int, bytes, bytes]:
     """Run ``hookbus hook ARGS`` with ``stdin``; (exit code, stdout, stderr)."""
     process = await asyncio.create_subprocess_exec(
@@ -61,13 +46,6 @@ async def shim(*args: str, stdin: bytes, env: dict[str, str] | None = None) -> t
     out, err = await asyncio.wait_for(process.communicate(stdin), 30)
     assert process.returncode is not None
     return process.returncode, out, err
-
-
-async def logged(bus: BusProbe, session: str) -> Any:
-    async def find() -> Any:
-        return next((r for r in await bus.log() if r.session_id == session), None)
-
-    return await async_wait_for(find, timeout_s=5)
 
 
 # -- against a live platform ----------------------------------------------------------------
@@ -82,14 +60,14 @@ async def test_a_deny_is_passed_through_on_stdout_with_exit_0(platform: Callable
     assert output["hookSpecificOutput"]["permissionDecision"] == "deny"
     assert "no rm -rf" in output["hookSpecificOutput"]["permissionDecisionReason"]
     assert out.endswith(b"}\n") and out.count(b"\n") == 1
-    assert (await logged(bus, "s-deny")).decision == "deny"
+    assert (await logged_session(bus, "s-deny"))[0].decision == "deny"
 
 
 async def test_no_opinion_prints_nothing(platform: Callable[..., Any], bus: BusProbe) -> None:
     async with platform(DENY_RM) as p:
         code, out, err = await shim("--url", f"{p.url}/v1/hooks", stdin=bash("ls -la", "s-allow"))
     assert (code, out) == (0, b""), err
-    assert (await logged(bus, "s-allow")).outcome == "decided"
+    assert (await logged_session(bus, "s-allow"))[0].outcome == "decided"
 
 
 async def test_url_from_hookbus_url_and_flag_wins(platform: Callable[..., Any]) -> None:
@@ -137,15 +115,6 @@ async def test_gateway_down_fails_open_or_closed() -> None:
     assert (code, out) == (0, b"") and b"unreachable" in err
     code, out, err = await shim("--url", url, "--fail-closed", stdin=bash("rm -rf /", "s-down"))
     assert (code, out) == (2, b"") and b"unreachable" in err and b"failing closed" in err
-
-
-@pytest.fixture
-def silent_port() -> Iterator[int]:
-    """A port that accepts connections (kernel backlog) and never answers."""
-    with socket.socket() as server:
-        server.bind(("127.0.0.1", 0))
-        server.listen(8)
-        yield server.getsockname()[1]
 
 
 async def test_a_gateway_that_never_answers_is_cut_at_the_timeout(silent_port: int) -> None:

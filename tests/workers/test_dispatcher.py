@@ -23,7 +23,7 @@ import yaml
 
 from bus.keys import DISPATCH_GROUP
 from bus.protocol import Request, now_ms
-from tests.conftest import BusProbe, Platform, async_wait_for, hookbus_process, metric
+from tests.conftest import BusProbe, Platform, async_wait_for, hookbus_process, metric, rm_rf
 from workers.dispatcher import Dispatcher
 
 DENY = {"hookSpecificOutput": {"hookEventName": "PreToolUse", "permissionDecision": "deny",
@@ -40,11 +40,6 @@ def slow_policy(deadline_s: float, *, notification: str = "sleep 1; echo ok") ->
             "Notification": [{"hooks": [{"type": "command", "command": notification}]}],
         },
     })
-
-
-def rm_rf(session: str = "s-d") -> dict[str, Any]:
-    return {"hook_event_name": "PreToolUse", "session_id": session, "tool_name": "Bash",
-            "tool_input": {"command": "rm -rf /"}}
 
 
 def note(session: str = "s-d") -> dict[str, Any]:
@@ -94,7 +89,7 @@ async def test_killed_dispatcher_work_is_claimed_and_nothing_is_lost(
     async with platform(text, dispatchers=0) as p:
         a, consumer_a = await start_dispatcher_process(write_policy(text, "a.yaml"), redis_url, bus, children)
         started = time.perf_counter()
-        blocking = asyncio.create_task(p.post(rm_rf()))
+        blocking = asyncio.create_task(p.post(rm_rf("s-d")))
         recorded = await p.post(note())
         assert recorded.headers["X-Hookbus-Outcome"] == "recorded"
         await async_wait_for(lambda: pending_for(bus, bus.keys.blocking_stream, consumer_a), timeout_s=5)
@@ -110,7 +105,8 @@ async def test_killed_dispatcher_work_is_claimed_and_nothing_is_lost(
 
         async with dispatcher(p, "B"):
             expired = await async_wait_for(lambda: bus.record(answer.headers["X-Hookbus-Event-Id"]), timeout_s=10)
-            assert (expired.event, expired.outcome, expired.decision) == ("PreToolUse", "expired", "none")
+            assert (expired.event, expired.outcome, expired.fail_open, expired.decision) == (
+                    "PreToolUse", "fail-open", "timeout", "none")
             finished = await async_wait_for(lambda: bus.record(recorded.headers["X-Hookbus-Event-Id"]), timeout_s=10)
             assert (finished.event, finished.outcome) == ("Notification", "recorded")
             assert [(h["type"], h["outcome"]) for h in finished.hooks] == [("command", "ok")]
@@ -129,7 +125,7 @@ async def test_sigterm_finishes_in_flight_work_and_exits_0(
     text = slow_policy(5.0)
     async with platform(text, dispatchers=0) as p:
         a, consumer_a = await start_dispatcher_process(write_policy(text, "a.yaml"), redis_url, bus, children)
-        blocking = asyncio.create_task(p.post(rm_rf()))
+        blocking = asyncio.create_task(p.post(rm_rf("s-d")))
         await async_wait_for(lambda: pending_for(bus, bus.keys.blocking_stream, consumer_a), timeout_s=5)
         a.send_signal(signal.SIGTERM)
         answer = await blocking
@@ -259,7 +255,7 @@ async def test_expired_blocking_entries_are_logged_not_evaluated(
         await bus.redis.xadd(bus.keys.blocking_stream, fields)
         record = await async_wait_for(lambda: bus.record("evt-late"), timeout_s=5)
         await async_wait_for(lambda: _nothing_pending(bus), timeout_s=5)
-    assert (record.outcome, record.decision, record.hooks) == ("expired", "none", [])
+    assert (record.outcome, record.fail_open, record.decision, record.hooks) == ("fail-open", "timeout", "none", [])
     assert metric("hookbus_expired_total", event="PreToolUse") - before == 1
     assert not ran.exists()
 
@@ -293,7 +289,7 @@ async def test_a_killed_dispatcher_takes_its_running_hooks_with_it(
         {"type": "command", "command": f"echo $$ > {pid_file}; exec sleep 30"}]}]}})
     async with platform(text, dispatchers=0) as p:
         a, _ = await start_dispatcher_process(write_policy(text, "a.yaml"), redis_url, bus, children)
-        blocking = asyncio.create_task(p.post(rm_rf()))
+        blocking = asyncio.create_task(p.post(rm_rf("s-d")))
         hook_pid = int(await async_wait_for(lambda: pid_file.exists() and pid_file.read_text().strip(), 10))
         os.kill(a.pid, signal.SIGKILL)
         a.wait(timeout=10)
@@ -308,3 +304,20 @@ async def test_a_killed_dispatcher_takes_its_running_hooks_with_it(
 
         await async_wait_for(gone, timeout_s=10)
         assert (await blocking).headers["X-Hookbus-Outcome"] == "fail-open"
+
+
+async def test_settled_entries_leave_the_work_streams(platform: Callable[..., Any], bus: BusProbe) -> None:
+    text = yaml.safe_dump({"hooks": {"PreToolUse": [{"matcher": "Bash", "hooks": [
+        {"type": "rule", "deny": ["Bash(rm *)"]}]}]}})
+    async with platform(text) as p:
+        await asyncio.gather(*[p.post(rm_rf(f"t-{i}")) for i in range(10)],
+                             *[p.post(note(f"tn-{i}")) for i in range(10)])
+        await async_wait_for(lambda: _logged(bus, 20), timeout_s=10)
+
+        async def drained() -> bool:
+            lengths = [await bus.redis.xlen(s) for s in (bus.keys.blocking_stream, bus.keys.events_stream)]
+            return lengths == [0, 0]
+
+        # The work streams are queues: their settled entries are trimmed, the log keeps the records.
+        await async_wait_for(drained, timeout_s=10)
+        assert len(await bus.log()) == 20

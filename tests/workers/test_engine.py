@@ -14,24 +14,14 @@ from pathlib import Path
 from typing import Any
 
 import httpx
-import yaml
 
-from tests.conftest import BusProbe, Platform, async_wait_for, metric
+from tests.conftest import BusProbe, Platform, async_wait_for, logged, metric, policy_yaml, pre_tool_use
 
 BLOCK = json.dumps({"decision": "block", "reason": "keep going"})
 
 
-def policy(hooks: dict[str, Any], **platform: Any) -> str:
-    return yaml.safe_dump({"hookbus": {"deadlineSeconds": 5.0, **platform}, "hooks": hooks})
-
-
 def bash_group(*handlers: dict[str, Any], matcher: str = "Bash") -> dict[str, Any]:
     return {"PreToolUse": [{"matcher": matcher, "hooks": list(handlers)}]}
-
-
-def bash(command: str, session: str = "s-e", tool: str = "Bash") -> dict[str, Any]:
-    return {"hook_event_name": "PreToolUse", "session_id": session, "tool_name": tool,
-            "tool_input": {"command": command}, "cwd": "/tmp"}
 
 
 def decision(response: httpx.Response) -> str | None:
@@ -40,23 +30,19 @@ def decision(response: httpx.Response) -> str | None:
     return value
 
 
-async def logged(bus: BusProbe, response: httpx.Response) -> Any:
-    return await async_wait_for(lambda: bus.record(response.headers["X-Hookbus-Event-Id"]), timeout_s=5)
-
-
 # -- selection and merging ---------------------------------------------------------------------
 
 
 async def test_group_matcher_and_if_select_handlers(platform: Callable[..., Any], bus: BusProbe) -> None:
     hooks = bash_group({"type": "rule", "if": "Bash(git push *)", "deny": ["Bash(*)"], "reason": "no pushing"},
                        matcher="Bash|Write")
-    async with platform(policy(hooks)) as p:
-        push = await p.post(bash("git push origin main"))
+    async with platform(policy_yaml(hooks)) as p:
+        push = await p.post(pre_tool_use("git push origin main"))
         assert decision(push) == "deny"
         assert "no pushing" in push.json()["hookSpecificOutput"]["permissionDecisionReason"]
-        status = await p.post(bash("git status"))
+        status = await p.post(pre_tool_use("git status"))
         assert status.json() == {}
-        other_tool = await p.post(bash("git push origin main", tool="Read"))
+        other_tool = await p.post(pre_tool_use("git push origin main", tool="Read"))
         assert other_tool.json() == {}
         assert [h["type"] for h in (await logged(bus, push)).hooks] == ["rule"]
         assert (await logged(bus, status)).hooks == []  # `if` did not match: the handler never ran
@@ -67,10 +53,10 @@ async def test_handlers_are_merged_and_deny_beats_allow(platform: Callable[..., 
     hooks = bash_group({"type": "rule", "allow": ["Bash(*)"]},
                        {"type": "rule", "ask": ["Bash(curl *)"]},
                        {"type": "rule", "deny": ["Bash(rm *)"], "reason": "rm is off"})
-    async with platform(policy(hooks)) as p:
-        assert decision(await p.post(bash("ls"))) == "allow"
-        assert decision(await p.post(bash("curl example.com"))) == "ask"
-        denied = await p.post(bash("rm -r build"))
+    async with platform(policy_yaml(hooks)) as p:
+        assert decision(await p.post(pre_tool_use("ls"))) == "allow"
+        assert decision(await p.post(pre_tool_use("curl example.com"))) == "ask"
+        denied = await p.post(pre_tool_use("rm -r build"))
         assert decision(denied) == "deny"
         assert "rm is off" in denied.json()["hookSpecificOutput"]["permissionDecisionReason"]
         record = await logged(bus, denied)
@@ -84,8 +70,8 @@ async def test_handlers_are_merged_and_deny_beats_allow(platform: Callable[..., 
 async def test_shadow_handler_is_logged_not_enforced(platform: Callable[..., Any], bus: BusProbe) -> None:
     hooks = bash_group({"type": "rule", "deny": ["Bash(rm *)"], "shadow": True})
     before = metric("hookbus_shadow_decisions_total", event="PreToolUse", decision="deny")
-    async with platform(policy(hooks)) as p:
-        response = await p.post(bash("rm -r build"))
+    async with platform(policy_yaml(hooks)) as p:
+        response = await p.post(pre_tool_use("rm -r build"))
         assert response.json() == {}
         assert response.headers["X-Hookbus-Outcome"] == "decided"
         record = await logged(bus, response)
@@ -99,8 +85,8 @@ async def test_shadow_handler_is_logged_not_enforced(platform: Callable[..., Any
 async def test_shadow_and_enforced_handlers_side_by_side(platform: Callable[..., Any], bus: BusProbe) -> None:
     hooks = bash_group({"type": "rule", "allow": ["Bash(ls *)"]},
                        {"type": "rule", "deny": ["Bash(*)"], "shadow": True})
-    async with platform(policy(hooks)) as p:
-        response = await p.post(bash("ls -la"))
+    async with platform(policy_yaml(hooks)) as p:
+        response = await p.post(pre_tool_use("ls -la"))
         assert decision(response) == "allow"
         record = await logged(bus, response)
     assert record.decision == "allow"
@@ -110,8 +96,8 @@ async def test_shadow_and_enforced_handlers_side_by_side(platform: Callable[...,
 async def test_whole_policy_shadow(platform: Callable[..., Any], bus: BusProbe) -> None:
     hooks = bash_group({"type": "rule", "deny": ["Bash(rm *)"]})
     before = metric("hookbus_shadow_decisions_total", event="PreToolUse", decision="deny")
-    async with platform(policy(hooks, shadow=True)) as p:
-        response = await p.post(bash("rm -r build"))
+    async with platform(policy_yaml(hooks, shadow=True)) as p:
+        response = await p.post(pre_tool_use("rm -r build"))
         assert response.json() == {}
         record = await logged(bus, response)
     assert (record.decision, record.output) == ("none", {})
@@ -128,9 +114,9 @@ async def test_fail_closed_handlers_deny_on_error_and_timeout(platform: Callable
                        {"type": "command", "command": "sleep 5", "timeout": 0.3, "failMode": "closed",
                         "if": "Bash(slow *)"})
     closed = metric("hookbus_fail_closed_total", event="PreToolUse", type="command")
-    async with platform(policy(hooks)) as p:
-        errored = await p.post(bash("err now"))
-        timed_out = await p.post(bash("slow now"))
+    async with platform(policy_yaml(hooks)) as p:
+        errored = await p.post(pre_tool_use("err now"))
+        timed_out = await p.post(pre_tool_use("slow now"))
         for response in (errored, timed_out):
             assert decision(response) == "deny"
             assert "fail-closed" in response.json()["hookSpecificOutput"]["permissionDecisionReason"]
@@ -146,9 +132,9 @@ async def test_fail_open_handlers_are_ignored_and_counted(platform: Callable[...
                        {"type": "command", "command": "sleep 5", "timeout": 0.3, "if": "Bash(slow *)"})
     errors = metric("hookbus_fail_open_total", event="PreToolUse", reason="hook_error")
     timeouts = metric("hookbus_fail_open_total", event="PreToolUse", reason="hook_timeout")
-    async with platform(policy(hooks)) as p:
-        errored = await p.post(bash("err now"))
-        timed_out = await p.post(bash("slow now"))
+    async with platform(policy_yaml(hooks)) as p:
+        errored = await p.post(pre_tool_use("err now"))
+        timed_out = await p.post(pre_tool_use("slow now"))
         assert errored.json() == {} and timed_out.json() == {}
         assert [h["outcome"] for h in (await logged(bus, errored)).hooks] == ["error"]
         assert [h["outcome"] for h in (await logged(bus, timed_out)).hooks] == ["timeout"]
@@ -175,7 +161,7 @@ async def test_stop_guard_overrides_consecutive_blocks(platform: Callable[..., A
     command = f"grep -q let_me_go && exit 0; echo '{BLOCK}'"
     hooks = {"Stop": [{"hooks": [{"type": "command", "command": command}]}]}
     before = metric("hookbus_stop_guard_overrides_total", event="Stop")
-    async with platform(policy(hooks, stopBlockLimit=2)) as p:
+    async with platform(policy_yaml(hooks, stopBlockLimit=2)) as p:
         blocked = {"decision": "block", "reason": "keep going"}
         assert await _stop(p, "s-1") == blocked
         assert await _stop(p, "s-1") == blocked
@@ -201,9 +187,9 @@ async def test_stop_guard_overrides_consecutive_blocks(platform: Callable[..., A
 async def test_once_runs_once_per_session(platform: Callable[..., Any], tmp_path: Path) -> None:
     runs = tmp_path / "runs"
     hooks = bash_group({"type": "command", "command": f"echo $CLAUDE_CODE_SESSION_ID >> {runs}", "once": True})
-    async with platform(policy(hooks)) as p:
+    async with platform(policy_yaml(hooks)) as p:
         for session in ("s-1", "s-1", "s-2", "s-1", "s-2"):
-            response = await p.post(bash("ls", session=session))
+            response = await p.post(pre_tool_use("ls", session=session))
             assert response.json() == {}
     assert runs.read_text().split() == ["s-1", "s-2"]
 
@@ -214,10 +200,10 @@ async def test_once_is_claimed_only_for_the_run_and_kept_after_success(
     go = tmp_path / "go"
     hooks = bash_group({"type": "command", "timeout": 5, "once": True,
                         "command": f"cat >/dev/null; while [ ! -f {go} ]; do sleep 0.01; done"})
-    async with platform(policy(hooks, deadlineSeconds=10.0)) as p:
+    async with platform(policy_yaml(hooks, deadlineSeconds=10.0)) as p:
         entry = p.policy.entries("PreToolUse")[0]
         key = p.settings.keys.once("default", "s-ttl", entry.handler_id)
-        answer = asyncio.create_task(p.post(bash("ls", session="s-ttl")))
+        answer = asyncio.create_task(p.post(pre_tool_use("ls", session="s-ttl")))
         await async_wait_for(lambda: bus.redis.get(key), timeout_s=10)
         assert await bus.redis.get(key) == b"running"
         assert 0 < await bus.redis.ttl(key) <= 5 + 30  # a dispatcher dying now does not block it for days

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from bus.protocol import Request, now_ms
-from tests.conftest import metric
+from tests.conftest import metric, pre_tool_use
 from workers import queue, tasks
 from workers.tasks import build_worker
 
@@ -37,11 +37,6 @@ def post_tool_use(session: str = "s-async") -> dict[str, Any]:
             "tool_input": {"file_path": "/repo/a.py"}, "tool_response": {"success": True}}
 
 
-def pre_tool_use(session: str = "s-async") -> dict[str, Any]:
-    return {"hook_event_name": "PreToolUse", "session_id": session, "tool_name": "Bash",
-            "tool_input": {"command": "ls"}}
-
-
 async def run_worker(p: Any) -> None:
     worker = build_worker(p.settings, p.policy, p.settings.redis_url, burst=True)
     try:
@@ -63,11 +58,11 @@ async def test_async_hook_runs_on_the_worker_and_its_context_arrives_next_turn(
         assert not ran.exists()  # fire and forget: the answer did not wait for it
         await run_worker(p)
         assert ran.read_text() == "ran\n"
-        nxt = (await p.post(pre_tool_use())).json()
+        nxt = (await p.post(pre_tool_use("ls", "s-async", cwd=None))).json()
         assert nxt["hookSpecificOutput"]["additionalContext"] == "lint: 2 warnings"
-        again = (await p.post(pre_tool_use())).json()
+        again = (await p.post(pre_tool_use("ls", "s-async", cwd=None))).json()
         assert "additionalContext" not in again.get("hookSpecificOutput", {})  # delivered once
-        other = (await p.post(pre_tool_use("another-session"))).json()
+        other = (await p.post(pre_tool_use("ls", "another-session", cwd=None))).json()
         assert other == {}
     assert metric("hookbus_async_jobs_total", status="queued") == queued + 1
     assert metric("hookbus_async_jobs_total", status="succeeded") == succeeded + 1

@@ -17,7 +17,7 @@ service has no access to them, so it offers what it honestly holds instead:
 * ``hook_input()`` — the current event's input JSON.
 
 **Verdict.** ``ok: false`` is handled like a prompt hook with ``continueOnBlock: true`` and
-without ``impossible`` (spec §3.5): see :func:`workers.handlers.prompt.verdict_output`. Agent hooks
+without ``impossible``: see :func:`workers.handlers.prompt.verdict_output`. Agent hooks
 do not run on PermissionRequest (skipped, no LLM call).
 """
 
@@ -30,7 +30,7 @@ from typing import Any, Final
 import orjson
 
 from bus.connection import redis_errors
-from bus.errors import BusUnavailable
+from bus.errors import BusUnavailable, HookError
 from bus.protocol import LogRecord, ProtocolError
 from bus.results import HandlerResult, Outcome
 from bus.schema import AgentHandler
@@ -70,7 +70,7 @@ TOOLS: Final = (
 )
 
 
-class ToolError(Exception):
+class ToolError(HookError):
     """A tool call that cannot be answered; its message goes back to the model."""
 
 

@@ -6,7 +6,7 @@ as its argv, no shell. The hook input JSON goes to stdin, which is then closed; 
 stdout and stderr are read by :func:`bus.output.result_from_exit`.
 
 **Placeholders.** ``${CLAUDE_PROJECT_DIR}`` and input paths such as ``${tool_input.file_path}``
-or seed 001's ``${args.path}`` are filled from the hook input. A placeholder is an *input
+or the agent-loop style ``${args.path}`` are filled from the hook input. A placeholder is an *input
 path* when its first dotted segment is a top-level key of the input, or one of the aliases
 ``args`` (``tool_input``) and ``tool`` (``tool_name``); every other ``${VAR}`` or ``$VAR`` is
 the shell's own and is left alone. Missing paths give ``""``, objects and lists compact JSON.
@@ -22,10 +22,12 @@ keeps its double quotes. PowerShell gets ``${env:HOOKBUS_V0}`` (not expanded in 
 **Where it runs.** Central hooks don't run on the agent's machine: the working directory is
 the event's ``cwd`` only if that directory exists here, else the dispatcher's own.
 
-**Environment.** The dispatcher's environment minus every ``HOOKBUS_*`` variable (service
-secrets such as ``HOOKBUS_TOKENS``) and minus stale ``CLAUDE_PROJECT_DIR`` /
-``CLAUDE_CODE_SESSION_ID`` / ``CLAUDE_EFFORT``; plus those three from the event,
-``CLAUDECODE=1``, ``HOOKBUS_EVENT_ID`` and ``extra_env``.
+**Environment.** By allowlist, never the dispatcher's whole environment (it holds service
+secrets such as ``HOOKBUS_TOKENS`` or the LLM API key): the variables named in
+:data:`DEFAULT_ENV_VARS` and in the handler's ``allowedEnvVars`` that the dispatcher has
+(never a ``HOOKBUS_*`` one), the handler's literal ``env``, ``CLAUDE_PROJECT_DIR`` /
+``CLAUDE_CODE_SESSION_ID`` / ``CLAUDE_EFFORT`` from the event, ``CLAUDECODE=1``,
+``HOOKBUS_EVENT_ID`` and ``extra_env``.
 
 **Processes.** Each hook leads its own process group. On timeout the group gets SIGTERM,
 then SIGKILL once the leader exits or a 0.2 s grace ends (hooks that ignore SIGTERM: GH#86578).
@@ -47,7 +49,7 @@ import shutil
 import signal
 import subprocess
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from bus.children import kill_with_parent
@@ -60,7 +62,7 @@ from workers.context import HookContext
 KILL_GRACE_S = 0.2
 #: Seconds to wait, after the hook exited, for its stdout/stderr to reach end of file.
 DRAIN_S = 0.5
-#: Aliases from seed 001's ``HookContext`` to Claude Code's input fields.
+#: Agent-loop placeholder aliases (``${args.x}``, ``${tool}``) for Claude Code's input fields.
 ALIASES: Mapping[str, str] = {"args": "tool_input", "tool": "tool_name"}
 #: Variables hookbus sets from the event; an inherited value is never passed on.
 _EVENT_VARS = ("CLAUDE_PROJECT_DIR", "CLAUDE_CODE_SESSION_ID", "CLAUDE_EFFORT")
@@ -74,7 +76,16 @@ def _is_input_path(first: str, hook_input: Mapping[str, Any]) -> bool:
 
 
 def lookup(path: str, hook_input: Mapping[str, Any]) -> str:
-    """The text a placeholder path (``tool_input.file_path``, ``args.path``) stands for."""
+    """The text a placeholder path (``tool_input.file_path``, ``args.path``) stands for.
+
+    A NUL cannot pass through argv or the environment, and a hook that fails to start is a
+    non-blocking error: an agent could switch a guard off by adding one. So NUL is spelled
+    ``\\0`` (the rest of the value stays as it was, and the guard still sees it).
+    """
+    return _lookup(path, hook_input).replace("\x00", "\\0")
+
+
+def _lookup(path: str, hook_input: Mapping[str, Any]) -> str:
     first, *rest = path.split(".")
     value: Any = hook_input.get(first, _MISSING)
     if value is _MISSING and first in ALIASES:
@@ -98,7 +109,7 @@ def lookup(path: str, hook_input: Mapping[str, Any]) -> str:
 def project_dir(hook_input: Mapping[str, Any]) -> str:
     """``CLAUDE_PROJECT_DIR`` for an event: its ``cwd`` (the agent's path), or ``""``."""
     cwd = hook_input.get("cwd")
-    return cwd if isinstance(cwd, str) else ""
+    return cwd.replace("\x00", "\\0") if isinstance(cwd, str) else ""
 
 
 def render_exec(command: str, args: Sequence[str], hook_input: Mapping[str, Any]) -> list[str]:
@@ -197,20 +208,31 @@ def render_shell(
     return "".join(out), variables
 
 
+#: Variables a command hook gets from the dispatcher's environment without asking.
+DEFAULT_ENV_VARS = frozenset({
+    "PATH", "HOME", "LANG", "LANGUAGE", "LC_ALL", "LC_CTYPE", "TZ", "TMPDIR", "USER", "LOGNAME", "SHELL", "TERM",
+})
+
+
 def hook_env(
     hook_input: Mapping[str, Any],
     event_id: str,
     extra_env: Mapping[str, str] | None = None,
     base: Mapping[str, str] | None = None,
+    allowed: Iterable[str] = (),
+    literal: Mapping[str, str] | None = None,
 ) -> dict[str, str]:
     """The environment of a command hook for this event (see the module docstring)."""
     inherited = os.environ if base is None else base
-    env = {k: v for k, v in inherited.items() if not k.startswith("HOOKBUS_") and k not in _EVENT_VARS}
+    names = DEFAULT_ENV_VARS.union(allowed)
+    env = {k: v for k, v in inherited.items()
+           if k in names and not k.startswith("HOOKBUS_") and k not in _EVENT_VARS}
+    env.update(literal or {})
     if project_dir(hook_input):
         env["CLAUDE_PROJECT_DIR"] = project_dir(hook_input)
     session_id = hook_input.get("session_id")
     if isinstance(session_id, str):
-        env["CLAUDE_CODE_SESSION_ID"] = session_id
+        env["CLAUDE_CODE_SESSION_ID"] = session_id.replace("\x00", "\\0")
     effort = hook_input.get("effort")
     if isinstance(effort, Mapping) and isinstance(effort.get("level"), str):
         env["CLAUDE_EFFORT"] = effort["level"]
@@ -374,7 +396,8 @@ async def run_command(
         result.duration_s = time.perf_counter() - started
         return result
 
-    env = hook_env(hook_input, event_id, extra_env)
+    env = hook_env(hook_input, event_id, extra_env, allowed=handler.allowed_env_vars or (),
+                   literal=handler.env)
     if handler.args is not None:
         argv = render_exec(handler.command, handler.args, hook_input)
     else:

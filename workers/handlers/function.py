@@ -13,12 +13,12 @@ The return value (see :func:`result_from_return`) may be
 * ``None`` — no opinion;
 * a :class:`bus.models.HookOutput` or a dict — Claude Code output JSON, checked with
   :func:`bus.output.check_output` like an http hook's body;
-* a string — block with that reason (seed 003's interceptor): a ``deny`` on PreToolUse and
+* a string — block with that reason (as a plugin interceptor's string does): a ``deny`` on PreToolUse and
   PermissionRequest, ``decline`` on Elicitation, ``decision: "block"`` elsewhere; an empty
   string is no opinion;
-* a seed 001 ``HookResult`` — ``{"action": "continue" | "block" | "modify", "message",
+* an agent-loop ``HookResult`` dict — ``{"action": "continue" | "block" | "modify", "message",
   "modifications": {"args", "messages"}}``: ``block`` as a string return with ``message``,
-  ``modifications.args`` → PreToolUse ``updatedInput`` (a full replacement, as in the seed),
+  ``modifications.args`` → PreToolUse ``updatedInput`` (a full replacement),
   ``modifications.messages`` → PreSampling ``updatedMessages``.
 
 An exception raised by the callable is a non-blocking ``ERROR`` (``failMode: closed`` is
@@ -52,7 +52,7 @@ from workers.context import HookContext
 #: Threads for synchronous functions and plugin callbacks (per process).
 MAX_THREADS: Final = 32
 _ACTIONS: Final = frozenset({"continue", "block", "modify"})
-#: Where each seed 001 modification goes: event -> hookSpecificOutput field.
+#: Where each agent-loop ``modifications`` key goes: event -> hookSpecificOutput field.
 _MODIFICATIONS: Final = {"args": ("PreToolUse", "updatedInput"), "messages": ("PreSampling", "updatedMessages")}
 
 _executor: ThreadPoolExecutor | None = None
@@ -182,7 +182,7 @@ def block_output(event: str, reason: str) -> dict[str, Any]:
 
 
 def _seed_result(event: str, value: dict[str, Any]) -> HandlerResult:
-    """Seed 001's ``{action, message, modifications}`` as Claude Code output for ``event``."""
+    """An agent-loop ``{action, message, modifications}`` result as Claude Code output for ``event``."""
     action = value["action"]
     if action not in _ACTIONS:
         return HandlerResult(Outcome.ERROR, reason=f"unknown action {action!r} (expected continue, block or modify)")

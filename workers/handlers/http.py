@@ -1,4 +1,4 @@
-"""Running Claude Code ``http`` hooks centrally (spec §3.2, §2.8).
+"""Running Claude Code ``http`` hooks centrally.
 
 **Request.** ``POST`` to the handler's ``url`` with the exact hook input bytes the agent sent
 and ``Content-Type: application/json``, through the SSRF-guarded client of

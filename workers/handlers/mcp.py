@@ -1,4 +1,4 @@
-"""``mcp_tool`` handlers: call a tool on an MCP server over streamable HTTP (spec §3.3).
+"""``mcp_tool`` handlers: call a tool on an MCP server over streamable HTTP.
 
 Claude Code calls the tool on a server it is already connected to, named by ``server``.
 hookbus has no such connections: it reaches the server at the handler's ``url`` (an

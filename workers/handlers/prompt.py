@@ -12,7 +12,7 @@ form ``{"decision": "approve"|"block", "reason", "continue", "stopReason", "syst
 is accepted: ``block`` is ``ok: false``, and its ``continue``/``stopReason``/
 ``systemMessage`` are passed on. A reply with no verdict is a non-blocking error.
 
-**The effect of ``ok: false``** (spec §3.4), as the Claude Code output an http hook returns.
+**The effect of ``ok: false``**, as the Claude Code output an http hook returns.
 "Turn ends with a warning" is ``continue: false`` + ``stopReason`` (the universal "stop
 Claude, show the user why"); "reason to Claude" is the event's own blocking field:
 

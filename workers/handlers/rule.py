@@ -1,4 +1,4 @@
-"""``rule`` handlers: permission rules evaluated in-process, no subprocess (contract §4).
+"""``rule`` handlers: permission rules evaluated in-process, no subprocess.
 
 The ``deny``, ``ask`` and ``allow`` lists are checked in that order and the first rule that
 matches the tool call decides. On PreToolUse the verdict is a ``permissionDecision``; on

@@ -32,7 +32,6 @@ from tests.workers.llm_server import (
     event_input,
     llm_policy,
     message,
-    serve_llm,
     text,
     tool_call,
 )
@@ -40,19 +39,10 @@ from workers.context import Services
 from workers.handlers.agent import MAX_TURNS, PAGE, REMINDER, call_tool, recent_events, run
 from workers.llm import ToolUse
 
+pytestmark = pytest.mark.usefixtures("llm_api_key")
+
 BLOCK = {"decision": "block", "reason": REASON}
 SESSION = "s-agent"
-
-
-@pytest.fixture(autouse=True)
-def api_key(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv(KEY_ENV, SECRET)
-
-
-@pytest_asyncio.fixture
-async def llm() -> AsyncIterator[FakeLlm]:
-    async with serve_llm() as fake:
-        yield fake
 
 
 @pytest_asyncio.fixture

@@ -152,10 +152,11 @@ async def test_exec_spawn_failure_is_an_error(tmp_path: Path, make: Any, reason:
     assert result.handler_type == "command"
 
 
-async def test_nul_byte_in_a_value_is_an_error_not_an_exception(tmp_path: Path) -> None:
+async def test_nul_byte_in_a_value_is_spelled_out_not_an_error(tmp_path: Path) -> None:
     hook_input = event_input(tmp_path, tool_input={"file_path": "a\x00b"})
-    result = await run(tmp_path, "echo ${tool_input.file_path}", hook_input=hook_input)
-    assert result.outcome is Outcome.ERROR and result.reason and "null" in result.reason
+    result = await run(tmp_path, 'printf %s ${tool_input.file_path} > "$OUT"', hook_input=hook_input)
+    assert result.outcome is Outcome.OK
+    assert (tmp_path / "out").read_text() == "a\\0b"
 
 
 async def test_powershell_without_pwsh_is_an_error(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -196,6 +197,26 @@ def test_hook_env_drops_stale_event_vars() -> None:
                    "HOOKBUS_EVENT_ID": "e", "HOOKBUS_MINE": "ok"}
 
 
+def test_hook_env_is_an_allowlist() -> None:
+    base = {"PATH": "/bin", "HOME": "/root", "ANTHROPIC_API_KEY": "sk-secret", "AWS_SECRET_ACCESS_KEY": "x",
+            "TEAM_TOKEN": "t", "HOOKBUS_TOKENS": "a:b"}
+    env = hook_env({"session_id": "s"}, "e", base=base)
+    assert "ANTHROPIC_API_KEY" not in env and "AWS_SECRET_ACCESS_KEY" not in env and "TEAM_TOKEN" not in env
+    assert (env["PATH"], env["HOME"]) == ("/bin", "/root")
+    allowed = hook_env({"session_id": "s"}, "e", base=base, allowed=["TEAM_TOKEN", "HOOKBUS_TOKENS"],
+                       literal={"STAGE": "prod"})
+    assert (allowed["TEAM_TOKEN"], allowed["STAGE"]) == ("t", "prod")
+    assert "HOOKBUS_TOKENS" not in allowed  # the service's own settings never reach a hook
+
+
+async def test_a_command_hook_sees_only_allowed_variables(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-ant-secret")
+    monkeypatch.setenv("TEAM_TOKEN", "team")
+    await run(tmp_path, 'env > "$OUT"')
+    seen = (tmp_path / "out").read_text()
+    assert "sk-ant-secret" not in seen and "TEAM_TOKEN" not in seen
+
+
 # --- placeholders and injection -----------------------------------------------------------------
 
 TEMPLATES = {
@@ -232,7 +253,7 @@ def test_lookup_values_and_aliases() -> None:
     assert lookup("tool", data) == "Edit" and lookup("args.edits.0.n", data) == "1"
     assert lookup("args.edits.0.ok", data) == "true" and lookup("args.edits.0.x", data) == ""
     assert lookup("tool_input.o", data) == '{"a":[1,"é"]}' and lookup("args.edits.7", data) == ""
-    assert lookup("args", {"args": {"path": "p"}}) == '{"path":"p"}'  # a seed-style top-level key wins
+    assert lookup("args", {"args": {"path": "p"}}) == '{"path":"p"}'  # a top-level ``args`` key wins over the alias
 
 
 def test_render_shell_quoting_contexts() -> None:
@@ -336,3 +357,17 @@ async def test_no_file_descriptor_leaks(tmp_path: Path) -> None:
         with pytest.raises(asyncio.CancelledError):
             await task
     assert len(os.listdir("/proc/self/fd")) == before
+
+
+async def test_a_nul_byte_cannot_switch_a_guard_off(tmp_path: Path) -> None:
+    guard = 'case ${tool_input.command} in *"rm -rf"*) printf "blocked: %s" ${tool_input.command} >&2; exit 2;; esac'
+    hook_input = event_input(tmp_path)
+    hook_input["tool_input"] = {"command": "rm -rf /tmp/x\u0000"}
+    hook_input["cwd"] = str(tmp_path) + "\u0000"
+    result = await run(tmp_path, guard, hook_input=hook_input)
+    assert result.outcome is Outcome.BLOCK
+    assert "rm -rf /tmp/x\\0" in (result.reason or "")
+    exec_form = CommandHandler.model_validate({"type": "command", "command": "sh",
+                                              "args": ["-c", 'printf %s "$1" > "$OUT"', "x", "${tool_input.command}"]})
+    assert (await run(tmp_path, exec_form, hook_input=hook_input)).outcome is Outcome.OK
+    assert (tmp_path / "out").read_text() == "rm -rf /tmp/x\\0"

@@ -24,7 +24,7 @@ from bus.plugins import clear_hooks, register_hook
 from bus.policy import policy_from_text
 from bus.protocol import Request, now_ms
 from bus.results import HandlerResult, Outcome
-from tests.conftest import BusProbe, async_wait_for
+from tests.conftest import BusProbe, async_wait_for, policy_yaml
 from workers.context import HookContext
 from workers.handlers import function
 
@@ -160,10 +160,6 @@ def specific(result: HandlerResult) -> dict[str, Any]:
     return value
 
 
-def policy(hooks: dict[str, Any], **platform: Any) -> str:
-    return yaml.safe_dump({"hookbus": {"deadlineSeconds": 5.0, **platform}, "hooks": hooks})
-
-
 def fn_group(name: str, matcher: str = "*", event: str = "PreToolUse", **fields: Any) -> dict[str, Any]:
     return {event: [{"matcher": matcher, "hooks": [{"type": "function", "function": f"{ME}:{name}", **fields}]}]}
 
@@ -273,7 +269,7 @@ async def test_import_errors_are_errors_and_imported_once(tmp_path: Path, monkey
 async def test_blocking_sync_function_does_not_stall_other_events(platform: Callable[..., Any]) -> None:
     hooks = {"PreToolUse": [{"matcher": "Bash", "hooks": [{"type": "function", "function": f"{ME}:blocker"}]},
                             {"matcher": "Write", "hooks": [{"type": "function", "function": f"{ME}:returns_string"}]}]}
-    async with platform(policy(hooks)) as p:
+    async with platform(policy_yaml(hooks)) as p:
         slow = asyncio.create_task(p.post(bash("sleep")))
         await async_wait_for(BLOCKER_STARTED.is_set)
         quick = await p.post({**bash(), "tool_name": "Write", "tool_input": {"file_path": "/tmp/x"}})
@@ -285,18 +281,18 @@ async def test_blocking_sync_function_does_not_stall_other_events(platform: Call
 
 
 async def test_fail_closed_function_error_denies(platform: Callable[..., Any], bus: BusProbe) -> None:
-    async with platform(policy(fn_group("raises", failMode="closed"))) as p:
+    async with platform(policy_yaml(fn_group("raises", failMode="closed"))) as p:
         response = await p.post(bash())
         specific_output = response.json()["hookSpecificOutput"]
         assert specific_output["permissionDecision"] == "deny"
         assert "database is down" in specific_output["permissionDecisionReason"]
-    async with platform(policy(fn_group("raises"))) as p:
+    async with platform(policy_yaml(fn_group("raises"))) as p:
         assert (await p.post(bash())).json() == {}  # fail open by default
 
 
 async def test_example_permission_plugin_blocks_through_the_full_path(
         platform: Callable[..., Any], bus: BusProbe) -> None:
-    text = policy(fn_group("no_opinion"), plugins=["examples.plugins.permission"])
+    text = policy_yaml(fn_group("no_opinion"), plugins=["examples.plugins.permission"])
     async with platform(text) as p:
         denied = await p.post(bash("sudo rm -rf /"))
         output = denied.json()["hookSpecificOutput"]
@@ -325,7 +321,7 @@ async def test_registered_callbacks_intercept_in_order(platform: Callable[..., A
     for callback in (first, second, third):
         register_hook("PreToolUse", callback)
     register_hook("PostToolUse", first)
-    async with platform(policy(fn_group("no_opinion"))) as p:
+    async with platform(policy_yaml(fn_group("no_opinion"))) as p:
         denied = (await p.post(bash())).json()["hookSpecificOutput"]
         assert denied["permissionDecisionReason"] == "second intercepts"
         assert calls == ["first:PreToolUse", "second"]

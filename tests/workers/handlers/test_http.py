@@ -13,7 +13,6 @@ import gzip
 import json
 import logging
 import time
-from collections.abc import AsyncIterator
 from typing import Any
 
 import httpx
@@ -22,7 +21,6 @@ import pytest
 from bus.policy import Policy, policy_from_text
 from bus.protocol import Request, now_ms
 from bus.results import HandlerResult, Outcome
-from bus.settings import Settings
 from hookbus.redis_server import free_port
 from tests.conftest import async_wait_for
 from tests.loopback import LoopbackServer, Received, flood, hang, reply
@@ -52,13 +50,6 @@ def http_policy(url: str, *, networks: list[str] | None = LOOPBACK, top: dict[st
         doc["hookbus"] = {"http": {"allowedNetworks": networks}}
     doc.update(top or {})
     return policy_from_text(json.dumps(doc))
-
-
-@pytest.fixture
-async def services() -> AsyncIterator[Services]:
-    shared = Services(Settings())
-    yield shared
-    await shared.aclose()
 
 
 def context(policy: Policy, services: Services | None, *, timeout_s: float = 5.0, deadline_s: float | None = None,

@@ -7,17 +7,15 @@ leaves 127.0.0.1.
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator, Callable
+from collections.abc import Callable
 from typing import Any
 
 import orjson
 import pytest
-import pytest_asyncio
 
 from bus.merge import merge_results
 from bus.policy import policy_from_text
 from bus.results import HandlerResult, Outcome
-from bus.settings import Settings
 from tests.workers.llm_server import (
     HANG,
     KEY_ENV,
@@ -29,31 +27,13 @@ from tests.workers.llm_server import (
     context,
     event_input,
     llm_policy,
-    serve_llm,
     text,
 )
 from workers.context import Services
 from workers.handlers.prompt import DEFAULT_REASON, render_prompt, run
 from workers.llm import LlmClient
 
-
-@pytest.fixture(autouse=True)
-def api_key(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv(KEY_ENV, SECRET)
-
-
-@pytest_asyncio.fixture
-async def llm() -> AsyncIterator[FakeLlm]:
-    async with serve_llm() as fake:
-        yield fake
-
-
-@pytest_asyncio.fixture
-async def services() -> AsyncIterator[Services]:
-    shared = Services(Settings())
-    yield shared
-    await shared.aclose()
-
+pytestmark = pytest.mark.usefixtures("llm_api_key")
 
 Prompt = Callable[..., Any]
 
@@ -106,7 +86,7 @@ def test_render_prompt_escapes() -> None:
     assert render_prompt("cost $HOME", "{}") == "cost $HOME\n\n{}"
 
 
-# ---- the effect of each verdict, per event (spec §3.4) -------------------------------------
+# ---- the effect of each verdict, per event -------------------------------------------------
 
 BLOCK = {"decision": "block", "reason": REASON}
 STOP = {"continue": False, "stopReason": REASON}

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -10,9 +9,9 @@ import pytest
 from bus.permissions import parse_rule, rule_matches
 from bus.policy import load_policy
 from bus.schema import RuleHandler
+from tests.conftest import REPO
 from workers.handlers.rule import evaluate_rules, rule_output
 
-REPO = Path(__file__).resolve().parents[3]
 PACK = load_policy([REPO / "examples" / "policy.yaml"])
 
 

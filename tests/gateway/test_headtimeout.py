@@ -1,0 +1,79 @@
+"""Slow request heads are cut off; complete ones and keep-alive requests are not."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import AsyncIterator
+from typing import Any
+
+import pytest
+import uvicorn
+
+from gateway.headtimeout import HeadTimeoutProtocol
+from hookbus.redis_server import free_port
+from tests.conftest import metric
+
+
+class QuickTimeout(HeadTimeoutProtocol):
+    head_timeout_s = 0.3
+
+
+async def hello(scope: dict[str, Any], receive: Any, send: Any) -> None:
+    if scope["type"] != "http":
+        return
+    await send({"type": "http.response.start", "status": 200, "headers": [(b"content-length", b"2")]})
+    await send({"type": "http.response.body", "body": b"ok"})
+
+
+@contextlib.asynccontextmanager
+async def server() -> AsyncIterator[int]:
+    port = free_port()
+    config = uvicorn.Config(hello, host="127.0.0.1", port=port, http=QuickTimeout, lifespan="off",
+                            log_level="warning", timeout_keep_alive=30)
+    instance = uvicorn.Server(config)
+    task = asyncio.create_task(instance.serve())
+    try:
+        while not instance.started:
+            await asyncio.sleep(0.01)
+        yield port
+    finally:
+        instance.should_exit = True
+        await task
+
+
+async def closed_within(reader: asyncio.StreamReader, timeout_s: float) -> bool:
+    try:
+        async with asyncio.timeout(timeout_s):
+            return await reader.read(1024) == b""
+    except TimeoutError:
+        return False
+
+
+@pytest.mark.timeout(20)
+async def test_a_head_that_trickles_in_is_closed_and_counted() -> None:
+    before = metric("hookbus_request_head_timeouts_total")
+    async with server() as port:
+        reader, writer = await asyncio.open_connection("127.0.0.1", port)
+        writer.write(b"POST /v1/hooks HTTP/1.1\r\nHost: x\r\n")  # never finished
+        await writer.drain()
+        assert await closed_within(reader, 5.0)
+        writer.close()
+    assert metric("hookbus_request_head_timeouts_total") - before == 1
+
+
+@pytest.mark.timeout(20)
+async def test_complete_requests_on_a_kept_alive_connection_are_served() -> None:
+    before = metric("hookbus_request_head_timeouts_total")
+    async with server() as port:
+        reader, writer = await asyncio.open_connection("127.0.0.1", port)
+        for _ in range(3):
+            writer.write(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n")
+            await writer.drain()
+            head = await reader.readuntil(b"\r\n\r\n")
+            assert head.startswith(b"HTTP/1.1 200")
+            assert await reader.readexactly(2) == b"ok"
+        # Idle past the head timeout between requests: keep-alive governs that, not the head timer.
+        assert not await closed_within(reader, 0.6)
+        writer.close()
+    assert metric("hookbus_request_head_timeouts_total") == before
