@@ -10,3 +10,24 @@ def deny_rm(hook: HookInput) -> str | None:
     if "rm -rf" in command or command.startswith("sudo "):
         return "Permission denied: dangerous command (sudo / rm -rf) is not allowed"
     return None
+
+
+def check_write(hook: HookInput) -> str | None:
+    """The mixed profile's Write check: no writes under /etc."""
+    path = str((hook.tool_input or {}).get("file_path", ""))
+    return "writes under /etc are not allowed" if path.startswith("/etc/") else None
+
+
+def block_stop(hook: HookInput) -> str | None:
+    """The mixed profile's Stop hook: always asks the agent to go on (the Stop guard lets it stop in the end)."""
+    return "run the tests before stopping"
+
+
+def remember_context(hook: HookInput) -> dict[str, object]:
+    """An async hook for the soak: leaves context for the session's next turn (a per-session key)."""
+    return {"hookSpecificOutput": {"hookEventName": hook.hook_event_name, "additionalContext": "soak: tests passed"}}
+
+
+def greet_once(hook: HookInput) -> None:
+    """A ``once: true`` hook for the soak: runs once per session (a per-session key)."""
+    return None

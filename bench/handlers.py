@@ -9,6 +9,8 @@ Python script spawned per event, run centrally). p50/p99 at a steady rate and th
 from __future__ import annotations
 
 import argparse
+import asyncio
+import shutil
 import signal
 import subprocess
 import sys
@@ -22,6 +24,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from loadgen import Connection, saturate, steady_rate, summarize
+from platform_cost import run_wrk, wrk_script
+from procstat import CpuMeter
 from run import BODIES, start_roles
 
 from hookbus.redis_server import EmbeddedRedis, free_port
@@ -35,7 +39,8 @@ POLICIES = {
     + "        - {type: http, url: 'http://127.0.0.1:{port}/hook'}\n",
     "command": HEAD + f"        - {{type: command, command: '{sys.executable} {ROOT / 'bench' / 'local_hook.py'}'}}\n",
 }
-async def measure(port: int, rate: float, duration_s: float, saturate_s: float, concurrency: int) -> dict[str, Any]:
+async def measure(port: int, rate: float, duration_s: float, saturate_s: float, concurrency: int,
+                  meter: CpuMeter | None = None, wrk_script_path: Path | None = None) -> dict[str, Any]:
     async def make_call() -> Any:
         connection = await Connection("127.0.0.1", port).open()
 
@@ -47,15 +52,23 @@ async def measure(port: int, rate: float, duration_s: float, saturate_s: float, 
 
     await saturate(make_call, 8, 0.5)
     steady = summarize(await steady_rate(make_call, rate, duration_s))
-    done, seconds, _ = await saturate(make_call, concurrency, saturate_s) if saturate_s else (0, 1.0, [])
-    return {"steady": steady, "throughput_per_s": done / seconds}
+    if meter is not None:
+        meter.start()
+    if saturate_s and wrk_script_path is not None:  # wrk: the load generator's own CPU stays small
+        found = await asyncio.to_thread(run_wrk, port, wrk_script_path, concurrency, saturate_s)
+        done, seconds = int(found["requests"]), saturate_s
+    else:
+        done, seconds, _ = await saturate(make_call, concurrency, saturate_s) if saturate_s else (0, 1.0, [])
+    cpu_us = meter.per_request_us(done) if meter is not None and meter.stop() and done else {}
+    return {"steady": steady, "throughput_per_s": done / seconds, "cpu_us": cpu_us}
 
 
 async def main(args: argparse.Namespace) -> None:
     hook_port = free_port()
     hook_server = subprocess.Popen(  # noqa: ASYNC220
         [sys.executable, str(ROOT / "bench" / "hook_server.py"), str(hook_port)])
-    rows = ["| handler type | p50 (ms) | p99 (ms) | throughput at saturation (decisions/s) |", "|---|---|---|---|"]
+    rows = ["| handler type | p50 (ms) | p99 (ms) | throughput at saturation (decisions/s) | dispatcher CPU µs "
+            "/ decision | gateway CPU µs / decision | Redis CPU µs / decision |", "|---|---|---|---|---|---|---|"]
     with tempfile.TemporaryDirectory() as state, EmbeddedRedis(state, persistent=False) as redis_server:
         for name in args.types:
             policy = Path(state) / f"{name}.yaml"
@@ -64,8 +77,11 @@ async def main(args: argparse.Namespace) -> None:
             roles = start_roles(redis_server.url, port, 1, policy)
             try:
                 slow = name == "command"
+                meter = CpuMeter({"gateway": roles[0].pid, "dispatcher": roles[1].pid, "redis": redis_server.pid or 0})
+                script = wrk_script(Path(state) / "post.lua", BODIES[:600]) if args.wrk and not slow else None
                 result = await measure(port, args.rate / 10 if slow else args.rate, args.duration,
-                                       0 if slow else args.saturate_s, 16 if slow else args.concurrency)
+                                       0 if slow else args.saturate_s, 16 if slow else args.concurrency, meter,
+                                       script)
             finally:
                 for role in roles:
                     role.send_signal(signal.SIGTERM)
@@ -73,12 +89,15 @@ async def main(args: argparse.Namespace) -> None:
                     role.wait(10)
             s = result["steady"]
             throughput = f"{result['throughput_per_s']:,.0f}" if result["throughput_per_s"] else "-"
-            rows.append(f"| `{name}` | {s['p50_ms']:.2f} | {s['p99_ms']:.2f} | {throughput} |")
+            cpu = result["cpu_us"]
+            rows.append(f"| `{name}` | {s['p50_ms']:.2f} | {s['p99_ms']:.2f} | {throughput} | "
+                        f"{cpu.get('dispatcher', 0):.0f} | {cpu.get('gateway', 0):.0f} | {cpu.get('redis', 0):.0f} |")
             print(rows[-1], file=sys.stderr)
     hook_server.terminate()
     hook_server.wait()
+    loader = "wrk -t1" if args.wrk else "the Python load generator"
     print(f"Steady rate {args.rate}/s ({args.rate / 10}/s for `command`) for {args.duration} s; saturation "
-          f"{args.concurrency} connections for {args.saturate_s} s.\n")
+          f"{args.concurrency} connections for {args.saturate_s} s ({loader}).\n")
     print("\n".join(rows))
 
 
@@ -88,5 +107,7 @@ if __name__ == "__main__":
     parser.add_argument("--duration", type=float, default=5)
     parser.add_argument("--saturate-s", type=float, default=4)
     parser.add_argument("--concurrency", type=int, default=64)
+    parser.add_argument("--wrk", action=argparse.BooleanOptionalAction, default=shutil.which("wrk") is not None,
+                        help="saturate with wrk (default: when installed)")
     parser.add_argument("--types", nargs="+", default=list(POLICIES), choices=list(POLICIES))
     uvloop.run(main(parser.parse_args()))

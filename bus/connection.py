@@ -15,6 +15,7 @@ from bus.settings import mask_url
 #: redis-py strips the code of OOM / READONLY replies and raises a subclass instead; the
 #: others keep their code (with a space: ``BUSYGROUP`` is an ordinary answer, not ``BUSY``).
 _TRANSIENT_CLASSES = (redis.exceptions.OutOfMemoryError, redis.exceptions.ReadOnlyError)
+_SCRIPT_TRANSIENT = ("OOM ", "READONLY ", "LOADING ", "MISCONF ", "MASTERDOWN ", "TRYAGAIN ", "CLUSTERDOWN ")
 _TRANSIENT_REPLIES = ("LOADING ", "MISCONF ", "BUSY ", "MASTERDOWN ", "TRYAGAIN ", "CLUSTERDOWN ", "NOREPLICAS ")
 
 
@@ -43,6 +44,19 @@ def connect(
     return client
 
 
+def is_transient(exc: BaseException) -> bool:
+    """Whether a Redis error means "not now" (retry later) rather than "never" (a wrong command)."""
+    if isinstance(exc, (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError, *_TRANSIENT_CLASSES)):
+        return True
+    if not isinstance(exc, redis.exceptions.ResponseError):
+        return False
+    reply = str(exc).rpartition("of pipeline caused error: ")[2]
+    # A script's failed call reads "Error running script ...: -OOM command not allowed ...", an
+    # aborted MULTI "Transaction discarded because of: OOM command not allowed ...".
+    return reply.startswith(_TRANSIENT_REPLIES) or any(
+        f"-{code}" in reply or f"because of: {code}" in reply for code in _SCRIPT_TRANSIENT)
+
+
 @contextlib.contextmanager
 def redis_errors(url: str = "") -> Iterator[None]:
     """Map redis-py connection failures to :class:`BusUnavailable`."""
@@ -54,10 +68,9 @@ def redis_errors(url: str = "") -> Iterator[None]:
     except redis.exceptions.ResponseError as exc:
         # A Redis at maxmemory (OOM), loading its data set or running a long script cannot
         # take writes for now: that is an outage to fail open on, not a 500.
-        reply = str(exc).rpartition("of pipeline caused error: ")[2]  # redis-py's pipeline note
-        if isinstance(exc, _TRANSIENT_CLASSES) or reply.startswith(_TRANSIENT_REPLIES):
+        if is_transient(exc):
             raise BusUnavailable(f"redis not ready: {exc}") from exc
         raise
 
 
-__all__ = ["connect", "redis_errors"]
+__all__ = ["connect", "is_transient", "redis_errors"]

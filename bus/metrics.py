@@ -7,10 +7,12 @@ container each) serves its own registry.
 
 from __future__ import annotations
 
+import dataclasses
 import errno
 import functools
 import hmac
 import os
+import platform
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
@@ -19,13 +21,17 @@ from prometheus_client import (
     CONTENT_TYPE_LATEST,
     CollectorRegistry,
     Counter,
+    Gauge,
     Histogram,
     generate_latest,
 )
 
-_LATENCY_BUCKETS = (
-    0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0,
+#: A rule decision takes well under a millisecond end to end, so the buckets start at 100 µs.
+LATENCY_BUCKETS = (
+    0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0,
 )  # fmt: skip
+#: Up to ``HOOKBUS_DISPATCH_BATCH`` (default 64) entries come back from one read.
+BATCH_BUCKETS = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024)
 
 DECISIONS = Counter(
     "hookbus_decisions_total", "Decisions returned to agents, by event and decision", ["event", "decision"]
@@ -34,15 +40,25 @@ DECISION_LATENCY = Histogram(
     "hookbus_decision_latency_seconds",
     "End-to-end decision latency at the gateway",
     ["event"],
-    buckets=_LATENCY_BUCKETS,
+    buckets=LATENCY_BUCKETS,
 )
 FAIL_OPEN = Counter(
     "hookbus_fail_open_total", "Requests answered with no decision because something failed", ["event", "reason"]
 )
 HOOK_DURATION = Histogram(
-    "hookbus_hook_duration_seconds", "Duration of one handler run", ["type"], buckets=_LATENCY_BUCKETS
+    "hookbus_hook_duration_seconds", "Duration of one handler run", ["type"], buckets=LATENCY_BUCKETS
 )
 ASYNC_JOBS = Counter("hookbus_async_jobs_total", "Async (fire-and-forget) hook jobs by status", ["status"])
+#: An async job's try runs from a millisecond (a function) to a handler's whole timeout.
+ASYNC_DURATION_BUCKETS = (0.001, 0.005, 0.025, 0.1, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 300.0, 600.0)
+ASYNC_JOB_DURATION = Histogram(
+    "hookbus_async_job_duration_seconds", "Duration of one try of an async hook job, by handler type", ["type"],
+    buckets=ASYNC_DURATION_BUCKETS,
+)
+ASYNC_ATTEMPTS = Histogram(
+    "hookbus_async_attempts", "Tries one async hook delivery took, observed when it ends (delivered or dead-lettered)",
+    buckets=(1, 2, 3, 4, 5, 6, 8, 10, 15, 20, 30, 50, 100),
+)
 FAIL_CLOSED = Counter(
     "hookbus_fail_closed_total", "Handler failures turned into deny/block by failMode: closed", ["event", "type"]
 )
@@ -68,19 +84,107 @@ HEAD_TIMEOUTS = Counter(
 ROLE_RESTARTS = Counter(
     "hookbus_role_restarts_total", "Roles that 'hookbus up' restarted after they crashed", ["role"]
 )
+HANDLER_DECISIONS = Counter(
+    "hookbus_handler_decisions_total",
+    "Decisions by the policy handler that made them (handler = its id in the policy)",
+    ["event", "handler", "decision"],
+)
+TIMEOUTS = Counter(
+    "hookbus_timeouts_total", "Blocking work that ran out of time, by stage (queue_wait, handler, reply)", ["stage"]
+)
+DISPATCH_BATCH = Histogram(
+    "hookbus_dispatch_batch_size", "Stream entries one dispatcher read returned (reads that returned any)",
+    buckets=BATCH_BUCKETS,
+)
+REPLY_WAIT = Histogram(
+    "hookbus_reply_wait_seconds", "Time a gateway waited for the dispatchers' reply to a blocking event",
+    buckets=LATENCY_BUCKETS,
+)
+POLICY_LOAD_FAILURES = Counter(
+    "hookbus_policy_load_failures_total", "Policy reloads refused because the files did not load"
+)
+# Gauges of every process (one series per live process under `hookbus up`; a dead one's go).
+POLICY_INFO = Gauge(
+    "hookbus_policy_info", "The policy revision this process enforces (1; 0 for one it enforced before)",
+    ["tenant", "version"], multiprocess_mode="liveall",
+)
+BUILD_INFO = Gauge(
+    "hookbus_build_info", "The hookbus version and Python that run (always 1)", ["version", "python"],
+    multiprocess_mode="livemax",
+)
+
+
+@dataclasses.dataclass(frozen=True)
+class Observed:
+    """Gauges of the platform's Redis state, set only by the gateway's observer.
+
+    Created on first use, in the observer's process only: a gauge without labels exists
+    (at 0) in every process that creates it, and a dispatcher reporting ``hookbus_redis_up
+    0`` would be read as Redis being down.
+    """
+
+    redis_up: Gauge
+    dispatchers_alive: Gauge
+    stream_length: Gauge
+    stream_pending: Gauge
+    stream_lag: Gauge
+    dlq_size: Gauge
+    async_queue_depth: Gauge
+    async_dead_letters: Gauge
+    decision_log_length: Gauge
+    decision_log_age: Gauge
+    audit_lag: Gauge
+    audit_lag_seconds: Gauge
+
+
+@functools.cache
+def observed() -> Observed:
+    """The observer's gauges (registered on the first call)."""
+    return Observed(
+        redis_up=Gauge("hookbus_redis_up", "Whether the last look at Redis succeeded (1) or not (0)",
+                       multiprocess_mode="livemin"),
+        dispatchers_alive=Gauge("hookbus_dispatchers_alive", "Dispatchers whose heartbeat is under 10 s old",
+                                multiprocess_mode="livemax"),
+        stream_length=Gauge("hookbus_stream_length", "Entries in a hookbus stream (XLEN)", ["stream"],
+                            multiprocess_mode="livemax"),
+        stream_pending=Gauge("hookbus_stream_pending", "Entries delivered to a consumer group and not yet acknowledged",
+                             ["stream", "group"], multiprocess_mode="livemax"),
+        stream_lag=Gauge("hookbus_stream_lag", "Entries of a stream not yet delivered to a consumer group",
+                         ["stream", "group"], multiprocess_mode="livemax"),
+        dlq_size=Gauge("hookbus_dlq_size", "Entries in the dead-letter stream", multiprocess_mode="livemax"),
+        async_dead_letters=Gauge("hookbus_async_dead_letters", "Entries in the async dead-letter stream "
+                                 "(hookbus dlq)", multiprocess_mode="livemax"),
+        async_queue_depth=Gauge("hookbus_async_queue_depth", "Async hook jobs waiting in the arq queue",
+                                multiprocess_mode="livemax"),
+        decision_log_length=Gauge("hookbus_decision_log_length", "Records in the decision log",
+                                  multiprocess_mode="livemax"),
+        decision_log_age=Gauge("hookbus_decision_log_age_seconds", "Age of the oldest record in the decision log",
+                               multiprocess_mode="livemax"),
+        audit_lag=Gauge("hookbus_audit_consumer_lag", "Decision-log records an audit consumer group has not "
+                        "acknowledged yet (pending + not delivered)", ["group"], multiprocess_mode="livemax"),
+        audit_lag_seconds=Gauge("hookbus_audit_consumer_lag_seconds", "Age of the oldest decision-log record an "
+                                "audit consumer group has not acknowledged (0: none)", ["group"],
+                                multiprocess_mode="livemax"),
+    )
+
 
 #: The label values each labelled family starts with (at 0), so that rates and alerts work
 #: before the first event. Event labels are limited to the blocking events.
 DECISION_VALUES = ("allow", "deny", "ask", "defer", "block", "none")
 FAIL_OPEN_REASONS = ("timeout", "redis_unavailable", "dispatcher_error", "hook_error", "hook_timeout")
-ASYNC_STATUSES = ("queued", "succeeded", "retried", "failed", "dead")
+ASYNC_STATUSES = ("queued", "succeeded", "retried", "failed", "dead", "dropped")
 REJECTED_CODES = ("400", "401", "413", "429")
 SPOOL_STATUSES = ("held", "flushed", "dropped")
 ROLES = ("gateway", "dispatcher", "worker")
+TIMEOUT_STAGES = ("queue_wait", "handler", "reply")
+#: Every ``op`` of ``hookbus_redis_errors_total`` (a new call site adds its name here).
+REDIS_ERROR_OPS = ("claim", "observe", "read", "settle", "worker", "xadd")
+#: The ``tenant`` of ``hookbus_policy_info``: one policy serves every tenant today.
+POLICY_TENANT = "default"
 
 
 @functools.lru_cache(maxsize=4096)
-def child(metric: Counter | Histogram, *labels: str) -> Any:
+def child(metric: Counter | Histogram | Gauge, *labels: str) -> Any:
     """``metric.labels(*labels)``, looked up once (every label set here is bounded)."""
     return metric.labels(*labels)
 
@@ -95,6 +199,33 @@ def event_label(event: str) -> str:
     from bus.events import EVENTS
 
     return event if event in EVENTS else "other"
+
+
+_policy_revision: dict[str, str] = {}
+
+
+def set_policy_revision(revision: str, tenant: str = POLICY_TENANT) -> None:
+    """Report the policy revision this process enforces from now on (``hookbus_policy_info``)."""
+    previous = _policy_revision.get(tenant)
+    if previous == revision:
+        return
+    if previous is not None:
+        if os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
+            POLICY_INFO.labels(tenant, previous).set(0)  # series cannot be removed from the shared files
+        else:
+            POLICY_INFO.remove(tenant, previous)
+    POLICY_INFO.labels(tenant, revision).set(1)
+    _policy_revision[tenant] = revision
+
+
+def build_version() -> str:
+    """The installed hookbus version, or ``unknown`` (run from a source tree without installing)."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("hookbus")
+    except PackageNotFoundError:
+        return "unknown"
 
 
 def render() -> tuple[bytes, str]:
@@ -126,14 +257,17 @@ def init_metrics() -> None:
             child(FAIL_CLOSED, event, handler_type)
     for handler_type in HANDLER_TYPES:
         child(HOOK_DURATION, handler_type)
+        child(ASYNC_JOB_DURATION, handler_type)
         for outcome in ("error", "timeout"):
             child(HOOK_ERRORS, handler_type, outcome)
     for event in sorted(STOP_EVENTS):
         child(STOP_GUARD, event)
     for family, values in ((ASYNC_JOBS, ASYNC_STATUSES), (REJECTED, REJECTED_CODES), (SPOOLED, SPOOL_STATUSES),
-                           (DEAD_LETTERS, ("blocking", "events")), (ROLE_RESTARTS, ROLES)):
+                           (DEAD_LETTERS, ("blocking", "events")), (ROLE_RESTARTS, ROLES), (TIMEOUTS, TIMEOUT_STAGES),
+                           (REDIS_ERRORS, REDIS_ERROR_OPS)):
         for value in values:
             child(family, value)
+    BUILD_INFO.labels(build_version(), platform.python_version()).set(1)
 
 
 def authorized(header: str | None, token: str | None) -> bool:
@@ -199,27 +333,41 @@ def start_http_server(
 
 
 __all__ = [
+    "ASYNC_ATTEMPTS",
     "ASYNC_JOBS",
+    "ASYNC_JOB_DURATION",
+    "BUILD_INFO",
     "DEAD_LETTERS",
     "DECISIONS",
     "DECISION_LATENCY",
+    "DISPATCH_BATCH",
     "EXPIRED",
     "FAIL_CLOSED",
     "FAIL_OPEN",
+    "HANDLER_DECISIONS",
     "HEAD_TIMEOUTS",
     "HOOK_DURATION",
     "HOOK_ERRORS",
+    "LATENCY_BUCKETS",
+    "POLICY_INFO",
+    "POLICY_LOAD_FAILURES",
     "REDIS_ERRORS",
     "REJECTED",
+    "REPLY_WAIT",
     "ROLE_RESTARTS",
     "SHADOW_DECISIONS",
     "SPOOLED",
     "STOP_GUARD",
+    "TIMEOUTS",
+    "Observed",
     "authorized",
+    "build_version",
     "child",
     "event_label",
     "hook_duration",
     "init_metrics",
+    "observed",
     "render",
+    "set_policy_revision",
     "start_http_server",
 ]

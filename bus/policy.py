@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import shlex
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -28,6 +27,7 @@ from bus.errors import PolicyError, PolicyProblem
 from bus.events import EVENTS, IF_EVENTS, NO_HTTP_EVENTS, event_spec
 from bus.matching import compile_matcher
 from bus.permissions import parse_rule
+from bus.placeholders import literal_program, reparse_warning
 from bus.schema import (
     HANDLER_TYPES,
     CommandHandler,
@@ -98,6 +98,8 @@ class Policy:
     http_hook_allowed_env_vars: tuple[str, ...] | None
     notes: tuple[str, ...]
     by_event: Mapping[str, tuple[HandlerEntry, ...]]  # empty when disable_all_hooks
+    #: The parsed files it was layered from (to layer it again under a tenant's).
+    files: tuple[PolicyFile, ...] = ()
 
     def entries(self, event: str) -> tuple[HandlerEntry, ...]:
         """Every handler for ``event`` in policy order, deduplicated; empty when hooks are disabled."""
@@ -219,9 +221,17 @@ class _Checker:
             return None
 
 
+#: Handler fields added after ids were first handed out: left out of the id while unset, so that
+#: the ids of existing handlers (in queued jobs, metrics, ``once`` markers) stay what they were.
+_LATER_FIELDS: Final = ("maxTries", "maxAgeSeconds", "secret")
+
+
 def _handler_id(event: str, matcher: str | None, handler: Handler) -> str:
-    canonical = json.dumps([event, matcher, handler.model_dump(mode="json", by_alias=True)],
-                           sort_keys=True, separators=(",", ":"))
+    dumped = handler.model_dump(mode="json", by_alias=True)
+    for name in _LATER_FIELDS:
+        if dumped.get(name, 0) is None:
+            del dumped[name]
+    canonical = json.dumps([event, matcher, dumped], sort_keys=True, separators=(",", ":"))
     return hashlib.sha256(canonical.encode()).hexdigest()[:16]
 
 
@@ -242,30 +252,16 @@ def _check_handler(ck: _Checker, event: str, loc: Loc, handler: Handler) -> None
         parts = urlsplit(handler.url)
         if parts.scheme not in ("http", "https") or not parts.hostname:
             ck.problem((*loc, "url"), f"must be an http(s) URL like https://host/path (got {handler.url!r})")
-    elif isinstance(handler, CommandHandler) and (program := _program(handler)) is not None:
-        if not Path(program).exists():
+    elif isinstance(handler, CommandHandler):
+        if (program := literal_program(handler)) is not None and not Path(program).exists():
             ck.note((*loc, "command"), f"{program} does not exist on this machine (the hook fails where it does not)")
+        if (why := reparse_warning(handler)) is not None:
+            ck.note((*loc, "args"), why)
     for rule_loc, text in rules:
         try:
             parse_rule(text)
         except Exception as exc:
             ck.failed(exc, rule_loc, "permission rule", text)
-
-
-def _program(handler: CommandHandler) -> str | None:
-    """The absolute path of the program a command hook starts, when it names one literally."""
-    if handler.args is not None:
-        words = [handler.command]
-    else:
-        try:
-            words = shlex.split(handler.command)
-        except ValueError:
-            return None
-        while words and "=" in words[0] and not words[0].startswith(("=", "/")):  # VAR=value prefixes
-            words.pop(0)
-    if words and words[0].startswith("/") and "$" not in words[0]:
-        return words[0]
-    return None
 
 
 def _valid_handlers(raw: Any) -> list[tuple[int, Handler]]:
@@ -401,14 +397,12 @@ def merge_policy(files: Sequence[PolicyFile]) -> Policy:
         http_hook_allowed_env_vars=_union(f.http_hook_allowed_env_vars for f in files),
         notes=tuple(notes),
         by_event={} if disable else {event: tuple(found) for event, found in by_event.items()},
+        files=tuple(files),
     )
 
 
-def load_policy(paths: Sequence[str | Path]) -> Policy:
-    """Load, check and layer the policy files at ``paths`` (in order; later files override).
-
-    Raises PolicyError listing every problem of every file, each with its line.
-    """
+def read_policy_files(paths: Sequence[str | Path]) -> list[PolicyFile]:
+    """Parse and check the files at ``paths``; never raises (problems are in the results)."""
     files = []
     for path in [paths] if isinstance(paths, str | Path) else paths:
         try:
@@ -416,7 +410,15 @@ def load_policy(paths: Sequence[str | Path]) -> Policy:
         except (OSError, UnicodeDecodeError) as exc:
             problem = PolicyProblem(str(path), None, "", f"cannot read: {exc}")
             files.append(PolicyFile(str(path), "", problems=[problem]))
-    return merge_policy(files)
+    return files
+
+
+def load_policy(paths: Sequence[str | Path]) -> Policy:
+    """Load, check and layer the policy files at ``paths`` (in order; later files override).
+
+    Raises PolicyError listing every problem of every file, each with its line.
+    """
+    return merge_policy(read_policy_files(paths))
 
 
 def policy_from_text(text: str, source: str = "policy.yaml") -> Policy:

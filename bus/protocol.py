@@ -59,12 +59,18 @@ class RecordOutcome(enum.StrEnum):
     DECIDED = "decided"
     #: A non-blocking event, recorded (its answer is always ``{}``).
     RECORDED = "recorded"
-    #: A blocking event answered with no decision; the record names the reason.
+    #: Answered with no decision because something failed; the record names the reason. For a
+    #: non-blocking event: answered while Redis was down, held in the gateway's spool.
     FAIL_OPEN = "fail-open"
 
 
 def now_ms() -> int:
     return time.time_ns() // 1_000_000
+
+
+def iso_time(ms: int) -> str:
+    """``ms`` (milliseconds since the epoch) as ISO 8601 UTC with milliseconds: ``2025-01-07T09:30:00.123Z``."""
+    return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(ms // 1000)) + f".{ms % 1000:03d}Z"
 
 
 @dataclasses.dataclass(slots=True)
@@ -81,6 +87,8 @@ class Request:
     dialect: str = ""
     #: Set when the gateway already answered fail-open (Redis was down when it arrived).
     fail_open: str = ""
+    #: The policy versions the gateway chose (``org|tenant``, :mod:`bus.policy_registry`).
+    policy: str = ""
 
     @property
     def blocking(self) -> bool:
@@ -107,6 +115,8 @@ class Request:
             fields["dc"] = self.dialect
         if self.fail_open:
             fields["fo"] = self.fail_open
+        if self.policy:
+            fields["pv"] = self.policy
         return fields
 
     def to_job(self) -> dict[str, str | int]:
@@ -131,6 +141,7 @@ class Request:
                 reply_to=fields.get(b"rp", b"").decode(),
                 dialect=fields.get(b"dc", b"").decode(),
                 fail_open=fields.get(b"fo", b"").decode(),
+                policy=fields.get(b"pv", b"").decode(),
             )
         except (KeyError, ValueError, UnicodeDecodeError) as exc:
             raise ProtocolError(f"malformed stream entry: {exc!r}") from exc
@@ -209,14 +220,26 @@ class LogRecord:
     tool_name: str = ""
     #: Why the agent got no decision, if it did not (a :class:`FailOpenReason`), else "".
     fail_open: str = ""
+    #: The subagent that sent the event (``agent_id`` / ``agent_type`` of the hook input), if any.
+    agent_id: str = ""
+    agent_type: str = ""
+    tool_use_id: str = ""
+    #: Why the decision was made (a deny or block reason), if one was given.
+    reason: str = ""
+    #: What :mod:`bus.redact` masked: ``{"pointer": "/input/...", "detector": "github"}`` (never the value).
+    masked: list[dict[str, str]] = dataclasses.field(default_factory=list)
 
     def meta(self) -> bytes:
         """The record as JSON, without the hook input (the ``r`` field)."""
-        meta = {
+        meta: dict[str, Any] = {
             "id": self.event_id, "ev": self.event, "tn": self.tenant, "sid": self.session_id, "tool": self.tool_name,
             "outcome": self.outcome, "dec": self.decision, "out": self.output, "ts": self.received_ms,
             "dms": self.decided_ms, "rev": self.revision, "hooks": self.hooks, "shadow": self.shadow,
         }
+        for key, value in (("aid", self.agent_id), ("aty", self.agent_type), ("tuid", self.tool_use_id),
+                           ("rsn", self.reason), ("mask", self.masked)):
+            if value:  # absent when empty: records stay small, and older readers ignore them
+                meta[key] = value
         return orjson.dumps(meta)
 
     def encode(self) -> StreamFields:
@@ -234,9 +257,16 @@ class LogRecord:
                 fail_open=fields.get(b"fo", b"").decode(), decision=meta["dec"], output=meta["out"],
                 payload=fields[b"in"], received_ms=int(meta["ts"]), decided_ms=int(meta["dms"]),
                 revision=meta.get("rev", ""), hooks=meta.get("hooks", []), shadow=meta.get("shadow", []),
+                agent_id=meta.get("aid", ""), agent_type=meta.get("aty", ""), tool_use_id=meta.get("tuid", ""),
+                reason=meta.get("rsn", ""), masked=meta.get("mask", []),
             )
         except (KeyError, ValueError, TypeError, orjson.JSONDecodeError) as exc:
             raise ProtocolError(f"malformed decision-log entry: {exc!r}") from exc
+
+    @property
+    def latency_ms(self) -> int:
+        """From the gateway receiving the event to the dispatcher deciding it."""
+        return self.decided_ms - self.received_ms
 
     def to_json(self) -> dict[str, Any]:
         """A JSON-friendly view (for ``hookbus tail`` and exports)."""
@@ -246,23 +276,31 @@ class LogRecord:
             hook_input = self.payload.decode("utf-8", "replace")
         return {
             "id": self.event_id,
+            "time": iso_time(self.received_ms),
             "event": self.event,
             "tenant": self.tenant,
             "session_id": self.session_id,
+            "agent_id": self.agent_id or None,
+            "agent_type": self.agent_type or None,
             "tool_name": self.tool_name or None,
+            "tool_use_id": self.tool_use_id or None,
             "outcome": self.outcome,
             "fail_open": self.fail_open or None,
             "decision": self.decision,
+            "reason": self.reason or None,
             "output": self.output,
             "input": hook_input,
             "received_ms": self.received_ms,
             "decided_ms": self.decided_ms,
+            "latency_ms": self.latency_ms,
             "revision": self.revision,
             "hooks": self.hooks,
             "shadow": self.shadow,
+            "masked": self.masked,
         }
 
 
 __all__ = [
-    "FailOpenReason", "LogRecord", "ProtocolError", "RecordOutcome", "Reply", "Request", "StreamFields", "now_ms",
+    "FailOpenReason", "LogRecord", "ProtocolError", "RecordOutcome", "Reply", "Request", "StreamFields", "iso_time",
+    "now_ms",
 ]

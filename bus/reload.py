@@ -15,8 +15,10 @@ import signal
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
+from bus import metrics
 from bus.errors import PolicyError
 from bus.policy import Policy, load_policy
+from bus.retry import BackgroundTask
 
 logger = logging.getLogger("hookbus.policy")
 
@@ -45,7 +47,7 @@ class PolicyWatcher:
         self.last_error: str | None = None
         self._stamp = stamp(self.paths)
         self._wake = asyncio.Event()
-        self._task: asyncio.Task[None] | None = None
+        self._task = BackgroundTask(self._run, "hookbus-policy-watcher")
 
     async def start(self) -> None:
         # SIGHUP is handled even with no files: its default action would end the process, and
@@ -53,7 +55,7 @@ class PolicyWatcher:
         with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):
             asyncio.get_running_loop().add_signal_handler(signal.SIGHUP, self._on_sighup)
         if self.paths:
-            self._task = asyncio.create_task(self._run(), name="hookbus-policy-watcher")
+            self._task.start()
 
     def _on_sighup(self) -> None:
         if self.paths:
@@ -62,10 +64,7 @@ class PolicyWatcher:
             logger.info("SIGHUP: no policy file to reload (started without --config)")
 
     async def stop(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
+        await self._task.stop()
 
     def reload(self) -> bool:
         """Load the files now; apply and return True when they are valid."""
@@ -74,11 +73,12 @@ class PolicyWatcher:
             policy = load_policy(self.paths)
         except PolicyError as exc:
             self.last_error = str(exc)
+            metrics.POLICY_LOAD_FAILURES.inc()
             logger.error("policy reload failed, keeping the running policy:\n%s", exc)
             return False
         self.last_error = None
         self.apply(policy)
-        logger.info("policy reloaded: revision %s", policy.revision)
+        logger.info("policy reloaded: revision %s", policy.revision, extra={"revision": policy.revision})
         return True
 
     async def _run(self) -> None:

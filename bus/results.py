@@ -45,6 +45,11 @@ class HandlerResult:
     duration_s: float = 0.0
     fail_closed: bool = False
     shadow: bool = False
+    #: For a failure: whether trying again may help (a connection error, a timeout, a 5xx or 429),
+    #: as opposed to a refusal that would repeat (another 4xx, a command's exit 2). Async retries read it.
+    retryable: bool = True
+    #: The earliest retry the other side asked for (an http hook's ``Retry-After``), in seconds.
+    retry_after_s: float | None = None
 
     @property
     def failed(self) -> bool:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import difflib
 import ipaddress
+import re
 from collections.abc import Iterable
 from typing import Annotated, Any, Final, Literal
 from urllib.parse import urlsplit
@@ -17,8 +18,12 @@ from urllib.parse import urlsplit
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError
 
 from bus.events import EVENTS
+from bus.redact import BUILTIN_NAMES, compile_pattern, parse_pointer
 
 FailMode = Literal["open", "closed"]
+
+#: The most tries an async handler may be given (``maxTries``).
+MAX_TRIES_LIMIT: Final = 100
 
 #: Every handler ``type``, in the order messages list them.
 HANDLER_TYPES: Final = ("command", "http", "prompt", "agent", "mcp_tool", "rule", "function")
@@ -39,6 +44,9 @@ class HandlerBase(_Strict):
     async_: bool = Field(default=False, alias="async")
     fail_mode: FailMode = Field(default="open", alias="failMode")
     shadow: bool = False
+    #: ``async`` delivery (hookbus): tries before a dead letter, and the age past which none is made.
+    max_tries: Annotated[int, Field(ge=1, le=MAX_TRIES_LIMIT)] | None = Field(default=None, alias="maxTries")
+    max_age_seconds: Annotated[float, Field(gt=0)] | None = Field(default=None, alias="maxAgeSeconds")
 
 
 class CommandHandler(HandlerBase):
@@ -57,6 +65,13 @@ class CommandHandler(HandlerBase):
     )
 
 
+def _env_reference(value: str) -> str:
+    if not re.fullmatch(r"\$(?:[A-Za-z_][A-Za-z0-9_]*|\{[A-Za-z_][A-Za-z0-9_]*\})", value):
+        raise ValueError("must name an environment variable as $NAME or ${NAME}: the secret itself is never "
+                         "written in the policy")
+    return value
+
+
 class HttpHandler(HandlerBase):
     """Claude Code's ``http`` hook: POST the input JSON to ``url``."""
 
@@ -66,6 +81,8 @@ class HttpHandler(HandlerBase):
     allowed_env_vars: list[Annotated[str, Field(min_length=1)]] | None = Field(
         default=None, alias="allowedEnvVars"
     )
+    #: ``$VAR`` holding a Standard Webhooks secret (``whsec_...``): requests are signed (hookbus).
+    secret: Annotated[str, AfterValidator(_env_reference)] | None = None
 
 
 class PromptHandler(HandlerBase):
@@ -179,6 +196,55 @@ class DecisionLogSettings(_Strict):
     max_age_seconds: Annotated[float, Field(gt=0)] | None = Field(default=7 * 86400, alias="maxAgeSeconds")
 
 
+def _pointer(value: str) -> str:
+    parse_pointer(value)  # ValueError with the reason
+    return value
+
+
+def _regex(value: str) -> str:
+    compile_pattern(value)
+    return value
+
+
+def _builtin_detector(name: str) -> str:
+    if name not in BUILTIN_NAMES:
+        raise ValueError(f"unknown built-in detector {name!r}{suggest(name, BUILTIN_NAMES)} "
+                         f"(one of {', '.join(BUILTIN_NAMES)})")
+    return name
+
+
+def _detector_name(name: str) -> str:
+    if not re.fullmatch(r"[a-z0-9][a-z0-9_.\-]{0,63}", name):
+        raise ValueError(f"must be 1-64 lower-case letters, digits, '-', '_' or '.' (got {name!r})")
+    return name
+
+
+class RedactPattern(_Strict):
+    """A policy-defined detector: a name (listed in records) and a regex."""
+
+    name: Annotated[str, AfterValidator(_detector_name)]
+    regex: Annotated[str, Field(min_length=1), AfterValidator(_regex)]
+
+
+class RedactSettings(_Strict):
+    """``hookbus.redact``: what is masked before a decision-log record or a dead letter is written."""
+
+    pointers: list[Annotated[str, AfterValidator(_pointer)]] = Field(default_factory=list)
+    patterns: list[RedactPattern] = Field(default_factory=list)
+    builtins: bool = True
+    disable: list[Annotated[str, AfterValidator(_builtin_detector)]] = Field(default_factory=list)
+
+
+class AsyncSettings(_Strict):
+    """``hookbus.async``: delivery of ``async`` handlers (a handler's own ``maxTries``/``maxAgeSeconds`` win)."""
+
+    max_tries: Annotated[int, Field(ge=1, le=MAX_TRIES_LIMIT)] = Field(default=5, alias="maxTries")
+    max_age_seconds: Annotated[float, Field(gt=0)] = Field(default=3600.0, alias="maxAgeSeconds")
+    max_queued: Annotated[int, Field(gt=0)] = Field(default=100_000, alias="maxQueued")
+    retry_delay_seconds: Annotated[float, Field(gt=0)] = Field(default=2.0, alias="retryDelaySeconds")
+    keep_result_seconds: Annotated[float, Field(ge=0)] = Field(default=30.0, alias="keepResultSeconds")
+
+
 class PlatformSettings(_Strict):
     """The top-level ``hookbus:`` section."""
 
@@ -192,6 +258,12 @@ class PlatformSettings(_Strict):
     http: HttpSettings = Field(default_factory=HttpSettings)
     llm: LlmSettings = Field(default_factory=LlmSettings)
     decision_log: DecisionLogSettings = Field(default_factory=DecisionLogSettings, alias="decisionLog")
+    redact: RedactSettings = Field(default_factory=RedactSettings)
+    async_: AsyncSettings = Field(default_factory=AsyncSettings, alias="async")
+    #: No tenant layer may disable, shadow or weaken the org's hooks (org layer only).
+    org_locked: bool = Field(default=False, alias="orgLocked")
+    #: ``hookbus:`` keys a tenant layer may still set under ``orgLocked`` (org layer only).
+    tenant_overrides: list[str] = Field(default_factory=list, alias="tenantOverrides")
 
     def deadline_for(self, event: str) -> float:
         """The gateway's wait for a blocking ``event``, in seconds."""
@@ -273,6 +345,7 @@ def human_errors(exc: ValidationError, word: str = "field") -> list[tuple[Loc, L
 __all__ = [
     "HANDLER_TYPES",
     "AgentHandler",
+    "AsyncSettings",
     "CommandHandler",
     "DecisionLogSettings",
     "FunctionHandler",
@@ -285,6 +358,8 @@ __all__ = [
     "McpToolHandler",
     "PlatformSettings",
     "PromptHandler",
+    "RedactPattern",
+    "RedactSettings",
     "RuleHandler",
     "describe_value",
     "human_errors",

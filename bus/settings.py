@@ -72,6 +72,12 @@ class Tokens:
             pairs[token.strip()] = tenant.strip()
         return cls(pairs)
 
+    @classmethod
+    def parse_admin(cls, spec: str) -> Tokens:
+        """Parse org-admin tokens: ``token1,token2`` (also newline separated, ``#`` comments), tenant ``*``."""
+        items = [raw.strip() for raw in spec.replace(",", "\n").splitlines()]
+        return cls({item: "*" for item in items if item and not item.startswith("#")})
+
 
 @dataclasses.dataclass(frozen=True)
 class Settings:
@@ -83,16 +89,26 @@ class Settings:
     host: str = DEFAULT_HOST
     port: int = DEFAULT_PORT
     tokens: Tokens = dataclasses.field(default_factory=lambda: Tokens({}))
+    #: Org-admin tokens (``HOOKBUS_ADMIN_TOKENS``): read every tenant's decisions, run policy replays.
+    admin_tokens: Tokens = dataclasses.field(default_factory=lambda: Tokens({}))
+    #: Concurrent ``/v1/events/stream`` connections one token may hold.
+    max_streams_per_token: int = 4
     insecure: bool = False
     max_body_bytes: int = DEFAULT_MAX_BODY_BYTES
     rate_limit_per_s: float = 0.0
     rate_limit_burst: int = 0
+    #: Requests per second per token (0: no per-token limit); buckets shared in Redis.
+    token_rate_limit_per_s: float = 0.0
+    token_rate_limit_burst: int = 0
+    #: Accept tokens created with ``hookbus tokens create`` (kept in Redis), beside ``tokens``.
+    managed_tokens: bool = False
     dispatch_batch: int = 64
     dispatch_concurrency: int = 256
     claim_idle_ms: int = 5_000
     max_deliveries: int = 5
     state_dir: str = ".hookbus"
     log_level: str = "info"
+    log_format: str = "text"
     metrics_host: str = DEFAULT_HOST
     metrics_token: str | None = None
 
@@ -129,10 +145,13 @@ class Settings:
             ("max_body_bytes", "HOOKBUS_MAX_BODY_BYTES", int),
             ("rate_limit_per_s", "HOOKBUS_RATE_LIMIT", float),
             ("rate_limit_burst", "HOOKBUS_RATE_LIMIT_BURST", int),
+            ("token_rate_limit_per_s", "HOOKBUS_TOKEN_RATE_LIMIT", float),
+            ("token_rate_limit_burst", "HOOKBUS_TOKEN_RATE_LIMIT_BURST", int),
             ("dispatch_batch", "HOOKBUS_DISPATCH_BATCH", int),
             ("dispatch_concurrency", "HOOKBUS_DISPATCH_CONCURRENCY", int),
             ("claim_idle_ms", "HOOKBUS_CLAIM_IDLE_MS", int),
             ("max_deliveries", "HOOKBUS_MAX_DELIVERIES", int),
+            ("max_streams_per_token", "HOOKBUS_MAX_STREAMS_PER_TOKEN", int),
         ):
             if key in env:
                 try:
@@ -143,12 +162,16 @@ class Settings:
             values["state_dir"] = state
         if level := env.get("HOOKBUS_LOG_LEVEL"):
             values["log_level"] = level
+        if log_format := env.get("HOOKBUS_LOG_FORMAT"):
+            values["log_format"] = log_format.strip().lower()
         if metrics_host := env.get("HOOKBUS_METRICS_HOST"):
             values["metrics_host"] = metrics_host
         if metrics_token := env.get("HOOKBUS_METRICS_TOKEN"):
             values["metrics_token"] = metrics_token
         if env.get("HOOKBUS_INSECURE", "").lower() in {"1", "true", "yes"}:
             values["insecure"] = True
+        if env.get("HOOKBUS_MANAGED_TOKENS", "").lower() in {"1", "true", "yes"}:
+            values["managed_tokens"] = True
         tokens = env.get("HOOKBUS_TOKENS", "")
         if path := env.get("HOOKBUS_TOKENS_FILE"):
             try:
@@ -157,6 +180,8 @@ class Settings:
                 raise ConfigError(f"cannot read HOOKBUS_TOKENS_FILE {path}: {exc.strerror}") from exc
         if tokens.strip():
             values["tokens"] = Tokens.parse(tokens)
+        if admin := env.get("HOOKBUS_ADMIN_TOKENS", "").strip():
+            values["admin_tokens"] = Tokens.parse_admin(admin)
         values.update({k: v for k, v in overrides.items() if v is not None})
         settings = cls(**values)
         settings.validate()
@@ -170,6 +195,10 @@ class Settings:
             raise ConfigError("max body size must be positive")
         if self.dispatch_batch <= 0 or self.dispatch_concurrency <= 0:
             raise ConfigError("dispatch batch and concurrency must be positive")
+        if self.max_streams_per_token <= 0:
+            raise ConfigError("HOOKBUS_MAX_STREAMS_PER_TOKEN must be positive")
+        if self.log_format not in ("text", "json"):
+            raise ConfigError(f"log format {self.log_format!r} is not one of: text, json (HOOKBUS_LOG_FORMAT)")
 
 
 __all__ = ["DEFAULT_HOST", "DEFAULT_PORT", "Settings", "Tokens", "mask_url"]

@@ -23,7 +23,9 @@ from bus import metrics
 from bus.errors import RequestRejected
 from bus.policy import Policy
 from bus.settings import Settings
+from gateway.audit import audit_routes
 from gateway.hooks import Gateway
+from gateway.observer import Observer
 
 _JSON = (b"content-type", b"application/json")
 
@@ -120,15 +122,20 @@ def create_app(settings: Settings, policy: Policy, redis_url: str) -> HookbusApp
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
         metrics.init_metrics()
         await gateway.start()
+        observer = Observer(redis_url, settings.keys)  # the platform's Redis state, for /metrics
+        observer.start()
         # What exists now lives as long as the process: keep it out of the collector's scans
         # (full collections over it cost tens of milliseconds on the request path).
         gc.freeze()
         try:
             yield
         finally:
+            await observer.stop()
             await gateway.stop()
 
     from starlette.routing import Route
+
+    from gateway.events import console_routes  # the console: /v1/events/stream, /ui, /v1/policy/replay
 
     router = Starlette(
         routes=[
@@ -137,6 +144,8 @@ def create_app(settings: Settings, policy: Policy, redis_url: str) -> HookbusApp
             Route("/readyz", readyz, methods=["GET"]),
             Route("/metrics", metrics_endpoint, methods=["GET"]),
             Route("/v1/whoami", whoami, methods=["GET"]),
+            *console_routes(settings, redis_url, lambda: gateway.policy),
+            *audit_routes(settings, lambda: gateway.redis),  # GET /v1/audit/events
         ],
         lifespan=lifespan,
         exception_handlers={HTTPException: http_error, 500: server_error},

@@ -16,10 +16,10 @@ import redis.asyncio as aioredis
 from bus.connection import redis_errors
 from bus.errors import BusUnavailable
 from bus.keys import WORK_STREAM_MAXLEN
+from bus.protocol import StreamFields
 
 logger = logging.getLogger("hookbus.gateway")
 
-Fields = dict[str, bytes | str | int]
 
 
 class AppendBatcher:
@@ -29,10 +29,10 @@ class AppendBatcher:
         self.redis = redis
         self.redis_url = redis_url
         self.maxlen = maxlen
-        self._pending: list[tuple[str, Fields, asyncio.Future[None]]] = []
+        self._pending: list[tuple[str, StreamFields, asyncio.Future[None]]] = []
         self._flushing = False
 
-    async def append(self, stream: str, fields: Fields) -> None:
+    async def append(self, stream: str, fields: StreamFields) -> None:
         """Append one entry; raises :class:`BusUnavailable` if Redis cannot take it."""
         future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         self._pending.append((stream, fields, future))
@@ -77,7 +77,7 @@ class AppendBatcher:
         finally:
             self._flushing = False
 
-    async def _send(self, batch: list[tuple[str, Fields, asyncio.Future[None]]]) -> list[Any]:
+    async def _send(self, batch: list[tuple[str, StreamFields, asyncio.Future[None]]]) -> list[Any]:
         """One pipeline; per entry, its id or the error Redis answered with."""
         with redis_errors(self.redis_url):
             async with self.redis.pipeline(transaction=False) as pipe:

@@ -13,6 +13,7 @@ import asyncio
 import contextlib
 import itertools
 import logging
+import math
 import os
 import time
 import uuid
@@ -27,14 +28,17 @@ from bus.connection import connect, redis_errors
 from bus.errors import BusUnavailable, RequestRejected
 from bus.events import event_spec
 from bus.keys import WORK_STREAM_MAXLEN, Keyspace
+from bus.logs import event_fields
 from bus.policy import Policy
-from bus.protocol import FailOpenReason, ProtocolError, Reply, Request, now_ms
+from bus.policy_registry import PolicyRegistry
+from bus.protocol import FailOpenReason, ProtocolError, Reply, Request, StreamFields, now_ms
 from bus.reload import PolicyWatcher
 from bus.settings import Settings
 from bus.settle import CLAIM, OUTCOME_GRACE_MS
+from bus.token_store import TokenStore
 from gateway.batcher import AppendBatcher
 from gateway.dialects import from_dialect, to_dialect
-from gateway.ratelimit import RateLimiter
+from gateway.ratelimit import SharedRateLimiter
 from gateway.replies import ReplyWaiter
 from gateway.spool import Spool
 
@@ -62,14 +66,20 @@ class Gateway:
         self._claim_script = self.redis.register_script(CLAIM)
         self.waiter = ReplyWaiter(redis_url, self.keys.reply_channel(self.gateway_id))
         self.spool = Spool(self._append_many)
-        self.limiter = RateLimiter(settings.rate_limit_per_s, settings.rate_limit_burst)
+        self.limiter = SharedRateLimiter(self.redis, self.keys, settings.rate_limit_per_s, settings.rate_limit_burst,
+                                         settings.token_rate_limit_per_s, settings.token_rate_limit_burst)
+        self.token_store = TokenStore(self.redis, self.keys, redis_url) if settings.managed_tokens else None
+        self.registry = PolicyRegistry(policy, self.redis, self.keys)
         self.watcher = PolicyWatcher(settings.policy_paths, self.set_policy)
 
     def set_policy(self, policy: Policy) -> None:
-        """Swap in a new policy (hot reload); requests in flight finish under the old one."""
+        """Swap in the reloaded files (the org layer unless one is pushed); requests in flight
+        finish under the policy they started with."""
         self.policy = policy
+        self.registry.set_base(policy)
 
     async def start(self) -> None:
+        await self.registry.start()
         await self.waiter.start()
         await self.spool.start()
         await self.watcher.start()
@@ -78,6 +88,7 @@ class Gateway:
                 await self.waiter.subscribed.wait()
 
     async def stop(self) -> None:
+        await self.registry.stop()
         await self.watcher.stop()
         await self.spool.stop()
         await self.waiter.stop()
@@ -87,7 +98,7 @@ class Gateway:
         """A unique event id: a random per-process prefix and a counter (cheaper than uuid4)."""
         return f"{self._id_prefix}{next(self._ids):08x}"
 
-    async def _append_many(self, entries: list[tuple[str, dict[str, bytes | str | int]]]) -> None:
+    async def _append_many(self, entries: list[tuple[str, StreamFields]]) -> None:
         with redis_errors(self.redis_url):
             async with self.redis.pipeline(transaction=False) as pipe:
                 for stream, fields in entries:
@@ -97,6 +108,8 @@ class Gateway:
     # -- the request --------------------------------------------------------------------
 
     def authenticate(self, headers: dict[bytes, bytes]) -> str:
+        """The tenant of a static token (``HOOKBUS_TOKENS``); 401 otherwise (managed tokens: see
+        :meth:`authorize`)."""
         if not self.settings.tokens:
             return "default"
         scheme, _, token = headers.get(b"authorization", b"").decode("latin-1").partition(" ")
@@ -104,6 +117,26 @@ class Gateway:
         if tenant is None:
             raise RequestRejected(401, "unauthorized", "missing or wrong bearer token", {"WWW-Authenticate": "Bearer"})
         return tenant
+
+    async def authorize(self, headers: dict[bytes, bytes]) -> tuple[str, str | None]:
+        """``(tenant, managed token id)`` of a request: static tokens first, then the ones in
+        Redis when managed tokens are on; 401 for anything else."""
+        if self.token_store is None:
+            return self.authenticate(headers), None
+        scheme, _, token = headers.get(b"authorization", b"").decode("latin-1").partition(" ")
+        token = token.strip()
+        if scheme.lower() == "bearer" and token:
+            if self.settings.tokens and (tenant := self.settings.tokens.tenant_for(token)) is not None:
+                return tenant, None
+            try:
+                info = await self.token_store.verify(token)
+            except BusUnavailable as exc:
+                raise RequestRejected(503, "unavailable", "cannot check the token: Redis is unavailable",
+                                      {"Retry-After": "1"}) from exc
+            if info is not None:
+                return info.tenant, info.id
+        raise RequestRejected(401, "unauthorized", "missing, wrong, revoked or expired bearer token",
+                              {"WWW-Authenticate": "Bearer"})
 
     async def read_body(self, headers: dict[bytes, bytes], receive: Receive) -> bytes:
         limit = self.settings.max_body_bytes
@@ -148,11 +181,9 @@ class Gateway:
     async def handle(self, headers: dict[bytes, bytes], query: bytes, receive: Receive) -> tuple[bytes, dict[str, str]]:
         """Answer one hook request: the JSON body and the response headers (status 200)."""
         started = time.perf_counter()
-        tenant = self.authenticate(headers)
-        if not self.limiter.allow(tenant):
-            retry_after = max(1, round(self.limiter.retry_after_s(tenant)))
-            raise RequestRejected(429, "rate_limited", f"tenant '{tenant}' is over its rate limit",
-                            {"Retry-After": str(retry_after)})
+        tenant, token_id = await self.authorize(headers)
+        if self.limiter.enabled:
+            await self._rate_limit(tenant, token_id)
         body = await self.read_body(headers, receive)
         dialect = headers.get(b"x-hookbus-dialect", b"").decode("latin-1")
         if query:
@@ -165,16 +196,17 @@ class Gateway:
                 raise RequestRejected(400, "unknown_dialect", str(exc)) from exc
         event = hook_input["hook_event_name"]
         label = metrics.event_label(event)
+        policy, versions = self.registry.for_tenant(tenant)
         request = Request(event_id=self.new_event_id(), event=event, tenant=tenant, payload=body,
-                          received_ms=now_ms(), dialect=dialect)
+                          received_ms=now_ms(), dialect=dialect, policy=versions)
         # Plugins register their callbacks inside the dispatchers, so with any plugin listed
         # every blocking event waits for a decision.
-        blocking = event_spec(event).blocking and bool(self.policy.entries(event) or self.policy.settings.plugins)
+        blocking = event_spec(event).blocking and bool(policy.entries(event) or policy.settings.plugins)
         if blocking:
-            output, decision, fail_open = await self._decide(request, started)
+            output, decision, fail_open = await self._decide(request, started, policy)
         else:
             output, decision, fail_open = await self._record(request)
-        response_headers = {"X-Hookbus-Event-Id": request.event_id}
+        response_headers = {"X-Hookbus-Event-Id": request.event_id, "X-Hookbus-Policy-Version": versions}
         if fail_open is not None:
             metrics.child(metrics.FAIL_OPEN, label, fail_open).inc()
         if fail_open is not None and FailOpenReason(fail_open).answered_by_gateway:
@@ -183,6 +215,8 @@ class Gateway:
             response_headers["X-Hookbus-Outcome"] = "decided" if blocking else "recorded"
         metrics.child(metrics.DECISIONS, label, decision).inc()
         metrics.child(metrics.DECISION_LATENCY, label).observe(time.perf_counter() - started)
+        if fail_open is not None or logger.isEnabledFor(logging.DEBUG):
+            _log_answer(request, hook_input, decision, fail_open)
         if dialect:
             output = to_dialect(dialect, event, output)
         return orjson.dumps(output), response_headers
@@ -192,23 +226,41 @@ class Gateway:
         try:
             await self.batcher.append(self.keys.events_stream, fields)
         except BusUnavailable:
-            self.spool.put(self.keys.events_stream, fields)
+            request.fail_open = FailOpenReason.REDIS_UNAVAILABLE
+            self.spool.put(self.keys.events_stream, request.encode())
             return {}, "none", FailOpenReason.REDIS_UNAVAILABLE
         return {}, "none", None
 
-    async def _decide(self, request: Request, started: float) -> tuple[dict[str, Any], str, str | None]:
+    async def _rate_limit(self, tenant: str, token_id: str | None) -> None:
+        try:
+            async with asyncio.timeout(0.05):
+                with redis_errors(self.redis_url):
+                    wait_s = await self.limiter.take(tenant, token_id)
+        except (BusUnavailable, TimeoutError):
+            metrics.child(metrics.REDIS_ERRORS, "ratelimit").inc()
+            return  # the limit cannot be checked: let the request through (fail open)
+        if wait_s > 0:
+            who = f"token {token_id}" if token_id else f"tenant '{tenant}'"
+            raise RequestRejected(429, "rate_limited", f"{who} is over its rate limit",
+                                  {"Retry-After": str(max(1, math.ceil(wait_s)))})
+
+    async def _decide(self, request: Request, started: float, policy: Policy) -> tuple[dict[str, Any], str, str | None]:
         # The deadline runs from the request's arrival (reading and parsing it count too), and
         # the dispatchers see the same instant as the end of their budget.
-        remaining_s = max(0.0, self.policy.settings.deadline_for(request.event) - (time.perf_counter() - started))
+        remaining_s = max(0.0, policy.settings.deadline_for(request.event) - (time.perf_counter() - started))
         request.reply_to = self.waiter.channel
         request.deadline_ms = now_ms() + int(remaining_s * 1000)
         future = self.waiter.expect(request.event_id)
         reply: Reply | None
+        waiting = time.perf_counter()
         try:
             async with asyncio.timeout(remaining_s):
                 await self.batcher.append(self.keys.blocking_stream, request.encode())
                 reply = await future
+            metrics.REPLY_WAIT.observe(time.perf_counter() - waiting)
         except TimeoutError:
+            metrics.REPLY_WAIT.observe(time.perf_counter() - waiting)
+            metrics.child(metrics.TIMEOUTS, "reply").inc()
             reply = await self._claim(request, FailOpenReason.TIMEOUT)
         except BusUnavailable as exc:
             logger.debug("failing open: %s", exc)
@@ -243,7 +295,8 @@ class Gateway:
 
     async def readiness(self) -> tuple[bool, dict[str, Any]]:
         checks: dict[str, Any] = {
-            "policy": {"ok": True, "revision": self.policy.revision, "reload_error": self.watcher.last_error}
+            "policy": {"ok": True, "revision": self.policy.revision, "reload_error": self.watcher.last_error,
+                       "org_version": self.registry.org_version(), "version_errors": self.registry.errors}
         }
         try:
             async with asyncio.timeout(0.5):
@@ -259,6 +312,16 @@ class Gateway:
         checks["spool"] = {"ok": True, "held": len(self.spool)}
         ready = checks["redis"]["ok"] and checks["replies"]["ok"]
         return ready, checks
+
+
+def _log_answer(request: Request, hook_input: dict[str, Any], decision: str, fail_open: str | None) -> None:
+    """One line per answer: at info when the gateway answered fail-open, else at debug."""
+    fields = event_fields(request.event_id, request.event, request.tenant, hook_input.get("session_id"),
+                          decision=decision, reason=fail_open)
+    if fail_open in (FailOpenReason.TIMEOUT, FailOpenReason.DISPATCHER_ERROR):
+        logger.info("answered fail-open: %s", fail_open, extra=fields)
+    else:  # redis_unavailable is logged once per outage, by the reply reader and the spool
+        logger.debug("answered %s", decision, extra=fields)
 
 
 __all__ = ["Gateway"]

@@ -18,11 +18,11 @@ import redis.exceptions
 
 from bus.connection import connect
 from bus.protocol import ProtocolError, Reply
+from bus.retry import BackgroundTask, Backoff
 
 logger = logging.getLogger("hookbus.gateway")
 
 _PING_EVERY_S = 5.0
-_BACKOFF_S = (0.05, 0.1, 0.25, 0.5, 1.0)
 
 
 class ReplyWaiter:
@@ -34,7 +34,8 @@ class ReplyWaiter:
         self.subscribed = asyncio.Event()
         self.last_error: str | None = None
         self._pending: dict[str, asyncio.Future[Reply]] = {}
-        self._task: asyncio.Task[None] | None = None
+        self._task = BackgroundTask(self._run, "hookbus-reply-reader")
+        self._backoff = Backoff(cap_s=1.0)
         self._last_seen = 0.0
 
     @property
@@ -51,14 +52,10 @@ class ReplyWaiter:
         self._pending.pop(event_id, None)
 
     async def start(self) -> None:
-        self._task = asyncio.create_task(self._run(), name="hookbus-reply-reader")
+        self._task.start()
 
     async def stop(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
-            self._task = None
+        await self._task.stop()
 
     def _resolve(self, data: bytes) -> None:
         try:
@@ -72,7 +69,6 @@ class ReplyWaiter:
                 future.set_result(reply)
 
     async def _run(self) -> None:
-        failures = 0
         while True:
             client = connect(self.redis_url, socket_timeout_s=None)
             pubsub = client.pubsub(ignore_subscribe_messages=True)
@@ -80,19 +76,18 @@ class ReplyWaiter:
                 await pubsub.subscribe(self.channel)
                 self.subscribed.set()
                 self.last_error = None
-                if failures:
+                if self._backoff.failures:
                     logger.info("reply reader reconnected to %s", self.channel)
-                failures = 0
+                self._backoff.reset()
                 await self._read(pubsub)
             except asyncio.CancelledError:
                 raise
             except (redis.exceptions.RedisError, OSError) as exc:
                 self.subscribed.clear()
                 self.last_error = str(exc) or type(exc).__name__
-                if failures == 0:
+                if self._backoff.failures == 0:
                     logger.warning("reply reader lost redis: %s", self.last_error)
-                await asyncio.sleep(_BACKOFF_S[min(failures, len(_BACKOFF_S) - 1)])
-                failures += 1
+                await self._backoff.wait()
             finally:
                 self.subscribed.clear()
                 with contextlib.suppress(Exception):

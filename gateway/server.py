@@ -29,7 +29,8 @@ def is_loopback(host: str) -> bool:
 
 def check_bind(settings: Settings) -> None:
     """Refuse a non-loopback bind with no tokens unless ``--insecure``."""
-    if not is_loopback(settings.host) and not settings.tokens and not settings.insecure:
+    if not is_loopback(settings.host) and not settings.tokens and not settings.managed_tokens \
+            and not settings.insecure:
         raise ConfigError(
             f"refusing to bind {settings.host} with no tokens: set HOOKBUS_TOKENS (tenant:token) "
             "or pass --insecure"
@@ -64,6 +65,7 @@ def serve(settings: Settings, policy: Policy, redis_url: str) -> None:
         http=HeadTimeoutProtocol,
         lifespan="on",
         access_log=False,
+        log_config=None,  # uvicorn's records go through hookbus's handler (text or JSON, bus.logs)
         log_level=settings.log_level.lower(),
         server_header=False,
         timeout_graceful_shutdown=5,

@@ -16,10 +16,12 @@ from collections.abc import Awaitable, Callable
 
 from bus import metrics
 from bus.errors import BusUnavailable
+from bus.protocol import StreamFields
+from bus.retry import BackgroundTask, Backoff
 
 logger = logging.getLogger("hookbus.gateway")
 
-Append = Callable[[list[tuple[str, dict[str, bytes | str | int]]]], Awaitable[None]]
+Append = Callable[[list[tuple[str, StreamFields]]], Awaitable[None]]
 
 
 class Spool:
@@ -27,16 +29,17 @@ class Spool:
 
     def __init__(self, append: Append, max_entries: int = 100_000, retry_every_s: float = 0.5) -> None:
         self._append = append
-        self._entries: collections.deque[tuple[str, dict[str, bytes | str | int]]] = collections.deque()
+        self._entries: collections.deque[tuple[str, StreamFields]] = collections.deque()
         self._max = max_entries
         self._retry_every_s = retry_every_s
         self._wake = asyncio.Event()
-        self._task: asyncio.Task[None] | None = None
+        self._task = BackgroundTask(self._run, "hookbus-spool")
+        self._backoff = Backoff(cap_s=retry_every_s)
 
     def __len__(self) -> int:
         return len(self._entries)
 
-    def put(self, stream: str, fields: dict[str, bytes | str | int]) -> None:
+    def put(self, stream: str, fields: StreamFields) -> None:
         if len(self._entries) >= self._max:
             self._entries.popleft()
             metrics.SPOOLED.labels("dropped").inc()
@@ -45,13 +48,10 @@ class Spool:
         self._wake.set()
 
     async def start(self) -> None:
-        self._task = asyncio.create_task(self._run(), name="hookbus-spool")
+        self._task.start()
 
     async def stop(self, last_try_s: float = 1.0) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
+        await self._task.stop()
         if self._entries:  # one last try: Redis may be back by now
             with contextlib.suppress(BusUnavailable, TimeoutError):
                 async with asyncio.timeout(last_try_s):
@@ -67,8 +67,9 @@ class Spool:
             while self._entries:
                 try:
                     await self._flush_batch()
+                    self._backoff.reset()
                 except BusUnavailable:
-                    await asyncio.sleep(self._retry_every_s)
+                    await self._backoff.wait()
 
     async def _flush_batch(self) -> None:
         """Append the oldest entries; raises BusUnavailable (and keeps them) while Redis is away."""
@@ -86,7 +87,7 @@ class Spool:
         metrics.SPOOLED.labels("flushed").inc(len(batch))
         logger.info("appended %d spooled events", len(batch))
 
-    def _remove(self, batch: list[tuple[str, dict[str, bytes | str | int]]]) -> None:
+    def _remove(self, batch: list[tuple[str, StreamFields]]) -> None:
         # put() may have dropped the oldest entries while the append was in flight: remove
         # exactly what was sent (a prefix of what is left), not just as many entries.
         sent = {id(item) for item in batch}

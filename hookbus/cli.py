@@ -17,6 +17,8 @@ if TYPE_CHECKING:
 def _common(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--config", action="append", metavar="FILE", help="policy file (repeat to layer several)")
     parser.add_argument("--redis-url", metavar="URL", help="Redis URL (default: $HOOKBUS_REDIS_URL)")
+    parser.add_argument("--log-format", choices=("text", "json"),
+                        help="log lines as text or as one JSON object each (default $HOOKBUS_LOG_FORMAT or text)")
 
 
 def _bind(parser: argparse.ArgumentParser) -> None:
@@ -38,6 +40,7 @@ def build_parser() -> argparse.ArgumentParser:
     import argparse
 
     from hookbus.install import add_install_arguments
+    from hookbus.tenancy import add_policy_arguments, add_tokens_arguments
 
     parser = argparse.ArgumentParser(prog="hookbus", description="A central hook platform for coding agents.")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
@@ -87,6 +90,26 @@ def build_parser() -> argparse.ArgumentParser:
     check = policy_sub.add_parser("check", help="validate policy files; exit 1 with line-precise errors")
     check.add_argument("files", nargs="+", metavar="FILE")
     check.add_argument("--strict", action="store_true", help="notes (ignored keys, ...) are errors too")
+    replay = policy_sub.add_parser("replay", help="what a candidate policy would have decided on recorded events")
+    replay.add_argument("candidate", nargs="+", metavar="CANDIDATE", help="candidate policy file(s), layered in order")
+    replay.add_argument("--since", metavar="T", help="start of the window: now, 15m, 2h, 7d (ago), epoch s/ms or "
+                                                     "ISO 8601 (default: the start of the log)")
+    replay.add_argument("--until", metavar="T", help="end of the window (default: now)")
+    replay.add_argument("--tenant", action="append", metavar="T", help="only this tenant (repeat or comma-separate)")
+    replay.add_argument("--json", action="store_true", help="the report as one JSON object")
+    replay.add_argument("--run-handlers", action="store_true",
+                        help="run command/http/prompt/agent/mcp_tool handlers too (commands in a sandbox: a temp "
+                             "working directory, a fixed environment); without it they count as no opinion")
+    replay.add_argument("--limit", type=int, metavar="N", help="replay at most N records (default 100000)")
+    replay.add_argument("--fail-on-change", action="store_true", help="exit 3 when any decision changes")
+    replay.add_argument("--trusted-module", action="append", metavar="M", help=argparse.SUPPRESS)
+    replay.add_argument("--redis-url", metavar="URL", help="Redis URL (default: $HOOKBUS_REDIS_URL, else the Redis "
+                                                           "of the 'hookbus up' running from --state-dir)")
+    _state_dir(replay)
+    replay.add_argument("--key-prefix", metavar="PREFIX", help="key prefix (default $HOOKBUS_KEY_PREFIX or hookbus:)")
+
+    add_policy_arguments(policy_sub, _log_source)
+    add_tokens_arguments(sub.add_parser("tokens", help="bearer tokens in Redis: create, list, revoke"), _log_source)
 
     add_install_arguments(sub.add_parser("install", help="connect an agent to hookbus (writes its hook settings)"))
 
@@ -102,7 +125,75 @@ def build_parser() -> argparse.ArgumentParser:
                        ("event", "event name"), ("decision", "decision (allow, deny, ask, defer, block, none)")):
         tail.add_argument(f"--{flag}", action="append", metavar=flag.upper(),
                           help=f"only records of this {what}; repeat or comma-separate for several")
+    _audit(sub.add_parser("audit", help="the decision log as an audit trail: export a window, feed a pipeline"))
+    _dlq(sub.add_parser("dlq", help="async hooks that were given up: list, show, replay, purge"))
     return parser
+
+
+def _log_source(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--redis-url", metavar="URL", help="Redis URL (default: $HOOKBUS_REDIS_URL, else the Redis of "
+                                                           "the 'hookbus up' running from --state-dir)")
+    _state_dir(parser)
+    parser.add_argument("--key-prefix", metavar="PREFIX", help="key prefix (default $HOOKBUS_KEY_PREFIX or hookbus:)")
+
+
+def _audit(audit: argparse.ArgumentParser) -> None:
+    actions = audit.add_subparsers(dest="audit_command", required=True, metavar="ACTION")
+    export = actions.add_parser("export", help="write the records of a time window (JSON Lines or CSV) to stdout")
+    _log_source(export)
+    export.add_argument("--since", metavar="T", help="start of the window: now, 15m, 2h, 7d (ago), epoch s/ms or "
+                                                     "ISO 8601 (default: the oldest record)")
+    export.add_argument("--until", metavar="T", help="end of the window, inclusive (default: the newest record)")
+    export.add_argument("--format", choices=("jsonl", "csv"), default="jsonl", help="output format (default jsonl)")
+    for flag, what in (("tenant", "tenant"), ("session", "session id (or its start)"), ("event", "event name"),
+                       ("decision", "decision (allow, deny, ...) or outcome (decided, recorded, fail-open)")):
+        export.add_argument(f"--{flag}", action="append", metavar=flag.upper(),
+                            help=f"only records of this {what}; repeat or comma-separate for several")
+    follow = actions.add_parser("follow", help="deliver every record to a sink as a durable consumer group")
+    _log_source(follow)
+    follow.add_argument("--group", required=True, metavar="NAME",
+                        help="the consumer group: one per pipeline; it resumes where it stopped")
+    follow.add_argument("--sink", required=True, metavar="SINK", help="jsonl:PATH (- for stdout) or http:URL")
+    follow.add_argument("--secret-env", metavar="VAR",
+                        help="sign webhooks (Standard Webhooks) with the whsec_ secret in this environment variable")
+    follow.add_argument("--allow-network", action="append", metavar="CIDR",
+                        help="let the http sink reach this network despite the SSRF guard (repeat)")
+    follow.add_argument("--consumer", default="follower", metavar="NAME", help="consumer name (default follower)")
+    follow.add_argument("--start", choices=("oldest", "now"), default="oldest",
+                        help="where a new group starts: the oldest record kept (default) or the next one")
+    follow.add_argument("--timeout", type=float, default=10.0, metavar="S", help="per webhook request (default 10)")
+    follow.add_argument("--claim-idle", type=float, default=60.0, metavar="S",
+                        help="take over records another consumer of the group left pending this long (default 60)")
+
+
+def _dlq_filters(parser: argparse.ArgumentParser, what: str) -> None:
+    parser.add_argument("--tenant", action="append", metavar="T",
+                        help=f"{what} of this tenant (repeat or comma-separate)")
+    parser.add_argument("--handler", action="append", metavar="H",
+                        help=f"{what} of this handler: its id (or the start of it) or its type")
+    parser.add_argument("--since", metavar="T", help=f"{what} given up since: now, 15m, 2h, 7d (ago), epoch s/ms or "
+                                                     "ISO 8601")
+
+
+def _dlq(dlq: argparse.ArgumentParser) -> None:
+    actions = dlq.add_subparsers(dest="dlq_command", required=True, metavar="ACTION")
+    listing = actions.add_parser("list", help="one line per dead letter, oldest first")
+    _log_source(listing)
+    _dlq_filters(listing, "only letters")
+    listing.add_argument("--limit", type=int, metavar="N", help="show at most N")
+    listing.add_argument("--json", action="store_true", help="one JSON object per line (as 'show' prints them)")
+    show = actions.add_parser("show", help="one dead letter as JSON: the event (masked), the handler, every try")
+    _log_source(show)
+    show.add_argument("id", metavar="ID")
+    replay = actions.add_parser("replay", help="queue dead letters again (fresh tries, the same webhook-id)")
+    _log_source(replay)
+    replay.add_argument("ids", nargs="*", metavar="ID")
+    replay.add_argument("--all", action="store_true", help="every dead letter (narrowed by the filters below)")
+    _dlq_filters(replay, "with --all: only letters")
+    purge = actions.add_parser("purge", help="delete dead letters for good (all of them without IDs)")
+    _log_source(purge)
+    purge.add_argument("ids", nargs="*", metavar="ID")
+    purge.add_argument("--yes", action="store_true", help="really delete")
 
 
 def main(argv: Sequence[str] | None = None) -> int:

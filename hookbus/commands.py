@@ -30,15 +30,16 @@ def _settings(args: argparse.Namespace) -> Settings:
         state_dir=getattr(args, "state_dir", None),
         key_prefix=getattr(args, "key_prefix", None),
         metrics_host=getattr(args, "metrics_host", None),
+        log_format=getattr(args, "log_format", None),
     )
 
 
 def _setup_logging(settings: Settings) -> None:
-    logging.basicConfig(
-        level=settings.log_level.upper(),
-        format="%(asctime)s %(levelname)s %(name)s[%(process)d]: %(message)s",
-        stream=sys.stderr,
-    )
+    from bus.logs import setup_logging
+    from bus.redact import install_log_redaction
+
+    setup_logging(settings.log_level, settings.log_format)
+    install_log_redaction()  # no secret in a log line, a traceback included
 
 
 def _require_redis(settings: Settings, *, embedded_ok: bool = False) -> str:
@@ -98,6 +99,21 @@ def run_command_line(args: argparse.Namespace) -> int:
 
 
 def _dispatch(args: argparse.Namespace) -> int:
+    if args.command == "policy" and args.policy_command == "replay":
+        from hookbus.replay import replay_command
+
+        settings = _settings(args)
+        return replay_command(args, settings, _require_redis(settings, embedded_ok=True))
+    if args.command == "policy" and args.policy_command != "check":
+        from hookbus.tenancy import policy_command
+
+        settings = _settings(args)
+        return policy_command(args, _require_redis(settings, embedded_ok=True), settings.keys)
+    if args.command == "tokens":
+        from hookbus.tenancy import tokens_command
+
+        settings = _settings(args)
+        return tokens_command(args, _require_redis(settings, embedded_ok=True), settings.keys)
     if args.command == "policy":
         return policy_check(args.files, strict=args.strict)
     if args.command == "emit":
@@ -108,6 +124,10 @@ def _dispatch(args: argparse.Namespace) -> int:
         return run_install(args)
     settings = _settings(args)
     _setup_logging(settings)
+    if args.command == "dlq":
+        from hookbus.dlq import dlq_command
+
+        return dlq_command(args, settings.keys, _require_redis(settings, embedded_ok=True))
     if args.command == "tail":
         from hookbus.tail import Filters, tail
 
@@ -115,6 +135,11 @@ def _dispatch(args: argparse.Namespace) -> int:
         asyncio.run(tail(_require_redis(settings, embedded_ok=True), settings.keys, as_json=args.json,
                          from_start=args.from_start, count=args.count, filters=filters))
         return 0
+    if args.command == "audit":
+        from hookbus.audit import export_command, follow_command
+
+        run = export_command if args.audit_command == "export" else follow_command
+        return run(args, _require_redis(settings, embedded_ok=True), settings.keys)
     if args.command == "status":
         return status(settings.state_dir)
     if args.command == "stop":
@@ -133,6 +158,7 @@ def _dispatch(args: argparse.Namespace) -> int:
 
         if problems := import_problems(policy):
             raise PolicyError(problems)
+        os.environ["HOOKBUS_LOG_FORMAT"] = settings.log_format  # the roles log as `up` was told to
         return run_platform(settings, dispatchers=args.dispatchers, policy=policy, restart_limit=args.restart_limit,
                             warning=warning)
     if warning:

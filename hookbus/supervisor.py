@@ -18,6 +18,7 @@ SIGTERM if this process is killed.
 from __future__ import annotations
 
 import collections
+import contextlib
 import dataclasses
 import os
 import shutil
@@ -50,6 +51,12 @@ BACKOFF_FIRST_S = 0.5
 BACKOFF_MAX_S = 10.0
 _TICK_S = 0.1
 
+
+
+def say(*args: object, **kwargs: Any) -> None:
+    """print(), but a closed terminal (EIO, EPIPE) never stops the platform."""
+    with contextlib.suppress(OSError):
+        print(*args, **kwargs)
 
 def _role_preexec() -> None:
     die_with_parent()
@@ -132,6 +139,10 @@ class Supervisor:
         assert role.process is not None
         code, pid = role.process.returncode, role.process.pid
         role.process = None
+        from prometheus_client import multiprocess
+
+        # Its live gauges (policy revision, the observer's) must not outlive it; counters stay.
+        multiprocess.mark_process_dead(pid, self.env.get("PROMETHEUS_MULTIPROC_DIR"))  # type: ignore[no-untyped-call]
         crashes = self.crashes[role.name]
         crashes.append(now)
         while crashes and now - crashes[0] > RESTART_WINDOW_S:
@@ -144,7 +155,7 @@ class Supervisor:
         from bus import metrics
 
         metrics.child(metrics.ROLE_RESTARTS, role.name).inc()
-        print(f"hookbus: {role.name} (pid {pid}) exited ({exit_text(code)}); restarting it in {delay:g}s "
+        say(f"hookbus: {role.name} (pid {pid}) exited ({exit_text(code)}); restarting it in {delay:g}s "
               f"(restart {len(crashes)} of at most {self.restart_limit} within {RESTART_WINDOW_S:g}s)",
               file=sys.stderr, flush=True)
         return None
@@ -168,7 +179,7 @@ class Supervisor:
         """Re-read the policy (for the state file); with ``forward``, SIGHUP every role."""
         self._policy_stamp = stamp(self.settings.policy_paths)
         if forward:
-            print("hookbus: SIGHUP: reloading the policy in every role", file=sys.stderr, flush=True)
+            say("hookbus: SIGHUP: reloading the policy in every role", file=sys.stderr, flush=True)
             for role in self.roles:
                 if role.process is not None and role.process.poll() is None:
                     role.process.send_signal(signal.SIGHUP)
@@ -187,10 +198,10 @@ class Supervisor:
         if not self.redis_url:
             self.redis = EmbeddedRedis(self.state_dir / "redis").start()
             self.redis_url = self.redis.url
-            print(f"hookbus: embedded Redis {self.redis.url} (pid {self.redis.pid}, data in {self.redis.state_dir})",
+            say(f"hookbus: embedded Redis {self.redis.url} (pid {self.redis.pid}, data in {self.redis.state_dir})",
                   flush=True)
         else:
-            print(f"hookbus: using Redis at {mask_url(self.redis_url)}", flush=True)
+            say(f"hookbus: using Redis at {mask_url(self.redis_url)}", flush=True)
         metrics_dir = self.state_dir / "metrics"
         shutil.rmtree(metrics_dir, ignore_errors=True)
         metrics_dir.mkdir(parents=True)
@@ -200,11 +211,15 @@ class Supervisor:
         for role in self.roles:
             self.start_role(role)
         self.write_state("running")
-        print(
+        say(
             f"hookbus: gateway on http://{self.settings.host}:{self.settings.port}/v1/hooks, "
             f"{len(self.roles) - 2} dispatcher(s), 1 async worker. Ctrl-C stops everything.",
             flush=True,
         )
+        say(f"hookbus: metrics of every role on http://{self.settings.host}:{self.settings.port}/metrics "
+            "(Prometheus: deploy/prometheus/prometheus-up.yml)", flush=True)
+        say(f"hookbus: console (live decisions, policy what-if) on http://{self.settings.host}:{self.settings.port}/ui",
+            flush=True)
 
     def run(self, flags: dict[str, bool]) -> int:
         """Watch the roles until ``flags["stop"]``; ``flags["hup"]`` asks for a reload."""
@@ -222,7 +237,7 @@ class Supervisor:
             for role in self.roles:
                 if role.process is not None and role.process.poll() is not None:
                     if (message := self.reap(role, now)) is not None:
-                        print(f"hookbus: {message}", file=sys.stderr, flush=True)
+                        say(f"hookbus: {message}", file=sys.stderr, flush=True)
                         return 1
                     changed = True
                 elif role.process is None and now >= role.start_at:
@@ -276,7 +291,7 @@ def run_platform(settings: Settings, dispatchers: int = 1, policy: Policy | None
     try:
         bind_socket(settings.host, settings.port).close()  # a port in use is one line, before anything starts
         if warning:
-            print(warning, file=sys.stderr, flush=True)
+            say(warning, file=sys.stderr, flush=True)
         for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
             signal.signal(sig, on_signal)
         try:
@@ -285,7 +300,7 @@ def run_platform(settings: Settings, dispatchers: int = 1, policy: Policy | None
         finally:
             signal.signal(signal.SIGINT, signal.SIG_IGN)
             supervisor.close()
-            print("hookbus: stopped", flush=True)
+            say("hookbus: stopped", flush=True)
     finally:
         remove_state(state_dir)
         lock.release()

@@ -81,9 +81,15 @@ async def tail(redis_url: str, keys: Keyspace, *, as_json: bool = False, from_st
     """Print decision-log records (those ``filters`` pass) as they arrive (Ctrl-C stops)."""
     filters = filters or Filters()
     client = connect(redis_url, socket_timeout_s=None)
-    last_id = "0-0" if from_start else "$"
+    last_id = "0-0"
     seen = 0
     try:
+        if not from_start:
+            # Resolve "$" once: re-sending "$" on every read would skip what arrived in between.
+            with redis_errors(redis_url):
+                newest = await client.xrevrange(keys.decision_log, count=1)
+            if newest:
+                last_id = newest[0][0].decode()
         while count is None or seen < count:
             with redis_errors(redis_url):
                 response = await client.xread({keys.decision_log: last_id}, block=1000, count=100)

@@ -62,6 +62,8 @@ class HookContext:
     policy: Policy
     timeout_s: float
     services: Services | None = None
+    #: Set when the async worker runs the handler: the delivery's ``webhook-id`` (same on every try).
+    delivery_id: str = ""
 
     @property
     def event(self) -> str:

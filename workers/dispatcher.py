@@ -30,11 +30,15 @@ from bus import metrics
 from bus.connection import connect, redis_errors
 from bus.errors import BusUnavailable
 from bus.keys import DEAD_LETTER_MAXLEN, DISPATCH_GROUP
+from bus.logs import event_fields
 from bus.merge import MergedDecision
 from bus.plugins import PluginError, load_plugins
 from bus.policy import Policy
+from bus.policy_registry import PolicyRegistry
 from bus.protocol import FailOpenReason, LogRecord, ProtocolError, RecordOutcome, Reply, Request, StreamFields, now_ms
+from bus.redact import install_log_redaction, redact_record, redactor_for
 from bus.reload import PolicyWatcher
+from bus.retry import Backoff
 from bus.settings import Settings
 from workers.context import Services
 from workers.engine import Engine, Evaluation
@@ -55,6 +59,9 @@ class Dispatcher:
         load_plugins(policy.settings.plugins)  # each registers its bus.plugins callbacks; PluginError if one fails
         self.settings = settings
         self.policy = policy
+        #: Masks what this dispatcher stores (records, dead letters); handlers see the real input.
+        self.redactor = redactor_for(policy.settings.redact)
+        install_log_redaction()
         self.redis_url = redis_url
         self.keys = settings.keys
         self.consumer = consumer or f"{socket.gethostname()}-{os.getpid()}"
@@ -64,7 +71,8 @@ class Dispatcher:
         # wake it at once with CLIENT UNBLOCK instead of waiting out the block.
         self.reader_name = f"hookbus-reader-{uuid.uuid4().hex[:12]}"
         self.reader = connect(redis_url, socket_timeout_s=None, client_name=self.reader_name)
-        self.outbox = Outbox(self.redis, self.keys, redis_url, on_written=self._written)
+        self.outbox = Outbox(self.redis, self.keys, redis_url, on_written=self._written,
+                             on_refused=self._written)
         self.arq = arq_pool(redis_url)
         self.services = Services(settings, self.redis)
         self.engine = Engine(policy, self.redis, self.keys, default_runners(),
@@ -74,6 +82,7 @@ class Dispatcher:
         self.streams = (self.keys.blocking_stream, self.keys.events_stream)
         #: Entry ids being handled right now, per stream.
         self.inflight: dict[str, set[bytes]] = {stream: set() for stream in self.streams}
+        self.registry = PolicyRegistry(policy, self.redis, self.keys)
         self.watcher = PolicyWatcher(settings.policy_paths, self.set_policy)
 
     def set_policy(self, policy: Policy) -> None:
@@ -81,10 +90,13 @@ class Dispatcher:
         try:
             load_plugins(policy.settings.plugins)
         except PluginError as exc:
+            metrics.POLICY_LOAD_FAILURES.inc()
             logger.error("policy reload: %s; keeping the running policy", exc)
             return
         self.policy = policy
+        self.redactor = redactor_for(policy.settings.redact)
         self.engine.policy = policy
+        self.registry.set_base(policy)
 
     async def ensure_groups(self) -> None:
         with redis_errors(self.redis_url):
@@ -98,6 +110,7 @@ class Dispatcher:
     async def run(self, stop: asyncio.Event) -> None:
         """Serve until ``stop`` is set, then drain in-flight work."""
         await self.outbox.start()
+        await self.registry.start()
         await self.watcher.start()
         helpers = [
             asyncio.create_task(self._heartbeat(stop), name="hookbus-heartbeat"),
@@ -117,6 +130,7 @@ class Dispatcher:
                 task.cancel()
             await asyncio.gather(*helpers, return_exceptions=True)
             await self.watcher.stop()
+            await self.registry.stop()
             await self.outbox.stop()
             with contextlib.suppress(Exception):
                 await self.redis.hdel(self.keys.dispatchers, self.consumer)  # type: ignore[misc]
@@ -138,7 +152,7 @@ class Dispatcher:
 
     async def _serve(self, stop: asyncio.Event) -> None:
         groups_ready = False
-        failures = 0
+        backoff = Backoff(cap_s=1.0)
         while not stop.is_set():
             try:
                 if not groups_ready:
@@ -150,21 +164,21 @@ class Dispatcher:
                             DISPATCH_GROUP, self.consumer, dict.fromkeys(self.streams, ">"),
                             count=self.settings.dispatch_batch, block=_READ_BLOCK_MS,
                         )
-                failures = 0
+                backoff.reset()
             except (BusUnavailable, TimeoutError) as exc:
-                if failures == 0:
+                if backoff.failures == 0:
                     logger.warning("%s; retrying", exc)
-                failures += 1
+                metrics.child(metrics.REDIS_ERRORS, "read").inc()
                 groups_ready = False
-                with contextlib.suppress(TimeoutError):
-                    async with asyncio.timeout(min(1.0, 0.05 * failures)):
-                        await stop.wait()
+                await backoff.wait(stop)
                 continue
             except redis.exceptions.ResponseError as exc:
                 if "NOGROUP" in str(exc):  # the stream was deleted under us
                     groups_ready = False
                     continue
                 raise
+            if response:
+                metrics.DISPATCH_BATCH.observe(sum(len(entries) for _, entries in response))
             for stream, entries in response or ():
                 for entry_id, fields in entries:
                     await self._spawn(stream.decode(), entry_id, fields)
@@ -200,17 +214,22 @@ class Dispatcher:
         hook_input: dict[str, Any] | None = None
         reply: Reply | None = None
         fail_open: FailOpenReason | None = None
-        if request.fail_open or request.expired():
+        if request.blocking and (request.fail_open or request.expired()):
             # The gateway has answered already (fail open): only the record is left to write.
             metrics.EXPIRED.labels(metrics.event_label(request.event)).inc()
+            if not request.fail_open:  # it waited in the stream past its deadline (not spooled in an outage)
+                metrics.child(metrics.TIMEOUTS, "queue_wait").inc()
         else:
             try:
                 hook_input = orjson.loads(request.payload)
                 if not isinstance(hook_input, dict):
                     raise ValueError("hook input is not a JSON object")
-                evaluation = await self.engine.evaluate(request, hook_input)
+                policy = await self.registry.resolve(request.tenant, request.policy)
+                evaluation = await self.engine.evaluate(request, hook_input, policy)
             except Exception:  # the agent must get an answer whatever happens here
-                logger.exception("evaluating %s %s failed", request.event, request.event_id)
+                logger.exception("evaluating %s %s failed", request.event, request.event_id, extra=event_fields(
+                    request.event_id, request.event, request.tenant,
+                    hook_input.get("session_id") if isinstance(hook_input, dict) else None))
                 fail_open = FailOpenReason.DISPATCHER_ERROR
                 reply = Reply(request.event_id, {}, "none", fail_open)
             else:
@@ -218,7 +237,15 @@ class Dispatcher:
                 hooks = [(r.handler_type, round(r.duration_s, 6), r.outcome.value) for r in evaluation.results]
                 reply = Reply(request.event_id, evaluation.merged.output, evaluation.merged.decision,
                               fail_open, hooks)
-        if not request.blocking:
+                if logger.isEnabledFor(logging.DEBUG):
+                    logger.debug("decided %s", evaluation.merged.decision, extra=event_fields(
+                        request.event_id, request.event, request.tenant, hook_input.get("session_id"),
+                        ",".join(evaluation.decided_by) or None, decision=evaluation.merged.decision))
+        if request.fail_open:
+            # Answered while Redis was down (a non-blocking one was held in the gateway's memory,
+            # not durably appended): the record says what the agent was told. Async hooks still run.
+            outcome, fail_open = RecordOutcome.FAIL_OPEN, FailOpenReason(request.fail_open)
+        elif not request.blocking:
             outcome = RecordOutcome.RECORDED
         elif fail_open is not None and fail_open.answered_by_gateway:
             outcome = RecordOutcome.FAIL_OPEN
@@ -246,19 +273,23 @@ class Dispatcher:
             hooks = [{"id": r.handler_id, "type": r.handler_type, "outcome": r.outcome.value,
                       "duration_ms": round(r.duration_s * 1000, 3), "shadow": r.shadow,
                       **({"reason": r.reason} if r.reason else {})} for r in evaluation.results]
-        return LogRecord(
+        record = LogRecord(
             event_id=request.event_id, event=request.event, tenant=request.tenant, session_id=session_id,
             tool_name=tool_name, outcome=outcome, fail_open=fail_open or "", decision=merged.decision,
             output=merged.output, payload=request.payload, received_ms=request.received_ms, decided_ms=now_ms(),
-            revision=self.policy.revision, hooks=hooks, shadow=evaluation.shadow if evaluation else [],
+            revision=request.policy or self.policy.revision, hooks=hooks,
+            shadow=evaluation.shadow if evaluation else [],
+            agent_id=str(hook_input.get("agent_id") or ""), agent_type=str(hook_input.get("agent_type") or ""),
+            tool_use_id=str(hook_input.get("tool_use_id") or ""), reason=merged.reason or "",
         )
+        return redact_record(self.redactor, record, hook_input)  # secrets never reach the log
 
     async def dead_letter(self, stream: str, entry_id: bytes, fields: Mapping[bytes, bytes], why: str) -> None:
         logger.warning("dead-lettering %s %s: %s", stream, entry_id.decode(), why)
         metrics.DEAD_LETTERS.labels(stream.rsplit(":", 1)[-1]).inc()
         # Whatever the entry holds (it may not be hookbus's), moving it aside must not fail.
-        dead: StreamFields = {**{k.decode("utf-8", "replace"): v for k, v in fields.items()},
-                "_stream": stream, "_id": entry_id, "_why": why}
+        dead: StreamFields = self.redactor.fields({**{k.decode("utf-8", "replace"): v for k, v in fields.items()},
+                                                   "_stream": stream, "_id": entry_id, "_why": why})
         self.outbox.xadd(self.keys.dead_letter_stream, dead, DEAD_LETTER_MAXLEN)
         self.outbox.ack(stream, entry_id)
 
@@ -365,12 +396,14 @@ class Dispatcher:
             await self.redis.xtrim(stream, minid=min_id, approximate=False)
 
     async def _trim_by_age(self) -> None:
-        max_age_s = self.policy.settings.decision_log.max_age_seconds
-        if max_age_s is None:
-            return
-        min_id = f"{now_ms() - int(max_age_s * 1000)}-0"
+        """Enforce ``hookbus.decisionLog`` exactly: each record's XADD trims by length only about
+        (whole stream nodes), so the janitor trims to ``maxLength`` and ``maxAgeSeconds`` exactly."""
+        retention = self.policy.settings.decision_log
         with redis_errors(self.redis_url):
-            await self.redis.xtrim(self.keys.decision_log, minid=min_id, approximate=True)
+            await self.redis.xtrim(self.keys.decision_log, maxlen=retention.max_length, approximate=False)
+            if retention.max_age_seconds is not None:
+                min_id = f"{now_ms() - int(retention.max_age_seconds * 1000)}-0"
+                await self.redis.xtrim(self.keys.decision_log, minid=min_id, approximate=False)
 
 
 __all__ = ["Dispatcher"]

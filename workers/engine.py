@@ -15,7 +15,7 @@ import dataclasses
 import functools
 import logging
 import time
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any
 
 import orjson
@@ -26,6 +26,7 @@ from bus.connection import redis_errors
 from bus.errors import BusUnavailable
 from bus.events import IF_EVENTS, STOP_EVENTS, event_spec
 from bus.keys import Keyspace
+from bus.logs import event_fields
 from bus.matching import compile_matcher, matcher_value
 from bus.merge import MergedDecision, merge_results
 from bus.permissions import PermissionRule, parse_rule, rule_matches
@@ -56,6 +57,24 @@ class Evaluation:
     shadow: list[dict[str, Any]]
     fail_open: str | None = None
     queued: int = 0
+    #: The ids of the handlers that made the decision (none for ``none``).
+    decided_by: list[str] = dataclasses.field(default_factory=list)
+
+
+def deciders(event: str, results: Sequence[HandlerResult], decision: str) -> list[str]:
+    """The ids of the handlers among ``results`` (the enforced ones) whose own answer is ``decision``.
+
+    Every handler that voted the winning decision counts (two rules denying the same call
+    both decided it); a handler that failed open decided nothing.
+    """
+    if decision == "none":
+        return []
+    # An OK answer with nothing in it takes no part in the merge: with one answer that says
+    # something, the merged decision is its own; only several cost a merge each.
+    voters = [r for r in results if r.outcome is not Outcome.OK or r.output or r.text]
+    if len(voters) == 1:
+        return [voters[0].handler_id]
+    return [r.handler_id for r in voters if merge_results(event, [r]).decision == decision]
 
 
 @functools.lru_cache(maxsize=4096)
@@ -123,15 +142,17 @@ class Engine:
         self.enqueue = enqueue
         self.services = services
 
-    async def evaluate(self, request: Request, hook_input: dict[str, Any]) -> Evaluation:
+    async def evaluate(self, request: Request, hook_input: dict[str, Any], policy: Policy | None = None) -> Evaluation:
+        """Run ``policy`` (default: the engine's own) on one event."""
+        policy = policy or self.policy
         event = request.event
         contexts: list[HookContext] = []
         queued = 0
-        for entry in self.policy.entries(event):
+        for entry in policy.entries(event):
             if not selected(entry, event, hook_input):
                 continue
             timeout_s = entry.handler.timeout or default_timeout_s(entry.handler.type, event)
-            ctx = HookContext(request, hook_input, entry, self.policy, timeout_s, self.services)
+            ctx = HookContext(request, hook_input, entry, policy, timeout_s, self.services)
             if entry.handler.async_ and self.enqueue is not None:
                 await self.enqueue(ctx)
                 queued += 1
@@ -142,10 +163,10 @@ class Engine:
             results = [await self._run(ctx) for ctx in contexts]
         else:
             results = list(await asyncio.gather(*(self._run(ctx) for ctx in contexts)))
-        if hooks_for(event) and not self.policy.disable_all_hooks:  # bus.plugins callbacks, after the policy's
+        if hooks_for(event) and not policy.disable_all_hooks:  # bus.plugins callbacks, after the policy's
             timeout_s = min(default_timeout_s("function", event), request.remaining_s())
             results.append(await run_plugins(event, hook_input, timeout_s))
-        whole_shadow = self.policy.settings.shadow
+        whole_shadow = policy.settings.shadow
         shadow_results = [r for r in results if r.shadow or whole_shadow]
         shadow: list[dict[str, Any]] = []
         if shadow_results:
@@ -156,6 +177,9 @@ class Engine:
         enforced = [] if whole_shadow else [r for r in results if not r.shadow]
         merged = merge_results(event, enforced)
         fail_open = None
+        for result in results:
+            if result.outcome is Outcome.TIMEOUT:
+                metrics.child(metrics.TIMEOUTS, "handler").inc()
         for result in enforced:
             if result.failed and result.fail_closed:
                 metrics.FAIL_CLOSED.labels(event, result.handler_type).inc()
@@ -163,10 +187,13 @@ class Engine:
                 # Counted only when the failure may have let the action through.
                 fail_open = "hook_timeout" if result.outcome is Outcome.TIMEOUT else "hook_error"
         if event in STOP_EVENTS:
-            merged = await self._stop_guard(request, hook_input, merged)
-        if _has_async_handlers(self.policy) and "additionalContext" in event_spec(event).specific_fields:
+            merged = await self._stop_guard(request, hook_input, merged, policy.settings.stop_block_limit)
+        if _has_async_handlers(policy) and "additionalContext" in event_spec(event).specific_fields:
             merged = await self._deliver_async_context(request, hook_input, merged)
-        return Evaluation(merged, results, shadow, fail_open, queued)
+        decided_by = deciders(event, enforced, merged.decision)
+        for handler_id in decided_by:
+            metrics.child(metrics.HANDLER_DECISIONS, metrics.event_label(event), handler_id, merged.decision).inc()
+        return Evaluation(merged, results, shadow, fail_open, queued, decided_by)
 
     async def _deliver_async_context(
         self, request: Request, hook_input: dict[str, Any], merged: MergedDecision
@@ -227,7 +254,8 @@ class Engine:
         except TimeoutError:
             result = HandlerResult(Outcome.TIMEOUT, reason=f"timed out after {timeout_s:.3g}s")
         except Exception as exc:  # a broken handler must never break the dispatcher
-            logger.exception("handler %s failed", ctx.entry.handler_id)
+            logger.exception("handler raised", extra=_fields(ctx.request, ctx.hook_input, ctx.entry.handler_id,
+                                                             handler_type=handler.type))
             result = HandlerResult(Outcome.ERROR, reason=f"{type(exc).__name__}: {exc}")
         result.duration_s = time.perf_counter() - started
         result.handler_type = handler.type
@@ -237,6 +265,9 @@ class Engine:
         metrics.hook_duration(handler.type).observe(result.duration_s)
         if result.failed:
             metrics.HOOK_ERRORS.labels(handler.type, result.outcome.value).inc()
+            closed = " (failMode: closed, so it blocks)" if result.fail_closed else ""
+            logger.info("handler %s%s", result.outcome.value, closed, extra=_fields(
+                ctx.request, ctx.hook_input, ctx.entry.handler_id, handler_type=handler.type, reason=result.reason))
         if once_key is not None:
             # Only a successful run counts; a failing or blocking one may run again.
             with contextlib.suppress(BusUnavailable), redis_errors():
@@ -246,9 +277,9 @@ class Engine:
                     await self.redis.set(once_key, b"done", ex=ONCE_TTL_S)
         return result
 
-    async def _stop_guard(self, request: Request, hook_input: dict[str, Any], merged: MergedDecision) -> MergedDecision:
+    async def _stop_guard(self, request: Request, hook_input: dict[str, Any], merged: MergedDecision,
+                          limit: int) -> MergedDecision:
         """Past ``stopBlockLimit`` consecutive blocks per session, let the agent stop."""
-        limit = self.policy.settings.stop_block_limit
         key = self.keys.stop_guard(request.tenant, str(hook_input.get("session_id")))
         try:
             with redis_errors():
@@ -267,6 +298,8 @@ class Engine:
         except BusUnavailable:
             return merged
         metrics.STOP_GUARD.labels(request.event).inc()
+        logger.info("stop guard: let the agent stop after %s blocks in a row", count,
+                    extra=_fields(request, hook_input, None, decision="none"))
         message = (
             f"hookbus: a hook blocked {request.event} {count} times in a row; overriding and letting the agent stop "
             f"(stopBlockLimit {limit}). Last reason: {merged.reason or 'none'}"
@@ -274,4 +307,8 @@ class Engine:
         return MergedDecision(output={"systemMessage": message}, decision="none", reason=merged.reason)
 
 
-__all__ = ["Engine", "Evaluation", "selected"]
+def _fields(request: Request, hook_input: Mapping[str, Any], handler: str | None, **more: Any) -> dict[str, Any]:
+    return event_fields(request.event_id, request.event, request.tenant, hook_input.get("session_id"), handler, **more)
+
+
+__all__ = ["Engine", "Evaluation", "deciders", "selected"]

@@ -15,28 +15,34 @@ unguarded client in front of the guard. Callers should ask for the client per re
 than keep it, since a replaced client is closed.
 
 Client settings: no redirects followed, no proxy or ``SSL_CERT_*`` environment
-(``trust_env=False``), up to 100 connections (20 kept alive for 30 s), HTTP/1.1,
+(``trust_env=False``), HTTP/1.1 on :class:`~workers.transport.GuardedAiohttpTransport`
+(aiohttp's connection pool, up to 32 connections per host and 100 in all, kept alive 30 s),
 ``Accept-Encoding: identity`` (a compressed body could otherwise expand far past the cap that
 is counted on the wire; :func:`guarded_request` counts the decoded bytes too).
+
+:func:`guarded_request` hands its ``httpx.Request`` to the client's transport itself rather
+than through ``AsyncClient.send``: a request that follows no redirect, has no auth and keeps
+no cookies does not need that machinery, which cost more CPU than the transport (the parsed
+URL of each hook is kept too, for the same reason).
 """
 
 from __future__ import annotations
 
 import asyncio
 import dataclasses
+import functools
 
 import httpx
 
 from bus.errors import HookError, HookTimeout
 from bus.policy import Policy
-from bus.ssrf import GuardedTransport, ResponseTooLarge, parse_networks
+from bus.ssrf import ResponseTooLarge, parse_networks
 from workers.context import Services
+from workers.transport import KEEPALIVE_S, POOL_LIMIT, GuardedAiohttpTransport
 
 USER_AGENT = "hookbus/0.1"
-#: httpcore scans every pooled connection (a poll() each) for every request it assigns and
-#: queues past its limit quadratically: keep the pool small and queue in front of it instead.
-MAX_IN_FLIGHT = 16
-LIMITS = httpx.Limits(max_connections=MAX_IN_FLIGHT, max_keepalive_connections=MAX_IN_FLIGHT, keepalive_expiry=30.0)
+#: The pool of the client's transport (connections per host: ``POOL_LIMIT_PER_HOST``).
+LIMITS = httpx.Limits(max_connections=POOL_LIMIT, keepalive_expiry=KEEPALIVE_S)
 #: Used when a caller sends through the client without a timeout of its own.
 DEFAULT_TIMEOUT = httpx.Timeout(30.0, connect=10.0)
 
@@ -52,11 +58,11 @@ class OutboundTimeout(HookTimeout):
 
 
 class GuardedClient(httpx.AsyncClient):
-    """An ``httpx.AsyncClient`` on a :class:`~bus.ssrf.GuardedTransport`, with the key it was built for."""
+    """An ``httpx.AsyncClient`` on a :class:`~workers.transport.GuardedAiohttpTransport`, with its guard key."""
 
     def __init__(self, key: GuardKey) -> None:
         networks, max_bytes = key
-        self.guard = GuardedTransport(parse_networks(networks), max_response_bytes=max_bytes, limits=LIMITS)
+        self.guard = GuardedAiohttpTransport(parse_networks(networks), max_response_bytes=max_bytes)
         self.guard_key = key
         super().__init__(
             transport=self.guard,
@@ -109,21 +115,28 @@ class OutboundResponse:
         return self.body.decode("utf-8", errors="replace")
 
 
+@functools.lru_cache(maxsize=1024)
+def _parsed(url: str) -> httpx.URL:
+    """``url`` parsed (a policy's few hook URLs, parsed once; invalid ones raise each time)."""
+    return httpx.URL(url)
+
+
 def _where(url: str) -> str:
     """``host[:port]`` of ``url`` for messages (never its path, query or user info, which may hold secrets)."""
     try:
-        parsed = httpx.URL(url)
+        parsed = _parsed(url)
     except httpx.InvalidURL:
         return "the URL"
     return f"{parsed.host}:{parsed.port}" if parsed.port else parsed.host or "the URL"
 
 
-def _slots(services: Services | None) -> asyncio.Semaphore:
-    assert services is not None  # outbound_client has already refused None
-    slots = services.extras.get("outbound_slots")
-    if slots is None:
-        slots = services.extras["outbound_slots"] = asyncio.Semaphore(MAX_IN_FLIGHT)
-    return slots
+def _build(client: GuardedClient, method: str, url: str, content: bytes | None,
+           headers: dict[str, str] | None) -> httpx.Request:
+    """The request ``client.build_request`` would build, without re-parsing ``url`` each time."""
+    merged = client.headers.copy()
+    if headers:
+        merged.update(headers)
+    return httpx.Request(method, _parsed(url), headers=merged, content=content)
 
 
 async def guarded_request(
@@ -143,16 +156,14 @@ async def guarded_request(
     OutboundError. A non-2xx status is a normal return; redirects are returned, not followed.
     """
     client = outbound_client(services, policy)
+    assert isinstance(client, GuardedClient)
     cap = policy.settings.http.max_response_bytes
-    where = _where(url)
     if timeout_s <= 0:
-        raise OutboundTimeout(f"no time left to call {where}")
-    slots = _slots(services)
+        raise OutboundTimeout(f"no time left to call {_where(url)}")
     try:
-        async with asyncio.timeout(timeout_s), slots:
-            request = client.build_request(method, url, content=content, headers=headers,
-                                           timeout=httpx.Timeout(timeout_s))
-            response = await client.send(request, stream=True)
+        async with asyncio.timeout(timeout_s):
+            # The deadline above bounds resolution, connect, send and read: no per-read timers.
+            response = await client.guard.handle_async_request(_build(client, method, url, content, headers))
             try:
                 body = bytearray()
                 async for chunk in response.aiter_bytes():
@@ -162,23 +173,23 @@ async def guarded_request(
             finally:
                 await response.aclose()
     except (TimeoutError, httpx.TimeoutException) as exc:
-        raise OutboundTimeout(f"no answer from {where} within {timeout_s:.3g}s") from exc
+        raise OutboundTimeout(f"no answer from {_where(url)} within {timeout_s:.3g}s") from exc
     except HookError:
         raise
     except UnicodeEncodeError as exc:  # its text quotes the offending characters: leave it out
-        raise OutboundError(f"request to {where} not sent: a header is not ASCII") from exc
+        raise OutboundError(f"request to {_where(url)} not sent: a header is not ASCII") from exc
     except httpx.InvalidURL as exc:
         raise OutboundError(f"invalid URL: {exc}") from exc
     except httpx.UnsupportedProtocol as exc:
         raise OutboundError(f"unsupported URL: {exc}") from exc
     except httpx.ConnectError as exc:
-        raise OutboundError(f"connection to {where} failed: {str(exc) or type(exc).__name__}") from exc
+        raise OutboundError(f"connection to {_where(url)} failed: {str(exc) or type(exc).__name__}") from exc
     except httpx.LocalProtocolError as exc:  # its text may quote a header value: leave it out
-        raise OutboundError(f"request to {where} not sent: invalid header name or value") from exc
+        raise OutboundError(f"request to {_where(url)} not sent: invalid header name or value") from exc
     except httpx.RemoteProtocolError as exc:
-        raise OutboundError(f"{where} sent an invalid HTTP response: {exc}") from exc
+        raise OutboundError(f"{_where(url)} sent an invalid HTTP response: {exc}") from exc
     except httpx.HTTPError as exc:
-        raise OutboundError(f"request to {where} failed: {type(exc).__name__}: {exc}") from exc
+        raise OutboundError(f"request to {_where(url)} failed: {type(exc).__name__}: {exc}") from exc
     return OutboundResponse(response.status_code, response.reason_phrase, response.headers, bytes(body))
 
 

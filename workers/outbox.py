@@ -21,11 +21,11 @@ import redis.asyncio as aioredis
 import redis.exceptions
 
 from bus import metrics
-from bus.connection import redis_errors
+from bus.connection import is_transient, redis_errors
 from bus.errors import BusUnavailable
 from bus.keys import DISPATCH_GROUP, Keyspace
 from bus.protocol import LogRecord, Reply, Request, StreamFields
-from bus.retry import Backoff
+from bus.retry import BackgroundTask, Backoff
 from bus.settle import SETTLE
 
 logger = logging.getLogger("hookbus.dispatcher")
@@ -57,11 +57,14 @@ class Outbox:
     """Queued Redis writes, flushed by one background task."""
 
     def __init__(self, redis: aioredis.Redis, keys: Keyspace, redis_url: str = "",
-                 on_written: Callable[[str, bytes], None] | None = None) -> None:
+                 on_written: Callable[[str, bytes], None] | None = None,
+                 on_refused: Callable[[str, bytes], None] | None = None) -> None:
         """``on_written(stream, entry_id)`` is called once an entry's settlement (or its
-        dead letter, or acknowledgement) is stored."""
+        dead letter, or acknowledgement) is stored; ``on_refused`` when Redis refused it for
+        good (not a transient error): the entry is left pending for a later claim."""
         self.redis = redis
         self._on_written = on_written
+        self._on_refused = on_refused
         self.keys = keys
         self.redis_url = redis_url
         self._settle = redis.register_script(SETTLE)
@@ -69,7 +72,7 @@ class Outbox:
         self._wake = asyncio.Event()
         self._idle = asyncio.Event()
         self._idle.set()
-        self._task: asyncio.Task[None] | None = None
+        self._task = BackgroundTask(self._run, "hookbus-outbox")
         self._backoff = Backoff()
         #: The last error Redis answered a write with.
         self.last_error = ""
@@ -92,7 +95,7 @@ class Outbox:
         self._wake.set()
 
     async def start(self) -> None:
-        self._task = asyncio.create_task(self._run(), name="hookbus-outbox")
+        self._task.start()
 
     async def flushed(self) -> None:
         await self._idle.wait()
@@ -101,10 +104,7 @@ class Outbox:
         with contextlib.suppress(TimeoutError):
             async with asyncio.timeout(timeout_s):
                 await self.flushed()
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
+        await self._task.stop()
         if self._ops:
             # Their entries stay pending: another dispatcher claims and settles them.
             logger.warning("stopping with %d unflushed writes; their entries stay pending", len(self._ops))
@@ -169,8 +169,16 @@ class Outbox:
         for op, result in zip(sent, results, strict=False):
             if isinstance(result, redis.exceptions.RedisError):
                 self.last_error = str(result)
-                failed.append(op)
                 metrics.child(metrics.REDIS_ERRORS, "settle" if isinstance(op, Settle) else "xadd").inc()
+                if is_transient(result):
+                    failed.append(op)
+                else:
+                    # Retrying a write Redis will never take would wedge the outbox. The entry
+                    # stays pending: it is claimed again and, if it keeps failing, dead-lettered.
+                    logger.error("outbox: Redis refused a write for %s %s: %s", op.stream, op.entry_id.decode(),
+                                 result)
+                    if self._on_refused is not None and op.entry_id:
+                        self._on_refused(op.stream, op.entry_id)
             elif self._on_written is not None and op.entry_id:
                 self._on_written(op.stream, op.entry_id)
         if any(isinstance(result, redis.exceptions.RedisError) for result in results[len(sent):]):

@@ -1,15 +1,24 @@
 """The arq worker that runs async (fire-and-forget) hooks.
 
 :mod:`workers.queue` puts the jobs on the queue. The worker runs the handler with its own
-timeout; a failed run is retried with backoff up to ``MAX_TRIES`` and then counted as
-``dead``. As in Claude Code, the decision fields of an async hook have no effect; its
+timeout (an ``http`` hook with the Standard Webhooks headers of :mod:`workers.webhooks`); a
+failed try is retried with jittered backoff or given up, as :mod:`workers.delivery` decides,
+and a job given up goes to the dead-letter stream with every try (:mod:`workers.deadletters`).
+As in Claude Code, the decision fields of an async hook have no effect; its
 ``additionalContext`` and ``systemMessage`` are kept for the session and delivered with the
 next blocking decision (the next turn). Jobs are JSON, never pickle.
+
+**Bounded.** arq deletes a job's definition, retry counter and in-progress key when it
+finishes; its result is kept ``hookbus.async.keepResultSeconds`` (the window in which the same
+job id is refused, see :mod:`workers.queue`), and without the job's arguments (the event), so
+a kept result is a few hundred bytes.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import dataclasses
 import logging
 import time
 from typing import Any
@@ -18,29 +27,49 @@ import orjson
 import redis.exceptions
 from arq import Retry
 from arq.connections import ArqRedis
-from arq.constants import in_progress_key_prefix
 from arq.worker import Worker, func
 
 from bus import metrics
 from bus.keys import Keyspace
+from bus.logs import event_fields
 from bus.policy import Policy
-from bus.protocol import Request
+from bus.protocol import Request, now_ms
+from bus.redact import Redactor, redactor_for
 from bus.reload import PolicyWatcher
 from bus.results import HandlerResult, Outcome
 from bus.retry import Backoff
+from bus.schema import MAX_TRIES_LIMIT
 from bus.settings import Settings
 from workers.context import HookContext, Runner, Services
+from workers.deadletters import (
+    Attempt,
+    bury,
+    earlier_attempts,
+    forget_attempts,
+    letter_of,
+    masked_error,
+    record_attempt,
+)
+from workers.delivery import GiveUp, Limits, before_try, failed, verdict
+from workers.leased import LeasedWorker
 from workers.queue import JOB_FUNCTION, arq_pool
+from workers.webhooks import webhook_id
 
 logger = logging.getLogger("hookbus.worker")
 
-MAX_TRIES = 3
-#: Seconds before retry n is n * RETRY_BASE_S (arq has no backoff curve of its own).
-RETRY_BASE_S = 2.0
+#: arq's own cap on tries, above any handler's ``maxTries``: hookbus gives a job up before arq would.
+ARQ_MAX_TRIES = MAX_TRIES_LIMIT + 1
+#: arq's cap on one run; the handler's own timeout ends it long before.
+ARQ_JOB_TIMEOUT_S = 86_400
+#: Jobs one worker runs at a time.
+MAX_JOBS = 50
+#: How often an idle worker looks at the queue, in seconds: a bound on a new job's wait.
+POLL_DELAY_S = 0.02
+#: The wait before a job whose dead letter Redis refused (down, or full) gives up again.
+BURY_AGAIN_S = 2.0
 CONTEXT_TTL_S = 3600
-#: How long a running job's claim outlives a worker that stopped renewing it, in seconds.
-LEASE_S = 15.0
 MAX_PENDING_CONTEXT = 50
+_REDIS_ERRORS = (redis.exceptions.RedisError, OSError)
 
 
 async def deliver_later(redis: ArqRedis, keys: Keyspace, request: Request, result: HandlerResult) -> None:
@@ -60,65 +89,115 @@ async def deliver_later(redis: ArqRedis, keys: Keyspace, request: Request, resul
         await pipe.execute()
 
 
-async def run_async_hook(ctx: dict[str, Any], job: dict[str, Any], handler_id: str) -> str:
-    """The arq job: run one async handler on one event."""
-    policy: Policy = ctx["current"]["policy"]
-    runners: dict[str, Runner] = ctx["runners"]
-    request = Request.from_job(job)
-    entry = next((e for e in policy.entries(request.event) if e.handler_id == handler_id), None)
-    if entry is None:
-        metrics.ASYNC_JOBS.labels("failed").inc()
-        return "handler no longer in the policy"
-    hook_input = orjson.loads(request.payload)
-    timeout_s = entry.handler.timeout or 600.0
-    hook = HookContext(request, hook_input, entry, policy, timeout_s, ctx["services"])
-    runner = runners.get(entry.handler.type)
-    started = time.perf_counter()
+def _redactor(ctx: dict[str, Any], policy: Policy) -> Redactor:
+    """The policy's redactor, built once per policy (a reload builds the next one)."""
+    cached = ctx.get("redactor")
+    if cached is None or cached[0] is not policy:
+        cached = ctx["redactor"] = (policy, redactor_for(policy.settings.redact))
+    return cached[1]
+
+
+async def _run_handler(ctx: dict[str, Any], hook: HookContext) -> HandlerResult:
+    runner: Runner | None = ctx["runners"].get(hook.entry.handler.type)
     if runner is None:
-        result = HandlerResult(Outcome.ERROR, reason=f"handler type '{entry.handler.type}' is not available")
-    else:
-        try:
-            async with asyncio.timeout(timeout_s):
-                result = await runner(hook)
-        except TimeoutError:
-            result = HandlerResult(Outcome.TIMEOUT, reason=f"timed out after {timeout_s}s")
-    metrics.HOOK_DURATION.labels(entry.handler.type).observe(time.perf_counter() - started)
-    if result.failed:
-        if ctx["job_try"] < MAX_TRIES:
-            metrics.ASYNC_JOBS.labels("retried").inc()
-            raise Retry(defer=ctx["job_try"] * RETRY_BASE_S)
-        metrics.ASYNC_JOBS.labels("dead").inc()
-        logger.warning("async hook %s gave up after %d tries: %s", handler_id, ctx["job_try"], result.reason)
-        return f"dead: {result.reason}"
-    await deliver_later(ctx["redis"], ctx["keys"], request, result)
-    metrics.ASYNC_JOBS.labels("succeeded").inc()
-    return result.outcome.value
+        return HandlerResult(Outcome.ERROR, reason=f"handler type '{hook.entry.handler.type}' is not available",
+                             retryable=False)
+    try:
+        async with asyncio.timeout(hook.timeout_s):
+            return await runner(hook)
+    except TimeoutError:
+        return HandlerResult(Outcome.TIMEOUT, reason=f"timed out after {hook.timeout_s}s")
 
 
-class LeasedWorker(Worker):
-    """arq's worker with a short lease on running jobs, renewed while the worker lives.
+async def run_async_hook(ctx: dict[str, Any], job: dict[str, Any], handler_id: str) -> str:
+    """The arq job: one try of one async handler on one event; retried or dead-lettered when it fails."""
+    policy: Policy = ctx["current"]["policy"]
+    redis: ArqRedis = ctx["redis"]
+    keys: Keyspace = ctx["keys"]
+    job_id: str = ctx["job_id"]
+    job_try: int = ctx["job_try"]
+    # An async hook answers nobody: the event's reply channel and deadline do not bound it.
+    request = dataclasses.replace(Request.from_job(job), reply_to="", deadline_ms=0)
+    hook_input = orjson.loads(request.payload)
+    redactor = _redactor(ctx, policy)
+    entry = policy.entry(handler_id)
+    if entry is None:
+        attempt = Attempt(job_try, now_ms(), "error", "the handler is no longer in the policy", False)
+        return await _give_up(ctx, request, hook_input, redactor, handler_id, "", GiveUp.NO_HANDLER, attempt)
+    handler_type = entry.handler.type
+    limits = Limits.of(entry.handler, policy.settings.async_)
+    age_s = time.time() - ctx["enqueue_time"].timestamp()
+    if (early := before_try(job_try, age_s, limits)) is not None:
+        error = (f"queued {age_s:.0f}s ago, past maxAgeSeconds ({limits.max_age_s:g})" if early is GiveUp.TOO_OLD
+                 else f"try {job_try} of at most {limits.max_tries}: the worker stopped during the earlier ones")
+        return await _give_up(ctx, request, hook_input, redactor, handler_id, handler_type, early,
+                              Attempt(job_try, now_ms(), "not_run", error, False))
+    timeout_s = entry.handler.timeout or 600.0
+    hook = HookContext(request, hook_input, entry, policy, timeout_s, ctx["services"],
+                       delivery_id=webhook_id(request.event_id, handler_id))
+    started = time.perf_counter()
+    result = await _run_handler(ctx, hook)
+    took_s = time.perf_counter() - started
+    metrics.hook_duration(handler_type).observe(took_s)
+    metrics.child(metrics.ASYNC_JOB_DURATION, handler_type).observe(took_s)
+    if not failed(result):
+        if job_try > 1:
+            with contextlib.suppress(*_REDIS_ERRORS):  # else the list's TTL removes it
+                await forget_attempts(redis, keys, job_id)
+        await deliver_later(redis, keys, request, result)
+        metrics.ASYNC_JOBS.labels("succeeded").inc()
+        metrics.ASYNC_ATTEMPTS.observe(job_try)
+        return result.outcome.value
+    attempt = Attempt(job_try, now_ms(), result.outcome.value, masked_error(redactor, result.reason),
+                      result.retryable and result.outcome is not Outcome.BLOCK, int(took_s * 1000))
+    decided = verdict(result, job_try, age_s, limits)
+    if decided.delay_s is None:
+        assert decided.give_up is not None
+        return await _give_up(ctx, request, hook_input, redactor, handler_id, handler_type, decided.give_up, attempt)
+    attempt.retry_in_ms = int(decided.delay_s * 1000)
+    try:
+        await record_attempt(redis, keys, job_id, attempt, limits.max_age_s)
+    except _REDIS_ERRORS as exc:  # the retry matters more than its history
+        logger.info("async job %s: try %d not recorded (%s); retrying all the same", job_id, job_try, exc)
+    metrics.ASYNC_JOBS.labels("retried").inc()
+    raise Retry(defer=decided.delay_s)
 
-    arq marks a running job with an in-progress key that lives for the job's whole timeout
-    (plus 10 s), so the jobs of a SIGKILLed worker wait that long before anyone runs them
-    again. Here the key lives ``lease_s`` and the heartbeat renews it: a dead worker's jobs
-    run again within ``lease_s`` plus a poll (at least once, as arq promises).
+
+async def _give_up(ctx: dict[str, Any], request: Request, hook_input: Any, redactor: Redactor, handler_id: str,
+                   handler_type: str, why: GiveUp, last: Attempt) -> str:
+    """Dead-letter the job with every try it had; its result says ``dead: <error>``.
+
+    When Redis refuses the letter (down, or full) the job is retried instead of lost: its next
+    start is past its tries (or its age), so it is given up again without running, unless it
+    was refused for a reason a retry repeats and still has tries (then it runs again).
     """
+    redis: ArqRedis = ctx["redis"]
+    keys: Keyspace = ctx["keys"]
+    try:
+        attempts = [*await earlier_attempts(redis, keys, ctx["job_id"]), last]
+        letter = letter_of(request, hook_input, redactor, job_id=ctx["job_id"], handler_id=handler_id,
+                           handler_type=handler_type, why=why.value, attempts=attempts)
+        entry_id = await bury(redis, keys, letter)
+    except _REDIS_ERRORS as exc:
+        logger.warning("async job %s: dead letter not written (%s); trying again in %gs", ctx["job_id"], exc,
+                       BURY_AGAIN_S)
+        raise Retry(defer=BURY_AGAIN_S) from exc
+    metrics.ASYNC_JOBS.labels("dead").inc()
+    metrics.ASYNC_ATTEMPTS.observe(ctx["job_try"])
+    session = hook_input.get("session_id") if isinstance(hook_input, dict) else None
+    logger.warning("async hook given up (%s) after %d tries; dead letter %s", why.value, ctx["job_try"], entry_id,
+                   extra=event_fields(request.event_id, request.event, request.tenant, session, handler_id,
+                                      handler_type=handler_type, reason=last.error))
+    return f"dead: {last.error}"
 
-    def __init__(self, *args: Any, lease_s: float = LEASE_S, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        self.lease_s = lease_s
-        self.in_progress_timeout_s = lease_s
-        self._renewed_at = 0.0
 
-    async def heart_beat(self) -> None:
-        await super().heart_beat()
-        now = time.monotonic()
-        if self.tasks and now - self._renewed_at >= self.lease_s / 3:
-            self._renewed_at = now
-            async with self.pool.pipeline(transaction=False) as pipe:
-                for running in self.tasks:
-                    pipe.pexpire(in_progress_key_prefix + running, int(self.lease_s * 1000))
-                await pipe.execute()
+def slim_result(result: dict[str, Any]) -> bytes:
+    """arq's result record as JSON, without the job's arguments (the event): only what tells how it ended.
+
+    A worker serialises nothing but results with its ``job_serializer``; the jobs themselves are
+    written by :func:`workers.queue.arq_pool`'s serializer.
+    """
+    return orjson.dumps({**result, "a": [], "k": {}}, default=str)
 
 
 def build_worker(settings: Settings, policy: Policy | dict[str, Policy], redis_url: str, *,
@@ -130,17 +209,21 @@ def build_worker(settings: Settings, policy: Policy | dict[str, Policy], redis_u
     from workers.runners import default_runners
 
     current = policy if isinstance(policy, dict) else {"policy": policy}
-    pool = arq_pool(redis_url)
+    # A connection for every job that may run, and a few for the poll, the claims and the
+    # heartbeat: a job that waits for a connection past the pool's timeout fails its finish
+    # ("No connection available"), and the worker starts over.
+    pool = arq_pool(redis_url, max_connections=MAX_JOBS + 8)
     return LeasedWorker(
-        functions=[func(run_async_hook, name=JOB_FUNCTION, max_tries=MAX_TRIES)],
+        functions=[func(run_async_hook, name=JOB_FUNCTION, max_tries=ARQ_MAX_TRIES)],
         queue_name=settings.keys.arq_queue,
         redis_pool=pool,
         burst=burst,
-        keep_result=60,
-        max_jobs=50,
-        poll_delay=0.1,
+        keep_result=current["policy"].settings.async_.keep_result_seconds,
+        job_timeout=ARQ_JOB_TIMEOUT_S,
+        max_jobs=MAX_JOBS,
+        poll_delay=POLL_DELAY_S,
         handle_signals=not burst,
-        job_serializer=orjson.dumps,
+        job_serializer=slim_result,
         job_deserializer=orjson.loads,
         ctx={"current": current, "runners": default_runners(), "keys": settings.keys, "redis": pool,
              "services": Services(settings, pool)},
@@ -163,6 +246,9 @@ async def close_worker(worker: Worker) -> None:
             if not task.cancelled() and task.exception() is not None:
                 logger.info("async job not settled (it runs again when its lease ends): %s", task.exception())
         worker.tasks.clear()
+    services = worker.ctx.get("services") if worker.ctx else None
+    if isinstance(services, Services):
+        await services.aclose()  # the outbound HTTP client of http hooks
     try:
         await worker.close()
     except (redis.exceptions.RedisError, OSError) as exc:
@@ -170,12 +256,26 @@ async def close_worker(worker: Worker) -> None:
         await worker.pool.aclose()
 
 
+def _no_job_lines(record: logging.LogRecord) -> bool:
+    """Drop arq's two info lines per job (``  0.01s → job(...)``, ``← ... ●``): hookbus counts jobs in
+    metrics and logs each one it gives up; arq's start, stop and errors still show."""
+    return not (record.levelno == logging.INFO and isinstance(record.msg, str) and record.msg.startswith("%6.2fs "))
+
+
 async def serve_worker(settings: Settings, policy: Policy, redis_url: str, metrics_port: int | None = None) -> None:
     """Run the arq worker until SIGINT/SIGTERM; SIGHUP (or an edit) reloads the policy."""
+    if logging.getLogger().getEffectiveLevel() > logging.DEBUG:
+        logging.getLogger("arq.worker").addFilter(_no_job_lines)
     metrics.init_metrics()
     metrics.start_http_server(metrics_port, settings.metrics_host, settings.metrics_token)
     current = {"policy": policy}
-    watcher = PolicyWatcher(settings.policy_paths, lambda new: current.__setitem__("policy", new))
+    metrics.set_policy_revision(policy.revision)
+
+    def set_policy(new: Policy) -> None:
+        current["policy"] = new
+        metrics.set_policy_revision(new.revision)
+
+    watcher = PolicyWatcher(settings.policy_paths, set_policy)
     await watcher.start()
     backoff = Backoff(cap_s=5.0)
     try:

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
 from bus import claude_settings
 from bus.errors import PolicyError, PolicyProblem
@@ -723,3 +724,17 @@ def test_handler_count_and_empty() -> None:
     policy = inline("hooks:\n  Stop:\n    - hooks: [{type: command, command: a}, {type: command, command: b}]\n")
     assert (policy.empty, policy.handler_count) == (False, 2)
     assert inline("disableAllHooks: true\nhooks:\n  Stop:\n    - hooks: [{type: command, command: a}]\n").empty
+
+
+def test_exec_form_that_reparses_placeholders_is_warned_about() -> None:
+    risky = policy_from_text(yaml.safe_dump({"hooks": {"PreToolUse": [{"hooks": [
+        {"type": "command", "command": "/bin/sh", "args": ["-c", "echo ${tool_input.command}"]},
+        {"type": "command", "command": "bash", "args": ["-c", "eval \"$1\"", "x", "${tool_input.command}"]},
+        {"type": "command", "command": "sh", "args": ["-c", "eval", "${tool_input.command}"]},
+    ]}]}}))
+    warned = [note for note in risky.notes if "inject" in note]
+    assert len(warned) == 2  # the positional argument ($1) is safe; -c with the value and eval are not
+    safe = policy_from_text(yaml.safe_dump({"hooks": {"PreToolUse": [{"hooks": [
+        {"type": "command", "command": "sh", "args": ["-c", 'printf %s "$1"', "x", "${tool_input.command}"]},
+    ]}]}}))
+    assert not [note for note in safe.notes if "inject" in note]

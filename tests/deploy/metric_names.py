@@ -1,8 +1,9 @@
 """The hookbus metric names the Prometheus rules and the Grafana dashboard may use.
 
-``DEFINED_METRICS`` are the families ``bus/metrics.py`` has defined all along;
-``PLANNED_METRICS`` are families added together with the alerts and the dashboard, which use
-them as soon as they are exported. A name in neither set is a typo.
+``DEFINED_METRICS`` are the families ``bus/metrics.py`` defines (``tests/bus/test_metrics_families.py``
+checks the list against the code both ways). ``PLANNED_METRICS`` is for a family that an alert or a
+panel uses before the code exports it; it is empty: everything the deploy files use exists. A
+name in neither set is a typo.
 """
 
 from __future__ import annotations
@@ -13,36 +14,47 @@ from typing import Final
 
 DEFINED_METRICS: Final = frozenset(
     {
+        "hookbus_async_attempts",  # histogram: tries per async delivery
+        "hookbus_async_dead_letters",  # gauge: entries in the async dead-letter stream
+        "hookbus_async_job_duration_seconds",  # histogram {type}: one try of an async job
         "hookbus_async_jobs_total",
+        "hookbus_async_queue_depth",  # gauge: arq jobs waiting
+        "hookbus_audit_consumer_lag",  # gauge {group}: decision-log records a consumer group has not acknowledged
+        "hookbus_audit_consumer_lag_seconds",  # gauge {group}: age of the oldest of them
+        "hookbus_build_info",  # gauge {version, python} = 1
         "hookbus_dead_letters_total",
         "hookbus_decision_latency_seconds",
+        "hookbus_decision_log_age_seconds",  # gauge: age of the oldest decision-log record
+        "hookbus_decision_log_length",  # gauge: records in the decision log
         "hookbus_decisions_total",
+        "hookbus_dispatch_batch_size",  # histogram: entries per dispatcher read
+        "hookbus_dispatchers_alive",  # gauge: dispatchers with a fresh heartbeat
+        "hookbus_dlq_size",  # gauge: entries in the dead-letter stream
         "hookbus_expired_total",
         "hookbus_fail_closed_total",
         "hookbus_fail_open_total",
+        "hookbus_handler_decisions_total",  # counter {event, handler, decision}
         "hookbus_hook_duration_seconds",
         "hookbus_hook_errors_total",
+        "hookbus_policy_info",  # info-style gauge {tenant, version} = 1
+        "hookbus_policy_load_failures_total",
+        "hookbus_redis_errors_total",  # counter {op}
+        "hookbus_redis_up",  # gauge 0/1
         "hookbus_rejected_requests_total",
+        "hookbus_reply_wait_seconds",  # histogram: the gateway's wait for a reply
+        "hookbus_request_head_timeouts_total",
+        "hookbus_role_restarts_total",  # counter {role}, `hookbus up` only
         "hookbus_shadow_decisions_total",
         "hookbus_spooled_events_total",
         "hookbus_stop_guard_overrides_total",
+        "hookbus_stream_lag",  # gauge {stream, group}
+        "hookbus_stream_length",  # gauge {stream}
+        "hookbus_stream_pending",  # gauge {stream, group}
+        "hookbus_timeouts_total",  # counter {stage}
     }
 )
 
-PLANNED_METRICS: Final = frozenset(
-    {
-        "hookbus_async_queue_depth",  # gauge: arq jobs waiting
-        "hookbus_dispatchers_alive",  # gauge: dispatchers with a fresh heartbeat
-        "hookbus_dlq_size",  # gauge: entries in the dead-letter stream
-        "hookbus_handler_decisions_total",  # counter {event, handler, decision}
-        "hookbus_policy_info",  # info-style gauge {tenant, version} = 1
-        "hookbus_policy_load_failures_total",  # counter
-        "hookbus_redis_errors_total",  # counter {op}
-        "hookbus_redis_up",  # gauge 0/1
-        "hookbus_role_restarts_total",  # counter {role}, `hookbus up` only
-        "hookbus_stream_lag",  # gauge {stream, group}
-    }
-)
+PLANNED_METRICS: Final[frozenset[str]] = frozenset()
 
 KNOWN_METRICS: Final = DEFINED_METRICS | PLANNED_METRICS
 

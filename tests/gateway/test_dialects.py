@@ -205,4 +205,5 @@ async def test_peri_through_a_live_gateway(platform: Callable[..., Any], bus: Bu
     logged = json.loads(record.payload)
     assert (logged["permission_mode"], logged["peri_permission_mode"]) == ("bypassPermissions", "yolo")
     post = await async_wait_for(lambda: bus.record(by_header.headers["X-Hookbus-Event-Id"]), timeout_s=5)
-    assert json.loads(post.payload)["tool_response"] == "API_KEY=secret" and post.decision == "block"
+    # The handler saw the secret (it blocked on it); the log keeps it masked.
+    assert json.loads(post.payload)["tool_response"] == "API_KEY=[REDACTED:env-secret]" and post.decision == "block"

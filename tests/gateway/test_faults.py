@@ -156,7 +156,8 @@ async def test_redis_down_fails_open_spools_and_recovers(
             assert (await _readyz(p)).status_code == 200
 
             spooled = await async_wait_for(lambda: probe.record(note.headers["X-Hookbus-Event-Id"]), timeout_s=10)
-            assert (spooled.event, spooled.outcome, spooled.session_id) == ("Notification", "recorded", "s-down")
+            assert (spooled.event, spooled.outcome, spooled.fail_open, spooled.session_id) == (
+                "Notification", "fail-open", "redis_unavailable", "s-down")
             assert b"keep me" in spooled.payload
             audit = await async_wait_for(lambda: probe.record(blocking.headers["X-Hookbus-Event-Id"]), timeout_s=10)
             assert (audit.event, audit.outcome, audit.fail_open, audit.decision) == (

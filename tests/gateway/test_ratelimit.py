@@ -11,6 +11,7 @@ import time
 import pytest
 
 from gateway.ratelimit import RateLimiter
+from tests.conftest import BusProbe
 
 T0 = 1_000.0
 
@@ -86,3 +87,20 @@ def test_the_default_clock_is_monotonic_time() -> None:
     assert first
     assert not second or elapsed >= 1.0  # within a second the bucket is still empty
     assert 0.0 < limiter.retry_after_s("acme") <= 1.0
+
+
+async def test_shared_buckets_are_one_for_every_gateway(bus: BusProbe) -> None:
+    from bus.keys import Keyspace
+    from gateway.ratelimit import SharedRateLimiter
+
+    keys = Keyspace("rl-test:")
+    one = SharedRateLimiter(bus.redis, keys, tenant_rate_per_s=1, tenant_burst=3)
+    two = SharedRateLimiter(bus.redis, keys, tenant_rate_per_s=1, tenant_burst=3)
+    waits = [await limiter.take("acme", None) for limiter in (one, two, one, two)]
+    assert waits[:3] == [0.0, 0.0, 0.0] and 0 < waits[3] <= 1.0  # three in the burst, across both replicas
+    assert await one.take("beta", None) == 0.0  # per tenant
+    per_token = SharedRateLimiter(bus.redis, keys, tenant_rate_per_s=0, token_rate_per_s=1, token_burst=1)
+    assert await per_token.take("acme", "t1") == 0.0
+    assert await per_token.take("acme", "t1") > 0
+    assert await per_token.take("acme", "t2") == 0.0
+    assert await bus.redis.pttl(keys.rate_limit("tenant", "acme")) > 0  # buckets expire when idle

@@ -7,11 +7,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-import pytest
-
 from bus.protocol import Request, now_ms
-from tests.conftest import metric, pre_tool_use
-from workers import queue, tasks
+from tests.conftest import BusProbe, metric, pre_tool_use
+from workers import deadletters, queue
 from workers.tasks import build_worker
 
 CONTEXT = {"hookSpecificOutput": {"hookEventName": "PostToolUse", "additionalContext": "lint: 2 warnings"}}
@@ -69,17 +67,22 @@ async def test_async_hook_runs_on_the_worker_and_its_context_arrives_next_turn(
 
 
 async def test_a_failing_async_hook_is_retried_then_dead(
-    platform: Callable[..., Any], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    platform: Callable[..., Any], tmp_path: Path, bus: BusProbe
 ) -> None:
-    monkeypatch.setattr(tasks, "RETRY_BASE_S", 0.01)
     tries = tmp_path / "tries.txt"
     retried, dead = metric("hookbus_async_jobs_total", status="retried"), metric(
         "hookbus_async_jobs_total", status="dead")
-    async with platform(policy(tmp_path, f"cat >/dev/null; echo x >> {tries}; exit 1")) as p:
+    fast = "hookbus: {async: {maxTries: 3, retryDelaySeconds: 0.01}}\n"
+    async with platform(fast + policy(tmp_path, f"cat >/dev/null; echo x >> {tries}; echo oops >&2; exit 1")) as p:
         await p.post(post_tool_use())
         await run_worker(p)
-    assert tries.read_text().count("x") == tasks.MAX_TRIES
-    assert metric("hookbus_async_jobs_total", status="retried") == retried + tasks.MAX_TRIES - 1
+    letters = [letter async for letter in deadletters.scan(bus.redis, bus.keys)]
+    assert [(letter.why, len(letter.attempts), letter.reason) for letter in letters] == [
+        ("out_of_tries", 3, "Failed with non-blocking status code: oops")]
+    assert [a.number for a in letters[0].attempts] == [1, 2, 3]
+    assert not await bus.redis.exists(bus.keys.async_attempts(letters[0].job_id))  # the tries moved into the letter
+    assert tries.read_text().count("x") == 3
+    assert metric("hookbus_async_jobs_total", status="retried") == retried + 2
     assert metric("hookbus_async_jobs_total", status="dead") == dead + 1
 
 

@@ -19,6 +19,9 @@ value can add a header. ``Host``, ``Content-Length``, ``Transfer-Encoding``, ``C
 and the other framing / hop-by-hop headers cannot be set; ``Content-Type`` is always JSON.
 Header values carry secrets: they are never logged and appear in no reason or repr.
 
+**Signed deliveries.** An async delivery (and any hook with ``secret: $VAR``) carries the
+Standard Webhooks headers of :mod:`workers.webhooks`; a policy cannot set them itself.
+
 **allowedHttpHookUrls.** When the policy defines it (``[]`` blocks every http hook), a hook
 whose URL matches no pattern is not run. ``*`` is the only wildcard. Scheme and host compare
 case-insensitively and one trailing dot of a host is ignored, on both sides. Where Claude Code
@@ -30,6 +33,7 @@ match ``https://evil.test/.example.com/``; a pattern ending in its authority wit
 
 from __future__ import annotations
 
+import email.utils
 import functools
 import logging
 import os
@@ -42,8 +46,10 @@ from bus.output import result_from_body
 from bus.policy import Policy
 from bus.results import HandlerResult, Outcome
 from bus.schema import HttpHandler
+from bus.ssrf import ResponseTooLarge, SSRFBlocked
 from workers.context import HookContext, Services
 from workers.outbound import guarded_request
+from workers.webhooks import SigningError, webhook_headers, webhook_id
 
 logger = logging.getLogger("hookbus.http")
 
@@ -52,8 +58,13 @@ _UNSAFE = re.compile(r"[\x00-\x08\x0a-\x1f\x7f]")
 #: Headers a policy may not set: request framing, hop-by-hop, and the ones hookbus sets itself.
 _RESERVED_HEADERS = frozenset({
     "host", "content-length", "transfer-encoding", "connection", "keep-alive", "te", "trailer", "upgrade",
-    "proxy-connection", "content-type",
+    "proxy-connection", "content-type", "webhook-id", "webhook-timestamp", "webhook-signature",
 })
+#: Failures that would fail the same way on every try: an address the guard refuses, a body
+#: over the cap, a delivery that cannot be signed.
+_FINAL_ERRORS = (SSRFBlocked, ResponseTooLarge, SigningError)
+#: Statuses worth another try besides 5xx: Request Timeout, Too Many Requests (RFC 9110, 6585).
+_RETRYABLE_STATUSES = frozenset({408, 429})
 _AUTHORITY_END = re.compile(r"[/?#]")
 
 
@@ -130,6 +141,20 @@ def url_allowed(url: str, patterns: Iterable[str] | None) -> bool:
     return any(_pattern(p).fullmatch(normal) for p in patterns)
 
 
+def retry_after_s(value: str | None, now_s: float | None = None) -> float | None:
+    """Seconds a ``Retry-After`` header asks to wait (delay-seconds or an HTTP date), or None."""
+    if not value:
+        return None
+    value = value.strip()
+    if value.isdigit():
+        return float(value)
+    try:
+        when = email.utils.parsedate_to_datetime(value)
+    except (TypeError, ValueError, IndexError):
+        return None
+    return max(0.0, when.timestamp() - (time.time() if now_s is None else now_s))
+
+
 async def run_http(
     handler: HttpHandler,
     event: str,
@@ -139,12 +164,21 @@ async def run_http(
     services: Services | None,
     timeout_s: float,
     environ: Mapping[str, str] | None = None,
+    message_id: str | None = None,
+    delivery: bool = False,
 ) -> HandlerResult:
-    """POST ``payload`` to ``handler.url`` and read the answer as Claude Code does. Never raises for hook failures."""
+    """POST ``payload`` to ``handler.url`` and read the answer as Claude Code does. Never raises for hook failures.
+
+    ``message_id`` adds the Standard Webhooks headers (:mod:`workers.webhooks`), signed when the
+    handler has a ``secret``. ``delivery`` (async hooks) counts any 2xx as delivered: a body that
+    is not a hook answer (a webhook's ``ok``) is then no opinion rather than an error. A failure's
+    ``retryable`` says whether another try may help (connection errors, timeouts, 5xx, 408, 429
+    with its ``Retry-After``) or would be refused the same way (other statuses, a blocked URL).
+    """
     started = time.perf_counter()
 
-    def done(outcome: Outcome, reason: str | None = None) -> HandlerResult:
-        return finish(HandlerResult(outcome, reason=reason))
+    def done(outcome: Outcome, reason: str | None = None, *, retryable: bool = True) -> HandlerResult:
+        return finish(HandlerResult(outcome, reason=reason, retryable=retryable))
 
     def finish(result: HandlerResult) -> HandlerResult:
         result.handler_type = "http"
@@ -152,27 +186,41 @@ async def run_http(
         return result
 
     if not url_allowed(handler.url, policy.allowed_http_hook_urls):
-        return done(Outcome.ERROR, "blocked by allowedHttpHookUrls: the hook URL matches no allowed pattern")
-    headers = render_headers(handler, policy.http_hook_allowed_env_vars, environ)
+        return done(Outcome.ERROR, "blocked by allowedHttpHookUrls: the hook URL matches no allowed pattern",
+                    retryable=False)
+    env = os.environ if environ is None else environ
+    headers = render_headers(handler, policy.http_hook_allowed_env_vars, env)
     try:
+        if message_id is not None:
+            headers.update(webhook_headers(message_id, payload, handler.secret, env))
         response = await guarded_request(services, policy, "POST", handler.url, content=payload,
                                          headers=headers, timeout_s=timeout_s)
     except HookTimeout as exc:
         return done(Outcome.TIMEOUT, str(exc))
     except HookError as exc:
-        return done(Outcome.ERROR, str(exc))
+        return done(Outcome.ERROR, str(exc), retryable=not isinstance(exc, _FINAL_ERRORS))
     if not response.ok:
         logger.debug("http hook answered %s", response.status_code)
-        return done(Outcome.ERROR, f"http hook answered HTTP {response.status_code} {response.reason_phrase}".rstrip())
-    return finish(result_from_body(event, response.text))
+        status = response.status_code
+        result = done(Outcome.ERROR, f"http hook answered HTTP {status} {response.reason_phrase}".rstrip(),
+                      retryable=status >= 500 or status in _RETRYABLE_STATUSES)
+        if result.retryable:
+            result.retry_after_s = retry_after_s(response.headers.get("retry-after"))
+        return result
+    result = result_from_body(event, response.text)
+    if delivery and result.outcome is Outcome.ERROR:
+        result = HandlerResult(Outcome.OK)  # delivered; the answer is not a hook output, so no opinion
+    return finish(result)
 
 
 async def run(ctx: HookContext) -> HandlerResult:
     """The dispatcher's entry point for an ``http`` handler."""
     handler = ctx.entry.handler
     assert isinstance(handler, HttpHandler)
+    message_id = ctx.delivery_id or (webhook_id(ctx.request.event_id, ctx.entry.handler_id) if handler.secret else None)
     return await run_http(handler, ctx.event, ctx.request.payload, policy=ctx.policy, services=ctx.services,
-                          timeout_s=min(ctx.timeout_s, ctx.request.remaining_s()))
+                          timeout_s=min(ctx.timeout_s, ctx.request.remaining_s()), message_id=message_id,
+                          delivery=bool(ctx.delivery_id))
 
 
-__all__ = ["allowed_env_vars", "interpolate", "render_headers", "run", "run_http", "url_allowed"]
+__all__ = ["allowed_env_vars", "interpolate", "render_headers", "retry_after_s", "run", "run_http", "url_allowed"]

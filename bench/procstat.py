@@ -1,0 +1,66 @@
+"""What a process costs, read from /proc (Linux): CPU seconds, resident memory, open file descriptors.
+
+On a 2-core machine shared by the load generator, Redis and every role, a role's throughput
+depends on what else runs; its CPU per request does not, so the benchmarks report both.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable
+
+_TICK_S = 1 / os.sysconf("SC_CLK_TCK")
+
+
+def cpu_s(pid: int) -> float:
+    """User + system CPU seconds used by ``pid`` so far (0.0 once it has gone)."""
+    try:
+        with open(f"/proc/{pid}/stat") as stat:
+            fields = stat.read().rpartition(")")[2].split()
+    except OSError:
+        return 0.0
+    return (int(fields[11]) + int(fields[12])) * _TICK_S
+
+
+def rss_bytes(pid: int) -> int:
+    """Resident set size of ``pid`` in bytes (0 once it has gone)."""
+    try:
+        with open(f"/proc/{pid}/status") as status:
+            for line in status:
+                if line.startswith("VmRSS:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return 0
+
+
+def fd_count(pid: int) -> int:
+    """Open file descriptors of ``pid`` (0 once it has gone)."""
+    try:
+        return len(os.listdir(f"/proc/{pid}/fd"))
+    except OSError:
+        return 0
+
+
+class CpuMeter:
+    """CPU seconds used by a set of named processes between :meth:`start` and :meth:`stop`."""
+
+    def __init__(self, pids: dict[str, int]) -> None:
+        self.pids = pids
+        self._start: dict[str, float] = {}
+        self.used_s: dict[str, float] = {}
+
+    def start(self) -> None:
+        self._start = {name: cpu_s(pid) for name, pid in self.pids.items()}
+
+    def stop(self) -> dict[str, float]:
+        self.used_s = {name: cpu_s(pid) - self._start.get(name, 0.0) for name, pid in self.pids.items()}
+        return self.used_s
+
+    def per_request_us(self, requests: int, names: Iterable[str] | None = None) -> dict[str, float]:
+        """CPU µs per request of each process (after :meth:`stop`)."""
+        chosen = list(names) if names is not None else list(self.used_s)
+        return {name: self.used_s[name] / max(requests, 1) * 1e6 for name in chosen}
+
+
+__all__ = ["CpuMeter", "cpu_s", "fd_count", "rss_bytes"]

@@ -1,0 +1,178 @@
+"""The console: ``GET /ui`` (one page from package data) and ``POST /v1/policy/replay`` (docs/api.md).
+
+The page is three static files shipped in the package (``gateway/ui/``), with no build step
+and nothing loaded from elsewhere; a Content-Security-Policy holds it to its own origin.
+
+``POST /v1/policy/replay`` runs ``hookbus policy replay --json`` on a candidate policy in a
+child process: the same code as the command line, and the candidate's Python (``function``
+handlers, plugins) is imported there, never in the gateway. Only modules the running policy
+already imports may run; side-effect handlers are never run from here. Org admins only (or
+anyone, on a gateway with no tokens); one replay at a time per gateway process.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import sys
+import tempfile
+from collections.abc import Callable
+from pathlib import Path
+
+import orjson
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from starlette.datastructures import MutableHeaders
+from starlette.requests import Request as HTTPRequest
+from starlette.responses import Response
+from starlette.routing import BaseRoute, Mount, Route
+from starlette.staticfiles import StaticFiles
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from bus.children import die_with_parent
+from bus.errors import RequestRejected
+from bus.policy import Policy
+from bus.schema import FunctionHandler
+from bus.settings import Settings
+from gateway.access import caller_for, check_single_authorization
+
+#: A replay that runs longer is stopped (504).
+REPLAY_TIMEOUT_S = 120.0
+DEFAULT_REPLAY_LIMIT = 20_000
+MAX_REPLAY_LIMIT = 100_000
+_CHILD_ENV_DROP = frozenset({"PROMETHEUS_MULTIPROC_DIR", "HOOKBUS_TOKENS", "HOOKBUS_TOKENS_FILE",
+                             "HOOKBUS_ADMIN_TOKENS", "HOOKBUS_METRICS_TOKEN", "HOOKBUS_CONFIG"})
+_PAGE_HEADERS = {
+    "Content-Security-Policy": "default-src 'none'; script-src 'self'; style-src 'self'; connect-src 'self'; "
+                               "img-src 'self' data:; base-uri 'none'; form-action 'none'; frame-ancestors 'none'",
+    "X-Content-Type-Options": "nosniff",
+    "Referrer-Policy": "no-referrer",
+    "Cache-Control": "no-cache",
+}
+
+
+class _PageHeaders:
+    """Adds the page's security headers to every response of the static files."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        async def send_with_headers(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                MutableHeaders(scope=message).update(_PAGE_HEADERS)
+            await send(message)
+
+        await self.app(scope, receive, send_with_headers)
+
+
+def console_page() -> list[BaseRoute]:
+    """``/ui`` (redirects to ``/ui/``) and its assets, from ``gateway/ui`` in the package."""
+    return [Mount("/ui", app=_PageHeaders(StaticFiles(packages=[("gateway", "ui")], html=True)), name="ui")]
+
+
+class ReplayBody(BaseModel):
+    """The body of ``POST /v1/policy/replay``."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    policy: str = Field(min_length=1, description="the candidate policy file's text (YAML or JSON)")
+    since: str | None = Field(default=None, max_length=64)
+    until: str | None = Field(default=None, max_length=64)
+    tenant: list[str] = Field(default_factory=list, max_length=64)
+    limit: int = Field(default=DEFAULT_REPLAY_LIMIT, gt=0, le=MAX_REPLAY_LIMIT)
+
+
+def policy_modules(policy: Policy) -> frozenset[str]:
+    """The Python modules a policy imports (its ``function`` handlers and plugins)."""
+    names = [*policy.settings.plugins, *(entry.handler.function for event in policy.events()
+                                         for entry in policy.entries(event)
+                                         if isinstance(entry.handler, FunctionHandler))]
+    return frozenset(name.partition(":")[0] for name in names)
+
+
+def _error(status: int, code: str, detail: str, headers: dict[str, str] | None = None) -> Response:
+    return Response(orjson.dumps({"error": code, "detail": detail}), status, headers, media_type="application/json")
+
+
+async def _read_body(request: HTTPRequest, limit: int) -> bytes:
+    chunks, size = [], 0
+    async for chunk in request.stream():
+        size += len(chunk)
+        if size > limit:
+            raise RequestRejected(413, "payload_too_large", f"body is over the limit of {limit} bytes")
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
+def replay_route(settings: Settings, redis_url: str, current_policy: Callable[[], Policy]) -> Route:
+    """``POST /v1/policy/replay`` (see the module docstring)."""
+    busy = asyncio.Lock()
+
+    async def replay(request: HTTPRequest) -> Response:
+        try:
+            check_single_authorization(request.scope["headers"])
+            caller = caller_for(settings, dict(request.scope["headers"]))
+            if not caller.admin:
+                raise RequestRejected(403, "forbidden", "policy replay needs an org-admin token (HOOKBUS_ADMIN_TOKENS)")
+            body = ReplayBody.model_validate_json(await _read_body(request, settings.max_body_bytes))
+        except RequestRejected as exc:
+            return _error(exc.status, exc.code, exc.detail, exc.headers)
+        except ValidationError as exc:
+            first = exc.errors()[0]
+            where = ".".join(str(part) for part in first["loc"]) or "body"
+            return _error(400, "invalid_body", f"{where}: {first['msg']}")
+        if busy.locked():
+            return _error(429, "replay_busy", "a replay is running on this gateway; try again when it ends",
+                          {"Retry-After": "5"})
+        async with busy:
+            return await _run_replay(settings, redis_url, body, policy_modules(current_policy()))
+
+    return Route("/v1/policy/replay", replay, methods=["POST"])
+
+
+async def _run_replay(settings: Settings, redis_url: str, body: ReplayBody, trusted: frozenset[str]) -> Response:
+    with tempfile.TemporaryDirectory(prefix="hookbus-candidate-") as folder:
+        name = "candidate.json" if body.policy.lstrip().startswith("{") else "candidate.yaml"
+        path = Path(folder) / name
+        path.write_text(body.policy, encoding="utf-8")
+        argv = [sys.executable, "-m", "hookbus", "policy", "replay", str(path), "--json", f"--limit={body.limit}",
+                f"--trusted-module={','.join(sorted(trusted))}"]
+        argv += [f"--since={body.since}"] if body.since else []
+        argv += [f"--until={body.until}"] if body.until else []
+        argv += [f"--tenant={tenant}" for tenant in body.tenant]
+        env = {k: v for k, v in os.environ.items() if k not in _CHILD_ENV_DROP}
+        env.update(HOOKBUS_REDIS_URL=redis_url, HOOKBUS_KEY_PREFIX=settings.key_prefix)
+        child = await asyncio.create_subprocess_exec(
+            *argv, stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+            env=env, preexec_fn=die_with_parent,
+        )
+        try:
+            async with asyncio.timeout(REPLAY_TIMEOUT_S):
+                out, err = await child.communicate()
+        except TimeoutError:
+            with contextlib.suppress(ProcessLookupError):
+                child.kill()
+            await child.wait()
+            return _error(504, "replay_timeout", f"the replay did not finish within {REPLAY_TIMEOUT_S:g}s: "
+                                                 "narrow the window (since/until) or lower the limit")
+        finally:
+            if child.returncode is None:  # cancelled (the client left): never leave it running
+                with contextlib.suppress(ProcessLookupError):
+                    child.kill()
+        problems = err.decode("utf-8", "replace").replace(str(path), name).strip()
+    if child.returncode == 0:
+        try:
+            report = orjson.loads(out)
+            report["candidate"]["sources"] = [name]  # not the gateway's temporary path
+        except (orjson.JSONDecodeError, KeyError, TypeError):
+            return _error(500, "replay_failed", "the replay's answer is not a report (see the gateway's log)")
+        return Response(orjson.dumps(report), media_type="application/json")
+    if child.returncode == 1 and problems:
+        code = "invalid_request" if problems.startswith("hookbus: ") else "invalid_policy"
+        return _error(400, code, problems.removeprefix("hookbus: ")[:4000])
+    last = problems.splitlines()[-1] if problems else f"exit code {child.returncode}"
+    return _error(500, "replay_failed", f"the replay failed: {last[:500]}")
+
+
+__all__ = ["REPLAY_TIMEOUT_S", "ReplayBody", "console_page", "policy_modules", "replay_route"]

@@ -1,0 +1,182 @@
+"""The gateway's periodic look at the platform's Redis state, for Prometheus.
+
+Every ``interval_s`` the observer reads, in one pipelined round trip bounded by
+``timeout_s``: the length of the work streams and the decision log, the dispatchers'
+consumer group on each work stream (pending entries, lag), the dispatcher heartbeats, the
+dead-letter stream, the arq queue and the async dead-letter stream. It sets the gauges of
+:func:`bus.metrics.observed`, and ``hookbus_redis_up`` to 1, or to 0 when Redis did not answer
+in time (the other gauges then keep their last values).
+
+Only gateways run it: one process answers for the platform's shared state, and under
+``hookbus up`` the gateway is the only one. With several gateways each reports the same
+values; the gauges' multiprocess modes (``livemax``, ``livemin`` for ``redis_up``) keep one
+series per gateway process group and drop the values of processes that have exited.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import redis.exceptions
+from redis.exceptions import ResponseError
+
+from bus import metrics
+from bus.auditlog import log_state
+from bus.connection import connect, is_transient, redis_errors
+from bus.errors import BusUnavailable
+from bus.keys import DISPATCH_GROUP, Keyspace
+from bus.protocol import now_ms
+from bus.retry import BackgroundTask
+
+logger = logging.getLogger("hookbus.gateway")
+
+OBSERVE_INTERVAL_S = 2.0
+OBSERVE_TIMEOUT_S = 1.0
+#: A dispatcher heartbeats every 2 s; one older than this is gone (as ``/readyz`` counts them).
+ALIVE_WITHIN_MS = 10_000
+
+
+def group_lag(group: Mapping[str, Any] | None, length: int) -> int | None:
+    """Entries of a stream of ``length`` not yet delivered to ``group`` (an ``XINFO GROUPS`` item).
+
+    Redis >= 7 reports the lag itself. Redis 6.2 does not: None asks the caller to look
+    (:meth:`Observer._lag_without_counter`). A missing group will read the whole stream.
+    """
+    if group is None:
+        return length
+    lag = group.get("lag")
+    if lag is not None:
+        return int(lag)
+    return None
+
+
+def dispatch_group(groups: Any) -> Mapping[str, Any] | None:
+    """The dispatchers' group among an ``XINFO GROUPS`` answer (None: no group, or no stream)."""
+    if not isinstance(groups, list):
+        return None
+    name = DISPATCH_GROUP.encode()
+    return next((g for g in groups if isinstance(g, Mapping) and g.get("name") in (name, DISPATCH_GROUP)), None)
+
+
+class Observer:
+    """Sets the Redis-state gauges every ``interval_s`` until stopped."""
+
+    def __init__(self, redis_url: str, keys: Keyspace, *, interval_s: float = OBSERVE_INTERVAL_S,
+                 timeout_s: float = OBSERVE_TIMEOUT_S) -> None:
+        self.redis_url = redis_url
+        self.keys = keys
+        self.interval_s = interval_s
+        self.timeout_s = timeout_s
+        self.gauges = metrics.observed()
+        self.streams = {"blocking": keys.blocking_stream, "events": keys.events_stream}
+        self._redis = connect(redis_url, connect_timeout_s=timeout_s, socket_timeout_s=timeout_s)
+        self._task = BackgroundTask(self._run, "hookbus-observer")
+        #: Whether the last look reached Redis (None before the first).
+        self.up: bool | None = None
+
+    def start(self) -> None:
+        self._task.start()
+
+    async def stop(self) -> None:
+        await self._task.stop()
+        await self._redis.aclose()
+
+    async def _run(self) -> None:
+        while True:
+            await self.observe()
+            await asyncio.sleep(self.interval_s)
+
+    async def observe(self) -> bool:
+        """One look; returns whether Redis answered (``hookbus_redis_up``)."""
+        try:
+            async with asyncio.timeout(self.timeout_s):
+                with redis_errors(self.redis_url):
+                    await self._observe()
+        except (BusUnavailable, TimeoutError, redis.exceptions.RedisError) as exc:
+            if self.up is not False:  # once per outage, not every round
+                logger.warning("observer: cannot read the platform's state from Redis: %s", str(exc) or "timed out")
+            metrics.child(metrics.REDIS_ERRORS, "observe").inc()
+            self.up = False
+            self.gauges.redis_up.set(0)
+            return False
+        if self.up is False:
+            logger.info("observer: Redis answers again")
+        self.up = True
+        self.gauges.redis_up.set(1)
+        return True
+
+    async def _observe(self) -> None:
+        keys = self.keys
+        async with self._redis.pipeline(transaction=False) as pipe:
+            for stream in self.streams.values():
+                pipe.xlen(stream)
+                pipe.xinfo_groups(stream)
+            pipe.xlen(keys.decision_log)
+            pipe.xlen(keys.dead_letter_stream)
+            pipe.hgetall(keys.dispatchers)
+            pipe.zcard(keys.arq_queue)
+            pipe.xlen(keys.async_dead_letters)
+            answers: Sequence[Any] = await pipe.execute(raise_on_error=False)
+        for answer in answers:  # a missing stream answers XINFO GROUPS with an error, which is no outage
+            if isinstance(answer, Exception) and (is_transient(answer) or not isinstance(answer, ResponseError)):
+                raise answer
+        it = iter(answers)
+        for label, stream in self.streams.items():
+            length, groups = _count(next(it)), next(it)
+            group = dispatch_group(groups)
+            pending = int(group.get("pending") or 0) if group is not None else 0
+            lag = group_lag(group, length)
+            if lag is None:
+                assert group is not None
+                lag = await self._lag_without_counter(stream, group, length, pending)
+            self.gauges.stream_length.labels(label).set(length)
+            self.gauges.stream_pending.labels(label, DISPATCH_GROUP).set(pending)
+            self.gauges.stream_lag.labels(label, DISPATCH_GROUP).set(lag)
+        self.gauges.stream_length.labels("decisions").set(_count(next(it)))
+        self.gauges.dlq_size.set(_count(next(it)))
+        beats = next(it)
+        now = now_ms()
+        alive = sum(1 for ms in (beats.values() if isinstance(beats, dict) else ()) if _fresh(ms, now))
+        self.gauges.dispatchers_alive.set(alive)
+        self.gauges.async_queue_depth.set(_count(next(it)))
+        self.gauges.async_dead_letters.set(_count(next(it)))
+        await self._observe_log()
+
+    async def _observe_log(self) -> None:
+        """The decision log's length and age, and the lag of each audit consumer group on it."""
+        state = await log_state(self._redis, self.keys)
+        self.gauges.decision_log_length.set(state.length)
+        self.gauges.decision_log_age.set(state.age_s)
+        for group in state.groups:
+            self.gauges.audit_lag.labels(group.name).set(group.lag)
+            self.gauges.audit_lag_seconds.labels(group.name).set(group.lag_s)
+
+    async def _lag_without_counter(self, stream: str, group: Mapping[str, Any], length: int, pending: int) -> int:
+        """Redis 6.2: 0 when nothing follows the last delivered entry, else at least 1.
+
+        Beyond that the stream length less the pending entries is an upper bound (entries
+        acknowledged but not yet trimmed by a dispatcher count too).
+        """
+        last = group.get("last-delivered-id") or b"0-0"
+        last = last.decode() if isinstance(last, bytes) else str(last)
+        after = await self._redis.xrange(stream, min=f"({last}", max="+", count=1)
+        if not after:
+            return 0
+        return max(1, length - pending)
+
+
+def _count(answer: Any) -> int:
+    return int(answer) if isinstance(answer, int) else 0
+
+
+def _fresh(ms: Any, now: int) -> bool:
+    try:
+        return now - int(ms) < ALIVE_WITHIN_MS
+    except (TypeError, ValueError):
+        return False
+
+
+__all__ = ["ALIVE_WITHIN_MS", "OBSERVE_INTERVAL_S", "Observer", "dispatch_group", "group_lag"]

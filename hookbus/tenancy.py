@@ -1,0 +1,161 @@
+"""``hookbus tokens ...`` and ``hookbus policy push|versions|show|diff|rollback``.
+
+Both work on the platform's Redis (``--redis-url``, ``$HOOKBUS_REDIS_URL`` or the embedded
+Redis of a ``hookbus up`` in ``--state-dir``); see :mod:`bus.token_store` and
+:mod:`bus.policy_store` for what is stored.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import datetime
+import json
+import os
+import sys
+from pathlib import Path
+
+from bus.connection import connect
+from bus.errors import ConfigError
+from bus.keys import Keyspace
+from bus.policy_store import PolicyStore, diff, scope_for
+from bus.token_store import TokenStore, parse_duration_s
+
+POLICY_ACTIONS = ("push", "versions", "show", "diff", "rollback")
+
+
+def add_tokens_arguments(parser: argparse.ArgumentParser, redis_source: object) -> None:
+    """The ``tokens`` sub-commands (``redis_source`` adds --redis-url/--state-dir/--key-prefix)."""
+    actions = parser.add_subparsers(dest="tokens_command", required=True, metavar="ACTION")
+    create = actions.add_parser("create", help="create a token for a tenant and print it (once)")
+    create.add_argument("--tenant", required=True, metavar="T")
+    create.add_argument("--name", default="", metavar="N", help="what the token is for")
+    create.add_argument("--expires", metavar="DURATION", help="30d, 12h, 90m ... (default: never)")
+    listing = actions.add_parser("list", help="id, tenant, name, created, last used, expiry (never the token)")
+    listing.add_argument("--tenant", metavar="T")
+    listing.add_argument("--json", action="store_true")
+    revoke = actions.add_parser("revoke", help="revoke a token by id (refused by every gateway within a second)")
+    revoke.add_argument("id", metavar="ID")
+    for sub in (create, listing, revoke):
+        redis_source(sub)  # type: ignore[operator]
+
+
+def add_policy_arguments(actions: argparse._SubParsersAction[argparse.ArgumentParser], redis_source: object) -> None:
+    """``policy push|versions|show|diff|rollback`` under the existing ``policy`` command."""
+    push = actions.add_parser("push", help="validate policy files and make them the current version of a layer")
+    push.add_argument("files", nargs="+", metavar="FILE")
+    scope = push.add_mutually_exclusive_group()
+    scope.add_argument("--tenant", metavar="T", help="the tenant's layer")
+    scope.add_argument("--org", action="store_true", help="the org layer every tenant runs under (the default)")
+    push.add_argument("--message", "-m", default="", metavar="M")
+    versions = actions.add_parser("versions", help="a layer's versions, oldest first; * marks the current one")
+    versions.add_argument("--tenant", metavar="T")
+    show = actions.add_parser("show", help="one version's files")
+    show.add_argument("version", metavar="VERSION")
+    compare = actions.add_parser("diff", help="a unified diff of two versions")
+    compare.add_argument("old", metavar="V1")
+    compare.add_argument("new", metavar="V2")
+    rollback = actions.add_parser("rollback", help="make an earlier version current again")
+    rollback.add_argument("--tenant", metavar="T")
+    rollback.add_argument("--to", metavar="VERSION", help="default: the version before the current one")
+    for sub in (push, versions, show, compare, rollback):
+        redis_source(sub)  # type: ignore[operator]
+
+
+def _when(ms: int | None) -> str:
+    if ms is None:
+        return "-"
+    return datetime.datetime.fromtimestamp(ms / 1000, datetime.UTC).strftime("%Y-%m-%d %H:%M:%SZ")
+
+
+async def _tokens(args: argparse.Namespace, redis_url: str, keys: Keyspace) -> int:
+    redis = connect(redis_url)
+    try:
+        store = TokenStore(redis, keys, redis_url)
+        if args.tokens_command == "create":
+            expires_s = parse_duration_s(args.expires) if args.expires else None
+            token, info = await store.create(args.tenant, args.name, expires_s)
+            print(token)
+            print(f"hookbus: token {info.id} for tenant {info.tenant} (expires {_when(info.expires_ms)}); "
+                  "it is shown only now", file=sys.stderr)
+            return 0
+        if args.tokens_command == "list":
+            found = await store.list(args.tenant)
+            if args.json:
+                print(json.dumps([t.public() for t in found], indent=2))
+                return 0
+            print(f"{'ID':<13} {'TENANT':<16} {'NAME':<16} {'CREATED':<21} {'LAST USED':<21} EXPIRES")
+            for t in found:
+                print(f"{t.id:<13} {t.tenant:<16} {t.name or '-':<16} {_when(t.created_ms):<21} "
+                      f"{_when(t.last_used_ms):<21} {_when(t.expires_ms)}")
+            return 0
+        revoked = await store.revoke(args.id)
+        if revoked is None:
+            raise ConfigError(f"no token with id {args.id!r} (see 'hookbus tokens list')")
+        print(f"revoked {revoked.id} ({revoked.tenant}{', ' + revoked.name if revoked.name else ''})")
+        return 0
+    finally:
+        await redis.aclose()
+
+
+def _read_files(paths: list[str]) -> list[tuple[str, str]]:
+    files = []
+    for path in paths:
+        try:
+            files.append((Path(path).name, Path(path).read_text(encoding="utf-8-sig")))
+        except OSError as exc:
+            raise ConfigError(f"cannot read {path}: {exc.strerror or exc}") from exc
+    return files
+
+
+async def _policy(args: argparse.Namespace, redis_url: str, keys: Keyspace) -> int:
+    redis = connect(redis_url)
+    try:
+        store = PolicyStore(redis, keys, redis_url)
+        action = args.policy_command
+        if action == "push":
+            files = _read_files(args.files)
+            author = os.environ.get("HOOKBUS_AUTHOR") or None
+            version, changed = await store.push(files, args.tenant, message=args.message, author=author)
+            scope = scope_for(args.tenant)
+            print(f"{scope}: version {version.id} {'is now current' if changed else 'is already current'}")
+            return 0
+        if action == "versions":
+            scope = scope_for(args.tenant)
+            current = (await store.current_ids()).get(scope)
+            for v in await store.versions(scope):
+                mark = "*" if v.id == current else " "
+                print(f"{mark} {v.id}  {_when(v.created_ms)}  {v.author:<12} {v.message}")
+            return 0
+        if action == "show":
+            shown = await store.get(args.version)
+            if shown is None:
+                raise ConfigError(f"no policy version {args.version!r}")
+            print(json.dumps(shown.summary()))
+            for name, text in shown.files:
+                print(f"--- {name}\n{text}", end="" if text.endswith("\n") else "\n")
+            return 0
+        if action == "diff":
+            old, new = await store.get(args.old), await store.get(args.new)
+            if old is None or new is None:
+                raise ConfigError(f"no policy version {args.old if old is None else args.new!r}")
+            print(diff(old, new), end="")
+            return 0
+        version = await store.rollback(args.tenant, args.to)
+        print(f"{scope_for(args.tenant)}: version {version.id} is current again")
+        return 0
+    finally:
+        await redis.aclose()
+
+
+def tokens_command(args: argparse.Namespace, redis_url: str, keys: Keyspace) -> int:
+    return asyncio.run(_tokens(args, redis_url, keys))
+
+
+def policy_command(args: argparse.Namespace, redis_url: str, keys: Keyspace) -> int:
+    """Raises PolicyError (printed line by line by the caller) for a push that does not load."""
+    return asyncio.run(_policy(args, redis_url, keys))
+
+
+__all__ = ["POLICY_ACTIONS", "add_policy_arguments", "add_tokens_arguments", "policy_command",
+           "tokens_command"]

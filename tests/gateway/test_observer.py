@@ -1,0 +1,99 @@
+"""The gateway's observer: the platform's Redis state as gauges (a real Redis)."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Callable
+from typing import Any
+
+import pytest_asyncio
+
+from bus.keys import DISPATCH_GROUP, Keyspace
+from bus.protocol import now_ms
+from gateway.observer import Observer, group_lag
+from hookbus.redis_server import free_port
+from tests.conftest import BusProbe, async_wait_for, exposition_samples, metric
+
+
+def stream_gauge(name: str, stream: str, group: str | None = DISPATCH_GROUP) -> float:
+    labels = {"stream": stream} if group is None else {"stream": stream, "group": group}
+    return metric(name, **labels)
+
+
+@pytest_asyncio.fixture
+async def observer(redis_url: str) -> AsyncIterator[Observer]:
+    found = Observer(redis_url, Keyspace())
+    yield found
+    await found.stop()
+
+
+async def test_the_observer_reports_streams_heartbeats_dead_letters_and_the_async_queue(
+    observer: Observer, bus: BusProbe
+) -> None:
+    keys = bus.keys
+    for n in range(5):
+        await bus.redis.xadd(keys.blocking_stream, {"n": n})
+    await bus.redis.xgroup_create(keys.blocking_stream, DISPATCH_GROUP, id="0")
+    await bus.redis.xreadgroup(DISPATCH_GROUP, "reader", {keys.blocking_stream: ">"}, count=2)  # 2 pending
+    for n in range(3):
+        await bus.redis.xadd(keys.dead_letter_stream, {"n": n})
+    await bus.redis.xadd(keys.decision_log, {"n": 1})
+    await bus.redis.hset(keys.dispatchers, mapping={"fresh": now_ms(), "gone": now_ms() - 60_000})  # type: ignore[misc]
+    await bus.redis.zadd(keys.arq_queue, {f"job-{n}": n for n in range(4)})
+
+    assert await observer.observe()
+    assert metric("hookbus_redis_up") == 1
+    assert stream_gauge("hookbus_stream_length", "blocking", None) == 5
+    assert stream_gauge("hookbus_stream_length", "events", None) == 0  # no such stream yet
+    assert stream_gauge("hookbus_stream_length", "decisions", None) == 1
+    assert stream_gauge("hookbus_stream_pending", "blocking") == 2
+    assert stream_gauge("hookbus_stream_lag", "blocking") == 3
+    assert stream_gauge("hookbus_stream_pending", "events") == 0
+    assert stream_gauge("hookbus_stream_lag", "events") == 0
+    assert metric("hookbus_dispatchers_alive") == 1  # the other heartbeat is a minute old
+    assert metric("hookbus_dlq_size") == 3
+    assert metric("hookbus_async_queue_depth") == 4
+
+
+async def test_the_lag_is_zero_once_every_entry_was_delivered(observer: Observer, bus: BusProbe) -> None:
+    stream = bus.keys.events_stream
+    await bus.redis.xgroup_create(stream, DISPATCH_GROUP, id="0", mkstream=True)
+    ids = [await bus.redis.xadd(stream, {"n": n}) for n in range(4)]
+    await bus.redis.xreadgroup(DISPATCH_GROUP, "reader", {stream: ">"})
+    await bus.redis.xack(stream, DISPATCH_GROUP, *ids)  # acknowledged, not yet trimmed
+    assert await observer.observe()
+    assert (stream_gauge("hookbus_stream_length", "events", None), stream_gauge("hookbus_stream_lag", "events"),
+            stream_gauge("hookbus_stream_pending", "events")) == (4, 0, 0)
+    await bus.redis.xadd(stream, {"n": "new"})
+    assert await observer.observe()
+    assert stream_gauge("hookbus_stream_lag", "events") >= 1
+
+
+def test_group_lag_is_redis_7s_counter_when_there_is_one() -> None:
+    assert group_lag({"name": b"dispatchers", "pending": 2, "lag": 7}, length=10) == 7
+    assert group_lag({"name": b"dispatchers", "pending": 2, "lag": None}, length=10) is None  # Redis 7 cannot tell
+    assert group_lag({"name": b"dispatchers", "pending": 2}, length=10) is None  # Redis 6.2
+    assert group_lag(None, length=10) == 10  # no group yet: it will read everything
+
+
+async def test_an_unreachable_redis_is_redis_up_0(silent_port: int) -> None:
+    errors = metric("hookbus_redis_errors_total", op="observe")
+    for port in (free_port(), silent_port):  # refused, and accepted but never answered
+        observer = Observer(f"redis://127.0.0.1:{port}/0", Keyspace(), timeout_s=0.2)
+        try:
+            assert not await observer.observe()
+        finally:
+            await observer.stop()
+        assert metric("hookbus_redis_up") == 0
+    assert metric("hookbus_redis_errors_total", op="observe") - errors == 2
+
+
+async def test_the_gateway_runs_the_observer(platform: Callable[..., Any]) -> None:
+    async with platform() as p:
+        async def scraped() -> dict[Any, float] | None:
+            samples = exposition_samples((await p.client.get(f"{p.url}/metrics")).content)
+            alive = samples.get(("hookbus_dispatchers_alive", frozenset()))
+            return samples if alive else None
+
+        samples = await async_wait_for(scraped, timeout_s=10, interval_s=0.1)
+    assert samples[("hookbus_redis_up", frozenset())] == 1
+    assert samples[("hookbus_stream_lag", frozenset({("stream", "blocking"), ("group", DISPATCH_GROUP)}))] == 0

@@ -1,0 +1,93 @@
+"""``hookbus dlq``, run as the real command against the suite's Redis: list and its filters, show,
+replay (by id, ``--all`` with filters), purge, and the errors people make."""
+
+from __future__ import annotations
+
+import json
+
+import orjson
+
+from bus.protocol import Request, now_ms
+from bus.redact import DEFAULT
+from tests.conftest import BusProbe, run_hookbus
+from workers import deadletters
+from workers.deadletters import Attempt
+
+
+async def seed(bus: BusProbe, *, tenant: str = "default", handler_id: str = "a1b2c3d4e5f60718",
+               handler_type: str = "http", n: int = 0) -> str:
+    hook_input = {"hook_event_name": "Notification", "session_id": f"s-{n}", "message": f"hello {n}"}
+    request = Request(f"ev-{n}", "Notification", tenant, orjson.dumps(hook_input), now_ms())
+    attempts = [Attempt(1, now_ms(), "error", "http hook answered HTTP 503", True, 12, 1500),
+                Attempt(2, now_ms(), "error", "http hook answered HTTP 503", True, 10)]
+    letter = deadletters.letter_of(request, hook_input, DEFAULT, job_id=f"ev-{n}:{handler_id}",
+                                   handler_id=handler_id, handler_type=handler_type, why="out_of_tries",
+                                   attempts=attempts)
+    return await deadletters.bury(bus.redis, bus.keys, letter)
+
+
+async def test_list_shows_one_line_per_letter_and_filters_by_tenant_and_handler(bus: BusProbe, redis_url: str) -> None:
+    first = await seed(bus, n=1)
+    second = await seed(bus, tenant="acme", handler_type="command", handler_id="ffff000011112222", n=2)
+    listed = run_hookbus("dlq", "list", "--redis-url", redis_url)
+    assert listed.returncode == 0, listed.stderr
+    lines = listed.stdout.splitlines()
+    assert lines[0].startswith("ID") and "LAST ERROR" in lines[0]
+    assert lines[1].startswith(first) and "http:a1b2c3d4e5f60718" in lines[1] and "HTTP 503" in lines[1]
+    assert lines[2].startswith(second)
+    assert lines[-1] == "2 dead letters shown (2 in hookbus:async:dead)"
+    only = run_hookbus("dlq", "list", "--tenant", "acme", "--json", "--redis-url", redis_url)
+    assert [json.loads(line)["id"] for line in only.stdout.splitlines()] == [second]
+    by_handler = run_hookbus("dlq", "list", "--handler", "a1b2", "--json", "--redis-url", redis_url)
+    assert [json.loads(line)["id"] for line in by_handler.stdout.splitlines()] == [first]
+    by_type = run_hookbus("dlq", "list", "--handler", "command", "--json", "--redis-url", redis_url)
+    assert [json.loads(line)["handler"]["type"] for line in by_type.stdout.splitlines()] == ["command"]
+    later = run_hookbus("dlq", "list", "--since", "now", "--json", "--redis-url", redis_url)
+    assert later.returncode == 0 and later.stdout == ""
+
+
+async def test_show_prints_the_whole_letter(bus: BusProbe, redis_url: str) -> None:
+    entry = await seed(bus, n=3)
+    shown = run_hookbus("dlq", "show", entry, "--redis-url", redis_url)
+    assert shown.returncode == 0, shown.stderr
+    letter = json.loads(shown.stdout)
+    assert letter["input"]["message"] == "hello 3"
+    assert [a["try"] for a in letter["attempts"]] == [1, 2] and letter["attempts"][0]["retry_in_ms"] == 1500
+    assert (letter["why"], letter["handler"]["type"], letter["replays"]) == ("out_of_tries", "http", 0)
+
+
+async def test_unknown_and_malformed_ids_are_clear_errors(bus: BusProbe, redis_url: str) -> None:
+    missing = run_hookbus("dlq", "show", "1-0", "--redis-url", redis_url)
+    assert (missing.returncode, missing.stderr.strip()) == (1, "hookbus: no dead letter 1-0 (see 'hookbus dlq list')")
+    bad = run_hookbus("dlq", "replay", "ev-1", "--redis-url", redis_url)
+    assert bad.returncode == 1 and "is not a dead-letter id" in bad.stderr and "Traceback" not in bad.stderr
+    entry = await seed(bus, n=4)
+    partly = run_hookbus("dlq", "replay", entry, "2-0", "--redis-url", redis_url)
+    assert partly.returncode == 1 and "no dead letter 2-0" in partly.stderr and "nothing replayed" in partly.stderr
+    assert await deadletters.size(bus.redis, bus.keys) == 1
+    both = run_hookbus("dlq", "replay", entry, "--all", "--redis-url", redis_url)
+    assert both.returncode == 1 and "not both" in both.stderr
+
+
+async def test_replay_queues_a_fresh_job_with_a_new_id_and_removes_the_letter(bus: BusProbe, redis_url: str) -> None:
+    kept = await seed(bus, tenant="acme", n=5)
+    await seed(bus, n=6)
+    replayed = run_hookbus("dlq", "replay", "--all", "--tenant", "default", "--redis-url", redis_url)
+    assert replayed.returncode == 0, replayed.stderr
+    assert "queued as job ev-6:a1b2c3d4e5f60718:r1" in replayed.stdout
+    assert "1 dead letter replayed" in replayed.stdout
+    assert [m.decode() for m in await bus.redis.zrange(bus.keys.arq_queue, 0, -1)] == ["ev-6:a1b2c3d4e5f60718:r1"]
+    assert [letter.entry_id async for letter in deadletters.scan(bus.redis, bus.keys)] == [kept]
+
+
+async def test_purge_needs_yes(bus: BusProbe, redis_url: str) -> None:
+    first = await seed(bus, n=7)
+    await seed(bus, n=8)
+    refused = run_hookbus("dlq", "purge", "--redis-url", redis_url)
+    assert refused.returncode == 1 and "deletes 2 dead letters" in refused.stderr
+    assert await deadletters.size(bus.redis, bus.keys) == 2
+    one = run_hookbus("dlq", "purge", first, "--yes", "--redis-url", redis_url)
+    assert one.stdout.strip() == "1 dead letter deleted"
+    rest = run_hookbus("dlq", "purge", "--yes", "--redis-url", redis_url)
+    assert rest.stdout.strip() == "1 dead letter deleted", (rest.returncode, rest.stderr)
+    assert await deadletters.size(bus.redis, bus.keys) == 0
