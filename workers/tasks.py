@@ -30,9 +30,11 @@ from arq.connections import ArqRedis
 from arq.worker import Worker, func
 
 from bus import metrics
+from bus.connection import connect
 from bus.keys import Keyspace
 from bus.logs import event_fields
 from bus.policy import Policy
+from bus.policy_registry import PolicyRegistry
 from bus.protocol import Request, now_ms
 from bus.redact import Redactor, redactor_for
 from bus.reload import PolicyWatcher
@@ -118,6 +120,9 @@ async def run_async_hook(ctx: dict[str, Any], job: dict[str, Any], handler_id: s
     job_try: int = ctx["job_try"]
     # An async hook answers nobody: the event's reply channel and deadline do not bound it.
     request = dataclasses.replace(Request.from_job(job), reply_to="", deadline_ms=0)
+    registry: PolicyRegistry | None = ctx.get("registry")
+    if registry is not None and request.policy:  # a tenant's layer: the versions its gateway chose
+        policy = await registry.resolve(request.tenant, request.policy)
     hook_input = orjson.loads(request.payload)
     redactor = _redactor(ctx, policy)
     entry = policy.entry(handler_id)
@@ -201,7 +206,7 @@ def slim_result(result: dict[str, Any]) -> bytes:
 
 
 def build_worker(settings: Settings, policy: Policy | dict[str, Policy], redis_url: str, *,
-                 burst: bool = False) -> LeasedWorker:
+                 burst: bool = False, registry: PolicyRegistry | None = None) -> LeasedWorker:
     """An arq worker that runs async hooks from hookbus's queue.
 
     ``policy`` may be a dict holding it under ``"policy"``, which a reload updates in place.
@@ -226,7 +231,7 @@ def build_worker(settings: Settings, policy: Policy | dict[str, Policy], redis_u
         job_serializer=slim_result,
         job_deserializer=orjson.loads,
         ctx={"current": current, "runners": default_runners(), "keys": settings.keys, "redis": pool,
-             "services": Services(settings, pool)},
+             "services": Services(settings, pool), "registry": registry},
     )
 
 
@@ -269,18 +274,21 @@ async def serve_worker(settings: Settings, policy: Policy, redis_url: str, metri
     metrics.init_metrics()
     metrics.start_http_server(metrics_port, settings.metrics_host, settings.metrics_token)
     current = {"policy": policy}
-    metrics.set_policy_revision(policy.revision)
+
+    registry_redis = connect(redis_url)
+    registry = PolicyRegistry(policy, registry_redis, settings.keys)
 
     def set_policy(new: Policy) -> None:
         current["policy"] = new
-        metrics.set_policy_revision(new.revision)
+        registry.set_base(new)
 
     watcher = PolicyWatcher(settings.policy_paths, set_policy)
     await watcher.start()
+    await registry.start()
     backoff = Backoff(cap_s=5.0)
     try:
         while True:
-            worker = build_worker(settings, current, redis_url)
+            worker = build_worker(settings, current, redis_url, registry=registry)
             try:
                 await worker.async_run()
                 return
@@ -297,6 +305,8 @@ async def serve_worker(settings: Settings, policy: Policy, redis_url: str, metri
             finally:
                 await close_worker(worker)
     finally:
+        await registry.stop()
+        await registry_redis.aclose()
         await watcher.stop()
 
 

@@ -28,7 +28,9 @@ POLICY = yaml.safe_dump({
 
 
 async def used_memory(bus: BusProbe) -> int:
-    return int((await bus.redis.info("memory"))["used_memory"])
+    """Redis's memory without its clients' buffers (the worker's pool opens a connection per running job)."""
+    info = await bus.redis.info("memory")
+    return int(info["used_memory"]) - int(info["mem_clients_normal"])
 
 
 async def hookbus_keys(bus: BusProbe) -> list[bytes]:

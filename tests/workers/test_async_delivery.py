@@ -254,7 +254,8 @@ async def test_past_max_queued_async_work_is_dropped_and_counted_and_every_answe
         notes = [await p.post(notification(n=n)) for n in range(20)]
         denied = [await p.post({"hook_event_name": "PreToolUse", "session_id": "s-q", "tool_name": "Bash",
                                 "tool_input": {"command": f"rm -rf /tmp/{n}"}}) for n in range(10)]
-        await async_wait_for(lambda: metric("hookbus_async_jobs_total", status="dropped") - dropped == 25)
+        await async_wait_for(lambda: metric("hookbus_async_jobs_total", status="dropped") - dropped == 25,
+                             timeout_s=30)
     assert [(r.status_code, r.headers["X-Hookbus-Outcome"]) for r in notes] == [(200, "recorded")] * 20
     assert {(r.status_code, r.headers["X-Hookbus-Outcome"]) for r in denied} == {(200, "decided")}
     assert all(r.json()["hookSpecificOutput"]["permissionDecision"] == "deny" for r in denied)
