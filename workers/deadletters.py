@@ -88,6 +88,8 @@ class DeadLetter:
     dialect: str = ""
     masked: list[dict[str, str]] = dataclasses.field(default_factory=list)
     entry_id: str = ""
+    #: The policy versions the event was evaluated under (a tenant's layer), kept for the replay.
+    policy: str = ""
 
     @property
     def replays(self) -> int:
@@ -98,7 +100,7 @@ class DeadLetter:
         meta = {"job": self.job_id, "id": self.event_id, "ev": self.event, "tn": self.tenant, "sid": self.session_id,
                 "h": self.handler_id, "ty": self.handler_type, "why": self.why, "rsn": self.reason,
                 "tries": [a.to_json() for a in self.attempts], "ts": self.received_ms, "dms": self.dead_ms,
-                "dc": self.dialect, "mask": self.masked}
+                "dc": self.dialect, "mask": self.masked, "pv": self.policy}
         return {"m": orjson.dumps(meta), "p": self.payload}
 
     @classmethod
@@ -112,13 +114,15 @@ class DeadLetter:
                 received_ms=int(meta["ts"]), dead_ms=int(meta["dms"]), dialect=meta.get("dc", ""),
                 masked=meta.get("mask", []),
                 entry_id=entry_id.decode() if isinstance(entry_id, bytes) else entry_id,
+                policy=meta.get("pv", ""),
             )
         except (KeyError, TypeError, ValueError, orjson.JSONDecodeError) as exc:
             raise ProtocolError(f"malformed dead letter {entry_id!r}: {exc!r}") from exc
 
     def request(self) -> Request:
         """The event to queue again (its stored, masked input)."""
-        return Request(self.event_id, self.event, self.tenant, self.payload, self.received_ms, dialect=self.dialect)
+        return Request(self.event_id, self.event, self.tenant, self.payload, self.received_ms, dialect=self.dialect,
+                       policy=self.policy)
 
     def to_json(self) -> dict[str, Any]:
         """A JSON-friendly view (``hookbus dlq show``)."""
@@ -150,6 +154,7 @@ def letter_of(request: Request, hook_input: Any, redactor: Redactor, *, job_id: 
         session_id=session if isinstance(session, str) else "", handler_id=handler_id, handler_type=handler_type,
         why=why, reason=kept[-1].error if kept else "", attempts=kept, payload=payload,
         received_ms=request.received_ms, dead_ms=now_ms(), dialect=request.dialect, masked=masked_list(masked),
+        policy=request.policy,
     )
 
 

@@ -21,6 +21,7 @@ import contextlib
 import dataclasses
 import logging
 import time
+import weakref
 from typing import Any
 
 import orjson
@@ -92,11 +93,12 @@ async def deliver_later(redis: ArqRedis, keys: Keyspace, request: Request, resul
 
 
 def _redactor(ctx: dict[str, Any], policy: Policy) -> Redactor:
-    """The policy's redactor, built once per policy (a reload builds the next one)."""
-    cached = ctx.get("redactor")
-    if cached is None or cached[0] is not policy:
-        cached = ctx["redactor"] = (policy, redactor_for(policy.settings.redact))
-    return cached[1]
+    """The policy's redactor, built once per policy (each tenant's, each reload's) and dropped with it."""
+    cache: weakref.WeakKeyDictionary[Policy, Redactor] = ctx.setdefault("redactors", weakref.WeakKeyDictionary())
+    found = cache.get(policy)
+    if found is None:
+        found = cache[policy] = redactor_for(policy.settings.redact)
+    return found
 
 
 async def _run_handler(ctx: dict[str, Any], hook: HookContext) -> HandlerResult:

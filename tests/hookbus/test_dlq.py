@@ -91,3 +91,13 @@ async def test_purge_needs_yes(bus: BusProbe, redis_url: str) -> None:
     rest = run_hookbus("dlq", "purge", "--yes", "--redis-url", redis_url)
     assert rest.stdout.strip() == "1 dead letter deleted", (rest.returncode, rest.stderr)
     assert await deadletters.size(bus.redis, bus.keys) == 0
+
+
+async def test_a_letter_keeps_the_policy_versions_its_event_ran_under_for_the_replay(bus: BusProbe) -> None:
+    hook_input = {"hook_event_name": "Notification", "session_id": "s-v", "message": "x"}
+    request = Request("ev-v", "Notification", "acme", orjson.dumps(hook_input), now_ms(), policy="org3|acme7")
+    letter = deadletters.letter_of(request, hook_input, DEFAULT, job_id="ev-v:h", handler_id="h", handler_type="http",
+                                   why="not_retryable", attempts=[Attempt(1, now_ms(), "error", "HTTP 404", False)])
+    stored = await deadletters.get(bus.redis, bus.keys, await deadletters.bury(bus.redis, bus.keys, letter))
+    assert stored is not None and stored.request().policy == "org3|acme7"
+    assert stored.request().payload == request.payload and stored.reason == "HTTP 404"
