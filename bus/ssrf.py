@@ -21,17 +21,12 @@ addresses and connecting to the rest would let one DNS answer mix a public decoy
 internal target and leave the choice to connection order; a legitimate service never needs
 to publish an internal address, so a mixed answer is treated as hostile.
 
-**Connection** (:class:`GuardedTransport`). The check happens where the socket is opened: the
-transport's connection pool uses :class:`GuardedBackend`, whose ``connect_tcp`` resolves and
-checks the host and then connects to one of the *checked* addresses, never resolving again
-(no DNS rebinding between check and connect). The URL, the ``Host`` header and the TLS SNI
-and certificate check all keep the original host name, and the pool stays keyed by host name,
-so a kept-alive TLS connection verified for one name is never reused for another name that
-happens to share its IP (which rewriting the URL to the IP would allow). Only ``http`` and
-``https`` are accepted, Unix sockets and proxies never; a transport does not follow redirects
-(and hookbus's client is built with ``follow_redirects=False``). Response bodies are streamed
-through a counter and the request fails with :class:`ResponseTooLarge` past
-``max_response_bytes`` (a larger ``Content-Length`` fails before any body is read).
+**Connection** (:class:`workers.transport.GuardedAiohttpTransport`, which the outbound client
+uses). The check happens where the socket is opened: the connection pool resolves through
+:func:`resolve_checked` and connects to one of the *checked* addresses, never resolving again
+(no DNS rebinding between check and connect); URL, ``Host`` header and TLS keep the host name.
+Only ``http`` and ``https``, no proxies, no redirects, response bodies capped
+(:class:`ResponseTooLarge`).
 """
 
 from __future__ import annotations
@@ -39,12 +34,7 @@ from __future__ import annotations
 import asyncio
 import ipaddress
 import socket
-import ssl
-from collections.abc import AsyncIterator, Callable, Iterable, Sequence
-from typing import Any
-
-import httpcore
-import httpx
+from collections.abc import Iterable, Sequence
 
 from bus.errors import ConfigError, HookError
 
@@ -199,152 +189,7 @@ async def resolve_checked(host: str, port: int, allowed: Sequence[IPNetwork] = (
     return found
 
 
-class GuardedBackend(httpcore.AsyncNetworkBackend):
-    """A network backend that connects only to checked addresses (see the module docstring)."""
-
-    def __init__(self, allowed: Sequence[IPNetwork] = (), inner: httpcore.AsyncNetworkBackend | None = None) -> None:
-        self.allowed = tuple(allowed)
-        self._inner = inner if inner is not None else httpcore.AnyIOBackend()
-
-    async def connect_tcp(
-        self,
-        host: str,
-        port: int,
-        timeout: float | None = None,  # noqa: ASYNC109 (httpcore's interface)
-        local_address: str | None = None,
-        socket_options: Iterable[Any] | None = None,
-    ) -> httpcore.AsyncNetworkStream:
-        """Resolve and check ``host``, then connect to its checked addresses in turn."""
-        try:
-            async with asyncio.timeout(timeout):
-                addresses = await resolve_checked(host, port, self.allowed)
-        except TimeoutError as exc:
-            raise httpcore.ConnectTimeout(f"resolving {host!r} timed out") from exc
-        failure: httpcore.ConnectError | None = None
-        for ip in addresses:
-            try:
-                return await self._inner.connect_tcp(
-                    str(ip), port, timeout=timeout, local_address=local_address, socket_options=socket_options
-                )
-            except httpcore.ConnectError as exc:
-                failure = exc
-        assert failure is not None
-        raise failure
-
-    async def connect_unix_socket(
-        self,
-        path: str,
-        timeout: float | None = None,  # noqa: ASYNC109 (httpcore's interface)
-        socket_options: Iterable[Any] | None = None,
-    ) -> httpcore.AsyncNetworkStream:
-        """Always refused: outbound requests go to TCP addresses the guard can check."""
-        raise SSRFBlocked("SSRF guard refused a Unix socket connection")
-
-    async def sleep(self, seconds: float) -> None:
-        await self._inner.sleep(seconds)
-
-
-class _CappedStream(httpx.AsyncByteStream):
-    """A response body that fails with ResponseTooLarge once it passes ``cap`` bytes."""
-
-    def __init__(self, inner: httpx.AsyncByteStream, cap: int, on_close: Callable[[], None]) -> None:
-        self._inner, self._cap, self._on_close = inner, cap, on_close
-        self._seen = 0
-        self._closed = False
-
-    async def __aiter__(self) -> AsyncIterator[bytes]:
-        async for chunk in self._inner:
-            self._seen += len(chunk)
-            if self._seen > self._cap:
-                raise ResponseTooLarge(f"response body over {self._cap} bytes; stopped reading")
-            yield chunk
-
-    async def aclose(self) -> None:
-        if self._closed:
-            return
-        self._closed = True
-        try:
-            await self._inner.aclose()
-        finally:
-            self._on_close()
-
-
-class GuardedTransport(httpx.AsyncHTTPTransport):
-    """``httpx.AsyncHTTPTransport`` with the SSRF guard, no proxies and a response size cap."""
-
-    def __init__(
-        self,
-        allowed: Sequence[IPNetwork] = (),
-        *,
-        max_response_bytes: int = 1 << 20,
-        limits: httpx.Limits = httpx.Limits(max_connections=100, max_keepalive_connections=20),  # noqa: B008
-        verify: ssl.SSLContext | bool = True,
-        network_backend: httpcore.AsyncNetworkBackend | None = None,
-    ) -> None:
-        context = httpx.create_ssl_context(verify=verify, trust_env=False)
-        super().__init__(verify=context, trust_env=False, limits=limits, retries=0)
-        self.allowed = tuple(allowed)
-        self.max_response_bytes = max_response_bytes
-        if not isinstance(getattr(self, "_pool", None), httpcore.AsyncConnectionPool):
-            # The parent sends through ``self._pool``; if httpx ever renames it, fail here, not open.
-            raise RuntimeError("unsupported httpx version: AsyncHTTPTransport has no _pool to guard")
-        self._pool = httpcore.AsyncConnectionPool(
-            ssl_context=context,
-            max_connections=limits.max_connections,
-            max_keepalive_connections=limits.max_keepalive_connections,
-            keepalive_expiry=limits.keepalive_expiry,
-            retries=0,
-            network_backend=GuardedBackend(self.allowed, network_backend),
-        )
-        self._in_flight = 0
-        self._retired = False
-        self._closer: asyncio.Task[None] | None = None
-
-    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
-        """Send ``request`` through the guarded pool; its body is capped at ``max_response_bytes``."""
-        if request.url.scheme not in ("http", "https"):
-            raise SSRFBlocked(f"SSRF guard refused scheme {request.url.scheme!r}: only http and https")
-        self._in_flight += 1
-        try:
-            response = await super().handle_async_request(request)
-            declared = response.headers.get("content-length", "")
-            if declared.isdigit() and int(declared) > self.max_response_bytes:
-                await response.aclose()
-                raise ResponseTooLarge(f"response body of {declared} bytes is over {self.max_response_bytes} bytes")
-        except BaseException:
-            self._done()
-            raise
-        assert isinstance(response.stream, httpx.AsyncByteStream)
-        response.stream = _CappedStream(response.stream, self.max_response_bytes, self._done)
-        return response
-
-    @property
-    def in_flight(self) -> int:
-        """Requests sent whose response has not been closed yet."""
-        return self._in_flight
-
-    def close_when_idle(self) -> None:
-        """Close the pool as soon as no request is in flight (a replaced client)."""
-        self._retired = True
-        self._maybe_close()
-
-    def _done(self) -> None:
-        self._in_flight -= 1
-        self._maybe_close()
-
-    def _maybe_close(self) -> None:
-        if self._retired and self._in_flight == 0 and self._closer is None:
-            try:
-                self._closer = asyncio.get_running_loop().create_task(self.aclose())
-            except RuntimeError:  # no loop: nothing can be in flight either
-                return
-            _CLOSING.add(self._closer)  # the loop keeps only weak references to tasks
-            self._closer.add_done_callback(_CLOSING.discard)
-
-
 __all__ = [
-    "GuardedBackend",
-    "GuardedTransport",
     "IPAddress",
     "IPNetwork",
     "ResolveError",

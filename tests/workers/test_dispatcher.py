@@ -149,7 +149,7 @@ async def test_an_idle_dispatcher_stops_at_once(platform: Callable[..., Any], bu
 
         async def blocked_in_read() -> bool:
             clients = await bus.redis.client_list()
-            return any(c.get("name") == worker.reader_name and c.get("cmd") == "xreadgroup" for c in clients)
+            return any(c.get("name") == worker.work.reader_name and c.get("cmd") == "xreadgroup" for c in clients)
 
         await async_wait_for(blocked_in_read, timeout_s=5)
         started = time.perf_counter()

@@ -1,0 +1,250 @@
+"""A dispatcher's side of the work streams: read, claim, dead-letter, heartbeat, trim.
+
+The dispatcher (:mod:`workers.dispatcher`) decides what each entry means; this module keeps
+the consumer group working under it. It reads new entries with XREADGROUP on a connection of
+its own, so that a stop wakes the blocked read at once with CLIENT UNBLOCK. Entries left
+pending by a dead dispatcher are claimed with XAUTOCLAIM; entries delivered too often go to
+the dead-letter stream. A live dispatcher keeps its own in-flight entries fresh (XCLAIM
+JUSTID resets their idle time) so that a slow hook is never claimed, and run twice, by anyone
+else. Settled entries are trimmed from the work streams within seconds (they are queues,
+not logs), and the decision log is trimmed to its retention.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import uuid
+from collections.abc import Awaitable, Callable, Mapping
+
+import redis.asyncio as aioredis
+import redis.exceptions
+
+from bus import metrics
+from bus.connection import connect, redis_errors
+from bus.errors import BusUnavailable
+from bus.keys import DEAD_LETTER_MAXLEN, DISPATCH_GROUP
+from bus.protocol import StreamFields, now_ms
+from bus.retry import Backoff
+from bus.schema import DecisionLogSettings
+from bus.settings import Settings
+from workers.outbox import Outbox
+
+logger = logging.getLogger("hookbus.dispatcher")
+
+_HEARTBEAT_S = 2.0
+_READ_BLOCK_MS = 1000
+
+#: Starts handling one entry (the dispatcher's).
+Spawn = Callable[[str, bytes, Mapping[bytes, bytes]], Awaitable[None]]
+
+
+class WorkStreams:
+    """The consumer group's mechanics for one dispatcher (see the module docstring)."""
+
+    def __init__(self, settings: Settings, redis: aioredis.Redis, redis_url: str, outbox: Outbox, consumer: str,
+                 *, spawn: Spawn, redact: Callable[[StreamFields], StreamFields],
+                 retention: Callable[[], DecisionLogSettings]) -> None:
+        self.settings = settings
+        self.keys = settings.keys
+        self.redis = redis
+        self.redis_url = redis_url
+        self.outbox = outbox
+        self.consumer = consumer
+        self.spawn = spawn
+        self.redact = redact
+        self.retention = retention
+        self.names = (self.keys.blocking_stream, self.keys.events_stream)
+        #: Entry ids being handled right now, per stream (kept fresh until settled).
+        self.inflight: dict[str, set[bytes]] = {stream: set() for stream in self.names}
+        self.reader_name = f"hookbus-reader-{uuid.uuid4().hex[:12]}"
+        self.reader = connect(redis_url, socket_timeout_s=None, client_name=self.reader_name)
+        self._groups_ready = False
+
+    def settled(self, stream: str, entry_id: bytes) -> None:
+        """``entry_id`` is settled (or given up here): stop keeping it fresh."""
+        self.inflight[stream].discard(entry_id)
+
+    async def close(self) -> None:
+        with contextlib.suppress(Exception):
+            await self.redis.hdel(self.keys.dispatchers, self.consumer)  # type: ignore[misc]
+        await self.reader.aclose()
+
+    async def ensure_groups(self) -> None:
+        with redis_errors(self.redis_url):
+            for stream in self.names:
+                try:
+                    await self.redis.xgroup_create(stream, DISPATCH_GROUP, id="0", mkstream=True)
+                except redis.exceptions.ResponseError as exc:
+                    if "BUSYGROUP" not in str(exc):
+                        raise
+
+    async def read(self, stop: asyncio.Event) -> list[tuple[str, bytes, Mapping[bytes, bytes]]]:
+        """The next batch of new entries (waiting out Redis outages); empty once ``stop`` is set."""
+        groups_ready = self._groups_ready
+        backoff = Backoff(cap_s=1.0)
+        while not stop.is_set():
+            try:
+                if not groups_ready:
+                    await self.ensure_groups()
+                    groups_ready = self._groups_ready = True
+                with redis_errors(self.redis_url):
+                    async with asyncio.timeout(_READ_BLOCK_MS / 1000 + 5):
+                        response = await self.reader.xreadgroup(
+                            DISPATCH_GROUP, self.consumer, dict.fromkeys(self.names, ">"),
+                            count=self.settings.dispatch_batch, block=_READ_BLOCK_MS,
+                        )
+                backoff.reset()
+            except (BusUnavailable, TimeoutError) as exc:
+                if backoff.failures == 0:
+                    logger.warning("%s; retrying", exc)
+                metrics.child(metrics.REDIS_ERRORS, "read").inc()
+                groups_ready = self._groups_ready = False
+                await backoff.wait(stop)
+                continue
+            except redis.exceptions.ResponseError as exc:
+                if "NOGROUP" in str(exc):  # the stream was deleted under us
+                    groups_ready = self._groups_ready = False
+                    continue
+                raise
+            if response:
+                metrics.DISPATCH_BATCH.observe(sum(len(entries) for _, entries in response))
+                return [(stream.decode(), entry_id, fields)
+                        for stream, entries in response for entry_id, fields in entries]
+        return []
+
+
+    async def wake_reader(self, stop: asyncio.Event) -> None:
+        """Once stopping, unblock this dispatcher's XREADGROUP (repeatedly: it may not block yet)."""
+        await stop.wait()
+        while True:
+            with contextlib.suppress(Exception):
+                for client in await self.redis.client_list():
+                    if client.get("name") == self.reader_name:
+                        await self.redis.client_unblock(int(client["id"]))
+            await asyncio.sleep(0.05)
+
+    async def dead_letter(self, stream: str, entry_id: bytes, fields: Mapping[bytes, bytes], why: str) -> None:
+        logger.warning("dead-lettering %s %s: %s", stream, entry_id.decode(), why)
+        metrics.DEAD_LETTERS.labels(stream.rsplit(":", 1)[-1]).inc()
+        # Whatever the entry holds (it may not be hookbus's), moving it aside must not fail.
+        dead: StreamFields = self.redact({**{k.decode("utf-8", "replace"): v for k, v in fields.items()},
+                                                   "_stream": stream, "_id": entry_id, "_why": why})
+        self.outbox.xadd(self.keys.dead_letter_stream, dead, DEAD_LETTER_MAXLEN)
+        self.outbox.ack(stream, entry_id)
+
+    async def heartbeat(self, stop: asyncio.Event) -> None:
+        while not stop.is_set():
+            with contextlib.suppress(BusUnavailable, redis.exceptions.RedisError):
+                with redis_errors():
+                    await self.redis.hset(self.keys.dispatchers, self.consumer, str(now_ms()))  # type: ignore[misc]
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(_HEARTBEAT_S):
+                    await stop.wait()
+
+    async def janitor(self, stop: asyncio.Event) -> None:
+        """Keep in-flight entries fresh; claim entries a dead dispatcher left pending; trim the log.
+
+        Runs until cancelled: once ``stop`` is set it only refreshes the entries still draining.
+        """
+        interval_s = max(0.05, self.settings.claim_idle_ms / 4000)
+        while True:
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(interval_s):
+                    await stop.wait()
+            try:
+                await self.refresh_inflight()
+                if stop.is_set():
+                    await asyncio.sleep(interval_s)
+                    continue
+                for stream in self.names:
+                    await self.claim(stream)
+                    await self.trim_acknowledged(stream)
+                await self.trim_log()
+            except (BusUnavailable, redis.exceptions.RedisError) as exc:
+                logger.debug("janitor: %s", exc)
+
+    async def refresh_inflight(self) -> None:
+        """Reset the idle time of the entries this dispatcher is handling (XCLAIM JUSTID).
+
+        A hook may run far longer than ``claim_idle_ms``; without this its entry would look
+        abandoned and be claimed, and run again, by another dispatcher or by this one.
+        JUSTID leaves the delivery counter alone.
+        """
+        with redis_errors(self.redis_url):
+            for stream, ids in self.inflight.items():
+                if ids:
+                    await self.redis.xclaim(stream, DISPATCH_GROUP, self.consumer, 0, list(ids), justid=True)
+
+    async def claim(self, stream: str) -> int:
+        """Take over entries idle longer than ``claim_idle_ms``; returns how many.
+
+        XAUTOCLAIM JUSTID moves the idle entries to this consumer; each is then read with an
+        XCLAIM of its own, which counts the delivery. One XCLAIM per id because Redis 6.2
+        answers an entry deleted (trimmed) while pending with a nil that carries no id; such
+        entries are acknowledged here (Redis 7 drops them from the pending list itself).
+        """
+        with redis_errors(self.redis_url):
+            ids: list[bytes] = await self.redis.xautoclaim(
+                stream, DISPATCH_GROUP, self.consumer, self.settings.claim_idle_ms, "0-0", count=100, justid=True
+            )
+            ids = [entry_id for entry_id in ids if entry_id not in self.inflight[stream]]
+            if not ids:
+                return 0
+            async with self.redis.pipeline(transaction=False) as pipe:
+                for entry_id in ids:
+                    pipe.xclaim(stream, DISPATCH_GROUP, self.consumer, 0, [entry_id])
+                answers = await pipe.execute()
+            pending = await self.redis.xpending_range(
+                stream, DISPATCH_GROUP, min=min(ids), max=max(ids), count=len(ids) + 100, consumername=self.consumer,
+            )
+        deliveries = {p["message_id"]: p["times_delivered"] for p in pending}
+        for entry_id, answer in zip(ids, answers, strict=True):
+            if not answer:  # acknowledged meanwhile, or deleted and dropped from the PEL (Redis 7)
+                continue
+            fields = answer[0][1]
+            if fields is None:  # deleted from the stream (trimmed) while pending (Redis 6.2)
+                logger.warning("dropping %s %s: deleted from the stream while pending", stream, entry_id.decode())
+                self.outbox.ack(stream, entry_id)
+                continue
+            if deliveries.get(entry_id, 0) > self.settings.max_deliveries:
+                why = f"delivered more than {self.settings.max_deliveries} times"
+                await self.dead_letter(stream, entry_id, fields, why)
+                continue
+            logger.info("claimed %s %s from a dead dispatcher", stream, entry_id.decode())
+            await self.spawn(stream, entry_id, fields)
+        return len(ids)
+
+    async def trim_acknowledged(self, stream: str) -> None:
+        """Drop entries every consumer is done with: work streams are queues, not logs.
+
+        Everything older than the oldest pending entry and already delivered to the group
+        has been settled (its record is in the decision log), so it can go.
+        """
+        with redis_errors(self.redis_url):
+            summary = await self.redis.xpending(stream, DISPATCH_GROUP)
+            if summary["pending"]:
+                min_id = summary["min"]
+            else:
+                groups = await self.redis.xinfo_groups(stream)
+                group = next((g for g in groups if g["name"] == DISPATCH_GROUP.encode()), None)
+                if group is None:
+                    return
+                last = group["last-delivered-id"]
+                ms, _, seq = last.partition(b"-")
+                min_id = f"{int(ms)}-{int(seq or 0) + 1}".encode()
+            await self.redis.xtrim(stream, minid=min_id, approximate=False)
+
+    async def trim_log(self) -> None:
+        """Enforce ``hookbus.decisionLog`` exactly: each record's XADD trims by length only about
+        (whole stream nodes), so the janitor trims to ``maxLength`` and ``maxAgeSeconds`` exactly."""
+        retention = self.retention()
+        with redis_errors(self.redis_url):
+            await self.redis.xtrim(self.keys.decision_log, maxlen=retention.max_length, approximate=False)
+            if retention.max_age_seconds is not None:
+                min_id = f"{now_ms() - int(retention.max_age_seconds * 1000)}-0"
+                await self.redis.xtrim(self.keys.decision_log, minid=min_id, approximate=False)
+
+
+__all__ = ["Spawn", "WorkStreams"]
