@@ -64,6 +64,14 @@ class RecordOutcome(enum.StrEnum):
     FAIL_OPEN = "fail-open"
 
 
+def payload_json(payload: bytes) -> Any:
+    """A stored hook input as JSON, or as text when it is not JSON (for views, never decisions)."""
+    try:
+        return orjson.loads(payload)
+    except orjson.JSONDecodeError:
+        return payload.decode("utf-8", "replace")
+
+
 def now_ms() -> int:
     return time.time_ns() // 1_000_000
 
@@ -270,10 +278,7 @@ class LogRecord:
 
     def to_json(self) -> dict[str, Any]:
         """A JSON-friendly view (for ``hookbus tail`` and exports)."""
-        try:
-            hook_input: Any = orjson.loads(self.payload)
-        except orjson.JSONDecodeError:
-            hook_input = self.payload.decode("utf-8", "replace")
+        hook_input = payload_json(self.payload)
         return {
             "id": self.event_id,
             "time": iso_time(self.received_ms),
@@ -302,5 +307,5 @@ class LogRecord:
 
 __all__ = [
     "FailOpenReason", "LogRecord", "ProtocolError", "RecordOutcome", "Reply", "Request", "StreamFields", "iso_time",
-    "now_ms",
+    "now_ms", "payload_json",
 ]

@@ -24,7 +24,7 @@ import redis.asyncio as aioredis
 from arq.connections import ArqRedis
 
 from bus.keys import ASYNC_DEAD_LETTER_MAXLEN, Keyspace
-from bus.protocol import ProtocolError, Request, iso_time, now_ms
+from bus.protocol import ProtocolError, Request, iso_time, now_ms, payload_json
 from bus.redact import Masked, Redactor, masked_list
 from workers.queue import put_job, replay_job_id, replay_number
 
@@ -126,10 +126,7 @@ class DeadLetter:
 
     def to_json(self) -> dict[str, Any]:
         """A JSON-friendly view (``hookbus dlq show``)."""
-        try:
-            hook_input: Any = orjson.loads(self.payload)
-        except orjson.JSONDecodeError:
-            hook_input = self.payload.decode("utf-8", "replace")
+        hook_input = payload_json(self.payload)
         return {
             "id": self.entry_id, "dead_at": iso_time(self.dead_ms), "why": self.why, "reason": self.reason,
             "event_id": self.event_id, "event": self.event, "tenant": self.tenant, "session_id": self.session_id,
