@@ -13,7 +13,7 @@ machine with the same interpreter (the venv's, which the ``hookbus`` console scr
 * ``hookbus hook`` with the gateway down (start-up and a refused connect, no round trip);
 * the HTTP round trip alone, measured in-process with the shim's own client.
 
-Before measuring, ``bus/`` is byte-compiled (``compileall``), as ``pip install`` does: with
+Before measuring, ``bus/`` and ``hookbus/`` are byte-compiled (``compileall``), as ``pip install`` does: with
 ``PYTHONDONTWRITEBYTECODE=1`` (common in dev shells and CI) an editable checkout would
 otherwise recompile ``hookbus.cli`` and ``hookbus.shim`` on every run (~9 ms) and measure that.
 
@@ -87,7 +87,8 @@ def main() -> int:
     parser.add_argument("--runs", type=int, default=200, help="runs per case (default 200)")
     parser.add_argument("--json", action="store_true", help="print JSON instead of markdown")
     args = parser.parse_args()
-    compileall.compile_dir(str(ROOT / "bus"), quiet=1)
+    for package in ("bus", "hookbus"):
+        compileall.compile_dir(str(ROOT / package), quiet=1)
     port = free_port()
     url = f"http://127.0.0.1:{port}"
     dead = f"http://127.0.0.1:{free_port()}"
