@@ -103,6 +103,13 @@ class LocalHooks:
             hook_input["tool_input"] = local.updated_input
         return state.combine(local)
 
+    def _step(self, event: str, state: Decision, hook_input: dict[str, Any], callback: Callback,
+              result: Any) -> Decision:
+        """Fold one callback's result (or the exception it raised) into the decision so far."""
+        if isinstance(result, Exception):
+            return self._failed(event, state, callback, result)
+        return self._apply(state, hook_input, result)
+
     def _failed(self, event: str, state: Decision, callback: Callback, exc: Exception) -> Decision:
         name = getattr(callback, "__qualname__", repr(callback))
         logger.warning("hookbus: local %s hook %s failed: %s", event, name, exc, exc_info=True)
@@ -123,15 +130,13 @@ class LocalHooks:
                     getattr(result, "close", lambda: None)()
                     raise TypeError("async callback: use 'await engine.aemit(...)'")
             except Exception as exc:  # a local hook never crashes the agent
-                state = self._failed(event, state, callback, exc)
-            else:
-                state = self._apply(state, hook_input, result)
+                result = exc
+            state = self._step(event, state, hook_input, callback, result)
             if state.blocked:
                 return state
         if self.client is None:
             return state
-        fields = {k: v for k, v in hook_input.items() if k != "hook_event_name"}
-        return state.combine(self.client.emit(event, **fields))
+        return state.combine(self.client.emit(event, **_fields(hook_input)))
 
     async def aemit(self, event: str, /, **fields: Any) -> Decision:
         """:meth:`emit` for asyncio: callbacks may be coroutine functions; any client works."""
@@ -143,17 +148,19 @@ class LocalHooks:
                 if inspect.isawaitable(result):
                     result = await result
             except Exception as exc:
-                state = self._failed(event, state, callback, exc)
-            else:
-                state = self._apply(state, hook_input, result)
+                result = exc
+            state = self._step(event, state, hook_input, callback, result)
             if state.blocked:
                 return state
         if self.client is None:
             return state
-        fields = {k: v for k, v in hook_input.items() if k != "hook_event_name"}
         if isinstance(self.client, AsyncHookBusClient):
-            return state.combine(await self.client.emit(event, **fields))
-        return state.combine(self.client.emit(event, **fields))
+            return state.combine(await self.client.emit(event, **_fields(hook_input)))
+        return state.combine(self.client.emit(event, **_fields(hook_input)))
+
+
+def _fields(hook_input: dict[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in hook_input.items() if k != "hook_event_name"}
 
 
 __all__ = ["Callback", "LocalHooks", "as_decision"]
