@@ -95,6 +95,9 @@ class Settings:
     max_streams_per_token: int = 4
     insecure: bool = False
     max_body_bytes: int = DEFAULT_MAX_BODY_BYTES
+    #: Bytes of events one tenant may have in flight at a gateway at once (0: no budget): past
+    #: it, 429. Bounds the memory (Redis's and the gateway's) one tenant can hold.
+    tenant_inflight_bytes: int = 64 * 1024 * 1024
     rate_limit_per_s: float = 0.0
     rate_limit_burst: int = 0
     #: Requests per second per token (0: no per-token limit); buckets shared in Redis.
@@ -143,6 +146,7 @@ class Settings:
         for name, key, kind in (
             ("port", "HOOKBUS_PORT", int),
             ("max_body_bytes", "HOOKBUS_MAX_BODY_BYTES", int),
+            ("tenant_inflight_bytes", "HOOKBUS_TENANT_INFLIGHT_BYTES", int),
             ("rate_limit_per_s", "HOOKBUS_RATE_LIMIT", float),
             ("rate_limit_burst", "HOOKBUS_RATE_LIMIT_BURST", int),
             ("token_rate_limit_per_s", "HOOKBUS_TOKEN_RATE_LIMIT", float),

@@ -68,6 +68,8 @@ class Gateway:
         self.spool = Spool(self._append_many)
         self.limiter = SharedRateLimiter(self.redis, self.keys, settings.rate_limit_per_s, settings.rate_limit_burst,
                                          settings.token_rate_limit_per_s, settings.token_rate_limit_burst)
+        #: Bytes of request bodies being handled right now, per tenant (the in-flight budget).
+        self._inflight_bytes: dict[str, int] = {}
         self.token_store = TokenStore(self.redis, self.keys, redis_url) if settings.managed_tokens else None
         self.registry = PolicyRegistry(policy, self.redis, self.keys)
         self.watcher = PolicyWatcher(settings.policy_paths, self.set_policy)
@@ -185,6 +187,22 @@ class Gateway:
         if self.limiter.enabled:
             await self._rate_limit(tenant, token_id)
         body = await self.read_body(headers, receive)
+        budget = self.settings.tenant_inflight_bytes
+        held = self._inflight_bytes.get(tenant, 0)
+        if budget and held + len(body) > budget:
+            raise RequestRejected(429, "over_budget", f"tenant '{tenant}' has {held} bytes of events in flight; "
+                                  f"its budget is {budget} (HOOKBUS_TENANT_INFLIGHT_BYTES)", {"Retry-After": "1"})
+        self._inflight_bytes[tenant] = held + len(body)
+        try:
+            return await self._answer(headers, query, tenant, body, started)
+        finally:
+            if (left := self._inflight_bytes[tenant] - len(body)) > 0:
+                self._inflight_bytes[tenant] = left
+            else:
+                del self._inflight_bytes[tenant]
+
+    async def _answer(self, headers: dict[bytes, bytes], query: bytes, tenant: str, body: bytes,
+                      started: float) -> tuple[bytes, dict[str, str]]:
         dialect = headers.get(b"x-hookbus-dialect", b"").decode("latin-1")
         if query:
             dialect = parse_qs(query.decode("latin-1")).get("dialect", [dialect])[0]
