@@ -4,9 +4,10 @@ A caller is one of:
 
 * an **org admin**: a token of ``HOOKBUS_ADMIN_TOKENS``; sees every tenant and may run
   policy replays;
-* a **tenant**: a token of ``HOOKBUS_TOKENS``; sees its own tenant's records only;
-* **anyone**, when no token of either kind is configured (a loopback gateway for one
-  person): sees everything, like an admin.
+* a **tenant**: a token of ``HOOKBUS_TOKENS``, or a managed one (``hookbus tokens create``,
+  with ``HOOKBUS_MANAGED_TOKENS``); sees its own tenant's records only;
+* **anyone**, when no token of any kind is configured (a loopback gateway for one person):
+  sees everything, like an admin.
 
 Tokens are compared in constant time (:class:`bus.settings.Tokens`) and never kept: a caller
 is identified for per-token limits by a digest of its token.
@@ -17,9 +18,11 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 from collections.abc import Mapping, Sequence
+from typing import Any
 
-from bus.errors import RequestRejected
+from bus.errors import BusUnavailable, RequestRejected
 from bus.settings import Settings
+from bus.token_store import TokenStore
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -32,6 +35,8 @@ class Caller:
     admin: bool
     #: Identifies the token for per-token limits: a digest, never the token itself.
     key: str
+    #: The id of a managed token (per-token rate limits), else None.
+    token_id: str | None = None
 
     @property
     def scope(self) -> str:
@@ -48,13 +53,24 @@ def check_single_authorization(raw_headers: Sequence[tuple[bytes, bytes]]) -> No
         raise _unauthorized("more than one Authorization header")
 
 
-def caller_for(settings: Settings, headers: Mapping[bytes, bytes]) -> Caller:
-    """The caller that ``headers`` (raw ASGI, lower-case names) authenticate; 401 when none."""
-    if not settings.tokens and not settings.admin_tokens:
-        return Caller(tenant=None, admin=True, key="anonymous")
+def bearer_token(headers: Mapping[bytes, bytes]) -> str | None:
+    """The token of an ``Authorization: Bearer ...`` header, or None."""
     scheme, _, raw = headers.get(b"authorization", b"").decode("latin-1").partition(" ")
     token = raw.strip()
-    if scheme.lower() != "bearer" or not token:
+    return token if scheme.lower() == "bearer" and token else None
+
+
+async def caller_for(settings: Settings, headers: Mapping[bytes, bytes],
+                     token_store: TokenStore | None = None) -> Caller:
+    """The caller that ``headers`` (raw ASGI, lower-case names) authenticate; 401 when none.
+
+    ``token_store`` (the gateway's, set when managed tokens are on) checks tokens kept in Redis
+    after the static ones; 503 when Redis cannot answer.
+    """
+    if not settings.tokens and not settings.admin_tokens and token_store is None:
+        return Caller(tenant=None, admin=True, key="anonymous")
+    token = bearer_token(headers)
+    if token is None:
         raise _unauthorized("missing bearer token")
     key = hashlib.sha256(token.encode()).hexdigest()[:16]
     # Both lists are always compared in full: which one matched must not show in the timing.
@@ -64,7 +80,21 @@ def caller_for(settings: Settings, headers: Mapping[bytes, bytes]) -> Caller:
         return Caller(tenant=None, admin=True, key=key)
     if tenant is not None:
         return Caller(tenant=tenant, admin=False, key=key)
-    raise _unauthorized("missing or wrong bearer token")
+    if token_store is not None:
+        try:
+            info = await token_store.verify(token)
+        except BusUnavailable as exc:
+            raise RequestRejected(503, "unavailable", "cannot check the token: Redis is unavailable",
+                                  {"Retry-After": "1"}) from exc
+        if info is not None:
+            return Caller(tenant=info.tenant, admin=False, key=key, token_id=info.id)
+    raise _unauthorized("missing, wrong, revoked or expired bearer token")
+
+
+async def request_caller(settings: Settings, request: Any) -> Caller:
+    """:func:`caller_for` of a Starlette request, with its gateway's managed tokens."""
+    gateway = getattr(request.app.state, "gateway", None)
+    return await caller_for(settings, dict(request.scope["headers"]), getattr(gateway, "token_store", None))
 
 
 class StreamSlots:

@@ -94,10 +94,10 @@ def create_app(settings: Settings, policy: Policy, redis_url: str) -> HookbusApp
 
     async def whoami(request: HTTPRequest) -> Response:
         try:
-            tenant = gateway.authenticate(dict(request.scope["headers"]))
+            tenant, _ = await gateway.authorize(dict(request.scope["headers"]))
         except RequestRejected as exc:
             return json_response({"error": exc.code, "detail": exc.detail}, exc.status, exc.headers)
-        return json_response({"tenant": tenant, "tokens": bool(settings.tokens)})
+        return json_response({"tenant": tenant, "tokens": bool(settings.tokens) or settings.managed_tokens})
 
     async def http_error(request: HTTPRequest, exc: Exception) -> Response:
         assert isinstance(exc, HTTPException)

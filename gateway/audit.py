@@ -31,7 +31,7 @@ from bus.connection import redis_errors
 from bus.errors import BusUnavailable, RequestRejected
 from bus.keys import Keyspace
 from bus.settings import Settings
-from gateway.access import caller_for
+from gateway.access import request_caller
 
 logger = logging.getLogger("hookbus.gateway")
 
@@ -85,7 +85,7 @@ def audit_routes(settings: Settings, redis: Callable[[], aioredis.Redis]) -> lis
 
     async def events(request: HTTPRequest) -> Response:
         try:
-            caller = caller_for(settings, dict(request.scope["headers"]))
+            caller = await request_caller(settings, request)
             window, passes, after, limit = _query(request, caller.tenant)
         except RequestRejected as exc:
             return _error(exc)

@@ -34,7 +34,7 @@ from bus.errors import RequestRejected
 from bus.policy import Policy
 from bus.schema import FunctionHandler
 from bus.settings import Settings
-from gateway.access import caller_for, check_single_authorization
+from gateway.access import check_single_authorization, request_caller
 
 #: A replay that runs longer is stopped (504).
 REPLAY_TIMEOUT_S = 120.0
@@ -112,7 +112,7 @@ def replay_route(settings: Settings, redis_url: str, current_policy: Callable[[]
     async def replay(request: HTTPRequest) -> Response:
         try:
             check_single_authorization(request.scope["headers"])
-            caller = caller_for(settings, dict(request.scope["headers"]))
+            caller = await request_caller(settings, request)
             if not caller.admin:
                 raise RequestRejected(403, "forbidden", "policy replay needs an org-admin token (HOOKBUS_ADMIN_TOKENS)")
             body = ReplayBody.model_validate_json(await _read_body(request, settings.max_body_bytes))

@@ -38,7 +38,7 @@ from starlette.types import Receive, Scope, Send
 from bus.errors import BusUnavailable, RequestRejected
 from bus.policy import Policy
 from bus.settings import Settings
-from gateway.access import Caller, StreamSlots, caller_for, check_single_authorization
+from gateway.access import Caller, StreamSlots, check_single_authorization, request_caller
 from gateway.logtail import ENTRY_ID, LogItem, LogTail, Subscriber, id_key
 
 logger = logging.getLogger("hookbus.gateway")
@@ -162,7 +162,7 @@ class EventStream:
     async def endpoint(self, request: HTTPRequest) -> Response:
         try:
             check_single_authorization(request.scope["headers"])
-            caller = caller_for(self.settings, dict(request.scope["headers"]))
+            caller = await request_caller(self.settings, request)
             accept = StreamFilter.from_query(request.query_params, caller)
             start = resume_point(request)
             backlog = backlog_size(request.query_params)

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import itertools
 import logging
 import math
@@ -33,9 +34,10 @@ from bus.policy import Policy
 from bus.policy_registry import PolicyRegistry
 from bus.protocol import FailOpenReason, ProtocolError, Reply, Request, StreamFields, now_ms
 from bus.reload import PolicyWatcher
-from bus.settings import Settings
+from bus.settings import Settings, Tokens
 from bus.settle import CLAIM, OUTCOME_GRACE_MS
 from bus.token_store import TokenStore
+from gateway.access import bearer_token, caller_for
 from gateway.batcher import AppendBatcher
 from gateway.dialects import from_dialect, to_dialect
 from gateway.ratelimit import SharedRateLimiter
@@ -71,6 +73,8 @@ class Gateway:
         #: Bytes of request bodies being handled right now, per tenant (the in-flight budget).
         self._inflight_bytes: dict[str, int] = {}
         self.token_store = TokenStore(self.redis, self.keys, redis_url) if settings.managed_tokens else None
+        # Events are sent by tenants: an org-admin token reads, it does not send.
+        self._sender_settings = dataclasses.replace(settings, admin_tokens=Tokens({}))
         self.registry = PolicyRegistry(policy, self.redis, self.keys)
         self.watcher = PolicyWatcher(settings.policy_paths, self.set_policy)
 
@@ -110,35 +114,23 @@ class Gateway:
     # -- the request --------------------------------------------------------------------
 
     def authenticate(self, headers: dict[bytes, bytes]) -> str:
-        """The tenant of a static token (``HOOKBUS_TOKENS``); 401 otherwise (managed tokens: see
-        :meth:`authorize`)."""
+        """The tenant of a static token (``HOOKBUS_TOKENS``), "default" with none configured; 401
+        otherwise. The hot path when no managed tokens are on (no await)."""
         if not self.settings.tokens:
             return "default"
-        scheme, _, token = headers.get(b"authorization", b"").decode("latin-1").partition(" ")
-        tenant = self.settings.tokens.tenant_for(token.strip()) if scheme.lower() == "bearer" else None
+        token = bearer_token(headers)
+        tenant = self.settings.tokens.tenant_for(token) if token is not None else None
         if tenant is None:
             raise RequestRejected(401, "unauthorized", "missing or wrong bearer token", {"WWW-Authenticate": "Bearer"})
         return tenant
 
     async def authorize(self, headers: dict[bytes, bytes]) -> tuple[str, str | None]:
-        """``(tenant, managed token id)`` of a request: static tokens first, then the ones in
-        Redis when managed tokens are on; 401 for anything else."""
+        """``(tenant, managed token id)`` of a request that sends events; 401 for anything else."""
         if self.token_store is None:
             return self.authenticate(headers), None
-        scheme, _, token = headers.get(b"authorization", b"").decode("latin-1").partition(" ")
-        token = token.strip()
-        if scheme.lower() == "bearer" and token:
-            if self.settings.tokens and (tenant := self.settings.tokens.tenant_for(token)) is not None:
-                return tenant, None
-            try:
-                info = await self.token_store.verify(token)
-            except BusUnavailable as exc:
-                raise RequestRejected(503, "unavailable", "cannot check the token: Redis is unavailable",
-                                      {"Retry-After": "1"}) from exc
-            if info is not None:
-                return info.tenant, info.id
-        raise RequestRejected(401, "unauthorized", "missing, wrong, revoked or expired bearer token",
-                              {"WWW-Authenticate": "Bearer"})
+        caller = await caller_for(self._sender_settings, headers, self.token_store)
+        assert caller.tenant is not None  # no admin tokens here: every caller is a tenant
+        return caller.tenant, caller.token_id
 
     async def read_body(self, headers: dict[bytes, bytes], receive: Receive) -> bytes:
         limit = self.settings.max_body_bytes

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import time
 from collections.abc import Callable
 from typing import Any
@@ -175,3 +176,19 @@ async def test_a_tenant_past_its_in_flight_byte_budget_gets_429_and_others_do_no
         assert (await first).status_code == 200
         assert (await p.post(big, headers=ACME)).status_code == 200  # freed once answered
         assert p.app.state.gateway._inflight_bytes == {}
+
+
+async def test_managed_tokens_guard_every_endpoint_not_only_hooks(platform: Callable[..., Any], bus: BusProbe) -> None:
+    token, _ = await TokenStore(bus.redis, bus.keys).create("gamma")
+    headers = {"Authorization": f"Bearer {token}"}
+    async with platform(ORG, managed_tokens=True) as p:
+        # With only managed tokens configured, nothing is open to a caller without one.
+        for path in ("/v1/whoami", "/v1/audit/events"):
+            assert (await p.client.get(f"{p.url}{path}")).status_code == 401
+        assert (await p.client.get(f"{p.url}/v1/whoami", headers=headers)).json() == {"tenant": "gamma",
+                                                                                      "tokens": True}
+        answer = await p.post(pre_tool_use("rm -rf /"), headers=headers)
+        await logged(bus, answer)
+        listed = await p.client.get(f"{p.url}/v1/audit/events", headers=headers)
+        assert listed.status_code == 200
+        assert {json.loads(line)["tenant"] for line in listed.text.splitlines() if line} == {"gamma"}
