@@ -17,6 +17,7 @@ import os
 import socket
 import subprocess
 import sys
+import textwrap
 import time
 import uuid
 from collections.abc import AsyncIterator, Callable, Iterator
@@ -221,6 +222,15 @@ async def redis_reads(redis: aioredis.Redis) -> int:
     """Socket reads a Redis server has processed so far (this call's own included): with small
     commands, one per round trip of any client, so a pipeline of many commands counts once."""
     return int((await redis.info("stats"))["total_reads_processed"])
+
+
+def python(script: str, env: dict[str, str] | None = None) -> str:
+    """Run ``script`` in a fresh interpreter (the repo importable); its stdout."""
+    full_env = {k: v for k, v in os.environ.items() if k != "PROMETHEUS_MULTIPROC_DIR"}
+    result = subprocess.run([sys.executable, "-c", textwrap.dedent(script)], env={**full_env, **(env or {})},
+                            cwd=REPO, capture_output=True, text=True, timeout=30)
+    assert result.returncode == 0, result.stderr
+    return result.stdout
 
 
 def exposition_samples(text: str | bytes) -> dict[tuple[str, frozenset[tuple[str, str]]], float]:

@@ -7,10 +7,6 @@ The metrics server, its token and the series created at start-up are ``test_metr
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
-import textwrap
 from pathlib import Path
 
 import pytest
@@ -18,17 +14,7 @@ from prometheus_client import CONTENT_TYPE_LATEST
 
 from bus import metrics
 from bus.events import EVENTS
-from tests.conftest import REPO, exposition_samples, metric
-
-
-def python(script: str, env: dict[str, str] | None = None) -> str:
-    """Run ``script`` in a fresh interpreter (the repo importable); its stdout."""
-    full_env = {k: v for k, v in os.environ.items() if k != "PROMETHEUS_MULTIPROC_DIR"}
-    result = subprocess.run([sys.executable, "-c", textwrap.dedent(script)], env={**full_env, **(env or {})},
-                            cwd=REPO, capture_output=True, text=True, timeout=30)
-    assert result.returncode == 0, result.stderr
-    return result.stdout
-
+from tests.conftest import exposition_samples, metric, python
 
 # -- child() and the label helpers ----------------------------------------------------------------
 

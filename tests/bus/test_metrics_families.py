@@ -7,11 +7,7 @@ Multiprocess mode (``hookbus up``) runs in real ``python`` children sharing a
 
 from __future__ import annotations
 
-import os
 import platform
-import subprocess
-import sys
-import textwrap
 from importlib.metadata import version
 from pathlib import Path
 
@@ -19,22 +15,13 @@ from prometheus_client import multiprocess
 
 from bus import metrics
 from bus.reload import PolicyWatcher
-from tests.conftest import REPO, exposition_samples, metric
+from tests.conftest import REPO, exposition_samples, metric, python
 
 RENDER = """
     import sys
     from bus import metrics
     sys.stdout.write(metrics.render()[0].decode())
 """
-
-
-def python(script: str, env: dict[str, str] | None = None) -> str:
-    """Run ``script`` in a fresh interpreter (the repo importable); its stdout."""
-    full_env = {k: v for k, v in os.environ.items() if k != "PROMETHEUS_MULTIPROC_DIR"}
-    result = subprocess.run([sys.executable, "-c", textwrap.dedent(script)], env={**full_env, **(env or {})},
-                            cwd=REPO, capture_output=True, text=True, timeout=30)
-    assert result.returncode == 0, result.stderr
-    return result.stdout
 
 
 def test_latency_buckets_start_at_100_microseconds() -> None:
