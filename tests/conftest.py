@@ -366,6 +366,15 @@ def run_hookbus(*args: str, cwd: Path = REPO, timeout_s: float = 60, **env: str)
                           stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=timeout_s)
 
 
+def ready(port: int) -> bool:
+    """Whether the gateway on ``port`` is ready and sees a live dispatcher."""
+    try:
+        body = httpx.get(f"http://127.0.0.1:{port}/readyz", timeout=1).json()
+    except (httpx.HTTPError, ValueError):
+        return False
+    return bool(body["ready"] and body["checks"].get("dispatchers", {}).get("alive"))
+
+
 def port_open(port: int) -> bool:
     with socket.socket() as sock:
         sock.settimeout(0.2)

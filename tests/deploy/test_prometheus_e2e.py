@@ -32,7 +32,7 @@ import pytest
 import yaml
 
 from hookbus.redis_server import free_port
-from tests.conftest import clean_env, exposition_samples, policy_yaml, wait_for
+from tests.conftest import clean_env, exposition_samples, policy_yaml, ready, wait_for
 from tests.deploy.metric_names import metric_names
 from tests.deploy.promtool import promtool, required_binary
 from tests.deploy.test_grafana import BLOCK_RATE, dashboard_metric_names
@@ -78,14 +78,6 @@ class Mixed:
     @property
     def metrics_url(self) -> str:
         return f"http://127.0.0.1:{self.port}/metrics"
-
-
-def ready(port: int) -> bool:
-    try:
-        body = httpx.get(f"http://127.0.0.1:{port}/readyz", timeout=1).json()
-    except (httpx.HTTPError, ValueError):
-        return False
-    return bool(body["ready"] and body["checks"].get("dispatchers", {}).get("alive"))
 
 
 def query(prometheus: str, expr: str) -> list[dict[str, Any]]:

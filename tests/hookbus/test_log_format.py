@@ -13,7 +13,7 @@ import httpx
 import pytest
 
 from hookbus.redis_server import free_port
-from tests.conftest import clean_env, hookbus_process, policy_yaml, wait_for
+from tests.conftest import clean_env, hookbus_process, policy_yaml, ready, wait_for
 
 TOKEN = "sekret-token-4f9a"
 MARKER = "PAYLOAD-MARKER-77c1"
@@ -21,14 +21,6 @@ POLICY = policy_yaml({
     "PreToolUse": [{"matcher": "Bash", "hooks": [{"type": "rule", "deny": ["Bash(rm -rf *)"]}]}],
     "UserPromptSubmit": [{"hooks": [{"type": "command", "command": "sleep 1"}]}],
 }, deadlines={"UserPromptSubmit": 0.3})
-
-
-def ready(port: int) -> bool:
-    try:
-        body = httpx.get(f"http://127.0.0.1:{port}/readyz", timeout=1).json()
-    except (httpx.HTTPError, ValueError):
-        return False
-    return bool(body["ready"] and body["checks"].get("dispatchers", {}).get("alive"))
 
 
 def lines(process: subprocess.Popen[bytes]) -> list[dict[str, Any]]:

@@ -16,7 +16,7 @@ import pytest
 
 from bus.policy import load_policy
 from hookbus.redis_server import free_port
-from tests.conftest import REPO, wait_for
+from tests.conftest import REPO, ready, wait_for
 
 POLICY = REPO / "examples" / "policy.yaml"
 
@@ -39,14 +39,6 @@ def children_of(pid: int) -> set[int]:
         frontier = {child for child, parent in parents.items() if parent in frontier} - found
         found |= frontier
     return found
-
-
-def ready(port: int) -> bool:
-    try:
-        answer = httpx.get(f"http://127.0.0.1:{port}/readyz", timeout=1).json()
-    except (httpx.HTTPError, ValueError):
-        return False
-    return bool(answer["ready"] and answer["checks"].get("dispatchers", {}).get("alive"))
 
 
 @pytest.mark.timeout(90)
