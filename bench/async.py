@@ -135,7 +135,7 @@ async def settled(redis: Any, keys: Keyspace, timeout_s: float) -> float:
     started = time.perf_counter()
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
-        groups = await redis.xinfo_groups(keys.events_stream)
+        groups = await redis.xinfo_groups(keys.events_stream())
         lag = sum(int(g.get("lag") or 0) + int(g.get("pending") or 0) for g in groups)
         if lag == 0 and await redis.zcard(keys.arq_queue) == 0:
             return time.perf_counter() - started

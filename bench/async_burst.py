@@ -1,14 +1,15 @@
 """A burst of async jobs through a real ``hookbus worker``: what it costs Redis, and what it leaves.
 
     python bench/async_burst.py                  # 100,000 jobs
-    python bench/async_burst.py --jobs 20000 --keep-result 0
+    python bench/async_burst.py --jobs 20000 --keep-result 30
 
 On a private embedded Redis: N trivial async jobs (a ``function`` hook that does nothing) are
-queued the way a dispatcher queues them (:func:`workers.queue.put_job`, 8 connections), with
-no worker running; then one ``hookbus worker`` process drains them. Reported: the queueing
-rate, Redis memory per queued job, the worker's drain rate (jobs/s from the first job taken
-to the queue empty), and the keys and memory Redis holds right after the drain and once the
-kept results have expired (``keepResultSeconds``). JSON to ``bench/results/async_burst.json``.
+queued with the script step a dispatcher's settle runs for them (:class:`workers.queue.JobQueue`,
+one event's job per round trip, 8 connections), with no worker running; then one ``hookbus
+worker`` process drains them. Reported: the queueing rate, Redis memory per queued job, the
+worker's drain rate (jobs/s from the first job taken to the queue empty), and the keys and
+memory Redis holds right after the drain and once any kept results have expired
+(``keepResultSeconds``, default 0: none are kept). JSON to ``bench/results/async_burst.json``.
 """
 
 from __future__ import annotations
@@ -67,19 +68,20 @@ async def queue_jobs(redis_url: str, policy_path: Path, jobs: int, connections: 
     from bus.keys import Keyspace
     from bus.policy import load_policy
     from bus.protocol import Request, now_ms
-    from workers.queue import arq_pool, put_job
+    from workers.queue import JobQueue, arq_pool, prepare_job
 
-    handler_id = load_policy([policy_path]).entries("Notification")[0].handler_id
+    policy = load_policy([policy_path])
+    handler_id = policy.entries("Notification")[0].handler_id
     arq = arq_pool(redis_url, max_connections=connections)
-    keys = Keyspace()
+    queue = JobQueue(arq, Keyspace())
     slots = asyncio.Semaphore(connections)
 
     async def put(n: int) -> None:
         payload = orjson.dumps({"hook_event_name": "Notification", "session_id": f"burst-{n % 50}",
                                 "message": f"build {n} finished", "cwd": "/home/dev/project"})
+        request = Request(f"ev-{n:08d}", "Notification", "default", payload, now_ms())
         async with slots:
-            await put_job(arq, keys, Request(f"ev-{n:08d}", "Notification", "default", payload, now_ms()),
-                          handler_id, f"ev-{n:08d}:{handler_id}", 3600)
+            await queue.put(request, [prepare_job(request, handler_id, 3600, policy.settings.async_.max_queued)])
 
     started = time.perf_counter()
     try:
@@ -127,8 +129,8 @@ async def run_burst(redis_url: str, jobs: int, keep_result_s: float, workdir: Pa
             first, end = await drain(redis, jobs, timeout_s=max(120.0, jobs / 200))
             keys_drained, memory_drained = await count_keys(redis), await memory(redis)
             expire_by = time.monotonic() + keep_result_s + 30
-            while time.monotonic() < expire_by:  # the kept results expire
-                if await count_keys(redis) <= keys_start + 10:
+            while time.monotonic() < expire_by:  # kept results expire; Redis shrinks its emptied tables
+                if await count_keys(redis) <= keys_start + 10 and await memory(redis) - memory_start < 512 * 1024:
                     break
                 await asyncio.sleep(0.2)
             keys_end, memory_end = await count_keys(redis), await memory(redis)
@@ -176,8 +178,8 @@ if __name__ == "__main__":
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--jobs", type=int, default=100_000, help="jobs in the burst (default 100000)")
-    parser.add_argument("--keep-result", type=float, default=30.0,
-                        help="keepResultSeconds (default 30, hookbus's default)")
+    parser.add_argument("--keep-result", type=float, default=0.0,
+                        help="keepResultSeconds (default 0, hookbus's default)")
     result = uvloop.run(main(parser.parse_args()))
     out = ROOT / "bench" / "results"
     out.mkdir(exist_ok=True)

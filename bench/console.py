@@ -65,13 +65,13 @@ def records(count: int, start: int = 0) -> list[dict[str, Any]]:
 
 _WRITER = r"""
 import sys, orjson, redis
-url, count = sys.argv[1], int(sys.argv[2])
+url, count, log = sys.argv[1], int(sys.argv[2]), sys.argv[3]
 entries = orjson.loads(sys.stdin.buffer.read())
 client = redis.Redis.from_url(url)
 for start in range(0, count, 100):
     with client.pipeline(transaction=False) as pipe:
         for fields in entries[start:start + 100]:
-            pipe.xadd("hookbus:decisions", {k: (v.encode() if isinstance(v, str) else v) for k, v in fields.items()})
+            pipe.xadd(log, {k: (v.encode() if isinstance(v, str) else v) for k, v in fields.items()})
         pipe.execute()
 """
 
@@ -84,7 +84,7 @@ def reader_calls(client: redis_sync.Redis) -> int:
 
 async def tail_case(url: str, mode: str, subscribers: int, count: int) -> dict[str, Any]:
     client = redis_sync.Redis.from_url(url)
-    client.delete(KEYS.decision_log)
+    client.delete(KEYS.decision_log())
     tails = [LogTail(url, KEYS)] if mode == "shared" else [LogTail(url, KEYS) for _ in range(subscribers)]
     subs = [Subscriber(lambda item: True) for _ in range(subscribers)]
     for i, sub in enumerate(subs):
@@ -101,7 +101,7 @@ async def tail_case(url: str, mode: str, subscribers: int, count: int) -> dict[s
     commands_before = reader_calls(client)
     cpu_before, wall_before = time.process_time(), time.perf_counter()
     writer = await asyncio.create_subprocess_exec(sys.executable, "-c", _WRITER, url, str(count),
-                                                  stdin=asyncio.subprocess.PIPE)
+                                                  KEYS.decision_log(), stdin=asyncio.subprocess.PIPE)
     await asyncio.wait_for(asyncio.gather(writer.communicate(payload),
                                           *(drain(i) for i in range(subscribers))), 120)
     cpu_s, wall_s = time.process_time() - cpu_before, time.perf_counter() - wall_before
@@ -148,7 +148,7 @@ def page_case(url: str, rate: int, seconds: float) -> dict[str, Any]:
         for n, start in enumerate(range(0, len(entries), batch)):
             with client.pipeline(transaction=False) as pipe:
                 for fields in entries[start:start + batch]:
-                    pipe.xadd(KEYS.decision_log, fields)  # type: ignore[arg-type]
+                    pipe.xadd(KEYS.decision_log(), fields)  # type: ignore[arg-type]
                 pipe.execute()
             time.sleep(max(0.0, started + (n + 1) * 0.1 - time.perf_counter()))  # pacing the load, not syncing
 

@@ -102,7 +102,7 @@ async def batched(client: aioredis.Redis, keys: Keyspace, stream: str, ids: list
             replies = [reply.encode() for _, _, reply in events]
             pipe.publish(CHANNEL, replies[0] if len(replies) == 1 else b"[" + b",".join(replies) + b"]")
             for _, record, _ in events:
-                pipe.xadd(keys.decision_log, record.encode(), maxlen=100_000, approximate=True)  # type: ignore[arg-type]
+                pipe.xadd(keys.decision_log(), record.encode(), maxlen=100_000, approximate=True)  # type: ignore[arg-type]
             pipe.xack(stream, DISPATCH_GROUP, *(ids[i] for i in chunk))
             await pipe.execute()
 
@@ -174,7 +174,7 @@ async def batch_scripted(client: aioredis.Redis, keys: Keyspace, stream: str, id
     """A sketch of what a batched settle could cost: one script per pipeline of events."""
     script = client.register_script(SETTLE_MANY)
     for start in range(0, len(ids), batch):
-        script_keys: list[str] = [keys.decision_log, stream]
+        script_keys: list[str] = [keys.decision_log(), stream]
         args: list[Any] = [DISPATCH_GROUP, 100_000]
         for i in range(start, min(len(ids), start + batch)):
             request, record, reply = event(keys, i)
@@ -187,7 +187,7 @@ async def batch_scripted(client: aioredis.Redis, keys: Keyspace, stream: str, id
 async def one_case(url: str, pid: int, how: str, batch: int, count: int) -> dict[str, float]:
     client = aioredis.Redis.from_url(url)
     keys = Keyspace("hookbus:")
-    stream = keys.blocking_stream
+    stream = keys.blocking_stream()
     await client.flushall()
     ids = await pending_entries(client, stream, count)
     subscriber = subprocess.Popen([sys.executable, "-c", SUBSCRIBER, url, str(count), "60", CHANNEL],  # noqa: ASYNC220
@@ -200,7 +200,7 @@ async def one_case(url: str, pid: int, how: str, batch: int, count: int) -> dict
     wall, writer_cpu, redis_cpu = time.perf_counter() - t0, time.process_time() - cpu0, cpu_s(pid) - redis_cpu0
     seen_text, sub_cpu_text = subscriber.stdout.readline().split()
     subscriber.wait(10)
-    logged = await client.xlen(keys.decision_log)
+    logged = await client.xlen(keys.decision_log())
     pending = (await client.xpending(stream, DISPATCH_GROUP))["pending"]
     await client.aclose()
     if int(seen_text) != count or logged != count or pending:

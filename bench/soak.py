@@ -153,7 +153,7 @@ async def main(args: argparse.Namespace) -> dict[str, Any]:
                 info = await client.info("memory")
                 sample = {"t_s": round(time.monotonic() - started, 1), "answered": answered,
                           "redis_used_memory": info["used_memory"], "redis_keys": await client.dbsize(),
-                          "decision_log": await client.xlen(keys.decision_log)}
+                          "decision_log": await client.xlen(keys.decision_log())}
                 for name, pid in pids.items():
                     sample[f"{name}_rss"] = rss_bytes(pid)
                     sample[f"{name}_fds"] = fd_count(pid)
@@ -184,7 +184,7 @@ async def sampler_once(out: dict[str, Any], client: aioredis.Redis, keys: Keyspa
     info = await client.info("memory")
     sample = {"t_s": round(time.monotonic() - started, 1), "answered": answered,
               "redis_used_memory": info["used_memory"], "redis_keys": await client.dbsize(),
-              "decision_log": await client.xlen(keys.decision_log)}
+              "decision_log": await client.xlen(keys.decision_log())}
     for name, pid in pids.items():
         sample[f"{name}_rss"] = rss_bytes(pid)
         sample[f"{name}_fds"] = fd_count(pid)

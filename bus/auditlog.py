@@ -6,6 +6,12 @@ pages with exclusive starts: each record once, in order, however long the window
 records keep arriving. What readers get is what the dispatchers wrote, masked already
 (:mod:`bus.redact`). ``hookbus audit export``, ``hookbus audit follow`` and
 ``GET /v1/audit/events`` are built on this module.
+
+With several partitions (``hookbus.streams.partitions``) the log is one stream per partition;
+a window is then every partition's range, merged by entry id (:mod:`bus.logreader`), and an
+``after`` cursor (an entry id) resumes every partition just past it. Two partitions may hold
+the same id (written in the same millisecond): merged, they come in partition order, and a
+page (``limit``) never ends between them.
 """
 
 from __future__ import annotations
@@ -20,6 +26,7 @@ import redis.asyncio as aioredis
 
 from bus.errors import ConfigError
 from bus.keys import Keyspace
+from bus.logreader import read_merged
 from bus.protocol import LogRecord, ProtocolError, now_ms
 
 #: Entries per ``XRANGE`` page.
@@ -111,26 +118,31 @@ class RecordFilter:
 
 
 async def read_window(redis: aioredis.Redis, keys: Keyspace, window: Window, passes: RecordFilter | None = None,
-                      *, page: int = PAGE, after: str | None = None) -> AsyncGenerator[tuple[str, LogRecord], None]:
+                      *, page: int = PAGE, after: str | None = None,
+                      limit: int | None = None) -> AsyncGenerator[tuple[str, LogRecord], None]:
     """``(entry id, record)`` of every record in ``window`` that ``passes``, oldest first, each once.
 
-    Pages are ``XRANGE`` calls starting just after the last id read, so records written while
-    the window is read appear once if they fall in it, never twice. ``after`` resumes after an
-    entry id. Entries that are not decision-log records are skipped.
+    Every partition's log is read in ``XRANGE`` pages starting just after the last id read
+    from it, and the pages are merged by id: records written while the window is read appear
+    once if they fall in it, never twice. ``after`` resumes after an entry id (in every
+    partition). Entries that are not decision-log records are skipped.
+
+    ``limit`` stops after that many records, and the records that have the same entry id as
+    the last one (other partitions'): a page never ends between two of them, so resuming
+    ``after`` its last id skips nothing.
     """
     low = f"({after}" if after else window.low
-    while True:
-        entries = await redis.xrange(keys.decision_log, min=low, max=window.high, count=page)
-        for raw_id, fields in entries:
-            try:
-                record = LogRecord.decode(fields)
-            except ProtocolError:
-                continue
-            if passes is None or passes(record):
-                yield raw_id.decode(), record
-        if len(entries) < page:
+    sent, last = 0, b""
+    async for entry in read_merged(redis, keys.decision_logs, low=low, high=window.high, page=page):
+        if limit is not None and sent >= limit and entry.entry_id != last:
             return
-        low = f"({entries[-1][0].decode()}"
+        try:
+            record = LogRecord.decode(entry.fields)
+        except ProtocolError:
+            continue
+        if passes is None or passes(record):
+            yield entry.log_id, record
+            sent, last = sent + 1, entry.entry_id
 
 
 def entry_ms(entry_id: bytes | str) -> int:
@@ -172,21 +184,39 @@ def _text(value: Any) -> str:
 
 
 async def log_state(redis: aioredis.Redis, keys: Keyspace, now: int | None = None) -> LogState:
-    """Read :class:`LogState` (a few round trips; the log missing reads as empty)."""
+    """Read :class:`LogState` over every partition's log (a few round trips; a missing log reads as empty).
+
+    Lengths add up and the age is the oldest record's. A consumer group has one group of its
+    name on each partition's log (:mod:`hookbus.audit`): their counts add up, their lag in
+    seconds is the largest.
+    """
     now = now_ms() if now is None else now
-    log = keys.decision_log
+    logs = keys.decision_logs
     async with redis.pipeline(transaction=False) as pipe:
-        pipe.xlen(log)
-        pipe.xrange(log, count=1)
-        pipe.xinfo_groups(log)
-        length, oldest, groups = await pipe.execute(raise_on_error=False)
-    if isinstance(length, Exception) or isinstance(oldest, Exception):
-        raise length if isinstance(length, Exception) else oldest
-    if isinstance(groups, Exception):  # no stream yet
-        groups = []
-    states = [await _group_state(redis, log, group, now) for group in groups if isinstance(group, Mapping)]
-    age_s = max(0.0, (now - entry_ms(oldest[0][0])) / 1000) if oldest else 0.0
-    return LogState(int(length), age_s, tuple(states))
+        for log in logs:
+            pipe.xlen(log)
+            pipe.xrange(log, count=1)
+            pipe.xinfo_groups(log)
+        answers = await pipe.execute(raise_on_error=False)
+    length, oldest_ms = 0, None
+    by_name: dict[str, list[GroupState]] = {}
+    for index, log in enumerate(logs):
+        count, oldest, groups = answers[3 * index:3 * index + 3]
+        if isinstance(count, Exception) or isinstance(oldest, Exception):
+            raise count if isinstance(count, Exception) else oldest
+        length += int(count)
+        if oldest:
+            oldest_ms = min(entry_ms(oldest[0][0]), oldest_ms if oldest_ms is not None else now)
+        if isinstance(groups, Exception):  # no stream yet
+            continue
+        for group in groups:
+            if isinstance(group, Mapping):
+                state = await _group_state(redis, log, group, now)
+                by_name.setdefault(state.name, []).append(state)
+    states = tuple(GroupState(name, sum(s.pending for s in parts), sum(s.lag for s in parts),
+                              max(s.lag_s for s in parts)) for name, parts in by_name.items())
+    age_s = max(0.0, (now - oldest_ms) / 1000) if oldest_ms is not None else 0.0
+    return LogState(length, age_s, states)
 
 
 async def _group_state(redis: aioredis.Redis, log: str, group: Mapping[Any, Any], now: int) -> GroupState:

@@ -1,22 +1,54 @@
-"""Redis connections, and the one place where redis-py's errors become hookbus's."""
+"""Redis connections, and the one place where redis-py's errors become hookbus's.
+
+A bus on a Redis Cluster is named by a ``redis+cluster://`` (or ``rediss+cluster://``) URL:
+``HOOKBUS_REDIS_CLUSTER=1`` / ``--redis-cluster`` turn the configured URL into one
+(:func:`bus.settings.cluster_url`), so the choice travels with the URL to every role and command.
+:func:`connect` then answers a redis-py ``RedisCluster`` seeded from that node. The cluster
+client speaks the same commands; what it cannot do is named where it matters: no MULTI
+transactions (single-slot Lua scripts instead) and no Pub/Sub (a plain connection to one
+node: classic ``PUBLISH`` reaches every node of a cluster).
+"""
 
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
+from typing import cast
+from urllib.parse import urlsplit, urlunsplit
 
 import redis.asyncio as aioredis
 import redis.exceptions
+from redis.asyncio.client import Pipeline
+from redis.asyncio.cluster import RedisCluster
 
 from bus.errors import BusUnavailable
-from bus.settings import mask_url
+from bus.settings import CLUSTER_SCHEMES, mask_url
 
 #: Error replies that mean "Redis cannot serve this right now", not "this command is wrong".
 #: redis-py strips the code of OOM / READONLY replies and raises a subclass instead; the
 #: others keep their code (with a space: ``BUSYGROUP`` is an ordinary answer, not ``BUSY``).
-_TRANSIENT_CLASSES = (redis.exceptions.OutOfMemoryError, redis.exceptions.ReadOnlyError)
+_TRANSIENT_CLASSES = (redis.exceptions.OutOfMemoryError, redis.exceptions.ReadOnlyError,
+                      redis.exceptions.ClusterDownError, redis.exceptions.TryAgainError,
+                      redis.exceptions.MasterDownError)
 _SCRIPT_TRANSIENT = ("OOM ", "READONLY ", "LOADING ", "MISCONF ", "MASTERDOWN ", "TRYAGAIN ", "CLUSTERDOWN ")
 _TRANSIENT_REPLIES = ("LOADING ", "MISCONF ", "BUSY ", "MASTERDOWN ", "TRYAGAIN ", "CLUSTERDOWN ", "NOREPLICAS ")
+
+
+def is_cluster_url(url: str) -> bool:
+    return urlsplit(url).scheme in CLUSTER_SCHEMES
+
+
+def node_url(url: str) -> str:
+    """The plain ``redis://`` URL of a cluster URL's seed node (``url`` itself otherwise)."""
+    parts = urlsplit(url)
+    if parts.scheme in CLUSTER_SCHEMES:
+        return urlunsplit(parts._replace(scheme=CLUSTER_SCHEMES[parts.scheme]))
+    return url
+
+
+def is_cluster(client: object) -> bool:
+    """Whether ``client`` talks to a Redis Cluster (see the module docstring for what differs)."""
+    return isinstance(client, RedisCluster)
 
 
 def connect(
@@ -30,8 +62,21 @@ def connect(
 
     hookbus never retries a Redis call on the request path: the gateway's deadline is the
     only clock that matters, and a fail-open answer beats a late one. ``client_name`` is
-    set (CLIENT SETNAME) on every connection, also after a reconnect.
+    set (CLIENT SETNAME) on every connection, also after a reconnect. A cluster URL answers
+    a ``RedisCluster`` (typed as ``Redis``: it has the same command methods).
     """
+    if is_cluster_url(url):
+        cluster = RedisCluster.from_url(
+            node_url(url),
+            socket_connect_timeout=connect_timeout_s,
+            socket_timeout=socket_timeout_s,
+            decode_responses=False,
+            client_name=client_name,
+            # Follows MOVED/ASK and re-reads the topology after a failover; the caller's own
+            # deadline still bounds every call.
+            cluster_error_retry_attempts=3,
+        )
+        return cast(aioredis.Redis, cluster)
     client: aioredis.Redis = aioredis.Redis.from_url(
         url,
         socket_connect_timeout=connect_timeout_s,
@@ -44,9 +89,58 @@ def connect(
     return client
 
 
+@contextlib.asynccontextmanager
+async def transaction(client: aioredis.Redis, key: str) -> AsyncIterator[Pipeline]:
+    """A MULTI/EXEC pipeline for keys that share ``key``'s slot. On a cluster (whose client has
+    no MULTI) it runs on a connection of its own to the node that owns the slot; for the rare
+    writes that need it (tokens, policy versions), not for the hot path."""
+    if not is_cluster(client):
+        async with client.pipeline(transaction=True) as pipe:
+            yield pipe
+        return
+    cluster = cast(RedisCluster, client)
+    await cluster.initialize()
+    node = cluster.get_node_from_key(key)
+    if node is None:
+        raise redis.exceptions.ConnectionError(f"no node of the cluster serves the slot of {key}")
+    options = {name: value for name, value in node.connection_kwargs.items()
+               if name in ("username", "password", "socket_connect_timeout", "socket_timeout")}
+    ssl = node.connection_class is not None and issubclass(node.connection_class, aioredis.SSLConnection)
+    direct = aioredis.Redis(host=node.host, port=int(node.port), ssl=ssl, **options)
+    try:
+        async with direct.pipeline(transaction=True) as pipe:
+            yield pipe
+    finally:
+        await direct.aclose()
+
+
+async def cluster_node_urls(url: str, known: list[str] | None = None) -> list[str]:
+    """The plain URLs of every node of the cluster ``url`` seeds (asking the seed, else the
+    ``known`` nodes in turn): where a client that needs one node (Pub/Sub) may connect."""
+    parts = urlsplit(node_url(url))
+    for seed in [url, *(known or [])]:
+        cluster = cast(RedisCluster, connect(seed if is_cluster_url(seed) else _as_cluster(seed)))
+        try:
+            await cluster.initialize()
+            netloc = parts.netloc.rpartition("@")[0]
+            return [urlunsplit(parts._replace(netloc=f"{netloc}@{n.host}:{n.port}" if netloc else f"{n.host}:{n.port}"))
+                    for n in cluster.get_nodes()]
+        except (redis.exceptions.RedisError, redis.exceptions.RedisClusterException, OSError):
+            continue
+        finally:
+            await cluster.aclose()
+    return list(known or [])
+
+
+def _as_cluster(url: str) -> str:
+    parts = urlsplit(url)
+    return urlunsplit(parts._replace(scheme=f"{parts.scheme}+cluster"))
+
+
 def is_transient(exc: BaseException) -> bool:
     """Whether a Redis error means "not now" (retry later) rather than "never" (a wrong command)."""
-    if isinstance(exc, (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError, *_TRANSIENT_CLASSES)):
+    if isinstance(exc, (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError,
+                        redis.exceptions.RedisClusterException, *_TRANSIENT_CLASSES)):
         return True
     if not isinstance(exc, redis.exceptions.ResponseError):
         return False
@@ -62,7 +156,8 @@ def redis_errors(url: str = "") -> Iterator[None]:
     """Map redis-py connection failures to :class:`BusUnavailable`."""
     try:
         yield
-    except (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError, OSError) as exc:
+    except (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError, OSError,
+            redis.exceptions.RedisClusterException) as exc:  # the last: no node of a cluster answers
         where = f" at {mask_url(url)}" if url else ""
         raise BusUnavailable(f"redis unavailable{where}: {exc}") from exc
     except redis.exceptions.ResponseError as exc:
@@ -73,4 +168,5 @@ def redis_errors(url: str = "") -> Iterator[None]:
         raise
 
 
-__all__ = ["connect", "is_transient", "redis_errors"]
+__all__ = ["cluster_node_urls", "connect", "is_cluster", "is_cluster_url", "is_transient", "node_url", "redis_errors",
+           "transaction"]

@@ -1,15 +1,18 @@
 """The whole Redis keyspace of hookbus, in one place.
 
-Every key starts with the configurable prefix (``HOOKBUS_KEY_PREFIX``, default
-``hookbus:``). Nothing else in the code base spells a key.
+Every key starts with the configurable prefix ``{p}`` (``HOOKBUS_KEY_PREFIX``, default
+``hookbus:``), or with ``{P}``, the same prefix as a hash tag (``{hookbus}``). Nothing else
+in the code base spells a key.
 
 ========================================  ==========  =============================================
 key                                       type        what it holds
 ========================================  ==========  =============================================
-``{p}stream:blocking``                    stream      blocking events waiting for a decision
-``{p}stream:events``                      stream      non-blocking events (audit, async hooks)
-``{p}stream:dead``                        stream      entries delivered too often (poison)
-``{p}decisions``                          stream      the decision log: every event + its decision
+``{p}{pN}:stream:blocking``               stream      partition N's blocking events waiting for a decision
+``{p}{pN}:stream:events``                 stream      partition N's non-blocking events (audit, async hooks)
+``{p}{pN}:stream:dead``                   stream      partition N's entries delivered too often (poison)
+``{p}{pN}:decisions``                     stream      partition N's decision log: every event + its decision
+``{p}{pN}:outcome:{event_id}``            string      how an event was settled (:mod:`bus.settle`)
+``{p}layout``                             hash        the bus's layout (``partitions``), fixed by the first node
 ``{p}reply:{gateway_id}``                 pub/sub     decisions for one gateway process
 ``{p}once:{tenant}:{session}:{handler}``  string      a ``once: true`` handler already ran
 ``{p}stopguard:{tenant}:{session}``       string      consecutive Stop/SubagentStop blocks
@@ -18,22 +21,33 @@ key                                       type        what it holds
 ``{p}async:dead``                         stream      async hook jobs given up: event, handler, attempts
 ``{p}async:tries:{job_id}``               list        a retried async job's failed attempts (with a TTL)
 ``{p}dispatchers``                        hash        dispatcher heartbeats (consumer -> ms)
-``{p}outcome:{event_id}``                 string      how an event was settled (:mod:`bus.settle`)
-``{p}tokens``                             hash        managed tokens: id -> JSON (tenant, name, hash, ...)
-``{p}token:{sha256}``                     string      token hash -> token id (the lookup)
-``{p}tokens:used``                        hash        token id -> last used (ms)
-``{p}policy:version:{id}``                hash        one immutable pushed policy version
-``{p}policy:versions:{scope}``            list        version ids of a scope (``org``, ``tenant:T``)
-``{p}policy:current``                     hash        scope -> the version id in force
+``{P}:tokens``                            hash        managed tokens: id -> JSON (tenant, name, hash, ...)
+``{P}:token:{sha256}``                    string      token hash -> token id (the lookup)
+``{P}:tokens:used``                       hash        token id -> last used (ms)
+``{P}:policy:version:{id}``               hash        one immutable pushed policy version
+``{P}:policy:versions:{scope}``           list        version ids of a scope (``org``, ``tenant:T``)
+``{P}:policy:current``                    hash        scope -> the version id in force
 ``{p}policy:changed``                     pub/sub     a scope's version changed (nodes reload)
 ``{p}ratelimit:{kind}:{name}``            hash        a token bucket shared by every gateway
 ``{p}replay:{run}:...``                   (any)       a policy replay's scratch keys (then deleted)
 ========================================  ==========  =============================================
+
+**Partitions and Redis Cluster slots.** The work streams, the decision log and the outcome
+keys are split into ``hookbus.streams.partitions`` partitions (default 1); an event goes to
+the partition of its session (:meth:`Keyspace.partition_of`), so one session's events stay
+in order. A partition's keys share the hash tag ``{pN}``: on a Redis Cluster they live in one
+slot, which the settle script (three keys) and a reader of both streams need. The control
+keys that change together in a transaction (tokens; pushed policy versions) share the tag
+``{<prefix>}`` (``{hookbus}:tokens``). Everything else is a single-key operation and spreads
+over the cluster by its own name: per-session keys (``once``, Stop guard, context), rate
+buckets, heartbeats. The async queue (arq) does not run on a cluster: it has its own Redis
+(``HOOKBUS_QUEUE_REDIS_URL``) there.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import zlib
 from typing import Final
 
 DEFAULT_PREFIX: Final = "hookbus:"
@@ -53,22 +67,54 @@ class Keyspace:
     """Key names under one prefix."""
 
     prefix: str = DEFAULT_PREFIX
+    #: How many partitions the work streams and the decision log have (``hookbus.streams.partitions``).
+    partitions: int = 1
+
+    def with_partitions(self, partitions: int) -> Keyspace:
+        """The same keyspace with ``partitions`` partitions."""
+        return dataclasses.replace(self, partitions=partitions)
+
+    def partition_of(self, session_id: str) -> int:
+        """The partition of a session: every event of one session goes to the same one."""
+        if self.partitions <= 1:
+            return 0
+        return zlib.crc32(session_id.encode("utf-8", "surrogatepass")) % self.partitions
 
     @property
-    def blocking_stream(self) -> str:
-        return f"{self.prefix}stream:blocking"
+    def all_partitions(self) -> range:
+        return range(self.partitions)
+
+    def _part(self, partition: int) -> str:
+        return f"{self.prefix}{{p{partition}}}:"
+
+    def blocking_stream(self, partition: int = 0) -> str:
+        return f"{self._part(partition)}stream:blocking"
+
+    def events_stream(self, partition: int = 0) -> str:
+        return f"{self._part(partition)}stream:events"
+
+    def dead_letter_stream(self, partition: int = 0) -> str:
+        return f"{self._part(partition)}stream:dead"
+
+    def decision_log(self, partition: int = 0) -> str:
+        return f"{self._part(partition)}decisions"
 
     @property
-    def events_stream(self) -> str:
-        return f"{self.prefix}stream:events"
+    def decision_logs(self) -> list[str]:
+        """The decision log of every partition (readers merge them by entry id, which is time)."""
+        return [self.decision_log(p) for p in self.all_partitions]
+
+    def outcome(self, event_id: str, partition: int = 0) -> str:
+        return f"{self._part(partition)}outcome:{event_id}"
 
     @property
-    def dead_letter_stream(self) -> str:
-        return f"{self.prefix}stream:dead"
+    def layout(self) -> str:
+        """The bus's layout (``partitions``), written by the first gateway or dispatcher."""
+        return f"{self.prefix}layout"
 
     @property
-    def decision_log(self) -> str:
-        return f"{self.prefix}decisions"
+    def _control(self) -> str:
+        return f"{{{self.prefix.rstrip(':') or 'hookbus'}}}:"
 
     @property
     def arq_queue(self) -> str:
@@ -92,24 +138,24 @@ class Keyspace:
 
     @property
     def tokens(self) -> str:
-        return f"{self.prefix}tokens"
+        return f"{self._control}tokens"
 
     def token_lookup(self, token_hash: str) -> str:
-        return f"{self.prefix}token:{token_hash}"
+        return f"{self._control}token:{token_hash}"
 
     @property
     def tokens_last_used(self) -> str:
-        return f"{self.prefix}tokens:used"
+        return f"{self._control}tokens:used"
 
     def policy_version(self, version_id: str) -> str:
-        return f"{self.prefix}policy:version:{version_id}"
+        return f"{self._control}policy:version:{version_id}"
 
     def policy_versions(self, scope: str) -> str:
-        return f"{self.prefix}policy:versions:{scope}"
+        return f"{self._control}policy:versions:{scope}"
 
     @property
     def policy_current(self) -> str:
-        return f"{self.prefix}policy:current"
+        return f"{self._control}policy:current"
 
     @property
     def policy_changed(self) -> str:
@@ -117,9 +163,6 @@ class Keyspace:
 
     def rate_limit(self, kind: str, name: str) -> str:
         return f"{self.prefix}ratelimit:{kind}:{name}"
-
-    def outcome(self, event_id: str) -> str:
-        return f"{self.prefix}outcome:{event_id}"
 
     def once(self, tenant: str, session_id: str, handler_id: str) -> str:
         return f"{self.prefix}once:{tenant}:{session_id}:{handler_id}"

@@ -17,7 +17,7 @@ from collections.abc import Sequence
 
 from bus.policy import Policy, PolicyFile, merge_policy
 
-_ORG_ONLY = ("orgLocked", "tenantOverrides")
+_ORG_ONLY = ("orgLocked", "tenantOverrides", "streams")
 
 
 def locked_keys(org: Sequence[PolicyFile]) -> tuple[bool, frozenset[str]]:

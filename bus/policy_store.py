@@ -22,7 +22,7 @@ from typing import Any
 import orjson
 import redis.asyncio as aioredis
 
-from bus.connection import redis_errors
+from bus.connection import redis_errors, transaction
 from bus.errors import ConfigError, PolicyError
 from bus.keys import Keyspace
 from bus.layers import compose
@@ -106,7 +106,7 @@ class PolicyStore:
             if current is not None and current.decode() == version.id:
                 return version, False
             exists = await self.redis.exists(self.keys.policy_version(version.id))
-            async with self.redis.pipeline(transaction=True) as pipe:
+            async with transaction(self.redis, self.keys.policy_current) as pipe:
                 if not exists:  # immutable: a version is written once
                     pipe.hset(self.keys.policy_version(version.id), mapping=version.encode())
                 pipe.rpush(self.keys.policy_versions(scope), version.id)
@@ -156,7 +156,7 @@ class PolicyStore:
             org = await self.current(ORG)
             compose(org.parsed() if org else [], target.parsed())
         with redis_errors(self.redis_url):
-            async with self.redis.pipeline(transaction=True) as pipe:
+            async with transaction(self.redis, self.keys.policy_current) as pipe:
                 pipe.rpush(self.keys.policy_versions(scope), target.id)
                 pipe.hset(self.keys.policy_current, scope, target.id)
                 pipe.publish(self.keys.policy_changed, scope)

@@ -191,6 +191,13 @@ class LlmSettings(_Strict):
     model: str = "claude-haiku-4-5"
 
 
+class StreamsSettings(_Strict):
+    """``hookbus.streams``: the layout of the bus (read when a gateway or dispatcher starts)."""
+
+    #: Work streams and decision logs, each its own Redis Cluster slot; a session keeps to one.
+    partitions: Annotated[int, Field(ge=1, le=1024)] = 1
+
+
 class DecisionLogSettings(_Strict):
     max_length: Annotated[int, Field(gt=0)] = Field(default=1_000_000, alias="maxLength")
     max_age_seconds: Annotated[float, Field(gt=0)] | None = Field(default=7 * 86400, alias="maxAgeSeconds")
@@ -242,7 +249,9 @@ class AsyncSettings(_Strict):
     max_age_seconds: Annotated[float, Field(gt=0)] = Field(default=3600.0, alias="maxAgeSeconds")
     max_queued: Annotated[int, Field(gt=0)] = Field(default=100_000, alias="maxQueued")
     retry_delay_seconds: Annotated[float, Field(gt=0)] = Field(default=2.0, alias="retryDelaySeconds")
-    keep_result_seconds: Annotated[float, Field(ge=0)] = Field(default=30.0, alias="keepResultSeconds")
+    #: Keep arq results this long (for inspection); 0 keeps none. Not needed to run a job once:
+    #: an event's jobs are queued with its settlement (:mod:`workers.queue`).
+    keep_result_seconds: Annotated[float, Field(ge=0)] = Field(default=0.0, alias="keepResultSeconds")
 
 
 class PlatformSettings(_Strict):
@@ -258,6 +267,7 @@ class PlatformSettings(_Strict):
     http: HttpSettings = Field(default_factory=HttpSettings)
     llm: LlmSettings = Field(default_factory=LlmSettings)
     decision_log: DecisionLogSettings = Field(default_factory=DecisionLogSettings, alias="decisionLog")
+    streams: StreamsSettings = Field(default_factory=StreamsSettings)
     redact: RedactSettings = Field(default_factory=RedactSettings)
     async_: AsyncSettings = Field(default_factory=AsyncSettings, alias="async")
     #: No tenant layer may disable, shadow or weaken the org's hooks (org layer only).

@@ -12,7 +12,7 @@ import hmac
 import os
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, Final
 from urllib.parse import urlsplit, urlunsplit
 
 from bus.errors import ConfigError
@@ -32,6 +32,37 @@ def mask_url(url: str) -> str:
     host = parts.hostname or ""
     port = f":{parts.port}" if parts.port else ""
     return urlunsplit(parts._replace(netloc=f"{user}:***@{host}{port}"))
+
+
+#: URL schemes that name the seed node of a Redis Cluster, and the plain scheme of each.
+CLUSTER_SCHEMES: Final = {"redis+cluster": "redis", "rediss+cluster": "rediss"}
+
+
+def cluster_url(url: str) -> str:
+    """``url`` marked as the seed of a Redis Cluster (``redis://`` becomes ``redis+cluster://``)."""
+    parts = urlsplit(url)
+    if parts.scheme in CLUSTER_SCHEMES:
+        return url
+    if parts.scheme not in ("redis", "rediss"):
+        raise ConfigError(f"a Redis Cluster is reached over redis:// or rediss://, not {parts.scheme}://")
+    return urlunsplit(parts._replace(scheme=f"{parts.scheme}+cluster"))
+
+
+def parse_partitions(spec: str) -> tuple[int, ...]:
+    """``0-3,6`` as ``(0, 1, 2, 3, 6)`` (a dispatcher's ``--partitions``)."""
+    chosen: set[int] = set()
+    try:
+        for item in filter(None, (part.strip() for part in spec.split(","))):
+            low, sep, high = item.partition("-")
+            first, last = int(low), int(high) if sep else int(low)
+            if first < 0 or last < first:
+                raise ValueError(item)
+            chosen.update(range(first, last + 1))
+    except ValueError as exc:
+        raise ConfigError(f"partitions {spec!r} are not a list of numbers and ranges like 0-3,6") from exc
+    if not chosen:
+        raise ConfigError("no partitions given (like 0-3,6)")
+    return tuple(sorted(chosen))
 
 
 class Tokens:
@@ -83,7 +114,12 @@ class Tokens:
 class Settings:
     """Everything one hookbus process needs to run."""
 
+    #: The bus's Redis; a ``redis+cluster://`` URL for a Redis Cluster (``HOOKBUS_REDIS_CLUSTER=1``).
     redis_url: str | None = None
+    #: The async queue's Redis (arq needs a single Redis or Sentinel); the bus's when not set.
+    queue_redis_url: str | None = None
+    #: The partitions this dispatcher consumes (``--partitions 0-3``); all of them when not set.
+    dispatch_partitions: tuple[int, ...] | None = None
     key_prefix: str = DEFAULT_PREFIX
     policy_paths: tuple[str, ...] = ()
     host: str = DEFAULT_HOST
@@ -119,7 +155,7 @@ class Settings:
         fields = []
         for f in dataclasses.fields(self):
             value: Any = getattr(self, f.name)
-            if f.name == "redis_url" and value:
+            if f.name in ("redis_url", "queue_redis_url") and value:
                 value = mask_url(value)
             elif f.name == "metrics_token" and value:
                 value = "***"
@@ -130,6 +166,21 @@ class Settings:
     def keys(self) -> Keyspace:
         return Keyspace(self.key_prefix)
 
+    @property
+    def queue_url(self) -> str:
+        """The async queue's Redis: ``HOOKBUS_QUEUE_REDIS_URL``, else the bus's own (not a cluster's)."""
+        if not self.redis_url and not self.queue_redis_url:
+            raise ConfigError("no Redis: pass --redis-url or set HOOKBUS_REDIS_URL")
+        return self.queue_url_for(self.redis_url or "")
+
+    def queue_url_for(self, bus_url: str) -> str:
+        """The async queue's Redis when the bus is at ``bus_url``; ConfigError for a cluster's."""
+        url = self.queue_redis_url or bus_url
+        if urlsplit(url).scheme in CLUSTER_SCHEMES:
+            raise ConfigError("the async queue (arq) cannot run on a Redis Cluster: set HOOKBUS_QUEUE_REDIS_URL "
+                              "to a single Redis (or a Sentinel URL) for it")
+        return url
+
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None, **overrides: Any) -> Settings:
         """Settings from ``HOOKBUS_*`` variables; non-None ``overrides`` (from flags) win."""
@@ -137,6 +188,12 @@ class Settings:
         values: dict[str, Any] = {}
         if url := env.get("HOOKBUS_REDIS_URL"):
             values["redis_url"] = url
+        if url := env.get("HOOKBUS_QUEUE_REDIS_URL"):
+            values["queue_redis_url"] = url
+        if env.get("HOOKBUS_REDIS_CLUSTER", "").lower() in {"1", "true", "yes"}:
+            values["redis_cluster"] = True
+        if spec := env.get("HOOKBUS_DISPATCH_PARTITIONS"):
+            values["dispatch_partitions"] = spec
         if prefix := env.get("HOOKBUS_KEY_PREFIX"):
             values["key_prefix"] = prefix
         if policy := env.get("HOOKBUS_CONFIG"):
@@ -187,6 +244,10 @@ class Settings:
         if admin := env.get("HOOKBUS_ADMIN_TOKENS", "").strip():
             values["admin_tokens"] = Tokens.parse_admin(admin)
         values.update({k: v for k, v in overrides.items() if v is not None})
+        if values.pop("redis_cluster", False) and values.get("redis_url"):
+            values["redis_url"] = cluster_url(values["redis_url"])
+        if isinstance(spec := values.get("dispatch_partitions"), str):
+            values["dispatch_partitions"] = parse_partitions(spec)
         settings = cls(**values)
         settings.validate()
         return settings
@@ -205,4 +266,5 @@ class Settings:
             raise ConfigError(f"log format {self.log_format!r} is not one of: text, json (HOOKBUS_LOG_FORMAT)")
 
 
-__all__ = ["DEFAULT_HOST", "DEFAULT_PORT", "Settings", "Tokens", "mask_url"]
+__all__ = ["CLUSTER_SCHEMES", "DEFAULT_HOST", "DEFAULT_PORT", "Settings", "Tokens", "cluster_url", "mask_url",
+           "parse_partitions"]

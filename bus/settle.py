@@ -22,6 +22,15 @@ and only acknowledges). The first write of the script is the XADD, because Redis
 ``maxmemory`` only before a script's first write: under OOM nothing is written at all, and
 the entry stays pending until a retry succeeds.
 
+The first settle also queues the event's async hook jobs (:mod:`workers.queue`), after the
+XADD, as arq's own enqueue would: a job whose ``arq:job:<id>`` or ``arq:result:<id>`` exists
+is skipped; past ``maxQueued`` jobs in the queue (``ZCARD``) it is dropped; otherwise its
+record is written (``PSETEX``) and it joins the queue (``ZADD``, score: now in ms, arq's
+score for a job not deferred). So the jobs are queued exactly when the record is written:
+a re-delivered event queues nothing again, with no arq result kept to tell. The script
+returns how many jobs it queued and dropped. :data:`QUEUE_JOBS` is the same step alone, for
+a queue on a Redis of its own.
+
 Key values: ``G<reason>`` gateway answered fail-open, not logged yet; ``D<reply>`` decided
 and logged; ``F<reason>`` logged as fail-open; ``R`` a non-blocking event, logged.
 """
@@ -34,11 +43,40 @@ from typing import Final
 #: de-duplication window), in milliseconds.
 OUTCOME_GRACE_MS: Final = 10_000
 
-# KEYS: outcome, decision log, work stream
+#: Arguments of one job after the fixed ones (:data:`QUEUE_JOBS_LUA`): id, lifetime ms, maxQueued, record.
+JOB_ARGS: Final = 4
+
+# Queues the jobs named by KEYS[first_key..] (job key, result key per job) and ARGV[first_arg..]
+# (JOB_ARGS per job) on the arq queue ``queue``, as arq's enqueue does; returns queued, dropped.
+QUEUE_JOBS_LUA: Final = """
+local function queue_jobs(queue, first_key, first_arg, now_ms)
+  local queued, dropped, depth = 0, 0, nil
+  local arg = first_arg
+  for k = first_key, #KEYS - 1, 2 do
+    if redis.call('EXISTS', KEYS[k], KEYS[k + 1]) == 0 then
+      depth = depth or redis.call('ZCARD', queue)
+      if depth >= tonumber(ARGV[arg + 2]) then
+        dropped = dropped + 1
+      else
+        redis.call('PSETEX', KEYS[k], ARGV[arg + 1], ARGV[arg + 3])
+        redis.call('ZADD', queue, now_ms, ARGV[arg])
+        depth = depth + 1
+        queued = queued + 1
+      end
+    end
+    arg = arg + JOB_ARGS
+  end
+  return queued, dropped
+end
+""".replace("JOB_ARGS", str(JOB_ARGS))
+
+# KEYS: outcome, decision log, work stream, then (only with jobs) the arq queue, and a job key
+#       and result key per job
 # ARGV: entry id, group, log maxlen, record meta, hook input, deadline ms (0: non-blocking),
 #       reply (may be empty), outcome if decided, fail-open reason if decided, forced reason,
-#       reply channel
-SETTLE: Final = """
+#       reply channel, then JOB_ARGS per job
+# Returns {1, outcome, jobs queued, jobs dropped} when it wrote the record, else {0, state}.
+SETTLE: Final = QUEUE_JOBS_LUA + """
 local clock = redis.call('TIME')
 local now_ms = tonumber(clock[1]) * 1000 + math.floor(tonumber(clock[2]) / 1000)
 local prior = redis.call('GET', KEYS[1])
@@ -71,8 +109,21 @@ redis.call('XACK', KEYS[3], ARGV[2], ARGV[1])
 if string.sub(value, 1, 1) == 'D' then
   redis.call('PUBLISH', ARGV[11], ARGV[7])
 end
-return {1, outcome}
+local queued, dropped = 0, 0
+if #KEYS > 3 then
+  queued, dropped = queue_jobs(KEYS[4], 5, 12, string.format('%d', now_ms))
+end
+return {1, outcome, queued, dropped}
 """.replace("GRACE_MS", str(OUTCOME_GRACE_MS))
+
+# KEYS: the arq queue, then a job key and result key per job; ARGV: JOB_ARGS per job.
+# Returns {jobs queued, jobs dropped}.
+QUEUE_JOBS: Final = QUEUE_JOBS_LUA + """
+local clock = redis.call('TIME')
+local now_ms = tonumber(clock[1]) * 1000 + math.floor(tonumber(clock[2]) / 1000)
+local queued, dropped = queue_jobs(KEYS[1], 2, 1, string.format('%d', now_ms))
+return {queued, dropped}
+"""
 
 # KEYS: outcome; ARGV: fail-open reason, ttl ms. Returns the stored reply, or nil (fail open).
 CLAIM: Final = """
@@ -87,4 +138,4 @@ redis.call('SET', KEYS[1], 'G' .. ARGV[1], 'PX', ARGV[2])
 return false
 """
 
-__all__ = ["CLAIM", "OUTCOME_GRACE_MS", "SETTLE"]
+__all__ = ["CLAIM", "JOB_ARGS", "OUTCOME_GRACE_MS", "QUEUE_JOBS", "QUEUE_JOBS_LUA", "SETTLE"]

@@ -20,7 +20,7 @@ from typing import Any
 import orjson
 import redis.asyncio as aioredis
 
-from bus.connection import redis_errors
+from bus.connection import redis_errors, transaction
 from bus.errors import ConfigError
 from bus.keys import Keyspace
 
@@ -86,7 +86,7 @@ class TokenStore:
                          expires_ms=now_ms + int(expires_s * 1000) if expires_s else None, hash=token_hash(token))
         record = orjson.dumps({**info.public(), "hash": info.hash}).decode()
         with redis_errors(self.redis_url):
-            async with self.redis.pipeline(transaction=True) as pipe:
+            async with transaction(self.redis, self.keys.tokens) as pipe:
                 pipe.hset(self.keys.tokens, info.id, record)
                 pipe.set(self.keys.token_lookup(info.hash), info.id)
                 await pipe.execute()
@@ -106,7 +106,7 @@ class TokenStore:
             if raw is None:
                 return None
             info = self._decode(raw, None)
-            async with self.redis.pipeline(transaction=True) as pipe:
+            async with transaction(self.redis, self.keys.tokens) as pipe:
                 pipe.hdel(self.keys.tokens, token_id)
                 pipe.hdel(self.keys.tokens_last_used, token_id)
                 pipe.delete(self.keys.token_lookup(info.hash))

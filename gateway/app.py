@@ -122,7 +122,7 @@ def create_app(settings: Settings, policy: Policy, redis_url: str) -> HookbusApp
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
         metrics.init_metrics()
         await gateway.start()
-        observer = Observer(redis_url, settings.keys)  # the platform's Redis state, for /metrics
+        observer = Observer(redis_url, gateway.keys)  # the platform's Redis state (every partition), for /metrics
         observer.start()
         # What exists now lives as long as the process: keep it out of the collector's scans
         # (full collections over it cost tens of milliseconds on the request path).
@@ -145,7 +145,7 @@ def create_app(settings: Settings, policy: Policy, redis_url: str) -> HookbusApp
             Route("/metrics", metrics_endpoint, methods=["GET"]),
             Route("/v1/whoami", whoami, methods=["GET"]),
             *console_routes(settings, redis_url, lambda: gateway.policy),
-            *audit_routes(settings, lambda: gateway.redis),  # GET /v1/audit/events
+            *audit_routes(settings, lambda: gateway.redis, gateway.keys),  # GET /v1/audit/events
         ],
         lifespan=lifespan,
         exception_handlers={HTTPException: http_error, 500: server_error},

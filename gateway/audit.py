@@ -79,9 +79,9 @@ def _query(request: HTTPRequest, scope: str | None) -> tuple[Window, RecordFilte
     return window, passes, after, int(limit) if limit is not None else None
 
 
-def audit_routes(settings: Settings, redis: Callable[[], aioredis.Redis]) -> list[Route]:
-    """The audit routes of a gateway reading the log through ``redis()``."""
-    keys: Keyspace = settings.keys
+def audit_routes(settings: Settings, redis: Callable[[], aioredis.Redis], keys: Keyspace | None = None) -> list[Route]:
+    """The audit routes of a gateway reading the log (every partition of ``keys``) through ``redis()``."""
+    keys = keys or settings.keys
 
     async def events(request: HTTPRequest) -> Response:
         try:
@@ -89,7 +89,7 @@ def audit_routes(settings: Settings, redis: Callable[[], aioredis.Redis]) -> lis
             window, passes, after, limit = _query(request, caller.tenant)
         except RequestRejected as exc:
             return _error(exc)
-        records = read_window(redis(), keys, window, passes, after=after)
+        records = read_window(redis(), keys, window, passes, after=after, limit=limit)
         try:  # the first page decides the status: Redis down is a 503, not an empty 200
             with redis_errors():
                 first = await anext(records, None)
@@ -100,7 +100,7 @@ def audit_routes(settings: Settings, redis: Callable[[], aioredis.Redis]) -> lis
             sent = 0
             item = first
             try:
-                while item is not None and (limit is None or sent < limit):
+                while item is not None:  # read_window stops at the limit
                     log_id, record = item
                     yield orjson.dumps({"log_id": log_id, **record.to_json()}) + b"\n"
                     sent += 1

@@ -36,10 +36,11 @@ from starlette.responses import Response
 from starlette.types import Receive, Scope, Send
 
 from bus.errors import BusUnavailable, RequestRejected
+from bus.keys import Keyspace
 from bus.policy import Policy
 from bus.settings import Settings
 from gateway.access import Caller, StreamSlots, check_single_authorization, request_caller
-from gateway.logtail import ENTRY_ID, LogItem, LogTail, Subscriber, id_key
+from gateway.logtail import ENTRY_ID, Cursor, LogItem, LogTail, Subscriber
 
 logger = logging.getLogger("hookbus.gateway")
 
@@ -152,9 +153,9 @@ class _Stream(EventSourceResponse):
 class EventStream:
     """The stream endpoint of one gateway process: its tail, its slots."""
 
-    def __init__(self, settings: Settings, redis_url: str) -> None:
+    def __init__(self, settings: Settings, redis_url: str, keys: Keyspace | None = None) -> None:
         self.settings = settings
-        self.tail = LogTail(redis_url, settings.keys)
+        self.tail = LogTail(redis_url, keys or settings.keys)
         self.slots = StreamSlots(settings.max_streams_per_token)
         #: Streams open right now.
         self.open = 0
@@ -186,26 +187,26 @@ class EventStream:
 
         return _Stream(self._events(caller, subscriber, position, start, backlog), close, caller.scope)
 
-    async def _events(self, caller: Caller, subscriber: Subscriber, position: str, start: str | None,
+    async def _events(self, caller: Caller, subscriber: Subscriber, position: Cursor, start: str | None,
                       backlog: int) -> AsyncIterator[ServerSentEvent]:
         hello = {"scope": caller.tenant, "admin": caller.admin, "resumed_after": start}
         yield ServerSentEvent(orjson.dumps(hello).decode(), event="hello", retry=RETRY_MS)
         cursor = position
         try:
             if start is not None:
-                cursor = start
+                cursor = Cursor.after(start, len(position.marks))
                 if gap := await self._gap(cursor):
                     yield gap
                 async for item in self.tail.history(cursor, subscriber.accept):
-                    cursor = item.entry_id
+                    cursor.sent(item)
                     yield _event(item)
             elif backlog:
                 items, newest = await self.tail.latest(backlog, subscriber.accept)
                 for item in items:
                     yield _event(item)
-                if newest is not None and id_key(newest) > id_key(cursor):
-                    cursor = newest
-            yield _notice("live", after=cursor)  # what follows is written now (the console counts rates from here)
+                cursor.skip_to(newest)
+            # What follows is written now (the console counts rates from here).
+            yield _notice("live", after=cursor.last_id)
             while True:
                 if subscriber.lagging and subscriber.queue.empty():
                     # It has sent all it was given: back to the live feed, and what it missed from the log.
@@ -213,23 +214,23 @@ class EventStream:
                     if gap := await self._gap(cursor):
                         yield gap
                     async for item in self.tail.history(cursor, subscriber.accept):
-                        cursor = item.entry_id
+                        cursor.sent(item)
                         yield _event(item)
                     continue
                 item = await subscriber.queue.get()
-                if item.key <= id_key(cursor):
+                if cursor.has(item):
                     continue  # already sent from the log
-                cursor = item.entry_id
+                cursor.sent(item)
                 yield _event(item)
         except BusUnavailable as exc:
-            yield _notice("error", error="redis_unavailable", detail=str(exc), last_event_id=cursor)
+            yield _notice("error", error="redis_unavailable", detail=str(exc), last_event_id=cursor.last_id)
 
-    async def _gap(self, after: str) -> ServerSentEvent | None:
-        """A ``gap`` notice when the log no longer holds what follows ``after``."""
-        oldest = await self.tail.oldest_id()
-        if after == "0-0" or oldest is None or id_key(oldest) <= id_key(after):
+    async def _gap(self, cursor: Cursor) -> ServerSentEvent | None:
+        """A ``gap`` notice when the log no longer holds what follows ``cursor``."""
+        resumes_at = await self.tail.trimmed(cursor)
+        if resumes_at is None:
             return None
-        return _notice("gap", after=after, resumes_at=oldest,
+        return _notice("gap", after=cursor.last_id, resumes_at=resumes_at,
                        detail="the decision log was trimmed past this point: records in between may be missing")
 
 
@@ -239,7 +240,9 @@ def console_routes(settings: Settings, redis_url: str, current_policy: Callable[
 
     from gateway.console import console_page, replay_route
 
-    stream = EventStream(settings, redis_url)
+    # The bus's partitions as the gateway fixed them at start (gateway.hooks): the stream reads every partition's log.
+    partitions = current_policy().settings.streams.partitions
+    stream = EventStream(settings, redis_url, settings.keys.with_partitions(partitions))
     return [
         Route("/v1/events/stream", stream.endpoint, methods=["GET"]),
         *console_page(),

@@ -30,6 +30,7 @@ from bus.errors import BusUnavailable, RequestRejected
 from bus.events import event_spec
 from bus.keys import WORK_STREAM_MAXLEN, Keyspace
 from bus.logs import event_fields
+from bus.partitions import warn_partitions_changed
 from bus.policy import Policy
 from bus.policy_registry import PolicyRegistry
 from bus.protocol import FailOpenReason, ProtocolError, Reply, Request, StreamFields, now_ms
@@ -59,7 +60,8 @@ class Gateway:
         self.settings = settings
         self.policy = policy
         self.redis_url = redis_url
-        self.keys: Keyspace = settings.keys
+        #: The bus's partitions are fixed when the node starts (a reload cannot move a session's events).
+        self.keys: Keyspace = settings.keys.with_partitions(policy.settings.streams.partitions)
         self.gateway_id = f"{os.getpid()}-{uuid.uuid4().hex[:8]}"
         self._id_prefix = uuid.uuid4().hex[:16]
         self._ids = itertools.count(1)
@@ -81,6 +83,7 @@ class Gateway:
     def set_policy(self, policy: Policy) -> None:
         """Swap in the reloaded files (the org layer unless one is pushed); requests in flight
         finish under the policy they started with."""
+        warn_partitions_changed(self.keys, policy)
         self.policy = policy
         self.registry.set_base(policy)
 
@@ -206,6 +209,7 @@ class Gateway:
                 raise RequestRejected(400, "unknown_dialect", str(exc)) from exc
         event = hook_input["hook_event_name"]
         label = metrics.event_label(event)
+        partition = self.keys.partition_of(hook_input["session_id"])
         policy, versions = self.registry.for_tenant(tenant)
         request = Request(event_id=self.new_event_id(), event=event, tenant=tenant, payload=body,
                           received_ms=now_ms(), dialect=dialect, policy=versions)
@@ -213,9 +217,9 @@ class Gateway:
         # every blocking event waits for a decision.
         blocking = event_spec(event).blocking and bool(policy.entries(event) or policy.settings.plugins)
         if blocking:
-            output, decision, fail_open = await self._decide(request, started, policy)
+            output, decision, fail_open = await self._decide(request, started, policy, partition)
         else:
-            output, decision, fail_open = await self._record(request)
+            output, decision, fail_open = await self._record(request, partition)
         response_headers = {"X-Hookbus-Event-Id": request.event_id, "X-Hookbus-Policy-Version": versions}
         if fail_open is not None:
             metrics.child(metrics.FAIL_OPEN, label, fail_open).inc()
@@ -231,13 +235,14 @@ class Gateway:
             output = to_dialect(dialect, event, output)
         return orjson.dumps(output), response_headers
 
-    async def _record(self, request: Request) -> tuple[dict[str, Any], str, str | None]:
+    async def _record(self, request: Request, partition: int) -> tuple[dict[str, Any], str, str | None]:
         fields = request.encode()
+        stream = self.keys.events_stream(partition)
         try:
-            await self.batcher.append(self.keys.events_stream, fields)
+            await self.batcher.append(stream, fields)
         except BusUnavailable:
             request.fail_open = FailOpenReason.REDIS_UNAVAILABLE
-            self.spool.put(self.keys.events_stream, request.encode())
+            self.spool.put(stream, request.encode())
             return {}, "none", FailOpenReason.REDIS_UNAVAILABLE
         return {}, "none", None
 
@@ -254,29 +259,31 @@ class Gateway:
             raise RequestRejected(429, "rate_limited", f"{who} is over its rate limit",
                                   {"Retry-After": str(max(1, math.ceil(wait_s)))})
 
-    async def _decide(self, request: Request, started: float, policy: Policy) -> tuple[dict[str, Any], str, str | None]:
+    async def _decide(self, request: Request, started: float, policy: Policy,
+                      partition: int) -> tuple[dict[str, Any], str, str | None]:
         # The deadline runs from the request's arrival (reading and parsing it count too), and
         # the dispatchers see the same instant as the end of their budget.
         remaining_s = max(0.0, policy.settings.deadline_for(request.event) - (time.perf_counter() - started))
         request.reply_to = self.waiter.channel
         request.deadline_ms = now_ms() + int(remaining_s * 1000)
         future = self.waiter.expect(request.event_id)
+        stream = self.keys.blocking_stream(partition)
         reply: Reply | None
         waiting = time.perf_counter()
         try:
             async with asyncio.timeout(remaining_s):
-                await self.batcher.append(self.keys.blocking_stream, request.encode())
+                await self.batcher.append(stream, request.encode())
                 reply = await future
             metrics.REPLY_WAIT.observe(time.perf_counter() - waiting)
         except TimeoutError:
             metrics.REPLY_WAIT.observe(time.perf_counter() - waiting)
             metrics.child(metrics.TIMEOUTS, "reply").inc()
-            reply = await self._claim(request, FailOpenReason.TIMEOUT)
+            reply = await self._claim(request, FailOpenReason.TIMEOUT, partition)
         except BusUnavailable as exc:
             logger.debug("failing open: %s", exc)
             # Keep the audit record: a dispatcher writes it, as fail-open, once Redis is back.
             request.fail_open = FailOpenReason.REDIS_UNAVAILABLE
-            self.spool.put(self.keys.blocking_stream, request.encode())
+            self.spool.put(stream, request.encode())
             return {}, "none", FailOpenReason.REDIS_UNAVAILABLE
         finally:
             self.waiter.forget(request.event_id)
@@ -284,14 +291,15 @@ class Gateway:
             return {}, "none", FailOpenReason.TIMEOUT
         return reply.output, reply.decision, reply.fail_open
 
-    async def _claim(self, request: Request, reason: FailOpenReason) -> Reply | None:
+    async def _claim(self, request: Request, reason: FailOpenReason, partition: int) -> Reply | None:
         """Past the deadline: the decision if a dispatcher settled the event in time (its
         reply was lost or late), else mark the event as answered fail-open (:mod:`bus.settle`)."""
         ttl_ms = OUTCOME_GRACE_MS + max(0, request.deadline_ms - now_ms())
         try:
             async with asyncio.timeout(CLAIM_TIMEOUT_S):
                 with redis_errors(self.redis_url):
-                    stored = await self._claim_script([self.keys.outcome(request.event_id)], [reason, ttl_ms])
+                    outcome_key = self.keys.outcome(request.event_id, partition)
+                    stored = await self._claim_script([outcome_key], [reason, ttl_ms])
         except (BusUnavailable, TimeoutError) as exc:
             metrics.child(metrics.REDIS_ERRORS, "claim").inc()
             logger.debug("could not settle %s as fail-open: %s", request.event_id, exc)

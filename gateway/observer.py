@@ -3,7 +3,9 @@
 Every ``interval_s`` the observer reads, in one pipelined round trip bounded by
 ``timeout_s``: the length of the work streams and the decision log, the dispatchers'
 consumer group on each work stream (pending entries, lag), the dispatcher heartbeats, the
-dead-letter stream, the arq queue and the async dead-letter stream. It sets the gauges of
+dead-letter stream, the arq queue and the async dead-letter stream; with several partitions,
+those of every partition, added up (lags and pending entries too; the decision log's age is
+its oldest record's). It sets the gauges of
 :func:`bus.metrics.observed`, and ``hookbus_redis_up`` to 1, or to 0 when Redis did not answer
 in time (the other gauges then keep their last values).
 
@@ -71,7 +73,9 @@ class Observer:
         self.interval_s = interval_s
         self.timeout_s = timeout_s
         self.gauges = metrics.observed()
-        self.streams = {"blocking": keys.blocking_stream, "events": keys.events_stream}
+        #: Each work stream's label and its stream in every partition.
+        self.streams = {"blocking": [keys.blocking_stream(p) for p in keys.all_partitions],
+                        "events": [keys.events_stream(p) for p in keys.all_partitions]}
         self._redis = connect(redis_url, connect_timeout_s=timeout_s, socket_timeout_s=timeout_s)
         self._task = BackgroundTask(self._run, "hookbus-observer")
         #: Whether the last look reached Redis (None before the first).
@@ -111,11 +115,13 @@ class Observer:
     async def _observe(self) -> None:
         keys = self.keys
         async with self._redis.pipeline(transaction=False) as pipe:
-            for stream in self.streams.values():
-                pipe.xlen(stream)
-                pipe.xinfo_groups(stream)
-            pipe.xlen(keys.decision_log)
-            pipe.xlen(keys.dead_letter_stream)
+            for streams in self.streams.values():
+                for stream in streams:
+                    pipe.xlen(stream)
+                    pipe.xinfo_groups(stream)
+            for partition in keys.all_partitions:
+                pipe.xlen(keys.decision_log(partition))
+                pipe.xlen(keys.dead_letter_stream(partition))
             pipe.hgetall(keys.dispatchers)
             pipe.zcard(keys.arq_queue)
             pipe.xlen(keys.async_dead_letters)
@@ -124,19 +130,25 @@ class Observer:
             if isinstance(answer, Exception) and (is_transient(answer) or not isinstance(answer, ResponseError)):
                 raise answer
         it = iter(answers)
-        for label, stream in self.streams.items():
-            length, groups = _count(next(it)), next(it)
-            group = dispatch_group(groups)
-            pending = int(group.get("pending") or 0) if group is not None else 0
-            lag = group_lag(group, length)
-            if lag is None:
-                assert group is not None
-                lag = await self._lag_without_counter(stream, group, length, pending)
-            self.gauges.stream_length.labels(label).set(length)
-            self.gauges.stream_pending.labels(label, DISPATCH_GROUP).set(pending)
-            self.gauges.stream_lag.labels(label, DISPATCH_GROUP).set(lag)
-        self.gauges.stream_length.labels("decisions").set(_count(next(it)))
-        self.gauges.dlq_size.set(_count(next(it)))
+        for label, streams in self.streams.items():
+            total_length = total_pending = total_lag = 0
+            for stream in streams:
+                length, groups = _count(next(it)), next(it)
+                group = dispatch_group(groups)
+                pending = int(group.get("pending") or 0) if group is not None else 0
+                lag = group_lag(group, length)
+                if lag is None:
+                    assert group is not None
+                    lag = await self._lag_without_counter(stream, group, length, pending)
+                total_length, total_pending, total_lag = total_length + length, total_pending + pending, total_lag + lag
+            self.gauges.stream_length.labels(label).set(total_length)
+            self.gauges.stream_pending.labels(label, DISPATCH_GROUP).set(total_pending)
+            self.gauges.stream_lag.labels(label, DISPATCH_GROUP).set(total_lag)
+        decisions = dead = 0
+        for _ in keys.all_partitions:
+            decisions, dead = decisions + _count(next(it)), dead + _count(next(it))
+        self.gauges.stream_length.labels("decisions").set(decisions)
+        self.gauges.dlq_size.set(dead)
         beats = next(it)
         now = now_ms()
         alive = sum(1 for ms in (beats.values() if isinstance(beats, dict) else ()) if _fresh(ms, now))

@@ -16,7 +16,7 @@ import time
 import redis.asyncio as aioredis
 import redis.exceptions
 
-from bus.connection import connect
+from bus.connection import cluster_node_urls, connect, is_cluster_url
 from bus.protocol import ProtocolError, Reply
 from bus.retry import BackgroundTask, Backoff
 
@@ -37,6 +37,7 @@ class ReplyWaiter:
         self._task = BackgroundTask(self._run, "hookbus-reply-reader")
         self._backoff = Backoff(cap_s=1.0)
         self._last_seen = 0.0
+        self._nodes: list[str] = []
 
     @property
     def waiting(self) -> int:
@@ -68,9 +69,25 @@ class ReplyWaiter:
             if future is not None and not future.done():
                 future.set_result(reply)
 
+    async def _node_url(self) -> str:
+        """Where to subscribe: the Redis itself, or one node of a cluster (classic PUBLISH reaches
+        every node), another one after each failure."""
+        if not is_cluster_url(self.redis_url):
+            return self.redis_url
+        self._nodes = await cluster_node_urls(self.redis_url, self._nodes)
+        if not self._nodes:
+            raise redis.exceptions.ConnectionError("no node of the cluster answers")
+        return self._nodes[self._backoff.failures % len(self._nodes)]
+
     async def _run(self) -> None:
         while True:
-            client = connect(self.redis_url, socket_timeout_s=None)
+            try:
+                url = await self._node_url()
+            except redis.exceptions.ConnectionError as exc:
+                self.last_error = str(exc)
+                await self._backoff.wait()
+                continue
+            client = connect(url, socket_timeout_s=None)
             pubsub = client.pubsub(ignore_subscribe_messages=True)
             try:
                 await pubsub.subscribe(self.channel)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import errno
 import ipaddress
 import logging
@@ -9,7 +11,9 @@ import socket
 
 import uvicorn
 
-from bus.errors import ConfigError
+from bus.connection import connect, redis_errors
+from bus.errors import BusUnavailable, ConfigError
+from bus.partitions import claim_layout
 from bus.policy import Policy
 from bus.settings import Settings
 from gateway.app import create_app
@@ -52,9 +56,26 @@ def bind_socket(host: str, port: int) -> socket.socket:
     return sock
 
 
+def check_layout(settings: Settings, policy: Policy, redis_url: str) -> None:
+    """Refuse to start when the bus runs with another partition count than the policy's (with
+    Redis out of reach the gateway starts anyway, failing open; the dispatchers check too)."""
+    async def check() -> None:
+        redis = connect(redis_url, connect_timeout_s=1.0, socket_timeout_s=1.0)
+        try:
+            with contextlib.suppress(BusUnavailable, TimeoutError):
+                async with asyncio.timeout(2.0):
+                    with redis_errors(redis_url):
+                        await claim_layout(redis, settings.keys.with_partitions(policy.settings.streams.partitions))
+        finally:
+            await redis.aclose()
+
+    asyncio.run(check())
+
+
 def serve(settings: Settings, policy: Policy, redis_url: str) -> None:
     """Serve the gateway in the foreground until SIGINT/SIGTERM."""
     check_bind(settings)
+    check_layout(settings, policy, redis_url)
     sock = bind_socket(settings.host, settings.port)
     app = create_app(settings, policy, redis_url)
     config = uvicorn.Config(
@@ -75,4 +96,4 @@ def serve(settings: Settings, policy: Policy, redis_url: str) -> None:
     uvicorn.Server(config).run(sockets=[sock])
 
 
-__all__ = ["bind_socket", "check_bind", "serve"]
+__all__ = ["bind_socket", "check_bind", "check_layout", "serve"]

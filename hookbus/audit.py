@@ -10,6 +10,12 @@ accepted it. On start it first re-reads the entries it was given and did not ack
 (``XREADGROUP ... 0``), then takes over entries another consumer of the group left pending
 for longer than ``claim_idle_s``, then reads new ones (``>``): a pipeline killed at any point
 and started again has no gap, and repeats only records it had not acknowledged.
+
+With several partitions the group is one consumer group of that name on each partition's
+log (the count is read from Redis, :func:`bus.partitions.bus_keyspace`): each step above runs
+on every partition, new records are read with one blocking read in flight per partition
+(:class:`bus.logreader.PartitionReads`), and each record is acknowledged on its own
+partition's log. Records of one partition are delivered in order.
 """
 
 from __future__ import annotations
@@ -20,7 +26,7 @@ import csv
 import logging
 import signal
 import sys
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from typing import IO, Any, Final
 
 import orjson
@@ -31,6 +37,8 @@ from bus.auditlog import RecordFilter, Window, read_window
 from bus.connection import connect, redis_errors
 from bus.errors import BusUnavailable, ConfigError
 from bus.keys import Keyspace
+from bus.logreader import LogEntry, PartitionReads, RawEntry
+from bus.partitions import bus_keyspace
 from bus.protocol import LogRecord, ProtocolError
 from bus.retry import Backoff
 from hookbus.audit_sinks import Item, Sink, Stopping
@@ -74,6 +82,7 @@ async def export(redis_url: str, keys: Keyspace, window: Window, passes: RecordF
     written = 0
     try:
         with redis_errors(redis_url):
+            keys = await bus_keyspace(client, keys)
             async for log_id, record in read_window(client, keys, window, passes):
                 data = record_json(log_id, record)
                 if writer is not None:
@@ -88,7 +97,7 @@ async def export(redis_url: str, keys: Keyspace, window: Window, passes: RecordF
 
 
 class Follower:
-    """One consumer of group ``group`` on the decision log, delivering to ``sink``."""
+    """One consumer of group ``group`` on the decision log (every partition's), delivering to ``sink``."""
 
     def __init__(self, redis_url: str, keys: Keyspace, group: str, sink: Sink, *, consumer: str = "follower",
                  start: str = "oldest", claim_idle_s: float = 60.0) -> None:
@@ -115,7 +124,8 @@ class Follower:
             while not stop.is_set():
                 try:
                     with redis_errors(self.redis_url):
-                        await self._ensure_group()
+                        self.keys = await bus_keyspace(self.redis, self.keys)
+                        await self._ensure_groups()
                         await self._drain_own_pending(stop)
                         await self._claim_abandoned(stop)
                         await self._follow(stop)
@@ -135,72 +145,81 @@ class Follower:
             await self.sink.aclose()
             await self.redis.aclose()
 
-    async def _ensure_group(self) -> None:
-        try:
-            await self.redis.xgroup_create(self.keys.decision_log, self.group, id="$" if self.start == "now" else "0",
-                                           mkstream=True)
-            logger.info("created consumer group %s at the %s of the log", self.group,
-                        "end" if self.start == "now" else "start")
-        except redis.exceptions.ResponseError as exc:
-            if "BUSYGROUP" not in str(exc):
-                raise
+    async def _ensure_groups(self) -> None:
+        for partition in self.keys.all_partitions:
+            try:
+                await self.redis.xgroup_create(self.keys.decision_log(partition), self.group,
+                                               id="$" if self.start == "now" else "0", mkstream=True)
+                logger.info("created consumer group %s at the %s of the log%s", self.group,
+                            "end" if self.start == "now" else "start",
+                            f" of partition {partition}" if self.keys.partitions > 1 else "")
+            except redis.exceptions.ResponseError as exc:
+                if "BUSYGROUP" not in str(exc):
+                    raise
 
-    async def _read(self, from_id: str, block_ms: int | None) -> list[tuple[bytes, Mapping[bytes, bytes] | None]]:
-        response = await self.redis.xreadgroup(self.group, self.consumer, {self.keys.decision_log: from_id},
+    async def _read(self, partition: int, from_id: str, block_ms: int | None) -> list[RawEntry]:
+        response = await self.redis.xreadgroup(self.group, self.consumer, {self.keys.decision_log(partition): from_id},
                                                count=self.sink.batch, block=block_ms)
         return [entry for _, entries in response or () for entry in entries]
 
     async def _drain_own_pending(self, stop: asyncio.Event) -> None:
-        after = "0"
-        while not stop.is_set():
-            entries = await self._read(after, None)
-            if not entries:
-                return
-            await self._deliver(entries, stop)
-            after = entries[-1][0].decode()
+        for partition in self.keys.all_partitions:
+            after = "0"
+            while not stop.is_set():
+                entries = await self._read(partition, after, None)
+                if not entries:
+                    break
+                await self._deliver([LogEntry(partition, entry_id, fields) for entry_id, fields in entries], stop)
+                after = entries[-1][0].decode()
 
     async def _claim_abandoned(self, stop: asyncio.Event) -> None:
         """Take over what other consumers of the group left pending (JUSTID: Redis 6.2 answers an
         entry trimmed while pending with a nil that has no id; read each entry by its id instead)."""
-        if stop.is_set():
-            return
-        ids: list[bytes] = await self.redis.xautoclaim(self.keys.decision_log, self.group, self.consumer,
-                                                       self.claim_idle_ms, "0-0", count=1000, justid=True)
-        if not ids:
-            return
-        logger.info("took over %d records another consumer of %s left unacknowledged", len(ids), self.group)
-        for start in range(0, len(ids), self.sink.batch):
-            entries: list[tuple[bytes, Mapping[bytes, bytes] | None]] = []
-            for entry_id in ids[start:start + self.sink.batch]:
-                found = await self.redis.xrange(self.keys.decision_log, min=entry_id, max=entry_id)
-                entries.append((entry_id, found[0][1] if found else None))
-            await self._deliver(entries, stop)
-
-    async def _follow(self, stop: asyncio.Event) -> None:
-        while not stop.is_set():
-            entries = await self._read(">", _READ_BLOCK_MS)
-            if entries:
+        for partition in self.keys.all_partitions:
+            if stop.is_set():
+                return
+            log = self.keys.decision_log(partition)
+            ids: list[bytes] = await self.redis.xautoclaim(log, self.group, self.consumer, self.claim_idle_ms, "0-0",
+                                                           count=1000, justid=True)
+            if not ids:
+                continue
+            logger.info("took over %d records another consumer of %s left unacknowledged", len(ids), self.group)
+            for start in range(0, len(ids), self.sink.batch):
+                entries: list[LogEntry] = []
+                for entry_id in ids[start:start + self.sink.batch]:
+                    found = await self.redis.xrange(log, min=entry_id, max=entry_id)
+                    entries.append(LogEntry(partition, entry_id, found[0][1] if found else None))
                 await self._deliver(entries, stop)
 
-    async def _deliver(self, entries: Sequence[tuple[bytes, Mapping[bytes, bytes] | None]],
-                       stop: asyncio.Event) -> None:
+    async def _follow(self, stop: asyncio.Event) -> None:
+        reads = PartitionReads(self.keys.all_partitions,
+                               lambda partition: self._read(partition, ">", _READ_BLOCK_MS))
+        try:
+            while not stop.is_set():
+                entries = await reads.next()
+                for start in range(0, len(entries), self.sink.batch):
+                    await self._deliver(entries[start:start + self.sink.batch], stop)
+        finally:
+            # Records a cancelled read was given stay pending for this consumer: read again at the next start.
+            await reads.aclose()
+
+    async def _deliver(self, entries: Sequence[LogEntry], stop: asyncio.Event) -> None:
         items: list[Item] = []
-        skipped: list[bytes] = []
-        for raw_id, fields in entries:
-            log_id = raw_id.decode()
-            if not fields:  # trimmed from the log (retention) while it was pending
-                logger.warning("record %s was trimmed from the log before it was delivered", log_id)
-                skipped.append(raw_id)
+        for entry in entries:
+            if not entry.fields:  # trimmed from the log (retention) while it was pending
+                logger.warning("record %s was trimmed from the log before it was delivered", entry.log_id)
                 continue
             try:
-                items.append((log_id, record_json(log_id, LogRecord.decode(fields))))
+                items.append((entry.log_id, record_json(entry.log_id, LogRecord.decode(entry.fields))))
             except ProtocolError as exc:
-                logger.warning("skipping %s: %s", log_id, exc)
-                skipped.append(raw_id)
+                logger.warning("skipping %s: %s", entry.log_id, exc)
         if items:
             await self.sink.deliver(items, stop)  # raises Stopping, and then nothing is acknowledged
-        ids = [raw_id for raw_id, _ in entries]
-        await self.redis.xack(self.keys.decision_log, self.group, *ids)
+        by_partition: dict[int, list[bytes]] = {}
+        for entry in entries:
+            by_partition.setdefault(entry.partition, []).append(entry.entry_id)
+        for partition, ids in by_partition.items():
+            await self.redis.xack(self.keys.decision_log(partition), self.group, *ids)
         self.delivered += len(items)
 
 

@@ -5,9 +5,10 @@ synced; answered 2xx), retrying with backoff until then, or raises :class:`Stopp
 the follower is asked to stop first. The follower acknowledges the records only after that,
 so what a crash leaves unacknowledged is delivered again:
 
-* the **jsonl** sink remembers the ``log_id`` of the last lines of its file when it opens it
-  (and drops a last line cut short by a crash), so a record written just before a crash is
-  not written twice;
+* the **jsonl** sink remembers the ``log_id`` and event ``id`` of the last lines of its file
+  when it opens it (and drops a last line cut short by a crash), so a record written just
+  before a crash is not written twice (the pair, because two partitions' logs may hold the
+  same entry id);
 * the **http** sink posts one record per request, so at most the one in flight at a crash is
   posted again, with the same ``webhook-id`` (the event id) for the receiver to drop.
 
@@ -61,6 +62,11 @@ class Sink(Protocol):
     async def aclose(self) -> None: ...
 
 
+def _written_key(log_id: str, data: dict[str, Any]) -> str:
+    """What the jsonl sink knows a written record by: its entry id and its event id."""
+    return f"{log_id} {data.get('id')}"
+
+
 class JsonlSink:
     """Appends one JSON object per line to ``path`` (``-``: standard output), synced before returning."""
 
@@ -96,28 +102,28 @@ class JsonlSink:
         lines = tail[:cut].splitlines()[-REMEMBERED:]
         for line in lines if start == 0 else lines[1:]:  # the first line of a mid-file read may be partial
             try:
-                log_id = orjson.loads(line).get("log_id")
-            except (orjson.JSONDecodeError, AttributeError):
+                data = orjson.loads(line)
+            except orjson.JSONDecodeError:
                 continue
-            if isinstance(log_id, str):
-                self._remember(log_id)
+            if isinstance(data, dict) and isinstance(data.get("log_id"), str):
+                self._remember(_written_key(data["log_id"], data))
 
-    def _remember(self, log_id: str) -> None:
+    def _remember(self, key: str) -> None:
         if len(self._seen) == self._seen.maxlen:
             self._seen_set.discard(self._seen[0])
-        self._seen.append(log_id)
-        self._seen_set.add(log_id)
+        self._seen.append(key)
+        self._seen_set.add(key)
 
     async def deliver(self, items: list[Item], stop: asyncio.Event) -> None:
-        fresh = [(log_id, data) for log_id, data in items if log_id not in self._seen_set]
+        fresh = [(log_id, data) for log_id, data in items if _written_key(log_id, data) not in self._seen_set]
         if not fresh:
             return
         self._file.write(b"".join(orjson.dumps(data) + b"\n" for _, data in fresh))
         self._file.flush()
         if self.path != "-":
             await asyncio.to_thread(os.fsync, self._file.fileno())
-        for log_id, _ in fresh:
-            self._remember(log_id)
+        for log_id, data in fresh:
+            self._remember(_written_key(log_id, data))
 
     async def aclose(self) -> None:
         if self.path != "-":

@@ -17,6 +17,8 @@ if TYPE_CHECKING:
 def _common(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--config", action="append", metavar="FILE", help="policy file (repeat to layer several)")
     parser.add_argument("--redis-url", metavar="URL", help="Redis URL (default: $HOOKBUS_REDIS_URL)")
+    parser.add_argument("--redis-cluster", action="store_true", default=None,
+                        help="the Redis URL is a seed node of a Redis Cluster (as HOOKBUS_REDIS_CLUSTER=1)")
     parser.add_argument("--log-format", choices=("text", "json"),
                         help="log lines as text or as one JSON object each (default $HOOKBUS_LOG_FORMAT or text)")
 
@@ -64,6 +66,10 @@ def build_parser() -> argparse.ArgumentParser:
                              help="serve /metrics and /healthz on this port ($HOOKBUS_METRICS_TOKEN guards /metrics)")
         parser_.add_argument("--metrics-host", metavar="HOST",
                              help="address for --metrics-port (default $HOOKBUS_METRICS_HOST or 127.0.0.1)")
+        if role == "dispatcher":
+            parser_.add_argument("--partitions", metavar="LIST",
+                                 help="consume only these partitions, like 0-3,6 (default "
+                                      "$HOOKBUS_DISPATCH_PARTITIONS, else all of them)")
 
     status = sub.add_parser("status", help="show what 'hookbus up' runs from a state folder")
     _state_dir(status)

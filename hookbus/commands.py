@@ -31,6 +31,8 @@ def _settings(args: argparse.Namespace) -> Settings:
         key_prefix=getattr(args, "key_prefix", None),
         metrics_host=getattr(args, "metrics_host", None),
         log_format=getattr(args, "log_format", None),
+        redis_cluster=getattr(args, "redis_cluster", None),
+        dispatch_partitions=getattr(args, "partitions", None),
     )
 
 

@@ -135,13 +135,10 @@ class Replayer:
         self.policy = policy
         self.scratch = keys.replay_scratch(uuid.uuid4().hex[:12])
         self.redis = redis
-
-        async def skip_async(ctx: HookContext) -> None:
-            return None  # async handlers never decide
-
         services = Services(Settings(key_prefix=self.scratch.prefix), redis)
         self.services = services
-        self.engine = Engine(policy, redis, self.scratch, runners, enqueue=skip_async, services=services)
+        # Async handlers never decide: left out.
+        self.engine = Engine(policy, redis, self.scratch, runners, async_handlers="skip", services=services)
 
     async def replay(self, log_id: str, record: LogRecord) -> Replayed | None:
         """The candidate's decision on one record; None when its input is not a JSON object."""

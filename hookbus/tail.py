@@ -1,7 +1,13 @@
-"""``hookbus tail``: follow the live decision log, from any directory, filtered if asked."""
+"""``hookbus tail``: follow the live decision log, from any directory, filtered if asked.
+
+The log has one stream per partition of the bus (the count is read from Redis,
+:func:`bus.partitions.bus_keyspace`): ``--from-start`` prints what they hold merged by entry
+id, then every partition is followed with a read of its own (:mod:`bus.logreader`).
+"""
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 import sys
@@ -11,6 +17,8 @@ from typing import Any
 
 from bus.connection import connect, redis_errors
 from bus.keys import Keyspace
+from bus.logreader import LogEntry, LogFollower, newest_ids, read_merged
+from bus.partitions import bus_keyspace
 from bus.protocol import LogRecord, ProtocolError
 
 
@@ -76,38 +84,64 @@ def _reason(output: dict[str, Any]) -> str:
     return ""
 
 
+class _Printer:
+    """Prints the records ``filters`` pass, up to ``count``."""
+
+    def __init__(self, as_json: bool, count: int | None, filters: Filters) -> None:
+        self.as_json = as_json
+        self.count = count
+        self.filters = filters
+        self.seen = 0
+
+    @property
+    def done(self) -> bool:
+        return self.count is not None and self.seen >= self.count
+
+    def print(self, entry: LogEntry) -> None:
+        try:
+            record = LogRecord.decode(entry.fields)
+        except ProtocolError as exc:
+            print(f"# skipped {entry.log_id}: {exc}", file=sys.stderr)
+            return
+        if self.filters.match(record):
+            print(json.dumps(record.to_json()) if self.as_json else format_record(record), flush=True)
+            self.seen += 1
+
+
 async def tail(redis_url: str, keys: Keyspace, *, as_json: bool = False, from_start: bool = False,
                count: int | None = None, filters: Filters | None = None) -> None:
     """Print decision-log records (those ``filters`` pass) as they arrive (Ctrl-C stops)."""
-    filters = filters or Filters()
+    printer = _Printer(as_json, count, filters or Filters())
     client = connect(redis_url, socket_timeout_s=None)
-    last_id = "0-0"
-    seen = 0
+    follower: LogFollower | None = None
     try:
-        if not from_start:
+        with redis_errors(redis_url):
+            keys = await bus_keyspace(client, keys)
             # Resolve "$" once: re-sending "$" on every read would skip what arrived in between.
-            with redis_errors(redis_url):
-                newest = await client.xrevrange(keys.decision_log, count=1)
-            if newest:
-                last_id = newest[0][0].decode()
-        while count is None or seen < count:
-            with redis_errors(redis_url):
-                response = await client.xread({keys.decision_log: last_id}, block=1000, count=100)
-            for _, entries in response or ():
-                for entry_id, fields in entries:
-                    last_id = entry_id.decode()
-                    try:
-                        record = LogRecord.decode(fields)
-                    except ProtocolError as exc:
-                        print(f"# skipped {last_id}: {exc}", file=sys.stderr)
-                        continue
-                    if not filters.match(record):
-                        continue
-                    print(json.dumps(record.to_json()) if as_json else format_record(record), flush=True)
-                    seen += 1
-                    if count is not None and seen >= count:
+            positions = ["0-0"] * keys.partitions if from_start else [
+                newest or "0-0" for newest in await newest_ids(client, keys.decision_logs)]
+        if from_start:
+            async with contextlib.aclosing(read_merged(client, keys.decision_logs, page=100)) as retained:
+                while True:
+                    with redis_errors(redis_url):  # only around Redis: a reader that left is no outage
+                        entry = await anext(retained, None)
+                    if entry is None:
+                        break
+                    positions[entry.partition] = entry.log_id
+                    printer.print(entry)
+                    if printer.done:
                         return
+        follower = LogFollower(client, keys, positions, count=100, block_ms=1000)
+        while not printer.done:
+            with redis_errors(redis_url):
+                entries = await follower.read()
+            for entry in entries:
+                printer.print(entry)
+                if printer.done:
+                    return
     finally:
+        if follower is not None:
+            await follower.aclose()
         await client.aclose()
 
 

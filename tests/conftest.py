@@ -251,7 +251,7 @@ class BusProbe:
         self.redis = connect(url, socket_timeout_s=5.0)
 
     async def log(self) -> list[LogRecord]:
-        entries = await self.redis.xrange(self.keys.decision_log)
+        entries = await self.redis.xrange(self.keys.decision_log())
         return [LogRecord.decode(fields) for _, fields in entries]
 
     async def record(self, event_id: str) -> LogRecord | None:
@@ -268,7 +268,7 @@ class BusProbe:
             return []
 
     async def dead(self) -> list[dict[bytes, bytes]]:
-        return [fields for _, fields in await self.redis.xrange(self.keys.dead_letter_stream)]
+        return [fields for _, fields in await self.redis.xrange(self.keys.dead_letter_stream())]
 
     async def close(self) -> None:
         await self.redis.aclose()

@@ -3,8 +3,9 @@
 Each dispatcher reads batches of entries (through :class:`workers.streams.WorkStreams`,
 which also claims, dead-letters, keeps in-flight entries fresh and trims), evaluates every
 event concurrently (bounded) under the policy versions its gateway chose, and queues its
-settlement with the outbox: the decision-log record (masked), the reply of a blocking event
-and the acknowledgement, written atomically by :mod:`bus.settle`. Blocking work whose
+settlement with the outbox: the decision-log record (masked), the reply of a blocking event,
+its async hook jobs and the acknowledgement, written atomically by :mod:`bus.settle` (with
+arq on a Redis of its own, the jobs are queued just before, see :mod:`workers.queue`). Blocking work whose
 deadline has passed is not evaluated: the gateway answered fail-open, and that is what the
 record says. SIGTERM stops reading, finishes in-flight work and leaves.
 """
@@ -24,6 +25,7 @@ from bus import metrics
 from bus.connection import connect
 from bus.logs import event_fields
 from bus.merge import MergedDecision
+from bus.partitions import warn_partitions_changed
 from bus.plugins import PluginError, load_plugins
 from bus.policy import Policy
 from bus.policy_registry import PolicyRegistry
@@ -34,9 +36,9 @@ from bus.settings import Settings
 from workers.context import Services
 from workers.engine import Engine, Evaluation
 from workers.outbox import Outbox, Settle
-from workers.queue import arq_pool, make_enqueue
+from workers.queue import JobQueue, PreparedJob, arq_pool
 from workers.runners import default_runners
-from workers.streams import WorkStreams
+from workers.streams import WorkStreams, log_maxlen
 
 logger = logging.getLogger("hookbus.dispatcher")
 
@@ -47,7 +49,11 @@ _READ_BLOCK_MS = 1000
 class Dispatcher:
     """One dispatcher process (or task): reads, evaluates, replies, logs, acknowledges."""
 
-    def __init__(self, settings: Settings, policy: Policy, redis_url: str, *, consumer: str | None = None) -> None:
+    def __init__(self, settings: Settings, policy: Policy, redis_url: str, *, consumer: str | None = None,
+                 jobs_in_settle: bool | None = None) -> None:
+        """``jobs_in_settle``: arq's queue is on the bus's Redis, so each event's settle script
+        queues its async jobs; False when it is not (they are queued, at least once, before).
+        By default, whether the queue's Redis (``HOOKBUS_QUEUE_REDIS_URL``) is the bus's."""
         load_plugins(policy.settings.plugins)  # each registers its bus.plugins callbacks; PluginError if one fails
         self.settings = settings
         self.policy = policy
@@ -55,18 +61,22 @@ class Dispatcher:
         self.redactor = redactor_for(policy.settings.redact)
         install_log_redaction()
         self.redis_url = redis_url
-        self.keys = settings.keys
+        #: The bus's partitions are fixed when the node starts (a reload cannot move a session's events).
+        self.keys = settings.keys.with_partitions(policy.settings.streams.partitions)
         self.consumer = consumer or f"{socket.gethostname()}-{os.getpid()}"
         # No per-command socket timer (it costs a timer per read); the read loop has its own bound.
         self.redis = connect(redis_url, socket_timeout_s=None)
         self.outbox = Outbox(self.redis, self.keys, redis_url, on_written=self._settled, on_refused=self._settled)
-        self.work = WorkStreams(settings, self.redis, redis_url, self.outbox, self.consumer, spawn=self._spawn,
-                                redact=lambda fields: self.redactor.fields(fields),
+        self.work = WorkStreams(settings, self.keys, self.redis, redis_url, self.outbox, self.consumer,
+                                spawn=self._spawn, redact=lambda fields: self.redactor.fields(fields),
                                 retention=lambda: self.policy.settings.decision_log)
-        self.arq = arq_pool(redis_url)
+        queue_url = settings.queue_url_for(redis_url)  # ConfigError for a cluster
+        self.arq = arq_pool(queue_url)
+        self.jobs_in_settle = queue_url == redis_url if jobs_in_settle is None else jobs_in_settle
+        self.job_queue = JobQueue(self.arq, self.keys, queue_url)
         self.services = Services(settings, self.redis)
-        self.engine = Engine(policy, self.redis, self.keys, default_runners(),
-                             enqueue=make_enqueue(self.arq, self.keys), services=self.services)
+        self.engine = Engine(policy, self.redis, self.keys, default_runners(), async_handlers="jobs",
+                             services=self.services)
         self._slots = asyncio.Semaphore(settings.dispatch_concurrency)
         self._tasks: set[asyncio.Task[None]] = set()
         self.registry = PolicyRegistry(policy, self.redis, self.keys)
@@ -80,6 +90,7 @@ class Dispatcher:
             metrics.POLICY_LOAD_FAILURES.inc()
             logger.error("policy reload: %s; keeping the running policy", exc)
             return
+        warn_partitions_changed(self.keys, policy)
         self.policy = policy
         self.redactor = redactor_for(policy.settings.redact)
         self.engine.policy = policy
@@ -190,8 +201,13 @@ class Dispatcher:
         else:
             outcome = RecordOutcome.DECIDED
         record = self._record(request, outcome, fail_open, evaluation, hook_input)
+        jobs: list[PreparedJob] = evaluation.jobs if evaluation is not None else []
+        if jobs and not self.jobs_in_settle:
+            await self.job_queue.put(request, jobs)
+            jobs = []
         self.outbox.settle(Settle(stream, entry_id, request, record, reply if request.blocking else None,
-                                  self.policy.settings.decision_log.max_length))
+                                  log_maxlen(self.policy.settings.decision_log, self.keys), jobs,
+                                  partition=self.work.partition[stream]))
 
     def _record(self, request: Request, outcome: RecordOutcome, fail_open: FailOpenReason | None,
                 evaluation: Evaluation | None, hook_input: dict[str, Any] | None) -> LogRecord:

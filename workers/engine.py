@@ -1,7 +1,8 @@
 """Evaluating one event against the policy: select, run concurrently, merge, guard.
 
-Handlers are selected by the group matcher and the handler's ``if``; ``async`` handlers go
-to the arq queue; the rest run concurrently, each bounded by its own timeout and by the
+Handlers are selected by the group matcher and the handler's ``if``; ``async`` handlers
+become jobs for the arq queue (:attr:`Evaluation.jobs`, queued when the event is settled, see
+:mod:`workers.queue`); the rest run concurrently, each bounded by its own timeout and by the
 event's deadline. Their results are merged by :func:`bus.merge.merge_results`. Platform
 rules follow: ``failMode: closed``, ``shadow`` handlers (logged, never enforced), ``once``
 across the fleet, and the Stop guard.
@@ -15,8 +16,8 @@ import dataclasses
 import functools
 import logging
 import time
-from collections.abc import Awaitable, Callable, Mapping, Sequence
-from typing import Any
+from collections.abc import Mapping, Sequence
+from typing import Any, Literal
 
 import orjson
 import redis.asyncio as aioredis
@@ -36,6 +37,7 @@ from bus.protocol import Request
 from bus.results import HandlerResult, Outcome
 from workers.context import HookContext, Runner, Services, default_timeout_s
 from workers.handlers.function import run_plugins
+from workers.queue import PreparedJob, prepare_job
 
 logger = logging.getLogger("hookbus.dispatcher")
 
@@ -44,8 +46,12 @@ ONCE_CLAIM_GRACE_S = 30
 #: Handler types evaluated in-process without I/O: no task, no timer.
 INLINE_TYPES = frozenset({"rule"})
 STOP_GUARD_TTL_S = 3600
+#: Context entries async hooks left for a session delivered in one turn at most (the rest next turn).
+CONTEXT_BATCH = 1000
 
-Enqueue = Callable[[HookContext], Awaitable[None]]
+#: What the engine does with ``async`` handlers: make them jobs (:attr:`Evaluation.jobs`, the
+#: dispatcher's), leave them out (a policy replay: they never decide), or run them like the others.
+AsyncHandlers = Literal["jobs", "skip", "inline"]
 
 
 @dataclasses.dataclass(slots=True)
@@ -56,7 +62,8 @@ class Evaluation:
     results: list[HandlerResult]
     shadow: list[dict[str, Any]]
     fail_open: str | None = None
-    queued: int = 0
+    #: The jobs of the selected ``async`` handlers, for the settlement to queue.
+    jobs: list[PreparedJob] = dataclasses.field(default_factory=list)
     #: The ids of the handlers that made the decision (none for ``none``).
     decided_by: list[str] = dataclasses.field(default_factory=list)
 
@@ -132,14 +139,14 @@ class Engine:
         redis: aioredis.Redis,
         keys: Keyspace,
         runners: Mapping[str, Runner],
-        enqueue: Enqueue | None = None,
+        async_handlers: AsyncHandlers = "inline",
         services: Services | None = None,
     ) -> None:
         self.policy = policy
         self.redis = redis
         self.keys = keys
         self.runners = dict(runners)
-        self.enqueue = enqueue
+        self.async_handlers = async_handlers
         self.services = services
 
     async def evaluate(self, request: Request, hook_input: dict[str, Any], policy: Policy | None = None) -> Evaluation:
@@ -147,17 +154,19 @@ class Engine:
         policy = policy or self.policy
         event = request.event
         contexts: list[HookContext] = []
-        queued = 0
+        jobs: list[PreparedJob] = []
         for entry in policy.entries(event):
             if not selected(entry, event, hook_input):
                 continue
-            timeout_s = entry.handler.timeout or default_timeout_s(entry.handler.type, event)
-            ctx = HookContext(request, hook_input, entry, policy, timeout_s, self.services)
-            if entry.handler.async_ and self.enqueue is not None:
-                await self.enqueue(ctx)
-                queued += 1
+            if entry.handler.async_ and self.async_handlers != "inline":
+                if self.async_handlers == "jobs":
+                    settings = policy.settings.async_
+                    jobs.append(prepare_job(request, entry.handler_id,
+                                            entry.handler.max_age_seconds or settings.max_age_seconds,
+                                            settings.max_queued))
                 continue
-            contexts.append(ctx)
+            timeout_s = entry.handler.timeout or default_timeout_s(entry.handler.type, event)
+            contexts.append(HookContext(request, hook_input, entry, policy, timeout_s, self.services))
         if len(contexts) == 1 or all(ctx.entry.handler.type in INLINE_TYPES for ctx in contexts):
             # In-process handlers finish without yielding: running them in turn skips a task each.
             results = [await self._run(ctx) for ctx in contexts]
@@ -193,7 +202,7 @@ class Engine:
         decided_by = deciders(event, enforced, merged.decision)
         for handler_id in decided_by:
             metrics.child(metrics.HANDLER_DECISIONS, metrics.event_label(event), handler_id, merged.decision).inc()
-        return Evaluation(merged, results, shadow, fail_open, queued, decided_by)
+        return Evaluation(merged, results, shadow, fail_open, jobs, decided_by)
 
     async def _deliver_async_context(
         self, request: Request, hook_input: dict[str, Any], merged: MergedDecision
@@ -202,10 +211,9 @@ class Engine:
         key = self.keys.pending_context(request.tenant, str(hook_input.get("session_id")))
         try:
             with redis_errors():
-                async with self.redis.pipeline(transaction=True) as pipe:
-                    pipe.lrange(key, 0, -1)
-                    pipe.delete(key)
-                    items, _ = await pipe.execute()
+                # One atomic command (also on a Redis Cluster, which has no MULTI); what is left
+                # past the count waits for the next turn.
+                items = await self.redis.lpop(key, CONTEXT_BATCH) or []  # type: ignore[misc]
         except BusUnavailable:
             return merged
         if not items:
@@ -288,7 +296,7 @@ class Engine:
                     return merged
                 if limit == 0:
                     return merged
-                async with self.redis.pipeline(transaction=True) as pipe:
+                async with self.redis.pipeline(transaction=False) as pipe:  # one key: one node, in order
                     pipe.incr(key)
                     pipe.expire(key, STOP_GUARD_TTL_S)
                     count, _ = await pipe.execute()
@@ -311,4 +319,4 @@ def _fields(request: Request, hook_input: Mapping[str, Any], handler: str | None
     return event_fields(request.event_id, request.event, request.tenant, hook_input.get("session_id"), handler, **more)
 
 
-__all__ = ["Engine", "Evaluation", "deciders", "selected"]
+__all__ = ["AsyncHandlers", "Engine", "Evaluation", "deciders", "selected"]

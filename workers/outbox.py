@@ -2,8 +2,9 @@
 
 Under load, everything finished while the previous pipeline was in flight goes out in the
 next one; at low load each write leaves at once. Each event is settled by one
-:data:`bus.settle.SETTLE` script, which writes its decision-log record, publishes its reply
-and acknowledges its entry atomically: nothing is acknowledged before its record is stored.
+:data:`bus.settle.SETTLE` script, which writes its decision-log record, publishes its reply,
+queues its async hook jobs (:mod:`workers.queue`) and acknowledges its entry atomically:
+nothing is acknowledged before its record is stored, and the jobs are queued once.
 A write that fails (Redis down, or refusing writes at ``maxmemory``) is logged and retried
 with backoff; its entry stays pending meanwhile, and the script is idempotent by event id.
 """
@@ -14,19 +15,20 @@ import asyncio
 import contextlib
 import dataclasses
 import logging
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
 import redis.asyncio as aioredis
 import redis.exceptions
 
 from bus import metrics
-from bus.connection import is_transient, redis_errors
+from bus.connection import is_cluster, is_transient, redis_errors
 from bus.errors import BusUnavailable
 from bus.keys import DISPATCH_GROUP, Keyspace
 from bus.protocol import LogRecord, Reply, Request, StreamFields
 from bus.retry import BackgroundTask, Backoff
 from bus.settle import SETTLE
+from workers.queue import JobTally, PreparedJob, queue_script_args
 
 logger = logging.getLogger("hookbus.dispatcher")
 
@@ -41,6 +43,11 @@ class Settle:
     record: LogRecord
     reply: Reply | None
     log_maxlen: int
+    #: The event's async hook jobs, queued by the settle that writes the record (none when the
+    #: dispatcher queued them itself, on a queue Redis of its own).
+    jobs: Sequence[PreparedJob] = ()
+    #: The partition of ``stream`` (its outcome key and decision log are the partition's).
+    partition: int = 0
 
 
 @dataclasses.dataclass(slots=True)
@@ -68,6 +75,10 @@ class Outbox:
         self.keys = keys
         self.redis_url = redis_url
         self._settle = redis.register_script(SETTLE)
+        # A cluster pipeline does not load scripts itself, and a replica promoted by a failover
+        # has an empty script cache: load it before the first flush and after a NOSCRIPT.
+        self._load_script = True
+        self.job_tally = JobTally()
         self._ops: list[Settle | Write] = []
         self._wake = asyncio.Event()
         self._idle = asyncio.Event()
@@ -137,37 +148,69 @@ class Outbox:
 
     def _settle_args(self, op: Settle) -> tuple[list[str], list[Any]]:
         request, reply = op.request, op.reply
-        keys = [self.keys.outcome(request.event_id), self.keys.decision_log, op.stream]
+        keys = [self.keys.outcome(request.event_id, op.partition), self.keys.decision_log(op.partition), op.stream]
         args: list[Any] = [
             op.entry_id, DISPATCH_GROUP, op.log_maxlen, op.record.meta(), op.record.payload,
             request.deadline_ms if request.blocking else 0,
             reply.encode() if reply is not None else b"",
             op.record.outcome, op.record.fail_open, request.fail_open, request.reply_to,
         ]
+        if op.jobs:
+            job_keys, job_args = queue_script_args(self.keys.arq_queue, op.jobs)
+            keys += job_keys
+            args += job_args
         return keys, args
+
+    async def _send_pipelined(self, sent: list[Settle | Write], acks: dict[str, list[bytes]]) -> list[Any]:
+        async with self.redis.pipeline(transaction=False) as pipe:
+            for op in sent:
+                if isinstance(op, Settle):
+                    keys, args = self._settle_args(op)
+                    await self._settle(keys, args, client=pipe)
+                else:
+                    pipe.xadd(op.stream, op.fields, maxlen=op.maxlen, approximate=True)  # type: ignore[arg-type]
+            for stream, ids in acks.items():
+                pipe.xack(stream, DISPATCH_GROUP, *ids)
+            return await pipe.execute(raise_on_error=False)
+
+    async def _send_each(self, sent: list[Settle | Write], acks: dict[str, list[bytes]]) -> list[Any]:
+        """The writes as separate concurrent commands: a cluster pipeline cannot carry scripts
+        (each command still goes to its slot's node, following a failover)."""
+        calls: list[Awaitable[Any]] = []
+        for op in sent:
+            if isinstance(op, Settle):
+                keys, args = self._settle_args(op)
+                calls.append(self.redis.evalsha(self._settle.sha, len(keys), *keys, *args))  # type: ignore[arg-type]
+            else:
+                calls.append(self.redis.xadd(op.stream, op.fields, maxlen=op.maxlen,  # type: ignore[arg-type]
+                                             approximate=True))
+        calls.extend(self.redis.xack(stream, DISPATCH_GROUP, *ids) for stream, ids in acks.items())
+        results = await asyncio.gather(*calls, return_exceptions=True)
+        # "No node serves this slot" (mid-failover) is not a RedisError: retried like one.
+        return [redis.exceptions.ConnectionError(str(r)) if isinstance(r, redis.exceptions.RedisClusterException)
+                else r for r in results]
 
     async def _flush(self, ops: list[Settle | Write]) -> list[Settle | Write]:
         """One pipeline; returns the writes that Redis refused (to retry)."""
         with redis_errors(self.redis_url):
-            async with self.redis.pipeline(transaction=False) as pipe:
-                acks: dict[str, list[bytes]] = {}
-                sent: list[Settle | Write] = []
-                for op in ops:
-                    if isinstance(op, Settle):
-                        keys, args = self._settle_args(op)
-                        await self._settle(keys, args, client=pipe)
-                        sent.append(op)
-                    elif op.fields is not None:
-                        pipe.xadd(op.stream, op.fields, maxlen=op.maxlen, approximate=True)  # type: ignore[arg-type]
-                        sent.append(op)
-                    else:
-                        acks.setdefault(op.stream, []).append(op.entry_id)
-                for stream, ids in acks.items():
-                    pipe.xack(stream, DISPATCH_GROUP, *ids)
-                results = await pipe.execute(raise_on_error=False)
+            if self._load_script:
+                await self.redis.script_load(SETTLE)  # on every master of a cluster
+                self._load_script = False
+            acks: dict[str, list[bytes]] = {}
+            sent = [op for op in ops if isinstance(op, Settle) or op.fields is not None]
+            for op in ops:
+                if not isinstance(op, Settle) and op.fields is None:
+                    acks.setdefault(op.stream, []).append(op.entry_id)
+            if is_cluster(self.redis):
+                results = await self._send_each(sent, acks)
+            else:
+                results = await self._send_pipelined(sent, acks)
         failed: list[Settle | Write] = []
         for op, result in zip(sent, results, strict=False):
-            if isinstance(result, redis.exceptions.RedisError):
+            if isinstance(result, redis.exceptions.NoScriptError):
+                self._load_script = True
+                failed.append(op)
+            elif isinstance(result, redis.exceptions.RedisError):
                 self.last_error = str(result)
                 metrics.child(metrics.REDIS_ERRORS, "settle" if isinstance(op, Settle) else "xadd").inc()
                 if is_transient(result):
@@ -179,8 +222,11 @@ class Outbox:
                                  result)
                     if self._on_refused is not None and op.entry_id:
                         self._on_refused(op.stream, op.entry_id)
-            elif self._on_written is not None and op.entry_id:
-                self._on_written(op.stream, op.entry_id)
+            else:
+                if isinstance(op, Settle) and op.jobs and isinstance(result, list) and result[0] == 1:
+                    self.job_tally.count(op.request.event_id, op.jobs, int(result[2]), int(result[3]))
+                if self._on_written is not None and op.entry_id:
+                    self._on_written(op.stream, op.entry_id)
         if any(isinstance(result, redis.exceptions.RedisError) for result in results[len(sent):]):
             failed.extend(Write(stream, entry_id) for stream, ids in acks.items() for entry_id in ids)
         elif self._on_written is not None:

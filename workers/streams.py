@@ -17,14 +17,16 @@ import contextlib
 import logging
 import uuid
 from collections.abc import Awaitable, Callable, Mapping
+from typing import Any
 
 import redis.asyncio as aioredis
 import redis.exceptions
 
 from bus import metrics
-from bus.connection import connect, redis_errors
-from bus.errors import BusUnavailable
-from bus.keys import DEAD_LETTER_MAXLEN, DISPATCH_GROUP
+from bus.connection import connect, is_cluster, redis_errors
+from bus.errors import BusUnavailable, ConfigError
+from bus.keys import DEAD_LETTER_MAXLEN, DISPATCH_GROUP, Keyspace
+from bus.partitions import claim_layout
 from bus.protocol import StreamFields, now_ms
 from bus.retry import Backoff
 from bus.schema import DecisionLogSettings
@@ -43,11 +45,11 @@ Spawn = Callable[[str, bytes, Mapping[bytes, bytes]], Awaitable[None]]
 class WorkStreams:
     """The consumer group's mechanics for one dispatcher (see the module docstring)."""
 
-    def __init__(self, settings: Settings, redis: aioredis.Redis, redis_url: str, outbox: Outbox, consumer: str,
-                 *, spawn: Spawn, redact: Callable[[StreamFields], StreamFields],
+    def __init__(self, settings: Settings, keys: Keyspace, redis: aioredis.Redis, redis_url: str, outbox: Outbox,
+                 consumer: str, *, spawn: Spawn, redact: Callable[[StreamFields], StreamFields],
                  retention: Callable[[], DecisionLogSettings]) -> None:
         self.settings = settings
-        self.keys = settings.keys
+        self.keys = keys
         self.redis = redis
         self.redis_url = redis_url
         self.outbox = outbox
@@ -55,11 +57,19 @@ class WorkStreams:
         self.spawn = spawn
         self.redact = redact
         self.retention = retention
-        self.names = (self.keys.blocking_stream, self.keys.events_stream)
+        #: The partitions this dispatcher consumes, and the partition of each of their streams.
+        self.partitions = consumed_partitions(settings, keys)
+        self.partition = {stream: p for p in self.partitions
+                          for stream in (keys.blocking_stream(p), keys.events_stream(p))}
+        self.names = tuple(self.partition)
         #: Entry ids being handled right now, per stream (kept fresh until settled).
         self.inflight: dict[str, set[bytes]] = {stream: set() for stream in self.names}
         self.reader_name = f"hookbus-reader-{uuid.uuid4().hex[:12]}"
         self.reader = connect(redis_url, socket_timeout_s=None, client_name=self.reader_name)
+        # One XREADGROUP names streams of one slot only on a cluster: a read per partition there.
+        self._read_groups = ([[keys.blocking_stream(p), keys.events_stream(p)] for p in self.partitions]
+                             if is_cluster(self.reader) else [list(self.names)])
+        self._reads: dict[int, asyncio.Task[list[Any]]] = {}
         self._groups_ready = False
 
     def settled(self, stream: str, entry_id: bytes) -> None:
@@ -73,6 +83,7 @@ class WorkStreams:
 
     async def ensure_groups(self) -> None:
         with redis_errors(self.redis_url):
+            await claim_layout(self.redis, self.keys)  # ConfigError when the bus has another partition count
             for stream in self.names:
                 try:
                     await self.redis.xgroup_create(stream, DISPATCH_GROUP, id="0", mkstream=True)
@@ -90,11 +101,7 @@ class WorkStreams:
                     await self.ensure_groups()
                     groups_ready = self._groups_ready = True
                 with redis_errors(self.redis_url):
-                    async with asyncio.timeout(_READ_BLOCK_MS / 1000 + 5):
-                        response = await self.reader.xreadgroup(
-                            DISPATCH_GROUP, self.consumer, dict.fromkeys(self.names, ">"),
-                            count=self.settings.dispatch_batch, block=_READ_BLOCK_MS,
-                        )
+                    response = await self._read_any()
                 backoff.reset()
             except (BusUnavailable, TimeoutError) as exc:
                 if backoff.failures == 0:
@@ -112,12 +119,44 @@ class WorkStreams:
                 metrics.DISPATCH_BATCH.observe(sum(len(entries) for _, entries in response))
                 return [(stream.decode(), entry_id, fields)
                         for stream, entries in response for entry_id, fields in entries]
+        self.cancel_reads()
         return []
+
+    async def _read_any(self) -> list[Any]:
+        """The entries of whichever read group answers first (one group unless on a cluster)."""
+        for index, streams in enumerate(self._read_groups):
+            if index not in self._reads:
+                self._reads[index] = asyncio.create_task(self._read_group(streams))
+        done, _ = await asyncio.wait(self._reads.values(), return_when=asyncio.FIRST_COMPLETED)
+        response: list[Any] = []
+        for index, task in list(self._reads.items()):
+            if task in done:
+                del self._reads[index]
+                response.extend(task.result())  # a read error propagates (the other reads go on)
+        return response
+
+    async def _read_group(self, streams: list[str]) -> list[Any]:
+        async with asyncio.timeout(_READ_BLOCK_MS / 1000 + 5):
+            response = await self.reader.xreadgroup(
+                DISPATCH_GROUP, self.consumer, dict.fromkeys(streams, ">"),
+                count=self.settings.dispatch_batch, block=_READ_BLOCK_MS,
+            )
+        return list(response or [])
+
+    def cancel_reads(self) -> None:
+        """Stop the reads in flight (on a cluster, where CLIENT UNBLOCK cannot find them: what
+        they had read stays pending and is claimed by another dispatcher)."""
+        for task in self._reads.values():
+            task.cancel()
+        self._reads.clear()
 
 
     async def wake_reader(self, stop: asyncio.Event) -> None:
         """Once stopping, unblock this dispatcher's XREADGROUP (repeatedly: it may not block yet)."""
         await stop.wait()
+        if is_cluster(self.reader):
+            self.cancel_reads()
+            return
         while True:
             with contextlib.suppress(Exception):
                 for client in await self.redis.client_list():
@@ -131,7 +170,7 @@ class WorkStreams:
         # Whatever the entry holds (it may not be hookbus's), moving it aside must not fail.
         dead: StreamFields = self.redact({**{k.decode("utf-8", "replace"): v for k, v in fields.items()},
                                                    "_stream": stream, "_id": entry_id, "_why": why})
-        self.outbox.xadd(self.keys.dead_letter_stream, dead, DEAD_LETTER_MAXLEN)
+        self.outbox.xadd(self.keys.dead_letter_stream(self.partition[stream]), dead, DEAD_LETTER_MAXLEN)
         self.outbox.ack(stream, entry_id)
 
     async def heartbeat(self, stop: asyncio.Event) -> None:
@@ -238,13 +277,32 @@ class WorkStreams:
 
     async def trim_log(self) -> None:
         """Enforce ``hookbus.decisionLog`` exactly: each record's XADD trims by length only about
-        (whole stream nodes), so the janitor trims to ``maxLength`` and ``maxAgeSeconds`` exactly."""
+        (whole stream nodes), so the janitor trims to ``maxLength`` and ``maxAgeSeconds`` exactly
+        (``maxLength`` is shared by the partitions: each keeps its share)."""
         retention = self.retention()
         with redis_errors(self.redis_url):
-            await self.redis.xtrim(self.keys.decision_log, maxlen=retention.max_length, approximate=False)
-            if retention.max_age_seconds is not None:
-                min_id = f"{now_ms() - int(retention.max_age_seconds * 1000)}-0"
-                await self.redis.xtrim(self.keys.decision_log, minid=min_id, approximate=False)
+            for partition in self.partitions:
+                log = self.keys.decision_log(partition)
+                await self.redis.xtrim(log, maxlen=log_maxlen(retention, self.keys), approximate=False)
+                if retention.max_age_seconds is not None:
+                    min_id = f"{now_ms() - int(retention.max_age_seconds * 1000)}-0"
+                    await self.redis.xtrim(log, minid=min_id, approximate=False)
 
 
-__all__ = ["Spawn", "WorkStreams"]
+def consumed_partitions(settings: Settings, keys: Keyspace) -> tuple[int, ...]:
+    """The partitions a dispatcher consumes: ``--partitions``, else every one of the bus's."""
+    if settings.dispatch_partitions is None:
+        return tuple(keys.all_partitions)
+    outside = [p for p in settings.dispatch_partitions if p >= keys.partitions]
+    if outside:
+        raise ConfigError(f"--partitions names {', '.join(map(str, outside))}, but the policy has "
+                          f"{keys.partitions} partition(s) (0-{keys.partitions - 1}; hookbus.streams.partitions)")
+    return settings.dispatch_partitions
+
+
+def log_maxlen(retention: DecisionLogSettings, keys: Keyspace) -> int:
+    """The length each partition's decision log is trimmed to (its share of ``maxLength``)."""
+    return max(1, -(-retention.max_length // keys.partitions))
+
+
+__all__ = ["Spawn", "WorkStreams", "consumed_partitions", "log_maxlen"]

@@ -8,10 +8,12 @@ As in Claude Code, the decision fields of an async hook have no effect; its
 ``additionalContext`` and ``systemMessage`` are kept for the session and delivered with the
 next blocking decision (the next turn). Jobs are JSON, never pickle.
 
-**Bounded.** arq deletes a job's definition, retry counter and in-progress key when it
-finishes; its result is kept ``hookbus.async.keepResultSeconds`` (the window in which the same
-job id is refused, see :mod:`workers.queue`), and without the job's arguments (the event), so
-a kept result is a few hundred bytes.
+**Bounded.** Nothing of a job outlives it: when it finishes (succeeded, or given up and
+dead-lettered) arq deletes its definition, retry counter and in-progress key, and hookbus its
+list of failed tries (:mod:`workers.deadletters`). Its result is kept only when
+``hookbus.async.keepResultSeconds`` > 0 (default 0; for inspection, or to refuse the same job id
+that long, see :mod:`workers.queue`), and without the job's arguments (the event), so a kept
+result is a few hundred bytes.
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ import weakref
 from typing import Any
 
 import orjson
+import redis.asyncio as aioredis
 import redis.exceptions
 from arq import Retry
 from arq.connections import ArqRedis
@@ -75,7 +78,7 @@ MAX_PENDING_CONTEXT = 50
 _REDIS_ERRORS = (redis.exceptions.RedisError, OSError)
 
 
-async def deliver_later(redis: ArqRedis, keys: Keyspace, request: Request, result: HandlerResult) -> None:
+async def deliver_later(redis: aioredis.Redis, keys: Keyspace, request: Request, result: HandlerResult) -> None:
     """Keep an async hook's context for the session's next turn."""
     output = result.output or {}
     context = (output.get("hookSpecificOutput") or {}).get("additionalContext")
@@ -85,7 +88,7 @@ async def deliver_later(redis: ArqRedis, keys: Keyspace, request: Request, resul
     session = str(orjson.loads(request.payload).get("session_id", ""))
     key = keys.pending_context(request.tenant, session)
     item = orjson.dumps({"additionalContext": context, "systemMessage": message, "event": request.event})
-    async with redis.pipeline(transaction=True) as pipe:
+    async with redis.pipeline(transaction=False) as pipe:  # one key: one node of a cluster, in order
         pipe.rpush(key, item)
         pipe.ltrim(key, -MAX_PENDING_CONTEXT, -1)
         pipe.expire(key, CONTEXT_TTL_S)
@@ -151,7 +154,7 @@ async def run_async_hook(ctx: dict[str, Any], job: dict[str, Any], handler_id: s
         if job_try > 1:
             with contextlib.suppress(*_REDIS_ERRORS):  # else the list's TTL removes it
                 await forget_attempts(redis, keys, job_id)
-        await deliver_later(redis, keys, request, result)
+        await deliver_later(ctx["bus"], keys, request, result)
         metrics.ASYNC_JOBS.labels("succeeded").inc()
         metrics.ASYNC_ATTEMPTS.observe(job_try)
         return result.outcome.value
@@ -208,10 +211,13 @@ def slim_result(result: dict[str, Any]) -> bytes:
 
 
 def build_worker(settings: Settings, policy: Policy | dict[str, Policy], redis_url: str, *,
-                 burst: bool = False, registry: PolicyRegistry | None = None) -> LeasedWorker:
-    """An arq worker that runs async hooks from hookbus's queue.
+                 burst: bool = False, registry: PolicyRegistry | None = None,
+                 bus: aioredis.Redis | None = None) -> LeasedWorker:
+    """An arq worker that runs async hooks from the queue at ``redis_url``.
 
     ``policy`` may be a dict holding it under ``"policy"``, which a reload updates in place.
+    ``bus`` is the bus's Redis (context for the next turn, ``once`` markers, the decision log),
+    when the queue has a Redis of its own (``HOOKBUS_QUEUE_REDIS_URL``).
     """
     from workers.runners import default_runners
 
@@ -233,7 +239,7 @@ def build_worker(settings: Settings, policy: Policy | dict[str, Policy], redis_u
         job_serializer=slim_result,
         job_deserializer=orjson.loads,
         ctx={"current": current, "runners": default_runners(), "keys": settings.keys, "redis": pool,
-             "services": Services(settings, pool), "registry": registry},
+             "bus": bus or pool, "services": Services(settings, bus or pool), "registry": registry},
     )
 
 
@@ -277,7 +283,8 @@ async def serve_worker(settings: Settings, policy: Policy, redis_url: str, metri
     metrics.start_http_server(metrics_port, settings.metrics_host, settings.metrics_token)
     current = {"policy": policy}
 
-    registry_redis = connect(redis_url)
+    queue_url = settings.queue_url_for(redis_url)  # ConfigError when the bus is a cluster with no queue Redis
+    registry_redis = connect(redis_url)  # the bus
     registry = PolicyRegistry(policy, registry_redis, settings.keys)
 
     def set_policy(new: Policy) -> None:
@@ -290,7 +297,7 @@ async def serve_worker(settings: Settings, policy: Policy, redis_url: str, metri
     backoff = Backoff(cap_s=5.0)
     try:
         while True:
-            worker = build_worker(settings, current, redis_url, registry=registry)
+            worker = build_worker(settings, current, queue_url, registry=registry, bus=registry_redis)
             try:
                 await worker.async_run()
                 return

@@ -21,10 +21,10 @@ def problems(text: str) -> list[str]:
 def test_hookbus_async_has_defaults_and_takes_overrides() -> None:
     defaults = policy_from_text("hooks: {}\n").settings.async_
     assert (defaults.max_tries, defaults.max_age_seconds, defaults.max_queued) == (5, 3600.0, 100_000)
-    assert (defaults.retry_delay_seconds, defaults.keep_result_seconds) == (2.0, 30.0)
-    given = policy_from_text("hookbus: {async: {maxTries: 2, maxQueued: 10, keepResultSeconds: 0}}\nhooks: {}\n")
+    assert (defaults.retry_delay_seconds, defaults.keep_result_seconds) == (2.0, 0.0)
+    given = policy_from_text("hookbus: {async: {maxTries: 2, maxQueued: 10, keepResultSeconds: 30}}\nhooks: {}\n")
     assert (given.settings.async_.max_tries, given.settings.async_.max_queued) == (2, 10)
-    assert given.settings.async_.keep_result_seconds == 0
+    assert given.settings.async_.keep_result_seconds == 30
 
 
 @pytest.mark.parametrize(("text", "message"), [

@@ -37,7 +37,7 @@ class Harness:
                           tenant="default", payload=b'{"session_id":"s"}', received_ms=now_ms(),
                           deadline_ms=now_ms() + deadline_in_ms if blocking else 0,
                           reply_to=self.channel if blocking else "", fail_open=fail_open)
-        stream = self.keys.blocking_stream
+        stream = self.keys.blocking_stream()
         await self.bus.redis.xgroup_create(stream, DISPATCH_GROUP, id="0", mkstream=True) if not await \
             self.bus.redis.exists(stream) else None
         await self.bus.redis.xadd(stream, request.encode())  # type: ignore[arg-type]
@@ -50,18 +50,18 @@ class Harness:
                            outcome=outcome, fail_open=reason, decision=reply.decision if reply else "none",
                            output=reply.output if reply else {}, payload=request.payload,
                            received_ms=request.received_ms, decided_ms=now_ms())
-        self.outbox.settle(Settle(self.keys.blocking_stream, entry_id, request, record, reply, 1000))
+        self.outbox.settle(Settle(self.keys.blocking_stream(), entry_id, request, record, reply, 1000))
         await self.outbox.flushed()
 
     async def claim(self, request: Request) -> Any:
         return await self.claim_script([self.keys.outcome(request.event_id)], ["timeout", 10_000])
 
     async def records(self, request: Request) -> list[LogRecord]:
-        entries = await self.bus.redis.xrange(self.keys.decision_log)
+        entries = await self.bus.redis.xrange(self.keys.decision_log())
         return [r for r in (LogRecord.decode(f) for _, f in entries) if r.event_id == request.event_id]
 
     async def pending(self) -> int:
-        summary = await self.bus.redis.xpending(self.keys.blocking_stream, DISPATCH_GROUP)
+        summary = await self.bus.redis.xpending(self.keys.blocking_stream(), DISPATCH_GROUP)
         return int(summary["pending"])
 
 
@@ -139,7 +139,7 @@ async def test_at_maxmemory_nothing_is_written_or_acknowledged_until_it_fits(
     try:
         request, entry_id = await h.entry()
         await admin.config_set("maxmemory", 1)  # every write is refused from now on
-        h.outbox.settle(Settle(h.keys.blocking_stream, entry_id, request, LogRecord(
+        h.outbox.settle(Settle(h.keys.blocking_stream(), entry_id, request, LogRecord(
             event_id=request.event_id, event="PreToolUse", tenant="default", session_id="s", outcome="decided",
             decision="deny", output=DENY, payload=request.payload, received_ms=request.received_ms,
             decided_ms=now_ms()), Reply(request.event_id, DENY, "deny"), 1000))

@@ -74,11 +74,12 @@ def chaos_policy(ran_file: Path) -> str:
     """PreToolUse: ``rm -rf`` denied and ``ls`` allowed by a rule; ``make`` allowed by a command
     hook that takes 0.3 s (so that decisions are in flight whenever a fault strikes).
     Notification: an async command hook that appends the event id to ``ran_file`` (after
-    0.2 s, so that jobs are running at any moment)."""
+    0.2 s, so that jobs are running at any moment). arq's results are kept (by default none
+    are) for the checks to inspect: which jobs finished, and which were given up."""
     append = f"cat >/dev/null; sleep 0.2; printf '%s\\n' \"$HOOKBUS_EVENT_ID\" >> {shlex.quote(str(ran_file))}"
     slow = f"cat >/dev/null; sleep 0.3; echo {shlex.quote(orjson.dumps(SLOW_ALLOW).decode())}"
     return yaml.safe_dump({
-        "hookbus": {"deadlineSeconds": DEADLINE_S},
+        "hookbus": {"deadlineSeconds": DEADLINE_S, "async": {"keepResultSeconds": 600}},
         "hooks": {
             "PreToolUse": [{"matcher": "Bash", "hooks": [
                 {"type": "rule", "deny": ["Bash(rm -rf *)"], "allow": ["Bash(ls *)"], "reason": "chaos: no rm -rf"},
@@ -248,7 +249,7 @@ class Cluster:
 
     async def slow_in_hand(self, role: Role) -> list[bytes]:
         """The blocking entries of slow (``make``) requests a dispatcher has read and not settled yet."""
-        stream = self.bus.keys.blocking_stream
+        stream = self.bus.keys.blocking_stream()
         found: list[bytes] = []
         for entry in await self.bus.pending(stream):
             if entry["consumer"].decode() == consumer(role):
@@ -503,7 +504,7 @@ async def settled_log(cluster: Cluster, ids: set[str], timeout_s: float = 20.0) 
         found.clear()
         for record in await cluster.redis_call(lambda _: bus.log()):
             found.setdefault(record.event_id, []).append(record)
-        streams = (bus.keys.blocking_stream, bus.keys.events_stream)
+        streams = (bus.keys.blocking_stream(), bus.keys.events_stream())
         pending = [entry for stream in streams for entry in await bus.pending(stream)]
         return ids <= found.keys() and not pending and await cluster.spool_held() == 0
 

@@ -96,11 +96,11 @@ async def test_redis_restart_with_aof(chaos: Chaos) -> None:
     log_length = [0, 0]
 
     async def fault(load: Load) -> None:
-        log_length[0] = await cluster.bus.redis.xlen(cluster.bus.keys.decision_log)
+        log_length[0] = await cluster.bus.redis.xlen(cluster.bus.keys.decision_log())
         await cluster.stop_redis()  # SIGTERM: a graceful shutdown, the AOF flushed
         await load.spans(1.0)  # down for ~80 requests
         await cluster.start_redis()  # same port, same data directory
-        log_length[1] = await cluster.redis_call(lambda r: r.xlen(cluster.bus.keys.decision_log))
+        log_length[1] = await cluster.redis_call(lambda r: r.xlen(cluster.bus.keys.decision_log()))
 
     run = await run_chaos(cluster, fault)
     run.notes.append(f"decision log: {log_length[0]} records at the shutdown, {log_length[1]} after the restart")

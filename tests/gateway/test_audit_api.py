@@ -15,10 +15,11 @@ import orjson
 import pytest
 
 from bus.auditlog import log_state
+from bus.keys import Keyspace
 from bus.protocol import now_ms
 from bus.settings import Tokens
 from gateway.observer import Observer
-from tests.conftest import BusProbe, assert_error, metric
+from tests.conftest import BusProbe, assert_error, metric, policy_yaml
 from tests.hookbus.test_audit import AT_MS, record, write
 
 TOKENS = {"tokens": Tokens.parse("acme:tok-acme,globex:tok-globex"), "admin_tokens": Tokens.parse_admin("tok-admin")}
@@ -97,13 +98,13 @@ async def test_redis_down_is_a_503(platform: Callable[..., Any], private_redis: 
 
 async def test_log_state_and_the_observer_gauges(bus: BusProbe) -> None:
     now = now_ms()
-    await bus.redis.xadd(bus.keys.decision_log, record(0).encode(), id=f"{now - 90_000}-0")  # type: ignore[arg-type]
+    await bus.redis.xadd(bus.keys.decision_log(), record(0).encode(), id=f"{now - 90_000}-0")  # type: ignore[arg-type]
     for i in range(1, 5):
-        await bus.redis.xadd(bus.keys.decision_log, record(i).encode(), id=f"{now - 1000 + i}-0")  # type: ignore[arg-type]
-    await bus.redis.xgroup_create(bus.keys.decision_log, "siem", id="0")
-    await bus.redis.xgroup_create(bus.keys.decision_log, "archive", id="$")
-    delivered = await bus.redis.xreadgroup("siem", "c", {bus.keys.decision_log: ">"}, count=2)
-    await bus.redis.xack(bus.keys.decision_log, "siem", delivered[0][1][0][0])  # one acknowledged, one pending
+        await bus.redis.xadd(bus.keys.decision_log(), record(i).encode(), id=f"{now - 1000 + i}-0")  # type: ignore[arg-type]
+    await bus.redis.xgroup_create(bus.keys.decision_log(), "siem", id="0")
+    await bus.redis.xgroup_create(bus.keys.decision_log(), "archive", id="$")
+    delivered = await bus.redis.xreadgroup("siem", "c", {bus.keys.decision_log(): ">"}, count=2)
+    await bus.redis.xack(bus.keys.decision_log(), "siem", delivered[0][1][0][0])  # one acknowledged, one pending
 
     state = await log_state(bus.redis, bus.keys, now)
     assert state.length == 5 and state.age_s == pytest.approx(90.0)
@@ -127,3 +128,34 @@ async def test_log_state_and_the_observer_gauges(bus: BusProbe) -> None:
 async def test_an_empty_log_is_length_0_and_age_0(bus: BusProbe) -> None:
     state = await log_state(bus.redis, bus.keys)
     assert (state.length, state.age_s, state.groups) == (0, 0.0, ())
+
+
+# -- four partitions -------------------------------------------------------------------------------
+
+async def test_pages_of_a_four_partition_log_merge_by_id_and_resume_without_a_gap(platform: Callable[..., Any],
+                                                                                   bus: BusProbe) -> None:
+    four = Keyspace(partitions=4)
+    # Record i goes to partition i % 4 with the id of millisecond i // 2: partitions 0 and 1 (2 and 3) share ids.
+    for i in range(20):
+        await bus.redis.xadd(four.decision_log(i % 4), record(i, tenant="acme" if i % 3 else "globex").encode(),  # type: ignore[arg-type]
+                             id=f"{AT_MS + i // 2}-0")
+    async with platform(policy_yaml({}, streams={"partitions": 4}), **TOKENS) as p:
+        url = f"{p.url}/v1/audit/events"
+
+        async def page(**params: Any) -> list[dict[str, Any]]:
+            response = await p.client.get(url, params=params, headers=bearer("tok-admin"))
+            assert response.status_code == 200, response.text
+            return [orjson.loads(line) for line in response.text.splitlines()]
+
+        everything = await page()
+        assert [r["id"] for r in everything] == [f"ev-{i:04d}" for i in range(20)]
+        resumed: list[str] = []
+        after: str | None = None
+        while rows := await page(limit="3", **({"after": after} if after else {})):
+            assert len(rows) in (3, 4) or len(resumed) + len(rows) == 20  # a page ends after the last one's ties
+            resumed += [r["id"] for r in rows]
+            after = rows[-1]["log_id"]
+        assert resumed == [r["id"] for r in everything]
+        acme = await p.client.get(url, params={"limit": "5"}, headers=bearer("tok-acme"))
+        assert [orjson.loads(line)["id"] for line in acme.text.splitlines()] == [
+            f"ev-{i:04d}" for i in (1, 2, 4, 5, 7)]

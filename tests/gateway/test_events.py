@@ -20,7 +20,7 @@ from httpx_sse import ServerSentEvent, aconnect_sse
 
 from bus.connection import connect
 from bus.keys import Keyspace
-from bus.protocol import LogRecord
+from bus.protocol import LogRecord, now_ms
 from bus.settings import Tokens
 from gateway import events as events_module
 from gateway.events import EventStream
@@ -228,7 +228,7 @@ async def test_a_resume_point_the_log_no_longer_holds_gets_a_gap_notice(
             await async_wait_for(lambda: len(first.decisions()) == 4, 10)
         ids = first.ids()
         redis = connect(redis_url)
-        await redis.xtrim(Keyspace().decision_log, minid=ids[2], approximate=False)  # g-0 and g-1 go
+        await redis.xtrim(Keyspace().decision_log(), minid=ids[2], approximate=False)  # g-0 and g-1 go
         await redis.aclose()
         async with watching(p.url, headers={"Last-Event-ID": ids[0]}) as resumed:
             await async_wait_for(lambda: len(resumed.decisions()) == 2, 10)
@@ -262,7 +262,7 @@ async def test_a_record_with_masked_fields_streams_exactly_as_the_log_holds_it(
                        received_ms=1, decided_ms=2, masked=masks)
     async with platform(DENY_RM) as p, watching(p.url) as watcher:
         redis = connect(redis_url)
-        await redis.xadd(Keyspace().decision_log, record.encode())  # type: ignore[arg-type]
+        await redis.xadd(Keyspace().decision_log(), record.encode())  # type: ignore[arg-type]
         await redis.aclose()
         await async_wait_for(lambda: watcher.decisions(), 10)
         streamed = watcher.decisions()[0]
@@ -342,7 +342,7 @@ async def test_a_client_that_never_reads_holds_up_nobody_and_is_dropped(
                 for i in range(count):
                     template.event_id, template.session_id = f"slow-{i}", f"s-{i}"
                     template.payload = orjson.dumps(pre_tool_use(f"echo {i} {pad}", f"s-{i}"))
-                    pipe.xadd(Keyspace().decision_log, template.encode())  # type: ignore[arg-type]
+                    pipe.xadd(Keyspace().decision_log(), template.encode())  # type: ignore[arg-type]
                 await pipe.execute()
             await redis.aclose()
             # The reading client gets everything, in order, while the other one reads nothing.
@@ -356,3 +356,82 @@ async def test_a_client_that_never_reads_holds_up_nobody_and_is_dropped(
             assert stream.slots.held("anonymous") == 1
         finally:
             slow.close()
+
+
+# -- four partitions ----------------------------------------------------------------------------
+
+DENY_RM_FOUR = DENY_RM.replace("{deadlineSeconds: 2.0}", "{deadlineSeconds: 2.0, streams: {partitions: 4}}")
+FOUR = Keyspace(partitions=4)
+AT_MS = 1_700_000_000_000
+#: Each partition's records, by millisecond: 1 and 4 and 9 are in two partitions each (the same entry id).
+WRITTEN = {0: (1, 4, 7), 1: (2, 4, 8), 2: (3, 5, 9), 3: (1, 6, 9)}
+
+
+async def write_four(redis_url: str) -> list[str]:
+    """Write :data:`WRITTEN` (session ``p<partition>-<ms>``); returns the sessions in merged order."""
+    redis = connect(redis_url)
+    for partition, times in WRITTEN.items():
+        for ms in times:
+            entry = LogRecord(event_id=f"e-{partition}-{ms}", event="PreToolUse", tenant="default",
+                              session_id=f"p{partition}-{ms}", tool_name="Bash", outcome="decided", decision="none",
+                              output={}, payload=b"{}", received_ms=AT_MS + ms, decided_ms=AT_MS + ms)
+            await redis.xadd(FOUR.decision_log(partition), entry.encode(), id=f"{AT_MS + ms}-0")  # type: ignore[arg-type]
+    await redis.aclose()
+    return [f"p{partition}-{ms}" for ms, partition in sorted((ms, p) for p, times in WRITTEN.items() for ms in times)]
+
+
+async def blocked_log_reads(redis_url: str) -> int:
+    redis = connect(redis_url)
+    try:
+        return sum(1 for c in await redis.client_list() if c["cmd"] == "xread" and "b" in c["flags"])
+    finally:
+        await redis.aclose()
+
+
+async def test_with_four_partitions_the_stream_follows_every_partition(platform: Callable[..., Any],
+                                                                       redis_url: str) -> None:
+    sessions = [f"four-{i}" for i in range(12)]
+    assert {FOUR.partition_of(s) for s in sessions} == {0, 1, 2, 3}
+    async with platform(DENY_RM_FOUR) as p, watching(p.url) as watcher:
+        assert stream_of(p).tail.keys.partitions == 4
+        await async_wait_for(lambda: blocked_log_reads(redis_url), 10)
+        assert await blocked_log_reads(redis_url) == 4  # one read in flight per partition's log
+        for session in sessions:
+            await post(p, "rm -rf /", session)
+        await async_wait_for(lambda: len(watcher.decisions()) == 12, 10)
+        assert sorted(watcher.sessions()) == sorted(sessions)
+        assert len(set(watcher.ids())) == 12 and all(d["decision"] == "deny" for d in watcher.decisions())
+        # A record read after one of another partition with a larger id is still sent: each
+        # partition is tracked on its own (here partition 0's clock runs a minute ahead).
+        redis = connect(redis_url)
+        template = LogRecord(event_id="", event="Stop", tenant="default", session_id="", outcome="recorded",
+                             decision="none", output={}, payload=b"{}", received_ms=1, decided_ms=2)
+        for partition, session, entry_id in ((0, "ahead", f"{now_ms() + 60_000}-0"), (1, "behind", "*")):
+            template.event_id = template.session_id = session
+            await redis.xadd(FOUR.decision_log(partition), template.encode(), id=entry_id)  # type: ignore[arg-type]
+            await async_wait_for(lambda s=session: s in watcher.sessions(), 10)  # type: ignore[misc]
+        await redis.aclose()
+        assert watcher.sessions()[-2:] == ["ahead", "behind"]
+
+
+async def test_with_four_partitions_resume_gap_and_backlog_read_every_partition(platform: Callable[..., Any],
+                                                                                 redis_url: str) -> None:
+    merged = await write_four(redis_url)
+    async with platform(DENY_RM_FOUR) as p:
+        async with watching(p.url, headers={"Last-Event-ID": f"{AT_MS + 3}-0"}) as resumed:
+            # Every partition from past that id, merged by id; a shared id in partition order.
+            assert resumed.sessions() == merged[merged.index("p2-3") + 1:]
+            assert resumed.sessions()[:2] == ["p0-4", "p1-4"] and "gap" not in [e.event for e in resumed.events]
+            live_before = len(resumed.decisions())
+            await post(p, "ls", "four-live")
+            await async_wait_for(lambda: len(resumed.decisions()) == live_before + 1, 10)
+        async with watching(p.url, params={"backlog": "3"}) as late:
+            assert late.sessions() == ["p2-9", "p3-9", "four-live"]  # the newest 3 of all partitions
+        redis = connect(redis_url)
+        await redis.xtrim(FOUR.decision_log(1), minid=f"{AT_MS + 8}-0", approximate=False)  # p1-2 and p1-4 go
+        await redis.aclose()
+        async with watching(p.url, headers={"Last-Event-ID": f"{AT_MS + 3}-0"}) as trimmed:
+            gap = next(e for e in trimmed.events if e.event == "gap")
+            assert json.loads(gap.data) | {"detail": ""} == {"after": f"{AT_MS + 3}-0", "resumes_at": f"{AT_MS + 8}-0",
+                                                             "detail": ""}
+            assert trimmed.sessions()[:6] == ["p0-4", "p2-5", "p3-6", "p0-7", "p1-8", "p2-9"]

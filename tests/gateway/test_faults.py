@@ -102,8 +102,8 @@ async def test_blocking_events_with_no_handler_are_not_held(platform: Callable[.
         assert response.json() == {}
         assert response.headers["X-Hookbus-Outcome"] == "recorded"
         assert elapsed < 0.4
-        assert await bus.pending(bus.keys.events_stream) == []  # no group yet: nobody read it
-        assert await bus.redis.xlen(bus.keys.events_stream) == 1
+        assert await bus.pending(bus.keys.events_stream()) == []  # no group yet: nobody read it
+        assert await bus.redis.xlen(bus.keys.events_stream()) == 1
 
 
 async def _readyz(p: Platform) -> httpx.Response:
@@ -196,7 +196,7 @@ async def _xadd_all(bus: BusProbe, entries: list[Entry]) -> None:
 
 
 async def _numbers(bus: BusProbe) -> list[int]:
-    return [int(fields[b"n"]) for _, fields in await bus.redis.xrange(bus.keys.events_stream)]
+    return [int(fields[b"n"]) for _, fields in await bus.redis.xrange(bus.keys.events_stream())]
 
 
 async def test_spool_overflow_during_a_flush_loses_nothing_it_did_not_count(bus: BusProbe) -> None:
@@ -214,10 +214,10 @@ async def test_spool_overflow_during_a_flush_loses_nothing_it_did_not_count(bus:
     await spool.start()
     try:
         for n in range(3):
-            spool.put(bus.keys.events_stream, {"n": n})
+            spool.put(bus.keys.events_stream(), {"n": n})
         await async_wait_for(lambda: batches == [3], timeout_s=5)  # 0, 1, 2 on their way
-        spool.put(bus.keys.events_stream, {"n": 3})  # full: 0 is dropped from the spool ...
-        spool.put(bus.keys.events_stream, {"n": 4})  # ... and 1
+        spool.put(bus.keys.events_stream(), {"n": 3})  # full: 0 is dropped from the spool ...
+        spool.put(bus.keys.events_stream(), {"n": 4})  # ... and 1
         gate.set()
         await async_wait_for(lambda: len(spool) == 0, timeout_s=5)
     finally:
@@ -240,7 +240,7 @@ async def test_spool_makes_a_last_attempt_when_stopped(bus: BusProbe) -> None:
 
     spool = Spool(append, retry_every_s=60)
     await spool.start()
-    spool.put(bus.keys.events_stream, {"n": 7})
+    spool.put(bus.keys.events_stream(), {"n": 7})
     await async_wait_for(lambda: tries == 1, timeout_s=5)  # failed once; the next retry is a minute away
     down = False
     await spool.stop()

@@ -31,12 +31,12 @@ async def test_the_observer_reports_streams_heartbeats_dead_letters_and_the_asyn
 ) -> None:
     keys = bus.keys
     for n in range(5):
-        await bus.redis.xadd(keys.blocking_stream, {"n": n})
-    await bus.redis.xgroup_create(keys.blocking_stream, DISPATCH_GROUP, id="0")
-    await bus.redis.xreadgroup(DISPATCH_GROUP, "reader", {keys.blocking_stream: ">"}, count=2)  # 2 pending
+        await bus.redis.xadd(keys.blocking_stream(), {"n": n})
+    await bus.redis.xgroup_create(keys.blocking_stream(), DISPATCH_GROUP, id="0")
+    await bus.redis.xreadgroup(DISPATCH_GROUP, "reader", {keys.blocking_stream(): ">"}, count=2)  # 2 pending
     for n in range(3):
-        await bus.redis.xadd(keys.dead_letter_stream, {"n": n})
-    await bus.redis.xadd(keys.decision_log, {"n": 1})
+        await bus.redis.xadd(keys.dead_letter_stream(), {"n": n})
+    await bus.redis.xadd(keys.decision_log(), {"n": 1})
     await bus.redis.hset(keys.dispatchers, mapping={"fresh": now_ms(), "gone": now_ms() - 60_000})  # type: ignore[misc]
     await bus.redis.zadd(keys.arq_queue, {f"job-{n}": n for n in range(4)})
 
@@ -55,7 +55,7 @@ async def test_the_observer_reports_streams_heartbeats_dead_letters_and_the_asyn
 
 
 async def test_the_lag_is_zero_once_every_entry_was_delivered(observer: Observer, bus: BusProbe) -> None:
-    stream = bus.keys.events_stream
+    stream = bus.keys.events_stream()
     await bus.redis.xgroup_create(stream, DISPATCH_GROUP, id="0", mkstream=True)
     ids = [await bus.redis.xadd(stream, {"n": n}) for n in range(4)]
     await bus.redis.xreadgroup(DISPATCH_GROUP, "reader", {stream: ">"})
@@ -66,6 +66,35 @@ async def test_the_lag_is_zero_once_every_entry_was_delivered(observer: Observer
     await bus.redis.xadd(stream, {"n": "new"})
     assert await observer.observe()
     assert stream_gauge("hookbus_stream_lag", "events") >= 1
+
+
+async def test_with_four_partitions_the_gauges_add_up_every_partition(bus: BusProbe) -> None:
+    keys = Keyspace(partitions=4)
+    for partition, (blocking, delivered, dead, logged) in enumerate([(3, 1, 1, 2), (0, 0, 0, 1), (4, 4, 2, 0),
+                                                                      (1, 0, 0, 3)]):
+        stream = keys.blocking_stream(partition)
+        await bus.redis.xgroup_create(stream, DISPATCH_GROUP, id="0", mkstream=True)
+        for n in range(blocking):
+            await bus.redis.xadd(stream, {"n": n})
+        if delivered:
+            await bus.redis.xreadgroup(DISPATCH_GROUP, "reader", {stream: ">"}, count=delivered)
+        for n in range(dead):
+            await bus.redis.xadd(keys.dead_letter_stream(partition), {"n": n})
+        for n in range(logged):
+            await bus.redis.xadd(keys.decision_log(partition), {"n": n})
+    await bus.redis.xadd(keys.events_stream(3), {"n": 0})  # no group there yet: all of it is lag
+    observer = Observer(bus.url, keys)
+    try:
+        assert await observer.observe()
+    finally:
+        await observer.stop()
+    assert stream_gauge("hookbus_stream_length", "blocking", None) == 8
+    assert stream_gauge("hookbus_stream_pending", "blocking") == 5
+    assert stream_gauge("hookbus_stream_lag", "blocking") == 3  # 2 + 0 + 0 + 1 not delivered
+    assert stream_gauge("hookbus_stream_length", "events", None) == stream_gauge("hookbus_stream_lag", "events") == 1
+    assert stream_gauge("hookbus_stream_length", "decisions", None) == 6
+    assert metric("hookbus_decision_log_length") == 6
+    assert metric("hookbus_dlq_size") == 3
 
 
 def test_group_lag_is_redis_7s_counter_when_there_is_one() -> None:

@@ -121,4 +121,4 @@ async def test_many_waiting_requests_share_one_subscription(platform: Callable[.
 
 
 async def _stream_length(bus: BusProbe, count: int) -> bool:
-    return int(await bus.redis.xlen(bus.keys.blocking_stream)) >= count
+    return int(await bus.redis.xlen(bus.keys.blocking_stream())) >= count

@@ -25,7 +25,9 @@ import orjson
 import pytest
 from standardwebhooks import Webhook
 
-from bus.auditlog import RecordFilter, Window, read_window
+from bus.auditlog import RecordFilter, Window, log_state, read_window
+from bus.keys import Keyspace
+from bus.partitions import claim_layout
 from bus.protocol import LogRecord, iso_time
 from hookbus.audit import Follower, export
 from hookbus.audit_sinks import HttpSink, JsonlSink, Stopping, open_sink
@@ -48,7 +50,7 @@ async def write(bus: BusProbe, *records: tuple[int, LogRecord]) -> list[str]:
     """XADD each record with id ``AT_MS + i s``; returns the entry ids."""
     ids = []
     for i, entry in records:
-        ids.append((await bus.redis.xadd(bus.keys.decision_log, entry.encode(),  # type: ignore[arg-type]
+        ids.append((await bus.redis.xadd(bus.keys.decision_log(), entry.encode(),  # type: ignore[arg-type]
                                          id=f"{AT_MS + i * 1000}-0")).decode())
     return ids
 
@@ -144,7 +146,7 @@ class CrashAfterDelivery(Follower):
     """Dies after the sink took its first batch and before the XACK: the worst moment."""
 
     async def _deliver(self, entries: Any, stop: asyncio.Event) -> None:
-        items = [(raw.decode(), {"log_id": raw.decode(), **LogRecord.decode(f).to_json()}) for raw, f in entries]
+        items = [(e.log_id, {"log_id": e.log_id, **LogRecord.decode(e.fields).to_json()}) for e in entries]
         await self.sink.deliver(items, stop)
         raise _Crash
 
@@ -171,21 +173,21 @@ async def test_jsonl_follower_crashing_before_its_ack_writes_nothing_twice(bus: 
     await follow_until(follower, lambda: len(path.read_text().splitlines()) == 250)
     written = [json.loads(line)["log_id"] for line in path.read_text().splitlines()]
     assert written == ids
-    assert (await bus.redis.xpending(bus.keys.decision_log, "siem"))["pending"] == 0
+    assert (await bus.redis.xpending(bus.keys.decision_log(), "siem"))["pending"] == 0
 
 
 async def test_records_trimmed_while_pending_are_skipped_with_a_warning(bus: BusProbe, tmp_path: Path,
                                                                        caplog: pytest.LogCaptureFixture) -> None:
     ids = await write(bus, *[(i, record(i)) for i in range(6)])
-    await bus.redis.xgroup_create(bus.keys.decision_log, "siem", id="0")
-    await bus.redis.xreadgroup("siem", "follower", {bus.keys.decision_log: ">"}, count=4)  # then it crashed
-    await bus.redis.xtrim(bus.keys.decision_log, minid=ids[2], approximate=False)  # retention took two
+    await bus.redis.xgroup_create(bus.keys.decision_log(), "siem", id="0")
+    await bus.redis.xreadgroup("siem", "follower", {bus.keys.decision_log(): ">"}, count=4)  # then it crashed
+    await bus.redis.xtrim(bus.keys.decision_log(), minid=ids[2], approximate=False)  # retention took two
     path = tmp_path / "audit.jsonl"
     await follow_until(Follower(bus.url, bus.keys, "siem", JsonlSink(str(path))),
                        lambda: path.exists() and len(path.read_text().splitlines()) == 4)
     assert [json.loads(line)["log_id"] for line in path.read_text().splitlines()] == ids[2:]
     assert f"record {ids[0]} was trimmed from the log before it was delivered" in caplog.text
-    assert (await bus.redis.xpending(bus.keys.decision_log, "siem"))["pending"] == 0
+    assert (await bus.redis.xpending(bus.keys.decision_log(), "siem"))["pending"] == 0
 
 
 async def test_a_deleted_log_or_group_is_created_again(bus: BusProbe, tmp_path: Path) -> None:
@@ -195,7 +197,7 @@ async def test_a_deleted_log_or_group_is_created_again(bus: BusProbe, tmp_path: 
     task = asyncio.create_task(Follower(bus.url, bus.keys, "siem", JsonlSink(str(path))).run(stop))
     try:
         await async_wait_for(lambda: path.exists() and path.read_text().count("\n") == 1, timeout_s=10)
-        await bus.redis.delete(bus.keys.decision_log)  # an operator starts over
+        await bus.redis.delete(bus.keys.decision_log())  # an operator starts over
         await write(bus, (1, record(1)))
         await async_wait_for(lambda: path.read_text().count("\n") == 2, timeout_s=10)
     finally:
@@ -222,7 +224,7 @@ async def test_groups_are_independent_and_start_where_asked(bus: BusProbe, tmp_p
 
 
 async def _has_group(bus: BusProbe, name: str) -> bool:
-    return any(g["name"] == name.encode() for g in await bus.redis.xinfo_groups(bus.keys.decision_log))
+    return any(g["name"] == name.encode() for g in await bus.redis.xinfo_groups(bus.keys.decision_log()))
 
 
 def test_bad_sinks_and_secrets_are_refused_clearly(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -303,7 +305,7 @@ async def test_a_killed_follower_restarts_with_no_gap_and_no_duplicate(
     body = json.loads(server.requests[0].body)
     assert body["type"] == "hookbus.decision" and body["data"]["id"] == "ev-0000"
     assert second.returncode == 0
-    assert (await bus.redis.xpending(bus.keys.decision_log, "siem"))["pending"] == 0
+    assert (await bus.redis.xpending(bus.keys.decision_log(), "siem"))["pending"] == 0
 
 
 async def test_the_http_sink_retries_with_backoff_until_accepted(bus: BusProbe) -> None:
@@ -338,3 +340,84 @@ async def test_the_http_sink_goes_through_the_ssrf_guard(caplog: pytest.LogCaptu
         finally:
             await sink.aclose()
         assert server.requests == []
+
+
+# -- four partitions -----------------------------------------------------------------------------
+
+FOUR = Keyspace(partitions=4)
+
+
+async def write_four(bus: BusProbe, count: int, start: int = 0) -> list[str]:
+    """Record ``i`` into partition ``i % 4`` with the entry id of second ``i // 2``: partitions 0 and 1
+    (and 2 and 3) hold the same ids. The bus's layout says 4 partitions, as a running bus's does.
+    Returns the event ids in merged order (which is ``i`` order)."""
+    await claim_layout(bus.redis, FOUR)
+    for i in range(start, start + count):
+        await bus.redis.xadd(FOUR.decision_log(i % 4), record(i, session=f"s-{i % 4}").encode(),  # type: ignore[arg-type]
+                             id=f"{AT_MS + i // 2 * 1000}-0")
+    return [f"ev-{i:04d}" for i in range(start, start + count)]
+
+
+async def test_export_merges_every_partition_of_the_bus_in_id_order(bus: BusProbe) -> None:
+    events = await write_four(bus, 10)
+    rows = [json.loads(line) for line in (await exported(bus, Window())).splitlines()]  # the CLI's 1-partition keys
+    assert [r["id"] for r in rows] == events
+    assert [r["log_id"] for r in rows[:2]] == [f"{AT_MS}-0"] * 2  # partitions 0 and 1, same id
+    window = [json.loads(line)["id"] for line in (await exported(bus, Window(AT_MS + 1000, AT_MS + 3000))).splitlines()]
+    assert window == events[2:8]
+
+
+def partitions_of(lines: list[dict[str, Any]]) -> dict[int, list[int]]:
+    by_partition: dict[int, list[int]] = {}
+    for line in lines:
+        i = int(line["id"][3:])
+        by_partition.setdefault(i % 4, []).append(i)
+    return by_partition
+
+
+async def all_acknowledged(bus: BusProbe, group: str) -> bool:
+    return all([(await bus.redis.xpending(FOUR.decision_log(p), group))["pending"] == 0 for p in range(4)])
+
+
+async def test_a_follower_of_four_partitions_crashing_before_its_ack_delivers_each_record_once(
+    bus: BusProbe, tmp_path: Path,
+) -> None:
+    path = tmp_path / "audit.jsonl"
+    events = await write_four(bus, 250)
+    with pytest.raises(_Crash):
+        await CrashAfterDelivery(bus.url, bus.keys, "siem", JsonlSink(str(path))).run(asyncio.Event())
+    assert 0 < len(path.read_text().splitlines()) <= JsonlSink.batch  # written, not acknowledged
+    assert [(await bus.redis.xinfo_groups(FOUR.decision_log(p)))[0]["name"] for p in range(4)] == [b"siem"] * 4
+    stop = asyncio.Event()
+    task = asyncio.create_task(Follower(bus.url, bus.keys, "siem", JsonlSink(str(path))).run(stop))
+    try:
+        await async_wait_for(lambda: len(path.read_text().splitlines()) == 250, timeout_s=20)
+        events += await write_four(bus, 9, start=250)  # while it follows, into every partition
+        await async_wait_for(lambda: len(path.read_text().splitlines()) == 259, timeout_s=20)
+        await async_wait_for(lambda: all_acknowledged(bus, "siem"), timeout_s=10)
+    finally:
+        stop.set()
+        await asyncio.wait_for(task, 10)
+    lines = [json.loads(line) for line in path.read_text().splitlines()]
+    assert sorted(line["id"] for line in lines) == events  # each once, ties across partitions included
+    assert all(ids == sorted(ids) for ids in partitions_of(lines).values())  # each partition in order
+    assert all(line["log_id"] == f"{AT_MS + int(line['id'][3:]) // 2 * 1000}-0" for line in lines)
+
+
+async def test_records_another_consumer_left_pending_are_claimed_and_acknowledged_per_partition(
+    bus: BusProbe, tmp_path: Path,
+) -> None:
+    events = await write_four(bus, 16)
+    for p in range(4):
+        await bus.redis.xgroup_create(FOUR.decision_log(p), "siem", id="0")
+    for p in (1, 3):  # a consumer took two records of partitions 1 and 3, then died
+        await bus.redis.xreadgroup("siem", "gone", {FOUR.decision_log(p): ">"}, count=2)
+    path = tmp_path / "audit.jsonl"
+    follower = Follower(bus.url, bus.keys, "siem", JsonlSink(str(path)), claim_idle_s=0)
+    await follow_until(follower, lambda: path.exists() and len(path.read_text().splitlines()) == 16)
+    lines = [json.loads(line) for line in path.read_text().splitlines()]
+    assert sorted(line["id"] for line in lines) == events
+    assert {int(line["id"][3:]) for line in lines[:4]} == {1, 5, 3, 7}  # the claimed ones first
+    assert await all_acknowledged(bus, "siem")
+    state = await log_state(bus.redis, FOUR)
+    assert [(g.name, g.pending, g.lag) for g in state.groups] == [("siem", 0, 0)]

@@ -12,6 +12,7 @@ from typing import Any, cast
 import httpx
 import pytest
 
+from bus.keys import Keyspace
 from hookbus.redis_server import free_port
 from tests.conftest import clean_env, hookbus_process, policy_yaml, ready, wait_for
 
@@ -92,7 +93,7 @@ def _settled(redis_url: str, records: int) -> bool:
 
     client = redis.Redis.from_url(redis_url)
     try:
-        return cast(int, client.xlen("hookbus:decisions")) >= records
+        return cast(int, client.xlen(Keyspace().decision_log())) >= records
     finally:
         client.close()
 

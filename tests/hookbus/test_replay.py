@@ -41,7 +41,7 @@ async def record(redis: aioredis.Redis, at_ms: int, command: str, session: str, 
                       tool_name="Bash" if event == "PreToolUse" else "", outcome="decided", decision=decision,
                       output=output, payload=orjson.dumps(hook_input), received_ms=at_ms - 5, decided_ms=at_ms,
                       revision="live", masked=masked or [])
-    await redis.xadd(KEYS.decision_log, entry.encode(), id=f"{at_ms}-0")  # type: ignore[arg-type]
+    await redis.xadd(KEYS.decision_log(), entry.encode(), id=f"{at_ms}-0")  # type: ignore[arg-type]
 
 
 @pytest.fixture
@@ -61,7 +61,7 @@ async def window(redis_url: str) -> dict[str, int]:
     await record(redis, next(at), "curl localhost", "s-3")
     await record(redis, next(at), "ls -la", "s-3")
     await record(redis, next(at), "curl https://evil.example", "b-1", tenant="beta")
-    await redis.xadd(KEYS.decision_log, {"junk": "not a record"}, id=f"{next(at)}-0")
+    await redis.xadd(KEYS.decision_log(), {"junk": "not a record"}, id=f"{next(at)}-0")
     await record(redis, until + MINUTE_MS, "curl https://late.example", "late")
     await redis.aclose()
     return {"since": since, "until": until}

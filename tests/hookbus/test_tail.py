@@ -19,6 +19,7 @@ import orjson
 import pytest
 
 from bus.keys import Keyspace
+from bus.partitions import claim_layout
 from bus.protocol import LogRecord
 from hookbus.redis_server import EmbeddedRedis
 from hookbus.tail import Filters, format_record, tail
@@ -40,7 +41,7 @@ def record(event_id: str, *, session: str = "s-1", tenant: str = "default", even
 
 
 async def write(bus: BusProbe, *records: LogRecord | dict[str, bytes], keys: Keyspace | None = None) -> None:
-    stream = (keys or bus.keys).decision_log
+    stream = (keys or bus.keys).decision_log()
     for entry in records:
         await bus.redis.xadd(stream, entry.encode() if isinstance(entry, LogRecord) else entry)  # type: ignore[arg-type]
 
@@ -159,6 +160,42 @@ async def blocked_readers(bus: BusProbe) -> int:
     return sum(1 for c in await bus.redis.client_list() if c["cmd"] == "xread" and "b" in c["flags"])
 
 
+FOUR = Keyspace(partitions=4)
+
+
+async def test_from_start_merges_the_partitions_of_the_bus_in_id_order(bus: BusProbe,
+                                                                      capsys: pytest.CaptureFixture[str]) -> None:
+    await claim_layout(bus.redis, FOUR)  # what the first gateway or dispatcher records
+    # (partition, ms): partitions 1 and 3 share an id; partition 2 stays empty.
+    for n, (partition, ms) in enumerate([(3, 4), (0, 1), (1, 2), (3, 5), (0, 9), (1, 4)]):
+        await bus.redis.xadd(FOUR.decision_log(partition), record(f"e{n}").encode(),  # type: ignore[arg-type]
+                             id=f"{AT_MS + ms}-0")
+    lines, err = await run_tail(bus, capsys, from_start=True, count=6, as_json=True)  # the CLI's keys: 1 partition
+    assert err == ""
+    assert [json.loads(line)["id"] for line in lines] == ["e1", "e2", "e5", "e0", "e3", "e4"]
+
+
+async def test_every_partition_is_followed_live(bus: BusProbe, capsys: pytest.CaptureFixture[str]) -> None:
+    await claim_layout(bus.redis, FOUR)
+    for partition in range(4):
+        await bus.redis.xadd(FOUR.decision_log(partition), record(f"old-{partition}").encode())  # type: ignore[arg-type]
+    following = asyncio.create_task(tail(bus.url, bus.keys, count=8, as_json=True))
+    try:
+        await async_wait_for(lambda: blocked_readers(bus), timeout_s=10)  # one blocking read per partition
+        assert await blocked_readers(bus) == 4
+        for n, partition in enumerate([2, 0, 3, 3, 1, 0, 2, 1]):
+            await bus.redis.xadd(FOUR.decision_log(partition), record(f"new-{n}-p{partition}").encode())  # type: ignore[arg-type]
+        async with asyncio.timeout(10):
+            await following
+    finally:
+        following.cancel()
+    printed = [json.loads(line)["id"] for line in capsys.readouterr().out.splitlines()]
+    assert sorted(printed) == sorted(f"new-{n}-p{p}" for n, p in enumerate([2, 0, 3, 3, 1, 0, 2, 1]))
+    for partition in range(4):  # each partition's records in the order they were written
+        mine = [event_id for event_id in printed if event_id.endswith(f"-p{partition}")]
+        assert mine == sorted(mine, key=lambda event_id: int(event_id.split("-")[1]))
+
+
 async def test_another_key_prefix_is_another_log(bus: BusProbe, capsys: pytest.CaptureFixture[str]) -> None:
     other = Keyspace("fleet-b:")
     await write(bus, record("mine"))
@@ -214,7 +251,7 @@ async def test_a_reader_that_leaves_early_is_not_an_error(bus: BusProbe, tmp_pat
     # More than a pipe buffer of lines: tail is still writing when `head -1` has gone.
     async with bus.redis.pipeline(transaction=False) as pipe:
         for n in range(3000):
-            pipe.xadd(bus.keys.decision_log, record(f"e{n}").encode())  # type: ignore[arg-type]
+            pipe.xadd(bus.keys.decision_log(), record(f"e{n}").encode())  # type: ignore[arg-type]
         await pipe.execute()
     code, first, err = await asyncio.to_thread(read_one_line_and_leave, bus.url, tmp_path)
     assert b"PreToolUse(Bash) -> deny" in first

@@ -1,11 +1,11 @@
 """Async deliveries end to end: a real gateway and dispatcher, a real ``hookbus worker`` process,
 a real HTTP sink on 127.0.0.1. Retries and their delays, dead letters and their replay, one
-run per job id, a SIGKILLed worker, signatures, the queue-depth limit.
+run per event however often it is settled, nothing left behind by a finished job, a SIGKILLed
+worker, signatures, the queue-depth limit.
 """
 
 from __future__ import annotations
 
-import asyncio
 import base64
 import json
 from collections.abc import Callable
@@ -20,8 +20,8 @@ from bus.protocol import Request, now_ms
 from tests.conftest import BusProbe, async_wait_for, metric, policy_yaml, run_hookbus
 from tests.workers.async_harness import Sink, drained, notification, sink_policy, start_worker
 from workers import deadletters
-from workers.context import HookContext
-from workers.queue import QueueDepth, arq_pool, make_enqueue, put_job, replay_job_id
+from workers.outbox import Outbox, Settle
+from workers.queue import arq_pool, prepare_job, put_job, replay_job_id
 from workers.webhooks import webhook_id
 
 SECRET = "whsec_" + base64.b64encode(b"hookbus-test-secret-32-bytes-ok!").decode()
@@ -31,10 +31,16 @@ def only_handler(p: Any) -> str:
     return str(p.policy.entries("Notification")[0].handler_id)
 
 
-async def arq_job_keys(bus: BusProbe) -> list[bytes]:
-    """arq's per-job keys other than results: a finished job must leave none."""
-    return [key for pattern in ("arq:job:*", "arq:retry:*", "arq:in-progress:*")
+async def job_keys(bus: BusProbe) -> list[bytes]:
+    """The keys arq and hookbus keep per job: a finished (or dead-lettered) job leaves none behind
+    (no result either: ``keepResultSeconds`` is 0 by default)."""
+    return [key for pattern in ("arq:job:*", "arq:retry:*", "arq:in-progress:*", "arq:result:*",
+                                bus.keys.async_attempts("*"))
             async for key in bus.redis.scan_iter(match=pattern)]
+
+
+async def no_job_keys(bus: BusProbe) -> bool:
+    return not await job_keys(bus)
 
 
 async def test_a_sink_failing_twice_gets_it_on_the_third_try_with_growing_delays_and_one_webhook_id(
@@ -59,8 +65,7 @@ async def test_a_sink_failing_twice_gets_it_on_the_third_try_with_growing_delays
     first, second = sink.gaps_s()
     assert first >= 0.2 and second >= 0.4
     assert await deadletters.size(bus.redis, bus.keys) == 0
-    assert not [k async for k in bus.redis.scan_iter(match=f"{bus.keys.async_attempts('*')}")]
-    assert await arq_job_keys(bus) == []  # arq's retry counter and job went with the job
+    await async_wait_for(lambda: no_job_keys(bus))  # its tries, arq's retry counter and job went with the job
     assert samples[("hookbus_async_attempts_count", frozenset())] == 1
     assert samples[("hookbus_async_attempts_bucket", frozenset({("le", "2.0")}))] == 0
     assert samples[("hookbus_async_attempts_bucket", frozenset({("le", "3.0")}))] == 1
@@ -104,7 +109,7 @@ async def test_a_sink_that_always_fails_is_dead_lettered_after_max_tries_and_rep
             finally:
                 worker.stop()
     assert await deadletters.size(bus.redis, bus.keys) == 0  # replayed letters leave the stream
-    assert await arq_job_keys(bus) == []  # neither the dead job nor its replay left a retry counter
+    await async_wait_for(lambda: no_job_keys(bus))  # neither the dead job nor its replay left anything
     ids = {r.headers["webhook-id"] for r in sink.requests}
     assert ids == {webhook_id(answer.headers["X-Hookbus-Event-Id"], only_handler(p))}  # the replay included
 
@@ -132,30 +137,39 @@ async def test_4xx_is_not_retried_and_429_waits_for_retry_after(
     assert busy.gaps_s()[0] >= 1.0  # Retry-After: 1, far above retryDelaySeconds
 
 
-async def test_the_same_event_enqueued_twice_runs_once(platform: Callable[..., Any], bus: BusProbe,
-                                                       tmp_path: Path) -> None:
+async def test_an_event_settled_again_runs_its_async_hook_once_with_no_result_kept(
+    platform: Callable[..., Any], bus: BusProbe, tmp_path: Path
+) -> None:
     async with Sink() as sink:
         async with platform(sink_policy(sink.url())) as p:
-            arq = arq_pool(p.settings.redis_url or "")
+            answer = await p.post(notification())  # the dispatcher settles it: record, job, acknowledgement
+            event_id = answer.headers["X-Hookbus-Event-Id"]
+            record = await async_wait_for(lambda: bus.record(event_id))
+            request = Request(event_id, "Notification", "default", json.dumps(notification()).encode(), now_ms())
+            job = prepare_job(request, only_handler(p), 3600, 100)
+            again = Outbox(bus.redis, p.settings.keys)  # another dispatcher, given the entry again
+            await again.start()
             try:
-                enqueue = make_enqueue(arq, p.settings.keys)
-                entry = p.policy.entries("Notification")[0]
-                request = Request("ev-twice", "Notification", "default", json.dumps(notification()).encode(), now_ms())
-                ctx = HookContext(request, notification(), entry, p.policy, 5.0)
-                await enqueue(ctx)
-                await enqueue(ctx)  # a dispatcher re-delivery before the job ran
+                async def settle_again() -> None:
+                    again.settle(Settle(f"{bus.keys.prefix}redelivered", b"0-1", request, record, None, 1000, [job]))
+                    await again.flushed()
+
+                await settle_again()  # before the job ran
+                assert await bus.redis.zcard(bus.keys.arq_queue) == 1
                 worker = await start_worker(bus.redis, p.settings.redis_url or "", p.policy.sources[0],
                                             tmp_path / "w.log")
                 try:
                     await async_wait_for(lambda: len(sink.hits) == 1, timeout_s=20)
                     await async_wait_for(lambda: drained(bus.redis), timeout_s=10)
-                    await enqueue(ctx)  # ... and one after it ran (within keepResultSeconds)
+                    await async_wait_for(lambda: no_job_keys(bus))  # no result kept to refuse the job id ...
+                    await settle_again()  # ... yet a settle after the run queues nothing either
                     assert await bus.redis.zcard(bus.keys.arq_queue) == 0
                 finally:
                     worker.stop()
             finally:
-                await arq.aclose()
+                await again.stop()
     assert len(sink.hits) == 1
+    assert len([r for r in await bus.log() if r.event_id == event_id]) == 1
 
 
 @pytest.mark.timeout(90)
@@ -281,19 +295,6 @@ async def test_a_dead_letter_is_masked_like_the_decision_log(
     assert token not in repr(raw)
     assert "[REDACTED:github]" in json.loads(letter.payload)["message"]
     assert {"pointer": "/input/message", "detector": "github"} in letter.masked
-
-
-async def test_concurrent_events_of_one_dispatcher_cannot_all_slip_past_max_queued(bus: BusProbe,
-                                                                                   redis_url: str) -> None:
-    arq = arq_pool(redis_url)
-    try:
-        depth = QueueDepth(arq, bus.keys.arq_queue)
-        granted = await asyncio.gather(*(depth.reserve(5) for _ in range(20)))
-        assert sum(granted) == 5
-        depth.release()
-        assert await depth.reserve(5) and not await depth.reserve(5)
-    finally:
-        await arq.aclose()
 
 
 async def test_a_transaction_cut_by_a_dropped_connection_is_not_taken_for_a_duplicate(

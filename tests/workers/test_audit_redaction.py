@@ -136,12 +136,12 @@ async def test_no_secret_reaches_the_log_tail_export_api_dead_letters_redis_or_l
             assert response.status_code == 200, response.text
             ids.append(response.headers["X-Hookbus-Event-Id"])
         # An entry that is not a hookbus event (no id): the dispatcher moves it to the dead letters.
-        await bus.redis.xadd(keys.blocking_stream, {"ev": "PreToolUse", "p": orjson.dumps(
+        await bus.redis.xadd(keys.blocking_stream(), {"ev": "PreToolUse", "p": orjson.dumps(
             {"prompt": f"Authorization: Bearer {SECRETS['dead_letter']}"})})
 
         async def settled() -> bool:
             logged = {r.event_id for r in await bus.log()}
-            drained = await bus.redis.xlen(keys.blocking_stream) + await bus.redis.xlen(keys.events_stream)
+            drained = await bus.redis.xlen(keys.blocking_stream()) + await bus.redis.xlen(keys.events_stream())
             return set(ids) <= logged and len(await bus.dead()) == 1 and drained == 0
 
         await async_wait_for(settled, timeout_s=20)

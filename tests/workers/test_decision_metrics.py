@@ -37,7 +37,7 @@ def _request(event: str, session: str, **fields: Any) -> dict[Any, Any]:
 
 
 async def _nothing_pending(bus: BusProbe) -> bool:
-    return not any([await bus.pending(bus.keys.blocking_stream), await bus.pending(bus.keys.events_stream)])
+    return not any([await bus.pending(bus.keys.blocking_stream()), await bus.pending(bus.keys.events_stream())])
 
 
 async def test_each_decision_is_counted_for_the_handlers_that_made_it(platform: Callable[..., Any]) -> None:
@@ -96,7 +96,7 @@ async def test_an_entry_read_after_its_deadline_is_a_queue_wait_timeout(
         spooled = _request("PreToolUse", "spooled", reply_to="hookbus:reply:gone", deadline_ms=now_ms() - 1000,
                            fail_open="redis_unavailable")
         for fields in (late, spooled):
-            await bus.redis.xadd(bus.keys.blocking_stream, fields)
+            await bus.redis.xadd(bus.keys.blocking_stream(), fields)
         await async_wait_for(lambda: _nothing_pending_after(bus, 2), timeout_s=5)
     assert metric("hookbus_expired_total", event="PreToolUse") - expired == 2
     assert timeouts("queue_wait") - queue == 1
@@ -107,9 +107,9 @@ async def test_a_dispatcher_read_is_observed_as_one_batch(
 ) -> None:
     count, total = metric("hookbus_dispatch_batch_size_count"), metric("hookbus_dispatch_batch_size_sum")
     async with platform(dispatchers=0) as p:
-        await bus.redis.xgroup_create(bus.keys.events_stream, DISPATCH_GROUP, id="0", mkstream=True)
+        await bus.redis.xgroup_create(bus.keys.events_stream(), DISPATCH_GROUP, id="0", mkstream=True)
         for n in range(5):
-            await bus.redis.xadd(bus.keys.events_stream, _request("Notification", f"batch-{n}"))
+            await bus.redis.xadd(bus.keys.events_stream(), _request("Notification", f"batch-{n}"))
         stop = asyncio.Event()
         running = asyncio.create_task(Dispatcher(p.settings, p.policy, redis_url, consumer="batch").run(stop))
         try:

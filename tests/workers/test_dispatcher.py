@@ -92,8 +92,8 @@ async def test_killed_dispatcher_work_is_claimed_and_nothing_is_lost(
         blocking = asyncio.create_task(p.post(rm_rf("s-d")))
         recorded = await p.post(note())
         assert recorded.headers["X-Hookbus-Outcome"] == "recorded"
-        await async_wait_for(lambda: pending_for(bus, bus.keys.blocking_stream, consumer_a), timeout_s=5)
-        await async_wait_for(lambda: pending_for(bus, bus.keys.events_stream, consumer_a), timeout_s=5)
+        await async_wait_for(lambda: pending_for(bus, bus.keys.blocking_stream(), consumer_a), timeout_s=5)
+        await async_wait_for(lambda: pending_for(bus, bus.keys.events_stream(), consumer_a), timeout_s=5)
         os.kill(a.pid, signal.SIGKILL)
         assert a.wait(timeout=10) == -signal.SIGKILL
 
@@ -115,7 +115,7 @@ async def test_killed_dispatcher_work_is_claimed_and_nothing_is_lost(
 
 
 async def _nothing_pending(bus: BusProbe) -> bool:
-    return not await bus.pending(bus.keys.blocking_stream) and not await bus.pending(bus.keys.events_stream)
+    return not await bus.pending(bus.keys.blocking_stream()) and not await bus.pending(bus.keys.events_stream())
 
 
 async def test_sigterm_finishes_in_flight_work_and_exits_0(
@@ -126,7 +126,7 @@ async def test_sigterm_finishes_in_flight_work_and_exits_0(
     async with platform(text, dispatchers=0) as p:
         a, consumer_a = await start_dispatcher_process(write_policy(text, "a.yaml"), redis_url, bus, children)
         blocking = asyncio.create_task(p.post(rm_rf("s-d")))
-        await async_wait_for(lambda: pending_for(bus, bus.keys.blocking_stream, consumer_a), timeout_s=5)
+        await async_wait_for(lambda: pending_for(bus, bus.keys.blocking_stream(), consumer_a), timeout_s=5)
         a.send_signal(signal.SIGTERM)
         answer = await blocking
         assert answer.headers["X-Hookbus-Outcome"] == "decided"
@@ -136,7 +136,7 @@ async def test_sigterm_finishes_in_flight_work_and_exits_0(
         assert b"stopped" in stderr
         record = await async_wait_for(lambda: bus.record(answer.headers["X-Hookbus-Event-Id"]), timeout_s=5)
         assert (record.outcome, record.decision) == ("decided", "deny")
-        assert await bus.pending(bus.keys.blocking_stream) == []
+        assert await bus.pending(bus.keys.blocking_stream()) == []
         assert not await bus.redis.hexists(bus.keys.dispatchers, consumer_a)  # type: ignore[misc]
 
 
@@ -166,7 +166,7 @@ async def test_a_slow_hook_is_not_claimed_from_a_live_dispatcher(
     text = slow_policy(5.0, notification=f"echo start >> {runs}; sleep 1; echo end >> {runs}")
     async with platform(text, dispatchers=0) as p, dispatcher(p, "A"), dispatcher(p, "B"):
         response = await p.post(note())
-        mid_run = await async_wait_for(lambda: bus.pending(bus.keys.events_stream), timeout_s=5)
+        mid_run = await async_wait_for(lambda: bus.pending(bus.keys.events_stream()), timeout_s=5)
         assert mid_run[0]["times_delivered"] == 1
         record = await async_wait_for(lambda: bus.record(response.headers["X-Hookbus-Event-Id"]), timeout_s=10)
         assert record.outcome == "recorded"
@@ -191,7 +191,7 @@ def _request(event: str = "Notification", session: str = "s-g", **fields: Any) -
 
 
 async def test_entries_delivered_too_often_are_dead_lettered(platform: Callable[..., Any], bus: BusProbe) -> None:
-    stream = bus.keys.events_stream
+    stream = bus.keys.events_stream()
     dead_before = metric("hookbus_dead_letters_total", stream="events")
     async with platform(slow_policy(1.0, notification="echo ok"), dispatchers=0) as p:
         poison, healthy = await _ghost_reads(bus, stream, _request(session="poison"), _request(session="ok"))
@@ -213,13 +213,13 @@ async def test_entries_delivered_too_often_are_dead_lettered(platform: Callable[
 
 async def test_malformed_entries_are_dead_lettered(platform: Callable[..., Any], bus: BusProbe) -> None:
     async with platform(slow_policy(1.0, notification="echo ok")) as p:
-        await async_wait_for(lambda: bus.redis.exists(bus.keys.blocking_stream), timeout_s=5)  # group ready
-        await bus.redis.xadd(bus.keys.blocking_stream, {"nonsense": "1"})
-        await bus.redis.xadd(bus.keys.events_stream, {b"\xff\xfe": b"\x00", b"id": b"\xff"})  # not even UTF-8
+        await async_wait_for(lambda: bus.redis.exists(bus.keys.blocking_stream()), timeout_s=5)  # group ready
+        await bus.redis.xadd(bus.keys.blocking_stream(), {"nonsense": "1"})
+        await bus.redis.xadd(bus.keys.events_stream(), {b"\xff\xfe": b"\x00", b"id": b"\xff"})  # not even UTF-8
         dead = await async_wait_for(lambda: _dead_count(bus, 2), timeout_s=5)
         assert all(b"malformed" in entry[b"_why"] for entry in dead)
-        assert {entry[b"_stream"] for entry in dead} == {bus.keys.blocking_stream.encode(),
-                                                          bus.keys.events_stream.encode()}
+        assert {entry[b"_stream"] for entry in dead} == {bus.keys.blocking_stream().encode(),
+                                                          bus.keys.events_stream().encode()}
         await async_wait_for(lambda: _nothing_pending(bus), timeout_s=5)
         assert (await p.post(note())).status_code == 200  # and the dispatcher carries on
         assert await async_wait_for(bus.log, timeout_s=5)
@@ -233,7 +233,7 @@ async def _dead_count(bus: BusProbe, count: int) -> list[dict[bytes, bytes]] | N
 async def test_an_entry_trimmed_while_pending_does_not_wedge_recovery(
     platform: Callable[..., Any], bus: BusProbe
 ) -> None:
-    stream = bus.keys.events_stream
+    stream = bus.keys.events_stream()
     async with platform(slow_policy(1.0, notification="echo ok"), dispatchers=0) as p:
         gone, _ = await _ghost_reads(bus, stream, _request(session="gone"), _request(session="kept"))
         await bus.redis.xdel(stream, gone)
@@ -252,7 +252,7 @@ async def test_expired_blocking_entries_are_logged_not_evaluated(
     async with platform(text):
         past = now_ms() - 1000
         fields = _request("PreToolUse", "late", reply_to="hookbus:reply:gone", deadline_ms=past)
-        await bus.redis.xadd(bus.keys.blocking_stream, fields)
+        await bus.redis.xadd(bus.keys.blocking_stream(), fields)
         record = await async_wait_for(lambda: bus.record("evt-late"), timeout_s=5)
         await async_wait_for(lambda: _nothing_pending(bus), timeout_s=5)
     assert (record.outcome, record.fail_open, record.decision, record.hooks) == ("fail-open", "timeout", "none", [])
@@ -315,7 +315,7 @@ async def test_settled_entries_leave_the_work_streams(platform: Callable[..., An
         await async_wait_for(lambda: _logged(bus, 20), timeout_s=10)
 
         async def drained() -> bool:
-            lengths = [await bus.redis.xlen(s) for s in (bus.keys.blocking_stream, bus.keys.events_stream)]
+            lengths = [await bus.redis.xlen(s) for s in (bus.keys.blocking_stream(), bus.keys.events_stream())]
             return lengths == [0, 0]
 
         # The work streams are queues: their settled entries are trimmed, the log keeps the records.

@@ -13,7 +13,7 @@ import asyncio
 import dataclasses
 import time
 import uuid
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import orjson
@@ -26,7 +26,8 @@ from bus.results import HandlerResult, Outcome
 from bus.schema import CommandHandler
 from tests.conftest import BusProbe, async_wait_for, metric, policy_yaml, pre_tool_use
 from workers.context import HookContext, Runner
-from workers.engine import ONCE_TTL_S, Engine, Evaluation
+from workers.engine import ONCE_TTL_S, AsyncHandlers, Engine, Evaluation
+from workers.queue import JOB_FUNCTION
 
 PRE = "PreToolUse"
 #: Every evaluation must be over well within this: a hanging handler must not hang a test.
@@ -145,14 +146,14 @@ def _no_plugins() -> Iterator[None]:
 
 @pytest.fixture
 def rig(bus: BusProbe) -> MakeRig:
-    """``rig(hooks, runners=..., enqueue=..., **platform)``: an Engine on the suite's Redis."""
+    """``rig(hooks, runners=..., async_handlers=..., **platform)``: an Engine on the suite's Redis."""
 
     def make(hooks: dict[str, Any], *, runners: dict[str, Runner] | None = None,
-             enqueue: Callable[[HookContext], Awaitable[None]] | None = None, **platform: Any) -> Rig:
+             async_handlers: AsyncHandlers = "inline", **platform: Any) -> Rig:
         policy = policy_from_text(policy_yaml(hooks, **platform))
         commands = Commands()
         table: dict[str, Runner] = {"command": commands, **(runners or {})}
-        return Rig(Engine(policy, bus.redis, bus.keys, table, enqueue=enqueue), policy, commands, bus)
+        return Rig(Engine(policy, bus.redis, bus.keys, table, async_handlers=async_handlers), policy, commands, bus)
 
     return make
 
@@ -191,7 +192,7 @@ async def test_an_event_without_handlers_has_no_opinion(rig: MakeRig) -> None:
     r = rig(on_bash(cmd("deny never asked")))
     evaluation = await r.evaluate({"hook_event_name": "Stop", "session_id": "s-1"})
     assert r.commands.ran == []
-    assert (evaluation.results, evaluation.shadow, evaluation.queued) == ([], [], 0)
+    assert (evaluation.results, evaluation.shadow, evaluation.jobs) == ([], [], [])
     assert (evaluation.merged.output, evaluation.merged.decision) == ({}, "none")
 
 
@@ -437,39 +438,44 @@ async def test_a_stop_block_limit_of_zero_never_overrides(rig: MakeRig) -> None:
 # -- async handlers ---------------------------------------------------------------------------------
 
 
-async def test_async_handlers_are_enqueued_and_do_not_block_the_decision(rig: MakeRig) -> None:
-    queued: list[HookContext] = []
-
-    async def enqueue(ctx: HookContext) -> None:
-        queued.append(ctx)
-
-    r = rig(on_bash(cmd("hang", **{"async": True}), cmd("deny not now")), enqueue=enqueue)
+async def test_async_handlers_become_jobs_and_do_not_block_the_decision(rig: MakeRig) -> None:
+    r = rig(on_bash(cmd("hang", **{"async": True, "maxAgeSeconds": 90_000}), cmd("deny not now")),
+            async_handlers="jobs", **{"async": {"maxQueued": 7}})
     hook_input = pre_tool_use("ls")
     started = time.monotonic()
     evaluation = await r.evaluate(hook_input, deadline_s=3.0)
     assert time.monotonic() - started < 1.0  # the hanging handler was never awaited
     assert r.commands.commands() == ["deny not now"]
-    assert evaluation.queued == 1
     assert [res.handler_id for res in evaluation.results] == [r.handler_id("deny not now")]
     assert evaluation.merged.decision == "deny"
-    (ctx,) = queued
-    assert (ctx.entry.handler_id, ctx.hook_input, ctx.event) == (r.handler_id("hang"), hook_input, PRE)
-    assert ctx.timeout_s == 600.0  # a command's default; the worker runs it, not the dispatcher
+    (job,) = evaluation.jobs  # queued with the settlement: the engine writes nothing
+    hang = r.handler_id("hang")
+    assert (job.max_queued, job.lifetime_ms) == (7, (90_000 + 3600) * 1000)  # maxAgeSeconds + an hour
+    record = orjson.loads(job.record)
+    assert (record["f"], record["a"][1], record["t"]) == (JOB_FUNCTION, hang, None)
+    queued = Request.from_job(record["a"][0])
+    assert job.job_id == f"{queued.event_id}:{hang}"
+    assert (orjson.loads(queued.payload), queued.reply_to, queued.deadline_ms) == (hook_input, "", 0)
+    assert await r.bus.redis.zcard(r.bus.keys.arq_queue) == 0
 
 
 async def test_without_a_queue_async_handlers_run_inline(rig: MakeRig) -> None:
     r = rig(on_bash(cmd("noop later", **{"async": True})))  # how the worker's own engine runs them
     evaluation = await r.evaluate(pre_tool_use("ls"))
     assert r.commands.commands() == ["noop later"]
-    assert (evaluation.queued, len(evaluation.results)) == (0, 1)
+    assert (evaluation.jobs, len(evaluation.results)) == ([], 1)
+
+
+async def test_a_replay_leaves_async_handlers_out(rig: MakeRig) -> None:
+    r = rig(on_bash(cmd("noop later", **{"async": True}), cmd("noop now")), async_handlers="skip")
+    evaluation = await r.evaluate(pre_tool_use("ls"))
+    assert r.commands.commands() == ["noop now"]
+    assert (evaluation.jobs, len(evaluation.results)) == ([], 1)
 
 
 async def test_context_left_by_async_hooks_is_delivered_on_the_next_turn(rig: MakeRig) -> None:
-    async def enqueue(ctx: HookContext) -> None:
-        return None
-
     r = rig({"PostToolUse": [{"hooks": [cmd("noop", **{"async": True})]}],
-             "UserPromptSubmit": [{"hooks": [cmd("context live context")]}]}, enqueue=enqueue)
+             "UserPromptSubmit": [{"hooks": [cmd("context live context")]}]}, async_handlers="jobs")
     keys, redis = r.bus.keys, r.bus.redis
     left = [orjson.dumps({"additionalContext": "tests failed"}),
             orjson.dumps({"additionalContext": "lint failed", "systemMessage": "2 async hooks reported"})]

@@ -48,8 +48,8 @@ def event(name: str, session: str, **fields: Any) -> dict[str, Any]:
 
 def fixed_keys(keys: Keyspace) -> set[str]:
     """Keys that exist once per platform, not per session or event (bounded by their own caps)."""
-    return {keys.blocking_stream, keys.events_stream, keys.dead_letter_stream, keys.decision_log, keys.arq_queue,
-            keys.dispatchers}
+    return {keys.blocking_stream(), keys.events_stream(), keys.dead_letter_stream(), keys.decision_log(),
+            keys.arq_queue, keys.dispatchers, keys.layout}
 
 
 async def test_every_per_session_key_has_a_ttl(platform: Callable[..., Any], private_redis: EmbeddedRedis) -> None:

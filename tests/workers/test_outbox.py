@@ -26,8 +26,8 @@ from tests.conftest import BusProbe, async_wait_for, metric, redis_reads
 from workers.outbox import Outbox, Settle
 
 KEYS = Keyspace()
-STREAM = KEYS.events_stream
-DEAD = KEYS.dead_letter_stream
+STREAM = KEYS.events_stream()
+DEAD = KEYS.dead_letter_stream()
 
 
 @pytest_asyncio.fixture
@@ -62,7 +62,7 @@ def settle(entry_id: bytes, n: int) -> Settle:
 
 
 async def logged_ids(redis: aioredis.Redis) -> list[str]:
-    return [LogRecord.decode(fields).event_id for _, fields in await redis.xrange(KEYS.decision_log)]
+    return [LogRecord.decode(fields).event_id for _, fields in await redis.xrange(KEYS.decision_log())]
 
 
 async def test_flushed_returns_at_once_when_nothing_is_queued(outbox: Outbox) -> None:

@@ -86,20 +86,20 @@ async def test_a_failing_async_hook_is_retried_then_dead(
     assert metric("hookbus_async_jobs_total", status="dead") == dead + 1
 
 
-async def test_a_redelivered_event_queues_its_async_hook_once(platform: Callable[..., Any], tmp_path: Path) -> None:
-    from arq.connections import ArqRedis
-
-    from workers.context import HookContext
-
+async def test_on_a_queue_redis_of_its_own_a_redelivered_event_queues_its_async_hook_once(
+    platform: Callable[..., Any], tmp_path: Path
+) -> None:
     async with platform(policy(tmp_path, "true")) as p:
-        arq = ArqRedis.from_url(p.settings.redis_url)
+        arq = queue.arq_pool(p.settings.redis_url)
         try:
-            enqueue = queue.make_enqueue(arq, p.settings.keys)
+            jobs = queue.JobQueue(arq, p.settings.keys)
             entry = p.policy.entries("PostToolUse")[0]
             request = Request("ev-1", "PostToolUse", "default", json.dumps(post_tool_use()).encode(), now_ms())
-            ctx = HookContext(request, post_tool_use(), entry, p.policy, 5.0)
-            await enqueue(ctx)
-            await enqueue(ctx)
+            job = queue.prepare_job(request, entry.handler_id, 3600, 100)
+            queued = metric("hookbus_async_jobs_total", status="queued")
+            await jobs.put(request, [job])
+            await jobs.put(request, [job])  # the event again, before its job ran
             assert await arq.zcard(p.settings.keys.arq_queue) == 1
+            assert metric("hookbus_async_jobs_total", status="queued") == queued + 1
         finally:
             await arq.aclose()

@@ -13,7 +13,8 @@ service has no access to them, so it offers what it honestly holds instead:
 * ``recent_events(limit)`` — this session's recent events with their decisions, from the
   decision log (same tenant and ``session_id``; newest ``limit``, at most
   :data:`MAX_EVENTS`, listed oldest first), each as ``{event, tool_name, decision, reason,
-  time, tool_input | prompt}`` with long values cut.
+  time, tool_input | prompt}`` with long values cut. The newest :data:`SCAN_LIMIT` records
+  of the whole log are looked at: every partition's, merged by id.
 * ``hook_input()`` — the current event's input JSON.
 
 **Verdict.** ``ok: false`` is handled like a prompt hook with ``continueOnBlock: true`` and
@@ -31,6 +32,8 @@ import orjson
 
 from bus.connection import redis_errors
 from bus.errors import BusUnavailable, HookError
+from bus.logreader import read_merged
+from bus.partitions import bus_keyspace
 from bus.protocol import LogRecord, ProtocolError
 from bus.results import HandlerResult, Outcome
 from bus.schema import AgentHandler
@@ -42,7 +45,7 @@ MAX_TURNS: Final = 50
 MAX_TOKENS: Final = 1024
 DEFAULT_EVENTS: Final = 20
 MAX_EVENTS: Final = 50
-#: Decision-log entries read at most per ``recent_events`` call, and per XREVRANGE page.
+#: Decision-log entries read at most per ``recent_events`` call, and per XREVRANGE page (of one partition).
 SCAN_LIMIT: Final = 5_000
 PAGE: Final = 500
 VALUE_CHARS: Final = 300
@@ -109,38 +112,32 @@ def compact_record(record: LogRecord) -> dict[str, Any]:
     return out
 
 
-def _before(entry_id: bytes) -> str:
-    """The stream id just before ``entry_id`` (an exclusive bound that works before Redis 6.2)."""
-    ms, _, seq = entry_id.decode().partition("-")
-    if int(seq or 0) > 0:
-        return f"{ms}-{int(seq) - 1}"
-    return f"{int(ms) - 1}-18446744073709551615" if int(ms) > 0 else ""
-
-
 async def recent_events(ctx: HookContext, limit: int = DEFAULT_EVENTS) -> list[dict[str, Any]]:
     """This session's newest ``limit`` decision-log records (same tenant), oldest first."""
     services = ctx.services
     if services is None or services.redis is None:
         raise ToolError("the decision log is not reachable from here")
-    redis, stream = services.redis, services.keys.decision_log
+    redis = services.redis
     session = str(ctx.hook_input.get("session_id", ""))
     found: list[dict[str, Any]] = []
-    scanned, upper = 0, "+"
-    while upper and scanned < SCAN_LIMIT and len(found) < limit:
-        with redis_errors():
-            entries = await redis.xrevrange(stream, max=upper, min="-", count=PAGE)
-        for _, fields in entries:
-            try:
-                record = LogRecord.decode(fields)
-            except ProtocolError:
-                continue
-            if (record.tenant == ctx.request.tenant and record.session_id == session
-                    and record.event_id != ctx.request.event_id):
-                found.append(compact_record(record))
-                if len(found) >= limit:
+    scanned = 0
+    with redis_errors():
+        keys = await bus_keyspace(redis, services.keys)
+        entries = read_merged(redis, keys.decision_logs, page=PAGE, reverse=True)
+        try:
+            async for entry in entries:
+                scanned += 1
+                try:
+                    record = LogRecord.decode(entry.fields)
+                except ProtocolError:
+                    record = None
+                if (record is not None and record.tenant == ctx.request.tenant and record.session_id == session
+                        and record.event_id != ctx.request.event_id):
+                    found.append(compact_record(record))
+                if len(found) >= limit or scanned >= SCAN_LIMIT:
                     break
-        scanned += len(entries)
-        upper = _before(entries[-1][0]) if len(entries) == PAGE else ""
+        finally:
+            await entries.aclose()
     return found[::-1]
 
 

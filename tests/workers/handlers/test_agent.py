@@ -16,6 +16,8 @@ import pytest
 import pytest_asyncio
 
 from bus.connection import connect
+from bus.keys import Keyspace
+from bus.partitions import claim_layout
 from bus.protocol import LogRecord, Request, now_ms
 from bus.results import HandlerResult, Outcome
 from bus.settings import Settings
@@ -68,7 +70,7 @@ async def write_log(services: Services, *records: LogRecord | dict[str, bytes]) 
     assert services.redis is not None
     for record in records:
         fields = record.encode() if isinstance(record, LogRecord) else record
-        await services.redis.xadd(services.keys.decision_log, fields)  # type: ignore[arg-type]
+        await services.redis.xadd(services.keys.decision_log(), fields)  # type: ignore[arg-type]
 
 
 Agent = Callable[..., Any]
@@ -226,3 +228,25 @@ async def test_full_path_agent_sees_an_earlier_event(llm: FakeLlm, platform: Cal
     assert seen_event | {"time": "-"} == {"event": "PreToolUse", "time": "-", "tool_name": "Bash", "decision": "deny",
                                          "reason": "no recursive deletes (rule: Bash(rm -rf *))",
                                          "tool_input": '{"command":"rm -rf /srv"}'}
+
+
+async def test_recent_events_reads_every_partition_merged_by_time(services: Services, llm: FakeLlm) -> None:
+    four = Keyspace(partitions=4)
+    assert services.redis is not None
+    await claim_layout(services.redis, four)  # the dispatcher's Settings keep 1: the bus's layout says 4
+    at_ms = 1_700_000_000_000
+    home = four.partition_of(SESSION)
+    # The session's records in its own partition and, written before a change of layout, in another;
+    # other sessions' records everywhere.
+    writes = [(home, 1, "first"), ((home + 1) % 4, 2, "second"), (home, 3, "third"), ((home + 2) % 4, 4, None),
+              ((home + 1) % 4, 5, "fourth"), (home, 6, "fifth"), ((home + 3) % 4, 7, None)]
+    for partition, ms, command in writes:
+        entry = logged(SESSION if command else "s-noise", command=command or f"noise-{ms}", at_ms=at_ms + ms)
+        await services.redis.xadd(four.decision_log(partition), entry.encode(),  # type: ignore[arg-type]
+                                  id=f"{at_ms + ms}-0")
+    ctx = context(llm_policy(llm.url, "Stop", {"type": "agent", "prompt": "x"}), "Stop", services,
+                  event_input("Stop", SESSION))
+    commands = [json.loads(e["tool_input"])["command"] for e in await recent_events(ctx, 3)]
+    assert commands == ["third", "fourth", "fifth"]
+    commands = [json.loads(e["tool_input"])["command"] for e in await recent_events(ctx, 50)]
+    assert commands == ["first", "second", "third", "fourth", "fifth"]

@@ -1,0 +1,83 @@
+"""Partitions: a session's partition, the layout every node agrees on, merged logs."""
+
+from __future__ import annotations
+
+import pytest
+
+from bus.connection import connect
+from bus.errors import ConfigError
+from bus.keys import Keyspace
+from bus.partitions import bus_keyspace, claim_layout, entry_order, merge_entries
+from bus.settings import Settings, parse_partitions
+
+
+def test_one_partition_keeps_every_session_in_partition_zero() -> None:
+    keys = Keyspace()
+    assert {keys.partition_of(f"s-{i}") for i in range(100)} == {0}
+
+
+def test_sessions_spread_over_partitions_and_keep_theirs() -> None:
+    keys = Keyspace(partitions=4)
+    seen = {keys.partition_of(f"session-{i}") for i in range(200)}
+    assert seen == {0, 1, 2, 3}
+    assert keys.partition_of("session-7") == Keyspace(partitions=4).partition_of("session-7")
+
+
+def test_a_partitions_keys_share_one_hash_tag() -> None:
+    keys = Keyspace(partitions=8)
+    names = [keys.blocking_stream(3), keys.events_stream(3), keys.dead_letter_stream(3), keys.decision_log(3),
+             keys.outcome("e-1", 3)]
+    assert all("{p3}" in name for name in names)
+    assert keys.blocking_stream(3) == "hookbus:{p3}:stream:blocking"
+    assert len(keys.decision_logs) == 8
+
+
+def test_control_keys_changed_together_share_one_tag() -> None:
+    keys = Keyspace("acme:")
+    assert {keys.tokens.split("}")[0], keys.token_lookup("x").split("}")[0], keys.policy_current.split("}")[0],
+            keys.policy_version("v").split("}")[0], keys.policy_versions("org").split("}")[0]} == {"{acme"}
+
+
+@pytest.mark.parametrize(("spec", "expected"), [("0-3", (0, 1, 2, 3)), ("5", (5,)), ("0-1,4,6-7", (0, 1, 4, 6, 7))])
+def test_partition_lists(spec: str, expected: tuple[int, ...]) -> None:
+    assert parse_partitions(spec) == expected
+
+
+@pytest.mark.parametrize("spec", ["", "a", "3-1", "-2", "1,,x"])
+def test_bad_partition_lists_are_refused(spec: str) -> None:
+    with pytest.raises(ConfigError, match="partitions"):
+        parse_partitions(spec)
+
+
+def test_cluster_flag_marks_the_url() -> None:
+    settings = Settings.from_env({"HOOKBUS_REDIS_URL": "redis://:pw@10.0.0.1:7000/0", "HOOKBUS_REDIS_CLUSTER": "1"})
+    assert settings.redis_url == "redis+cluster://:pw@10.0.0.1:7000/0"
+    assert "pw" not in repr(settings)
+    with pytest.raises(ConfigError, match="HOOKBUS_QUEUE_REDIS_URL"):
+        _ = settings.queue_url
+    queued = Settings.from_env({"HOOKBUS_REDIS_URL": "redis://10.0.0.1:7000", "HOOKBUS_REDIS_CLUSTER": "yes",
+                                "HOOKBUS_QUEUE_REDIS_URL": "redis://10.0.0.9:6379"})
+    assert queued.queue_url == "redis://10.0.0.9:6379"
+    assert Settings.from_env({"HOOKBUS_REDIS_URL": "redis://h:1"}).queue_url == "redis://h:1"
+
+
+def test_merge_orders_entries_of_several_streams_by_id() -> None:
+    first = [(b"1-0", "a"), (b"3-0", "c"), (b"3-2", "e")]
+    second = [(b"2-0", "b"), (b"3-1", "d")]
+    assert [v for _, v in merge_entries([first, second])] == ["a", "b", "c", "d", "e"]
+    newest_first = [list(reversed(first)), list(reversed(second))]
+    assert [v for _, v in merge_entries(newest_first, reverse=True)] == ["e", "d", "c", "b", "a"]
+    assert entry_order("12-3") == (12, 3)
+
+
+async def test_the_first_node_fixes_the_layout_and_another_count_is_refused(redis_url: str) -> None:
+    redis = connect(redis_url)
+    try:
+        assert (await bus_keyspace(redis, Keyspace())).partitions == 1  # nothing recorded yet
+        await claim_layout(redis, Keyspace(partitions=4))
+        await claim_layout(redis, Keyspace(partitions=4))  # the same count: fine
+        assert (await bus_keyspace(redis, Keyspace())).partitions == 4
+        with pytest.raises(ConfigError, match=r"the bus has 4 partitions.*says hookbus\.streams\.partitions: 2"):
+            await claim_layout(redis, Keyspace(partitions=2))
+    finally:
+        await redis.aclose()

@@ -1,0 +1,143 @@
+"""hookbus on a real Redis Cluster: partitions spread over the masters, decisions survive a failover.
+
+The async queue runs on the tests' single Redis (arq does not support a cluster), as
+``HOOKBUS_QUEUE_REDIS_URL`` would put it in production.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable
+from typing import Any
+
+import httpx
+import pytest
+import redis as redis_sync
+
+from bus.connection import connect
+from bus.keys import DISPATCH_GROUP
+from bus.settings import cluster_url
+from hookbus.redis_server import free_port
+from tests.conftest import async_wait_for, hookbus_process, policy_yaml, pre_tool_use, ready, rm_rf, wait_for
+from tests.redis_cluster import LocalCluster
+
+DENY_RM = {"PreToolUse": [{"matcher": "Bash", "hooks": [
+    {"type": "rule", "deny": ["Bash(rm -rf *)"], "reason": "no rm -rf"}]}]}
+
+
+def decision(answer: Any) -> str | None:
+    found = answer.json().get("hookSpecificOutput", {}).get("permissionDecision")
+    return str(found) if found is not None else None
+
+
+@pytest.mark.timeout(60)
+async def test_a_decision_round_trip_with_four_partitions(platform: Callable[..., Any], redis_cluster: LocalCluster,
+                                                          redis_cluster_url: str, redis_url: str) -> None:
+    policy = policy_yaml(DENY_RM, streams={"partitions": 4})
+    async with platform(policy, on_redis=cluster_url(redis_cluster_url), queue_redis_url=redis_url) as p:
+        sessions = [f"cluster-{i}" for i in range(40)]
+        answers = await asyncio.gather(*(p.post(rm_rf(s)) for s in sessions))
+        assert [decision(a) for a in answers] == ["deny"] * 40
+        assert {a.headers["X-Hookbus-Outcome"] for a in answers} == {"decided"}
+        allowed = await p.post(pre_tool_use("ls", "cluster-0"))
+        assert decision(allowed) != "deny" and allowed.headers["X-Hookbus-Outcome"] == "decided"
+
+        keys = p.settings.keys.with_partitions(4)
+        # Every partition's stream, log and group live in its slot; together they reach every master.
+        holders = {redis_cluster.master_for_key(keys.decision_log(part)).port for part in range(4)}
+        assert holders == {m.port for m in redis_cluster.masters()}
+        per_master = redis_cluster.keys_per_master("hookbus:{p*}:decisions")
+        assert all(count >= 1 for count in per_master.values()), per_master
+        redis = connect(cluster_url(redis_cluster_url))
+        try:
+            assert sum([await redis.xlen(keys.decision_log(part)) for part in range(4)]) == 41
+            for part in range(4):
+                assert (await redis.xpending(keys.blocking_stream(part), DISPATCH_GROUP))["pending"] == 0
+        finally:
+            await redis.aclose()
+
+
+@pytest.mark.timeout(120)
+async def test_decisions_resume_after_a_master_fails_over(platform: Callable[..., Any], redis_cluster: LocalCluster,
+                                                         redis_cluster_url: str, redis_url: str) -> None:
+    deadline_s = 1.0
+    policy = policy_yaml(DENY_RM, streams={"partitions": 4}, deadlineSeconds=deadline_s)
+    async with platform(policy, on_redis=cluster_url(redis_cluster_url), queue_redis_url=redis_url) as p:
+        keys = p.settings.keys.with_partitions(4)
+        victim = redis_cluster.master_for_key(keys.blocking_stream(0)).port
+        sessions = [s for s in (f"fo-{i}" for i in range(400)) if keys.partition_of(s) == 0][:5]
+        others = [s for s in (f"fo-{i}" for i in range(400)) if keys.partition_of(s) != 0][:5]
+        answers: list[tuple[str, float, Any]] = []
+        stop = asyncio.Event()
+
+        async def agent(session: str) -> None:
+            while not stop.is_set():
+                started = time.monotonic()
+                answer = await p.post(rm_rf(session))
+                answers.append((session, time.monotonic() - started, answer))
+                await asyncio.sleep(0.02)  # an agent's pace, not synchronisation
+
+        agents = [asyncio.create_task(agent(s)) for s in sessions + others]
+        await async_wait_for(lambda: len(answers) >= 50, 20)
+        promoted = await asyncio.to_thread(redis_cluster.kill_master, victim)
+        try:
+            before = len(answers)
+            # Decisions come back for the failed-over partition without restarting anything.
+            await async_wait_for(lambda: any(s in sessions and a.headers["X-Hookbus-Outcome"] == "decided"
+                                             for s, _, a in answers[before:]), 60)
+        finally:
+            stop.set()
+            await asyncio.gather(*agents)
+            # Not from a worker thread: a node dies with the thread that started it (PDEATHSIG).
+            redis_cluster.restart(victim)
+        assert promoted != victim
+        for session, took_s, answer in answers:
+            assert answer.status_code == 200
+            outcome = answer.headers["X-Hookbus-Outcome"]
+            assert outcome in ("decided", "fail-open"), outcome
+            if outcome == "decided":
+                assert decision(answer) == "deny", session
+            assert took_s < deadline_s + 1.0, (session, took_s)  # the client-side margin: the gateway's deadline
+        assert any(a.headers["X-Hookbus-Outcome"] == "decided" for s, _, a in answers if s in others)
+
+
+@pytest.mark.timeout(90)
+def test_roles_run_on_a_cluster_with_the_queue_on_its_own_redis(
+        redis_cluster_url: str, redis_url: str, write_policy: Callable[..., Any], tmp_path: Any,
+        children: list[Any]) -> None:
+    """Real gateway, dispatcher and worker processes: a decision, an async hook run by the worker
+    from the queue Redis, and its context delivered on the session's next turn from the cluster."""
+    marker = tmp_path / "ran"
+    policy = write_policy(policy_yaml({
+        **DENY_RM,
+        "PostToolUse": [{"hooks": [{"type": "command", "async": True,
+                                    "command": f"touch {marker}; echo '{{\"hookSpecificOutput\": {{\"hookEventName\": "
+                                               f"\"PostToolUse\", \"additionalContext\": \"seen by the worker\"}}}}'"}]}],
+        "UserPromptSubmit": [{"hooks": [{"type": "rule", "allow": ["*"]}]}],
+    }, streams={"partitions": 4}))
+    port = free_port()
+    env = {"HOOKBUS_REDIS_URL": redis_cluster_url, "HOOKBUS_REDIS_CLUSTER": "1", "HOOKBUS_QUEUE_REDIS_URL": redis_url,
+           "HOOKBUS_CONFIG": str(policy), "HOOKBUS_PORT": str(port)}
+    children.extend(hookbus_process(role, env=env) for role in ("gateway", "dispatcher", "worker"))
+    wait_for(lambda: ready(port), 30)
+    url = f"http://127.0.0.1:{port}/v1/hooks"
+    denied = httpx.post(url, json=rm_rf("roles-1"), timeout=10)
+    assert decision(denied) == "deny"
+    done = httpx.post(url, timeout=10, json={"hook_event_name": "PostToolUse", "session_id": "roles-1",
+                                             "tool_name": "Bash", "tool_input": {"command": "ls"},
+                                             "tool_response": {"stdout": ""}})
+    assert done.headers["X-Hookbus-Outcome"] == "decided"  # PostToolUse may block: decided at once (async hook)
+    wait_for(marker.exists, 30)
+
+    def context() -> str:
+        answer = httpx.post(url, timeout=10, json={"hook_event_name": "UserPromptSubmit", "session_id": "roles-1",
+                                                   "prompt": "next"}).json()
+        return str(answer.get("hookSpecificOutput", {}).get("additionalContext", ""))
+
+    assert wait_for(lambda: "seen by the worker" in context(), 30)
+    cluster = redis_sync.RedisCluster.from_url(redis_cluster_url)
+    try:
+        assert not cluster.keys("arq:*")  # the queue lives on its own Redis
+    finally:
+        cluster.close()

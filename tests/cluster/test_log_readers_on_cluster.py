@@ -1,0 +1,89 @@
+"""The decision-log readers on a real Redis Cluster: four partitions' logs in different slots,
+each read with commands of its own (a command naming two of them would be refused: CROSSSLOT)."""
+
+from __future__ import annotations
+
+import asyncio
+import io
+import json
+from pathlib import Path
+
+import orjson
+import pytest
+
+from bus.auditlog import RecordFilter, Window, log_state, read_window
+from bus.connection import connect
+from bus.keys import Keyspace
+from bus.partitions import claim_layout
+from bus.protocol import LogRecord
+from bus.settings import cluster_url
+from gateway.logtail import Cursor, LogTail, Subscriber
+from gateway.observer import Observer
+from hookbus.audit import Follower, export
+from hookbus.audit_sinks import JsonlSink
+from hookbus.tail import tail
+from tests.conftest import async_wait_for, metric
+
+FOUR = Keyspace(partitions=4)
+AT_MS = 1_700_000_000_000
+
+
+def record(i: int) -> LogRecord:
+    return LogRecord(event_id=f"ev-{i:03d}", event="PreToolUse", tenant="acme", session_id=f"s-{i % 4}",
+                     outcome="decided", decision="none", output={}, payload=orjson.dumps({"n": i}),
+                     received_ms=AT_MS + i, decided_ms=AT_MS + i, tool_name="Bash")
+
+
+@pytest.mark.timeout(60)
+async def test_every_reader_reads_four_partitions_of_a_cluster(redis_cluster_url: str, tmp_path: Path,
+                                                              capsys: pytest.CaptureFixture[str]) -> None:
+    url = cluster_url(redis_cluster_url)
+    redis = connect(url)
+    try:
+        await claim_layout(redis, FOUR)
+        for i in range(40):  # record i in partition i % 4, ids shared by pairs of partitions
+            await redis.xadd(FOUR.decision_log(i % 4), record(i).encode(), id=f"{AT_MS + i // 2}-0")  # type: ignore[arg-type]
+        events = [f"ev-{i:03d}" for i in range(40)]
+
+        window = [r.event_id async for _, r in read_window(redis, FOUR, Window(), RecordFilter(), page=3)]
+        assert window == events
+        out = io.StringIO()
+        assert await export(url, Keyspace(), Window(), RecordFilter(), out) == 40
+        assert [json.loads(line)["id"] for line in out.getvalue().splitlines()] == events
+
+        path = tmp_path / "audit.jsonl"
+        stop = asyncio.Event()
+        following = asyncio.create_task(Follower(url, Keyspace(), "siem", JsonlSink(str(path))).run(stop))
+        await async_wait_for(lambda: path.exists() and len(path.read_text().splitlines()) == 40, timeout_s=20)
+        stop.set()
+        await asyncio.wait_for(following, 10)
+        assert sorted(json.loads(line)["id"] for line in path.read_text().splitlines()) == events
+        state = await log_state(redis, FOUR)
+        assert state.length == 40 and [(g.name, g.pending, g.lag) for g in state.groups] == [("siem", 0, 0)]
+
+        async with asyncio.timeout(20):
+            await tail(url, Keyspace(), from_start=True, count=40, as_json=True)
+        assert [json.loads(line)["id"] for line in capsys.readouterr().out.splitlines()] == events
+
+        log_tail = LogTail(url, FOUR)
+        subscriber = Subscriber(lambda item: True)
+        cursor = await log_tail.join(subscriber)
+        try:
+            assert cursor == Cursor.at([f"{AT_MS + 18 + p // 2}-0" for p in range(4)])
+            history = [item.entry_id async for item in log_tail.history(Cursor.after(f"{AT_MS + 17}-0", 4),
+                                                                         lambda item: True)]
+            assert history == [f"{AT_MS + 18}-0"] * 2 + [f"{AT_MS + 19}-0"] * 2
+            for i in range(40, 44):
+                await redis.xadd(FOUR.decision_log(i % 4), record(i).encode())  # type: ignore[arg-type]
+            await async_wait_for(lambda: subscriber.queue.qsize() == 4, timeout_s=10)
+        finally:
+            await log_tail.leave(subscriber)
+
+        observer = Observer(url, FOUR)
+        try:
+            assert await observer.observe()
+        finally:
+            await observer.stop()
+        assert metric("hookbus_decision_log_length") == 44
+    finally:
+        await redis.aclose()
