@@ -19,6 +19,8 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
+import dataclasses
 import json
 import os
 import random
@@ -27,6 +29,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -87,6 +90,47 @@ def stop_all(processes: list[subprocess.Popen[bytes]], timeout_s: float = 15) ->
             process.wait(5)
 
 
+@dataclasses.dataclass
+class Platform:
+    """The processes of a mixed-profile run: the roles as ``hookbus up`` runs them, the loopback
+    hook server and the embedded Redis."""
+
+    port: int
+    redis: EmbeddedRedis
+    roles: list[subprocess.Popen[bytes]]  # the gateway, the dispatchers, the async worker
+    hook_server: subprocess.Popen[bytes]
+
+    def pids(self) -> dict[str, int]:
+        """Process ids by role name (``dispatcher0``, ``dispatcher1``, ...)."""
+        return {"gateway": self.roles[0].pid, **{f"dispatcher{n}": r.pid for n, r in enumerate(self.roles[1:-1])},
+                "worker": self.roles[-1].pid, "redis": self.redis.pid or 0, "hook server": self.hook_server.pid}
+
+
+@contextlib.contextmanager
+def platform(dispatchers: int, settings: str = "") -> Iterator[Platform]:
+    """Start the hook server, an embedded Redis and the roles with :data:`POLICY` (``settings``:
+    extra YAML lines under its ``hookbus:`` key); stop all of them on exit."""
+    hook_port = free_port()
+    hook_server = subprocess.Popen([sys.executable, str(ROOT / "bench" / "hook_server.py"), str(hook_port)],
+                                   preexec_fn=kill_with_parent)
+    try:
+        with tempfile.TemporaryDirectory() as state, EmbeddedRedis(state, persistent=False) as redis_server:
+            policy = Path(state) / "mixed.yaml"
+            policy.write_text(POLICY.replace("PORT", str(hook_port)).replace("hookbus:\n", "hookbus:\n" + settings, 1))
+            port = free_port()
+            roles = start_roles(redis_server.url, port, dispatchers, policy)
+            env = {"HOOKBUS_REDIS_URL": redis_server.url, "HOOKBUS_LOG_LEVEL": "warning"}
+            roles.append(subprocess.Popen([sys.executable, "-m", "hookbus", "worker", "--config", str(policy)],
+                                          env={**os.environ, **env}, cwd=ROOT, preexec_fn=kill_with_parent))
+            try:
+                yield Platform(port, redis_server, roles, hook_server)
+            finally:
+                stop_all(roles)
+    finally:
+        hook_server.terminate()
+        hook_server.wait(10)
+
+
 def hook_input(kind: str, i: int, sessions: int) -> bytes:
     base: dict[str, Any] = {"session_id": f"mixed-{i % sessions}", "cwd": "/home/dev/project",
                             "transcript_path": "/home/dev/.claude/projects/mixed/session.jsonl",
@@ -140,16 +184,19 @@ class HeadConnection(Connection):
         return int(head[9:12]), head, await self.reader.readexactly(length) if length else b""
 
 
-async def open_loop(port: int, bodies: list[tuple[str, bytes]], rate_per_s: float, connections: int,
-                    timeout_s: float) -> list[dict[str, Any]]:
-    """Send ``bodies`` on a fixed schedule; one result per request (latency from its scheduled time)."""
+async def open_loop(port: int, bodies: Iterable[tuple[str, bytes]], rate_per_s: float, connections: int,
+                    timeout_s: float, record: Callable[[dict[str, Any]], None] | None = None) -> list[dict[str, Any]]:
+    """Send ``bodies`` on a fixed schedule; one result per request (latency from its scheduled time,
+    ``at_s`` that time from the first request's). With ``record`` each result goes there instead
+    of the returned list, so a long run keeps nothing per request."""
     pool: asyncio.Queue[HeadConnection] = asyncio.Queue()
     for _ in range(connections):
         connection = HeadConnection("127.0.0.1", port)
         await connection.open()
         pool.put_nowait(connection)
     results: list[dict[str, Any]] = []
-    tasks: list[asyncio.Task[None]] = []
+    keep = record or results.append
+    pending: set[asyncio.Task[None]] = set()
 
     async def one(kind: str, body: bytes, scheduled: float) -> None:
         connection = await pool.get()
@@ -162,9 +209,9 @@ async def open_loop(port: int, bodies: list[tuple[str, bytes]], rate_per_s: floa
         except (OSError, asyncio.IncompleteReadError) as exc:
             status, outcome, answer = 0, f"error: {exc!r}", b""
         done = time.perf_counter()
-        results.append({"kind": kind, "status": status, "outcome": outcome, "latency_s": done - scheduled,
-                        "lag_s": sent - scheduled, "service_s": done - sent,
-                        "decided": b'"deny"' in answer or b'"block"' in answer})
+        keep({"kind": kind, "status": status, "outcome": outcome, "latency_s": done - scheduled,
+              "lag_s": sent - scheduled, "service_s": done - sent, "at_s": scheduled - start,
+              "decided": b'"deny"' in answer or b'"block"' in answer})
 
     start = time.perf_counter() + 0.05
     for i, (kind, body) in enumerate(bodies):
@@ -172,8 +219,10 @@ async def open_loop(port: int, bodies: list[tuple[str, bytes]], rate_per_s: floa
         delay = scheduled - time.perf_counter()
         if delay > 0:
             await asyncio.sleep(delay)
-        tasks.append(asyncio.create_task(one(kind, body, scheduled)))
-    _, late = await asyncio.wait(tasks, timeout=timeout_s)
+        task = asyncio.create_task(one(kind, body, scheduled))
+        pending.add(task)
+        task.add_done_callback(pending.discard)
+    _, late = await asyncio.wait(pending, timeout=timeout_s) if pending else (set(), set())
     for task in late:
         task.cancel()
     while not pool.empty():
@@ -181,22 +230,27 @@ async def open_loop(port: int, bodies: list[tuple[str, bytes]], rate_per_s: floa
     return results
 
 
+async def queue_depths(client: aioredis.Redis, keys: Keyspace) -> dict[str, int]:
+    """Where events wait: entries not yet read by a dispatcher (per stream), entries read but
+    not settled (in a dispatcher), and jobs on the arq queue."""
+    sample: dict[str, int] = {}
+    for name, stream in (("blocking", keys.blocking_stream()), ("events", keys.events_stream())):
+        groups = await client.xinfo_groups(stream)
+        group = next((g for g in groups if g["name"] == DISPATCH_GROUP.encode()), None)
+        last = group["last-delivered-id"] if group else b"0-0"
+        sample[f"{name}_unread"] = len(await client.xrange(stream, f"({last.decode()}", "+", count=100_000))
+        sample[f"{name}_in_dispatcher"] = int(group["pending"]) if group else 0
+    sample["arq_queued"] = int(await client.zcard(keys.arq_queue))
+    return sample
+
+
 async def watch_queues(url: str, samples: list[dict[str, int]], every_s: float = 0.25) -> None:
-    """Where events wait, sampled until cancelled: entries not yet read by a dispatcher (per
-    stream), entries read but not settled (in a dispatcher), and jobs on the arq queue."""
+    """:func:`queue_depths` every ``every_s`` until cancelled."""
     keys = Keyspace()
     client = aioredis.Redis.from_url(url)
     try:
         while True:
-            sample: dict[str, int] = {}
-            for name, stream in (("blocking", keys.blocking_stream), ("events", keys.events_stream)):
-                groups = await client.xinfo_groups(stream)
-                group = next((g for g in groups if g["name"] == DISPATCH_GROUP.encode()), None)
-                last = group["last-delivered-id"] if group else b"0-0"
-                sample[f"{name}_unread"] = len(await client.xrange(stream, f"({last.decode()}", "+", count=100_000))
-                sample[f"{name}_in_dispatcher"] = int(group["pending"]) if group else 0
-            sample["arq_queued"] = int(await client.zcard(keys.arq_queue))
-            samples.append(sample)
+            samples.append(await queue_depths(client, keys))
             await asyncio.sleep(every_s)
     finally:
         await client.aclose()
@@ -221,60 +275,42 @@ async def main(args: argparse.Namespace) -> dict[str, Any]:
     kinds = schedule(total + int(args.rate), only=args.kinds)
     bodies = [(kind, hook_input(kind, i, args.sessions)) for i, kind in enumerate(kinds)]
     warm, steady = bodies[total:], bodies[:total]
-    hook_port = free_port()
-    hook_server = subprocess.Popen([sys.executable, str(ROOT / "bench" / "hook_server.py"), str(hook_port)],  # noqa: ASYNC220
-                                   preexec_fn=kill_with_parent)
     out: dict[str, Any] = {"args": vars(args)}
     RESULTS.mkdir(exist_ok=True)
-    try:
-        with tempfile.TemporaryDirectory() as state, EmbeddedRedis(state, persistent=False) as redis_server:
-            policy = Path(state) / "mixed.yaml"
-            policy.write_text(POLICY.replace("PORT", str(hook_port)))
-            port = free_port()
-            roles = start_roles(redis_server.url, port, args.dispatchers, policy)
-            env = {"HOOKBUS_REDIS_URL": redis_server.url, "HOOKBUS_LOG_LEVEL": "warning"}
-            roles.append(subprocess.Popen([sys.executable, "-m", "hookbus", "worker", "--config", str(policy)],  # noqa: ASYNC220
-                                          env={**os.environ, **env}, cwd=ROOT, preexec_fn=kill_with_parent))
-            try:
-                print(f"warm-up: {len(warm)} events at {args.rate / 4:g}/s", file=sys.stderr)
-                await open_loop(port, warm, args.rate / 4, args.connections, 30)
-                pids = {"gateway": roles[0].pid, **{f"dispatcher{n}": r.pid for n, r in enumerate(roles[1:-1])},
-                        "worker": roles[-1].pid, "redis": redis_server.pid or 0, "hook server": hook_server.pid,
-                        "load generator": os.getpid()}
-                meter = CpuMeter(pids)
-                spies = []
-                if args.profile:
-                    for name in ("gateway", "dispatcher0", "worker"):
-                        spy = record(pids[name], args.duration, RESULTS / f"mixed-{name}.raw")
-                        if spy is not None:
-                            spies.append((name, spy))
-                meter.start()
-                started = time.perf_counter()
-                print(f"steady: {len(steady)} events at {args.rate:g}/s", file=sys.stderr)
-                watching = asyncio.create_task(watch_queues(redis_server.url, out.setdefault("queues", [])))
-                try:
-                    results = await open_loop(port, steady, args.rate, args.connections, args.duration + 30)
-                finally:
-                    watching.cancel()
-                    await asyncio.gather(watching, return_exceptions=True)
-                wall_s = time.perf_counter() - started
-                meter.stop()
-                out["overall"] = summary(results)
-                out["kinds"] = {kind: summary([r for r in results if r["kind"] == kind]) for kind in MIX
-                                if not args.kinds or kind in args.kinds}
-                out["cpu_us_per_event"] = meter.per_request_us(len(results))
-                out["cpu_share"] = {name: used / wall_s for name, used in meter.used_s.items()}
-                out["profiles"] = {}
-                for name, spy in spies:
-                    spy.wait(args.duration + 30)
-                    path = RESULTS / f"mixed-{name}.raw"
-                    if path.exists():
-                        out["profiles"][name] = report(path, f"{name} (py-spy, steady phase)", args.top)
-            finally:
-                stop_all(roles)
-    finally:
-        hook_server.terminate()
-        hook_server.wait(10)
+    with platform(args.dispatchers) as running:
+        port, redis_server = running.port, running.redis
+        print(f"warm-up: {len(warm)} events at {args.rate / 4:g}/s", file=sys.stderr)
+        await open_loop(port, warm, args.rate / 4, args.connections, 30)
+        pids = {**running.pids(), "load generator": os.getpid()}
+        meter = CpuMeter(pids)
+        spies = []
+        if args.profile:
+            for name in ("gateway", "dispatcher0", "worker"):
+                spy = record(pids[name], args.duration, RESULTS / f"mixed-{name}.raw")
+                if spy is not None:
+                    spies.append((name, spy))
+        meter.start()
+        started = time.perf_counter()
+        print(f"steady: {len(steady)} events at {args.rate:g}/s", file=sys.stderr)
+        watching = asyncio.create_task(watch_queues(redis_server.url, out.setdefault("queues", [])))
+        try:
+            results = await open_loop(port, steady, args.rate, args.connections, args.duration + 30)
+        finally:
+            watching.cancel()
+            await asyncio.gather(watching, return_exceptions=True)
+        wall_s = time.perf_counter() - started
+        meter.stop()
+        out["overall"] = summary(results)
+        out["kinds"] = {kind: summary([r for r in results if r["kind"] == kind]) for kind in MIX
+                        if not args.kinds or kind in args.kinds}
+        out["cpu_us_per_event"] = meter.per_request_us(len(results))
+        out["cpu_share"] = {name: used / wall_s for name, used in meter.used_s.items()}
+        out["profiles"] = {}
+        for name, spy in spies:
+            spy.wait(args.duration + 30)
+            path = RESULTS / f"mixed-{name}.raw"
+            if path.exists():
+                out["profiles"][name] = report(path, f"{name} (py-spy, steady phase)", args.top)
     return out
 
 

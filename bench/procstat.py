@@ -42,6 +42,15 @@ def fd_count(pid: int) -> int:
         return 0
 
 
+def usage(pids: dict[str, int]) -> dict[str, int]:
+    """``<name>_rss`` (bytes) and ``<name>_fds`` of each named process, now."""
+    sample: dict[str, int] = {}
+    for name, pid in pids.items():
+        sample[f"{name}_rss"] = rss_bytes(pid)
+        sample[f"{name}_fds"] = fd_count(pid)
+    return sample
+
+
 class CpuMeter:
     """CPU seconds used by a set of named processes between :meth:`start` and :meth:`stop`."""
 
@@ -63,4 +72,4 @@ class CpuMeter:
         return {name: self.used_s[name] / max(requests, 1) * 1e6 for name in chosen}
 
 
-__all__ = ["CpuMeter", "cpu_s", "fd_count", "rss_bytes"]
+__all__ = ["CpuMeter", "cpu_s", "fd_count", "rss_bytes", "usage"]

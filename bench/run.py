@@ -117,6 +117,9 @@ def start_roles(url: str, port: int, dispatchers: int, policy: Path = POLICY) ->
         except (httpx.HTTPError, KeyError, ValueError):
             pass
         time.sleep(0.1)
+    for role in roles:  # the caller never sees them: do not leave them running
+        role.kill()
+        role.wait(5)
     raise RuntimeError("hookbus did not become ready")
 
 
