@@ -7,12 +7,12 @@ in the code base spells a key.
 ========================================  ==========  =============================================
 key                                       type        what it holds
 ========================================  ==========  =============================================
-``{p}{pN}:stream:blocking``               stream      partition N's blocking events waiting for a decision
-``{p}{pN}:stream:events``                 stream      partition N's non-blocking events (audit, async hooks)
-``{p}{pN}:stream:dead``                   stream      partition N's entries delivered too often (poison)
-``{p}{pN}:decisions``                     stream      partition N's decision log: every event + its decision
-``{p}{pN}:outcome:{event_id}``            string      how an event was settled (:mod:`bus.settle`)
-``{p}layout``                             hash        the bus's layout (``partitions``), fixed by the first node
+``{p}{tN}:stream:blocking``               stream      partition N's blocking events waiting for a decision
+``{p}{tN}:stream:events``                 stream      partition N's non-blocking events (audit, async hooks)
+``{p}{tN}:stream:dead``                   stream      partition N's entries delivered too often (poison)
+``{p}{tN}:decisions``                     stream      partition N's decision log: every event + its decision
+``{p}{tN}:outcome:{event_id}``            string      how an event was settled (:mod:`bus.settle`)
+``{p}layout``                             hash        the bus's layout (``partitions``, ``tags``), set by the first node
 ``{p}reply:{gateway_id}``                 pub/sub     decisions for one gateway process
 ``{p}once:{tenant}:{session}:{handler}``  string      a ``once: true`` handler already ran
 ``{p}stopguard:{tenant}:{session}``       string      consecutive Stop/SubagentStop blocks
@@ -35,8 +35,11 @@ key                                       type        what it holds
 **Partitions and Redis Cluster slots.** The work streams, the decision log and the outcome
 keys are split into ``hookbus.streams.partitions`` partitions (default 1); an event goes to
 the partition of its session (:meth:`Keyspace.partition_of`), so one session's events stay
-in order. A partition's keys share the hash tag ``{pN}``: on a Redis Cluster they live in one
-slot, which the settle script (three keys) and a reader of both streams need. The control
+in order. A partition's keys share its hash tag ``{tN}``: on a Redis Cluster they live in one
+slot, which the settle script (three keys) and a reader of both streams need. The tags
+(:func:`partition_tags`: ``p0`` for one partition; ``p<i>`` or ``p<i>.<k>`` for more) spread
+the partitions evenly over the slots, so masters that split the slots evenly hold equally
+many partitions; ``{p}layout`` lists them for operators. The control
 keys that change together in a transaction (tokens; pushed policy versions) share the tag
 ``{<prefix>}`` (``{hookbus}:tokens``). Everything else is a single-key operation and spreads
 over the cluster by its own name: per-session keys (``once``, Stop guard, context), rate
@@ -47,8 +50,11 @@ buckets, heartbeats. The async queue (arq) does not run on a cluster: it has its
 from __future__ import annotations
 
 import dataclasses
+import functools
 import zlib
 from typing import Final
+
+from redis.crc import REDIS_CLUSTER_HASH_SLOTS, key_slot
 
 DEFAULT_PREFIX: Final = "hookbus:"
 DISPATCH_GROUP: Final = "dispatchers"
@@ -84,8 +90,12 @@ class Keyspace:
     def all_partitions(self) -> range:
         return range(self.partitions)
 
+    @functools.cached_property
+    def _tags(self) -> tuple[str, ...]:
+        return partition_tags(self.partitions)
+
     def _part(self, partition: int) -> str:
-        return f"{self.prefix}{{p{partition}}}:"
+        return f"{self.prefix}{{{self._tags[partition]}}}:"
 
     def blocking_stream(self, partition: int = 0) -> str:
         return f"{self._part(partition)}stream:blocking"
@@ -185,5 +195,25 @@ class Keyspace:
         return f"{escaped}*"
 
 
+@functools.lru_cache(maxsize=64)
+def partition_tags(partitions: int) -> tuple[str, ...]:
+    """The hash tag of each partition, chosen so that partition ``i``'s slot lies in the ``i``-th
+    of ``partitions`` equal slot ranges: masters that split the slots evenly (as
+    ``redis-cli --cluster create`` does) hold equally many partitions when their number divides
+    the partitions'. ``p<i>`` where its slot already lies inside its range, else ``p<i>.<k>`` for
+    the first ``k`` whose slot lies in the range's middle half."""
+    tags = []
+    for index in range(partitions):
+        low = index * REDIS_CLUSTER_HASH_SLOTS // partitions
+        high = (index + 1) * REDIS_CLUSTER_HASH_SLOTS // partitions
+        tag = f"p{index}"
+        if not low < key_slot(tag.encode()) < high - 1:
+            quarter = (high - low) // 4
+            inner = range(low + quarter, high - quarter)
+            tag = next(t for t in (f"p{index}.{k}" for k in range(1, 1 << 20)) if key_slot(t.encode()) in inner)
+        tags.append(tag)
+    return tuple(tags)
+
+
 __all__ = ["ASYNC_DEAD_LETTER_MAXLEN", "DEAD_LETTER_MAXLEN", "DEFAULT_PREFIX", "DISPATCH_GROUP", "WORK_STREAM_MAXLEN",
-           "Keyspace"]
+           "Keyspace", "partition_tags"]

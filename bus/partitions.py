@@ -20,7 +20,7 @@ from typing import Any
 import redis.asyncio as aioredis
 
 from bus.errors import ConfigError
-from bus.keys import Keyspace
+from bus.keys import Keyspace, partition_tags
 from bus.policy import Policy
 
 logger = logging.getLogger("hookbus")
@@ -33,6 +33,8 @@ async def claim_layout(redis: aioredis.Redis, keys: Keyspace) -> None:
     """Record ``keys.partitions`` as the bus's partition count, or raise :class:`ConfigError`
     if the bus already runs with another one."""
     await redis.hsetnx(keys.layout, "partitions", str(keys.partitions))  # type: ignore[misc]
+    # The partitions' hash tags, for operators' redis-cli (p0, or p<i>.<k> spread over the slots).
+    await redis.hsetnx(keys.layout, "tags", ",".join(partition_tags(keys.partitions)))  # type: ignore[misc]
     stored = await redis.hget(keys.layout, "partitions")  # type: ignore[misc]
     if stored is not None and int(stored) != keys.partitions:
         raise ConfigError(

@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import pytest
+from redis.crc import key_slot
 
 from bus.connection import connect
 from bus.errors import ConfigError
-from bus.keys import Keyspace
+from bus.keys import Keyspace, partition_tags
 from bus.partitions import bus_keyspace, claim_layout, entry_order, merge_entries
 from bus.settings import Settings, parse_partitions
 
@@ -25,11 +26,32 @@ def test_sessions_spread_over_partitions_and_keep_theirs() -> None:
 
 def test_a_partitions_keys_share_one_hash_tag() -> None:
     keys = Keyspace(partitions=8)
-    names = [keys.blocking_stream(3), keys.events_stream(3), keys.dead_letter_stream(3), keys.decision_log(3),
-             keys.outcome("e-1", 3)]
-    assert all("{p3}" in name for name in names)
-    assert keys.blocking_stream(3) == "hookbus:{p3}:stream:blocking"
-    assert len(keys.decision_logs) == 8
+    for part in range(8):
+        names = [keys.blocking_stream(part), keys.events_stream(part), keys.dead_letter_stream(part),
+                 keys.decision_log(part), keys.outcome("e-1", part)]
+        assert len({key_slot(name.encode()) for name in names}) == 1
+    assert len({key_slot(log.encode()) for log in keys.decision_logs}) == 8
+    assert Keyspace().blocking_stream() == "hookbus:{p0}:stream:blocking"  # one partition: the plain tag
+
+
+def redis_cli_masters(masters: int) -> list[range]:
+    """The slot ranges ``redis-cli --cluster create`` gives ``masters`` masters (its own arithmetic)."""
+    per_node, ranges, first, cursor = 16384 / masters, [], 0, 0.0
+    for index in range(masters):
+        last = round(cursor + per_node - 1)
+        if last > 16384 or index == masters - 1:
+            last = 16383
+        ranges.append(range(first, last + 1))
+        first, cursor = last + 1, cursor + per_node
+    return ranges
+
+
+@pytest.mark.parametrize("masters", [1, 2, 3, 4, 5, 6, 8, 16])
+def test_partitions_spread_evenly_over_masters_that_split_the_slots(masters: int) -> None:
+    for partitions in (masters, 2 * masters, 4 * masters):
+        slots = [key_slot(tag.encode()) for tag in partition_tags(partitions)]
+        held = [sum(slot in owned for slot in slots) for owned in redis_cli_masters(masters)]
+        assert held == [partitions // masters] * masters, (partitions, held)
 
 
 def test_control_keys_changed_together_share_one_tag() -> None:
