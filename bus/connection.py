@@ -7,21 +7,28 @@ A bus on a Redis Cluster is named by a ``redis+cluster://`` (or ``rediss+cluster
 client speaks the same commands; what it cannot do is named where it matters: no MULTI
 transactions (single-slot Lua scripts instead) and no Pub/Sub (a plain connection to one
 node: classic ``PUBLISH`` reaches every node of a cluster).
+
+The async queue's Redis may be named by a Sentinel URL (``redis+sentinel://``,
+:mod:`bus.sentinel`): :func:`connect` then answers a client of the master the Sentinels name
+(:class:`SentinelBlockingPool`), which follows it across failovers.
 """
 
 from __future__ import annotations
 
 import contextlib
-from collections.abc import AsyncIterator, Iterator
-from typing import cast
+from collections.abc import AsyncIterator, Iterator, Mapping
+from typing import Any, cast
 from urllib.parse import urlsplit, urlunsplit
 
 import redis.asyncio as aioredis
 import redis.exceptions
+from redis.asyncio import BlockingConnectionPool
 from redis.asyncio.client import Pipeline
 from redis.asyncio.cluster import RedisCluster
+from redis.asyncio.sentinel import Sentinel, SentinelConnectionPool
 
 from bus.errors import BusUnavailable
+from bus.sentinel import SentinelURL, is_sentinel_url, parse_sentinel_url
 from bus.settings import CLUSTER_SCHEMES, mask_url
 
 #: Error replies that mean "Redis cannot serve this right now", not "this command is wrong".
@@ -63,7 +70,8 @@ def connect(
     hookbus never retries a Redis call on the request path: the gateway's deadline is the
     only clock that matters, and a fail-open answer beats a late one. ``client_name`` is
     set (CLIENT SETNAME) on every connection, also after a reconnect. A cluster URL answers
-    a ``RedisCluster`` (typed as ``Redis``: it has the same command methods).
+    a ``RedisCluster`` (typed as ``Redis``: it has the same command methods); a Sentinel URL a
+    client of its master.
     """
     if is_cluster_url(url):
         cluster = RedisCluster.from_url(
@@ -77,16 +85,98 @@ def connect(
             cluster_error_retry_attempts=3,
         )
         return cast(aioredis.Redis, cluster)
-    client: aioredis.Redis = aioredis.Redis.from_url(
-        url,
-        socket_connect_timeout=connect_timeout_s,
-        socket_timeout=socket_timeout_s,
-        retry_on_timeout=False,
-        health_check_interval=0,
-        decode_responses=False,
-        client_name=client_name,
-    )
+    options: dict[str, Any] = {"socket_connect_timeout": connect_timeout_s, "socket_timeout": socket_timeout_s,
+                               "retry_on_timeout": False, "health_check_interval": 0, "decode_responses": False,
+                               "client_name": client_name}
+    if is_sentinel_url(url):
+        # No bound (as from_url's pool): max_connections=None is redis-py's "no limit".
+        return aioredis.Redis.from_pool(sentinel_pool(parse_sentinel_url(url), max_connections=None, **options))
+    client: aioredis.Redis = aioredis.Redis.from_url(url, **options)
     return client
+
+
+class SentinelBlockingPool(SentinelConnectionPool, BlockingConnectionPool):
+    """Connections to the master of a Sentinel service, bounded as :class:`BlockingConnectionPool`
+    bounds them (a caller waits for a free one rather than open more).
+
+    A connection asks the Sentinels where the master is when it connects, and connects again
+    when its master is gone or answers ``READONLY`` (demoted by a failover): that call fails, as
+    any call to a Redis that went away does, and the next one reaches the new master.
+    """
+
+    async def disconnect(self, inuse_connections: bool = True) -> None:
+        await super().disconnect(inuse_connections)
+        if inuse_connections:  # the pool is being closed: so are its connections to the Sentinels
+            for sentinel in self.sentinel_manager.sentinels:
+                await sentinel.aclose()
+
+
+def sentinel_pool(url: SentinelURL, **options: Any) -> SentinelBlockingPool:
+    """A :class:`SentinelBlockingPool` for ``url``; ``options`` as :class:`BlockingConnectionPool` takes
+    them (its ``socket_*`` timeouts apply to the Sentinels too)."""
+    timeouts = {name: value for name, value in options.items() if name.startswith("socket_")}
+    sentinels = Sentinel(list(url.sentinels),  # type: ignore[no-untyped-call]
+                         sentinel_kwargs={**timeouts, "password": url.sentinel_password})
+    pool: SentinelBlockingPool = SentinelBlockingPool(  # type: ignore[no-untyped-call]
+        url.service_name, sentinels, db=url.db, username=url.username, password=url.password, **options)
+    return pool
+
+
+async def read_streams(client: aioredis.Redis, streams: Mapping[Any, Any], *, count: int | None = None,
+                       block_ms: int | None = None, group: str | None = None, consumer: str | None = None) -> Any:
+    """``XREAD`` (or ``XREADGROUP`` with ``group``) of streams that share one slot.
+
+    On a cluster the command goes straight to the node that serves the slot: redis-py would
+    first ask its default node for the keys of a command with movable keys (``COMMAND
+    GETKEYS``), a round trip more per read, and one that fails every partition's reads while
+    that node is the master failing over.
+    """
+    if not is_cluster(client):
+        if group is not None:
+            return await client.xreadgroup(group, consumer or "", dict(streams), count=count, block=block_ms)
+        return await client.xread(dict(streams), count=count, block=block_ms)
+    pieces: list[Any] = ["XREADGROUP", "GROUP", group, consumer] if group is not None else ["XREAD"]
+    if count is not None:
+        pieces += ["COUNT", count]
+    if block_ms is not None:
+        pieces += ["BLOCK", block_ms]
+    pieces += ["STREAMS", *streams.keys(), *streams.values()]
+    cluster = cast(RedisCluster, client)
+    await cluster.initialize()
+    node = cluster.get_node_from_key(next(iter(streams)))
+    if node is None:
+        raise redis.exceptions.ConnectionError(f"no node of the cluster serves the slot of {next(iter(streams))}")
+    return await cluster.execute_command(*pieces, target_nodes=node)
+
+
+class PartitionClients:
+    """A client per partition on a Redis Cluster; the one shared client on a single Redis.
+
+    redis-py's cluster client answers a connection error from one node by closing every
+    connection it holds (to re-read the topology): one client for all partitions would stall
+    them all while one master fails over. A client of its own per partition keeps the stall
+    to the partitions of the node that failed.
+    """
+
+    def __init__(self, shared: aioredis.Redis, url: str, **options: Any) -> None:
+        self.shared = shared
+        self.url = url
+        self.options = options
+        self._own: dict[int, aioredis.Redis] = {}
+
+    def get(self, partition: int) -> aioredis.Redis:
+        if not is_cluster(self.shared):
+            return self.shared
+        client = self._own.get(partition)
+        if client is None:
+            client = self._own[partition] = connect(self.url, **self.options)
+        return client
+
+    async def aclose(self) -> None:
+        clients, self._own = list(self._own.values()), {}
+        for client in clients:
+            with contextlib.suppress(Exception):
+                await client.aclose()
 
 
 @contextlib.asynccontextmanager
@@ -168,5 +258,5 @@ def redis_errors(url: str = "") -> Iterator[None]:
         raise
 
 
-__all__ = ["cluster_node_urls", "connect", "is_cluster", "is_cluster_url", "is_transient", "node_url", "redis_errors",
-           "transaction"]
+__all__ = ["PartitionClients", "SentinelBlockingPool", "cluster_node_urls", "connect", "is_cluster", "is_cluster_url",
+           "is_transient", "node_url", "redis_errors", "sentinel_pool", "transaction"]

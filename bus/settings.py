@@ -10,6 +10,7 @@ from __future__ import annotations
 import dataclasses
 import hmac
 import os
+import re
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Final
@@ -17,21 +18,25 @@ from urllib.parse import urlsplit, urlunsplit
 
 from bus.errors import ConfigError
 from bus.keys import DEFAULT_PREFIX, Keyspace
+from bus.sentinel import SENTINEL_SYNTAX, is_sentinel_url, parse_sentinel_url
 
 DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 8787
 DEFAULT_MAX_BODY_BYTES = 1 << 20
 
 
+#: Query options that carry a password (``unix://...?password=``, a Sentinel URL's ``sentinel_password``).
+_SECRET_OPTIONS = re.compile(r"(^|&)((?:sentinel_)?password=)[^&]*")
+
+
 def mask_url(url: str) -> str:
-    """``url`` with any password replaced by ``***`` (for logs and reprs)."""
-    parts = urlsplit(url)
-    if parts.password is None:
-        return url
-    user = parts.username or ""
-    host = parts.hostname or ""
-    port = f":{parts.port}" if parts.port else ""
-    return urlunsplit(parts._replace(netloc=f"{user}:***@{host}{port}"))
+    """``url`` with any password replaced by ``***`` (for logs and reprs); a Sentinel URL's too."""
+    _, scheme_end, rest = url.partition("://")  # not urlsplit: a Sentinel URL lists several hosts
+    userinfo, at, _ = re.split(r"[/?#]", rest, maxsplit=1)[0].rpartition("@") if scheme_end else ("", "", "")
+    if at and ":" in userinfo:
+        url = url.replace(f"{userinfo}@", f"{userinfo.partition(':')[0]}:***@", 1)
+    head, question, query = url.partition("?")
+    return head + question + _SECRET_OPTIONS.sub(r"\1\2***", query)
 
 
 #: URL schemes that name the seed node of a Redis Cluster, and the plain scheme of each.
@@ -116,7 +121,8 @@ class Settings:
 
     #: The bus's Redis; a ``redis+cluster://`` URL for a Redis Cluster (``HOOKBUS_REDIS_CLUSTER=1``).
     redis_url: str | None = None
-    #: The async queue's Redis (arq needs a single Redis or Sentinel); the bus's when not set.
+    #: The async queue's Redis (arq needs a single Redis, or a ``redis+sentinel://`` URL: see
+    #: :mod:`bus.sentinel`); the bus's when not set.
     queue_redis_url: str | None = None
     #: The partitions this dispatcher consumes (``--partitions 0-3``); all of them when not set.
     dispatch_partitions: tuple[int, ...] | None = None
@@ -178,7 +184,8 @@ class Settings:
         url = self.queue_redis_url or bus_url
         if urlsplit(url).scheme in CLUSTER_SCHEMES:
             raise ConfigError("the async queue (arq) cannot run on a Redis Cluster: set HOOKBUS_QUEUE_REDIS_URL "
-                              "to a single Redis (or a Sentinel URL) for it")
+                              "to a single Redis (redis://, rediss:// or unix://) or to its Sentinels "
+                              f"({SENTINEL_SYNTAX})")
         return url
 
     @classmethod
@@ -264,7 +271,33 @@ class Settings:
             raise ConfigError("HOOKBUS_MAX_STREAMS_PER_TOKEN must be positive")
         if self.log_format not in ("text", "json"):
             raise ConfigError(f"log format {self.log_format!r} is not one of: text, json (HOOKBUS_LOG_FORMAT)")
+        if self.redis_url and is_sentinel_url(self.redis_url):
+            raise ConfigError("HOOKBUS_REDIS_URL: a redis+sentinel:// URL names the async queue's Redis only "
+                              "(HOOKBUS_QUEUE_REDIS_URL); give the bus a redis://, rediss:// or unix:// URL")
+        if self.queue_redis_url:
+            check_queue_url(self.queue_redis_url)
 
 
-__all__ = ["CLUSTER_SCHEMES", "DEFAULT_HOST", "DEFAULT_PORT", "Settings", "Tokens", "cluster_url", "mask_url",
-           "parse_partitions"]
+#: The schemes of a queue Redis's URL besides a Sentinel's (redis-py's own).
+QUEUE_SCHEMES: Final = ("redis", "rediss", "unix")
+
+
+def check_queue_url(url: str) -> None:
+    """ConfigError (one line) for a queue Redis URL that cannot work: a cluster's, an unknown
+    scheme, a malformed Sentinel URL."""
+    scheme = url.partition("://")[0].lower() if "://" in url else ""
+    if scheme in CLUSTER_SCHEMES:
+        raise ConfigError("HOOKBUS_QUEUE_REDIS_URL: the async queue (arq) cannot run on a Redis Cluster; "
+                          f"give a single Redis (redis://, rediss:// or unix://) or its Sentinels ({SENTINEL_SYNTAX})")
+    if is_sentinel_url(url):
+        try:
+            parse_sentinel_url(url)
+        except ConfigError as exc:
+            raise ConfigError(f"HOOKBUS_QUEUE_REDIS_URL is {exc}") from None
+    elif scheme not in QUEUE_SCHEMES:
+        raise ConfigError(f"HOOKBUS_QUEUE_REDIS_URL: {scheme or 'no'} scheme; a queue Redis is redis://, rediss://, "
+                          f"unix:// or its Sentinels ({SENTINEL_SYNTAX})")
+
+
+__all__ = ["CLUSTER_SCHEMES", "DEFAULT_HOST", "DEFAULT_PORT", "QUEUE_SCHEMES", "Settings", "Tokens", "check_queue_url",
+           "cluster_url", "mask_url", "parse_partitions"]

@@ -122,7 +122,8 @@ def create_app(settings: Settings, policy: Policy, redis_url: str) -> HookbusApp
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
         metrics.init_metrics()
         await gateway.start()
-        observer = Observer(redis_url, gateway.keys)  # the platform's Redis state (every partition), for /metrics
+        # The platform's Redis state (every partition), for /metrics; the async queue's where it lives.
+        observer = Observer(redis_url, gateway.keys, queue_url=settings.queue_redis_url)
         observer.start()
         # What exists now lives as long as the process: keep it out of the collector's scans
         # (full collections over it cost tens of milliseconds on the request path).

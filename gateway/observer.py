@@ -5,9 +5,11 @@ Every ``interval_s`` the observer reads, in one pipelined round trip bounded by
 consumer group on each work stream (pending entries, lag), the dispatcher heartbeats, the
 dead-letter stream, the arq queue and the async dead-letter stream; with several partitions,
 those of every partition, added up (lags and pending entries too; the decision log's age is
-its oldest record's). It sets the gauges of
-:func:`bus.metrics.observed`, and ``hookbus_redis_up`` to 1, or to 0 when Redis did not answer
-in time (the other gauges then keep their last values).
+its oldest record's). The arq queue and the async dead letters live where the worker writes
+them, on the queue's Redis: with one of its own (``HOOKBUS_QUEUE_REDIS_URL``, also a Sentinel
+URL) they are read there, in a second round trip. It sets the gauges of
+:func:`bus.metrics.observed`, and ``hookbus_redis_up`` to 1, or to 0 when a Redis did not answer
+in time (the gauges read there then keep their last values).
 
 Only gateways run it: one process answers for the platform's shared state, and under
 ``hookbus up`` the gateway is the only one. With several gateways each reports the same
@@ -66,9 +68,11 @@ def dispatch_group(groups: Any) -> Mapping[str, Any] | None:
 class Observer:
     """Sets the Redis-state gauges every ``interval_s`` until stopped."""
 
-    def __init__(self, redis_url: str, keys: Keyspace, *, interval_s: float = OBSERVE_INTERVAL_S,
-                 timeout_s: float = OBSERVE_TIMEOUT_S) -> None:
+    def __init__(self, redis_url: str, keys: Keyspace, *, queue_url: str | None = None,
+                 interval_s: float = OBSERVE_INTERVAL_S, timeout_s: float = OBSERVE_TIMEOUT_S) -> None:
         self.redis_url = redis_url
+        #: The async queue's own Redis (None: the bus's holds the queue).
+        self.queue_url = queue_url if queue_url and queue_url != redis_url else None
         self.keys = keys
         self.interval_s = interval_s
         self.timeout_s = timeout_s
@@ -77,6 +81,8 @@ class Observer:
         self.streams = {"blocking": [keys.blocking_stream(p) for p in keys.all_partitions],
                         "events": [keys.events_stream(p) for p in keys.all_partitions]}
         self._redis = connect(redis_url, connect_timeout_s=timeout_s, socket_timeout_s=timeout_s)
+        self._queue = (connect(self.queue_url, connect_timeout_s=timeout_s, socket_timeout_s=timeout_s)
+                       if self.queue_url else None)
         self._task = BackgroundTask(self._run, "hookbus-observer")
         #: Whether the last look reached Redis (None before the first).
         self.up: bool | None = None
@@ -87,6 +93,8 @@ class Observer:
     async def stop(self) -> None:
         await self._task.stop()
         await self._redis.aclose()
+        if self._queue is not None:
+            await self._queue.aclose()
 
     async def _run(self) -> None:
         while True:
@@ -94,14 +102,23 @@ class Observer:
             await asyncio.sleep(self.interval_s)
 
     async def observe(self) -> bool:
-        """One look; returns whether Redis answered (``hookbus_redis_up``)."""
-        try:
-            async with asyncio.timeout(self.timeout_s):
-                with redis_errors(self.redis_url):
-                    await self._observe()
-        except (BusUnavailable, TimeoutError, redis.exceptions.RedisError) as exc:
+        """One look; returns whether Redis answered (``hookbus_redis_up``): the bus's, and the
+        queue's when it has its own."""
+        looks = [(self.redis_url, self._observe)]
+        if self.queue_url is not None:
+            looks.append((self.queue_url, self._observe_queue))
+        failures = []
+        for url, look in looks:
+            try:
+                async with asyncio.timeout(self.timeout_s):
+                    with redis_errors(url):
+                        await look()
+            except (BusUnavailable, TimeoutError, redis.exceptions.RedisError) as exc:
+                where = "" if url == self.redis_url else " (the async queue's)"
+                failures.append(f"{str(exc) or 'timed out'}{where}")
+        if failures:
             if self.up is not False:  # once per outage, not every round
-                logger.warning("observer: cannot read the platform's state from Redis: %s", str(exc) or "timed out")
+                logger.warning("observer: cannot read the platform's state from Redis: %s", "; ".join(failures))
             metrics.child(metrics.REDIS_ERRORS, "observe").inc()
             self.up = False
             self.gauges.redis_up.set(0)
@@ -123,8 +140,9 @@ class Observer:
                 pipe.xlen(keys.decision_log(partition))
                 pipe.xlen(keys.dead_letter_stream(partition))
             pipe.hgetall(keys.dispatchers)
-            pipe.zcard(keys.arq_queue)
-            pipe.xlen(keys.async_dead_letters)
+            if self._queue is None:
+                pipe.zcard(keys.arq_queue)
+                pipe.xlen(keys.async_dead_letters)
             answers: Sequence[Any] = await pipe.execute(raise_on_error=False)
         for answer in answers:  # a missing stream answers XINFO GROUPS with an error, which is no outage
             if isinstance(answer, Exception) and (is_transient(answer) or not isinstance(answer, ResponseError)):
@@ -153,9 +171,20 @@ class Observer:
         now = now_ms()
         alive = sum(1 for ms in (beats.values() if isinstance(beats, dict) else ()) if _fresh(ms, now))
         self.gauges.dispatchers_alive.set(alive)
-        self.gauges.async_queue_depth.set(_count(next(it)))
-        self.gauges.async_dead_letters.set(_count(next(it)))
+        if self._queue is None:
+            self.gauges.async_queue_depth.set(_count(next(it)))
+            self.gauges.async_dead_letters.set(_count(next(it)))
         await self._observe_log()
+
+    async def _observe_queue(self) -> None:
+        """The arq queue's depth and the async dead letters, on the queue's own Redis."""
+        assert self._queue is not None
+        async with self._queue.pipeline(transaction=False) as pipe:
+            pipe.zcard(self.keys.arq_queue)
+            pipe.xlen(self.keys.async_dead_letters)
+            depth, dead = await pipe.execute()
+        self.gauges.async_queue_depth.set(_count(depth))
+        self.gauges.async_dead_letters.set(_count(dead))
 
     async def _observe_log(self) -> None:
         """The decision log's length and age, and the lag of each audit consumer group on it."""

@@ -181,23 +181,30 @@ def _dlq_filters(parser: argparse.ArgumentParser, what: str) -> None:
                                                      "ISO 8601")
 
 
+def _queue_source(parser: argparse.ArgumentParser) -> None:
+    _log_source(parser)
+    parser.add_argument("--queue-redis-url", metavar="URL",
+                        help="the async queue's own Redis, where the dead letters are (default: "
+                             "$HOOKBUS_QUEUE_REDIS_URL, else the bus's Redis); redis://... or redis+sentinel://...")
+
+
 def _dlq(dlq: argparse.ArgumentParser) -> None:
     actions = dlq.add_subparsers(dest="dlq_command", required=True, metavar="ACTION")
     listing = actions.add_parser("list", help="one line per dead letter, oldest first")
-    _log_source(listing)
+    _queue_source(listing)
     _dlq_filters(listing, "only letters")
     listing.add_argument("--limit", type=int, metavar="N", help="show at most N")
     listing.add_argument("--json", action="store_true", help="one JSON object per line (as 'show' prints them)")
     show = actions.add_parser("show", help="one dead letter as JSON: the event (masked), the handler, every try")
-    _log_source(show)
+    _queue_source(show)
     show.add_argument("id", metavar="ID")
     replay = actions.add_parser("replay", help="queue dead letters again (fresh tries, the same webhook-id)")
-    _log_source(replay)
+    _queue_source(replay)
     replay.add_argument("ids", nargs="*", metavar="ID")
     replay.add_argument("--all", action="store_true", help="every dead letter (narrowed by the filters below)")
     _dlq_filters(replay, "with --all: only letters")
     purge = actions.add_parser("purge", help="delete dead letters for good (all of them without IDs)")
-    _log_source(purge)
+    _queue_source(purge)
     purge.add_argument("ids", nargs="*", metavar="ID")
     purge.add_argument("--yes", action="store_true", help="really delete")
 

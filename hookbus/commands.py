@@ -23,6 +23,7 @@ logger = logging.getLogger("hookbus")
 def _settings(args: argparse.Namespace) -> Settings:
     return Settings.from_env(
         redis_url=getattr(args, "redis_url", None),
+        queue_redis_url=getattr(args, "queue_redis_url", None),
         policy_paths=tuple(args.config) if getattr(args, "config", None) else None,
         host=getattr(args, "host", None),
         port=getattr(args, "port", None),
@@ -129,7 +130,10 @@ def _dispatch(args: argparse.Namespace) -> int:
     if args.command == "dlq":
         from hookbus.dlq import dlq_command
 
-        return dlq_command(args, settings.keys, _require_redis(settings, embedded_ok=True))
+        # The async dead letters live with the queue: on its own Redis when there is one; a
+        # cluster bus without one is the same ConfigError as the dispatcher's and the worker's.
+        queue_url = settings.queue_redis_url or settings.queue_url_for(_require_redis(settings, embedded_ok=True))
+        return dlq_command(args, settings.keys, queue_url)
     if args.command == "tail":
         from hookbus.tail import Filters, tail
 

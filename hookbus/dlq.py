@@ -5,7 +5,9 @@ letter (oldest first); ``show ID`` the whole letter as JSON (the masked event, e
 its time and error); ``replay ID... | --all [filters]`` queues each again as a fresh job with
 the same ``webhook-id`` and removes it from the stream (a replay that fails again comes back
 as a new letter); ``purge [ID...] --yes`` deletes letters (every one without IDs). The store
-itself is :mod:`workers.deadletters`.
+itself is :mod:`workers.deadletters`. The letters are where the worker writes them, on the
+async queue's Redis: its own (``--queue-redis-url``, ``HOOKBUS_QUEUE_REDIS_URL``; a
+``redis+sentinel://`` URL too) when it has one, else the bus's.
 """
 
 from __future__ import annotations
@@ -75,7 +77,7 @@ async def _letters(redis: aioredis.Redis, keys: Keyspace, ids: list[str]) -> lis
 
 
 async def run_dlq(args: argparse.Namespace, keys: Keyspace, redis_url: str, out: TextIO = sys.stdout) -> int:
-    """Run one ``hookbus dlq`` action; returns the exit code."""
+    """Run one ``hookbus dlq`` action on the queue's Redis at ``redis_url``; returns the exit code."""
     redis = connect(redis_url, connect_timeout_s=5.0, socket_timeout_s=10.0)  # a CLI can wait
     try:
         with redis_errors(redis_url):

@@ -53,11 +53,12 @@ from arq.utils import timestamp_ms, to_ms
 from redis.asyncio import BlockingConnectionPool
 
 from bus import metrics
-from bus.connection import redis_errors
+from bus.connection import redis_errors, sentinel_pool
 from bus.errors import BusUnavailable
 from bus.keys import Keyspace
 from bus.protocol import Request
 from bus.retry import Backoff
+from bus.sentinel import is_sentinel_url, parse_sentinel_url
 from bus.settle import QUEUE_JOBS
 
 logger = logging.getLogger("hookbus.queue")
@@ -220,10 +221,18 @@ MAX_CONNECTIONS = 8
 
 
 def arq_pool(redis_url: str, max_connections: int = MAX_CONNECTIONS) -> ArqRedis:
-    """An arq connection that (de)serialises jobs as JSON, over a bounded connection pool."""
-    connections = BlockingConnectionPool.from_url(
-        redis_url, max_connections=max_connections, timeout=2.0, socket_connect_timeout=1.0, socket_timeout=5.0,
-    )
+    """An arq connection that (de)serialises jobs as JSON, over a bounded connection pool.
+
+    ``redis_url`` is a single Redis's (``redis://``, ``rediss://``, ``unix://``) or a Sentinel
+    URL (``redis+sentinel://``, :mod:`bus.sentinel`): then the master its Sentinels name.
+    """
+    options: dict[str, Any] = {"max_connections": max_connections, "timeout": 2.0, "socket_connect_timeout": 1.0,
+                               "socket_timeout": 5.0}
+    connections: BlockingConnectionPool
+    if is_sentinel_url(redis_url):
+        connections = sentinel_pool(parse_sentinel_url(redis_url), **options)
+    else:
+        connections = BlockingConnectionPool.from_url(redis_url, **options)
     pool = ArqRedis(connection_pool=connections)
     pool.auto_close_connection_pool = True  # the client owns (and closes) the pool
     pool.job_serializer = orjson.dumps

@@ -5,12 +5,13 @@ from __future__ import annotations
 from collections.abc import AsyncIterator, Callable
 from typing import Any
 
+import pytest
 import pytest_asyncio
 
 from bus.keys import DISPATCH_GROUP, Keyspace
 from bus.protocol import now_ms
 from gateway.observer import Observer, group_lag
-from hookbus.redis_server import free_port
+from hookbus.redis_server import EmbeddedRedis, free_port
 from tests.conftest import BusProbe, async_wait_for, exposition_samples, metric
 
 
@@ -126,3 +127,46 @@ async def test_the_gateway_runs_the_observer(platform: Callable[..., Any]) -> No
         samples = await async_wait_for(scraped, timeout_s=10, interval_s=0.1)
     assert samples[("hookbus_redis_up", frozenset())] == 1
     assert samples[("hookbus_stream_lag", frozenset({("stream", "blocking"), ("group", DISPATCH_GROUP)}))] == 0
+
+
+async def test_with_a_queue_redis_of_its_own_the_async_gauges_are_read_there(
+    bus: BusProbe, private_redis: EmbeddedRedis, caplog: pytest.LogCaptureFixture
+) -> None:
+    keys = bus.keys
+    queue = BusProbe(private_redis.url)
+    observer = Observer(bus.url, keys, queue_url=private_redis.url, timeout_s=0.5)
+    try:
+        await bus.redis.zadd(keys.arq_queue, {"not-the-queue": 1})
+        await queue.redis.zadd(keys.arq_queue, {f"job-{n}": n for n in range(3)})
+        for n in range(2):
+            await queue.redis.xadd(keys.async_dead_letters, {"n": n})
+        await bus.redis.xadd(keys.dead_letter_stream(), {"n": 0})
+        assert await observer.observe()
+        assert (metric("hookbus_async_queue_depth"), metric("hookbus_async_dead_letters")) == (3, 2)
+        assert metric("hookbus_dlq_size") == 1  # the bus's own dead letters, still read on the bus
+        private_redis.stop()
+        await bus.redis.xadd(keys.dead_letter_stream(), {"n": 1})
+        assert not await observer.observe()  # the queue's Redis is down: redis_up 0, its gauges as they were
+        assert metric("hookbus_redis_up") == 0
+        assert (metric("hookbus_async_queue_depth"), metric("hookbus_async_dead_letters")) == (3, 2)
+        assert metric("hookbus_dlq_size") == 2  # the bus was read all the same
+        assert "(the async queue's)" in caplog.text
+    finally:
+        await observer.stop()
+        await queue.close()
+
+
+async def test_the_gateway_reads_the_async_gauges_on_the_queue_redis(
+    platform: Callable[..., Any], private_redis: EmbeddedRedis
+) -> None:
+    queue = BusProbe(private_redis.url)
+    try:
+        await queue.redis.zadd(queue.keys.arq_queue, {f"job-{n}": n for n in range(4)})
+        async with platform(queue_redis_url=private_redis.url) as p:
+            async def queued_jobs_seen() -> bool:
+                samples = exposition_samples((await p.client.get(f"{p.url}/metrics")).content)
+                return samples.get(("hookbus_async_queue_depth", frozenset())) == 4
+
+            await async_wait_for(queued_jobs_seen, timeout_s=10, interval_s=0.1)
+    finally:
+        await queue.close()

@@ -9,6 +9,7 @@ import orjson
 
 from bus.protocol import Request, now_ms
 from bus.redact import DEFAULT
+from hookbus.redis_server import EmbeddedRedis
 from tests.conftest import BusProbe, run_hookbus
 from workers import deadletters
 from workers.deadletters import Attempt
@@ -101,3 +102,40 @@ async def test_a_letter_keeps_the_policy_versions_its_event_ran_under_for_the_re
     stored = await deadletters.get(bus.redis, bus.keys, await deadletters.bury(bus.redis, bus.keys, letter))
     assert stored is not None and stored.request().policy == "org3|acme7"
     assert stored.request().payload == request.payload and stored.reason == "HTTP 404"
+
+
+async def test_with_a_queue_redis_of_its_own_dlq_lists_shows_replays_and_purges_there(
+    bus: BusProbe, redis_url: str, private_redis: EmbeddedRedis
+) -> None:
+    queue = BusProbe(private_redis.url)
+    try:
+        on_bus = await seed(bus, n=20)  # not where the worker of such a platform writes: left alone
+        first, second = await seed(queue, n=21), await seed(queue, n=22)
+        listed = run_hookbus("dlq", "list", "--json", "--redis-url", redis_url,
+                             HOOKBUS_QUEUE_REDIS_URL=private_redis.url)
+        assert listed.returncode == 0, listed.stderr
+        assert [json.loads(line)["id"] for line in listed.stdout.splitlines()] == [first, second]
+        shown = run_hookbus("dlq", "show", first, "--queue-redis-url", private_redis.url)  # no bus URL needed
+        assert shown.returncode == 0, shown.stderr
+        assert json.loads(shown.stdout)["input"]["message"] == "hello 21"
+        replayed = run_hookbus("dlq", "replay", first, "--queue-redis-url", private_redis.url)
+        assert "queued as job ev-21:a1b2c3d4e5f60718:r1" in replayed.stdout, replayed.stderr
+        assert await queue.redis.zcard(queue.keys.arq_queue) == 1
+        assert await bus.redis.zcard(bus.keys.arq_queue) == 0
+        purged = run_hookbus("dlq", "purge", "--yes", "--queue-redis-url", private_redis.url)
+        assert purged.stdout.strip() == "1 dead letter deleted", purged.stderr
+        assert await deadletters.size(queue.redis, queue.keys) == 0
+        assert [letter.entry_id async for letter in deadletters.scan(bus.redis, bus.keys)] == [on_bus]
+    finally:
+        await queue.close()
+
+
+def test_on_a_cluster_bus_without_a_queue_redis_dlq_says_what_to_set(redis_url: str) -> None:
+    refused = run_hookbus("dlq", "list", "--redis-url", redis_url, HOOKBUS_REDIS_CLUSTER="1")
+    assert refused.returncode == 1 and "Traceback" not in refused.stderr
+    assert refused.stderr.startswith("hookbus: the async queue (arq) cannot run on a Redis Cluster: set "
+                                     "HOOKBUS_QUEUE_REDIS_URL to a single Redis (redis://, rediss:// or unix://) "
+                                     "or to its Sentinels (redis+sentinel://")
+    malformed = run_hookbus("dlq", "list", "--queue-redis-url", "redis+sentinel://s1:26379")
+    assert malformed.returncode == 1 and malformed.stderr.count("\n") == 1
+    assert "HOOKBUS_QUEUE_REDIS_URL is not a valid Sentinel URL: the service name" in malformed.stderr
