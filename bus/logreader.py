@@ -23,6 +23,7 @@ from typing import Any, Final, NamedTuple
 
 import redis.asyncio as aioredis
 
+from bus.connection import read_streams
 from bus.keys import Keyspace
 from bus.partitions import entry_order
 
@@ -205,8 +206,8 @@ class LogFollower:
 
     async def _xread(self, partition: int) -> list[RawEntry]:
         async with asyncio.timeout(self.timeout_s):
-            response = await self.redis.xread({self.keys.decision_log(partition): self.positions[partition]},
-                                              count=self.count, block=self.block_ms)
+            response = await read_streams(self.redis, {self.keys.decision_log(partition): self.positions[partition]},
+                                          count=self.count, block_ms=self.block_ms)
         found: list[RawEntry] = [entry for _, entries in response or () for entry in entries]
         if found:
             self.positions[partition] = found[-1][0].decode()

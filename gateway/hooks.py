@@ -25,7 +25,7 @@ from urllib.parse import parse_qs
 import orjson
 
 from bus import metrics
-from bus.connection import connect, redis_errors
+from bus.connection import PartitionClients, connect, redis_errors
 from bus.errors import BusUnavailable, RequestRejected
 from bus.events import event_spec
 from bus.keys import WORK_STREAM_MAXLEN, Keyspace
@@ -66,7 +66,11 @@ class Gateway:
         self._id_prefix = uuid.uuid4().hex[:16]
         self._ids = itertools.count(1)
         self.redis = connect(redis_url, connect_timeout_s=0.5, socket_timeout_s=None)
-        self.batcher = AppendBatcher(self.redis, redis_url, WORK_STREAM_MAXLEN)
+        self.partition_clients = PartitionClients(self.redis, redis_url, connect_timeout_s=0.5, socket_timeout_s=None)
+        partition_of_stream = {stream: p for p in self.keys.all_partitions
+                               for stream in (self.keys.blocking_stream(p), self.keys.events_stream(p))}
+        self.batcher = AppendBatcher(self.redis, redis_url, WORK_STREAM_MAXLEN,
+                                     lambda stream: self.partition_clients.get(partition_of_stream.get(stream, 0)))
         self._claim_script = self.redis.register_script(CLAIM)
         self.waiter = ReplyWaiter(redis_url, self.keys.reply_channel(self.gateway_id))
         self.spool = Spool(self._append_many)
@@ -95,12 +99,19 @@ class Gateway:
         with contextlib.suppress(asyncio.TimeoutError):
             async with asyncio.timeout(2.0):
                 await self.waiter.subscribed.wait()
+        # Loaded now, on every master, so that a deadline's claim never has to load it: on a
+        # cluster that goes to every master, and one failing over would stall the claim.
+        with contextlib.suppress(asyncio.TimeoutError, BusUnavailable):
+            async with asyncio.timeout(1.0):
+                with redis_errors(self.redis_url):
+                    await self.redis.script_load(CLAIM)
 
     async def stop(self) -> None:
         await self.registry.stop()
         await self.watcher.stop()
         await self.spool.stop()
         await self.waiter.stop()
+        await self.partition_clients.aclose()
         await self.redis.aclose()
 
     def new_event_id(self) -> str:
@@ -299,7 +310,8 @@ class Gateway:
             async with asyncio.timeout(CLAIM_TIMEOUT_S):
                 with redis_errors(self.redis_url):
                     outcome_key = self.keys.outcome(request.event_id, partition)
-                    stored = await self._claim_script([outcome_key], [reason, ttl_ms])
+                    stored = await self._claim_script([outcome_key], [reason, ttl_ms],
+                                                      client=self.partition_clients.get(partition))
         except (BusUnavailable, TimeoutError) as exc:
             metrics.child(metrics.REDIS_ERRORS, "claim").inc()
             logger.debug("could not settle %s as fail-open: %s", request.event_id, exc)

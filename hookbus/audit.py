@@ -34,7 +34,7 @@ import redis.asyncio as aioredis
 import redis.exceptions
 
 from bus.auditlog import RecordFilter, Window, read_window
-from bus.connection import connect, redis_errors
+from bus.connection import connect, read_streams, redis_errors
 from bus.errors import BusUnavailable, ConfigError
 from bus.keys import Keyspace
 from bus.logreader import LogEntry, PartitionReads, RawEntry
@@ -158,8 +158,8 @@ class Follower:
                     raise
 
     async def _read(self, partition: int, from_id: str, block_ms: int | None) -> list[RawEntry]:
-        response = await self.redis.xreadgroup(self.group, self.consumer, {self.keys.decision_log(partition): from_id},
-                                               count=self.sink.batch, block=block_ms)
+        response = await read_streams(self.redis, {self.keys.decision_log(partition): from_id}, group=self.group,
+                                      consumer=self.consumer, count=self.sink.batch, block_ms=block_ms)
         return [entry for _, entries in response or () for entry in entries]
 
     async def _drain_own_pending(self, stop: asyncio.Event) -> None:

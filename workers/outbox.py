@@ -22,7 +22,7 @@ import redis.asyncio as aioredis
 import redis.exceptions
 
 from bus import metrics
-from bus.connection import is_cluster, is_transient, redis_errors
+from bus.connection import PartitionClients, is_cluster, is_transient, redis_errors
 from bus.errors import BusUnavailable
 from bus.keys import DISPATCH_GROUP, Keyspace
 from bus.protocol import LogRecord, Reply, Request, StreamFields
@@ -74,10 +74,14 @@ class Outbox:
         self._on_refused = on_refused
         self.keys = keys
         self.redis_url = redis_url
-        self._settle = redis.register_script(SETTLE)
-        # A cluster pipeline does not load scripts itself, and a replica promoted by a failover
-        # has an empty script cache: load it before the first flush and after a NOSCRIPT.
-        self._load_script = True
+        self._settle_sha = redis.register_script(SETTLE).sha
+        self.clients = PartitionClients(redis, redis_url, socket_timeout_s=None)
+        # The script is sent by its digest (EVALSHA). A single Redis gets it loaded before the
+        # first flush and after a NOSCRIPT (a restart). On a cluster each partition's first
+        # settle, and its first after a NOSCRIPT (a replica promoted by a failover), is an EVAL,
+        # which caches the script on that master only: SCRIPT LOAD would go to every master.
+        self._load_script = not is_cluster(redis)
+        self._loaded_partitions: set[int] = set()
         self.job_tally = JobTally()
         self._ops: list[Settle | Write] = []
         self._wake = asyncio.Event()
@@ -85,6 +89,8 @@ class Outbox:
         self._idle.set()
         self._task = BackgroundTask(self._run, "hookbus-outbox")
         self._backoff = Backoff()
+        #: Writes that failed, waiting for their retry.
+        self._deferred = 0
         #: The last error Redis answered a write with.
         self.last_error = ""
 
@@ -98,7 +104,7 @@ class Outbox:
         self._push(Write(stream, fields=fields, maxlen=maxlen))
 
     def __len__(self) -> int:
-        return len(self._ops)
+        return len(self._ops) + self._deferred
 
     def _push(self, op: Settle | Write) -> None:
         self._ops.append(op)
@@ -116,9 +122,11 @@ class Outbox:
             async with asyncio.timeout(timeout_s):
                 await self.flushed()
         await self._task.stop()
-        if self._ops:
+        await self.clients.aclose()
+        if self._ops or self._deferred:
             # Their entries stay pending: another dispatcher claims and settles them.
-            logger.warning("stopping with %d unflushed writes; their entries stay pending", len(self._ops))
+            logger.warning("stopping with %d unflushed writes; their entries stay pending",
+                           len(self._ops) + self._deferred)
 
     async def _run(self) -> None:
         while True:
@@ -137,14 +145,22 @@ class Outbox:
                     logger.exception("outbox: %d writes could not be sent; their entries stay pending", len(ops))
                     failed = []
                 if failed:
-                    self._ops = failed + self._ops
+                    # Only the failed writes wait: on a cluster, the other partitions' go on.
                     delay_s = self._backoff.next_delay_s()
                     logger.warning("outbox: %d writes failed (%s); retrying in %.2fs", len(failed),
                                    error or self.last_error, delay_s)
-                    await asyncio.sleep(delay_s)
+                    self._deferred += len(failed)
+                    asyncio.get_running_loop().call_later(delay_s, self._retry, failed)
                 else:
                     self._backoff.reset()
-            self._idle.set()
+            if not self._deferred:
+                self._idle.set()
+
+    def _retry(self, ops: list[Settle | Write]) -> None:
+        self._deferred -= len(ops)
+        self._ops = ops + self._ops
+        self._idle.clear()
+        self._wake.set()
 
     def _settle_args(self, op: Settle) -> tuple[list[str], list[Any]]:
         request, reply = op.request, op.reply
@@ -166,7 +182,7 @@ class Outbox:
             for op in sent:
                 if isinstance(op, Settle):
                     keys, args = self._settle_args(op)
-                    await self._settle(keys, args, client=pipe)
+                    pipe.evalsha(self._settle_sha, len(keys), *keys, *args)  # no SCRIPT EXISTS per flush
                 else:
                     pipe.xadd(op.stream, op.fields, maxlen=op.maxlen, approximate=True)  # type: ignore[arg-type]
             for stream, ids in acks.items():
@@ -180,7 +196,11 @@ class Outbox:
         for op in sent:
             if isinstance(op, Settle):
                 keys, args = self._settle_args(op)
-                calls.append(self.redis.evalsha(self._settle.sha, len(keys), *keys, *args))  # type: ignore[arg-type]
+                client = self.clients.get(op.partition)
+                if op.partition in self._loaded_partitions:
+                    calls.append(client.evalsha(self._settle_sha, len(keys), *keys, *args))  # type: ignore[arg-type]
+                else:
+                    calls.append(client.eval(SETTLE, len(keys), *keys, *args))  # type: ignore[arg-type]
             else:
                 calls.append(self.redis.xadd(op.stream, op.fields, maxlen=op.maxlen,  # type: ignore[arg-type]
                                              approximate=True))
@@ -194,7 +214,7 @@ class Outbox:
         """One pipeline; returns the writes that Redis refused (to retry)."""
         with redis_errors(self.redis_url):
             if self._load_script:
-                await self.redis.script_load(SETTLE)  # on every master of a cluster
+                await self.redis.script_load(SETTLE)
                 self._load_script = False
             acks: dict[str, list[bytes]] = {}
             sent = [op for op in ops if isinstance(op, Settle) or op.fields is not None]
@@ -208,7 +228,9 @@ class Outbox:
         failed: list[Settle | Write] = []
         for op, result in zip(sent, results, strict=False):
             if isinstance(result, redis.exceptions.NoScriptError):
-                self._load_script = True
+                self._load_script = not is_cluster(self.redis)
+                if isinstance(op, Settle):
+                    self._loaded_partitions.discard(op.partition)
                 failed.append(op)
             elif isinstance(result, redis.exceptions.RedisError):
                 self.last_error = str(result)
@@ -223,6 +245,8 @@ class Outbox:
                     if self._on_refused is not None and op.entry_id:
                         self._on_refused(op.stream, op.entry_id)
             else:
+                if isinstance(op, Settle):
+                    self._loaded_partitions.add(op.partition)
                 if isinstance(op, Settle) and op.jobs and isinstance(result, list) and result[0] == 1:
                     self.job_tally.count(op.request.event_id, op.jobs, int(result[2]), int(result[3]))
                 if self._on_written is not None and op.entry_id:

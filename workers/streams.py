@@ -16,14 +16,14 @@ import asyncio
 import contextlib
 import logging
 import uuid
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any
 
 import redis.asyncio as aioredis
 import redis.exceptions
 
 from bus import metrics
-from bus.connection import connect, is_cluster, redis_errors
+from bus.connection import PartitionClients, connect, is_cluster, read_streams, redis_errors
 from bus.errors import BusUnavailable, ConfigError
 from bus.keys import DEAD_LETTER_MAXLEN, DISPATCH_GROUP, Keyspace
 from bus.partitions import claim_layout
@@ -66,11 +66,13 @@ class WorkStreams:
         self.inflight: dict[str, set[bytes]] = {stream: set() for stream in self.names}
         self.reader_name = f"hookbus-reader-{uuid.uuid4().hex[:12]}"
         self.reader = connect(redis_url, socket_timeout_s=None, client_name=self.reader_name)
+        self.readers = PartitionClients(self.reader, redis_url, socket_timeout_s=None, client_name=self.reader_name)
         # One XREADGROUP names streams of one slot only on a cluster: a read per partition there.
         self._read_groups = ([[keys.blocking_stream(p), keys.events_stream(p)] for p in self.partitions]
                              if is_cluster(self.reader) else [list(self.names)])
         self._reads: dict[int, asyncio.Task[list[Any]]] = {}
-        self._groups_ready = False
+        self._groups_ready: set[int] = set()
+        self._backoffs = [Backoff(cap_s=1.0) for _ in self._read_groups]
 
     def settled(self, stream: str, entry_id: bytes) -> None:
         """``entry_id`` is settled (or given up here): stop keeping it fresh."""
@@ -79,12 +81,14 @@ class WorkStreams:
     async def close(self) -> None:
         with contextlib.suppress(Exception):
             await self.redis.hdel(self.keys.dispatchers, self.consumer)  # type: ignore[misc]
+        await self.readers.aclose()
         await self.reader.aclose()
 
-    async def ensure_groups(self) -> None:
+    async def ensure_groups(self, streams: Sequence[str] | None = None) -> None:
+        """Create the consumer group of ``streams`` (all of this dispatcher's by default)."""
         with redis_errors(self.redis_url):
             await claim_layout(self.redis, self.keys)  # ConfigError when the bus has another partition count
-            for stream in self.names:
+            for stream in streams or self.names:
                 try:
                     await self.redis.xgroup_create(stream, DISPATCH_GROUP, id="0", mkstream=True)
                 except redis.exceptions.ResponseError as exc:
@@ -92,56 +96,59 @@ class WorkStreams:
                         raise
 
     async def read(self, stop: asyncio.Event) -> list[tuple[str, bytes, Mapping[bytes, bytes]]]:
-        """The next batch of new entries (waiting out Redis outages); empty once ``stop`` is set."""
-        groups_ready = self._groups_ready
-        backoff = Backoff(cap_s=1.0)
+        """The next batch of new entries (waiting out Redis outages); empty once ``stop`` is set.
+
+        Each read group (all streams on one Redis; one partition's on a cluster) reads, and
+        waits out its own outage, on its own: a failed-over master holds up its partitions only.
+        """
+        stopping = asyncio.ensure_future(stop.wait())
+        try:
+            while not stop.is_set():
+                for index, streams in enumerate(self._read_groups):
+                    if index not in self._reads:
+                        self._reads[index] = asyncio.create_task(self._read_group(index, streams, stop))
+                done, _ = await asyncio.wait([stopping, *self._reads.values()], return_when=asyncio.FIRST_COMPLETED)
+                response: list[Any] = []
+                for index, task in list(self._reads.items()):
+                    if task in done:
+                        del self._reads[index]
+                        response.extend(task.result())  # ConfigError (another layout) ends the dispatcher
+                if response:
+                    metrics.DISPATCH_BATCH.observe(sum(len(entries) for _, entries in response))
+                    return [(stream.decode(), entry_id, fields)
+                            for stream, entries in response for entry_id, fields in entries]
+        finally:
+            stopping.cancel()
+        self.cancel_reads()
+        return []
+
+    async def _read_group(self, index: int, streams: list[str], stop: asyncio.Event) -> list[Any]:
+        """One read of one group's streams, retried with backoff until Redis answers (or ``stop``)."""
+        backoff = self._backoffs[index]
         while not stop.is_set():
             try:
-                if not groups_ready:
-                    await self.ensure_groups()
-                    groups_ready = self._groups_ready = True
+                if index not in self._groups_ready:
+                    await self.ensure_groups(streams)
+                    self._groups_ready.add(index)
                 with redis_errors(self.redis_url):
-                    response = await self._read_any()
+                    async with asyncio.timeout(_READ_BLOCK_MS / 1000 + 5):
+                        response = await read_streams(
+                            self.readers.get(index), dict.fromkeys(streams, ">"), group=DISPATCH_GROUP,
+                            consumer=self.consumer, count=self.settings.dispatch_batch, block_ms=_READ_BLOCK_MS,
+                        )
                 backoff.reset()
+                return list(response or [])
             except (BusUnavailable, TimeoutError) as exc:
                 if backoff.failures == 0:
                     logger.warning("%s; retrying", exc)
                 metrics.child(metrics.REDIS_ERRORS, "read").inc()
-                groups_ready = self._groups_ready = False
+                self._groups_ready.discard(index)
                 await backoff.wait(stop)
-                continue
             except redis.exceptions.ResponseError as exc:
-                if "NOGROUP" in str(exc):  # the stream was deleted under us
-                    groups_ready = self._groups_ready = False
-                    continue
-                raise
-            if response:
-                metrics.DISPATCH_BATCH.observe(sum(len(entries) for _, entries in response))
-                return [(stream.decode(), entry_id, fields)
-                        for stream, entries in response for entry_id, fields in entries]
-        self.cancel_reads()
+                if "NOGROUP" not in str(exc):  # else the stream was deleted under us: create it again
+                    raise
+                self._groups_ready.discard(index)
         return []
-
-    async def _read_any(self) -> list[Any]:
-        """The entries of whichever read group answers first (one group unless on a cluster)."""
-        for index, streams in enumerate(self._read_groups):
-            if index not in self._reads:
-                self._reads[index] = asyncio.create_task(self._read_group(streams))
-        done, _ = await asyncio.wait(self._reads.values(), return_when=asyncio.FIRST_COMPLETED)
-        response: list[Any] = []
-        for index, task in list(self._reads.items()):
-            if task in done:
-                del self._reads[index]
-                response.extend(task.result())  # a read error propagates (the other reads go on)
-        return response
-
-    async def _read_group(self, streams: list[str]) -> list[Any]:
-        async with asyncio.timeout(_READ_BLOCK_MS / 1000 + 5):
-            response = await self.reader.xreadgroup(
-                DISPATCH_GROUP, self.consumer, dict.fromkeys(streams, ">"),
-                count=self.settings.dispatch_batch, block=_READ_BLOCK_MS,
-            )
-        return list(response or [])
 
     def cancel_reads(self) -> None:
         """Stop the reads in flight (on a cluster, where CLIENT UNBLOCK cannot find them: what

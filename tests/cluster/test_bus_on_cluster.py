@@ -67,7 +67,9 @@ async def test_decisions_resume_after_a_master_fails_over(platform: Callable[...
         keys = p.settings.keys.with_partitions(4)
         victim = redis_cluster.master_for_key(keys.blocking_stream(0)).port
         sessions = [s for s in (f"fo-{i}" for i in range(400)) if keys.partition_of(s) == 0][:5]
-        others = [s for s in (f"fo-{i}" for i in range(400)) if keys.partition_of(s) != 0][:5]
+        elsewhere = [part for part in range(4)
+                     if redis_cluster.master_for_key(keys.blocking_stream(part)).port != victim]
+        others = [s for s in (f"fo-{i}" for i in range(400)) if keys.partition_of(s) in elsewhere][:5]
         answers: list[tuple[str, float, Any]] = []
         stop = asyncio.Event()
 
@@ -99,7 +101,10 @@ async def test_decisions_resume_after_a_master_fails_over(platform: Callable[...
             if outcome == "decided":
                 assert decision(answer) == "deny", session
             assert took_s < deadline_s + 1.0, (session, took_s)  # the client-side margin: the gateway's deadline
-        assert any(a.headers["X-Hookbus-Outcome"] == "decided" for s, _, a in answers if s in others)
+        # The partitions of the masters that stayed up never stalled (the nodes serve their slots
+        # while another master's fail over: cluster-require-full-coverage no).
+        elsewhere_outcomes = {a.headers["X-Hookbus-Outcome"] for s, _, a in answers if s in others}
+        assert elsewhere_outcomes == {"decided"}
 
 
 @pytest.mark.timeout(90)
@@ -109,11 +114,11 @@ def test_roles_run_on_a_cluster_with_the_queue_on_its_own_redis(
     """Real gateway, dispatcher and worker processes: a decision, an async hook run by the worker
     from the queue Redis, and its context delivered on the session's next turn from the cluster."""
     marker = tmp_path / "ran"
+    context = '{"hookSpecificOutput": {"hookEventName": "PostToolUse", "additionalContext": "seen by the worker"}}'
     policy = write_policy(policy_yaml({
         **DENY_RM,
         "PostToolUse": [{"hooks": [{"type": "command", "async": True,
-                                    "command": f"touch {marker}; echo '{{\"hookSpecificOutput\": {{\"hookEventName\": "
-                                               f"\"PostToolUse\", \"additionalContext\": \"seen by the worker\"}}}}'"}]}],
+                                    "command": f"touch {marker}; echo '{context}'"}]}],
         "UserPromptSubmit": [{"hooks": [{"type": "rule", "allow": ["*"]}]}],
     }, streams={"partitions": 4}))
     port = free_port()
