@@ -5,8 +5,9 @@ A bus on a Redis Cluster is named by a ``redis+cluster://`` (or ``rediss+cluster
 (:func:`bus.settings.cluster_url`), so the choice travels with the URL to every role and command.
 :func:`connect` then answers a redis-py ``RedisCluster`` seeded from that node. The cluster
 client speaks the same commands; what it cannot do is named where it matters: no MULTI
-transactions (single-slot Lua scripts instead) and no Pub/Sub (a plain connection to one
-node: classic ``PUBLISH`` reaches every node of a cluster).
+transactions (:func:`transaction`: a connection to the slot's node), no scripts in its
+pipelines (the dispatcher sends them one by one), and no asyncio Pub/Sub (the gateway's
+sharded subscriptions use connections of their own, :mod:`gateway.shardreplies`).
 
 The async queue's Redis may be named by a Sentinel URL (``redis+sentinel://``,
 :mod:`bus.sentinel`): :func:`connect` then answers a client of the master the Sentinels name
@@ -204,29 +205,6 @@ async def transaction(client: aioredis.Redis, key: str) -> AsyncIterator[Pipelin
         await direct.aclose()
 
 
-async def cluster_node_urls(url: str, known: list[str] | None = None) -> list[str]:
-    """The plain URLs of every node of the cluster ``url`` seeds (asking the seed, else the
-    ``known`` nodes in turn): where a client that needs one node (Pub/Sub) may connect."""
-    parts = urlsplit(node_url(url))
-    for seed in [url, *(known or [])]:
-        cluster = cast(RedisCluster, connect(seed if is_cluster_url(seed) else _as_cluster(seed)))
-        try:
-            await cluster.initialize()
-            netloc = parts.netloc.rpartition("@")[0]
-            return [urlunsplit(parts._replace(netloc=f"{netloc}@{n.host}:{n.port}" if netloc else f"{n.host}:{n.port}"))
-                    for n in cluster.get_nodes()]
-        except (redis.exceptions.RedisError, redis.exceptions.RedisClusterException, OSError):
-            continue
-        finally:
-            await cluster.aclose()
-    return list(known or [])
-
-
-def _as_cluster(url: str) -> str:
-    parts = urlsplit(url)
-    return urlunsplit(parts._replace(scheme=f"{parts.scheme}+cluster"))
-
-
 def is_transient(exc: BaseException) -> bool:
     """Whether a Redis error means "not now" (retry later) rather than "never" (a wrong command)."""
     if isinstance(exc, (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError,
@@ -258,5 +236,5 @@ def redis_errors(url: str = "") -> Iterator[None]:
         raise
 
 
-__all__ = ["PartitionClients", "SentinelBlockingPool", "cluster_node_urls", "connect", "is_cluster", "is_cluster_url",
-           "is_transient", "node_url", "redis_errors", "sentinel_pool", "transaction"]
+__all__ = ["PartitionClients", "SentinelBlockingPool", "connect", "is_cluster", "is_cluster_url",
+           "is_transient", "node_url", "read_streams", "redis_errors", "sentinel_pool", "transaction"]

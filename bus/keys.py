@@ -14,6 +14,7 @@ key                                       type        what it holds
 ``{p}{tN}:outcome:{event_id}``            string      how an event was settled (:mod:`bus.settle`)
 ``{p}layout``                             hash        the bus's layout (``partitions``, ``tags``), set by the first node
 ``{p}reply:{gateway_id}``                 pub/sub     decisions for one gateway process
+``{p}{tN}:reply:{gateway_id}``            s-pub/sub   partition N's decisions for one gateway (cluster)
 ``{p}once:{tenant}:{session}:{handler}``  string      a ``once: true`` handler already ran
 ``{p}stopguard:{tenant}:{session}``       string      consecutive Stop/SubagentStop blocks
 ``{p}context:{tenant}:{session}``         list        async hooks' context for the next turn
@@ -145,6 +146,10 @@ class Keyspace:
 
     def reply_channel(self, gateway_id: str) -> str:
         return f"{self.prefix}reply:{gateway_id}"
+
+    def shard_reply_channel(self, gateway_id: str, partition: int) -> str:
+        """A gateway's sharded Pub/Sub channel for one partition's replies (on a Redis Cluster)."""
+        return f"{self._part(partition)}reply:{gateway_id}"
 
     @property
     def tokens(self) -> str:

@@ -74,7 +74,8 @@ end
 #       and result key per job
 # ARGV: entry id, group, log maxlen, record meta, hook input, deadline ms (0: non-blocking),
 #       reply (may be empty), outcome if decided, fail-open reason if decided, forced reason,
-#       reply channel, then JOB_ARGS per job
+#       reply channel, publish command (PUBLISH, or SPUBLISH for a shard channel on a cluster),
+#       then JOB_ARGS per job
 # Returns {1, outcome, jobs queued, jobs dropped} when it wrote the record, else {0, state}.
 SETTLE: Final = QUEUE_JOBS_LUA + """
 local clock = redis.call('TIME')
@@ -107,11 +108,11 @@ redis.call('XADD', KEYS[2], 'MAXLEN', '~', ARGV[3], '*', 'r', ARGV[4], 'in', ARG
 redis.call('SET', KEYS[1], value, 'PX', math.max(deadline - now_ms, 0) + GRACE_MS)
 redis.call('XACK', KEYS[3], ARGV[2], ARGV[1])
 if string.sub(value, 1, 1) == 'D' then
-  redis.call('PUBLISH', ARGV[11], ARGV[7])
+  redis.call(ARGV[12], ARGV[11], ARGV[7])
 end
 local queued, dropped = 0, 0
 if #KEYS > 3 then
-  queued, dropped = queue_jobs(KEYS[4], 5, 12, string.format('%d', now_ms))
+  queued, dropped = queue_jobs(KEYS[4], 5, 13, string.format('%d', now_ms))
 end
 return {1, outcome, queued, dropped}
 """.replace("GRACE_MS", str(OUTCOME_GRACE_MS))

@@ -25,7 +25,7 @@ from urllib.parse import parse_qs
 import orjson
 
 from bus import metrics
-from bus.connection import PartitionClients, connect, redis_errors
+from bus.connection import PartitionClients, connect, is_cluster, redis_errors
 from bus.errors import BusUnavailable, RequestRejected
 from bus.events import event_spec
 from bus.keys import WORK_STREAM_MAXLEN, Keyspace
@@ -43,6 +43,7 @@ from gateway.batcher import AppendBatcher
 from gateway.dialects import from_dialect, to_dialect
 from gateway.ratelimit import SharedRateLimiter
 from gateway.replies import ReplyWaiter
+from gateway.shardreplies import ShardedReplyWaiter
 from gateway.spool import Spool
 
 logger = logging.getLogger("hookbus.gateway")
@@ -72,7 +73,11 @@ class Gateway:
         self.batcher = AppendBatcher(self.redis, redis_url, WORK_STREAM_MAXLEN,
                                      lambda stream: self.partition_clients.get(partition_of_stream.get(stream, 0)))
         self._claim_script = self.redis.register_script(CLAIM)
-        self.waiter = ReplyWaiter(redis_url, self.keys.reply_channel(self.gateway_id))
+        self.waiter: ReplyWaiter | ShardedReplyWaiter
+        if is_cluster(self.redis):
+            self.waiter = ShardedReplyWaiter(redis_url, self.keys, self.gateway_id)
+        else:
+            self.waiter = ReplyWaiter(redis_url, self.keys.reply_channel(self.gateway_id))
         self.spool = Spool(self._append_many)
         self.limiter = SharedRateLimiter(self.redis, self.keys, settings.rate_limit_per_s, settings.rate_limit_burst,
                                          settings.token_rate_limit_per_s, settings.token_rate_limit_burst)
@@ -275,7 +280,7 @@ class Gateway:
         # The deadline runs from the request's arrival (reading and parsing it count too), and
         # the dispatchers see the same instant as the end of their budget.
         remaining_s = max(0.0, policy.settings.deadline_for(request.event) - (time.perf_counter() - started))
-        request.reply_to = self.waiter.channel
+        request.reply_to = self.waiter.channel_for(partition)
         request.deadline_ms = now_ms() + int(remaining_s * 1000)
         future = self.waiter.expect(request.event_id)
         stream = self.keys.blocking_stream(partition)

@@ -1,4 +1,4 @@
-"""One reply reader per gateway process.
+"""One reply reader per gateway process (on a single Redis; :mod:`gateway.shardreplies` on a cluster).
 
 Every waiting request registers a future under its event id; a single Pub/Sub
 subscription on the process's reply channel resolves them. Thousands of waiting agents
@@ -16,7 +16,7 @@ import time
 import redis.asyncio as aioredis
 import redis.exceptions
 
-from bus.connection import cluster_node_urls, connect, is_cluster_url
+from bus.connection import connect
 from bus.protocol import ProtocolError, Reply
 from bus.retry import BackgroundTask, Backoff
 
@@ -37,11 +37,14 @@ class ReplyWaiter:
         self._task = BackgroundTask(self._run, "hookbus-reply-reader")
         self._backoff = Backoff(cap_s=1.0)
         self._last_seen = 0.0
-        self._nodes: list[str] = []
 
     @property
     def waiting(self) -> int:
         return len(self._pending)
+
+    def channel_for(self, partition: int) -> str:
+        """The channel a dispatcher answers on (one for every partition on a single Redis)."""
+        return self.channel
 
     def expect(self, event_id: str) -> asyncio.Future[Reply]:
         """A future resolved with the reply to ``event_id``; call :meth:`forget` when done."""
@@ -69,25 +72,9 @@ class ReplyWaiter:
             if future is not None and not future.done():
                 future.set_result(reply)
 
-    async def _node_url(self) -> str:
-        """Where to subscribe: the Redis itself, or one node of a cluster (classic PUBLISH reaches
-        every node), another one after each failure."""
-        if not is_cluster_url(self.redis_url):
-            return self.redis_url
-        self._nodes = await cluster_node_urls(self.redis_url, self._nodes)
-        if not self._nodes:
-            raise redis.exceptions.ConnectionError("no node of the cluster answers")
-        return self._nodes[self._backoff.failures % len(self._nodes)]
-
     async def _run(self) -> None:
         while True:
-            try:
-                url = await self._node_url()
-            except redis.exceptions.ConnectionError as exc:
-                self.last_error = str(exc)
-                await self._backoff.wait()
-                continue
-            client = connect(url, socket_timeout_s=None)
+            client = connect(self.redis_url, socket_timeout_s=None)
             pubsub = client.pubsub(ignore_subscribe_messages=True)
             try:
                 await pubsub.subscribe(self.channel)

@@ -80,7 +80,8 @@ class Outbox:
         # first flush and after a NOSCRIPT (a restart). On a cluster each partition's first
         # settle, and its first after a NOSCRIPT (a replica promoted by a failover), is an EVAL,
         # which caches the script on that master only: SCRIPT LOAD would go to every master.
-        self._load_script = not is_cluster(redis)
+        self._cluster = is_cluster(redis)
+        self._load_script = not self._cluster
         self._loaded_partitions: set[int] = set()
         self.job_tally = JobTally()
         self._ops: list[Settle | Write] = []
@@ -170,6 +171,8 @@ class Outbox:
             request.deadline_ms if request.blocking else 0,
             reply.encode() if reply is not None else b"",
             op.record.outcome, op.record.fail_open, request.fail_open, request.reply_to,
+            # On a cluster the gateway listens on its partition's shard channel (gateway.shardreplies).
+            "SPUBLISH" if self._cluster else "PUBLISH",
         ]
         if op.jobs:
             job_keys, job_args = queue_script_args(self.keys.arq_queue, op.jobs)
@@ -221,14 +224,14 @@ class Outbox:
             for op in ops:
                 if not isinstance(op, Settle) and op.fields is None:
                     acks.setdefault(op.stream, []).append(op.entry_id)
-            if is_cluster(self.redis):
+            if self._cluster:
                 results = await self._send_each(sent, acks)
             else:
                 results = await self._send_pipelined(sent, acks)
         failed: list[Settle | Write] = []
         for op, result in zip(sent, results, strict=False):
             if isinstance(result, redis.exceptions.NoScriptError):
-                self._load_script = not is_cluster(self.redis)
+                self._load_script = not self._cluster
                 if isinstance(op, Settle):
                     self._loaded_partitions.discard(op.partition)
                 failed.append(op)

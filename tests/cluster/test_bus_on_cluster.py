@@ -49,6 +49,15 @@ async def test_a_decision_round_trip_with_four_partitions(platform: Callable[...
         assert holders == {m.port for m in redis_cluster.masters()}
         per_master = redis_cluster.keys_per_master("hookbus:{p*}:decisions")
         assert all(count >= 1 for count in per_master.values()), per_master
+        # Replies stay in their shard (SPUBLISH), never copied to every node (PUBLISH).
+        published = {"publish": 0, "spublish": 0}
+        for master in redis_cluster.masters():
+            node = redis_sync.Redis.from_url(master.url)
+            stats = node.info("commandstats")
+            node.close()
+            for command in published:
+                published[command] += int(stats.get(f"cmdstat_{command}", {}).get("calls", 0))
+        assert published["publish"] == 0 and published["spublish"] >= 41, published
         redis = connect(cluster_url(redis_cluster_url))
         try:
             assert sum([await redis.xlen(keys.decision_log(part)) for part in range(4)]) == 41
@@ -114,11 +123,11 @@ def test_roles_run_on_a_cluster_with_the_queue_on_its_own_redis(
     """Real gateway, dispatcher and worker processes: a decision, an async hook run by the worker
     from the queue Redis, and its context delivered on the session's next turn from the cluster."""
     marker = tmp_path / "ran"
-    context = '{"hookSpecificOutput": {"hookEventName": "PostToolUse", "additionalContext": "seen by the worker"}}'
+    output = '{"hookSpecificOutput": {"hookEventName": "PostToolUse", "additionalContext": "seen by the worker"}}'
     policy = write_policy(policy_yaml({
         **DENY_RM,
         "PostToolUse": [{"hooks": [{"type": "command", "async": True,
-                                    "command": f"touch {marker}; echo '{context}'"}]}],
+                                    "command": f"touch {marker}; echo '{output}'"}]}],
         "UserPromptSubmit": [{"hooks": [{"type": "rule", "allow": ["*"]}]}],
     }, streams={"partitions": 4}))
     port = free_port()
