@@ -1,0 +1,176 @@
+"""The load of ``bench/cluster.py``: requests dealt evenly to a platform's partitions, closed and
+open loop, and what a failover did to them second by second."""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import contextlib
+import time
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import orjson
+import redis.asyncio as aioredis
+from loadgen import percentile, saturate
+from mixed import HeadConnection, open_loop
+from run import COMMANDS
+
+from bus.keys import Keyspace
+
+
+def hook_input(command: str, session: str, i: int) -> bytes:
+    return orjson.dumps({
+        "session_id": session, "transcript_path": "/home/dev/.claude/projects/bench/session.jsonl",
+        "cwd": "/home/dev/project", "permission_mode": "default", "hook_event_name": "PreToolUse",
+        "tool_name": "Bash", "tool_input": {"command": command, "description": "bench"},
+        "tool_use_id": f"toolu_{i:08d}",
+    })
+
+
+def make_bodies(keys: Keyspace, count: int, sessions_per_partition: int = 16) -> list[tuple[int, bytes]]:
+    """``count`` requests dealt to the partitions of ``keys`` in turn (request ``i`` to partition
+    ``i % partitions``), each from a session that hashes there; every partition gets every command
+    (four of six allowed, two denied by the example policy)."""
+    partitions = keys.partitions
+    sessions: list[list[str]] = [[] for _ in range(partitions)]
+    k = 0
+    while min(len(s) for s in sessions) < sessions_per_partition:
+        name = f"agent-{k}"
+        if len(sessions[keys.partition_of(name)]) < sessions_per_partition:
+            sessions[keys.partition_of(name)].append(name)
+        k += 1
+    bodies = []
+    for i in range(count):
+        part, turn = i % partitions, i // partitions
+        command = COMMANDS[turn % len(COMMANDS)].format(i=i)
+        bodies.append((part, hook_input(command, sessions[part][turn % sessions_per_partition], i)))
+    return bodies
+
+
+def outcome_of(head: bytes) -> str:
+    """The ``X-Hookbus-Outcome`` of a response head."""
+    for line in head.split(b"\r\n"):
+        if line[:18].lower() == b"x-hookbus-outcome:":
+            return line[18:].strip().decode()
+    return ""
+
+
+async def closed_loop(port: int, keys: Keyspace, agents: int, seconds: float) -> dict[str, Any]:
+    """``agents`` keep-alive connections, each sending its next request as soon as it has an answer."""
+    bodies = make_bodies(keys, 8192)
+    outcomes: collections.Counter[str] = collections.Counter()
+    per_partition: collections.Counter[int] = collections.Counter()
+    partition_latencies: dict[int, list[float]] = collections.defaultdict(list)
+
+    async def make_call() -> Callable[[int], Awaitable[None]]:
+        connection = HeadConnection("127.0.0.1", port)
+        await connection.open()
+
+        async def call(i: int) -> None:
+            part, body = bodies[i % len(bodies)]
+            sent = time.perf_counter()
+            status, head, answer = await connection.post_head("/v1/hooks", body)
+            if status != 200:
+                raise RuntimeError(f"gateway answered {status}: {answer[:200]!r}")
+            partition_latencies[part].append(time.perf_counter() - sent)
+            outcomes[outcome_of(head)] += 1
+            per_partition[part] += 1
+        return call
+
+    done, wall_s, latencies = await saturate(make_call, agents, seconds)
+    return {"decisions": done, "wall_s": wall_s, "decisions_per_s": done / wall_s,
+            "p50_ms": percentile(latencies, 0.5) * 1000, "p99_ms": percentile(latencies, 0.99) * 1000,
+            "max_ms": max(latencies) * 1000, "outcomes": dict(outcomes), "fail_open": outcomes["fail-open"],
+            "per_partition": {str(p): per_partition[p] for p in range(keys.partitions)},
+            "partition_p50_ms": {str(p): percentile(partition_latencies[p], 0.5) * 1000
+                                 for p in range(keys.partitions) if partition_latencies[p]}}
+
+
+async def steady(port: int, keys: Keyspace, rate_per_s: float, seconds: float) -> dict[str, Any]:
+    """Open loop at ``rate_per_s``, dealt evenly to the partitions; latency from the scheduled send."""
+    bodies = [(str(part), body) for part, body in make_bodies(keys, int(rate_per_s * seconds))]
+    results = await open_loop(port, bodies, rate_per_s, 128, 30)
+    latencies = [r["latency_s"] for r in results]
+    outcomes = collections.Counter(r["outcome"] for r in results)
+    return {"decisions": len(results), "rate_per_s": rate_per_s, "wall_s": seconds,
+            "p50_ms": percentile(latencies, 0.5) * 1000, "p99_ms": percentile(latencies, 0.99) * 1000,
+            "max_ms": max(latencies) * 1000, "outcomes": dict(outcomes), "fail_open": outcomes["fail-open"],
+            "lag_p99_ms": percentile([r["lag_s"] for r in results], 0.99) * 1000,
+            "per_partition": dict(collections.Counter(r["kind"] for r in results))}
+
+
+def analyse_failover(results: list[dict[str, Any]], killed_at: float, seconds: float) -> dict[str, Any]:
+    """Per second of scheduled send: requests, decided, fail-open, p99 and max; per partition: outcomes;
+    and when partition 0 decided again (the first decided answer to a request sent after the kill)."""
+    per_second = []
+    for second in range(int(seconds)):
+        bucket = [r for r in results if second <= r["at_s"] < second + 1]
+        if not bucket:
+            continue
+        latencies = [r["latency_s"] for r in bucket]
+        per_second.append({"second": second, "n": len(bucket), "p99_ms": percentile(latencies, 0.99) * 1000,
+                           "max_ms": max(latencies) * 1000,
+                           "decided": sum(r["outcome"] == "decided" for r in bucket),
+                           "fail_open": sum(r["outcome"] == "fail-open" for r in bucket),
+                           "fail_open_p0": sum(r["outcome"] == "fail-open" and r["kind"] == "0" for r in bucket),
+                           "errors": sum(r["status"] != 200 for r in bucket)})
+    after_kill = sorted((r for r in results if r["kind"] == "0" and r["at_s"] >= killed_at), key=lambda r: r["at_s"])
+    first = next((r for r in after_kill if r["outcome"] == "decided"), None)
+    last_fail_open = max((r["at_s"] + r["latency_s"] for r in results if r["kind"] == "0"
+                          and r["outcome"] == "fail-open"), default=None)
+    outcomes: dict[str, collections.Counter[str]] = collections.defaultdict(collections.Counter)
+    for r in sorted(results, key=lambda r: int(r["kind"])):
+        outcomes[r["kind"]][r["outcome"] or f"status {r['status']}"] += 1
+    latencies = [r["latency_s"] for r in results]
+    return {
+        "killed_at_s": killed_at,
+        "partition0_decides_again_s": first["at_s"] + first["latency_s"] - killed_at if first else None,
+        "partition0_last_fail_open_s": last_fail_open - killed_at if last_fail_open is not None else None,
+        "outcomes_by_partition": {part: dict(c) for part, c in outcomes.items()},
+        "overall": {"n": len(results), "p50_ms": percentile(latencies, 0.5) * 1000,
+                    "p99_ms": percentile(latencies, 0.99) * 1000, "max_ms": max(latencies) * 1000},
+        "per_second": per_second,
+    }
+
+
+async def publish_latency(publish_port: int, subscribe_port: int, rate_per_s: float = 200,
+                          seconds: float = 3) -> dict[str, float]:
+    """Classic Pub/Sub alone: ``PUBLISH`` on one node at ``rate_per_s``, a subscriber on another (or
+    the same) node; p50/p99/max from the publish to the message."""
+    publisher = aioredis.Redis(port=publish_port)
+    subscriber = aioredis.Redis(port=subscribe_port)
+    pubsub = subscriber.pubsub(ignore_subscribe_messages=True)
+    await pubsub.subscribe("bench:publish-latency")
+    latencies: list[float] = []
+    total = int(rate_per_s * seconds)
+    all_read = asyncio.Event()
+
+    async def read() -> None:
+        while True:
+            message = await pubsub.get_message(timeout=None)
+            if message is not None:
+                latencies.append(time.perf_counter() - float(message["data"]))
+                if len(latencies) >= total:
+                    all_read.set()
+
+    reader = asyncio.create_task(read())
+    try:
+        start = time.perf_counter()
+        for i in range(total):
+            delay = start + i / rate_per_s - time.perf_counter()
+            if delay > 0:
+                await asyncio.sleep(delay)
+            await publisher.publish("bench:publish-latency", repr(time.perf_counter()))
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(all_read.wait(), 2)
+    finally:
+        reader.cancel()
+        await pubsub.aclose()  # type: ignore[no-untyped-call]
+        await subscriber.aclose()
+        await publisher.aclose()
+    return {"n": len(latencies), "p50_ms": percentile(latencies, 0.5) * 1000,
+            "p99_ms": percentile(latencies, 0.99) * 1000, "max_ms": max(latencies) * 1000}
+
+
+__all__ = ["analyse_failover", "closed_loop", "hook_input", "make_bodies", "outcome_of", "publish_latency", "steady"]
