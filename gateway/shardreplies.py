@@ -31,7 +31,8 @@ from bus.retry import BackgroundTask, Backoff
 
 logger = logging.getLogger("hookbus.gateway")
 
-_PING_EVERY_S = 5.0
+#: Seconds of silence on a subscription before the reader pings (and 3x that before it gives up on it).
+PING_EVERY_S = 5.0
 
 
 class ShardedReplyWaiter:
@@ -134,12 +135,13 @@ class ShardedReplyWaiter:
         """Read this partition's replies until the subscription or the connection ends."""
         last_seen = time.monotonic()
         while True:
-            try:
-                async with asyncio.timeout(_PING_EVERY_S):
-                    message: Any = await connection.read_response()
-            except TimeoutError:
-                if time.monotonic() - last_seen > 3 * _PING_EVERY_S:
-                    raise redis.exceptions.ConnectionError("no traffic on the reply channel, not even pongs") from None
+            # A timeout given to read_response returns None and keeps the connection (and so the
+            # subscription); a cancelled read would close it, and the PING would then reconnect
+            # without the subscription.
+            message: Any = await connection.read_response(timeout=PING_EVERY_S)
+            if message is None:
+                if time.monotonic() - last_seen > 3 * PING_EVERY_S or not connection.is_connected:
+                    raise redis.exceptions.ConnectionError("no traffic on the reply channel, not even pongs")
                 await connection.send_command("PING")
                 continue
             last_seen = time.monotonic()

@@ -18,6 +18,7 @@ import redis as redis_sync
 from bus.connection import connect
 from bus.keys import DISPATCH_GROUP
 from bus.settings import cluster_url
+from gateway import shardreplies
 from hookbus.redis_server import free_port
 from tests.conftest import async_wait_for, hookbus_process, policy_yaml, pre_tool_use, ready, rm_rf, wait_for
 from tests.redis_cluster import LocalCluster
@@ -155,3 +156,32 @@ def test_roles_run_on_a_cluster_with_the_queue_on_its_own_redis(
         assert not cluster.keys("arq:*")  # the queue lives on its own Redis
     finally:
         cluster.close()
+
+
+@pytest.mark.timeout(60)
+async def test_reply_subscriptions_survive_idle_pings(platform: Callable[..., Any], redis_cluster: LocalCluster,
+                                                      redis_cluster_url: str, redis_url: str,
+                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    """An idle gateway pings its shard subscriptions and keeps them (a read cancelled on a timer
+    would drop the connection, and the ping would come back on a new one, unsubscribed)."""
+    monkeypatch.setattr(shardreplies, "PING_EVERY_S", 0.1)
+    policy = policy_yaml(DENY_RM, streams={"partitions": 4})
+    async with platform(policy, on_redis=cluster_url(redis_cluster_url), queue_redis_url=redis_url) as p:
+        masters = [redis_sync.Redis.from_url(master.url) for master in redis_cluster.masters()]
+
+        def pings() -> int:
+            return sum(int(m.info("commandstats").get("cmdstat_ping", {}).get("calls", 0)) for m in masters)
+
+        def shard_channels() -> int:
+            return sum(len(m.execute_command("PUBSUB", "SHARDCHANNELS")) for m in masters)
+
+        try:
+            await async_wait_for(lambda: shard_channels() == 4, 10)
+            before = pings()
+            await async_wait_for(lambda: pings() >= before + 12, 20)  # three pings per subscription at least
+            assert shard_channels() == 4
+            answer = await p.post(rm_rf("idle-1"))
+            assert answer.headers["X-Hookbus-Outcome"] == "decided" and decision(answer) == "deny"
+        finally:
+            for master in masters:
+                master.close()
