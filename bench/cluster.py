@@ -16,7 +16,12 @@ every platform alike; the idle platforms cost little (blocked reads, a heartbeat
    platform; the cost per decision should not grow with the partitions.
 3. **Failover** (the other platforms stopped first): open loop at ``--failover-rate`` on
    cluster 4p; the master holding partition 0 is killed at ``--kill-at-s`` and restarted at
-   the end. Twice: with Redis's default ``cluster-require-full-coverage yes`` and with ``no``.
+   the end. Twice: with Redis's default ``cluster-require-full-coverage yes`` (every slot refused
+   while one is uncovered) and with ``no`` (the local cluster's setting, and a bus's).
+
+Replies on the cluster go by sharded Pub/Sub (``SPUBLISH`` on a partition's channel, the
+gateway's ``SSUBSCRIBE`` on its master); a calibration before the load times ``SPUBLISH`` on
+its master against a classic ``PUBLISH`` crossing the cluster bus.
 
 Everything runs on 127.0.0.1 with Debian's redis-server 7 (the single Redis on TCP like the
 nodes); the async queue of the cluster platforms is a Redis of its own
@@ -47,6 +52,7 @@ import httpx
 import redis
 import uvloop
 import yaml
+from redis.crc import key_slot
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
@@ -55,51 +61,16 @@ import redis_cost
 from cluster_load import analyse_failover, closed_loop, make_bodies, publish_latency, steady
 from cluster_report import markdown
 from mixed import open_loop, stop_all
+from plain_redis import PlainRedis
 from procstat import CpuMeter
 
-from bus.children import die_with_parent, kill_with_parent
+from bus.children import kill_with_parent
 from bus.keys import Keyspace
 from hookbus.redis_server import free_port
 from tests.redis_cluster import LocalCluster, find_cluster_binaries
 
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "bench" / "results"
-
-
-class PlainRedis:
-    """A single redis-server (Debian's, the cluster nodes' binary) on a free TCP port."""
-
-    def __init__(self, base_dir: Path) -> None:
-        self.base_dir = base_dir
-        self.port = free_port()
-        self._process: subprocess.Popen[bytes] | None = None
-
-    @property
-    def url(self) -> str:
-        return f"redis://127.0.0.1:{self.port}"
-
-    def __enter__(self) -> PlainRedis:
-        server, _ = find_cluster_binaries()
-        self.base_dir.mkdir(parents=True, exist_ok=True)
-        self._process = subprocess.Popen(
-            [server, "--port", str(self.port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
-             "--dir", str(self.base_dir), "--logfile", str(self.base_dir / "redis.log"), "--daemonize", "no"],
-            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, preexec_fn=die_with_parent)
-        deadline = time.monotonic() + 10
-        while True:
-            try:
-                with redis.Redis(port=self.port, socket_connect_timeout=0.5) as client:
-                    client.ping()
-                return self
-            except redis.ConnectionError:
-                if time.monotonic() > deadline or self._process.poll() is not None:
-                    raise
-                time.sleep(0.02)
-
-    def __exit__(self, *exc: object) -> None:
-        if self._process is not None:
-            self._process.kill()
-            self._process.wait()
 
 
 @dataclasses.dataclass
@@ -128,11 +99,14 @@ class Platform:
         return [self.single.port]
 
     def reply_nodes(self) -> list[int]:
-        """The nodes that hold the gateway's reply subscription (``PUBSUB CHANNELS`` is per node)."""
+        """The nodes that hold one of the gateway's reply subscriptions: classic on a single Redis,
+        sharded (one per partition) on a cluster (``PUBSUB CHANNELS`` and ``SHARDCHANNELS`` are per node)."""
         found = []
         for port in self.redis_ports():
             with redis.Redis(port=port) as client:
-                if client.pubsub_channels(f"{self.keys.prefix}reply:*"):
+                classic = client.pubsub_channels(f"{self.keys.prefix}reply:*")
+                sharded = client.execute_command("PUBSUB", "SHARDCHANNELS", f"{self.keys.prefix}*reply:*")
+                if classic or sharded:
                     found.append(port)
         return found
 
@@ -221,6 +195,7 @@ async def measured(target: Platform, load: Callable[[], Awaitable[dict[str, Any]
     out["per_node"] = [{"port": port, "role": cost.role, "partitions": holds.get(port, []),
                         "cpu_us_per_decision": cost.cpu_s / max(n, 1) * 1e6,
                         "publish_received_per_decision": cost.publish_bus_received / max(n, 1),
+                        "publishshard_received_per_decision": cost.publishshard_bus_received / max(n, 1),
                         "commands_per_decision": cost.commands / max(n, 1)}
                        for port, cost in sorted(costs.items())]
     out["per_master"] = []
@@ -265,7 +240,8 @@ def combine(rounds: list[dict[str, Any]]) -> dict[str, Any]:
         out["partition_p50_ms"] = {p: sorted(r["partition_p50_ms"][p] for r in rounds)[len(rounds) // 2]
                                    for p in rounds[0]["partition_p50_ms"]}
     nodes: dict[int, dict[str, Any]] = {}
-    summed = ("cpu_us_per_decision", "publish_received_per_decision", "commands_per_decision")
+    summed = ("cpu_us_per_decision", "publish_received_per_decision", "publishshard_received_per_decision",
+              "commands_per_decision")
     for r in rounds:
         for node in r["per_node"]:
             row = nodes.setdefault(node["port"], {**node, **dict.fromkeys(summed, 0.0)})
@@ -294,7 +270,7 @@ async def failover(target: Platform, args: argparse.Namespace, full_coverage: bo
     results = await load
     restart_started = time.perf_counter()
     await asyncio.to_thread(cluster.restart, victim, 60.0)
-    out = analyse_failover(results, killed_at, args.failover_s)
+    out = analyse_failover(results, killed_at, args.failover_s, on_victim)
     return {"cluster_require_full_coverage": full_coverage, "victim_port": victim, "victim_partitions": on_victim,
             "promoted_port": promoted, "promoted_reported_s": promoted_s,
             "restart_s": time.perf_counter() - restart_started, **out}
@@ -327,8 +303,13 @@ async def main(args: argparse.Namespace, logs: Path) -> dict[str, Any]:
         cluster = running["cluster 1p"].cluster
         assert cluster is not None
         masters = [node.port for node in cluster.masters()]
-        results["publish_latency"] = {"same node": await publish_latency(masters[0], masters[0]),
-                                      "across the cluster bus": await publish_latency(masters[0], masters[1])}
+        channel = next(name for name in (f"bench:{{c{k}}}:latency" for k in range(100_000))
+                       if cluster.slot_owner(key_slot(name.encode())) == masters[0])
+        results["publish_latency"] = {
+            "SPUBLISH, subscriber on the slot's master (hookbus's replies)":
+                await publish_latency(masters[0], masters[0], channel, sharded=True),
+            "classic PUBLISH, subscriber on another master (across the cluster bus)":
+                await publish_latency(masters[0], masters[1], channel, sharded=False)}
         closed_names, open_names = ["single", "cluster 1p", "cluster 4p"], list(running)
         for name in open_names:
             await closed_loop(running[name].port, running[name].keys, 16, args.warmup_s)

@@ -14,6 +14,7 @@ import orjson
 import redis.asyncio as aioredis
 from loadgen import percentile, saturate
 from mixed import HeadConnection, open_loop
+from redis.asyncio.connection import Connection
 from run import COMMANDS
 
 from bus.keys import Keyspace
@@ -100,21 +101,31 @@ async def steady(port: int, keys: Keyspace, rate_per_s: float, seconds: float) -
             "per_partition": dict(collections.Counter(r["kind"] for r in results))}
 
 
-def analyse_failover(results: list[dict[str, Any]], killed_at: float, seconds: float) -> dict[str, Any]:
-    """Per second of scheduled send: requests, decided, fail-open, p99 and max; per partition: outcomes;
-    and when partition 0 decided again (the first decided answer to a request sent after the kill)."""
+def analyse_failover(results: list[dict[str, Any]], killed_at: float, seconds: float,
+                     victim_partitions: list[int]) -> dict[str, Any]:
+    """Per second of scheduled send: requests, decided, fail-open (on the killed master's partitions and
+    on the others), p99 and max; per partition: outcomes; the p99 of each group over the seconds that
+    had a fail-open; and when partition 0 (on the killed master) decided again (the first decided
+    answer to a request sent after the kill)."""
+    victims = {str(part) for part in victim_partitions}
     per_second = []
+    outage_seconds = []
     for second in range(int(seconds)):
         bucket = [r for r in results if second <= r["at_s"] < second + 1]
         if not bucket:
             continue
         latencies = [r["latency_s"] for r in bucket]
-        per_second.append({"second": second, "n": len(bucket), "p99_ms": percentile(latencies, 0.99) * 1000,
-                           "max_ms": max(latencies) * 1000,
-                           "decided": sum(r["outcome"] == "decided" for r in bucket),
-                           "fail_open": sum(r["outcome"] == "fail-open" for r in bucket),
-                           "fail_open_p0": sum(r["outcome"] == "fail-open" and r["kind"] == "0" for r in bucket),
-                           "errors": sum(r["status"] != 200 for r in bucket)})
+        others = [r["latency_s"] for r in bucket if r["kind"] not in victims]
+        row = {"second": second, "n": len(bucket), "p99_ms": percentile(latencies, 0.99) * 1000,
+               "max_ms": max(latencies) * 1000,
+               "others_p99_ms": percentile(others, 0.99) * 1000 if others else None,
+               "decided": sum(r["outcome"] == "decided" for r in bucket),
+               "fail_open": sum(r["outcome"] == "fail-open" for r in bucket),
+               "fail_open_victim": sum(r["outcome"] == "fail-open" and r["kind"] in victims for r in bucket),
+               "errors": sum(r["status"] != 200 for r in bucket)}
+        per_second.append(row)
+        if row["fail_open"]:
+            outage_seconds.append(second)
     after_kill = sorted((r for r in results if r["kind"] == "0" and r["at_s"] >= killed_at), key=lambda r: r["at_s"])
     first = next((r for r in after_kill if r["outcome"] == "decided"), None)
     last_fail_open = max((r["at_s"] + r["latency_s"] for r in results if r["kind"] == "0"
@@ -122,35 +133,50 @@ def analyse_failover(results: list[dict[str, Any]], killed_at: float, seconds: f
     outcomes: dict[str, collections.Counter[str]] = collections.defaultdict(collections.Counter)
     for r in sorted(results, key=lambda r: int(r["kind"])):
         outcomes[r["kind"]][r["outcome"] or f"status {r['status']}"] += 1
-    latencies = [r["latency_s"] for r in results]
+
+    def summary(chosen: list[dict[str, Any]]) -> dict[str, float]:
+        latencies = [r["latency_s"] for r in chosen]
+        if not latencies:
+            return {"n": 0}
+        return {"n": len(latencies), "p50_ms": percentile(latencies, 0.5) * 1000,
+                "p99_ms": percentile(latencies, 0.99) * 1000, "max_ms": max(latencies) * 1000,
+                "fail_open": sum(r["outcome"] == "fail-open" for r in chosen)}
+
+    in_outage = [r for r in results if int(r["at_s"]) in outage_seconds]
     return {
         "killed_at_s": killed_at,
         "partition0_decides_again_s": first["at_s"] + first["latency_s"] - killed_at if first else None,
         "partition0_last_fail_open_s": last_fail_open - killed_at if last_fail_open is not None else None,
         "outcomes_by_partition": {part: dict(c) for part, c in outcomes.items()},
-        "overall": {"n": len(results), "p50_ms": percentile(latencies, 0.5) * 1000,
-                    "p99_ms": percentile(latencies, 0.99) * 1000, "max_ms": max(latencies) * 1000},
+        "overall": summary(results),
+        "outage_seconds": outage_seconds,
+        "outage_victim": summary([r for r in in_outage if r["kind"] in victims]),
+        "outage_others": summary([r for r in in_outage if r["kind"] not in victims]),
+        "others": summary([r for r in results if r["kind"] not in victims]),
         "per_second": per_second,
     }
 
 
-async def publish_latency(publish_port: int, subscribe_port: int, rate_per_s: float = 200,
-                          seconds: float = 3) -> dict[str, float]:
-    """Classic Pub/Sub alone: ``PUBLISH`` on one node at ``rate_per_s``, a subscriber on another (or
-    the same) node; p50/p99/max from the publish to the message."""
+async def publish_latency(publish_port: int, subscribe_port: int, channel: str, *, sharded: bool,
+                          rate_per_s: float = 200, seconds: float = 3) -> dict[str, float]:
+    """Pub/Sub alone: ``SPUBLISH`` (``sharded``; ``channel``'s slot must be served by the node on
+    ``publish_port``) or classic ``PUBLISH`` on one node at ``rate_per_s``, a subscriber on the node
+    on ``subscribe_port``; p50/p99/max from the publish to the message."""
     publisher = aioredis.Redis(port=publish_port)
-    subscriber = aioredis.Redis(port=subscribe_port)
-    pubsub = subscriber.pubsub(ignore_subscribe_messages=True)
-    await pubsub.subscribe("bench:publish-latency")
+    subscriber = Connection(port=subscribe_port)
+    await subscriber.connect()  # type: ignore[no-untyped-call]
+    await subscriber.send_command("SSUBSCRIBE" if sharded else "SUBSCRIBE", channel)
+    await subscriber.read_response()  # the subscription's confirmation
+    message_kind = b"smessage" if sharded else b"message"
     latencies: list[float] = []
     total = int(rate_per_s * seconds)
     all_read = asyncio.Event()
 
     async def read() -> None:
         while True:
-            message = await pubsub.get_message(timeout=None)
-            if message is not None:
-                latencies.append(time.perf_counter() - float(message["data"]))
+            message: Any = await subscriber.read_response()
+            if isinstance(message, list) and message and message[0] == message_kind:
+                latencies.append(time.perf_counter() - float(message[2]))
                 if len(latencies) >= total:
                     all_read.set()
 
@@ -161,13 +187,13 @@ async def publish_latency(publish_port: int, subscribe_port: int, rate_per_s: fl
             delay = start + i / rate_per_s - time.perf_counter()
             if delay > 0:
                 await asyncio.sleep(delay)
-            await publisher.publish("bench:publish-latency", repr(time.perf_counter()))
+            sent = repr(time.perf_counter())
+            await (publisher.spublish(channel, sent) if sharded else publisher.publish(channel, sent))
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(all_read.wait(), 2)
     finally:
         reader.cancel()
-        await pubsub.aclose()  # type: ignore[no-untyped-call]
-        await subscriber.aclose()
+        await subscriber.disconnect()
         await publisher.aclose()
     return {"n": len(latencies), "p50_ms": percentile(latencies, 0.5) * 1000,
             "p99_ms": percentile(latencies, 0.99) * 1000, "max_ms": max(latencies) * 1000}

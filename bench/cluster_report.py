@@ -43,13 +43,15 @@ def _record_bytes(results: dict[str, Any], name: str) -> float:
 
 def _redis_cost(results: dict[str, Any], section: str) -> list[str]:
     lines = ["| bus | commands/dec | EVALSHA/dec | net in B/dec | net out B/dec | replication B/dec | "
-             "cluster-bus publish msgs/dec | cluster-bus B/dec | log record B |",
+             "cluster-bus publish msgs/dec (classic; sharded) | cluster-bus B/dec | log record B |",
              "|---|---|---|---|---|---|---|---|---|"]
     for name, row in results[section].items():
         r = row["redis"]
         lines.append(f"| {name} | {r['commands']:.2f} | {r['evalsha']:.2f} | {r['net_in_bytes']:,.0f} | "
                      f"{r['net_out_bytes']:,.0f} | {r['repl_out_bytes']:,.0f} | "
-                     f"{row['redis_all_nodes']['publish_bus']:.2f} | {row.get('bus_bytes_per_decision', 0):,.0f} | "
+                     f"{row['redis_all_nodes']['publish_bus']:.2f}; "
+                     f"{row['redis_all_nodes'].get('publishshard_bus', 0):.2f} | "
+                     f"{row.get('bus_bytes_per_decision', 0):,.0f} | "
                      f"{_record_bytes(results, name):,.0f} |")
     return lines
 
@@ -68,12 +70,13 @@ def _per_master(row: dict[str, Any]) -> list[str]:
 
 
 def _per_node(row: dict[str, Any]) -> list[str]:
-    lines = ["| node | role | partitions | CPU µs per decision (all decisions) | bus publish msgs received/dec | "
-             "commands/dec |", "|---|---|---|---|---|---|"]
+    lines = ["| node | role | partitions | CPU µs per decision (all decisions) | "
+             "bus publish msgs received/dec (classic; sharded) | commands/dec |", "|---|---|---|---|---|---|"]
     for node in sorted(row["per_node"], key=lambda n: (n["role"] != "master", -len(n["partitions"]), n["port"])):
         parts = ", ".join(str(p) for p in node["partitions"]) or "none"
         lines.append(f"| :{node['port']} | {node['role'].replace('slave', 'replica')} | {parts} | "
-                     f"{node['cpu_us_per_decision']:.0f} | {node['publish_received_per_decision']:.2f} | "
+                     f"{node['cpu_us_per_decision']:.0f} | {node['publish_received_per_decision']:.2f}; "
+                     f"{node.get('publishshard_received_per_decision', 0):.2f} | "
                      f"{node['commands_per_decision']:.2f} |")
     return lines
 
@@ -103,6 +106,13 @@ def _seconds(value: float | None) -> str:
     return f"{value:.2f} s" if value is not None else "never"
 
 
+def _summary(group: dict[str, Any]) -> str:
+    if not group.get("n"):
+        return "none"
+    return (f"{group['n']} requests, {group['fail_open']} fail-open, p50 {group['p50_ms']:.2f} ms, "
+            f"p99 {group['p99_ms']:.1f} ms, max {group['max_ms']:.1f} ms")
+
+
 def _failover(fo: dict[str, Any]) -> list[str]:
     coverage = "yes (Redis's default)" if fo["cluster_require_full_coverage"] else "no"
     held = ", ".join(map(str, fo["victim_partitions"]))
@@ -116,13 +126,18 @@ def _failover(fo: dict[str, Any]) -> list[str]:
         where = " (on the killed master)" if int(part) in fo["victim_partitions"] else ""
         text = ", ".join(f"{k} {v}" for k, v in sorted(counts.items()))
         lines.append(f"- partition {part}{where}: {text}")
-    o = fo["overall"]
-    lines += [f"- all {o['n']} requests: p50 {o['p50_ms']:.2f} ms, p99 {o['p99_ms']:.1f} ms, max {o['max_ms']:.1f} ms",
-              "", "| second | requests | decided | fail-open (of which partition 0) | errors | p99 ms | max ms |",
-              "|---|---|---|---|---|---|---|"]
+    lines += [f"- all requests: {_summary(fo['overall'])}",
+              f"- the other masters' partitions, all requests: {_summary(fo.get('others', {}))}"]
+    if fo.get("outage_seconds"):
+        span = f"seconds {fo['outage_seconds'][0]} to {fo['outage_seconds'][-1]}"
+        lines += [f"- sent in the seconds with a fail-open ({span}), the killed master's partitions: "
+                  f"{_summary(fo['outage_victim'])}; the other partitions: {_summary(fo['outage_others'])}"]
+    lines += ["", "| second | requests | decided | fail-open (of which on the killed master) | errors | p99 ms | "
+                  "p99 ms, other partitions | max ms |", "|---|---|---|---|---|---|---|---|"]
     for s in fo["per_second"]:
-        lines.append(f"| {s['second']} | {s['n']} | {s['decided']} | {s['fail_open']} ({s['fail_open_p0']}) | "
-                     f"{s['errors']} | {s['p99_ms']:.1f} | {s['max_ms']:.1f} |")
+        others = f"{s['others_p99_ms']:.1f}" if s.get("others_p99_ms") is not None else "-"
+        lines.append(f"| {s['second']} | {s['n']} | {s['decided']} | {s['fail_open']} ({s['fail_open_victim']}) | "
+                     f"{s['errors']} | {s['p99_ms']:.1f} | {others} | {s['max_ms']:.1f} |")
     return lines
 
 
@@ -143,10 +158,11 @@ def markdown(results: dict[str, Any]) -> str:
         if "partition_p50_ms" in row and row["partition_masters"]:
             home = set(row["reply_subscription_on"])
             parts = ", ".join(f"partition {p} (master :{row['partition_masters'][p]}"
-                              f"{', the reply node' if row['partition_masters'][p] in home else ''}) {ms:.2f} ms"
+                              f"{', subscribed there' if row['partition_masters'][p] in home else ''}) {ms:.2f} ms"
                               for p, ms in row["partition_p50_ms"].items())
-            out += ["", f"{name}: gateway's reply subscription on node :{', :'.join(map(str, sorted(home)))}; "
-                        f"closed-loop p50 per partition: {parts}"]
+            where = (f"on node :{', :'.join(map(str, sorted(home)))}" if home else
+                     "**on no node** (a gateway without them learns each decision only at its deadline)")
+            out += ["", f"{name}: gateway's reply subscriptions {where}; closed-loop p50 per partition: {parts}"]
     for name in ("cluster 1p", "cluster 4p"):
         if name in results["closed"]:
             out += ["", f"Per node, {name} (closed loop):", "", *_per_node(results["closed"][name])]
@@ -161,8 +177,7 @@ def markdown(results: dict[str, Any]) -> str:
     if "publish_latency" in results:
         text = "; ".join(f"{name}: p50 {v['p50_ms']:.2f} ms, p99 {v['p99_ms']:.2f} ms, max {v['max_ms']:.1f} ms"
                          for name, v in results["publish_latency"].items())
-        out += ["", f"Classic Pub/Sub alone on the cluster (PUBLISH at 200/s for 3 s, subscriber on the publishing "
-                    f"master or on another master): {text}."]
+        out += ["", f"Pub/Sub alone on the cluster (200 messages/s for 3 s): {text}."]
     for fo in results.get("failover", []):
         out += ["", f"**Failover** (open loop {args['failover_rate']:g}/s for {args['failover_s']:g} s on cluster 4p, "
                 f"latency from the scheduled send):", "", *_failover(fo)]

@@ -7,11 +7,13 @@ connection to that node; :func:`node_costs` turns two samples into per-node delt
 
 Counted by Redis itself, so nothing here depends on what else loads the machine, except the
 CPU seconds. Commands that a Lua script runs (the settle script's ``TIME``, ``GET``,
-``XADD``, ``SET``, ``XACK``, ``PUBLISH``) are counted in ``commandstats`` and in
+``XADD``, ``SET``, ``XACK``, ``PUBLISH`` or ``SPUBLISH``) are counted in ``commandstats`` and in
 ``total_commands_processed`` like a client's; ``evalsha`` says how many scripts ran. Network
-bytes are the node's client traffic (``total_net_*``, Redis >= 7 keeps replication apart in
-``total_net_repl_*``); the cluster bus (which carries every ``PUBLISH`` to every node) is
-not in them: ``publish_bus`` counts its publish messages instead.
+bytes are the node's client traffic: Redis 7's ``total_net_*`` include the replication
+traffic, which ``total_net_repl_*`` count alone, so that is subtracted. The cluster bus is not
+in them: ``publish_bus`` counts the publish messages it carried (a classic ``PUBLISH`` goes to
+every node) and ``publishshard_bus`` the sharded ones (an ``SPUBLISH`` goes to the other nodes
+of its shard, its replicas).
 """
 
 from __future__ import annotations
@@ -28,7 +30,7 @@ import redis
 
 #: ``INFO stats`` counters kept (all monotonic).
 STAT_FIELDS = ("total_commands_processed", "total_net_input_bytes", "total_net_output_bytes",
-               "total_net_repl_output_bytes")
+               "total_net_repl_input_bytes", "total_net_repl_output_bytes")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -44,6 +46,8 @@ class NodeSample:
     used_memory: int
     publish_bus: int  # cluster-bus publish messages sent (0 outside a cluster)
     publish_bus_received: int
+    publishshard_bus: int  # cluster-bus sharded publish messages sent
+    publishshard_bus_received: int
 
 
 @dataclasses.dataclass(frozen=True)
@@ -58,6 +62,8 @@ class NodeCost:
     used_memory_delta: int
     publish_bus: int
     publish_bus_received: int
+    publishshard_bus: int
+    publishshard_bus_received: int
 
     @property
     def commands(self) -> int:
@@ -73,13 +79,15 @@ def sample_node(port: int, cluster: bool) -> NodeSample:
     with _client(port) as client:
         commandstats: dict[str, Any] = client.info("commandstats")
         info: dict[str, Any] = client.info("everything")
-        publish_bus = publish_bus_received = 0
+        publish_bus = publish_bus_received = publishshard_bus = publishshard_bus_received = 0
         if cluster:
             text = client.execute_command("CLUSTER", "INFO")
             text = text.decode() if isinstance(text, bytes) else str(text)
             fields = dict(line.split(":", 1) for line in text.split() if ":" in line)
             publish_bus = int(fields.get("cluster_stats_messages_publish_sent", 0))
             publish_bus_received = int(fields.get("cluster_stats_messages_publish_received", 0))
+            publishshard_bus = int(fields.get("cluster_stats_messages_publishshard_sent", 0))
+            publishshard_bus_received = int(fields.get("cluster_stats_messages_publishshard_received", 0))
     calls = {name.removeprefix("cmdstat_"): int(value["calls"]) for name, value in commandstats.items()
              if name.startswith("cmdstat_")}
     return NodeSample(
@@ -87,6 +95,7 @@ def sample_node(port: int, cluster: bool) -> NodeSample:
         stats={name: int(info.get(name, 0)) for name in STAT_FIELDS},
         cpu_s=float(info["used_cpu_user"]) + float(info["used_cpu_sys"]),
         used_memory=int(info["used_memory"]), publish_bus=publish_bus, publish_bus_received=publish_bus_received,
+        publishshard_bus=publishshard_bus, publishshard_bus_received=publishshard_bus_received,
     )
 
 
@@ -113,6 +122,8 @@ def node_costs(before: Mapping[int, NodeSample], after: Mapping[int, NodeSample]
             cpu_s=end.cpu_s - start.cpu_s, used_memory_delta=end.used_memory - start.used_memory,
             publish_bus=end.publish_bus - start.publish_bus,
             publish_bus_received=end.publish_bus_received - start.publish_bus_received,
+            publishshard_bus=end.publishshard_bus - start.publishshard_bus,
+            publishshard_bus_received=end.publishshard_bus_received - start.publishshard_bus_received,
         )
     return costs
 
@@ -129,11 +140,14 @@ def per_decision(costs: Iterable[NodeCost], decisions: int) -> dict[str, Any]:
         "decisions": decisions,
         "commands": sum(c.commands for c in chosen) / n,
         "evalsha": calls.get("evalsha", 0) / n,
-        "net_in_bytes": sum(c.stats["total_net_input_bytes"] for c in chosen) / n,
-        "net_out_bytes": sum(c.stats["total_net_output_bytes"] for c in chosen) / n,
+        "net_in_bytes": sum(c.stats["total_net_input_bytes"] - c.stats["total_net_repl_input_bytes"]
+                            for c in chosen) / n,
+        "net_out_bytes": sum(c.stats["total_net_output_bytes"] - c.stats["total_net_repl_output_bytes"]
+                             for c in chosen) / n,
         "repl_out_bytes": sum(c.stats["total_net_repl_output_bytes"] for c in chosen) / n,
         "cpu_us": sum(c.cpu_s for c in chosen) / n * 1e6,
         "publish_bus": sum(c.publish_bus for c in chosen) / n,
+        "publishshard_bus": sum(c.publishshard_bus for c in chosen) / n,
         "by_command": {name: count / n for name, count in sorted(calls.items(), key=lambda kv: -kv[1])},
     }
 
