@@ -9,7 +9,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import Any, cast
 
 import httpx
 import pytest
@@ -54,7 +54,7 @@ async def test_a_decision_round_trip_with_four_partitions(platform: Callable[...
         published = {"publish": 0, "spublish": 0}
         for master in redis_cluster.masters():
             node = redis_sync.Redis.from_url(master.url)
-            stats = node.info("commandstats")
+            stats = cast(dict[str, Any], node.info("commandstats"))
             node.close()
             for command in published:
                 published[command] += int(stats.get(f"cmdstat_{command}", {}).get("calls", 0))
@@ -170,10 +170,13 @@ async def test_reply_subscriptions_survive_idle_pings(platform: Callable[..., An
         masters = [redis_sync.Redis.from_url(master.url) for master in redis_cluster.masters()]
 
         def pings() -> int:
-            return sum(int(m.info("commandstats").get("cmdstat_ping", {}).get("calls", 0)) for m in masters)
+            stats = [cast(dict[str, Any], m.info("commandstats")) for m in masters]
+            return sum(int(s.get("cmdstat_ping", {}).get("calls", 0)) for s in stats)
 
         def shard_channels() -> int:
-            return sum(len(m.execute_command("PUBSUB", "SHARDCHANNELS")) for m in masters)
+            answers: list[list[bytes]] = [m.execute_command("PUBSUB", "SHARDCHANNELS")  # type: ignore[no-untyped-call]
+                                          for m in masters]
+            return sum(len(answer) for answer in answers)
 
         try:
             await async_wait_for(lambda: shard_channels() == 4, 10)
