@@ -55,7 +55,7 @@ def bench_policy(sink_url: str) -> str:
     policy = yaml.safe_load((ROOT / "examples" / "policy.yaml").read_text())
     platform = policy.setdefault("hookbus", {})
     platform["http"] = {"allowedNetworks": ["127.0.0.0/8"]}
-    platform["async"] = {"maxQueued": 10_000_000, "keepResultSeconds": 30}
+    platform["async"] = {"maxQueued": 10_000_000}
     policy["hooks"]["Notification"] = [{"hooks": [{"type": "http", "url": sink_url, "async": True, "timeout": 5}]}]
     return yaml.safe_dump(policy)
 
@@ -239,7 +239,8 @@ if __name__ == "__main__":
     parser.add_argument("--rate", type=float, default=200.0, help="Notifications/s for the latency phase (default 200)")
     parser.add_argument("--duration", type=float, default=10.0, help="latency phase seconds (default 10)")
     parser.add_argument("--burst", type=int, default=20_000, help="jobs in the burst phase (default 20000)")
-    parser.add_argument("--keep-result", type=float, default=30.0, help="keepResultSeconds in the burst (default 30)")
+    parser.add_argument("--keep-result", type=float, default=0.0,
+                        help="keepResultSeconds in the burst (default 0, as hookbus)")
     results = uvloop.run(main(parser.parse_args()))
     out = ROOT / "bench" / "results"
     out.mkdir(exist_ok=True)
