@@ -25,26 +25,18 @@ logger = logging.getLogger("hookbus.gateway")
 _PING_EVERY_S = 5.0
 
 
-class ReplyWaiter:
-    """Resolves waiting requests from the replies published on ``channel``."""
+class PendingReplies:
+    """The requests waiting for a reply, by event id, and what resolves them."""
 
-    def __init__(self, redis_url: str, channel: str) -> None:
-        self.redis_url = redis_url
-        self.channel = channel
+    def __init__(self) -> None:
+        #: Set while the reader receives every reply this gateway may be sent.
         self.subscribed = asyncio.Event()
         self.last_error: str | None = None
         self._pending: dict[str, asyncio.Future[Reply]] = {}
-        self._task = BackgroundTask(self._run, "hookbus-reply-reader")
-        self._backoff = Backoff(cap_s=1.0)
-        self._last_seen = 0.0
 
     @property
     def waiting(self) -> int:
         return len(self._pending)
-
-    def channel_for(self, partition: int) -> str:
-        """The channel a dispatcher answers on (one for every partition on a single Redis)."""
-        return self.channel
 
     def expect(self, event_id: str) -> asyncio.Future[Reply]:
         """A future resolved with the reply to ``event_id``; call :meth:`forget` when done."""
@@ -54,12 +46,6 @@ class ReplyWaiter:
 
     def forget(self, event_id: str) -> None:
         self._pending.pop(event_id, None)
-
-    async def start(self) -> None:
-        self._task.start()
-
-    async def stop(self) -> None:
-        await self._task.stop()
 
     def _resolve(self, data: bytes) -> None:
         try:
@@ -71,6 +57,28 @@ class ReplyWaiter:
             future = self._pending.pop(reply.event_id, None)
             if future is not None and not future.done():
                 future.set_result(reply)
+
+
+class ReplyWaiter(PendingReplies):
+    """Resolves waiting requests from the replies published on ``channel``."""
+
+    def __init__(self, redis_url: str, channel: str) -> None:
+        super().__init__()
+        self.redis_url = redis_url
+        self.channel = channel
+        self._task = BackgroundTask(self._run, "hookbus-reply-reader")
+        self._backoff = Backoff(cap_s=1.0)
+        self._last_seen = 0.0
+
+    def channel_for(self, partition: int) -> str:
+        """The channel a dispatcher answers on (one for every partition on a single Redis)."""
+        return self.channel
+
+    async def start(self) -> None:
+        self._task.start()
+
+    async def stop(self) -> None:
+        await self._task.stop()
 
     async def _run(self) -> None:
         while True:
@@ -127,4 +135,4 @@ class ReplyWaiter:
                 self._resolve(message["data"])
 
 
-__all__ = ["ReplyWaiter"]
+__all__ = ["PendingReplies", "ReplyWaiter"]

@@ -26,8 +26,8 @@ from redis.asyncio.connection import Connection
 
 from bus.connection import connect
 from bus.keys import Keyspace
-from bus.protocol import ProtocolError, Reply
 from bus.retry import BackgroundTask, Backoff
+from gateway.replies import PendingReplies
 
 logger = logging.getLogger("hookbus.gateway")
 
@@ -35,35 +35,20 @@ logger = logging.getLogger("hookbus.gateway")
 PING_EVERY_S = 5.0
 
 
-class ShardedReplyWaiter:
+class ShardedReplyWaiter(PendingReplies):
     """Resolves waiting requests from the replies published on each partition's shard channel."""
 
     def __init__(self, redis_url: str, keys: Keyspace, gateway_id: str) -> None:
+        super().__init__()
         self.redis_url = redis_url
         self.channels = [keys.shard_reply_channel(gateway_id, p) for p in keys.all_partitions]
-        self.subscribed = asyncio.Event()
-        self.last_error: str | None = None
-        self._pending: dict[str, asyncio.Future[Reply]] = {}
         self._live: set[int] = set()
         self._cluster = cast(RedisCluster, connect(redis_url))
         self._tasks = [BackgroundTask(functools.partial(self._run, p), f"hookbus-shard-reply-{p}")
                        for p in keys.all_partitions]
 
-    @property
-    def waiting(self) -> int:
-        return len(self._pending)
-
     def channel_for(self, partition: int) -> str:
         return self.channels[partition]
-
-    def expect(self, event_id: str) -> asyncio.Future[Reply]:
-        """A future resolved with the reply to ``event_id``; call :meth:`forget` when done."""
-        future: asyncio.Future[Reply] = asyncio.get_running_loop().create_future()
-        self._pending[event_id] = future
-        return future
-
-    def forget(self, event_id: str) -> None:
-        self._pending.pop(event_id, None)
 
     async def start(self) -> None:
         for task in self._tasks:
@@ -83,17 +68,6 @@ class ShardedReplyWaiter:
             self.subscribed.set()
         else:
             self.subscribed.clear()
-
-    def _resolve(self, data: bytes) -> None:
-        try:
-            replies = Reply.decode_many(data)
-        except ProtocolError as exc:
-            logger.warning("dropping reply: %s", exc)
-            return
-        for reply in replies:
-            future = self._pending.pop(reply.event_id, None)
-            if future is not None and not future.done():
-                future.set_result(reply)
 
     async def _owner(self, channel: str) -> tuple[str, int]:
         """The master that serves ``channel``'s slot now (the topology read again after a failure)."""
