@@ -157,7 +157,7 @@ def flood(up: Platform, count: int) -> None:
                 record = LogRecord(event_id=f"flood-{i}", event="PreToolUse", tenant="acme", session_id=f"flood-{i}",
                                    tool_name="Bash", outcome="decided", decision="allow", output={},
                                    payload=orjson.dumps(hook_input), received_ms=now_ms(), decided_ms=now_ms())
-                pipe.xadd(Keyspace().decision_log, record.encode())  # type: ignore[arg-type]
+                pipe.xadd(Keyspace().decision_log(), record.encode())  # type: ignore[arg-type]
             pipe.execute()
     finally:
         client.close()
