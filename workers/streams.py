@@ -119,8 +119,20 @@ class WorkStreams:
                             for stream, entries in response for entry_id, fields in entries]
         finally:
             stopping.cancel()
+        return await self._last_reads()
+
+    async def _last_reads(self) -> list[tuple[str, bytes, Mapping[bytes, bytes]]]:
+        """Once stopping: what the reads in flight return (:meth:`wake_reader` unblocks them on a
+        single Redis; entries Redis has handed to this consumer are handled, not left pending)."""
+        entries: list[tuple[str, bytes, Mapping[bytes, bytes]]] = []
+        if self._reads and not is_cluster(self.reader):
+            done, _ = await asyncio.wait(self._reads.values(), timeout=_READ_BLOCK_MS / 1000 + 0.5)
+            for task in done:
+                if not task.cancelled() and task.exception() is None:
+                    entries += [(stream.decode(), entry_id, fields)
+                                for stream, found in task.result() for entry_id, fields in found]
         self.cancel_reads()
-        return []
+        return entries
 
     async def _read_group(self, index: int, streams: list[str], stop: asyncio.Event) -> list[Any]:
         """One read of one group's streams, retried with backoff until Redis answers (or ``stop``)."""
