@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 from bus.errors import ConfigError, HookBusError, PolicyError
 from bus.settings import Settings
-from hookbus.state import SUPERVISOR_ENV
+from hookbus.state import EXIT_CONFIG, SUPERVISOR_ENV
 
 if TYPE_CHECKING:
     from bus.policy import Policy
@@ -93,6 +93,8 @@ def run_command_line(args: argparse.Namespace) -> int:
         return 1
     except HookBusError as exc:
         print(f"hookbus: {exc}", file=sys.stderr)
+        if isinstance(exc, ConfigError) and os.environ.get(SUPERVISOR_ENV):
+            return EXIT_CONFIG  # a role of `hookbus up`: restarting it would only fail again
         return 1
     except KeyboardInterrupt:
         return 130

@@ -24,6 +24,9 @@ STATE_NAME = "hookbus.json"
 #: Set in the environment of the roles ``hookbus up`` starts (its pid): they leave start-up
 #: warnings to it.
 SUPERVISOR_ENV = "HOOKBUS_SUPERVISOR_PID"
+#: A role of ``hookbus up`` that exits with this code (sysexits' EX_CONFIG) stops the platform:
+#: its configuration is wrong, and a restart would fail the same way.
+EXIT_CONFIG = 78
 
 
 class FolderLock:
@@ -124,5 +127,5 @@ def remove_state(state_dir: str | Path) -> None:
         (Path(state_dir) / STATE_NAME).unlink()
 
 
-__all__ = ["LOCK_NAME", "STATE_NAME", "SUPERVISOR_ENV", "FolderLock", "describe_holder", "is_held", "read_json",
-           "remove_state", "running", "write_json"]
+__all__ = ["EXIT_CONFIG", "LOCK_NAME", "STATE_NAME", "SUPERVISOR_ENV", "FolderLock", "describe_holder", "is_held",
+           "read_json", "remove_state", "running", "write_json"]

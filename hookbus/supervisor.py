@@ -9,7 +9,9 @@ file for ``hookbus status`` and ``hookbus stop``.
 
 A role that exits is restarted after a backoff (0.5 s, doubling, at most 10 s); every restart
 is logged and counted in ``hookbus_role_restarts_total{role}``. More than ``restart_limit``
-restarts of one role within a minute is a crash loop: everything stops with a message.
+restarts of one role within a minute is a crash loop: everything stops with a message. A role
+that exits with a configuration error (:data:`hookbus.state.EXIT_CONFIG`, after saying why)
+stops everything at once: a restart would fail the same way.
 SIGHUP reloads the policy in every role (it is forwarded to each child) and keeps running.
 Ctrl-C or SIGTERM stops the children in order (gateway first, Redis last). Children get
 SIGTERM if this process is killed.
@@ -36,6 +38,7 @@ from bus.reload import stamp
 from bus.settings import Settings, mask_url
 from hookbus.redis_server import EmbeddedRedis
 from hookbus.state import (
+    EXIT_CONFIG,
     LOCK_NAME,
     STATE_NAME,
     SUPERVISOR_ENV,
@@ -143,6 +146,8 @@ class Supervisor:
 
         # Its live gauges (policy revision, the observer's) must not outlive it; counters stay.
         multiprocess.mark_process_dead(pid, self.env.get("PROMETHEUS_MULTIPROC_DIR"))  # type: ignore[no-untyped-call]
+        if code == EXIT_CONFIG:  # it said why on stderr; a restart would fail the same way
+            return f"{role.name} (pid {pid}) cannot run with this configuration; stopping everything"
         crashes = self.crashes[role.name]
         crashes.append(now)
         while crashes and now - crashes[0] > RESTART_WINDOW_S:

@@ -125,10 +125,11 @@ def hookbus_cli(*args: str, cwd: Path = REPO, timeout_s: float = 60) -> subproce
 class Up:
     """A ``hookbus up`` child whose output goes to files (a pipe nobody reads could fill up)."""
 
-    def __init__(self, tmp_path: Path, state: Path, port: int, *args: str, name: str = "up") -> None:
+    def __init__(self, tmp_path: Path, state: Path, port: int, *args: str, name: str = "up",
+                 env: dict[str, str] | None = None) -> None:
         self.port, self.state = port, state
         self.out, self.err = tmp_path / f"{name}.out", tmp_path / f"{name}.err"
-        env = {k: v for k, v in os.environ.items() if not k.startswith("HOOKBUS_")}
+        env = {**{k: v for k, v in os.environ.items() if not k.startswith("HOOKBUS_")}, **(env or {})}
         with self.out.open("wb") as out, self.err.open("wb") as err:
             self.process = subprocess.Popen(
                 [sys.executable, "-m", "hookbus", "up", "--port", str(port), "--state-dir", str(state), *args],
@@ -240,6 +241,18 @@ def test_one_platform_per_folder_restarts_reloads_and_stops(tmp_path: Path, ups:
     after = hookbus_cli("status", "--state-dir", str(state))
     assert (after.returncode, after.stdout) == (1, f"hookbus: nothing running from {state}\n")
     assert hookbus_cli("stop", "--state-dir", str(state)).returncode == 0  # nothing to stop is fine
+
+
+@pytest.mark.timeout(120)
+def test_a_role_that_cannot_run_with_its_configuration_stops_everything_at_once(tmp_path: Path, ups: list[Up]) -> None:
+    # The dispatcher is told to take partition 5 of a one-partition bus: restarting it cannot help.
+    up = Up(tmp_path, tmp_path / "state", free_port(), env={"HOOKBUS_DISPATCH_PARTITIONS": "5"})
+    ups.append(up)
+    assert up.process.wait(timeout=60) == 1
+    err = up.stderr()
+    assert "hookbus: --partitions names 5, but the policy has 1 partition(s)" in err
+    assert "cannot run with this configuration; stopping everything" in err
+    assert "restarting it" not in err
 
 
 @pytest.mark.timeout(120)
