@@ -21,7 +21,6 @@ import argparse
 import asyncio
 import json
 import os
-import signal
 import subprocess
 import sys
 import tempfile
@@ -37,6 +36,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from loadgen import Connection, percentile
+from mixed import stop_all
 from procstat import fd_count, rss_bytes
 from run import start_roles
 
@@ -46,17 +46,6 @@ from hookbus.redis_server import EmbeddedRedis, free_port
 
 ROOT = Path(__file__).resolve().parent.parent
 
-
-def stop_all(processes: list[subprocess.Popen[bytes]], timeout_s: float = 15) -> None:
-    """SIGTERM each, then SIGKILL what has not exited within ``timeout_s``."""
-    for process in processes:
-        process.send_signal(signal.SIGTERM)
-    for process in processes:
-        try:
-            process.wait(timeout_s)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait(5)
 
 POLICY = """\
 hookbus:
@@ -150,15 +139,8 @@ async def main(args: argparse.Namespace) -> dict[str, Any]:
 
         async def sampler() -> None:
             while True:
-                info = await client.info("memory")
-                sample = {"t_s": round(time.monotonic() - started, 1), "answered": answered,
-                          "redis_used_memory": info["used_memory"], "redis_keys": await client.dbsize(),
-                          "decision_log": await client.xlen(keys.decision_log())}
-                for name, pid in pids.items():
-                    sample[f"{name}_rss"] = rss_bytes(pid)
-                    sample[f"{name}_fds"] = fd_count(pid)
-                out["samples"].append(sample)
-                print(json.dumps(sample), file=sys.stderr)
+                await sampler_once(out, client, keys, pids, answered, started)
+                print(json.dumps(out["samples"][-1]), file=sys.stderr)
                 await asyncio.sleep(args.sample_s)
 
         sampling = asyncio.create_task(sampler())
@@ -180,7 +162,7 @@ async def main(args: argparse.Namespace) -> dict[str, Any]:
 
 async def sampler_once(out: dict[str, Any], client: aioredis.Redis, keys: Keyspace, pids: dict[str, int],
                        answered: int, started: float) -> None:
-    """One last sample after the load stopped."""
+    """One sample of memory, keys and each role's RSS and fds (also the last, after the load stopped)."""
     info = await client.info("memory")
     sample = {"t_s": round(time.monotonic() - started, 1), "answered": answered,
               "redis_used_memory": info["used_memory"], "redis_keys": await client.dbsize(),

@@ -53,6 +53,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import zlib
+from collections.abc import Iterable
 from typing import Final
 
 from redis.crc import REDIS_CLUSTER_HASH_SLOTS, key_slot
@@ -109,6 +110,10 @@ class Keyspace:
 
     def decision_log(self, partition: int = 0) -> str:
         return f"{self._part(partition)}decisions"
+
+    def work_streams(self, partitions: Iterable[int]) -> dict[str, int]:
+        """The blocking and events streams of ``partitions``, each with its partition."""
+        return {stream: p for p in partitions for stream in (self.blocking_stream(p), self.events_stream(p))}
 
     @property
     def decision_logs(self) -> list[str]:

@@ -7,15 +7,12 @@ with a message saying so, instead of sending events no dispatcher reads. Readers
 given a policy (``hookbus tail``, ``hookbus audit``, the export) take the number from there.
 
 Entry ids are ``<ms>-<seq>``, so the decision logs of all partitions merge into one
-time-ordered log by id (:func:`merge_entries`).
+time-ordered log by id (:func:`entry_order`; the readers are in :mod:`bus.logreader`).
 """
 
 from __future__ import annotations
 
-import heapq
 import logging
-from collections.abc import Iterable, Sequence
-from typing import Any
 
 import redis.asyncio as aioredis
 
@@ -24,9 +21,6 @@ from bus.keys import Keyspace, partition_tags
 from bus.policy import Policy
 
 logger = logging.getLogger("hookbus")
-
-#: One stream entry as redis-py returns it.
-Entry = tuple[bytes, Any]
 
 
 async def claim_layout(redis: aioredis.Redis, keys: Keyspace) -> None:
@@ -65,10 +59,4 @@ def entry_order(entry_id: bytes | str) -> tuple[int, int]:
     return int(ms), int(seq or 0)
 
 
-def merge_entries(pages: Iterable[Sequence[Entry]], *, reverse: bool = False) -> list[Entry]:
-    """Merge entries read from several partitions' streams (each page in id order) into one
-    list in id order (newest first with ``reverse``, pages then newest first too)."""
-    return list(heapq.merge(*pages, key=lambda entry: entry_order(entry[0]), reverse=reverse))
-
-
-__all__ = ["Entry", "bus_keyspace", "claim_layout", "entry_order", "merge_entries", "warn_partitions_changed"]
+__all__ = ["bus_keyspace", "claim_layout", "entry_order", "warn_partitions_changed"]

@@ -68,8 +68,7 @@ class Gateway:
         self._ids = itertools.count(1)
         self.redis = connect(redis_url, connect_timeout_s=0.5, socket_timeout_s=None)
         self.partition_clients = PartitionClients(self.redis, redis_url, connect_timeout_s=0.5, socket_timeout_s=None)
-        partition_of_stream = {stream: p for p in self.keys.all_partitions
-                               for stream in (self.keys.blocking_stream(p), self.keys.events_stream(p))}
+        partition_of_stream = self.keys.work_streams(self.keys.all_partitions)
         self.batcher = AppendBatcher(self.redis, redis_url, WORK_STREAM_MAXLEN,
                                      lambda stream: self.partition_clients.get(partition_of_stream.get(stream, 0)))
         self._claim_script = self.redis.register_script(CLAIM)

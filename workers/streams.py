@@ -59,8 +59,7 @@ class WorkStreams:
         self.retention = retention
         #: The partitions this dispatcher consumes, and the partition of each of their streams.
         self.partitions = consumed_partitions(settings, keys)
-        self.partition = {stream: p for p in self.partitions
-                          for stream in (keys.blocking_stream(p), keys.events_stream(p))}
+        self.partition = keys.work_streams(self.partitions)
         self.names = tuple(self.partition)
         #: Entry ids being handled right now, per stream (kept fresh until settled).
         self.inflight: dict[str, set[bytes]] = {stream: set() for stream in self.names}

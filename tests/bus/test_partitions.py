@@ -8,7 +8,7 @@ from redis.crc import key_slot
 from bus.connection import connect
 from bus.errors import ConfigError
 from bus.keys import Keyspace, partition_tags
-from bus.partitions import bus_keyspace, claim_layout, entry_order, merge_entries
+from bus.partitions import bus_keyspace, claim_layout, entry_order
 from bus.settings import Settings, parse_partitions
 
 
@@ -83,13 +83,9 @@ def test_cluster_flag_marks_the_url() -> None:
     assert Settings.from_env({"HOOKBUS_REDIS_URL": "redis://h:1"}).queue_url == "redis://h:1"
 
 
-def test_merge_orders_entries_of_several_streams_by_id() -> None:
-    first = [(b"1-0", "a"), (b"3-0", "c"), (b"3-2", "e")]
-    second = [(b"2-0", "b"), (b"3-1", "d")]
-    assert [v for _, v in merge_entries([first, second])] == ["a", "b", "c", "d", "e"]
-    newest_first = [list(reversed(first)), list(reversed(second))]
-    assert [v for _, v in merge_entries(newest_first, reverse=True)] == ["e", "d", "c", "b", "a"]
+def test_entry_ids_order_as_time() -> None:
     assert entry_order("12-3") == (12, 3)
+    assert sorted([b"3-0", b"10-0", b"3-2"], key=entry_order) == [b"3-0", b"3-2", b"10-0"]
 
 
 async def test_the_first_node_fixes_the_layout_and_another_count_is_refused(redis_url: str) -> None:
