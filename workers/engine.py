@@ -36,6 +36,7 @@ from bus.policy import HandlerEntry, Policy
 from bus.protocol import Request
 from bus.results import HandlerResult, Outcome
 from workers.context import HookContext, Runner, Services, default_timeout_s
+from workers.contextpops import ContextPops
 from workers.handlers.function import run_plugins
 from workers.queue import PreparedJob, prepare_job
 
@@ -144,6 +145,8 @@ class Engine:
     ) -> None:
         self.policy = policy
         self.redis = redis
+        #: Pending-context pops of concurrent events, pipelined together.
+        self.context_pops = ContextPops(redis)
         self.keys = keys
         self.runners = dict(runners)
         self.async_handlers = async_handlers
@@ -210,10 +213,9 @@ class Engine:
         """Add what async hooks left for this session (Claude Code delivers it on the next turn)."""
         key = self.keys.pending_context(request.tenant, str(hook_input.get("session_id")))
         try:
-            with redis_errors():
-                # One atomic command (also on a Redis Cluster, which has no MULTI); what is left
-                # past the count waits for the next turn.
-                items = await self.redis.lpop(key, CONTEXT_BATCH) or []  # type: ignore[misc]
+            # One atomic command (also on a Redis Cluster, which has no MULTI); what is left
+            # past the count waits for the next turn.
+            items = await self.context_pops.pop(key, CONTEXT_BATCH)
         except BusUnavailable:
             return merged
         if not items:
