@@ -4,14 +4,13 @@
 B events (B is how many events finish while the previous pipeline is in flight: 1 at low
 load, tens at saturation), two ways, against one Redis:
 
-* **settle script** (now, :mod:`bus.settle` through :class:`workers.outbox.Outbox`): per event
-  one ``EVALSHA`` that reads the outcome key, appends the record, sets the outcome key,
-  acknowledges the entry and publishes the reply;
-* **batched** (before): per pipeline one ``PUBLISH`` per gateway carrying every reply as a
-  JSON array, one ``XADD`` per record, one ``XACK`` per stream;
-* **one settle script per pipeline** (a sketch, :data:`SETTLE_MANY`): the settle script's
-  rules for every event of the pipeline in one script, with one ``PUBLISH`` per gateway and
-  one ``XACK``.
+* **settle script, one call per pipeline** (now, :mod:`bus.settle` through
+  :class:`workers.outbox.Outbox`): one ``EVALSHA`` for the whole pipeline that, per event,
+  reads the outcome key, appends the record and sets the outcome key, then acknowledges the
+  entries with one ``XACK`` and publishes the replies as one message per gateway;
+* **settle script, one call per event** (the outbox before, ``Outbox._flush(max_events=1)``);
+* **batched** (before the settle script): per pipeline one ``PUBLISH`` per gateway carrying
+  every reply as a JSON array, one ``XADD`` per record, one ``XACK`` per stream.
 
 Reported per event: Redis CPU, the writer's CPU (the dispatcher's side) and the CPU of a
 subscriber that reads and decodes the replies like a gateway's reply reader (a process of
@@ -39,8 +38,9 @@ from run import BODIES
 
 from bus.keys import DISPATCH_GROUP, Keyspace
 from bus.protocol import LogRecord, RecordOutcome, Reply, Request, now_ms
+from bus.settle import SETTLE_MAX_EVENTS
 from hookbus.redis_server import EmbeddedRedis
-from workers.outbox import Outbox, Settle
+from workers.outbox import Outbox, Settle, Write
 
 CHANNEL = "hookbus:reply:bench-gateway"
 ROOT = Path(__file__).resolve().parent.parent
@@ -107,81 +107,24 @@ async def batched(client: aioredis.Redis, keys: Keyspace, stream: str, ids: list
             await pipe.execute()
 
 
-async def scripted(client: aioredis.Redis, keys: Keyspace, stream: str, ids: list[bytes], batch: int) -> None:
-    """The writes as they are now: :class:`Outbox` with one settle script per event."""
+async def scripted(client: aioredis.Redis, keys: Keyspace, stream: str, ids: list[bytes], batch: int,
+                   max_events: int = SETTLE_MAX_EVENTS) -> None:
+    """The writes as the :class:`Outbox` sends them: settle calls of at most ``max_events``."""
     outbox = Outbox(client, keys)
     for start in range(0, len(ids), batch):
-        ops = []
+        ops: list[Settle | Write] = []
         for i in range(start, min(len(ids), start + batch)):
             request, record, reply = event(keys, i)
             ops.append(Settle(stream, ids[i], request, record, reply, 100_000))
-        failed = await outbox._flush(ops)  # one pipeline, as the outbox's writer task sends it
+        failed = await outbox._flush(ops, max_events)  # one pipeline, as the outbox's writer task sends it
         if failed:
             raise RuntimeError(f"{len(failed)} settles failed: {outbox.last_error}")
 
 
-#: A sketch, for this comparison only: :data:`bus.settle.SETTLE` for a whole pipeline of events in
-#: one script, with one PUBLISH per reply channel (the replies as a JSON array) and one XACK.
-# KEYS: decision log, work stream, then each event's outcome key
-# ARGV: group, log maxlen, then per event: entry id, record meta, hook input, deadline ms,
-#       reply, outcome if decided, fail-open reason if decided, forced reason, reply channel
-SETTLE_MANY = """
-local clock = redis.call('TIME')
-local now_ms = tonumber(clock[1]) * 1000 + math.floor(tonumber(clock[2]) / 1000)
-local acks, channels, order = {}, {}, {}
-local n = (#ARGV - 2) / 9
-for i = 0, n - 1 do
-  local a, key = 2 + i * 9, KEYS[3 + i]
-  local prior = redis.call('GET', key)
-  local state = prior and string.sub(prior, 1, 1)
-  if not (state == 'D' or state == 'F' or state == 'R') then
-    local deadline = tonumber(ARGV[a + 4])
-    local outcome, reason, value
-    if deadline == 0 then
-      outcome, reason, value = ARGV[a + 6], ARGV[a + 7], 'R'
-    elseif prior then
-      outcome, reason = 'fail-open', string.sub(prior, 2)
-    elseif ARGV[a + 8] ~= '' then
-      outcome, reason = 'fail-open', ARGV[a + 8]
-    elseif now_ms >= deadline or ARGV[a + 5] == '' then
-      outcome, reason = 'fail-open', 'timeout'
-    else
-      outcome, reason, value = ARGV[a + 6], ARGV[a + 7], 'D' .. ARGV[a + 5]
-    end
-    if value == nil then value = 'F' .. reason end
-    redis.call('XADD', KEYS[1], 'MAXLEN', '~', ARGV[2], '*', 'r', ARGV[a + 2], 'in', ARGV[a + 3], 'o', outcome,
-               'fo', reason)
-    redis.call('SET', key, value, 'PX', math.max(deadline - now_ms, 0) + 10000)
-    if string.sub(value, 1, 1) == 'D' then
-      local channel = ARGV[a + 9]
-      if not channels[channel] then channels[channel] = {}; order[#order + 1] = channel end
-      local list = channels[channel]
-      list[#list + 1] = ARGV[a + 5]
-    end
-  end
-  acks[#acks + 1] = ARGV[a + 1]
-end
-redis.call('XACK', KEYS[2], ARGV[1], unpack(acks))
-for _, channel in ipairs(order) do
-  local list = channels[channel]
-  redis.call('PUBLISH', channel, #list == 1 and list[1] or '[' .. table.concat(list, ',') .. ']')
-end
-return n
-"""
-
-
-async def batch_scripted(client: aioredis.Redis, keys: Keyspace, stream: str, ids: list[bytes], batch: int) -> None:
-    """A sketch of what a batched settle could cost: one script per pipeline of events."""
-    script = client.register_script(SETTLE_MANY)
-    for start in range(0, len(ids), batch):
-        script_keys: list[str] = [keys.decision_log(), stream]
-        args: list[Any] = [DISPATCH_GROUP, 100_000]
-        for i in range(start, min(len(ids), start + batch)):
-            request, record, reply = event(keys, i)
-            script_keys.append(keys.outcome(request.event_id))
-            args += [ids[i], record.meta(), record.payload, request.deadline_ms, reply.encode(), record.outcome,
-                     record.fail_open, request.fail_open, request.reply_to]
-        await script(script_keys, args)
+async def scripted_per_event(client: aioredis.Redis, keys: Keyspace, stream: str, ids: list[bytes],
+                             batch: int) -> None:
+    """The outbox before: one settle call per event, in one pipeline."""
+    await scripted(client, keys, stream, ids, batch, max_events=1)
 
 
 async def one_case(url: str, pid: int, how: str, batch: int, count: int) -> dict[str, float]:
@@ -195,7 +138,7 @@ async def one_case(url: str, pid: int, how: str, batch: int, count: int) -> dict
     assert subscriber.stdout is not None
     subscriber.stdout.readline()  # "ready"
     redis_cpu0, cpu0, t0 = cpu_s(pid), time.process_time(), time.perf_counter()
-    write = {"script": scripted, "batched": batched, "batch script": batch_scripted}[how]
+    write = {"script": scripted, "batched": batched, "per event": scripted_per_event}[how]
     await write(client, keys, stream, ids, batch)
     wall, writer_cpu, redis_cpu = time.perf_counter() - t0, time.process_time() - cpu0, cpu_s(pid) - redis_cpu0
     seen_text, sub_cpu_text = subscriber.stdout.readline().split()
@@ -217,15 +160,16 @@ async def main(args: argparse.Namespace) -> None:
         assert server.pid is not None
         for batch in args.batches:
             for _ in range(args.runs):
-                for how in ("batched", "script", "batch script"):  # interleaved, so drift hits all alike
+                for how in ("batched", "per event", "script"):  # interleaved, so drift hits all alike
                     results.setdefault((batch, how), []).append(
                         await one_case(server.url, server.pid, how, batch, args.events))
     for (batch, how), runs in results.items():
         def span(key: str, runs: list[dict[str, Any]] = runs) -> str:
             values = sorted(run[key] for run in runs)
             return f"{values[0]:.1f}" if len(values) == 1 else f"{values[0]:.1f} to {values[-1]:.1f}"
-        label = {"script": "settle script per event (now)", "batched": "batched PUBLISH + XADD + XACK (before)",
-                 "batch script": "one settle script per pipeline (sketch)"}[how]
+        label = {"script": "settle script, one call per pipeline (now)",
+                 "per event": "settle script, one call per event (before)",
+                 "batched": "batched PUBLISH + XADD + XACK (before the script)"}[how]
         rows.append(f"| {batch} | {label} | {span('redis_us')} | {span('writer_us')} | {span('subscriber_us')} | "
                     f"{span('wall_us')} |")
     print(f"{args.events} events per case, {args.runs} run(s) each (ranges are min to max).\n")

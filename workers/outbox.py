@@ -1,12 +1,16 @@
 """Coalesces a dispatcher's writes (settled events, dead letters, acks) into pipelined round trips.
 
 Under load, everything finished while the previous pipeline was in flight goes out in the
-next one; at low load each write leaves at once. Each event is settled by one
-:data:`bus.settle.SETTLE` script, which writes its decision-log record, publishes its reply,
-queues its async hook jobs (:mod:`workers.queue`) and acknowledges its entry atomically:
-nothing is acknowledged before its record is stored, and the jobs are queued once.
-A write that fails (Redis down, or refusing writes at ``maxmemory``) is logged and retried
-with backoff; its entry stays pending meanwhile, and the script is idempotent by event id.
+next one; at low load each write leaves at once. The events of a flush are settled by one
+:data:`bus.settle.SETTLE` call (per partition on a cluster, up to
+:data:`bus.settle.SETTLE_MAX_EVENTS` each), which writes each event's decision-log record,
+publishes the replies (one message per gateway), queues the async hook jobs
+(:mod:`workers.queue`) and acknowledges the entries atomically: nothing is acknowledged
+before its record is stored, and the jobs are queued once. A write that fails (Redis down,
+or refusing writes at ``maxmemory``) is logged and retried with backoff; its entries stay
+pending meanwhile, and the script is idempotent by event id. A call Redis refuses for good
+(a key of the wrong type) is re-sent one event per call, so that only the event it cannot
+take stays pending.
 """
 
 from __future__ import annotations
@@ -27,7 +31,7 @@ from bus.errors import BusUnavailable
 from bus.keys import DISPATCH_GROUP, Keyspace
 from bus.protocol import LogRecord, Reply, Request, StreamFields
 from bus.retry import BackgroundTask, Backoff
-from bus.settle import SETTLE
+from bus.settle import SETTLE, SETTLE_MAX_EVENTS
 from workers.queue import JobTally, PreparedJob, queue_script_args
 
 logger = logging.getLogger("hookbus.dispatcher")
@@ -163,104 +167,136 @@ class Outbox:
         self._idle.clear()
         self._wake.set()
 
-    def _settle_args(self, op: Settle) -> tuple[list[str], list[Any]]:
-        request, reply = op.request, op.reply
-        keys = [self.keys.outcome(request.event_id, op.partition), self.keys.decision_log(op.partition), op.stream]
-        args: list[Any] = [
-            op.entry_id, DISPATCH_GROUP, op.log_maxlen, op.record.meta(), op.record.payload,
-            request.deadline_ms if request.blocking else 0,
-            reply.encode() if reply is not None else b"",
-            op.record.outcome, op.record.fail_open, request.fail_open, request.reply_to,
-            # On a cluster the gateway listens on its partition's shard channel (gateway.shardreplies).
-            "SPUBLISH" if self._cluster else "PUBLISH",
-        ]
-        if op.jobs:
-            job_keys, job_args = queue_script_args(self.keys.arq_queue, op.jobs)
-            keys += job_keys
-            args += job_args
+    def _settle_call(self, ops: Sequence[Settle]) -> tuple[list[str], list[Any]]:
+        """The KEYS and ARGV of one :data:`bus.settle.SETTLE` call for ``ops``."""
+        keys: list[str] = []
+        # On a cluster the gateway listens on its partition's shard channel (gateway.shardreplies).
+        args: list[Any] = [DISPATCH_GROUP, "SPUBLISH" if self._cluster else "PUBLISH"]
+        for op in ops:
+            request, reply = op.request, op.reply
+            keys += [self.keys.outcome(request.event_id, op.partition), self.keys.decision_log(op.partition),
+                     op.stream]
+            args += [
+                op.entry_id, op.log_maxlen, op.record.meta(), op.record.payload,
+                request.deadline_ms if request.blocking else 0,
+                reply.encode() if reply is not None else b"",
+                op.record.outcome, op.record.fail_open, request.fail_open, request.reply_to, len(op.jobs),
+            ]
+            if op.jobs:
+                job_keys, job_args = queue_script_args(self.keys.arq_queue, op.jobs)
+                keys += job_keys
+                args += job_args
         return keys, args
 
-    async def _send_pipelined(self, sent: list[Settle | Write], acks: dict[str, list[bytes]]) -> list[Any]:
+    def _batches(self, settles: list[Settle], max_events: int) -> list[list[Settle]]:
+        """``settles`` in calls of at most ``max_events``; on a cluster, one partition's per call
+        (its keys share one slot)."""
+        groups: dict[int, list[Settle]] = {}
+        for op in settles:
+            groups.setdefault(op.partition if self._cluster else 0, []).append(op)
+        return [group[first:first + max_events] for group in groups.values()
+                for first in range(0, len(group), max_events)]
+
+    async def _send_pipelined(self, batches: list[list[Settle]], writes: list[Write],
+                              acks: dict[str, list[bytes]]) -> list[Any]:
         async with self.redis.pipeline(transaction=False) as pipe:
-            for op in sent:
-                if isinstance(op, Settle):
-                    keys, args = self._settle_args(op)
-                    pipe.evalsha(self._settle_sha, len(keys), *keys, *args)  # no SCRIPT EXISTS per flush
-                else:
-                    pipe.xadd(op.stream, op.fields, maxlen=op.maxlen, approximate=True)  # type: ignore[arg-type]
+            for batch in batches:
+                keys, args = self._settle_call(batch)
+                pipe.evalsha(self._settle_sha, len(keys), *keys, *args)  # no SCRIPT EXISTS per flush
+            for write in writes:
+                pipe.xadd(write.stream, write.fields, maxlen=write.maxlen, approximate=True)  # type: ignore[arg-type]
             for stream, ids in acks.items():
                 pipe.xack(stream, DISPATCH_GROUP, *ids)
             return await pipe.execute(raise_on_error=False)
 
-    async def _send_each(self, sent: list[Settle | Write], acks: dict[str, list[bytes]]) -> list[Any]:
+    async def _send_each(self, batches: list[list[Settle]], writes: list[Write],
+                         acks: dict[str, list[bytes]]) -> list[Any]:
         """The writes as separate concurrent commands: a cluster pipeline cannot carry scripts
         (each command still goes to its slot's node, following a failover)."""
         calls: list[Awaitable[Any]] = []
-        for op in sent:
-            if isinstance(op, Settle):
-                keys, args = self._settle_args(op)
-                client = self.clients.get(op.partition)
-                if op.partition in self._loaded_partitions:
-                    calls.append(client.evalsha(self._settle_sha, len(keys), *keys, *args))  # type: ignore[arg-type]
-                else:
-                    calls.append(client.eval(SETTLE, len(keys), *keys, *args))  # type: ignore[arg-type]
+        for batch in batches:
+            keys, args = self._settle_call(batch)
+            partition = batch[0].partition
+            client = self.clients.get(partition)
+            if partition in self._loaded_partitions:
+                calls.append(client.evalsha(self._settle_sha, len(keys), *keys, *args))  # type: ignore[arg-type]
             else:
-                calls.append(self.redis.xadd(op.stream, op.fields, maxlen=op.maxlen,  # type: ignore[arg-type]
-                                             approximate=True))
+                calls.append(client.eval(SETTLE, len(keys), *keys, *args))  # type: ignore[arg-type]
+        calls.extend(self.redis.xadd(write.stream, write.fields, maxlen=write.maxlen,  # type: ignore[arg-type]
+                                     approximate=True) for write in writes)
         calls.extend(self.redis.xack(stream, DISPATCH_GROUP, *ids) for stream, ids in acks.items())
         results = await asyncio.gather(*calls, return_exceptions=True)
         # "No node serves this slot" (mid-failover) is not a RedisError: retried like one.
         return [redis.exceptions.ConnectionError(str(r)) if isinstance(r, redis.exceptions.RedisClusterException)
                 else r for r in results]
 
-    async def _flush(self, ops: list[Settle | Write]) -> list[Settle | Write]:
+    async def _flush(self, ops: list[Settle | Write], max_events: int = SETTLE_MAX_EVENTS) -> list[Settle | Write]:
         """One pipeline; returns the writes that Redis refused (to retry)."""
+        settles = [op for op in ops if isinstance(op, Settle)]
+        writes = [op for op in ops if isinstance(op, Write) and op.fields is not None]
+        acks: dict[str, list[bytes]] = {}
+        for op in ops:
+            if isinstance(op, Write) and op.fields is None:
+                acks.setdefault(op.stream, []).append(op.entry_id)
+        batches = self._batches(settles, max_events)
         with redis_errors(self.redis_url):
             if self._load_script:
                 await self.redis.script_load(SETTLE)
                 self._load_script = False
-            acks: dict[str, list[bytes]] = {}
-            sent = [op for op in ops if isinstance(op, Settle) or op.fields is not None]
-            for op in ops:
-                if not isinstance(op, Settle) and op.fields is None:
-                    acks.setdefault(op.stream, []).append(op.entry_id)
             if self._cluster:
-                results = await self._send_each(sent, acks)
+                results = await self._send_each(batches, writes, acks)
             else:
-                results = await self._send_pipelined(sent, acks)
+                results = await self._send_pipelined(batches, writes, acks)
         failed: list[Settle | Write] = []
-        for op, result in zip(sent, results, strict=False):
+        refused: list[Settle] = []
+        for batch, result in zip(batches, results, strict=False):
             if isinstance(result, redis.exceptions.NoScriptError):
                 self._load_script = not self._cluster
-                if isinstance(op, Settle):
-                    self._loaded_partitions.discard(op.partition)
-                failed.append(op)
+                self._loaded_partitions.discard(batch[0].partition)
+                failed += batch
             elif isinstance(result, redis.exceptions.RedisError):
                 self.last_error = str(result)
-                metrics.child(metrics.REDIS_ERRORS, "settle" if isinstance(op, Settle) else "xadd").inc()
+                metrics.child(metrics.REDIS_ERRORS, "settle").inc()
                 if is_transient(result):
-                    failed.append(op)
+                    failed += batch
+                elif len(batch) > 1:
+                    refused += batch  # settled one by one below: only the culprit stays pending
                 else:
-                    # Retrying a write Redis will never take would wedge the outbox. The entry
-                    # stays pending: it is claimed again and, if it keeps failing, dead-lettered.
-                    logger.error("outbox: Redis refused a write for %s %s: %s", op.stream, op.entry_id.decode(),
-                                 result)
-                    if self._on_refused is not None and op.entry_id:
-                        self._on_refused(op.stream, op.entry_id)
+                    self._refused(batch[0], result)
             else:
-                if isinstance(op, Settle):
-                    self._loaded_partitions.add(op.partition)
-                if isinstance(op, Settle) and op.jobs and isinstance(result, list) and result[0] == 1:
-                    self.job_tally.count(op.request.event_id, op.jobs, int(result[2]), int(result[3]))
-                if self._on_written is not None and op.entry_id:
-                    self._on_written(op.stream, op.entry_id)
-        if any(isinstance(result, redis.exceptions.RedisError) for result in results[len(sent):]):
+                self._loaded_partitions.add(batch[0].partition)
+                for n, op in enumerate(batch):
+                    wrote, _, queued, dropped = result[4 * n:4 * n + 4]
+                    if op.jobs and wrote == 1:
+                        self.job_tally.count(op.request.event_id, op.jobs, int(queued), int(dropped))
+                    if self._on_written is not None:
+                        self._on_written(op.stream, op.entry_id)
+        for write, result in zip(writes, results[len(batches):], strict=False):
+            if isinstance(result, redis.exceptions.RedisError):
+                self.last_error = str(result)
+                metrics.child(metrics.REDIS_ERRORS, "xadd").inc()
+                if is_transient(result):
+                    failed.append(write)
+                else:
+                    self._refused(write, result)
+            elif self._on_written is not None and write.entry_id:
+                self._on_written(write.stream, write.entry_id)
+        if any(isinstance(result, redis.exceptions.RedisError) for result in results[len(batches) + len(writes):]):
             failed.extend(Write(stream, entry_id) for stream, ids in acks.items() for entry_id in ids)
         elif self._on_written is not None:
             for stream, ids in acks.items():
                 for entry_id in ids:
                     self._on_written(stream, entry_id)
+        if refused:
+            failed += await self._flush(list(refused), max_events=1)
         return failed
+
+    def _refused(self, op: Settle | Write, error: redis.exceptions.RedisError) -> None:
+        # Retrying a write Redis will never take would wedge the outbox. The entry stays
+        # pending: it is claimed again and, if it keeps failing, dead-lettered.
+        logger.error("outbox: Redis refused a write for %s %s: %s", op.stream, op.entry_id.decode(), error)
+        if self._on_refused is not None and op.entry_id:
+            self._on_refused(op.stream, op.entry_id)
 
 
 __all__ = ["Outbox", "Settle", "Write"]

@@ -50,7 +50,8 @@ async def test_a_decision_round_trip_with_four_partitions(platform: Callable[...
         assert holders == {m.port for m in redis_cluster.masters()}
         per_master = redis_cluster.keys_per_master("hookbus:{p*}:decisions")
         assert all(count >= 1 for count in per_master.values()), per_master
-        # Replies stay in their shard (SPUBLISH), never copied to every node (PUBLISH).
+        # Replies stay in their shard (SPUBLISH), never copied to every node (PUBLISH): at least one
+        # message per partition (the replies a settle call sends one gateway share one message).
         published = {"publish": 0, "spublish": 0}
         for master in redis_cluster.masters():
             node = redis_sync.Redis.from_url(master.url)
@@ -58,7 +59,7 @@ async def test_a_decision_round_trip_with_four_partitions(platform: Callable[...
             node.close()
             for command in published:
                 published[command] += int(stats.get(f"cmdstat_{command}", {}).get("calls", 0))
-        assert published["publish"] == 0 and published["spublish"] >= 41, published
+        assert published["publish"] == 0 and published["spublish"] >= 4, published
         redis = connect(cluster_url(redis_cluster_url))
         try:
             assert sum([await redis.xlen(keys.decision_log(part)) for part in range(4)]) == 41

@@ -20,7 +20,7 @@ import redis.asyncio as aioredis
 
 from bus.connection import connect
 from bus.keys import DISPATCH_GROUP, Keyspace
-from bus.protocol import LogRecord, Request, now_ms
+from bus.protocol import LogRecord, Reply, Request, now_ms
 from hookbus.redis_server import EmbeddedRedis
 from tests.conftest import BusProbe, async_wait_for, metric, redis_reads
 from workers.outbox import Outbox, Settle
@@ -162,3 +162,81 @@ async def test_stop_gives_up_after_its_timeout_and_says_what_is_left(
     assert 0.15 <= time.monotonic() - started < 3.0
     assert "stopping with 2 unflushed writes; their entries stay pending" in caplog.text
     assert await bus.redis.exists(DEAD) == 0
+
+
+def blocking_settle(entry_id: bytes, n: int, channel: str) -> Settle:
+    """Settling a blocking event read from STREAM in time: its record, its reply on ``channel``."""
+    request = Request(f"evt-{n}", "PreToolUse", "default", b'{"session_id": "s-1"}', now_ms(), now_ms() + 30_000,
+                      channel)
+    reply = Reply(request.event_id, {}, "allow")
+    record = LogRecord(event_id=request.event_id, event=request.event, tenant="default", session_id="s-1",
+                       outcome="decided", decision="allow", output={}, payload=request.payload,
+                       received_ms=request.received_ms, decided_ms=now_ms())
+    return Settle(STREAM, entry_id, request, record, reply, 1000)
+
+
+async def read_replies(pubsub: Any, expected: int) -> list[list[str]]:
+    """The event ids of each message on ``pubsub`` until ``expected`` replies arrived."""
+    messages: list[list[str]] = []
+    async with asyncio.timeout(5):
+        while sum(map(len, messages)) < expected:
+            message = await pubsub.get_message(ignore_subscribe_messages=True, timeout=1.0)
+            if message is not None:
+                messages.append([reply.event_id for reply in Reply.decode_many(message["data"])])
+    return messages
+
+
+async def test_a_flush_settles_its_events_in_one_call_and_answers_a_gateway_in_one_message(
+    outbox: Outbox, bus: BusProbe, redis_url: str
+) -> None:
+    ids = await pending_entries(bus.redis, 20)
+    channel = f"{KEYS.prefix}reply:test-gateway"
+    subscriber = connect(redis_url, socket_timeout_s=None)
+    pubsub = subscriber.pubsub()
+    try:
+        await pubsub.subscribe(channel)
+        await pubsub.get_message(timeout=1.0)  # the subscription's confirmation
+        calls_before = (await bus.redis.info("commandstats")).get("cmdstat_evalsha", {}).get("calls", 0)
+        for n, entry_id in enumerate(ids):  # queued without yielding: one flush
+            outbox.settle(blocking_settle(entry_id, n, channel))
+        messages = await read_replies(pubsub, 20)
+        await asyncio.wait_for(outbox.flushed(), 5)
+        calls = (await bus.redis.info("commandstats"))["cmdstat_evalsha"]["calls"] - calls_before
+    finally:
+        await pubsub.aclose()  # type: ignore[no-untyped-call]
+        await subscriber.aclose()
+    assert calls == 1
+    assert messages == [[f"evt-{n}" for n in range(20)]]
+    assert await logged_ids(bus.redis) == [f"evt-{n}" for n in range(20)]
+    assert await pending(bus.redis) == []
+
+
+async def test_an_event_redis_refuses_stays_pending_alone_and_its_batch_is_answered(
+    bus: BusProbe, redis_url: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    ids = await pending_entries(bus.redis, 3)
+    await bus.redis.rpush(KEYS.outcome("evt-2"), "not a string")  # GET fails with WRONGTYPE, always
+    refused: list[bytes] = []
+    box = Outbox(bus.redis, KEYS, on_refused=lambda stream, entry_id: refused.append(entry_id))
+    await box.start()
+    channel = f"{KEYS.prefix}reply:test-gateway"
+    subscriber = connect(redis_url, socket_timeout_s=None)
+    pubsub = subscriber.pubsub()
+    try:
+        await pubsub.subscribe(channel)
+        await pubsub.get_message(timeout=1.0)
+        with caplog.at_level(logging.WARNING, logger="hookbus.dispatcher"):
+            for n, entry_id in enumerate(ids):
+                box.settle(blocking_settle(entry_id, n, channel))
+            messages = await read_replies(pubsub, 2)
+            await asyncio.wait_for(box.flushed(), 10)
+    finally:
+        await box.stop()
+        await pubsub.aclose()  # type: ignore[no-untyped-call]
+        await subscriber.aclose()
+    # Event 1 was logged by the call that failed on event 2: the one-by-one re-send answers it.
+    assert sorted(event_id for message in messages for event_id in message) == ["evt-0", "evt-1"]
+    assert await logged_ids(bus.redis) == ["evt-0", "evt-1"]
+    assert await pending(bus.redis) == [ids[2]]
+    assert refused == [ids[2]]
+    assert "WRONGTYPE" in caplog.text and "retrying in" not in caplog.text
