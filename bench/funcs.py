@@ -31,3 +31,13 @@ def remember_context(hook: HookInput) -> dict[str, object]:
 def greet_once(hook: HookInput) -> None:
     """A ``once: true`` hook for the soak: runs once per session (a per-session key)."""
     return None
+
+
+async def check_write_async(hook: HookInput) -> str | None:
+    """:func:`check_write` as a coroutine function (run on the dispatcher's loop, no thread hand-off)."""
+    return check_write(hook)
+
+
+async def block_stop_async(hook: HookInput) -> str | None:
+    """:func:`block_stop` as a coroutine function."""
+    return block_stop(hook)

@@ -107,8 +107,9 @@ class Platform:
 
 
 @contextlib.contextmanager
-def platform(dispatchers: int, settings: str = "") -> Iterator[Platform]:
-    """Start the hook server, an embedded Redis and the roles with :data:`POLICY` (``settings``:
+def platform(dispatchers: int, settings: str = "", functions: str = "sync") -> Iterator[Platform]:
+    """Start the hook server, an embedded Redis and the roles with :data:`POLICY` (``functions``:
+    ``async`` for its ``function`` hooks written as coroutine functions; ``settings``:
     extra YAML lines under its ``hookbus:`` key); stop all of them on exit."""
     hook_port = free_port()
     hook_server = subprocess.Popen([sys.executable, str(ROOT / "bench" / "hook_server.py"), str(hook_port)],
@@ -116,7 +117,11 @@ def platform(dispatchers: int, settings: str = "") -> Iterator[Platform]:
     try:
         with tempfile.TemporaryDirectory() as state, EmbeddedRedis(state, persistent=False) as redis_server:
             policy = Path(state) / "mixed.yaml"
-            policy.write_text(POLICY.replace("PORT", str(hook_port)).replace("hookbus:\n", "hookbus:\n" + settings, 1))
+            text = POLICY.replace("PORT", str(hook_port)).replace("hookbus:\n", "hookbus:\n" + settings, 1)
+            if functions == "async":
+                for name in ("check_write", "block_stop"):
+                    text = text.replace(f":{name}'", f":{name}_async'")
+            policy.write_text(text)
             port = free_port()
             roles = start_roles(redis_server.url, port, dispatchers, policy)
             env = {"HOOKBUS_REDIS_URL": redis_server.url, "HOOKBUS_LOG_LEVEL": "warning"}
@@ -277,7 +282,7 @@ async def main(args: argparse.Namespace) -> dict[str, Any]:
     warm, steady = bodies[total:], bodies[:total]
     out: dict[str, Any] = {"args": vars(args)}
     RESULTS.mkdir(exist_ok=True)
-    with platform(args.dispatchers) as running:
+    with platform(args.dispatchers, functions=args.functions) as running:
         port, redis_server = running.port, running.redis
         print(f"warm-up: {len(warm)} events at {args.rate / 4:g}/s", file=sys.stderr)
         await open_loop(port, warm, args.rate / 4, args.connections, 30)
@@ -348,6 +353,8 @@ if __name__ == "__main__":
     parser.add_argument("--connections", type=int, default=256, help="keep-alive connections (default 256)")
     parser.add_argument("--sessions", type=int, default=500, help="distinct session ids (default 500)")
     parser.add_argument("--profile", action="store_true", help="py-spy the gateway, a dispatcher and the worker")
+    parser.add_argument("--functions", choices=["sync", "async"], default="sync",
+                        help="the function hooks as plain functions (a worker thread each call) or as async def")
     parser.add_argument("--kinds", nargs="+", choices=list(MIX), help="only these kinds (same proportions)")
     parser.add_argument("--top", type=int, default=12, help="functions per profile table (default 12)")
     parsed = parser.parse_args()
