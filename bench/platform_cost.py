@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import math
 import re
 import shutil
 import signal
@@ -174,7 +175,8 @@ async def main(args: argparse.Namespace) -> None:
             hb = await hookbus_round(args, script)
             ratio = hb["per_s"] / bare["per_s"]
             ratios.append(ratio)
-            rows.append(f"| {n} | {bare['per_s']:,.0f} | {hb['per_s']:,.0f} | {ratio:.2f}x | {hb['p50_ms']:.2f} | "
+            p50_text = "n/a" if math.isnan(hb["p50_ms"]) else f"{hb['p50_ms']:.2f}"  # the Python generator has none
+            rows.append(f"| {n} | {bare['per_s']:,.0f} | {hb['per_s']:,.0f} | {ratio:.2f}x | {p50_text} | "
                         f"{hb['fail_open']:.0f} | {hb['non_2xx']:.0f} | {bare['server_cpu_us']:.0f} · "
                         f"{hb['gateway_cpu_us']:.0f} · {hb['dispatcher_cpu_us']:.0f} · {hb['redis_cpu_us']:.0f} |")
             print(rows[-1], file=sys.stderr)
