@@ -27,7 +27,7 @@ from bus.connection import PartitionClients, connect, is_cluster, read_streams, 
 from bus.errors import BusUnavailable, ConfigError
 from bus.keys import DEAD_LETTER_MAXLEN, DISPATCH_GROUP, Keyspace
 from bus.partitions import claim_layout
-from bus.protocol import StreamFields, now_ms
+from bus.protocol import ProtocolError, Request, StreamFields, now_ms
 from bus.retry import Backoff
 from bus.schema import DecisionLogSettings
 from bus.settings import Settings
@@ -186,8 +186,11 @@ class WorkStreams:
         logger.warning("dead-lettering %s %s: %s", stream, entry_id.decode(), why)
         metrics.DEAD_LETTERS.labels(stream.rsplit(":", 1)[-1]).inc()
         # Whatever the entry holds (it may not be hookbus's), moving it aside must not fail.
-        dead: StreamFields = self.redact({**{k.decode("utf-8", "replace"): v for k, v in fields.items()},
-                                                   "_stream": stream, "_id": entry_id, "_why": why})
+        readable: StreamFields = {k.decode("utf-8", "replace"): v for k, v in fields.items()}
+        if b"m" in fields:
+            with contextlib.suppress(ProtocolError):  # an event's metadata, spelled out for whoever reads it
+                readable = Request.decode(fields).named_fields()
+        dead: StreamFields = self.redact({**readable, "_stream": stream, "_id": entry_id, "_why": why})
         self.outbox.xadd(self.keys.dead_letter_stream(self.partition[stream]), dead, DEAD_LETTER_MAXLEN)
         self.outbox.ack(stream, entry_id)
 
