@@ -255,7 +255,7 @@ def main(args: argparse.Namespace) -> None:
     print(f"{h['date']}, commit {h['commit']}: {h['nproc']} x {h['cpu']}, Python {h['python']}, load average "
           f"{h['loadavg_1m']:.2f} at start; saturation by {h['load_generator']}"
           f"{', quick (smoke check, not a measurement)' if args.quick else ''}, {args.runs} run(s).\n"
-          f"Calibration: the bare Starlette endpoint answers {bare} requests on this host.\n")
+          f"Calibration (how fast this host is): the bare Starlette endpoint answers {bare} at saturation.\n")
     print("| figure | target | measured | met |\n|---|---|---|---|")
     for row in rows:
         print(f"| {row.figure} | {row.target} | {row.measured} | {row.met} |")
