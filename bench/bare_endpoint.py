@@ -2,7 +2,7 @@
 
 ``python bench/bare_endpoint.py PORT``: ``POST /v1/hooks`` parses the JSON body and answers
 ``{}``, served the way the gateway is served (uvicorn, uvloop, httptools, no access log, no
-server header, one process).
+server header, no proxy-headers middleware, one process).
 """
 
 from __future__ import annotations
@@ -28,4 +28,4 @@ app = Starlette(routes=[Route("/v1/hooks", hooks, methods=["POST"])])
 
 if __name__ == "__main__":
     uvicorn.run(app, host="127.0.0.1", port=int(sys.argv[1]), loop="uvloop", http="httptools", lifespan="off",
-                access_log=False, log_level="warning", server_header=False, backlog=4096)
+                access_log=False, log_level="warning", server_header=False, proxy_headers=False, backlog=4096)

@@ -89,6 +89,8 @@ def serve(settings: Settings, policy: Policy, redis_url: str) -> None:
         log_config=None,  # uvicorn's records go through hookbus's handler (text or JSON, bus.logs)
         log_level=settings.log_level.lower(),
         server_header=False,
+        # Nothing reads the client's address: no X-Forwarded-* rewriting middleware per request.
+        proxy_headers=False,
         timeout_graceful_shutdown=5,
         backlog=4096,
     )
