@@ -17,7 +17,7 @@ from typing import Any
 import redis.asyncio as aioredis
 import redis.exceptions
 
-from bus.connection import is_cluster, redis_errors
+from bus.connection import deliver_results, is_cluster, redis_errors
 from bus.errors import BusUnavailable
 from bus.keys import WORK_STREAM_MAXLEN
 from bus.protocol import StreamFields
@@ -73,17 +73,7 @@ class AppendBatcher:
                 else:
                     # Each caller learns the fate of its own entry: one refused XADD must not
                     # make the others look lost (they would be spooled and appended twice).
-                    for (_, _, future), result in zip(batch, results, strict=True):
-                        if future.done():
-                            continue
-                        if isinstance(result, Exception):
-                            try:
-                                with redis_errors(self.redis_url):
-                                    raise result
-                            except Exception as mapped:  # BusUnavailable, or the error itself
-                                future.set_exception(mapped)
-                        else:
-                            future.set_result(None)
+                    deliver_results((future for _, _, future in batch), results, self.redis_url, lambda _: None)
         finally:
             self._flushing.discard(group)
 

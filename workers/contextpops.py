@@ -21,7 +21,7 @@ from typing import Any
 
 import redis.asyncio as aioredis
 
-from bus.connection import is_cluster, redis_errors
+from bus.connection import deliver_results, is_cluster, redis_errors
 from bus.errors import BusUnavailable
 
 _Pop = tuple[str, int, "asyncio.Future[list[bytes]]"]
@@ -98,17 +98,8 @@ class ContextPops:
                     self._fail_pending(BusUnavailable(f"context pop failed: {exc!r}"), also=batch)
                     raise
                 else:
-                    for (_, _, future), result in zip(batch, results, strict=True):
-                        if future.done():
-                            continue
-                        if isinstance(result, Exception):
-                            try:
-                                with redis_errors(self.redis_url):
-                                    raise result
-                            except Exception as mapped:  # BusUnavailable, or the error itself
-                                future.set_exception(mapped)
-                        else:
-                            future.set_result(result or [])
+                    deliver_results((future for _, _, future in batch), results, self.redis_url,
+                                    lambda items: items or [])
         finally:
             self._flushing, self._flusher = False, None
 
