@@ -26,6 +26,8 @@ from prometheus_client import (
     generate_latest,
 )
 
+from bus.events import EVENTS
+
 #: A rule decision takes well under a millisecond end to end, so the buckets start at 100 µs.
 LATENCY_BUCKETS = (
     0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0,
@@ -196,8 +198,6 @@ def hook_duration(handler_type: str) -> Histogram:
 
 def event_label(event: str) -> str:
     """Event label for metrics; unknown names collapse to ``other`` (bounded cardinality)."""
-    from bus.events import EVENTS
-
     return event if event in EVENTS else "other"
 
 
