@@ -168,3 +168,23 @@ async def test_at_maxmemory_no_job_is_queued_before_its_record_is(private_redis:
         await r.outbox.stop()
         await admin.aclose()
         await probe.close()
+
+
+async def test_one_call_settles_events_with_and_without_jobs_each_with_its_own(rig: Rig) -> None:
+    entries = [await rig.entry() for _ in range(4)]
+    handlers = [(), ("h1", "h2"), (), ("h3",)]
+    queued_before = counted("queued")
+    for (request, entry_id), names in zip(entries, handlers, strict=True):  # queued together: one call
+        rig.outbox.settle(rig.op(request, entry_id, jobs_of(request, *names)))
+    await asyncio.wait_for(rig.outbox.flushed(), 5)
+    expected = [f"{request.event_id}:{name}" for (request, _), names in zip(entries, handlers, strict=True)
+                for name in names]
+    assert sorted(await rig.queued()) == sorted(expected)
+    assert counted("queued") - queued_before == 3
+    logged = [LogRecord.decode(fields) for _, fields in await rig.bus.redis.xrange(rig.keys.decision_log())]
+    assert [r.event_id for r in logged] == [request.event_id for request, _ in entries]
+    assert all(r.outcome == "recorded" and r.payload == request.payload for r, (request, _) in zip(
+        logged, entries, strict=True))
+    for request, _ in entries:  # every event's own outcome key
+        assert await rig.bus.redis.get(rig.keys.outcome(request.event_id)) == b"R"
+    assert await rig.pending() == 0
