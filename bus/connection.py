@@ -16,9 +16,8 @@ The async queue's Redis may be named by a Sentinel URL (``redis+sentinel://``,
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
-from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Mapping
+from collections.abc import AsyncIterator, Iterator, Mapping
 from typing import Any, cast
 from urllib.parse import urlsplit, urlunsplit
 
@@ -237,23 +236,5 @@ def redis_errors(url: str = "") -> Iterator[None]:
         raise
 
 
-def deliver_results(futures: Iterable[asyncio.Future[Any]], results: Iterable[Any], url: str = "",
-                    value: Callable[[Any], Any] = lambda result: result) -> None:
-    """Hand each caller of an auto-pipelined round trip its own result (``value(result)``) or
-    its own error, mapped as :func:`redis_errors` maps it: one command Redis refused must not
-    fail the others of its pipeline. Futures already done (cancelled callers) are skipped."""
-    for future, result in zip(futures, results, strict=True):
-        if future.done():
-            continue
-        if isinstance(result, Exception):
-            try:
-                with redis_errors(url):
-                    raise result
-            except Exception as mapped:  # BusUnavailable, or the error itself
-                future.set_exception(mapped)
-        else:
-            future.set_result(value(result))
-
-
-__all__ = ["PartitionClients", "SentinelBlockingPool", "connect", "deliver_results", "is_cluster", "is_cluster_url",
+__all__ = ["PartitionClients", "SentinelBlockingPool", "connect", "is_cluster", "is_cluster_url",
            "is_transient", "node_url", "read_streams", "redis_errors", "sentinel_pool", "transaction"]

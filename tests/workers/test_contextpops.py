@@ -99,7 +99,7 @@ async def test_pops_during_a_round_trip_join_the_next_one(private_redis: Embedde
             # Queued ahead of the owner of ctx:s-1's item: had it been sent, it would take that item.
             cancelled = asyncio.create_task(pops.pop("ctx:s-1", 10))
             later = [asyncio.create_task(pops.pop(f"ctx:s-{n}", 10)) for n in range(1, 21)]
-            await async_wait_for(lambda: len(pops._pending) == 21, timeout_s=5)  # all queued behind the first
+            await async_wait_for(lambda: len(pops.pipeline) == 21, timeout_s=5)  # all queued behind the first
             cancelled.cancel()
             before = await redis_reads(probe)
         finally:
