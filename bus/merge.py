@@ -114,6 +114,13 @@ class _Verdict:
 
 def merge_results(event: str, results: Sequence[HandlerResult]) -> MergedDecision:
     """Merge the results of ``event``'s handlers (in policy order) into one hook output."""
+    if all(r.outcome is Outcome.OK and not r.output and not r.text for r in results if not r.shadow):
+        # Nobody said anything (most tool calls a policy lets through): nothing to merge.
+        return MergedDecision({}, "none", None)
+    return _merge(event, results)
+
+
+def _merge(event: str, results: Sequence[HandlerResult]) -> MergedDecision:
     spec = event_spec(event)
     active = [_enforceable(event, r) for r in results if not r.shadow]
     verdict = _decide(event, spec, active)

@@ -6,7 +6,8 @@ from typing import Any
 
 import pytest
 
-from bus.merge import CLASSIFIER_CONTEXT_CAP, merge_results
+from bus.events import EVENTS
+from bus.merge import CLASSIFIER_CONTEXT_CAP, MergedDecision, _merge, merge_results
 from bus.output import check_output
 from bus.results import HandlerResult, Outcome
 from tests.conftest import hso, pr
@@ -296,3 +297,13 @@ def test_merge_does_not_mutate_results() -> None:
     merge_results(PTU, [first, failing])
     assert first.output == pre("allow", updatedInput={"v": 1})
     assert (failing.outcome, failing.reason) == (Outcome.ERROR, "boom")
+
+
+@pytest.mark.parametrize("event", [*EVENTS, "SomeFutureEvent"])
+def test_silent_results_skip_the_merge_and_say_what_the_merge_says(event: str) -> None:
+    silent = [HandlerResult(Outcome.OK, output={}), HandlerResult(Outcome.OK), HandlerResult(Outcome.OK, output={})]
+    fast = merge_results(event, silent)
+    assert fast == _merge(event, silent) == MergedDecision({}, "none", None)
+    # One handler saying anything takes the whole merge.
+    spoken = [*silent, HandlerResult(Outcome.BLOCK, reason="no")]
+    assert merge_results(event, spoken) == _merge(event, spoken)

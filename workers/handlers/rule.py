@@ -58,9 +58,9 @@ class RuleList:
         shell = self.shell.get(tool_name)
         if shell is not None and self.verdict != "allow":
             command = tool_input.get("command")
-            texts = shell_texts(command, tool_name == "PowerShell") if isinstance(command, str) else None
+            texts = _texts(command, tool_name == "PowerShell") if isinstance(command, str) else None
             if texts is not None:  # statically known: one regex pass per subcommand text decides
-                for text in sorted(texts):
+                for text in texts:
                     found = shell.combined.fullmatch(text)
                     if found is not None and found.lastgroup is not None:
                         return shell.rules[int(found.lastgroup[1:])][1]
@@ -69,6 +69,14 @@ class RuleList:
             if rule_matches(rule, tool_name, tool_input, cwd, kind=self.verdict):
                 return text
         return None
+
+
+@functools.lru_cache(maxsize=1024)
+def _texts(command: str, powershell: bool) -> tuple[str, ...] | None:
+    """:func:`shell_texts` in a fixed order; every deny and ask list of every rule handler on
+    the event asks for the same command's, so all but the first ask cost a lookup."""
+    texts = shell_texts(command, powershell)
+    return None if texts is None else tuple(sorted(texts))
 
 
 def _is_shell_rule(rule: PermissionRule, tool: str) -> bool:
