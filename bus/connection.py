@@ -21,11 +21,13 @@ from collections.abc import AsyncIterator, Iterator, Mapping
 from typing import Any, cast
 from urllib.parse import urlsplit, urlunsplit
 
+import hiredis
 import redis.asyncio as aioredis
 import redis.exceptions
 from redis.asyncio import BlockingConnectionPool
 from redis.asyncio.client import Pipeline
 from redis.asyncio.cluster import RedisCluster
+from redis.asyncio.connection import AbstractConnection
 from redis.asyncio.sentinel import Sentinel, SentinelConnectionPool
 
 from bus.errors import BusUnavailable
@@ -93,7 +95,41 @@ def connect(
         # No bound (as from_url's pool): max_connections=None is redis-py's "no limit".
         return aioredis.Redis.from_pool(sentinel_pool(parse_sentinel_url(url), max_connections=None, **options))
     client: aioredis.Redis = aioredis.Redis.from_url(url, **options)
+    pool = client.connection_pool
+    pool.connection_class = hiredis_packing(pool.connection_class)  # no connection is open yet
     return client
+
+
+#: Argument types whose encoding hiredis and redis-py agree on (a float's text may differ; a bool
+#: is an error to redis-py).
+_PACKABLE = frozenset({bytes, str, int})
+
+
+class _HiredisPacking(AbstractConnection):
+    def pack_command(self, *args: Any) -> list[bytes]:
+        # redis-py's asyncio connections pack in Python, re-joining the buffer at every argument:
+        # a settle call's hundred arguments cost more than Redis takes to run it.
+        if all(type(arg) in _PACKABLE for arg in args):
+            head = args[0]
+            if isinstance(head, str):  # "CONFIG GET": the words are separate arguments, as redis-py does
+                args = (*head.encode().split(), *args[1:])
+            elif b" " in head:
+                args = (*head.split(), *args[1:])
+            return [hiredis.pack_command(args)]
+        return super().pack_command(*args)
+
+
+_PACKING_CLASSES: dict[type[AbstractConnection], type[AbstractConnection]] = {}
+
+
+def hiredis_packing(connection_class: type[AbstractConnection]) -> type[AbstractConnection]:
+    """``connection_class`` packing commands with hiredis (C) instead of redis-py's Python (one
+    subclass per class)."""
+    found = _PACKING_CLASSES.get(connection_class)
+    if found is None:
+        found = _PACKING_CLASSES[connection_class] = type(
+            f"Hiredis{connection_class.__name__}", (_HiredisPacking, connection_class), {})
+    return found
 
 
 class SentinelBlockingPool(SentinelConnectionPool, BlockingConnectionPool):

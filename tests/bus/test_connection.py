@@ -1,0 +1,58 @@
+"""bus.connection: clients pack commands with hiredis, byte for byte as redis-py would."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from redis.asyncio.connection import AbstractConnection, Connection, SSLConnection, UnixDomainSocketConnection
+
+from bus.connection import connect, hiredis_packing
+
+pytestmark = pytest.mark.timeout(30)
+
+ARGS: list[tuple[Any, ...]] = [
+    ("SET", "k", "v"),
+    ("CONFIG GET", "maxmemory"),  # two words in the command name: two arguments
+    (b"CLIENT SETNAME", b"x"),
+    ("XADD", b"s", "MAXLEN", "~", 1000, "*", b"m", b"\x00\xff" * 5000, "p", "é ünï"),
+    ("EVALSHA", "a" * 40, 2, "k1", "k2", -5, 0, 2**70, b""),
+    ("SET", "k", 1.5),  # a float: redis-py's own packing
+    ("SET", "k", memoryview(b"abc")),
+]
+
+
+@pytest.mark.parametrize("args", ARGS, ids=lambda args: str(args[0]))
+def test_packing_matches_redis_py(args: tuple[Any, ...]) -> None:
+    def packed(connection: AbstractConnection) -> bytes:
+        return b"".join(bytes(chunk) for chunk in connection.pack_command(*args))
+
+    assert packed(hiredis_packing(Connection)()) == packed(Connection())
+
+
+def test_a_bool_is_still_refused() -> None:
+    with pytest.raises(Exception, match="bool"):
+        hiredis_packing(Connection)().pack_command("SET", "k", True)
+
+
+def test_each_scheme_keeps_its_connection_class() -> None:
+    for url, base in (("redis://127.0.0.1:1", Connection), ("rediss://127.0.0.1:1", SSLConnection),
+                      ("unix:///tmp/none.sock", UnixDomainSocketConnection)):
+        cls = connect(url).connection_pool.connection_class
+        assert issubclass(cls, base) and cls is hiredis_packing(base)
+
+
+async def test_values_round_trip_through_a_real_redis(redis_url: str) -> None:
+    client = connect(redis_url)
+    try:
+        values: list[Any] = [b"\x00\xff" * 4000, "é ünï", 2**62, -7, 1.25, b""]
+        async with client.pipeline(transaction=False) as pipe:
+            for n, value in enumerate(values):
+                pipe.set(f"test-connection:{n}", value)
+            for n in range(len(values)):
+                pipe.get(f"test-connection:{n}")
+            replies = await pipe.execute()
+        assert replies[len(values):] == [b"\x00\xff" * 4000, "é ünï".encode(), b"4611686018427387904", b"-7",
+                                         b"1.25", b""]
+    finally:
+        await client.aclose()
