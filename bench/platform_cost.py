@@ -13,12 +13,17 @@ each loaded the same way: ``wrk`` (one thread, ``--connections`` keep-alive conn
 it is installed (``apt-get install wrk``), else this repo's Python load generator (closed
 loop). Reported: requests/s of each and their ratio per round; for hookbus also the
 fail-opens the gateway counted (``hookbus_fail_open_total``) and non-2xx answers.
+
+A Markdown table to stdout; the same figures, one object per round, to
+``bench/results/platform_cost.json`` (``hookbus_p50_ms`` is ``null`` under the Python load
+generator, which measures none).
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import json
 import math
 import re
 import shutil
@@ -161,7 +166,9 @@ async def hookbus_round(args: argparse.Namespace, script: Path | None) -> dict[s
                 role.wait(10)
 
 
-async def main(args: argparse.Namespace) -> None:
+async def main(args: argparse.Namespace) -> dict[str, Any]:
+    """Run ``args.rounds`` alternating rounds, print the table and return what ``platform_cost.json`` holds."""
+    found = []
     with tempfile.TemporaryDirectory() as scratch:
         use_wrk = shutil.which("wrk") is not None and not args.python
         script = wrk_script(Path(scratch) / "post.lua", BODIES[:600]) if use_wrk else None
@@ -180,9 +187,16 @@ async def main(args: argparse.Namespace) -> None:
                         f"{hb['fail_open']:.0f} | {hb['non_2xx']:.0f} | {bare['server_cpu_us']:.0f} · "
                         f"{hb['gateway_cpu_us']:.0f} · {hb['dispatcher_cpu_us']:.0f} · {hb['redis_cpu_us']:.0f} |")
             print(rows[-1], file=sys.stderr)
+            found.append({"round": n, "bare_per_s": bare["per_s"], "hookbus_per_s": hb["per_s"], "ratio": ratio,
+                          "hookbus_p50_ms": None if math.isnan(hb["p50_ms"]) else hb["p50_ms"],
+                          "fail_open": round(hb["fail_open"]), "non_2xx": round(hb["non_2xx"]),
+                          "bare_cpu_us": bare["server_cpu_us"], "gateway_cpu_us": hb["gateway_cpu_us"],
+                          "dispatcher_cpu_us": hb["dispatcher_cpu_us"], "redis_cpu_us": hb["redis_cpu_us"],
+                          "bare_requests": round(bare["requests"]), "hookbus_requests": round(hb["requests"])})
     print(f"Load: {loader}, {args.connections} connections, {args.seconds:g} s per run, rounds alternate.\n")
     print("\n".join(rows))
     print(f"\nratio: min {min(ratios):.2f}x, max {max(ratios):.2f}x (target >= 0.4x)")
+    return {"loader": loader, "connections": args.connections, "seconds": args.seconds, "rounds": found}
 
 
 if __name__ == "__main__":
@@ -193,4 +207,6 @@ if __name__ == "__main__":
     parser.add_argument("--profile", action="store_true", help="py-spy the gateway and the dispatcher (round 1)")
     parser.add_argument("--top", type=int, default=15, help="functions per profile table (default 15)")
     parser.add_argument("--python", action="store_true", help="use the Python load generator even if wrk is there")
-    uvloop.run(main(parser.parse_args()))
+    result = uvloop.run(main(parser.parse_args()))
+    RESULTS.mkdir(exist_ok=True)
+    (RESULTS / "platform_cost.json").write_text(json.dumps(result, indent=2, allow_nan=False))

@@ -1,7 +1,11 @@
 """Every speed target of the "fast on every path" goals, in one run: ``python bench/targets.py``.
 
-Drives the other benches as subprocesses (each in a process group of its own, killed on
-timeout) and puts each figure next to its target:
+First measures how long an idle process takes to wake up on this host (``bench/wake.py``,
+in this process: Redis PING round trips back to back and after 10 ms idle), a second
+calibration figure in the header: at low rates each decision crosses about five such
+wake-ups, so the p50 targets depend on it. Then drives the other benches as subprocesses
+(each in a process group of its own, killed on timeout), reads the figures each wrote to
+``bench/results/<bench>.json`` and puts each next to its target:
 
 * ``bench/platform_cost.py --rounds RUNS``: hookbus decisions/s ÷ a bare Starlette endpoint's
   requests/s (≥ 0.4x) and CPU µs per request of each process; the bare endpoint's requests/s
@@ -18,7 +22,7 @@ timeout) and puts each figure next to its target:
 Ranges are min to max over the runs; "met" means every run met the target. ``--quick`` shrinks
 every duration for a smoke check (and ``--runs`` to 1 unless given). A bench that fails or
 times out shows as failed and the others still run. Markdown to stdout, the numbers to
-``bench/results/targets.json``. Everything on 127.0.0.1.
+``bench/results/targets.json`` (a figure a bench could not measure is ``null`` there). Everything on 127.0.0.1.
 """
 
 from __future__ import annotations
@@ -38,6 +42,15 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
+
+import redis
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from wake import measure as measure_wake
+
+from bus.errors import RedisServerError
 
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "bench" / "results"
@@ -75,19 +88,6 @@ def run_bench(name: str, argv: list[str], timeout_s: float) -> str:
     return stdout
 
 
-def table(text: str) -> list[list[str]]:
-    """The cells of every markdown table row in ``text`` (separator rows left out)."""
-    return [[cell.strip() for cell in line.strip().strip("|").split("|")]
-            for line in text.splitlines() if line.startswith("| ") and not line.startswith("|-")]
-
-
-def number(cell: str) -> float:
-    try:
-        return float(cell.replace(",", "").rstrip("x"))
-    except ValueError:
-        return math.nan
-
-
 def fresh(name: str, since: float) -> dict[str, Any]:
     """``bench/results/<name>.json``, if a bench wrote it after ``since`` (a ``time.time()``)."""
     path = RESULTS / f"{name}.json"
@@ -96,18 +96,36 @@ def fresh(name: str, since: float) -> dict[str, Any]:
     return dict(json.loads(path.read_text()))
 
 
+def figures(found: dict[str, Any], names: tuple[str, ...]) -> dict[str, float]:
+    """``names`` of a bench's JSON object as floats, ``null`` (not measured) as NaN."""
+    return {name: math.nan if found[name] is None else float(found[name]) for name in names}
+
+
+def jsonable(value: Any) -> Any:
+    """``value`` with every NaN replaced by ``None``: NaN is not JSON."""
+    if isinstance(value, float) and math.isnan(value):
+        return None
+    if isinstance(value, dict):
+        return {key: jsonable(item) for key, item in value.items()}
+    if isinstance(value, list | tuple):
+        return [jsonable(item) for item in value]
+    return value
+
+
+def wake_run() -> dict[str, Any]:
+    try:
+        return measure_wake()
+    except (redis.RedisError, RedisServerError) as exc:
+        raise RuntimeError(f"wake: {exc}") from exc
+
+
 def handlers_run(args: argparse.Namespace) -> dict[str, dict[str, float]]:
     duration_s, saturate_s = (1.0, 1.0) if args.quick else (5.0, 4.0)
-    stdout = run_bench("handlers", ["--types", "rule", "http", "--rate", "500", "--duration", str(duration_s),
-                                    "--saturate-s", str(saturate_s)], 180 + 4 * (duration_s + saturate_s))
-    found = {}
-    for cells in table(stdout):
-        if cells[0] in ("`rule`", "`http`"):
-            found[cells[0].strip("`")] = {"p50_ms": number(cells[1]), "p99_ms": number(cells[2]),
-                                          "per_s": number(cells[3]), "dispatcher_cpu_us": number(cells[4])}
-    if set(found) != {"rule", "http"}:
-        raise RuntimeError(f"handlers: no rule/http rows in its output:\n{stdout}")
-    return found
+    started = time.time()
+    run_bench("handlers", ["--types", "rule", "http", "--rate", "500", "--duration", str(duration_s),
+                           "--saturate-s", str(saturate_s)], 180 + 4 * (duration_s + saturate_s))
+    found = fresh("handlers", started)["handlers"]
+    return {name: figures(found[name], ("p50_ms", "p99_ms", "per_s", "dispatcher_cpu_us")) for name in ("rule", "http")}
 
 
 def mixed_run(rate: float, args: argparse.Namespace) -> dict[str, Any]:
@@ -118,18 +136,14 @@ def mixed_run(rate: float, args: argparse.Namespace) -> dict[str, Any]:
 
 
 def platform_run(args: argparse.Namespace) -> list[dict[str, float]]:
-    seconds = 2.0 if args.quick else 8.0
-    stdout = run_bench("platform_cost", ["--rounds", str(args.runs), "--seconds", str(seconds)],
-                       60 + args.runs * (2 * seconds + 90))
-    rounds = []
-    names = ("bare_cpu_us", "gateway_cpu_us", "dispatcher_cpu_us", "redis_cpu_us")
-    for cells in table(stdout):
-        if cells[0].isdigit():
-            cpu = dict(zip(names, [number(part) for part in cells[7].split("·")], strict=True))
-            rounds.append({"bare_per_s": number(cells[1]), "hookbus_per_s": number(cells[2]), "ratio": number(cells[3]),
-                           "fail_open": number(cells[5]), "non_2xx": number(cells[6]), **cpu})
+    seconds, started = 2.0 if args.quick else 8.0, time.time()
+    run_bench("platform_cost", ["--rounds", str(args.runs), "--seconds", str(seconds)],
+              60 + args.runs * (2 * seconds + 90))
+    names = ("bare_per_s", "hookbus_per_s", "ratio", "fail_open", "non_2xx", "bare_cpu_us", "gateway_cpu_us",
+             "dispatcher_cpu_us", "redis_cpu_us")
+    rounds = [figures(found, names) for found in fresh("platform_cost", started)["rounds"]]
     if not rounds:
-        raise RuntimeError(f"platform_cost: no rounds in its output:\n{stdout}")
+        raise RuntimeError("platform_cost: no rounds in bench/results/platform_cost.json")
     return rounds
 
 
@@ -229,8 +243,8 @@ def host() -> dict[str, Any]:
 
 
 def main(args: argparse.Namespace) -> None:
-    res: dict[str, Any] = {"host": host(), "args": vars(args), "handlers": [], "mixed": {}, "platform_cost": [],
-                           "errors": []}
+    res: dict[str, Any] = {"host": host(), "args": vars(args), "wake": None, "handlers": [], "mixed": {},
+                           "platform_cost": [], "errors": []}
 
     def attempt(call: Callable[..., Any], *call_args: Any) -> Any:
         try:
@@ -240,6 +254,7 @@ def main(args: argparse.Namespace) -> None:
             res["errors"].append(str(exc).splitlines()[0])
             return None
 
+    res["wake"] = attempt(wake_run)  # first, on a quiet host: nothing else of this run is going yet
     res["platform_cost"] = attempt(platform_run, args) or []
     res["handlers"] = [found for _ in range(args.runs) if (found := attempt(handlers_run, args))]
     for rate in args.rates:
@@ -249,13 +264,20 @@ def main(args: argparse.Namespace) -> None:
         res["soak"] = attempt(soak_run, args)
     rows = rows_for(res, args)
     RESULTS.mkdir(exist_ok=True)
-    (RESULTS / "targets.json").write_text(json.dumps({**res, "rows": [dataclasses.asdict(r) for r in rows]}, indent=2))
+    (RESULTS / "targets.json").write_text(json.dumps(
+        jsonable({**res, "rows": [dataclasses.asdict(r) for r in rows]}), indent=2, allow_nan=False))
     h = res["host"]
     bare = span([p["bare_per_s"] for p in res["platform_cost"]], per_s) if res["platform_cost"] else "failed"
+    wake = res["wake"]
+    woken = (f"Redis PING p50 {wake['back_to_back']['p50_us']:.0f} µs back to back, "
+             f"{wake['after_idle']['p50_us']:.0f} µs after {wake['idle_gap_ms']:g} ms idle (p90 "
+             f"{wake['back_to_back']['p90_us']:.0f} and {wake['after_idle']['p90_us']:.0f} µs; one decision crosses "
+             "about five such wake-ups at low load)") if wake else "failed"
     print(f"{h['date']}, commit {h['commit']}: {h['nproc']} x {h['cpu']}, Python {h['python']}, load average "
           f"{h['loadavg_1m']:.2f} at start; saturation by {h['load_generator']}"
           f"{', quick (smoke check, not a measurement)' if args.quick else ''}, {args.runs} run(s).\n"
-          f"Calibration (how fast this host is): the bare Starlette endpoint answers {bare} at saturation.\n")
+          f"Calibration (how fast this host is): the bare Starlette endpoint answers {bare} at saturation.\n"
+          f"Wake-up latency: {woken}.\n")
     print("| figure | target | measured | met |\n|---|---|---|---|")
     for row in rows:
         print(f"| {row.figure} | {row.target} | {row.measured} | {row.met} |")
