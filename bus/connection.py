@@ -100,16 +100,15 @@ def connect(
     return client
 
 
-#: Argument types whose encoding hiredis and redis-py agree on (a float's text may differ; a bool
-#: is an error to redis-py).
-_PACKABLE = frozenset({bytes, str, int})
 
 
 class _HiredisPacking(AbstractConnection):
     def pack_command(self, *args: Any) -> list[bytes]:
         # redis-py's asyncio connections pack in Python, re-joining the buffer at every argument:
         # a settle call's hundred arguments cost more than Redis takes to run it.
-        if all(type(arg) in _PACKABLE for arg in args):
+        # Where hiredis and redis-py agree: bytes, str (a StrEnum too), a plain int (an int
+        # subclass is packed by repr, a bool refused), not a float (its text may differ).
+        if all(isinstance(arg, (bytes, str)) or type(arg) is int for arg in args):
             head = args[0]
             if isinstance(head, str):  # "CONFIG GET": the words are separate arguments, as redis-py does
                 args = (*head.encode().split(), *args[1:])

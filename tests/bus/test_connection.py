@@ -2,14 +2,20 @@
 
 from __future__ import annotations
 
+import enum
 from typing import Any
 
 import pytest
 from redis.asyncio.connection import AbstractConnection, Connection, SSLConnection, UnixDomainSocketConnection
 
 from bus.connection import connect, hiredis_packing
+from bus.protocol import RecordOutcome
 
 pytestmark = pytest.mark.timeout(30)
+
+
+class IntFlag(enum.IntEnum):
+    A = 1
 
 ARGS: list[tuple[Any, ...]] = [
     ("SET", "k", "v"),
@@ -18,6 +24,7 @@ ARGS: list[tuple[Any, ...]] = [
     ("XADD", b"s", "MAXLEN", "~", 1000, "*", b"m", b"\x00\xff" * 5000, "p", "é ünï"),
     ("EVALSHA", "a" * 40, 2, "k1", "k2", -5, 0, 2**70, b""),
     ("SET", "k", 1.5),  # a float: redis-py's own packing
+    ("SET", RecordOutcome.DECIDED, IntFlag.A),  # a StrEnum is its value; an int subclass goes to redis-py
     ("SET", "k", memoryview(b"abc")),
 ]
 
