@@ -75,6 +75,11 @@ def compile_pattern(regex: str) -> re.Pattern[str]:
 
 Masked = list[tuple[Path, str]]
 
+#: Strings a redactor remembers as clean (session ids, paths, handler ids, a repeated command):
+#: up to this many, each up to :data:`_CLEAN_CHARS` long; then it starts over.
+_CLEAN_MAX = 4096
+_CLEAN_CHARS = 512
+
 
 class Redactor:
     """Masks secrets in strings and JSON values; built once per policy and shared.
@@ -92,6 +97,8 @@ class Redactor:
         self._member_masks = any(d.name == SECRET_FIELD for d in kept)
         self._custom = tuple((name, compile_pattern(regex)) for name, regex in patterns)
         self._pointers = tuple(parse_pointer(p) for p in pointers)
+        #: Strings no detector matched: most of a record's strings repeat from event to event.
+        self._clean: dict[str, None] = {}
 
     @property
     def active(self) -> bool:
@@ -156,6 +163,12 @@ class Redactor:
         masked.extend((path, name) for name in names)
         return new
 
+    def _remember_clean(self, text: str) -> None:
+        if len(text) <= _CLEAN_CHARS:
+            if len(self._clean) >= _CLEAN_MAX:
+                self._clean.clear()
+            self._clean[text] = None
+
     def _walk(self, value: Any, path: Path, states: tuple[Path, ...], masked: Masked) -> Any:
         """``value`` (a dict or a list) masked; a new container only where something changed.
 
@@ -170,6 +183,7 @@ class Redactor:
             return value
         copy: Any = None
         fast = not self._custom and self._builtin is not None
+        clean = self._clean
         heads = {s[0] for s in states}  # the pointers' next segments: most members match none
         for key, item in items:
             sub: tuple[Path, ...] = ()
@@ -185,8 +199,14 @@ class Redactor:
             kind = type(item)
             if kind is str:
                 new = item
-                if (len(item) >= 8 and TRIGGERS.search(item) is not None) if fast else self._suspect(item):
+                if item in clean:
+                    pass
+                elif (len(item) >= 8 and TRIGGERS.search(item) is not None) if fast else self._suspect(item):
                     new = self._string(item, (*path, str(key)), masked)
+                    if new is item:
+                        self._remember_clean(item)
+                else:
+                    self._remember_clean(item)
                 if new is item and self._member_masks and type(key) is str and (rule := member_rule(key)) \
                         and not is_reference(item) and (rule == SECRET_NAME or high_entropy(item)):
                     masked.append(((*path, key), SECRET_FIELD))

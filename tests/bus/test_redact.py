@@ -191,6 +191,19 @@ def test_members_are_masked_by_name_and_by_entropy_and_the_rest_is_the_same_obje
     assert DEFAULT.value(clean) is clean
 
 
+@pytest.mark.parametrize("redactor", [Redactor(), Redactor(patterns=[("employee-id", r"EMP-\d{6}")])],
+                         ids=["builtins", "with-a-pattern"])
+def test_strings_remembered_as_clean_are_still_judged_by_their_member_name(redactor: Redactor) -> None:
+    token = "Q7xLm2Vr9Tb4Wc8Yz1Hd6Jf3Gs0Pk"  # high-entropy, but no detector's shape
+    first = {"note": token, "cmd": f"curl -H 'Authorization: Bearer {token}' x"}
+    assert redactor.value(first) == {"note": token, "cmd": "curl -H 'Authorization: Bearer [REDACTED:authorization]' x"}
+    assert redactor.value(first)["note"] == token  # remembered as clean, and still clean
+    # The same string under a name that says secret is masked: the name decides, not the memory.
+    assert redactor.value({"API_TOKEN": token}) == {"API_TOKEN": "[REDACTED:env-secret]"}
+    # A string with a secret is never remembered: masked every time.
+    assert redactor.value({"cmd": first["cmd"]}) == redactor.value({"cmd": first["cmd"]}) != {"cmd": first["cmd"]}
+
+
 def test_policy_pointers_mask_whole_values_and_patterns_add_detectors() -> None:
     redactor = Redactor(["/tool_input/content", "/edits/*/new_string", "/a~1b"],
                         [("employee-id", r"EMP-\d{6}"), ("ticket", r"ticket=(?P<secret>\w+)")])
