@@ -124,6 +124,8 @@ _PACKING_CLASSES: dict[type[AbstractConnection], type[AbstractConnection]] = {}
 def hiredis_packing(connection_class: type[AbstractConnection]) -> type[AbstractConnection]:
     """``connection_class`` packing commands with hiredis (C) instead of redis-py's Python (one
     subclass per class)."""
+    if issubclass(connection_class, _HiredisPacking):
+        return connection_class
     found = _PACKING_CLASSES.get(connection_class)
     if found is None:
         found = _PACKING_CLASSES[connection_class] = type(
@@ -155,6 +157,7 @@ def sentinel_pool(url: SentinelURL, **options: Any) -> SentinelBlockingPool:
                          sentinel_kwargs={**timeouts, "password": url.sentinel_password})
     pool: SentinelBlockingPool = SentinelBlockingPool(  # type: ignore[no-untyped-call]
         url.service_name, sentinels, db=url.db, username=url.username, password=url.password, **options)
+    pool.connection_class = hiredis_packing(pool.connection_class)
     return pool
 
 

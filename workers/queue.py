@@ -53,7 +53,7 @@ from arq.utils import timestamp_ms, to_ms
 from redis.asyncio import BlockingConnectionPool
 
 from bus import metrics
-from bus.connection import redis_errors, sentinel_pool
+from bus.connection import hiredis_packing, redis_errors, sentinel_pool
 from bus.errors import BusUnavailable
 from bus.keys import Keyspace
 from bus.protocol import Request
@@ -233,6 +233,7 @@ def arq_pool(redis_url: str, max_connections: int = MAX_CONNECTIONS) -> ArqRedis
         connections = sentinel_pool(parse_sentinel_url(redis_url), **options)
     else:
         connections = BlockingConnectionPool.from_url(redis_url, **options)
+    connections.connection_class = hiredis_packing(connections.connection_class)
     pool = ArqRedis(connection_pool=connections)
     pool.auto_close_connection_pool = True  # the client owns (and closes) the pool
     pool.job_serializer = orjson.dumps

@@ -46,7 +46,7 @@ def test_each_scheme_keeps_its_connection_class() -> None:
     for url, base in (("redis://127.0.0.1:1", Connection), ("rediss://127.0.0.1:1", SSLConnection),
                       ("unix:///tmp/none.sock", UnixDomainSocketConnection)):
         cls = connect(url).connection_pool.connection_class
-        assert issubclass(cls, base) and cls is hiredis_packing(base)
+        assert issubclass(cls, base) and cls is hiredis_packing(base) is hiredis_packing(cls)
 
 
 async def test_values_round_trip_through_a_real_redis(redis_url: str) -> None:
