@@ -76,8 +76,13 @@ class GuardedClient(httpx.AsyncClient):
 def guard_key(policy: Policy) -> GuardKey:
     """What the shared client depends on: the allowed networks and the response size cap."""
     http = policy.settings.http
-    networks = sorted({str(net) for net in parse_networks(http.allowed_networks)})
-    return tuple(networks), http.max_response_bytes
+    return _guard_key(tuple(http.allowed_networks), http.max_response_bytes)
+
+
+@functools.lru_cache(maxsize=64)
+def _guard_key(allowed_networks: tuple[str, ...], max_response_bytes: int) -> GuardKey:
+    # Asked on every outbound request: the networks are parsed once per policy, not each time.
+    return tuple(sorted({str(net) for net in parse_networks(allowed_networks)})), max_response_bytes
 
 
 def outbound_client(services: Services | None, policy: Policy) -> httpx.AsyncClient:
