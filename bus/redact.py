@@ -157,10 +157,20 @@ class Redactor:
         return any(pattern.search(text) is not None for _, pattern in self._custom)
 
     def _string(self, text: str, path: Path, masked: Masked) -> str:
-        if not self._suspect(text):
+        if text in self._clean:
             return text
+        if not self._suspect(text):
+            self._remember_clean(text)
+            return text
+        return self._mask(text, path, masked)
+
+    def _mask(self, text: str, path: Path, masked: Masked) -> str:
+        """``text`` masked (a suspect: a detector may match), remembered when nothing was."""
         new, names = self.text(text)
-        masked.extend((path, name) for name in names)
+        if names:
+            masked.extend((path, name) for name in names)
+        else:
+            self._remember_clean(text)
         return new
 
     def _remember_clean(self, text: str) -> None:
@@ -202,9 +212,7 @@ class Redactor:
                 if item in clean:
                     pass
                 elif (len(item) >= 8 and TRIGGERS.search(item) is not None) if fast else self._suspect(item):
-                    new = self._string(item, (*path, str(key)), masked)
-                    if new is item:
-                        self._remember_clean(item)
+                    new = self._mask(item, (*path, str(key)), masked)
                 else:
                     self._remember_clean(item)
                 if new is item and self._member_masks and type(key) is str and (rule := member_rule(key)) \
