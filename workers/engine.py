@@ -252,13 +252,14 @@ class Engine:
             if not claimed:
                 return HandlerResult(Outcome.OK, output={}, handler_type=handler.type,
                                      handler_id=ctx.entry.handler_id, reason="once: already ran")
-        timeout_s = min(ctx.timeout_s, ctx.request.remaining_s())
         runner = self.runners.get(handler.type, _unsupported)
+        timeout_s = 0.0
         started = time.perf_counter()
         try:
             if handler.type in INLINE_TYPES:
                 result = await runner(ctx)
             else:
+                timeout_s = min(ctx.timeout_s, ctx.request.remaining_s())
                 async with asyncio.timeout(timeout_s):
                     result = await runner(ctx)
         except TimeoutError:
