@@ -7,6 +7,10 @@ The difference is what one wake-up costs here. On a virtual machine it can be la
 2-core VM these benches were written on: 260-530 µs after idle against 20-60 µs back to
 back), plausibly because an idle vCPU is halted and waking it goes through the hypervisor.
 
+The same PINGs also give the client's CPU time per round trip (``time.process_time``): what a
+wake-up costs in CPU, not only in latency. That is why the platform's CPU per event falls as
+the rate rises (at saturation one wake-up serves a batch).
+
 Why it matters: at low rates every process of the platform goes idle between events, and one
 decision crosses about five wake-ups in turn (client -> gateway -> Redis -> dispatcher ->
 Redis -> gateway). So the p50 targets at low rates (the ``http`` handler at 500/s) depend
@@ -38,23 +42,25 @@ def percentile_us(samples_ns: list[int], q: float) -> float:
     return ordered[min(len(ordered) - 1, int(q * len(ordered)))] / 1000
 
 
-def ping_round_trips_ns(client: redis.Redis, pings: int, idle_gap_s: float) -> list[int]:
-    """``pings`` PING round trips in ns, each after ``idle_gap_s`` of doing nothing (0: back to back)."""
+def ping_round_trips_ns(client: redis.Redis, pings: int, idle_gap_s: float) -> tuple[list[int], float]:
+    """``pings`` PING round trips in ns, each after ``idle_gap_s`` of doing nothing (0: back to
+    back), and this process's CPU µs per round trip (the sleeps' own wake-ups included)."""
     samples_ns = []
+    cpu_started_s = time.process_time()
     for _ in range(pings):
         if idle_gap_s:
             time.sleep(idle_gap_s)  # the idle gap is what is measured: Redis and this process go to sleep
         started_ns = time.perf_counter_ns()
         client.ping()
         samples_ns.append(time.perf_counter_ns() - started_ns)
-    return samples_ns
+    return samples_ns, (time.process_time() - cpu_started_s) / pings * 1e6
 
 
 def measure(pings: int = 200, idle_gap_ms: float = 10.0, timeout_s: float = 5.0) -> dict[str, Any]:
     """PING round trips to a fresh embedded Redis, back to back and after ``idle_gap_ms`` of idle.
 
-    Returns ``{"pings", "idle_gap_ms", "transport", "back_to_back": {"p50_us", "p90_us"},
-    "after_idle": {"p50_us", "p90_us"}}``.
+    Returns ``{"pings", "idle_gap_ms", "transport", "back_to_back": {"p50_us", "p90_us",
+    "client_cpu_us"}, "after_idle": {...}}``.
     """
     with tempfile.TemporaryDirectory() as state, EmbeddedRedis(state, persistent=False) as redis_server:
         client = redis.Redis.from_url(redis_server.url, socket_timeout=timeout_s, socket_connect_timeout=timeout_s)
@@ -66,8 +72,9 @@ def measure(pings: int = 200, idle_gap_ms: float = 10.0, timeout_s: float = 5.0)
             client.close()
         transport = redis_server.url.partition(":")[0]
     return {"pings": pings, "idle_gap_ms": idle_gap_ms, "transport": transport,
-            **{name: {"p50_us": percentile_us(samples, 0.50), "p90_us": percentile_us(samples, 0.90)}
-               for name, samples in phases.items()}}
+            **{name: {"p50_us": percentile_us(samples, 0.50), "p90_us": percentile_us(samples, 0.90),
+                      "client_cpu_us": cpu_us}
+               for name, (samples, cpu_us) in phases.items()}}
 
 
 def summary(found: dict[str, Any]) -> str:
@@ -75,7 +82,8 @@ def summary(found: dict[str, Any]) -> str:
     busy, idle = found["back_to_back"], found["after_idle"]
     return (f"Redis PING ({found['transport']} socket, {found['pings']} each) p50 {busy['p50_us']:.0f} µs "
             f"back to back, {idle['p50_us']:.0f} µs after {found['idle_gap_ms']:g} ms idle "
-            f"(p90 {busy['p90_us']:.0f} and {idle['p90_us']:.0f} µs)")
+            f"(p90 {busy['p90_us']:.0f} and {idle['p90_us']:.0f} µs); client CPU per PING "
+            f"{busy['client_cpu_us']:.0f} µs and {idle['client_cpu_us']:.0f} µs")
 
 
 def main(argv: list[str] | None = None) -> None:
