@@ -100,14 +100,12 @@ def connect(
     return client
 
 
-
-
 class _HiredisPacking(AbstractConnection):
     def pack_command(self, *args: Any) -> list[bytes]:
         # redis-py's asyncio connections pack in Python, re-joining the buffer at every argument:
-        # a settle call's hundred arguments cost more than Redis takes to run it.
-        # Where hiredis and redis-py agree: bytes, str (a StrEnum too), a plain int (an int
-        # subclass is packed by repr, a bool refused), not a float (its text may differ).
+        # a settle call's hundred arguments cost more than Redis takes to run it. hiredis packs
+        # what both encode alike: bytes, str (a StrEnum too) and a plain int; redis-py keeps an
+        # int subclass (packed by repr), a bool (refused) and a float (its text may differ).
         if all(isinstance(arg, (bytes, str)) or type(arg) is int for arg in args):
             head = args[0]
             if isinstance(head, str):  # "CONFIG GET": the words are separate arguments, as redis-py does

@@ -46,8 +46,8 @@ _HEARTBEAT_S = 2.0
 _READ_BLOCK_MS = 1000
 #: Entries spawned between two yields to the event loop. Without them a whole batch is evaluated
 #: before the first settlement leaves, so a batch moves through gateway, dispatcher and Redis as
-#: one convoy and each process idles while another works (bench/platform_cost.py: 8 gave 1.4-1.7x
-#: the decisions/s of never yielding, 2 and 64 less).
+#: one convoy and each process idles while another works (wrk against one dispatcher: 1.4-1.7x the
+#: decisions/s of never yielding; every 4, 8 or 16 entries alike, every 2 less).
 _YIELD_EVERY = 8
 
 
