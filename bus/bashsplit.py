@@ -359,9 +359,19 @@ def _finalize(words: list[Word], powershell: bool) -> SimpleCommand | None:
 _PLAIN: Final = re.compile(r"[A-Za-z0-9_./:,@%+=\- \t-]*")
 
 
-@functools.lru_cache(maxsize=2048)
+#: Commands longer than this are parsed every time, never cached: a heredoc writing a file can
+#: be megabytes, and the caches keyed by commands must stay small whatever the agents send.
+CACHED_COMMAND_CHARS: Final = 4096
+
+
 def parse_commands(command: str, *, powershell: bool = False) -> tuple[SimpleCommand, ...] | None:
     """Every simple command in ``command`` (nested ones after their parent); ``None`` if unparsable."""
+    if len(command) > CACHED_COMMAND_CHARS:
+        return _parse(command, powershell)
+    return _parse_cached(command, powershell)
+
+
+def _parse(command: str, powershell: bool) -> tuple[SimpleCommand, ...] | None:
     if not powershell and _PLAIN.fullmatch(command):  # the common case, ten times cheaper
         command_ = _finalize([Word(w, w) for w in command.split()], False)
         return () if command_ is None else (command_,)
@@ -369,6 +379,9 @@ def parse_commands(command: str, *, powershell: bool = False) -> tuple[SimpleCom
         return tuple(_Parser(command, powershell).parse(None))
     except (Unparsable, RecursionError):
         return None
+
+
+_parse_cached = functools.lru_cache(maxsize=2048)(_parse)
 
 
 def split_bash(command: str) -> list[str] | None:
@@ -403,4 +416,5 @@ def strip_wrappers(words: tuple[Word, ...]) -> tuple[Word, ...]:
     return words
 
 
-__all__ = ["SimpleCommand", "Unparsable", "Word", "parse_commands", "split_bash", "strip_wrappers"]
+__all__ = ["CACHED_COMMAND_CHARS", "SimpleCommand", "Unparsable", "Word", "parse_commands", "split_bash",
+           "strip_wrappers"]

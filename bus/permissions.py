@@ -31,7 +31,7 @@ from dataclasses import dataclass
 from typing import Any, Final, Literal
 from urllib.parse import urlsplit
 
-from bus.bashsplit import SimpleCommand, parse_commands, split_bash, strip_wrappers
+from bus.bashsplit import CACHED_COMMAND_CHARS, SimpleCommand, parse_commands, split_bash, strip_wrappers
 
 EDIT_TOOLS: Final = frozenset({"Edit", "Write", "MultiEdit", "NotebookEdit"})
 READ_TOOLS: Final = frozenset({"Read", "Grep", "Glob", "LS", "NotebookRead"})
@@ -239,9 +239,14 @@ def _command_matches(pattern: _ShellPattern, cmd: SimpleCommand, powershell: boo
     return fail_open and cmd.dynamic and _dynamic_could_match(pattern, cmd)
 
 
-@functools.lru_cache(maxsize=4096)
 def _variants(cmd: SimpleCommand, powershell: bool) -> frozenset[str]:
     """The texts a subcommand is matched as: as written, unquoted, and with wrappers removed."""
+    if len(cmd.text) > CACHED_COMMAND_CHARS:  # a long one is not kept (the cache stays small)
+        return _make_variants(cmd, powershell)
+    return _cached_variants(cmd, powershell)
+
+
+def _make_variants(cmd: SimpleCommand, powershell: bool) -> frozenset[str]:
     forms = [cmd]
     stripped = strip_wrappers(cmd.words)
     if stripped != cmd.words:
@@ -253,6 +258,9 @@ def _variants(cmd: SimpleCommand, powershell: bool) -> frozenset[str]:
         if alias is not None:
             texts.add(" ".join((alias, *(word.value for word in form.words[1:]))))
     return frozenset(texts)
+
+
+_cached_variants = functools.lru_cache(maxsize=4096)(_make_variants)
 
 
 def _dynamic_could_match(pattern: _ShellPattern, cmd: SimpleCommand) -> bool:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from bus.bashsplit import Word, parse_commands, split_bash, strip_wrappers
+from bus.bashsplit import CACHED_COMMAND_CHARS, Word, parse_commands, split_bash, strip_wrappers
 
 
 @pytest.mark.parametrize(
@@ -174,6 +174,20 @@ def test_results_are_cached() -> None:
     assert parse_commands("git status && ls") is parse_commands("git status && ls")
 
 
+def test_long_commands_are_parsed_but_never_cached() -> None:
+    """A heredoc writing a file can be megabytes: the caches keyed by commands stay small."""
+    from bus.bashsplit import _parse_cached  # the cache itself: what it holds is the point
+
+    content = "x" * CACHED_COMMAND_CHARS
+    command = f"cat > notes.txt <<'EOF'\n{content}\nEOF\nrm -rf /tmp/a"
+    before = _parse_cached.cache_info().currsize
+    first, again = parse_commands(command), parse_commands(command)
+    assert first is not None and again is not None
+    assert first == again and first is not again  # the same answer, computed twice
+    assert [cmd.text for cmd in first][-1] == "rm -rf /tmp/a"
+    assert _parse_cached.cache_info().currsize == before
+
+
 def test_removed_assignments_are_recorded() -> None:
     commands = parse_commands("FOO=1 BAR+=x arr[0]=y make && ls")
     assert commands is not None
@@ -190,6 +204,6 @@ _PLAIN_SAMPLES = [
 
 @pytest.mark.parametrize("command", _PLAIN_SAMPLES)
 def test_plain_fast_path_agrees_with_the_full_parser(command: str) -> None:
-    from bus.bashsplit import _Parser
+    from bus.bashsplit import _parse, _Parser
 
-    assert parse_commands.__wrapped__(command) == tuple(_Parser(command, False).parse(None))
+    assert _parse(command, False) == tuple(_Parser(command, False).parse(None))

@@ -18,6 +18,7 @@ import functools
 import re
 from typing import Any
 
+from bus.bashsplit import CACHED_COMMAND_CHARS
 from bus.permissions import (
     SHELL_TOOLS,
     PermissionRule,
@@ -58,7 +59,10 @@ class RuleList:
         shell = self.shell.get(tool_name)
         if shell is not None and self.verdict != "allow":
             command = tool_input.get("command")
-            texts = _texts(command, tool_name == "PowerShell") if isinstance(command, str) else None
+            texts = None
+            if isinstance(command, str):
+                ps = tool_name == "PowerShell"
+                texts = _texts(command, ps) if len(command) <= CACHED_COMMAND_CHARS else _sorted_texts(command, ps)
             if texts is not None:  # statically known: one regex pass per subcommand text decides
                 for text in texts:
                     found = shell.combined.fullmatch(text)
@@ -71,12 +75,15 @@ class RuleList:
         return None
 
 
-@functools.lru_cache(maxsize=1024)
-def _texts(command: str, powershell: bool) -> tuple[str, ...] | None:
-    """:func:`shell_texts` in a fixed order; every deny and ask list of every rule handler on
-    the event asks for the same command's, so all but the first ask cost a lookup."""
+def _sorted_texts(command: str, powershell: bool) -> tuple[str, ...] | None:
+    """:func:`shell_texts` in a fixed order."""
     texts = shell_texts(command, powershell)
     return None if texts is None else tuple(sorted(texts))
+
+
+#: Every deny and ask list of every rule handler on an event asks for the same command's texts:
+#: all but the first ask cost a lookup (commands up to ``CACHED_COMMAND_CHARS`` only).
+_texts = functools.lru_cache(maxsize=1024)(_sorted_texts)
 
 
 def _is_shell_rule(rule: PermissionRule, tool: str) -> bool:

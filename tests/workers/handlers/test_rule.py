@@ -132,3 +132,11 @@ def test_verdicts_become_each_events_output(event: str, verdict: str, expected: 
 def test_events_without_a_tool_call_get_no_decision() -> None:
     handler = RuleHandler(type="rule", deny=["Bash(*)"])
     assert evaluate_rules(handler, {"hook_event_name": "Stop", "session_id": "s"}) is None
+
+
+@pytest.mark.parametrize("size", [10, 10_000], ids=["short", "past-the-cache"])
+def test_a_long_command_is_judged_like_a_short_one(size: int) -> None:
+    handler = RuleHandler(type="rule", allow=["Bash(cat *)"], deny=["Bash(rm -rf *)"])
+    heredoc = f"cat > notes.txt <<'EOF'\n{'x' * size}\nEOF"
+    assert evaluate_rules(handler, bash(f"{heredoc}\nrm -rf /tmp/a")) == ("deny", "Bash(rm -rf *)")
+    assert evaluate_rules(handler, bash(heredoc)) == ("allow", "Bash(cat *)")
