@@ -61,8 +61,9 @@ class RuleList:
             command = tool_input.get("command")
             texts = None
             if isinstance(command, str):
-                ps = tool_name == "PowerShell"
-                texts = _texts(command, ps) if len(command) <= CACHED_COMMAND_CHARS else _sorted_texts(command, ps)
+                powershell = tool_name == "PowerShell"
+                texts = (_texts(command, powershell) if len(command) <= CACHED_COMMAND_CHARS
+                         else _sorted_texts(command, powershell))
             if texts is not None:  # statically known: one regex pass per subcommand text decides
                 for text in texts:
                     found = shell.combined.fullmatch(text)
