@@ -282,6 +282,12 @@ async def bus(redis_url: str) -> AsyncIterator[BusProbe]:
     await probe.close()
 
 
+@pytest.fixture
+def probe(bus: BusProbe) -> aioredis.Redis:
+    """The suite's Redis, as a test reads it (the :class:`BusProbe`'s client)."""
+    return bus.redis
+
+
 def assert_error(response: httpx.Response, status: int, code: str | None = None) -> dict[str, Any]:
     """A gateway error reply: ``status``, with the documented JSON body (``error`` = ``code`` if given)."""
     assert response.status_code == status, response.text

@@ -10,7 +10,6 @@ from __future__ import annotations
 import asyncio
 from collections.abc import AsyncIterator
 
-import pytest
 import pytest_asyncio
 import redis.asyncio as aioredis
 
@@ -18,16 +17,10 @@ from bus.connection import connect
 from bus.errors import BusUnavailable
 from gateway.batcher import AppendBatcher
 from hookbus.redis_server import EmbeddedRedis
-from tests.conftest import BusProbe, async_wait_for, redis_reads
+from tests.conftest import async_wait_for, redis_reads
 
 STREAM = "hookbus:stream:events"
 NAME = "test-batcher"
-
-
-@pytest.fixture
-def probe(bus: BusProbe) -> aioredis.Redis:
-    """The suite's Redis, as the test reads it."""
-    return bus.redis
 
 
 @pytest_asyncio.fixture

@@ -10,7 +10,6 @@ from __future__ import annotations
 import asyncio
 from collections.abc import AsyncIterator
 
-import pytest
 import pytest_asyncio
 import redis.asyncio as aioredis
 import redis.exceptions
@@ -18,16 +17,10 @@ import redis.exceptions
 from bus.connection import connect
 from bus.errors import BusUnavailable
 from hookbus.redis_server import EmbeddedRedis, free_port
-from tests.conftest import BusProbe, async_wait_for, redis_reads
+from tests.conftest import async_wait_for, redis_reads
 from workers.contextpops import ContextPops
 
 NAME = "test-contextpops"
-
-
-@pytest.fixture
-def probe(bus: BusProbe) -> aioredis.Redis:
-    """The suite's Redis, as the test reads it."""
-    return bus.redis
 
 
 @pytest_asyncio.fixture
