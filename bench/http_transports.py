@@ -1,17 +1,19 @@
 """Outbound HTTP transports side by side: ``python bench/http_transports.py``.
 
 The request an ``http`` hook makes (a ~300-byte JSON POST, an empty 200 back) to a loopback
-hook server in a process of its own, through each candidate, all behind the SSRF guard with
-``127.0.0.0/8`` allowed:
+hook server in a process of its own, through each candidate:
 
-* ``httpcore`` (httpx's default engine, what hookbus used before): pools of 4, 16 (the old
-  setting) and 64 connections; the same with httpcore's per-request pool scan taken out (a
-  bench-only backend whose sockets never report readable, which is unsafe to ship: a
-  connection the server closed would be reused); HTTP/2 to an h2c server (``h2``);
-* ``aiohttp`` through ``httpx-aiohttp`` (:class:`workers.transport.GuardedAiohttpTransport`):
-  through ``AsyncClient.send``, and through :func:`workers.outbound.guarded_request` as
-  shipped, with per-host pools of 4, 16, 32 and 64;
-* aiohttp's own ``ClientSession`` without httpx (the engine's floor, no guard).
+* ``httpcore`` (httpx's default engine): pools of 16 and 64 connections; the same with
+  httpcore's per-request pool scan taken out (a bench-only backend whose sockets never report
+  readable, which is unsafe to ship: a connection the server closed would be reused); HTTP/2
+  to an h2c server (``h2``);
+* aiohttp through ``httpx-aiohttp`` (the engine hookbus used before its own pool), and
+  aiohttp's ``ClientSession`` alone;
+* :class:`workers.transport.GuardedTransport` (pooled HTTP/1.1 connections, ``httptools``
+  parser, SSRF guard with ``127.0.0.0/8`` allowed): through ``AsyncClient.send``, and through
+  :func:`workers.outbound.guarded_request` as shipped, with per-host pools of 4, 16, 32 and 64.
+
+The httpcore and aiohttp rows have no SSRF guard, so they are each engine's floor.
 
 For each: throughput and the client's CPU per request with 16 requests in flight (closed
 loop), and p50/p99 at a fixed rate (open loop, latency from the write). The client's CPU per
@@ -37,14 +39,15 @@ import uvloop
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from httpx_aiohttp import AiohttpTransport
 from loadgen import percentile
 
 from bus.policy import policy_from_text
-from bus.ssrf import GuardedBackend, GuardedTransport, parse_networks
+from bus.ssrf import parse_networks
 from hookbus.redis_server import free_port
 from workers.context import Services
 from workers.outbound import USER_AGENT, GuardedClient, guarded_request
-from workers.transport import GuardedAiohttpTransport
+from workers.transport import GuardedTransport
 
 ROOT = Path(__file__).resolve().parent.parent
 BODY = (b'{"session_id":"bench-1","transcript_path":"/home/dev/.claude/projects/bench/session.jsonl",'
@@ -80,13 +83,13 @@ class _NoPollBackend(httpcore.AnyIOBackend):
         return _NoPollStream(await super().connect_tcp(*args, **kwargs))
 
 
-def httpcore_transport(pool: int, *, no_poll: bool = False, http2: bool = False) -> GuardedTransport:
+def httpcore_transport(pool: int, *, no_poll: bool = False, http2: bool = False) -> httpx.AsyncHTTPTransport:
     limits = httpx.Limits(max_connections=pool, max_keepalive_connections=pool, keepalive_expiry=30.0)
-    transport = GuardedTransport(ALLOWED, limits=limits, network_backend=_NoPollBackend() if no_poll else None)
-    if http2:  # prior knowledge (h2c): the hook server speaks only HTTP/2
+    transport = httpx.AsyncHTTPTransport(limits=limits, http1=not http2, http2=http2)  # http2 alone: h2c
+    if no_poll:
         transport._pool = httpcore.AsyncConnectionPool(
-            max_connections=pool, max_keepalive_connections=pool, keepalive_expiry=30.0, http1=False, http2=True,
-            retries=0, network_backend=GuardedBackend(ALLOWED))
+            max_connections=pool, max_keepalive_connections=pool, keepalive_expiry=30.0, retries=0,
+            network_backend=_NoPollBackend())
     return transport
 
 
@@ -112,7 +115,7 @@ def via_client(transport: httpx.AsyncBaseTransport, url: str) -> tuple[One, Call
 
 
 def via_guarded_request(url: str, per_host: int) -> tuple[One, Callable[[], Awaitable[None]]]:
-    """The shipped path: workers.outbound.guarded_request on the aiohttp transport."""
+    """The shipped path: workers.outbound.guarded_request on workers.transport.GuardedTransport."""
     policy = policy_from_text("hookbus: {http: {allowedNetworks: ['127.0.0.0/8']}}\n")
     services = Services(settings=None)  # type: ignore[arg-type]  # the outbound path reads no setting
     client = GuardedClient((("127.0.0.0/8",), policy.settings.http.max_response_bytes))
@@ -184,16 +187,18 @@ async def open_loop(one: One, rate_per_s: float, seconds: float) -> tuple[float,
 
 
 def candidates(h1: str, h2: str) -> Iterable[tuple[str, Callable[[], tuple[One, Callable[[], Awaitable[None]]]]]]:
-    yield "httpcore, pool 16 (before)", lambda: via_client(httpcore_transport(16), h1)
-    yield "httpcore, pool 4", lambda: via_client(httpcore_transport(4), h1)
-    yield "httpcore, pool 64", lambda: via_client(httpcore_transport(64), h1)
-    yield "httpcore, pool 16, no pool scan (unsafe)", lambda: via_client(httpcore_transport(16, no_poll=True), h1)
-    yield "httpcore, HTTP/2 (h2c, one connection)", lambda: via_client(httpcore_transport(16, http2=True), h2)
-    yield "aiohttp via AsyncClient.send", lambda: via_client(GuardedAiohttpTransport(ALLOWED), h1)
+    yield "httpcore, pool 16 (no guard)", lambda: via_client(httpcore_transport(16), h1)
+    yield "httpcore, pool 64 (no guard)", lambda: via_client(httpcore_transport(64), h1)
+    yield ("httpcore, pool 16, no pool scan (unsafe, no guard)",
+           lambda: via_client(httpcore_transport(16, no_poll=True), h1))
+    yield "httpcore, HTTP/2 (h2c, no guard)", lambda: via_client(httpcore_transport(16, http2=True), h2)
+    yield "httpx-aiohttp via AsyncClient.send (before, no guard)", lambda: via_client(AiohttpTransport(), h1)
+    yield "aiohttp ClientSession alone (no httpx, no guard)", lambda: via_aiohttp(h1)
+    yield "GuardedTransport via AsyncClient.send", lambda: via_client(GuardedTransport(ALLOWED), h1)
     for per_host in (4, 16, 32, 64):
         label = " (shipped)" if per_host == 32 else ""
-        yield f"aiohttp via guarded_request, {per_host} per host{label}", lambda n=per_host: via_guarded_request(h1, n)
-    yield "aiohttp ClientSession alone (no httpx, no guard)", lambda: via_aiohttp(h1)
+        yield (f"GuardedTransport via guarded_request, {per_host} per host{label}",
+               lambda n=per_host: via_guarded_request(h1, n))
 
 
 async def main(args: argparse.Namespace) -> None:

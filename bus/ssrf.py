@@ -21,7 +21,7 @@ addresses and connecting to the rest would let one DNS answer mix a public decoy
 internal target and leave the choice to connection order; a legitimate service never needs
 to publish an internal address, so a mixed answer is treated as hostile.
 
-**Connection** (:class:`workers.transport.GuardedAiohttpTransport`, which the outbound client
+**Connection** (:class:`workers.transport.GuardedTransport`, which the outbound client
 uses). The check happens where the socket is opened: the connection pool resolves through
 :func:`resolve_checked` and connects to one of the *checked* addresses, never resolving again
 (no DNS rebinding between check and connect); URL, ``Host`` header and TLS keep the host name.

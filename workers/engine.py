@@ -46,6 +46,9 @@ ONCE_TTL_S = 7 * 86400
 ONCE_CLAIM_GRACE_S = 30
 #: Handler types evaluated in-process without I/O: no task, no timer.
 INLINE_TYPES = frozenset({"rule"})
+#: Handler types that bound every wait by the deadline they are given (``run_http`` under one
+#: ``asyncio.timeout`` of ``min(timeout, remaining)``): a second timer would only cost.
+SELF_TIMED_TYPES = frozenset({"http"})
 STOP_GUARD_TTL_S = 3600
 #: Context entries async hooks left for a session delivered in one turn at most (the rest next turn).
 CONTEXT_BATCH = 1000
@@ -256,7 +259,7 @@ class Engine:
         timeout_s = 0.0
         started = time.perf_counter()
         try:
-            if handler.type in INLINE_TYPES:
+            if handler.type in INLINE_TYPES or handler.type in SELF_TIMED_TYPES:
                 result = await runner(ctx)
             else:
                 timeout_s = min(ctx.timeout_s, ctx.request.remaining_s())

@@ -15,8 +15,8 @@ unguarded client in front of the guard. Callers should ask for the client per re
 than keep it, since a replaced client is closed.
 
 Client settings: no redirects followed, no proxy or ``SSL_CERT_*`` environment
-(``trust_env=False``), HTTP/1.1 on :class:`~workers.transport.GuardedAiohttpTransport`
-(aiohttp's connection pool, up to 32 connections per host and 100 in all, kept alive 30 s),
+(``trust_env=False``), HTTP/1.1 on :class:`~workers.transport.GuardedTransport`
+(pooled HTTP/1.1 connections, up to 32 per host and 100 in all, kept alive 30 s),
 ``Accept-Encoding: identity`` (a compressed body could otherwise expand far past the cap that
 is counted on the wire; :func:`guarded_request` counts the decoded bytes too).
 
@@ -38,7 +38,7 @@ from bus.errors import HookError, HookTimeout
 from bus.policy import Policy
 from bus.ssrf import ResponseTooLarge, parse_networks
 from workers.context import Services
-from workers.transport import KEEPALIVE_S, POOL_LIMIT, GuardedAiohttpTransport
+from workers.transport import KEEPALIVE_S, POOL_LIMIT, Buffered, GuardedTransport
 
 USER_AGENT = "hookbus/0.1"
 #: The pool of the client's transport (connections per host: ``POOL_LIMIT_PER_HOST``).
@@ -58,11 +58,11 @@ class OutboundTimeout(HookTimeout):
 
 
 class GuardedClient(httpx.AsyncClient):
-    """An ``httpx.AsyncClient`` on a :class:`~workers.transport.GuardedAiohttpTransport`, with its guard key."""
+    """An ``httpx.AsyncClient`` on a :class:`~workers.transport.GuardedTransport`, with its guard key."""
 
     def __init__(self, key: GuardKey) -> None:
         networks, max_bytes = key
-        self.guard = GuardedAiohttpTransport(parse_networks(networks), max_response_bytes=max_bytes)
+        self.guard = GuardedTransport(parse_networks(networks), max_response_bytes=max_bytes)
         self.guard_key = key
         super().__init__(
             transport=self.guard,
@@ -137,11 +137,28 @@ def _where(url: str) -> str:
 
 def _build(client: GuardedClient, method: str, url: str, content: bytes | None,
            headers: dict[str, str] | None) -> httpx.Request:
-    """The request ``client.build_request`` would build, without re-parsing ``url`` each time."""
-    merged = client.headers.copy()
-    if headers:
-        merged.update(headers)
-    return httpx.Request(method, _parsed(url), headers=merged, content=content)
+    """The request ``client.build_request`` would build, from raw header pairs (a fifth of the CPU).
+
+    ``headers`` replace the client's defaults of the same name; values must be ASCII.
+    """
+    parsed = _parsed(url)
+    extra = [(name.encode("ascii"), value.encode("ascii")) for name, value in headers.items()] if headers else []
+    names = {name.lower() for name, _ in extra}
+    raw = [] if b"host" in names else [(b"Host", parsed.netloc)]
+    raw += [pair for pair in client.headers.raw if pair[0].lower() not in names]
+    request = httpx.Request(method, parsed, headers=raw + extra, stream=httpx.ByteStream(content or b""))
+    request.read()  # the transport takes the body as bytes; Content-Length is its to set
+    return request
+
+
+async def _read_capped(response: httpx.Response, cap: int) -> bytes:
+    """The decoded body of ``response``; ResponseTooLarge once it passes ``cap`` bytes."""
+    body = bytearray()
+    async for chunk in response.aiter_bytes():
+        body += chunk
+        if len(body) > cap:
+            raise ResponseTooLarge(f"response body over {cap} bytes; stopped reading")
+    return bytes(body)
 
 
 async def guarded_request(
@@ -170,11 +187,10 @@ async def guarded_request(
             # The deadline above bounds resolution, connect, send and read: no per-read timers.
             response = await client.guard.handle_async_request(_build(client, method, url, content, headers))
             try:
-                body = bytearray()
-                async for chunk in response.aiter_bytes():
-                    body += chunk
-                    if len(body) > cap:
-                        raise ResponseTooLarge(f"response body over {cap} bytes; stopped reading")
+                if isinstance(response.stream, Buffered) and "content-encoding" not in response.headers:
+                    body = response.stream.body  # already read whole, under the cap: no decoder to run
+                else:
+                    body = await _read_capped(response, cap)
             finally:
                 await response.aclose()
     except (TimeoutError, httpx.TimeoutException) as exc:
@@ -195,7 +211,7 @@ async def guarded_request(
         raise OutboundError(f"{_where(url)} sent an invalid HTTP response: {exc}") from exc
     except httpx.HTTPError as exc:
         raise OutboundError(f"request to {_where(url)} failed: {type(exc).__name__}: {exc}") from exc
-    return OutboundResponse(response.status_code, response.reason_phrase, response.headers, bytes(body))
+    return OutboundResponse(response.status_code, response.reason_phrase, response.headers, body)
 
 
 __all__ = [

@@ -1,162 +1,154 @@
-"""The outbound HTTP transport: httpx's transport API on aiohttp's connection pool, behind the SSRF guard.
+"""The outbound HTTP transport: httpx's transport API on a pool of HTTP/1.1 connections, behind the SSRF guard.
 
-hookbus code talks to httpx (:mod:`workers.outbound`, the MCP client); underneath, requests
-go through aiohttp's connector (``httpx-aiohttp``). On this path httpcore cost about 1 ms of
-CPU per request (its pool polls every pooled socket for every request it assigns, and HTTP/2
-through ``h2`` still cost about 0.5 ms); aiohttp's C-accelerated parser and O(1) per-host
-pools cost a fraction of that (BENCHMARKS.md, "Outbound HTTP transports").
+hookbus code talks to httpx (:mod:`workers.outbound`, the MCP client); underneath, each request
+goes over a kept-alive :class:`workers.h1.H1Connection` (asyncio protocol, ``httptools``
+parser). Measured side by side (``bench/http_transports.py``, BENCHMARKS.md "Outbound HTTP
+transports"), httpcore cost about 1 ms of client CPU per hook request (its pool polls every
+pooled socket for every request), ``httpx-aiohttp`` about 250-550 µs, and this pool a fifth
+of that: the request is written in one call and a one-segment answer is parsed in the same
+callback that receives it.
 
 **The guard** is :mod:`bus.ssrf`'s, applied where connections are opened:
 
-* host names are resolved by :class:`GuardedResolver` with :func:`bus.ssrf.resolve_checked`
-  (a name with *any* blocked address is refused), with no DNS cache: each new connection
-  resolves and checks again;
-* every socket aiohttp opens comes from :meth:`GuardedAiohttpTransport.open_socket`, which
-  checks the exact address it is about to connect to (IP literals never reach a resolver),
-  so nothing connects to an address the guard has not seen;
-* the pool is keyed by host name (aiohttp's connection key), so a TLS connection verified for
-  one name is never reused for another that shares its IP;
-* no proxies (no proxy is ever passed, ``trust_env=False``), no redirects, no cookie jar, no
-  Unix sockets, only ``http`` and ``https``;
-* response bodies are capped at ``max_response_bytes`` (a larger ``Content-Length`` fails
-  before any body is read, the stream is counted); aiohttp does not decompress, so httpx
-  decodes and :func:`workers.outbound.guarded_request` counts the decoded bytes too.
+* every new connection resolves its host with :func:`bus.ssrf.resolve_checked` (a name with
+  *any* blocked address is refused; no DNS cache) and connects to one of the *checked*
+  addresses, never resolving again;
+* every socket comes from :meth:`GuardedTransport.open_socket`, which checks the exact address
+  it is about to connect to, so nothing connects to an address the guard has not seen;
+* the pool is keyed by (scheme, host name, port), so a TLS connection verified for one name is
+  never reused for another that shares its IP;
+* no proxies, no redirects (a 3xx is returned as it is), no cookies, only ``http`` and ``https``;
+* response bodies are capped at ``max_response_bytes``: a larger ``Content-Length`` fails
+  before any body is read, a longer body fails once it passes the cap, and the connection is
+  closed. Nothing is decompressed here; httpx decodes and :func:`workers.outbound.guarded_request`
+  counts the decoded bytes too.
 
-**Pools.** Connections are opened on demand up to ``limit_per_host`` per host (and ``limit``
-in all) and kept alive ``keepalive_s``: a busy hook server gets as many connections as it has
-requests in flight, an idle one none; requests beyond the limit wait for a connection of
-their host only. A request whose connection breaks before any answer (typically a kept-alive
-connection the server closed a moment before) is sent once more on a new connection: aiohttp
-does that only for idempotent methods, and a hook request is a question, safe to repeat.
-aiohttp's errors are mapped to httpx's (:func:`httpx_error`), without the request's URL.
+**Pools.** Connections are opened on demand up to ``limit_per_host`` per host and ``limit`` in
+all (an idle connection of another host is closed to make room), and kept alive
+``keepalive_s``: a busy hook server gets as many connections as it has requests in flight, an
+idle one none. Requests beyond the limit wait for a connection of their host only. A request
+whose kept-alive connection broke before any byte of an answer (typically one the server had
+closed a moment before, its FIN not read yet) is sent once more on a new connection: a hook
+request is a question, safe to repeat. httpx's ``timeout`` extension (connect, read, pool) is
+honoured; :func:`workers.outbound.guarded_request` sends none and bounds the whole exchange
+with one deadline instead.
 """
 
 from __future__ import annotations
 
 import asyncio
+import collections
 import ipaddress
 import socket
 import ssl
 from collections.abc import AsyncIterator, Callable, Sequence
 from typing import Any
 
-import aiohttp
 import httpx
-from aiohttp.abc import AbstractResolver, ResolveResult
-from httpx_aiohttp import AiohttpTransport
 
-from bus.errors import HookError
 from bus.ssrf import IPNetwork, ResponseTooLarge, SSRFBlocked, blocked_reason, resolve_checked
+from workers.h1 import H1Connection, request_head
 
 #: Connections in all, and per host (scheme, host, port).
 POOL_LIMIT = 100
 POOL_LIMIT_PER_HOST = 32
 KEEPALIVE_S = 30.0
 _ALLOW_HINT = "(allow it with hookbus.http.allowedNetworks)"
+_DEFAULT_PORTS = {"http": 80, "https": 443}
 #: Replaced transports being closed (the loop keeps only weak references to tasks).
 _CLOSING: set[asyncio.Task[None]] = set()
 
-
-class GuardedResolver(AbstractResolver):
-    """aiohttp's resolver interface over :func:`bus.ssrf.resolve_checked`: only checked addresses come back."""
-
-    def __init__(self, allowed: Sequence[IPNetwork] = ()) -> None:
-        self.allowed = tuple(allowed)
-
-    async def resolve(self, host: str, port: int = 0,
-                      family: socket.AddressFamily = socket.AF_INET) -> list[ResolveResult]:
-        """The checked addresses of ``host``; SSRFBlocked or ResolveError otherwise."""
-        addresses = await resolve_checked(host, port, self.allowed)
-        return [ResolveResult(hostname=host, host=str(ip), port=port,
-                              family=socket.AF_INET6 if ip.version == 6 else socket.AF_INET,
-                              proto=0, flags=socket.AI_NUMERICHOST) for ip in addresses]
-
-    async def close(self) -> None:
-        """Nothing to release."""
+Origin = tuple[str, str, int]
 
 
-def httpx_error(exc: BaseException) -> BaseException:
-    """The httpx exception for an aiohttp one (hookbus's own errors and others pass through)."""
-    if isinstance(exc, HookError | httpx.HTTPError) or not isinstance(exc, aiohttp.ClientError | TimeoutError):
-        return exc
-    text = _text(exc)
-    mapped: Exception
-    if isinstance(exc, aiohttp.ConnectionTimeoutError):
-        mapped = httpx.ConnectTimeout(text)
-    elif isinstance(exc, TimeoutError):
-        mapped = httpx.ReadTimeout(text)
-    elif isinstance(exc, aiohttp.ClientConnectorError):
-        mapped = httpx.ConnectError(text)
-    elif isinstance(exc, aiohttp.InvalidURL):
-        mapped = httpx.InvalidURL(text)
-    elif isinstance(exc, aiohttp.NonHttpUrlClientError):
-        mapped = httpx.UnsupportedProtocol(text)
-    elif isinstance(exc, aiohttp.ServerDisconnectedError | aiohttp.ClientResponseError | aiohttp.ClientPayloadError):
-        mapped = httpx.RemoteProtocolError(text)
-    else:
-        mapped = httpx.ReadError(text)
-    mapped.__cause__ = exc
-    return mapped
+class _Host:
+    """The connections of one origin: idle ones (most recent last), how many are open, who waits."""
+
+    __slots__ = ("idle", "open", "waiters")
+
+    def __init__(self) -> None:
+        self.idle: list[H1Connection] = []
+        self.open = 0
+        self.waiters: collections.deque[asyncio.Future[None]] = collections.deque()
 
 
-def _text(exc: BaseException) -> str:
-    """What went wrong, without the request's URL (its path or query may hold a secret)."""
-    if isinstance(exc, aiohttp.ClientResponseError):
-        return exc.message or type(exc).__name__
-    if isinstance(exc, aiohttp.InvalidURL):
-        return exc.description or "invalid URL"
-    return str(exc) or type(exc).__name__
+class _Deadline:
+    """``asyncio.timeout(seconds)`` whose expiry raises httpx's ``error`` (nothing at all for None)."""
+
+    __slots__ = ("_error", "_seconds", "_timeout")
+
+    def __init__(self, seconds: float | None, error: type[httpx.TimeoutException]) -> None:
+        self._seconds, self._error = seconds, error
+        self._timeout: asyncio.Timeout | None = None
+
+    async def __aenter__(self) -> None:
+        if self._seconds is not None:
+            self._timeout = asyncio.timeout(self._seconds)
+            await self._timeout.__aenter__()
+
+    async def __aexit__(self, *exc_info: Any) -> None:
+        if self._timeout is None:
+            return
+        try:
+            await self._timeout.__aexit__(*exc_info)
+        except TimeoutError as exc:
+            raise self._error(f"no answer within {self._seconds:.3g}s") from exc
 
 
-def _unwrap(exc: BaseException) -> BaseException:
-    """httpx-aiohttp's mapping of aiohttp's errors undone (it files a dropped connection as a timeout)."""
-    cause = exc.__cause__
-    if isinstance(exc, httpx.HTTPError) and isinstance(cause, aiohttp.ClientError | TimeoutError):
-        return httpx_error(cause)
-    return httpx_error(exc)
+class Buffered(httpx.AsyncByteStream):
+    """A body read in full before the response was returned (its connection is back in the pool).
 
+    ``body`` is the raw body, under the size cap; ``Content-Encoding`` is not undone here.
+    """
 
-def _stale(exc: BaseException) -> bool:
-    """Whether ``exc`` says the connection broke before any answer: most often a kept-alive one the
-    server had closed a moment before (its FIN not read yet), so one retry on a new connection is due."""
-    cause = exc.__cause__ if isinstance(exc, httpx.HTTPError) else exc
-    return isinstance(cause, aiohttp.ServerDisconnectedError | aiohttp.ClientOSError) and not isinstance(
-        cause, aiohttp.ClientConnectorError)
-
-
-class _CappedStream(httpx.AsyncByteStream):
-    """A response body that fails with ResponseTooLarge once it passes ``cap`` bytes."""
-
-    def __init__(self, inner: httpx.AsyncByteStream, cap: int, on_close: Callable[[], None]) -> None:
-        self._inner, self._cap, self._on_close = inner, cap, on_close
-        self._seen = 0
-        self._closed = False
+    def __init__(self, body: bytes, on_close: Callable[[], None]) -> None:
+        self.body, self._on_close, self._closed = body, on_close, False
 
     async def __aiter__(self) -> AsyncIterator[bytes]:
-        try:
-            async for chunk in self._inner:
-                self._seen += len(chunk)
-                if self._seen > self._cap:
-                    raise ResponseTooLarge(f"response body over {self._cap} bytes; stopped reading")
-                yield chunk
-        except (aiohttp.ClientError, TimeoutError, httpx.HTTPError) as exc:
-            mapped = _unwrap(exc)
-            if mapped is exc:
-                raise
-            raise mapped from mapped.__cause__
+        if self.body:
+            yield self.body
 
     async def aclose(self) -> None:
-        if self._closed:
-            return
-        self._closed = True
-        try:
-            await self._inner.aclose()
-        finally:
+        if not self._closed:
+            self._closed = True
             self._on_close()
 
 
-class GuardedAiohttpTransport(AiohttpTransport):
-    """An httpx transport on aiohttp's connector with the SSRF guard and a response size cap."""
+class _Streamed(httpx.AsyncByteStream):
+    """A body read from its connection as it arrives, failing with ResponseTooLarge past ``cap`` bytes."""
+
+    def __init__(self, conn: H1Connection, cap: int, read_s: float | None,
+                 on_close: Callable[[H1Connection], None]) -> None:
+        self._conn, self._cap, self._read_s, self._on_close = conn, cap, read_s, on_close
+        self._closed = False
+
+    async def __aiter__(self) -> AsyncIterator[bytes]:
+        seen = 0
+        chunks = self._conn.body()
+        try:
+            while True:
+                async with _Deadline(self._read_s, httpx.ReadTimeout):
+                    chunk = await anext(chunks, None)
+                if chunk is None:
+                    return
+                seen += len(chunk)
+                if seen > self._cap:
+                    raise ResponseTooLarge(f"response body over {self._cap} bytes; stopped reading")
+                yield chunk
+        except BaseException:
+            self._conn.close()
+            raise
+        finally:
+            await chunks.aclose()
+
+    async def aclose(self) -> None:
+        if not self._closed:
+            self._closed = True
+            self._on_close(self._conn)
+
+
+class GuardedTransport(httpx.AsyncBaseTransport):
+    """An httpx transport on pooled HTTP/1.1 connections, with the SSRF guard and a response size cap."""
 
     def __init__(
         self,
@@ -168,28 +160,21 @@ class GuardedAiohttpTransport(AiohttpTransport):
         keepalive_s: float = KEEPALIVE_S,
         verify: ssl.SSLContext | bool = True,
     ) -> None:
-        context = httpx.create_ssl_context(verify=verify, trust_env=False)
-        super().__init__(verify=context, trust_env=False, client=self._new_session,
-                         limits=httpx.Limits(max_connections=limit, keepalive_expiry=keepalive_s))
         self.allowed = tuple(allowed)
         self.max_response_bytes = max_response_bytes
         self.limit, self.limit_per_host, self.keepalive_s = limit, limit_per_host, keepalive_s
+        self.ssl_context = verify if isinstance(verify, ssl.SSLContext) else httpx.create_ssl_context(
+            verify=verify, trust_env=False)
+        self._hosts: dict[Origin, _Host] = {}
+        self._open = 0
         self._in_flight = 0
+        self._closed = False
         self._retired = False
         self._closer: asyncio.Task[None] | None = None
-
-    def _new_session(self) -> aiohttp.ClientSession:
-        # Created on the first request, inside the running loop (aiohttp binds a session to it).
-        connector = aiohttp.TCPConnector(
-            limit=self.limit, limit_per_host=self.limit_per_host, keepalive_timeout=self.keepalive_s,
-            use_dns_cache=False, resolver=GuardedResolver(self.allowed), socket_factory=self.open_socket,
-            happy_eyeballs_delay=None, ssl=self.ssl_context,
-        )
-        return aiohttp.ClientSession(connector=connector, cookie_jar=aiohttp.DummyCookieJar(), auto_decompress=False,
-                                     trust_env=False)
+        self._sweeper: asyncio.TimerHandle | None = None
 
     def open_socket(self, addr_info: Any) -> socket.socket:
-        """aiohttp's socket factory: a socket for ``addr_info`` if the guard allows its address."""
+        """A socket for ``addr_info`` (a ``getaddrinfo`` row) if the guard allows its address."""
         family, type_, proto, _, address = addr_info
         ip = ipaddress.ip_address(address[0])
         reason = blocked_reason(ip, self.allowed)
@@ -199,34 +184,43 @@ class GuardedAiohttpTransport(AiohttpTransport):
 
     async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
         """Send ``request`` through the guarded pool; its body is capped at ``max_response_bytes``."""
-        if request.url.scheme not in ("http", "https"):
-            raise SSRFBlocked(f"SSRF guard refused scheme {request.url.scheme!r}: only http and https")
-        if self._retired and self._closer is not None:
+        url = request.url
+        if url.scheme not in _DEFAULT_PORTS:
+            raise SSRFBlocked(f"SSRF guard refused scheme {url.scheme!r}: only http and https")
+        if self._closed or self._closer is not None:
             raise httpx.TransportError("this transport has been closed")
+        try:
+            body = request.content
+        except httpx.RequestNotRead:
+            body = await request.aread()
+        head_only = request.method == "HEAD"
+        data = request_head(request.method.encode("ascii"), url.raw_path, request.headers.raw, len(body)) + body
+        origin = (url.scheme, url.host, url.port or _DEFAULT_PORTS[url.scheme])
+        timeouts: dict[str, float | None] = request.extensions.get("timeout") or {}
         self._in_flight += 1
         try:
-            try:
-                try:
-                    response = await super().handle_async_request(request)
-                except (aiohttp.ClientError, httpx.HTTPError) as exc:
-                    if not _stale(exc):
-                        raise
-                    response = await super().handle_async_request(request)  # once more, on a new connection
-            except (aiohttp.ClientError, TimeoutError, httpx.HTTPError) as exc:
-                mapped = _unwrap(exc)
-                if mapped is exc:
-                    raise
-                raise mapped from mapped.__cause__
-            declared = response.headers.get("content-length", "")
+            conn = await self._exchange(origin, data, head_only, timeouts)
+            declared = next((value for name, value in conn.headers if name.lower() == b"content-length"), b"")
             if declared.isdigit() and int(declared) > self.max_response_bytes:
-                await response.aclose()
-                raise ResponseTooLarge(f"response body of {declared} bytes is over {self.max_response_bytes} bytes")
+                conn.close()
+                self._finish(origin, conn)
+                raise ResponseTooLarge(f"response body of {declared.decode()} bytes is over "
+                                       f"{self.max_response_bytes} bytes")
+            stream: httpx.AsyncByteStream
+            if conn.complete:  # the usual hook answer: it came in one piece, the connection is free again
+                content = conn.body_bytes()
+                self._finish(origin, conn)
+                if len(content) > self.max_response_bytes:
+                    raise ResponseTooLarge(f"response body over {self.max_response_bytes} bytes; stopped reading")
+                stream = Buffered(content, self._done)
+            else:
+                stream = _Streamed(conn, self.max_response_bytes, timeouts.get("read"),
+                                   lambda c: self._finish(origin, c, done=True))
         except BaseException:
             self._done()
             raise
-        assert isinstance(response.stream, httpx.AsyncByteStream)
-        response.stream = _CappedStream(response.stream, self.max_response_bytes, self._done)
-        return response
+        return httpx.Response(conn.status_code, headers=conn.headers, stream=stream,
+                              extensions={"http_version": b"HTTP/1.1", "reason_phrase": conn.reason})
 
     @property
     def in_flight(self) -> int:
@@ -243,6 +237,176 @@ class GuardedAiohttpTransport(AiohttpTransport):
         self._retired = True
         self._maybe_close()
 
+    async def aclose(self) -> None:
+        """Close every idle connection now, and every busy one when its response is closed."""
+        self._closed = True
+        if self._sweeper is not None:
+            self._sweeper.cancel()
+            self._sweeper = None
+        for origin, host in list(self._hosts.items()):
+            idle, host.idle = host.idle, []
+            for conn in idle:
+                self._discard(origin, conn)
+            while host.waiters:
+                self._wake(host)
+
+    # ---- one exchange
+
+    async def _exchange(self, origin: Origin, data: bytes, head_only: bool,
+                        timeouts: dict[str, float | None]) -> H1Connection:
+        """A connection that has sent ``data`` and read the response's head."""
+        for attempt in (1, 2):
+            conn, reused = await self._acquire(origin, timeouts)
+            try:
+                conn.send(data, head_only=head_only)
+                async with _Deadline(timeouts.get("read"), httpx.ReadTimeout):
+                    await conn.read_head()
+            except httpx.RemoteProtocolError:
+                conn.close()
+                self._finish(origin, conn)
+                if reused and not conn.received and attempt == 1:
+                    continue  # a kept-alive connection the server had closed: once more, on a new one
+                raise
+            except BaseException:
+                conn.close()
+                self._finish(origin, conn)
+                raise
+            return conn
+        raise AssertionError("unreachable")
+
+    async def _acquire(self, origin: Origin, timeouts: dict[str, float | None]) -> tuple[H1Connection, bool]:
+        loop = asyncio.get_running_loop()
+        while True:
+            if self._closed:
+                raise httpx.TransportError("this transport has been closed")
+            host = self._hosts.get(origin)  # looked up each turn: an origin without connections is dropped
+            if host is None:
+                host = self._hosts[origin] = _Host()
+            while host.idle:
+                conn = host.idle.pop()
+                if conn.closed or loop.time() - conn.idle_since >= self.keepalive_s:
+                    self._discard(origin, conn)
+                    continue
+                return conn, True
+            if host.open < self.limit_per_host and (self._open < self.limit or self._evict_idle()):
+                host.open += 1
+                self._open += 1
+                try:
+                    async with _Deadline(timeouts.get("connect"), httpx.ConnectTimeout):
+                        return await self._connect(origin), False
+                except BaseException:
+                    self._closed_one(origin, host)
+                    raise
+            await self._queue(host, timeouts.get("pool"))
+
+    async def _queue(self, host: _Host, pool_s: float | None) -> None:
+        waiter = asyncio.get_running_loop().create_future()
+        host.waiters.append(waiter)
+        try:
+            async with _Deadline(pool_s, httpx.PoolTimeout):
+                await waiter
+        except BaseException:
+            if waiter in host.waiters:
+                host.waiters.remove(waiter)
+            elif waiter.done() and not waiter.cancelled():
+                self._wake(host)  # woken and gone: the turn passes to the next
+            raise
+
+    async def _connect(self, origin: Origin) -> H1Connection:
+        scheme, name, port = origin
+        loop = asyncio.get_running_loop()
+        addresses = await resolve_checked(name, port, self.allowed)  # each new connection checks again
+        failure: OSError | None = None
+        for ip in addresses:
+            family = socket.AF_INET6 if ip.version == 6 else socket.AF_INET
+            address = (str(ip), port)
+            try:
+                sock = self.open_socket((family, socket.SOCK_STREAM, socket.IPPROTO_TCP, "", address))
+            except OSError as exc:
+                failure = exc
+                continue
+            try:
+                sock.setblocking(False)
+                await loop.sock_connect(sock, address)
+                tls = self.ssl_context if scheme == "https" else None
+                _, conn = await loop.create_connection(H1Connection, sock=sock, ssl=tls,
+                                                       server_hostname=name if tls else None)
+                return conn
+            except OSError as exc:
+                sock.close()
+                failure = exc
+            except BaseException:
+                sock.close()
+                raise
+        reason = (failure.strerror or str(failure)) if failure else "no address"
+        raise httpx.ConnectError(f"cannot connect to {name}:{port}: {reason}") from failure
+
+    # ---- the pool's bookkeeping
+
+    def _finish(self, origin: Origin, conn: H1Connection, *, done: bool = False) -> None:
+        """A response is handled: its connection goes back to the pool, or is closed."""
+        conn.release()
+        host = self._hosts.get(origin)
+        if host is not None and conn.reusable and not self._closed:
+            conn.idle_since = asyncio.get_running_loop().time()
+            host.idle.append(conn)
+            if self._sweeper is None:
+                self._sweeper = asyncio.get_running_loop().call_later(self.keepalive_s, self._sweep)
+            self._wake(host)
+        else:
+            self._discard(origin, conn)
+        if done:
+            self._done()
+
+    def _discard(self, origin: Origin, conn: H1Connection) -> None:
+        conn.close()
+        host = self._hosts.get(origin)
+        if host is not None:
+            self._closed_one(origin, host)
+
+    def _closed_one(self, origin: Origin, host: _Host) -> None:
+        host.open -= 1
+        self._open -= 1
+        if host.waiters:
+            self._wake(host)
+        else:
+            for other in self._hosts.values():  # room in all: whoever waits on another host
+                if other.waiters:
+                    self._wake(other)
+                    break
+            if not host.open and not host.idle:
+                del self._hosts[origin]
+
+    def _evict_idle(self) -> bool:
+        """Close one idle connection of any host to make room; False if none is idle."""
+        for origin, host in self._hosts.items():
+            if host.idle:
+                self._discard(origin, host.idle.pop(0))
+                return True
+        return False
+
+    @staticmethod
+    def _wake(host: _Host) -> None:
+        while host.waiters:
+            waiter = host.waiters.popleft()
+            if not waiter.done():
+                waiter.set_result(None)
+                return
+
+    def _sweep(self) -> None:
+        self._sweeper = None
+        now = asyncio.get_running_loop().time()
+        for origin, host in list(self._hosts.items()):
+            stale = [c for c in host.idle if c.closed or now - c.idle_since >= self.keepalive_s]
+            if stale:
+                host.idle = [c for c in host.idle if c not in stale]
+                for conn in stale:
+                    self._discard(origin, conn)
+        oldest = min((c.idle_since for h in self._hosts.values() for c in h.idle), default=None)
+        if oldest is not None:
+            self._sweeper = asyncio.get_running_loop().call_later(max(oldest + self.keepalive_s - now, 0.01),
+                                                                  self._sweep)
+
     def _done(self) -> None:
         self._in_flight -= 1
         self._maybe_close()
@@ -257,4 +421,4 @@ class GuardedAiohttpTransport(AiohttpTransport):
             self._closer.add_done_callback(_CLOSING.discard)
 
 
-__all__ = ["POOL_LIMIT", "POOL_LIMIT_PER_HOST", "GuardedAiohttpTransport", "GuardedResolver", "httpx_error"]
+__all__ = ["KEEPALIVE_S", "POOL_LIMIT", "POOL_LIMIT_PER_HOST", "Buffered", "GuardedTransport"]

@@ -25,8 +25,10 @@ from bus.protocol import Request, now_ms
 from bus.results import HandlerResult, Outcome
 from bus.schema import CommandHandler
 from tests.conftest import BusProbe, async_wait_for, metric, policy_yaml, pre_tool_use
-from workers.context import HookContext, Runner
+from tests.loopback import LoopbackServer, hang
+from workers.context import HookContext, Runner, Services
 from workers.engine import ONCE_TTL_S, AsyncHandlers, Engine, Evaluation
+from workers.handlers import http
 from workers.queue import JOB_FUNCTION
 
 PRE = "PreToolUse"
@@ -262,6 +264,23 @@ async def test_a_handler_past_its_timeout_is_cancelled_and_fails_open(rig: MakeR
     # The allow still stands; the timeout may have let the action through: fail open, counted.
     assert (evaluation.merged.decision, evaluation.fail_open) == ("allow", "hook_timeout")
     assert metric("hookbus_hook_errors_total", type="command", outcome="timeout") - timeouts == 1
+
+
+async def test_an_http_handler_past_its_timeout_times_out_under_its_own_deadline(
+        bus: BusProbe, services: Services) -> None:
+    # The engine sets no timer of its own for http handlers: run_http's deadline must hold alone.
+    async with LoopbackServer(hang) as server:
+        hooks = on_bash({"type": "http", "url": server.url(), "timeout": 0.2})
+        policy = policy_from_text(policy_yaml(hooks, http={"allowedNetworks": ["127.0.0.0/8"]}))
+        engine = Engine(policy, bus.redis, bus.keys, {"http": http.run}, services=services)
+        started = time.monotonic()
+        async with asyncio.timeout(EVALUATION_BOUND_S):
+            evaluation = await engine.evaluate(request(pre_tool_use("ls")), pre_tool_use("ls"))
+        assert 0.15 <= time.monotonic() - started < 3.0
+        assert len(server.requests) == 1
+    assert [res.outcome for res in evaluation.results] == [Outcome.TIMEOUT]
+    assert "within 0.2s" in (evaluation.results[0].reason or "")
+    assert evaluation.fail_open == "hook_timeout"
 
 
 async def test_a_failure_under_a_deny_is_not_a_fail_open(rig: MakeRig) -> None:

@@ -1,4 +1,4 @@
-"""Tests of :mod:`workers.transport` (httpx on aiohttp behind the SSRF guard) and of the http hook on it.
+"""Tests of :mod:`workers.transport` (httpx on pooled HTTP/1.1 connections, SSRF guard) and of the http hook on it.
 
 No packet goes anywhere but 127.0.0.1: blocked addresses are refused before a socket exists;
 names other than ``localhost`` are "resolved" by a fake ``getaddrinfo``; and the transports
@@ -29,13 +29,13 @@ from tests.loopback import LoopbackServer, Received, flood, redirect_to, reply, 
 from workers.context import Services
 from workers.handlers.http import run_http
 from workers.outbound import OutboundError, guarded_request, outbound_client
-from workers.transport import GuardedAiohttpTransport
+from workers.transport import GuardedTransport
 
 PRE = "PreToolUse"
 DENY = {"hookSpecificOutput": {"hookEventName": PRE, "permissionDecision": "deny", "permissionDecisionReason": "no"}}
 
 
-class LoopbackOnly(GuardedAiohttpTransport):
+class LoopbackOnly(GuardedTransport):
     """The transport under test; every socket it gets past the guard is recorded, and only 127.0.0.1 connects."""
 
     def __init__(self, allowed: Iterable[str] = (), **kwargs: Any) -> None:
@@ -140,7 +140,7 @@ async def test_blocked_urls_never_reach_the_network(guarded: Any, url: str) -> N
     client, transport = guarded()
     with pytest.raises((SSRFBlocked, httpx.InvalidURL)) as raised:
         await client.get(url)
-    if isinstance(raised.value, httpx.InvalidURL):  # a numeric form aiohttp will not even parse as a host
+    if isinstance(raised.value, httpx.InvalidURL):  # a numeric form httpx will not parse as a host
         assert "canonical" in str(raised.value)
     else:
         assert "SSRF guard refused" in str(raised.value)
@@ -296,7 +296,7 @@ async def test_http_hook_refuses_loopback_unless_allowed(services: Services) -> 
         allowed = await run_hook(http_policy(server.url(), ["127.0.0.0/8"]), services)
     assert allowed.outcome is Outcome.OK and allowed.output == DENY
     assert isinstance(outbound_client(services, http_policy(server.url(), ["127.0.0.0/8"])).guard,  # type: ignore[attr-defined]
-                      GuardedAiohttpTransport)
+                      GuardedTransport)
 
 
 async def test_http_hook_refuses_a_name_resolving_to_a_private_address(
