@@ -39,6 +39,7 @@ from workers.context import HookContext, Runner, Services, default_timeout_s
 from workers.contextpops import ContextPops
 from workers.handlers.function import run_plugins
 from workers.queue import PreparedJob, prepare_job
+from workers.runners import SELF_TIMED_TYPES
 
 logger = logging.getLogger("hookbus.dispatcher")
 
@@ -46,9 +47,6 @@ ONCE_TTL_S = 7 * 86400
 ONCE_CLAIM_GRACE_S = 30
 #: Handler types evaluated in-process without I/O: no task, no timer.
 INLINE_TYPES = frozenset({"rule"})
-#: Handler types that bound every wait by the deadline they are given (``run_http`` under one
-#: ``asyncio.timeout`` of ``min(timeout, remaining)``): a second timer would only cost.
-SELF_TIMED_TYPES = frozenset({"http"})
 STOP_GUARD_TTL_S = 3600
 #: Context entries async hooks left for a session delivered in one turn at most (the rest next turn).
 CONTEXT_BATCH = 1000

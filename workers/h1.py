@@ -69,6 +69,7 @@ class H1Connection(asyncio.Protocol):
         self._interim = False
         self._framed = False
         self._keep_alive = False
+        self._out_of_turn = False
         self.status_code = 0
         self.reason = b""
         self.headers: list[tuple[bytes, bytes]] = []
@@ -93,7 +94,11 @@ class H1Connection(asyncio.Protocol):
         except httptools.HttpParserUpgrade:
             self._fail(httpx.RemoteProtocolError("the server switched protocols"))
         except httptools.HttpParserError as exc:
-            self._fail(httpx.RemoteProtocolError(f"invalid HTTP response: {exc}"))
+            if not self.complete:
+                self._fail(httpx.RemoteProtocolError(f"invalid HTTP response: {exc}"))
+            self._out_of_turn = True
+        if self._out_of_turn:  # bytes after the answer, in the same segment: keep the answer, drop the connection
+            self.close()
 
     def eof_received(self) -> bool:
         return False  # close our side too; connection_lost follows
@@ -101,8 +106,8 @@ class H1Connection(asyncio.Protocol):
     def connection_lost(self, exc: Exception | None) -> None:
         self.closed = True
         if self._active and not self.complete:
-            if self._has_head and not self._framed:
-                self._finish()  # the body ran to the end of the connection
+            if self._has_head and not self._framed and exc is None:
+                self._finish()  # the body ran to the end of the connection (a reset cuts it short instead)
             elif self._has_head:
                 self._fail(httpx.RemoteProtocolError("Server disconnected before the response was complete"))
             else:
@@ -111,12 +116,18 @@ class H1Connection(asyncio.Protocol):
     # ---- httptools' callbacks
 
     def on_status(self, status: bytes) -> None:
+        if self.complete:
+            self._out_of_turn = True
+            return
         self.reason += status
 
     def on_header(self, name: bytes, value: bytes) -> None:
-        self.headers.append((name, value))
+        if not self.complete:
+            self.headers.append((name, value))
 
     def on_headers_complete(self) -> None:
+        if self.complete:
+            return
         status = self._parser.get_status_code()
         if 100 <= status < 200:
             self._interim = True
@@ -136,6 +147,9 @@ class H1Connection(asyncio.Protocol):
             self._wake()
 
     def on_message_complete(self) -> None:
+        if self.complete:
+            self._out_of_turn = True
+            return
         if self._interim:  # a 1xx answer: the real one follows on the same connection
             self._interim = False
             self.headers, self.reason = [], b""

@@ -59,6 +59,7 @@ from workers.deadletters import (
 from workers.delivery import GiveUp, Limits, before_try, failed, verdict
 from workers.leased import LeasedWorker
 from workers.queue import JOB_FUNCTION, arq_pool
+from workers.runners import SELF_TIMED_TYPES
 from workers.webhooks import webhook_id
 
 logger = logging.getLogger("hookbus.worker")
@@ -109,6 +110,8 @@ async def _run_handler(ctx: dict[str, Any], hook: HookContext) -> HandlerResult:
     if runner is None:
         return HandlerResult(Outcome.ERROR, reason=f"handler type '{hook.entry.handler.type}' is not available",
                              retryable=False)
+    if hook.entry.handler.type in SELF_TIMED_TYPES:
+        return await runner(hook)
     try:
         async with asyncio.timeout(hook.timeout_s):
             return await runner(hook)

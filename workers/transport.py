@@ -352,7 +352,10 @@ class GuardedTransport(httpx.AsyncBaseTransport):
             host.idle.append(conn)
             if self._sweeper is None:
                 self._sweeper = asyncio.get_running_loop().call_later(self.keepalive_s, self._sweep)
-            self._wake(host)
+            if host.waiters:
+                self._wake(host)
+            elif self._open >= self.limit:
+                self._wake_another()  # at the limit in all: a request of another host may evict this one
         else:
             self._discard(origin, conn)
         if done:
@@ -370,12 +373,15 @@ class GuardedTransport(httpx.AsyncBaseTransport):
         if host.waiters:
             self._wake(host)
         else:
-            for other in self._hosts.values():  # room in all: whoever waits on another host
-                if other.waiters:
-                    self._wake(other)
-                    break
+            self._wake_another()  # room in all: whoever waits on another host
             if not host.open and not host.idle:
                 del self._hosts[origin]
+
+    def _wake_another(self) -> None:
+        for other in self._hosts.values():
+            if other.waiters:
+                self._wake(other)
+                return
 
     def _evict_idle(self) -> bool:
         """Close one idle connection of any host to make room; False if none is idle."""

@@ -18,6 +18,7 @@ from standardwebhooks import Webhook
 
 from bus.protocol import Request, now_ms
 from tests.conftest import BusProbe, async_wait_for, metric, policy_yaml, run_hookbus
+from tests.loopback import LoopbackServer, hang
 from tests.workers.async_harness import Sink, drained, notification, sink_policy, start_worker
 from workers import deadletters
 from workers.outbox import Outbox, Settle
@@ -112,6 +113,25 @@ async def test_a_sink_that_always_fails_is_dead_lettered_after_max_tries_and_rep
     await async_wait_for(lambda: no_job_keys(bus))  # neither the dead job nor its replay left anything
     ids = {r.headers["webhook-id"] for r in sink.requests}
     assert ids == {webhook_id(answer.headers["X-Hookbus-Event-Id"], only_handler(p))}  # the replay included
+
+
+async def test_a_sink_that_never_answers_times_out_at_the_hook_timeout_and_is_dead_lettered(
+    platform: Callable[..., Any], bus: BusProbe, tmp_path: Path
+) -> None:
+    # The worker sets no timer of its own over an http hook: the request's deadline must end the try.
+    async with LoopbackServer(hang) as silent:
+        text = sink_policy(silent.url(), handler={"timeout": 0.3, "maxTries": 2}, retryDelaySeconds=0.05)
+        async with platform(text) as p:
+            worker = await start_worker(bus.redis, p.settings.redis_url or "", p.policy.sources[0], tmp_path / "w.log")
+            try:
+                await p.post(notification(session="s-silent"))
+                await async_wait_for(lambda: deadletters.size(bus.redis, bus.keys), timeout_s=20)
+            finally:
+                worker.stop()
+        [letter] = [letter async for letter in deadletters.scan(bus.redis, bus.keys)]
+        assert len(silent.requests) == 2
+    assert [(a.number, a.outcome, a.retryable) for a in letter.attempts] == [(1, "timeout", True), (2, "timeout", True)]
+    assert all("within 0.3s" in a.error for a in letter.attempts)
 
 
 async def test_4xx_is_not_retried_and_429_waits_for_retry_after(
