@@ -195,7 +195,8 @@ class GuardedTransport(httpx.AsyncBaseTransport):
             body = await request.aread()
         head_only = request.method == "HEAD"
         data = request_head(request.method.encode("ascii"), url.raw_path, request.headers.raw, len(body)) + body
-        origin = (url.scheme, url.host, url.port or _DEFAULT_PORTS[url.scheme])
+        # The ASCII (IDNA) form of the name: what is resolved, checked and verified by TLS.
+        origin = (url.scheme, url.raw_host.decode("ascii"), url.port or _DEFAULT_PORTS[url.scheme])
         timeouts: dict[str, float | None] = request.extensions.get("timeout") or {}
         self._in_flight += 1
         try:

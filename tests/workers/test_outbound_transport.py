@@ -181,6 +181,17 @@ async def test_each_checked_address_is_tried_in_turn(guarded: Any, monkeypatch: 
     assert transport.attempts == ["127.0.0.3", "127.0.0.1"]
 
 
+async def test_an_international_name_is_resolved_and_sent_in_its_ascii_form(
+    guarded: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    asked = fake_dns(monkeypatch, {"xn--bcher-kva.test": [["127.0.0.1"]]})
+    client, _ = guarded(["127.0.0.0/8"])
+    async with LoopbackServer(respond_ok) as server:
+        assert (await client.get(f"http://bücher.test:{server.port}/")).status_code == 200
+        assert server.requests[0].headers["host"] == f"xn--bcher-kva.test:{server.port}"
+    assert asked == ["xn--bcher-kva.test"]
+
+
 async def test_redirects_are_returned_and_every_hop_is_checked(guarded: Any) -> None:
     client, transport = guarded(["127.0.0.0/8"])
     async with LoopbackServer(respond_ok) as target:
