@@ -8,8 +8,10 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import socket
 import uuid
 from collections.abc import AsyncIterator
+from pathlib import Path
 
 import pytest
 import pytest_asyncio
@@ -20,7 +22,7 @@ from bus.keys import Keyspace
 from bus.protocol import Request, now_ms
 from hookbus.redis_server import EmbeddedRedis
 from tests.conftest import async_wait_for, metric, redis_reads
-from workers.queue import JobQueue, PreparedJob, arq_pool, prepare_job
+from workers.queue import TCP_KEEPALIVE_OPTIONS, JobQueue, PreparedJob, arq_pool, prepare_job
 
 KEYS = Keyspace()
 
@@ -95,3 +97,22 @@ async def test_a_blocking_event_gives_up_by_its_deadline_and_a_non_blocking_one_
     await asyncio.wait_for(waiting, 30)
     assert await queued(arq) == [f"{later.event_id}:h1"]
     assert counted("failed") - failed == 1
+
+
+async def test_arq_connections_over_tcp_are_watched_by_keepalive_not_a_timer_per_command(
+        arq: ArqRedis, tmp_path: Path) -> None:
+    assert await arq.ping()
+    [connection] = arq.connection_pool._available_connections
+    assert connection.socket_timeout is None  # no task and timers around every command
+    assert connection._writer is not None
+    sock = connection._writer.transport.get_extra_info("socket")
+    assert sock.getsockopt(socket.SOL_SOCKET, socket.SO_KEEPALIVE) == 1
+    assert sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_KEEPIDLE) == TCP_KEEPALIVE_OPTIONS[socket.TCP_KEEPIDLE]
+    assert sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_USER_TIMEOUT) == 10_000
+    with EmbeddedRedis(tmp_path / "unix-redis", persistent=False) as unix_redis:
+        assert unix_redis.url.startswith("unix:")  # a unix socket has no keepalive to set, and still connects
+        local = arq_pool(unix_redis.url)
+        try:
+            assert await local.ping()
+        finally:
+            await local.aclose()
