@@ -222,7 +222,7 @@ MAX_CONNECTIONS = 8
 #: How an arq connection to a Redis that vanished (its host gone, packets dropped) is noticed
 #: over TCP: keepalive probes after 5 s idle, every 2 s, 3 of them; data unacknowledged for
 #: 10 s fails the connection. The kernel keeps that watch; a socket timeout would cost a task
-#: and two timers per command (one worker drains 35-40 % more jobs/s without it,
+#: and two timers per command (one worker drains 24-40 % more jobs/s without it,
 #: ``bench/async_burst.py``).
 TCP_KEEPALIVE_OPTIONS = {getattr(socket, name): value for name, value in (
     ("TCP_KEEPIDLE", 5), ("TCP_KEEPINTVL", 2), ("TCP_KEEPCNT", 3), ("TCP_USER_TIMEOUT", 10_000))
