@@ -57,6 +57,19 @@ def _valid_field(name: bytes, value: bytes) -> bool:
 class H1Connection(asyncio.Protocol):
     """An HTTP/1.1 connection to one host (see the module docstring)."""
 
+    # What one request's answer fills in (:meth:`_expect` resets it for the next).
+    status_code: int
+    reason: bytes
+    headers: list[tuple[bytes, bytes]]
+    complete: bool
+    received: bool
+    _chunks: list[bytes]
+    _head_only: bool
+    _has_head: bool
+    _interim: bool
+    _framed: bool
+    _keep_alive: bool
+
     def __init__(self) -> None:
         self._loop = asyncio.get_running_loop()
         self._transport: asyncio.Transport | None = None
@@ -64,20 +77,10 @@ class H1Connection(asyncio.Protocol):
         self._waiter: asyncio.Future[None] | None = None
         self._error: httpx.TransportError | None = None
         self._active = False
-        self._head_only = False
-        self._has_head = False
-        self._interim = False
-        self._framed = False
-        self._keep_alive = False
         self._out_of_turn = False
-        self.status_code = 0
-        self.reason = b""
-        self.headers: list[tuple[bytes, bytes]] = []
-        self._chunks: list[bytes] = []
-        self.complete = False
-        self.received = False
         self.closed = False
         self.idle_since = 0.0
+        self._expect(head_only=False)
 
     # ---- asyncio's side
 
@@ -168,9 +171,8 @@ class H1Connection(asyncio.Protocol):
     def send(self, data: bytes, *, head_only: bool = False) -> None:
         """Write one request (``head_only`` for ``HEAD``: its answer has headers only)."""
         assert self._transport is not None and not self._active
-        self._active, self._head_only = True, head_only
-        self._has_head = self._interim = self._keep_alive = self.complete = self.received = False
-        self.status_code, self.reason, self.headers, self._chunks = 0, b"", [], []
+        self._active = True
+        self._expect(head_only=head_only)
         self._transport.write(data)
 
     async def read_head(self) -> None:
@@ -207,6 +209,15 @@ class H1Connection(asyncio.Protocol):
             self._transport.close()
 
     # ---- internals
+
+    def _expect(self, *, head_only: bool) -> None:
+        """Forget the previous answer: the state one request's answer fills in."""
+        self._head_only = head_only
+        self._has_head = self._interim = self._framed = self._keep_alive = False
+        self.complete = self.received = False
+        self.status_code, self.reason = 0, b""
+        self.headers = []
+        self._chunks = []
 
     async def _wait(self) -> None:
         if self._error is not None:

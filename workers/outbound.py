@@ -38,11 +38,9 @@ from bus.errors import HookError, HookTimeout
 from bus.policy import Policy
 from bus.ssrf import ResponseTooLarge, parse_networks
 from workers.context import Services
-from workers.transport import KEEPALIVE_S, POOL_LIMIT, Buffered, GuardedTransport
+from workers.transport import Buffered, GuardedTransport
 
 USER_AGENT = "hookbus/0.1"
-#: The pool of the client's transport (connections per host: ``POOL_LIMIT_PER_HOST``).
-LIMITS = httpx.Limits(max_connections=POOL_LIMIT, keepalive_expiry=KEEPALIVE_S)
 #: Used when a caller sends through the client without a timeout of its own.
 DEFAULT_TIMEOUT = httpx.Timeout(30.0, connect=10.0)
 
@@ -216,7 +214,6 @@ async def guarded_request(
 
 __all__ = [
     "DEFAULT_TIMEOUT",
-    "LIMITS",
     "USER_AGENT",
     "GuardKey",
     "GuardedClient",
