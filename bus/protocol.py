@@ -97,6 +97,9 @@ class Request:
     fail_open: str = ""
     #: The policy versions the gateway chose (``org|tenant``, :mod:`bus.policy_registry`).
     policy: str = ""
+    #: The session's pending context the gateway took when it appended the event (a JSON array,
+    #: :mod:`bus.pending_context`); None when it took none (the dispatcher looks itself).
+    context: bytes | None = None
 
     @property
     def blocking(self) -> bool:
@@ -159,7 +162,7 @@ class Request:
             event_id, event, tenant, received_ms, reply_to, deadline_ms, dialect, fail_open, policy = orjson.loads(meta)
             request = cls(event_id=event_id, event=event, tenant=tenant, payload=fields[b"p"],
                           received_ms=received_ms, deadline_ms=deadline_ms, reply_to=reply_to, dialect=dialect,
-                          fail_open=fail_open, policy=policy)
+                          fail_open=fail_open, policy=policy, context=fields.get(b"c"))
         except (KeyError, ValueError, TypeError) as exc:  # orjson.JSONDecodeError is a ValueError
             raise ProtocolError(f"malformed stream entry: {exc!r}") from exc
         texts = (event_id, event, tenant, reply_to, dialect, fail_open, policy)

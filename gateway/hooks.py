@@ -31,6 +31,7 @@ from bus.events import event_spec
 from bus.keys import WORK_STREAM_MAXLEN, Keyspace
 from bus.logs import event_fields
 from bus.partitions import warn_partitions_changed
+from bus.pending_context import APPEND_TAKING_CONTEXT, takes_context
 from bus.policy import Policy
 from bus.policy_registry import PolicyRegistry
 from bus.protocol import FailOpenReason, ProtocolError, Reply, Request, StreamFields, now_ms
@@ -72,6 +73,8 @@ class Gateway:
         self.batcher = AppendBatcher(self.redis, redis_url, WORK_STREAM_MAXLEN,
                                      lambda stream: self.partition_clients.get(partition_of_stream.get(stream, 0)))
         self._claim_script = self.redis.register_script(CLAIM)
+        #: Whether appends take their session's pending context (one script: a single Redis only).
+        self._take_context = not is_cluster(self.redis)
         self.waiter: ReplyWaiter | ShardedReplyWaiter
         if is_cluster(self.redis):
             self.waiter = ShardedReplyWaiter(redis_url, self.keys, self.gateway_id)
@@ -109,6 +112,8 @@ class Gateway:
             async with asyncio.timeout(1.0):
                 with redis_errors(self.redis_url):
                     await self.redis.script_load(CLAIM)
+                    if self._take_context:
+                        await self.redis.script_load(APPEND_TAKING_CONTEXT)
 
     async def stop(self) -> None:
         await self.registry.stop()
@@ -232,7 +237,10 @@ class Gateway:
         # every blocking event waits for a decision.
         blocking = event_spec(event).blocking and bool(policy.entries(event) or policy.settings.plugins)
         if blocking:
-            output, decision, fail_open = await self._decide(request, started, policy, partition)
+            context_key = None
+            if self._take_context and takes_context(policy, event):
+                context_key = self.keys.pending_context(tenant, str(hook_input["session_id"]))
+            output, decision, fail_open = await self._decide(request, started, policy, partition, context_key)
         else:
             output, decision, fail_open = await self._record(request, partition)
         response_headers = {"X-Hookbus-Event-Id": request.event_id, "X-Hookbus-Policy-Version": versions}
@@ -274,8 +282,8 @@ class Gateway:
             raise RequestRejected(429, "rate_limited", f"{who} is over its rate limit",
                                   {"Retry-After": str(max(1, math.ceil(wait_s)))})
 
-    async def _decide(self, request: Request, started: float, policy: Policy,
-                      partition: int) -> tuple[dict[str, Any], str, str | None]:
+    async def _decide(self, request: Request, started: float, policy: Policy, partition: int,
+                      context_key: str | None) -> tuple[dict[str, Any], str, str | None]:
         # The deadline runs from the request's arrival (reading and parsing it count too), and
         # the dispatchers see the same instant as the end of their budget.
         remaining_s = max(0.0, policy.settings.deadline_for(request.event) - (time.perf_counter() - started))
@@ -287,7 +295,7 @@ class Gateway:
         waiting = time.perf_counter()
         try:
             async with asyncio.timeout(remaining_s):
-                await self.batcher.append(stream, request.encode())
+                await self.batcher.append(stream, request.encode(), context_key)
                 reply = await future
             metrics.REPLY_WAIT.observe(time.perf_counter() - waiting)
         except TimeoutError:

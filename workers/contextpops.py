@@ -1,7 +1,9 @@
 """Auto-pipelining of the dispatcher's pending-context pops (:class:`bus.autopipeline.AutoPipeline`).
 
 Every blocking event of a policy with ``async`` handlers takes what those hooks left for its
-session with one ``LPOP key count``. Every pop requested while such a round trip is in flight
+session. On a single Redis the gateway takes it as it appends the event (:mod:`bus.pending_context`);
+an entry that came without it (on a Redis Cluster, or from a gateway whose policy had no async
+handler yet) is served here, with one ``LPOP key count``. Every pop requested while such a round trip is in flight
 (or in the same loop iteration) joins the next one: under load one pipeline carries many pops
 (one write, one read, one connection), at low load a pop leaves at once. Each caller still
 gets its own items or its own error: one refused pop (a key of the wrong type) does not fail

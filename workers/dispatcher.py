@@ -175,6 +175,7 @@ class Dispatcher:
             metrics.EXPIRED.labels(metrics.event_label(request.event)).inc()
             if not request.fail_open:  # it waited in the stream past its deadline (not spooled in an outage)
                 metrics.child(metrics.TIMEOUTS, "queue_wait").inc()
+            await self.engine.restore_context(request)  # what its append took waits for the next turn
         else:
             try:
                 hook_input = orjson.loads(request.payload)

@@ -25,11 +25,12 @@ import redis.asyncio as aioredis
 from bus import metrics
 from bus.connection import redis_errors
 from bus.errors import BusUnavailable
-from bus.events import IF_EVENTS, STOP_EVENTS, event_spec
+from bus.events import IF_EVENTS, STOP_EVENTS
 from bus.keys import Keyspace
 from bus.logs import event_fields
 from bus.matching import compile_matcher, matcher_value
 from bus.merge import MergedDecision, merge_results
+from bus.pending_context import CONTEXT_BATCH, CONTEXT_TTL_S, parse_items, takes_context, with_context
 from bus.permissions import PermissionRule, parse_rule, rule_matches
 from bus.plugins import hooks_for
 from bus.policy import HandlerEntry, Policy
@@ -48,8 +49,6 @@ ONCE_CLAIM_GRACE_S = 30
 #: Handler types evaluated in-process without I/O: no task, no timer.
 INLINE_TYPES = frozenset({"rule"})
 STOP_GUARD_TTL_S = 3600
-#: Context entries async hooks left for a session delivered in one turn at most (the rest next turn).
-CONTEXT_BATCH = 1000
 
 #: What the engine does with ``async`` handlers: make them jobs (:attr:`Evaluation.jobs`, the
 #: dispatcher's), leave them out (a policy replay: they never decide), or run them like the others.
@@ -114,18 +113,6 @@ def selected(entry: HandlerEntry, event: str, hook_input: Mapping[str, Any]) -> 
         tool_input if isinstance(tool_input, dict) else {},
         cwd if isinstance(cwd, str) else None,
     )
-
-
-_ASYNC_SEEN: list[tuple[Policy, bool]] = []
-
-
-def _has_async_handlers(policy: Policy) -> bool:
-    """Whether any handler of ``policy`` is ``async`` (then pending context is worth a look)."""
-    if _ASYNC_SEEN and _ASYNC_SEEN[0][0] is policy:
-        return _ASYNC_SEEN[0][1]
-    found = any(e.handler.async_ for event in policy.events() for e in policy.entries(event))
-    _ASYNC_SEEN[:] = [(policy, found)]  # one live policy per process: a one-slot cache
-    return found
 
 
 async def _unsupported(ctx: HookContext) -> HandlerResult:
@@ -201,7 +188,7 @@ class Engine:
                 fail_open = "hook_timeout" if result.outcome is Outcome.TIMEOUT else "hook_error"
         if event in STOP_EVENTS:
             merged = await self._stop_guard(request, hook_input, merged, policy.settings.stop_block_limit)
-        if _has_async_handlers(policy) and "additionalContext" in event_spec(event).specific_fields:
+        if request.context is not None or (request.blocking and takes_context(policy, event)):
             merged = await self._deliver_async_context(request, hook_input, merged)
         decided_by = deciders(event, enforced, merged.decision)
         for handler_id in decided_by:
@@ -211,31 +198,41 @@ class Engine:
     async def _deliver_async_context(
         self, request: Request, hook_input: dict[str, Any], merged: MergedDecision
     ) -> MergedDecision:
-        """Add what async hooks left for this session (Claude Code delivers it on the next turn)."""
-        key = self.keys.pending_context(request.tenant, str(hook_input.get("session_id")))
+        """Add what async hooks left for this session (Claude Code delivers it on the next turn):
+        what the gateway took into the entry, or else what is in the session's list now."""
         try:
-            # One atomic command (also on a Redis Cluster, which has no MULTI); what is left
-            # past the count waits for the next turn.
-            items = await self.context_pops.pop(key, CONTEXT_BATCH)
+            if request.context is not None:
+                items = parse_items(request.context)
+            else:
+                key = self.keys.pending_context(request.tenant, str(hook_input.get("session_id")))
+                # One atomic command (also on a Redis Cluster, which has no MULTI); what is left
+                # past the count waits for the next turn.
+                popped = await self.context_pops.pop(key, CONTEXT_BATCH)
+                items = parse_items(popped) if popped else []
         except BusUnavailable:
+            return merged
+        except ValueError as exc:  # orjson.JSONDecodeError is one
+            logger.warning("pending context of event %s dropped: %s", request.event_id, exc)
             return merged
         if not items:
             return merged
-        contexts, messages = [], []
-        for raw in items:
-            item = orjson.loads(raw)
-            if item.get("additionalContext"):
-                contexts.append(item["additionalContext"])
-            if item.get("systemMessage"):
-                messages.append(item["systemMessage"])
-        output = dict(merged.output)
-        if contexts:
-            specific = dict(output.get("hookSpecificOutput") or {"hookEventName": request.event})
-            specific["additionalContext"] = "\n\n".join(filter(None, [specific.get("additionalContext"), *contexts]))
-            output["hookSpecificOutput"] = specific
-        if messages:
-            output["systemMessage"] = "\n".join(filter(None, [output.get("systemMessage"), *messages]))
-        return dataclasses.replace(merged, output=output)
+        return dataclasses.replace(merged, output=with_context(merged.output, request.event, items))
+
+    async def restore_context(self, request: Request) -> None:
+        """Put back what the gateway took into an event that will not deliver it (it expired
+        waiting): at the head of the session's list, for the session's next turn."""
+        if not request.context or request.context == b"[]":
+            return
+        try:
+            items = [orjson.dumps(item) for item in parse_items(request.context)]
+            key = self.keys.pending_context(request.tenant, str(orjson.loads(request.payload).get("session_id")))
+            with redis_errors():
+                async with self.redis.pipeline(transaction=False) as pipe:  # one key: one node of a cluster
+                    pipe.lpush(key, *reversed(items))
+                    pipe.expire(key, CONTEXT_TTL_S)
+                    await pipe.execute()
+        except (BusUnavailable, ValueError, AttributeError) as exc:  # AttributeError: the input is no object
+            logger.warning("pending context of event %s could not be put back: %s", request.event_id, exc)
 
     async def _run(self, ctx: HookContext) -> HandlerResult:
         handler = ctx.entry.handler

@@ -37,6 +37,7 @@ from bus import metrics
 from bus.connection import connect
 from bus.keys import Keyspace
 from bus.logs import event_fields
+from bus.pending_context import CONTEXT_TTL_S, MAX_PENDING_CONTEXT
 from bus.policy import Policy
 from bus.policy_registry import PolicyRegistry
 from bus.protocol import Request, now_ms
@@ -74,8 +75,6 @@ MAX_JOBS = 50
 POLL_DELAY_S = 0.02
 #: The wait before a job whose dead letter Redis refused (down, or full) gives up again.
 BURY_AGAIN_S = 2.0
-CONTEXT_TTL_S = 3600
-MAX_PENDING_CONTEXT = 50
 _REDIS_ERRORS = (redis.exceptions.RedisError, OSError)
 
 

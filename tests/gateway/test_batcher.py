@@ -10,11 +10,13 @@ from __future__ import annotations
 import asyncio
 from collections.abc import AsyncIterator
 
+import orjson
 import pytest_asyncio
 import redis.asyncio as aioredis
 
 from bus.connection import connect
 from bus.errors import BusUnavailable
+from bus.pending_context import APPEND_TAKING_CONTEXT
 from gateway.batcher import AppendBatcher
 from hookbus.redis_server import EmbeddedRedis
 from tests.conftest import async_wait_for, redis_reads
@@ -132,3 +134,31 @@ async def test_one_bad_append_does_not_fail_the_others_of_its_batch(
     assert await numbers(probe) == [1, 3]  # both were appended ...
     assert outcomes[0] is None and outcomes[2] is None  # ... so their callers must not be told otherwise
     assert isinstance(outcomes[1], Exception)
+
+
+async def test_an_append_takes_its_sessions_pending_context_into_the_entry(
+        batcher: AppendBatcher, probe: aioredis.Redis) -> None:
+    context = "hookbus:context:default:s-1"
+    left = [b'{"additionalContext":"tests failed"}', b'{"systemMessage":"lint failed"}']
+    await probe.rpush(context, *left)  # type: ignore[misc]
+    await probe.script_load(APPEND_TAKING_CONTEXT)  # as the gateway does when it starts
+    await asyncio.gather(batcher.append(STREAM, {"n": 0}, context),
+                         batcher.append(STREAM, {"n": 1}),  # the same pipeline: a plain XADD
+                         batcher.append(STREAM, {"n": 2}, context))  # after the first: nothing left
+    entries = [fields for _, fields in await probe.xrange(STREAM)]
+    assert entries == [{b"c": b"[" + b",".join(left) + b"]", b"n": b"0"}, {b"n": b"1"}, {b"c": b"[]", b"n": b"2"}]
+    assert orjson.loads(entries[0][b"c"]) == [orjson.loads(item) for item in left]
+    assert await probe.exists(context) == 0
+
+
+async def test_an_append_taking_context_survives_a_flushed_script_cache(
+        batcher: AppendBatcher, probe: aioredis.Redis) -> None:
+    context = "hookbus:context:default:s-2"
+    await batcher.append(STREAM, {"n": 0}, context)  # the script is cached now
+    await probe.script_flush()  # as after a Redis restart
+    await probe.rpush(context, b'{"additionalContext":"kept"}')  # type: ignore[misc]
+    await asyncio.gather(batcher.append(STREAM, {"n": 1}, context), batcher.append(STREAM, {"n": 2}))
+    entries = [fields for _, fields in await probe.xrange(STREAM)]
+    # Each once; the one refused with NOSCRIPT is sent again after the rest of its pipeline.
+    assert entries[1:] == [{b"n": b"2"}, {b"c": b'[{"additionalContext":"kept"}]', b"n": b"1"}]
+    assert await probe.exists(context) == 0

@@ -252,10 +252,13 @@ async def test_expired_blocking_entries_are_logged_not_evaluated(
     async with platform(text):
         past = now_ms() - 1000
         fields = _request("PreToolUse", "late", reply_to="hookbus:reply:gone", deadline_ms=past)
+        fields["c"] = b'[{"additionalContext":"taken by the gateway"}]'  # context its append took
         await bus.redis.xadd(bus.keys.blocking_stream(), fields)
         record = await async_wait_for(lambda: bus.record("evt-late"), timeout_s=5)
         await async_wait_for(lambda: _nothing_pending(bus), timeout_s=5)
     assert (record.outcome, record.fail_open, record.decision, record.hooks) == ("fail-open", "timeout", "none", [])
+    pending = await bus.redis.lrange(bus.keys.pending_context("default", "late"), 0, -1)  # type: ignore[misc]
+    assert pending == [b'{"additionalContext":"taken by the gateway"}']  # back for the session's next turn
     assert metric("hookbus_expired_total", event="PreToolUse") - before == 1
     assert not ran.exists()
 

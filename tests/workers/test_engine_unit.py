@@ -501,13 +501,52 @@ async def test_context_left_by_async_hooks_is_delivered_on_the_next_turn(rig: Ma
     await redis.rpush(keys.pending_context("default", "s-1"), *left)  # type: ignore[misc]
     await redis.rpush(keys.pending_context("default", "s-2"), b'{"additionalContext": "no"}')  # type: ignore[misc]
     prompt = {"hook_event_name": "UserPromptSubmit", "session_id": "s-1", "prompt": "go on"}
-    first = await r.evaluate(prompt)
+    unanswered = await r.evaluate(prompt)  # not blocking: no answer to carry it, it stays
+    assert specific(unanswered)["additionalContext"] == "live context"
+    assert await redis.llen(keys.pending_context("default", "s-1")) == 2  # type: ignore[misc]
+    first = await r.evaluate(prompt, deadline_s=30)
     assert first.merged.output == {
         "systemMessage": "2 async hooks reported",
         "hookSpecificOutput": {"hookEventName": "UserPromptSubmit",
                                "additionalContext": "live context\n\ntests failed\n\nlint failed"}}
     assert await redis.exists(keys.pending_context("default", "s-1")) == 0
-    second = await r.evaluate(prompt)  # delivered once
+    second = await r.evaluate(prompt, deadline_s=30)  # delivered once
     assert specific(second)["additionalContext"] == "live context"
     assert await redis.llen(keys.pending_context("default", "s-2")) == 1  # type: ignore[misc]
+
+
+async def test_context_the_gateway_took_is_delivered_without_a_pop(rig: MakeRig) -> None:
+    r = rig({"PostToolUse": [{"hooks": [cmd("noop", **{"async": True})]}],
+             "UserPromptSubmit": [{"hooks": [cmd("context live context")]}]}, async_handlers="jobs")
+    keys, redis = r.bus.keys, r.bus.redis
+    await redis.rpush(keys.pending_context("default", "s-1"), b'{"additionalContext": "next time"}')  # type: ignore[misc]
+    prompt = {"hook_event_name": "UserPromptSubmit", "session_id": "s-1", "prompt": "go on"}
+    taken = request(prompt, deadline_s=30)
+    taken.context = b'[{"additionalContext":"taken at append","systemMessage":"from the entry"}]'
+    evaluation = await r.engine.evaluate(taken, prompt)
+    assert evaluation.merged.output == {
+        "systemMessage": "from the entry",
+        "hookSpecificOutput": {"hookEventName": "UserPromptSubmit",
+                               "additionalContext": "live context\n\ntaken at append"}}
+    taken.context = b"[]"  # the gateway looked and found none: the list is not looked at again
+    assert specific(await r.engine.evaluate(taken, prompt))["additionalContext"] == "live context"
+    assert await redis.llen(keys.pending_context("default", "s-1")) == 1  # type: ignore[misc]
+    taken.context = b'{"not": "a list"}'  # dropped with a warning, the decision stands
+    assert specific(await r.engine.evaluate(taken, prompt))["additionalContext"] == "live context"
+
+
+async def test_context_of_an_expired_event_goes_back_to_the_head_of_the_list(rig: MakeRig) -> None:
+    r = rig({"PostToolUse": [{"hooks": [cmd("noop", **{"async": True})]}]}, async_handlers="jobs")
+    keys, redis = r.bus.keys, r.bus.redis
+    key = keys.pending_context("default", "s-1")
+    await redis.rpush(key, b'{"additionalContext":"newer"}')  # type: ignore[misc]
+    expired = request({"hook_event_name": "UserPromptSubmit", "session_id": "s-1", "prompt": "go on"}, deadline_s=30)
+    expired.context = b'[{"additionalContext":"first"},{"additionalContext":"second"}]'
+    await r.engine.restore_context(expired)
+    assert [orjson.loads(item) for item in await redis.lrange(key, 0, -1)] == [  # type: ignore[misc]
+        {"additionalContext": "first"}, {"additionalContext": "second"}, {"additionalContext": "newer"}]
+    assert 0 < await redis.ttl(key)
+    expired.context = b"[]"
+    await r.engine.restore_context(expired)
+    assert await redis.llen(key) == 3  # type: ignore[misc]
 

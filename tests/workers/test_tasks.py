@@ -44,7 +44,7 @@ async def run_worker(p: Any) -> None:
 
 
 async def test_async_hook_runs_on_the_worker_and_its_context_arrives_next_turn(
-    platform: Callable[..., Any], tmp_path: Path
+    platform: Callable[..., Any], tmp_path: Path, bus: BusProbe
 ) -> None:
     ran = tmp_path / "ran.txt"
     command = f"cat >/dev/null; echo ran >> {ran}; echo '{json.dumps(CONTEXT)}'"
@@ -58,6 +58,8 @@ async def test_async_hook_runs_on_the_worker_and_its_context_arrives_next_turn(
         assert ran.read_text() == "ran\n"
         nxt = (await p.post(pre_tool_use("ls", "s-async", cwd=None))).json()
         assert nxt["hookSpecificOutput"]["additionalContext"] == "lint: 2 warnings"
+        (_, entry), = await bus.redis.xrevrange(bus.keys.blocking_stream(), count=1)
+        assert b"lint: 2 warnings" in entry[b"c"]  # the gateway took it into the event as it appended it
         again = (await p.post(pre_tool_use("ls", "s-async", cwd=None))).json()
         assert "additionalContext" not in again.get("hookSpecificOutput", {})  # delivered once
         other = (await p.post(pre_tool_use("ls", "another-session", cwd=None))).json()
