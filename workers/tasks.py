@@ -97,7 +97,9 @@ async def deliver_later(redis: aioredis.Redis, keys: Keyspace, request: Request,
 
 def _redactor(ctx: dict[str, Any], policy: Policy) -> Redactor:
     """The policy's redactor, built once per policy (each tenant's, each reload's) and dropped with it."""
-    cache: weakref.WeakKeyDictionary[Policy, Redactor] = ctx.setdefault("redactors", weakref.WeakKeyDictionary())
+    cache: weakref.WeakKeyDictionary[Policy, Redactor] | None = ctx.get("redactors")
+    if cache is None:  # not setdefault: that would build a dictionary per job to throw away
+        cache = ctx["redactors"] = weakref.WeakKeyDictionary()
     found = cache.get(policy)
     if found is None:
         found = cache[policy] = redactor_for(policy.settings.redact)
