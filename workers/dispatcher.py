@@ -189,6 +189,7 @@ class Dispatcher:
                     hook_input.get("session_id") if isinstance(hook_input, dict) else None))
                 fail_open = FailOpenReason.DISPATCHER_ERROR
                 reply = Reply(request.event_id, {}, "none", fail_open)
+                await self.engine.restore_context(request)
             else:
                 fail_open = FailOpenReason(evaluation.fail_open) if evaluation.fail_open else None
                 hooks = [(r.handler_type, round(r.duration_s, 6), r.outcome.value) for r in evaluation.results]

@@ -21,6 +21,7 @@ from typing import Any, Literal
 
 import orjson
 import redis.asyncio as aioredis
+import redis.exceptions
 
 from bus import metrics
 from bus.connection import redis_errors
@@ -231,7 +232,8 @@ class Engine:
                     pipe.lpush(key, *reversed(items))
                     pipe.expire(key, CONTEXT_TTL_S)
                     await pipe.execute()
-        except (BusUnavailable, ValueError, AttributeError) as exc:  # AttributeError: the input is no object
+        except (BusUnavailable, redis.exceptions.ResponseError, ValueError, AttributeError) as exc:
+            # AttributeError: the hook input is no object; ResponseError: the key is no list.
             logger.warning("pending context of event %s could not be put back: %s", request.event_id, exc)
 
     async def _run(self, ctx: HookContext) -> HandlerResult:

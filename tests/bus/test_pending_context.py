@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 from bus.pending_context import parse_items, takes_context, with_context
@@ -33,7 +35,7 @@ def test_anything_but_json_objects_is_refused(raw: bytes | list[bytes]) -> None:
 
 
 def test_context_and_messages_follow_the_events_own() -> None:
-    own = {"systemMessage": "own", "hookSpecificOutput": {"hookEventName": "PreToolUse",
+    own: dict[str, Any] = {"systemMessage": "own", "hookSpecificOutput": {"hookEventName": "PreToolUse",
                                                           "permissionDecision": "deny", "additionalContext": "mine"}}
     merged = with_context(own, "PreToolUse", [{"additionalContext": "later", "systemMessage": "note"},
                                               {"additionalContext": None, "systemMessage": ""}])

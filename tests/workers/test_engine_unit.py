@@ -549,4 +549,9 @@ async def test_context_of_an_expired_event_goes_back_to_the_head_of_the_list(rig
     expired.context = b"[]"
     await r.engine.restore_context(expired)
     assert await redis.llen(key) == 3  # type: ignore[misc]
+    await redis.delete(key)
+    await redis.set(key, b"not a list")  # refused by Redis: logged, never raised into the dispatcher
+    expired.context = b'[{"additionalContext":"first"}]'
+    await r.engine.restore_context(expired)
+    assert await redis.get(key) == b"not a list"
 
