@@ -1,15 +1,16 @@
 """Auto-pipelining of the dispatcher's pending-context pops (:class:`bus.autopipeline.AutoPipeline`).
 
 Every blocking event of a policy with ``async`` handlers takes what those hooks left for its
-session. On a single Redis the gateway takes it as it appends the event (:mod:`bus.pending_context`);
-an entry that came without it (on a Redis Cluster, or from a gateway whose policy had no async
-handler yet) is served here, with one ``LPOP key count``. Every pop requested while such a round trip is in flight
-(or in the same loop iteration) joins the next one: under load one pipeline carries many pops
-(one write, one read, one connection), at low load a pop leaves at once. Each caller still
-gets its own items or its own error: one refused pop (a key of the wrong type) does not fail
-the others of its pipeline. The pipeline is not a transaction; each ``LPOP`` with a count is
-atomic on its own, so two pops of one key never share an item. A pop whose caller gave up
-before it was sent is not sent: nobody would deliver what it took.
+session. On a single Redis the gateway takes it as it appends the event
+(:mod:`bus.pending_context`); an entry that came without it (on a Redis Cluster, or from a
+gateway whose policy had no async handler yet) is served here, with one ``LPOP key count``.
+Every pop requested while such a round trip is in flight (or in the same loop iteration) joins
+the next one: under load one pipeline carries many pops (one write, one read, one
+connection), at low load a pop leaves at once. Each caller still gets its own items or its own
+error: one refused pop (a key of the wrong type) does not fail the others of its pipeline. The
+pipeline is not a transaction; each ``LPOP`` with a count is atomic on its own, so two pops of
+one key never share an item. A pop whose caller gave up before it was sent is not sent: nobody
+would deliver what it took.
 
 On a Redis Cluster the pops are not coalesced: each session's key has a slot of its own, so a
 pipeline would be split per slot-owning node anyway, and the concurrent pops of one slot are
