@@ -16,8 +16,8 @@ wake-ups, so the p50 targets depend on it. Then drives the other benches as subp
 * ``bench/mixed.py --rate R`` once per ``--rates`` rate (default 2000 and 500; one run each: a
   run's p99 already spans ``rate * duration`` events): p99 ≤ 5 ms with no fail-open at
   2,000 events/s, the other rates for reference (where this machine stands);
-* with ``--soak``: ``bench/soak.py`` (its defaults, or ``--soak-requests``): RSS growth of the
-  gateway and the dispatcher after warm-up < 10 %.
+* with ``--soak``: ``bench/soak.py`` (its defaults, or ``--soak-requests`` and
+  ``--soak-sessions``): RSS growth of the gateway and the dispatcher after warm-up < 10 %.
 
 Ranges are min to max over the runs; "met" means every run met the target. ``--quick`` shrinks
 every duration for a smoke check (and ``--runs`` to 1 unless given). A bench that fails or
@@ -154,6 +154,8 @@ def soak_run(args: argparse.Namespace) -> dict[str, float]:
         argv, duration_s = ["--requests", str(args.soak_requests), "--duration", "3600"], 3600.0
     else:
         argv, duration_s = [], 180.0  # soak.py's own bound
+    if args.soak_sessions and not args.quick:
+        argv += ["--sessions", str(args.soak_sessions)]
     started = time.time()
     run_bench("soak", argv, duration_s + 300)
     out = fresh("soak", started)
@@ -293,6 +295,7 @@ if __name__ == "__main__":
     parser.add_argument("--quick", action="store_true", help="short durations: a smoke check, not a measurement")
     parser.add_argument("--soak", action="store_true", help="also bench/soak.py (many minutes without --quick)")
     parser.add_argument("--soak-requests", type=int, help="soak.py --requests (default: its own)")
+    parser.add_argument("--soak-sessions", type=int, help="soak.py --sessions (default: its own)")
     parsed = parser.parse_args()
     if parsed.runs is None:
         parsed.runs = 1 if parsed.quick else 3
