@@ -20,6 +20,7 @@ field ``c``), as does every dispatcher for entries of gateways that do not take 
 
 from __future__ import annotations
 
+import weakref
 from typing import Any
 
 import orjson
@@ -44,15 +45,15 @@ if items then taken = '[' .. table.concat(items, ',') .. ']' end
 return redis.call('XADD', KEYS[1], 'MAXLEN', '~', ARGV[1], '*', 'c', taken, unpack(ARGV, 3))
 """
 
-_ASYNC_SEEN: list[tuple[Policy, bool]] = []
+#: Per policy (each tenant's, each reload's), dropped with it.
+_ASYNC_SEEN: weakref.WeakKeyDictionary[Policy, bool] = weakref.WeakKeyDictionary()
 
 
 def has_async_handlers(policy: Policy) -> bool:
     """Whether any handler of ``policy`` is ``async`` (only then can context be pending)."""
-    if _ASYNC_SEEN and _ASYNC_SEEN[0][0] is policy:
-        return _ASYNC_SEEN[0][1]
-    found = any(e.handler.async_ for event in policy.events() for e in policy.entries(event))
-    _ASYNC_SEEN[:] = [(policy, found)]  # one live policy per process most of the time: a one-slot cache
+    found = _ASYNC_SEEN.get(policy)
+    if found is None:
+        found = _ASYNC_SEEN[policy] = any(e.handler.async_ for event in policy.events() for e in policy.entries(event))
     return found
 
 
