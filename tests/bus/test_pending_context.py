@@ -35,8 +35,8 @@ def test_anything_but_json_objects_is_refused(raw: bytes | list[bytes]) -> None:
 
 
 def test_context_and_messages_follow_the_events_own() -> None:
-    own: dict[str, Any] = {"systemMessage": "own", "hookSpecificOutput": {"hookEventName": "PreToolUse",
-                                                          "permissionDecision": "deny", "additionalContext": "mine"}}
+    own: dict[str, Any] = {"systemMessage": "own", "hookSpecificOutput": {
+        "hookEventName": "PreToolUse", "permissionDecision": "deny", "additionalContext": "mine"}}
     merged = with_context(own, "PreToolUse", [{"additionalContext": "later", "systemMessage": "note"},
                                               {"additionalContext": None, "systemMessage": ""}])
     assert merged == {"systemMessage": "own\nnote", "hookSpecificOutput": {
