@@ -43,6 +43,8 @@ class AppendBatcher:
         self.redis_url = redis_url
         self.maxlen = maxlen
         self._per_stream = is_cluster(redis)
+        #: Whether an append can take its session's pending context (one script: a single Redis only).
+        self.can_take_context = not self._per_stream
         self._append_sha = redis.register_script(APPEND_TAKING_CONTEXT).sha
         self._pipeline: AutoPipeline[_Append] = AutoPipeline(self._send, redis_url, what="append")
 

@@ -73,8 +73,6 @@ class Gateway:
         self.batcher = AppendBatcher(self.redis, redis_url, WORK_STREAM_MAXLEN,
                                      lambda stream: self.partition_clients.get(partition_of_stream.get(stream, 0)))
         self._claim_script = self.redis.register_script(CLAIM)
-        #: Whether appends take their session's pending context (one script: a single Redis only).
-        self._take_context = not is_cluster(self.redis)
         self.waiter: ReplyWaiter | ShardedReplyWaiter
         if is_cluster(self.redis):
             self.waiter = ShardedReplyWaiter(redis_url, self.keys, self.gateway_id)
@@ -112,7 +110,7 @@ class Gateway:
             async with asyncio.timeout(1.0):
                 with redis_errors(self.redis_url):
                     await self.redis.script_load(CLAIM)
-                    if self._take_context:
+                    if self.batcher.can_take_context:
                         await self.redis.script_load(APPEND_TAKING_CONTEXT)
 
     async def stop(self) -> None:
@@ -238,7 +236,7 @@ class Gateway:
         blocking = event_spec(event).blocking and bool(policy.entries(event) or policy.settings.plugins)
         if blocking:
             context_key = None
-            if self._take_context and takes_context(policy, event):
+            if self.batcher.can_take_context and takes_context(policy, event):
                 context_key = self.keys.pending_context(tenant, str(hook_input["session_id"]))
             output, decision, fail_open = await self._decide(request, started, policy, partition, context_key)
         else:

@@ -286,7 +286,7 @@ class GuardedTransport(httpx.AsyncBaseTransport):
                 host = self._hosts[origin] = _Host()
             while host.idle:
                 conn = host.idle.pop()
-                if conn.closed or loop.time() - conn.idle_since >= self.keepalive_s:
+                if self._stale(conn, loop.time()):
                     self._discard(origin, conn)
                     continue
                 return conn, True
@@ -405,15 +405,19 @@ class GuardedTransport(httpx.AsyncBaseTransport):
         self._sweeper = None
         now = asyncio.get_running_loop().time()
         for origin, host in list(self._hosts.items()):
-            stale = [c for c in host.idle if c.closed or now - c.idle_since >= self.keepalive_s]
+            stale = [c for c in host.idle if self._stale(c, now)]
             if stale:
-                host.idle = [c for c in host.idle if c not in stale]
+                host.idle = [c for c in host.idle if not self._stale(c, now)]
                 for conn in stale:
                     self._discard(origin, conn)
         oldest = min((c.idle_since for h in self._hosts.values() for c in h.idle), default=None)
         if oldest is not None:
             self._sweeper = asyncio.get_running_loop().call_later(max(oldest + self.keepalive_s - now, 0.01),
                                                                   self._sweep)
+
+    def _stale(self, conn: H1Connection, now: float) -> bool:
+        """Whether an idle connection is closed or past its keep-alive."""
+        return conn.closed or now - conn.idle_since >= self.keepalive_s
 
     def _done(self) -> None:
         self._in_flight -= 1
