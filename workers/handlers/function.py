@@ -4,9 +4,11 @@ The callable is imported once per process (successes and failures are cached; an
 that fails is a non-blocking ``ERROR`` naming the reason, on every event, never a crash) and
 is called with one argument, the typed hook input (:class:`bus.models.HookInput`, a fresh
 copy per call). A coroutine function is awaited on the loop; any other callable runs in a
-worker thread of hookbus's own pool, so a slow or blocking function never stalls the
-dispatcher (the pool is not the loop's default executor, which DNS lookups need). A thread
-cannot be killed: on timeout the answer is dropped, the thread runs on.
+worker thread of hookbus's own (:mod:`workers.threads`, a cheaper hand-off than the loop's
+executor), so a slow or blocking function never stalls the dispatcher. A thread cannot be
+killed: on timeout the answer is dropped, the thread runs on. Imports and plugin callbacks
+run in a :class:`~concurrent.futures.ThreadPoolExecutor` of their own (not the loop's
+default executor, which DNS lookups need).
 
 The return value (see :func:`result_from_return`) may be
 
@@ -29,8 +31,6 @@ applied by the engine). Plugin callbacks (:mod:`bus.plugins`) are run by
 from __future__ import annotations
 
 import asyncio
-import contextvars
-import functools
 import importlib
 import inspect
 import time
@@ -48,20 +48,22 @@ from bus.plugins import PluginCallbackError, atrigger_hooks, callback_name, hook
 from bus.results import HandlerResult, Outcome
 from bus.schema import FunctionHandler
 from workers.context import HookContext
+from workers.threads import ThreadHandoff
 
-#: Threads for synchronous functions and plugin callbacks (per process).
+#: Threads for synchronous functions, and for imports and plugin callbacks (each, per process).
 MAX_THREADS: Final = 32
 _ACTIONS: Final = frozenset({"continue", "block", "modify"})
 #: Where each agent-loop ``modifications`` key goes: event -> hookSpecificOutput field.
 _MODIFICATIONS: Final = {"args": ("PreToolUse", "updatedInput"), "messages": ("PreSampling", "updatedMessages")}
 
 _executor: ThreadPoolExecutor | None = None
+_threads = ThreadHandoff(MAX_THREADS, "hookbus-function")
 #: ``module:attr`` -> the callable, or the reason it cannot be had.
 _resolved: dict[str, Callable[..., Any] | str] = {}
 
 
 def executor() -> ThreadPoolExecutor:
-    """The worker threads synchronous functions run in (created on first use)."""
+    """The worker threads imports and plugin callbacks run in (created on first use)."""
     global _executor
     if _executor is None:
         _executor = ThreadPoolExecutor(MAX_THREADS, thread_name_prefix="hookbus-function")
@@ -93,8 +95,7 @@ async def call(fn: Callable[..., Any], *args: Any) -> Any:
     """Await ``fn(*args)``: coroutine functions on the loop, anything else in a worker thread."""
     if inspect.iscoroutinefunction(fn) or inspect.iscoroutinefunction(getattr(fn, "__call__", None)):  # noqa: B004
         return await fn(*args)
-    bound = functools.partial(contextvars.copy_context().run, fn, *args)
-    result = await asyncio.get_running_loop().run_in_executor(executor(), bound)
+    result = await _threads.run(fn, *args)
     if inspect.isawaitable(result):
         result = await result
     return result
