@@ -107,7 +107,8 @@ class Platform:
 
 
 @contextlib.contextmanager
-def platform(dispatchers: int, settings: str = "", functions: str = "sync") -> Iterator[Platform]:
+def platform(dispatchers: int, settings: str = "", functions: str = "sync",
+             worker_cpu: str = "idle") -> Iterator[Platform]:
     """Start the hook server, an embedded Redis and the roles with :data:`POLICY` (``functions``:
     ``async`` for its ``function`` hooks written as coroutine functions; ``settings``:
     extra YAML lines under its ``hookbus:`` key); stop all of them on exit."""
@@ -124,7 +125,7 @@ def platform(dispatchers: int, settings: str = "", functions: str = "sync") -> I
             policy.write_text(text)
             port = free_port()
             roles = start_roles(redis_server.url, port, dispatchers, policy)
-            env = {"HOOKBUS_REDIS_URL": redis_server.url, "HOOKBUS_LOG_LEVEL": "warning"}
+            env = {"HOOKBUS_REDIS_URL": redis_server.url, "HOOKBUS_LOG_LEVEL": "warning", "HOOKBUS_WORKER_CPU": worker_cpu}
             roles.append(subprocess.Popen([sys.executable, "-m", "hookbus", "worker", "--config", str(policy)],
                                           env={**os.environ, **env}, cwd=ROOT, preexec_fn=kill_with_parent))
             try:
@@ -282,7 +283,7 @@ async def main(args: argparse.Namespace) -> dict[str, Any]:
     warm, steady = bodies[total:], bodies[:total]
     out: dict[str, Any] = {"args": vars(args)}
     RESULTS.mkdir(exist_ok=True)
-    with platform(args.dispatchers, functions=args.functions) as running:
+    with platform(args.dispatchers, functions=args.functions, worker_cpu=args.worker_cpu) as running:
         port, redis_server = running.port, running.redis
         print(f"warm-up: {len(warm)} events at {args.rate / 4:g}/s", file=sys.stderr)
         await open_loop(port, warm, args.rate / 4, args.connections, 30)
@@ -309,6 +310,7 @@ async def main(args: argparse.Namespace) -> dict[str, Any]:
         out["kinds"] = {kind: summary([r for r in results if r["kind"] == kind]) for kind in MIX
                         if not args.kinds or kind in args.kinds}
         out["cpu_us_per_event"] = meter.per_request_us(len(results))
+        out["switches_per_event"] = meter.per_request_switches(len(results))
         out["cpu_share"] = {name: used / wall_s for name, used in meter.used_s.items()}
         out["profiles"] = {}
         for name, spy in spies:
@@ -331,9 +333,13 @@ def markdown(out: dict[str, Any]) -> str:
                      f"{s['fail_open']} | {s['errors']} | {s['decided_deny_or_block']} |")
     lines += ["", f"Load generator lag p99: {overall['lag_p99_ms']:.2f} ms; p99 from the write: "
                   f"{overall['service_p99_ms']:.2f} ms.", "",
-              "| process | CPU µs / event | share of one core |", "|---|---|---|"]
+              "| process | CPU µs / event | share of one core | waits / event | preemptions / event |",
+              "|---|---|---|---|---|"]
     for name, us in out["cpu_us_per_event"].items():
-        lines.append(f"| {name} | {us:.0f} | {out['cpu_share'][name]:.0%} |")
+        waits, preempted = out["switches_per_event"][name]
+        lines.append(f"| {name} | {us:.0f} | {out['cpu_share'][name]:.0%} | {waits:.2f} | {preempted:.2f} |")
+    lines += ["", "Waits are voluntary context switches (each a later wake-up), preemptions involuntary ones, "
+                  "of all the process's threads."]
     queues = out.get("queues") or [{}]
     lines += ["", "Where events waited (sampled every 0.25 s during the steady phase; mean / max):", "",
               "| queue | mean | max |", "|---|---|---|"]
@@ -353,6 +359,8 @@ if __name__ == "__main__":
     parser.add_argument("--connections", type=int, default=256, help="keep-alive connections (default 256)")
     parser.add_argument("--sessions", type=int, default=500, help="distinct session ids (default 500)")
     parser.add_argument("--profile", action="store_true", help="py-spy the gateway, a dispatcher and the worker")
+    parser.add_argument("--worker-cpu", choices=["idle", "normal"], default="idle",
+                        help="the async worker's HOOKBUS_WORKER_CPU (default idle, as hookbus up runs it)")
     parser.add_argument("--functions", choices=["sync", "async"], default="sync",
                         help="the function hooks as plain functions (a worker thread each call) or as async def")
     parser.add_argument("--kinds", nargs="+", choices=list(MIX), help="only these kinds (same proportions)")

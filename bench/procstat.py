@@ -1,4 +1,5 @@
-"""What a process costs, read from /proc (Linux): CPU seconds, resident memory, open file descriptors.
+"""What a process costs, read from /proc (Linux): CPU seconds, context switches, resident memory,
+open file descriptors.
 
 On a 2-core machine shared by the load generator, Redis and every role, a role's throughput
 depends on what else runs; its CPU per request does not, so the benchmarks report both.
@@ -20,6 +21,30 @@ def cpu_s(pid: int) -> float:
     except OSError:
         return 0.0
     return (int(fields[11]) + int(fields[12])) * _TICK_S
+
+
+def switches(pid: int) -> tuple[int, int]:
+    """Context switches of all of ``pid``'s threads so far: (voluntary, involuntary).
+
+    A voluntary switch is a wait (for a socket, a lock, the next event), so each is a later
+    wake-up; an involuntary one is a preemption by another process wanting the core.
+    """
+    voluntary = involuntary = 0
+    try:
+        tasks = os.listdir(f"/proc/{pid}/task")
+    except OSError:
+        return 0, 0
+    for task in tasks:
+        try:
+            with open(f"/proc/{pid}/task/{task}/status") as status:
+                for line in status:
+                    if line.startswith("voluntary_ctxt_switches:"):
+                        voluntary += int(line.split()[1])
+                    elif line.startswith("nonvoluntary_ctxt_switches:"):
+                        involuntary += int(line.split()[1])
+        except OSError:  # the thread ended meanwhile
+            continue
+    return voluntary, involuntary
 
 
 def rss_bytes(pid: int) -> int:
@@ -52,19 +77,30 @@ def usage(pids: dict[str, int]) -> dict[str, int]:
 
 
 class CpuMeter:
-    """CPU seconds used by a set of named processes between :meth:`start` and :meth:`stop`."""
+    """CPU seconds (and context switches) of a set of named processes between :meth:`start` and :meth:`stop`."""
 
     def __init__(self, pids: dict[str, int]) -> None:
         self.pids = pids
         self._start: dict[str, float] = {}
+        self._start_switches: dict[str, tuple[int, int]] = {}
         self.used_s: dict[str, float] = {}
+        #: (voluntary, involuntary) context switches of each process over the measurement.
+        self.switches: dict[str, tuple[int, int]] = {}
 
     def start(self) -> None:
         self._start = {name: cpu_s(pid) for name, pid in self.pids.items()}
+        self._start_switches = {name: switches(pid) for name, pid in self.pids.items()}
 
     def stop(self) -> dict[str, float]:
         self.used_s = {name: cpu_s(pid) - self._start.get(name, 0.0) for name, pid in self.pids.items()}
+        for name, pid in self.pids.items():
+            (v0, i0), (v1, i1) = self._start_switches.get(name, (0, 0)), switches(pid)
+            self.switches[name] = (v1 - v0, i1 - i0)
         return self.used_s
+
+    def per_request_switches(self, requests: int) -> dict[str, tuple[float, float]]:
+        """(voluntary, involuntary) context switches per request of each process (after :meth:`stop`)."""
+        return {name: (v / max(requests, 1), i / max(requests, 1)) for name, (v, i) in self.switches.items()}
 
     def per_request_us(self, requests: int, names: Iterable[str] | None = None) -> dict[str, float]:
         """CPU µs per request of each process (after :meth:`stop`)."""
@@ -72,4 +108,4 @@ class CpuMeter:
         return {name: self.used_s[name] / max(requests, 1) * 1e6 for name in chosen}
 
 
-__all__ = ["CpuMeter", "cpu_s", "fd_count", "rss_bytes", "usage"]
+__all__ = ["CpuMeter", "cpu_s", "fd_count", "rss_bytes", "switches", "usage"]

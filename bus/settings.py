@@ -23,6 +23,8 @@ from bus.sentinel import SENTINEL_SYNTAX, is_sentinel_url, parse_sentinel_url
 DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 8787
 DEFAULT_MAX_BODY_BYTES = 1 << 20
+#: The async worker's CPU scheduling choices (``HOOKBUS_WORKER_CPU``).
+WORKER_CPU: Final = ("normal", "idle")
 
 
 #: Query options that carry a password (``unix://...?password=``, a Sentinel URL's ``sentinel_password``).
@@ -149,6 +151,9 @@ class Settings:
     managed_tokens: bool = False
     dispatch_batch: int = 64
     dispatch_concurrency: int = 256
+    #: The async worker's CPU scheduling: ``normal``, or ``idle`` (Linux ``SCHED_IDLE``: it runs
+    #: on cores nothing else wants, and yields at once to a gateway, dispatcher or Redis that wakes).
+    worker_cpu: str = "normal"
     claim_idle_ms: int = 5_000
     max_deliveries: int = 5
     state_dir: str = ".hookbus"
@@ -232,6 +237,8 @@ class Settings:
             values["log_level"] = level
         if log_format := env.get("HOOKBUS_LOG_FORMAT"):
             values["log_format"] = log_format.strip().lower()
+        if worker_cpu := env.get("HOOKBUS_WORKER_CPU"):
+            values["worker_cpu"] = worker_cpu.strip().lower()
         if metrics_host := env.get("HOOKBUS_METRICS_HOST"):
             values["metrics_host"] = metrics_host
         if metrics_token := env.get("HOOKBUS_METRICS_TOKEN"):
@@ -271,6 +278,8 @@ class Settings:
             raise ConfigError("HOOKBUS_MAX_STREAMS_PER_TOKEN must be positive")
         if self.log_format not in ("text", "json"):
             raise ConfigError(f"log format {self.log_format!r} is not one of: text, json (HOOKBUS_LOG_FORMAT)")
+        if self.worker_cpu not in WORKER_CPU:
+            raise ConfigError(f"HOOKBUS_WORKER_CPU={self.worker_cpu!r} is not one of: {', '.join(WORKER_CPU)}")
         if self.redis_url and is_sentinel_url(self.redis_url):
             raise ConfigError("HOOKBUS_REDIS_URL: a redis+sentinel:// URL names the async queue's Redis only "
                               "(HOOKBUS_QUEUE_REDIS_URL); give the bus a redis://, rediss:// or unix:// URL")

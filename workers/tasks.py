@@ -61,6 +61,7 @@ from workers.delivery import GiveUp, Limits, before_try, failed, verdict
 from workers.leased import LeasedWorker
 from workers.queue import JOB_FUNCTION, arq_pool
 from workers.runners import SELF_TIMED_TYPES
+from workers.service import set_cpu_priority
 from workers.webhooks import webhook_id
 
 logger = logging.getLogger("hookbus.worker")
@@ -281,6 +282,7 @@ def _no_job_lines(record: logging.LogRecord) -> bool:
 
 async def serve_worker(settings: Settings, policy: Policy, redis_url: str, metrics_port: int | None = None) -> None:
     """Run the arq worker until SIGINT/SIGTERM; SIGHUP (or an edit) reloads the policy."""
+    set_cpu_priority(settings.worker_cpu)  # first: the threads started below inherit it
     if logging.getLogger().getEffectiveLevel() > logging.DEBUG:
         logging.getLogger("arq.worker").addFilter(_no_job_lines)
     metrics.init_metrics()

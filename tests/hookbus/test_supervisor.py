@@ -196,6 +196,14 @@ def test_one_platform_per_folder_restarts_reloads_and_stops(tmp_path: Path, ups:
     for text in (f"(pid {up.pid}) running", "gateway", "dispatcher", "worker", "embedded", f"revision {revision}"):
         assert text in status.stdout, status.stdout
 
+    # The async worker takes only the CPU the decision path leaves (SCHED_IDLE); the others are normal.
+    roles = up.roles()
+    (worker,) = roles["worker"]
+    assert worker is not None
+    wait_for(lambda: os.sched_getscheduler(worker) == os.SCHED_IDLE, timeout_s=30)
+    for pid in (*roles["gateway"], *roles["dispatcher"]):
+        assert pid is not None and os.sched_getscheduler(pid) == os.SCHED_OTHER
+
     # A crashed role is restarted, logged and counted; the platform keeps serving.
     (killed,) = up.roles()["dispatcher"]
     assert killed is not None

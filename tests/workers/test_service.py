@@ -101,3 +101,59 @@ def test_the_console_script_finds_plugins_in_its_working_directory(
     wait_for(lambda: "serving" in log.read_text() or process.poll() is not None, timeout_s=30)
     assert process.poll() is None, log.read_text()
     assert "plugin local_guard loaded" in log.read_text()
+
+
+# -- the worker's CPU priority ----------------------------------------------------------------
+
+
+def test_worker_cpu_is_read_from_the_environment_and_checked() -> None:
+    from bus.errors import ConfigError
+    from bus.settings import Settings
+
+    assert Settings.from_env({}).worker_cpu == "normal"
+    assert Settings.from_env({"HOOKBUS_WORKER_CPU": " Idle "}).worker_cpu == "idle"
+    with pytest.raises(ConfigError, match=r"HOOKBUS_WORKER_CPU='low' is not one of: normal, idle"):
+        Settings.from_env({"HOOKBUS_WORKER_CPU": "low"})
+
+
+SCHEDULERS = """
+import os, threading
+from workers.service import set_cpu_priority
+release = threading.Event()
+before = threading.Thread(target=release.wait)
+before.start()
+set_cpu_priority({choice!r})
+seen = []
+after = threading.Thread(target=lambda: seen.append(os.sched_getscheduler(0)))
+after.start(); after.join()
+print(os.sched_getscheduler(0), os.sched_getscheduler(before.native_id), seen[0])
+release.set()
+"""
+
+
+@pytest.mark.parametrize(("choice", "expected"), [("idle", "SCHED_IDLE"), ("normal", "SCHED_OTHER")])
+def test_set_cpu_priority_covers_every_thread(choice: str, expected: str) -> None:
+    import os
+
+    done = subprocess.run([sys.executable, "-c", SCHEDULERS.format(choice=choice)], cwd=REPO, env=clean_env(),
+                          capture_output=True, text=True, timeout=30, check=True)
+    policy = getattr(os, expected)
+    # this thread, one started before the call, one started after it
+    assert done.stdout.split() == [str(policy)] * 3, done.stderr
+
+
+def test_a_system_without_sched_idle_gets_one_warning(monkeypatch: pytest.MonkeyPatch,
+                                                      caplog: pytest.LogCaptureFixture) -> None:
+    import os
+
+    from workers.service import set_cpu_priority
+
+    def refuse(*_: object) -> None:
+        raise PermissionError(1, "Operation not permitted")
+
+    monkeypatch.setattr(os, "sched_setscheduler", refuse)
+    set_cpu_priority("idle")
+    [record] = [r for r in caplog.records if r.name == "hookbus.worker"]
+    assert record.levelname == "WARNING"
+    assert "cannot run the worker at idle priority" in record.getMessage()
+    assert "running it at normal priority" in record.getMessage()
