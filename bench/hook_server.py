@@ -1,4 +1,5 @@
-"""A minimal loopback http hook for the handler-cost benchmark: deny `rm -rf`, no opinion otherwise.
+"""A minimal loopback http hook for the benchmarks: deny `rm -rf`, add context to a
+UserPromptSubmit, no opinion otherwise.
 
 Runs in its own process (``python bench/hook_server.py PORT``) so that it does not share a
 core's time slice with the load generator.
@@ -13,6 +14,8 @@ import uvloop
 
 DENY = (b'{"hookSpecificOutput":{"hookEventName":"PreToolUse","permissionDecision":"deny",'
         b'"permissionDecisionReason":"no"}}')
+CONTEXT = (b'{"hookSpecificOutput":{"hookEventName":"UserPromptSubmit",'
+           b'"additionalContext":"branch main, 3 files changed"}}')
 
 
 async def answer(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
@@ -24,7 +27,7 @@ async def answer(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> 
                 if line[:15].lower() == b"content-length:":
                     length = int(line[15:])
             body = await reader.readexactly(length)
-            reply = DENY if b"rm -rf" in body else b""
+            reply = DENY if b"rm -rf" in body else CONTEXT if b'"UserPromptSubmit"' in body else b""
             writer.write(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: "
                          + str(len(reply)).encode() + b"\r\n\r\n" + reply)
     except (asyncio.IncompleteReadError, ConnectionError):

@@ -2,8 +2,9 @@
 
 The mix (per 20 events): 2 PreToolUse WebFetch to an ``http`` hook (a loopback hook server in
 a process of its own, ``bench/hook_server.py``), 2 PreToolUse Write to a ``function`` hook,
-7 PreToolUse Bash under ``rule`` lists, 6 PostToolUse and 2 Notification with ``async`` http
-hooks (run by the arq worker, off the agent's path), 1 Stop blocked by a ``function`` hook.
+6 PreToolUse Bash under ``rule`` lists, 1 UserPromptSubmit whose ``http`` hook adds context
+(``additionalContext``), 6 PostToolUse and 2 Notification with ``async`` http hooks (run by the
+arq worker, off the agent's path), 1 Stop blocked by a ``function`` hook.
 Sessions are spread over ``--sessions`` ids. One gateway, ``--dispatchers`` dispatchers and one
 async worker, as ``hookbus up`` runs them, on an embedded Redis.
 
@@ -52,8 +53,9 @@ from hookbus.redis_server import EmbeddedRedis, free_port
 
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "bench" / "results"
-#: Kinds per 20 events: 10 % WebFetch, 10 % Write, 35 % Bash, 30 % PostToolUse, 10 % Notification, 5 % Stop.
-MIX = {"webfetch": 2, "write": 2, "bash": 7, "post": 6, "notification": 2, "stop": 1}
+#: Kinds per 20 events: 10 % WebFetch, 10 % Write, 30 % Bash, 5 % UserPromptSubmit, 30 % PostToolUse,
+#: 10 % Notification, 5 % Stop.
+MIX = {"webfetch": 2, "write": 2, "bash": 6, "prompt": 1, "post": 6, "notification": 2, "stop": 1}
 POLICY = """\
 hookbus:
   http: {allowedNetworks: ['127.0.0.0/8']}
@@ -66,6 +68,8 @@ hooks:
     - matcher: Bash
       hooks:
         - {type: rule, deny: ['Bash(rm -rf *)', 'Bash(sudo *)', 'Bash(git push --force*)'], reason: dangerous}
+  UserPromptSubmit:
+    - hooks: [{type: http, url: 'http://127.0.0.1:PORT/hook', timeout: 5}]
   PostToolUse:
     - matcher: '*'
       hooks: [{type: http, url: 'http://127.0.0.1:PORT/hook', async: true}]
@@ -125,7 +129,8 @@ def platform(dispatchers: int, settings: str = "", functions: str = "sync",
             policy.write_text(text)
             port = free_port()
             roles = start_roles(redis_server.url, port, dispatchers, policy)
-            env = {"HOOKBUS_REDIS_URL": redis_server.url, "HOOKBUS_LOG_LEVEL": "warning", "HOOKBUS_WORKER_CPU": worker_cpu}
+            env = {"HOOKBUS_REDIS_URL": redis_server.url, "HOOKBUS_LOG_LEVEL": "warning",
+                   "HOOKBUS_WORKER_CPU": worker_cpu}
             roles.append(subprocess.Popen([sys.executable, "-m", "hookbus", "worker", "--config", str(policy)],
                                           env={**os.environ, **env}, cwd=ROOT, preexec_fn=kill_with_parent))
             try:
@@ -152,6 +157,8 @@ def hook_input(kind: str, i: int, sessions: int) -> bytes:
     elif kind == "bash":
         base |= {"hook_event_name": "PreToolUse", "tool_name": "Bash", "tool_use_id": f"toolu_{i:08d}",
                  "tool_input": {"command": COMMANDS[i % len(COMMANDS)].format(i=i), "description": "mixed"}}
+    elif kind == "prompt":  # the hook server answers with additionalContext
+        base |= {"hook_event_name": "UserPromptSubmit", "prompt": f"fix the failing test in tests/test_{i}.py"}
     elif kind == "post":
         base |= {"hook_event_name": "PostToolUse", "tool_name": "Bash", "tool_use_id": f"toolu_{i:08d}",
                  "tool_input": {"command": f"pytest -q tests/test_{i}.py"},
@@ -217,7 +224,7 @@ async def open_loop(port: int, bodies: Iterable[tuple[str, bytes]], rate_per_s: 
         done = time.perf_counter()
         keep({"kind": kind, "status": status, "outcome": outcome, "latency_s": done - scheduled,
               "lag_s": sent - scheduled, "service_s": done - sent, "at_s": scheduled - start,
-              "decided": b'"deny"' in answer or b'"block"' in answer})
+              "decided": b'"deny"' in answer or b'"block"' in answer, "context": b'"additionalContext"' in answer})
 
     start = time.perf_counter() + 0.05
     for i, (kind, body) in enumerate(bodies):
@@ -271,6 +278,7 @@ def summary(results: list[dict[str, Any]]) -> dict[str, Any]:
         "fail_open": sum(r["outcome"] == "fail-open" for r in results),
         "errors": sum(r["status"] != 200 for r in results),
         "decided_deny_or_block": sum(r["decided"] for r in results),
+        "with_context": sum(r["context"] for r in results),
         "lag_p99_ms": percentile([r["lag_s"] for r in results], 0.99) * 1000,
         "service_p99_ms": percentile([r["service_s"] for r in results], 0.99) * 1000,
     }
@@ -326,11 +334,11 @@ def markdown(out: dict[str, Any]) -> str:
     lines = [f"Open loop at {args['rate']:g} events/s for {args['duration']:g} s ({overall['n']} events), "
              f"{args['dispatchers']} dispatcher(s), {args['connections']} connections; latency from the scheduled "
              f"send time.", "",
-             "| kind | events | p50 ms | p99 ms | max ms | fail-open | errors | denied/blocked |",
-             "|---|---|---|---|---|---|---|---|"]
+             "| kind | events | p50 ms | p99 ms | max ms | fail-open | errors | denied/blocked | with context |",
+             "|---|---|---|---|---|---|---|---|---|"]
     for kind, s in [("**all**", overall), *out["kinds"].items()]:
         lines.append(f"| {kind} | {s['n']} | {s['p50_ms']:.2f} | {s['p99_ms']:.2f} | {s['max_ms']:.1f} | "
-                     f"{s['fail_open']} | {s['errors']} | {s['decided_deny_or_block']} |")
+                     f"{s['fail_open']} | {s['errors']} | {s['decided_deny_or_block']} | {s['with_context']} |")
     lines += ["", f"Load generator lag p99: {overall['lag_p99_ms']:.2f} ms; p99 from the write: "
                   f"{overall['service_p99_ms']:.2f} ms.", "",
               "| process | CPU µs / event | share of one core | waits / event | preemptions / event |",
