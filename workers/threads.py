@@ -66,13 +66,14 @@ class ThreadHandoff:
     def _serve(self) -> None:
         while True:
             loop, future, context, fn, args = self._calls.get()
+            result: Any = None
+            error: BaseException | None = None
             try:
                 result = context.run(fn, *args)
             except BaseException as exc:  # SystemExit too: the awaiting coroutine decides what it means
-                _answer(loop, future, None, exc)
-            else:
-                _answer(loop, future, result, None)
-            del loop, future, context, fn, args  # hold nothing of a finished call while waiting
+                error = exc
+            _answer(loop, future, result, error)
+            del loop, future, context, fn, args, result, error  # hold nothing of a finished call while waiting
             self._idle.release()
 
 

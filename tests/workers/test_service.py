@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import signal
 import socket
 import subprocess
@@ -12,8 +13,11 @@ from pathlib import Path
 import httpx
 import pytest
 
+from bus.errors import ConfigError
+from bus.settings import Settings
 from hookbus.redis_server import free_port
 from tests.conftest import DENY_RM, REPO, clean_env, port_open, wait_for
+from workers.service import set_cpu_priority
 
 
 def listening_on(port: int) -> set[str]:
@@ -107,9 +111,6 @@ def test_the_console_script_finds_plugins_in_its_working_directory(
 
 
 def test_worker_cpu_is_read_from_the_environment_and_checked() -> None:
-    from bus.errors import ConfigError
-    from bus.settings import Settings
-
     assert Settings.from_env({}).worker_cpu == "normal"
     assert Settings.from_env({"HOOKBUS_WORKER_CPU": " Idle "}).worker_cpu == "idle"
     with pytest.raises(ConfigError, match=r"HOOKBUS_WORKER_CPU='low' is not one of: normal, idle"):
@@ -133,8 +134,6 @@ release.set()
 
 @pytest.mark.parametrize(("choice", "expected"), [("idle", "SCHED_IDLE"), ("normal", "SCHED_OTHER")])
 def test_set_cpu_priority_covers_every_thread(choice: str, expected: str) -> None:
-    import os
-
     done = subprocess.run([sys.executable, "-c", SCHEDULERS.format(choice=choice)], cwd=REPO, env=clean_env(),
                           capture_output=True, text=True, timeout=30, check=True)
     policy = getattr(os, expected)
@@ -144,10 +143,6 @@ def test_set_cpu_priority_covers_every_thread(choice: str, expected: str) -> Non
 
 def test_a_system_without_sched_idle_gets_one_warning(monkeypatch: pytest.MonkeyPatch,
                                                       caplog: pytest.LogCaptureFixture) -> None:
-    import os
-
-    from workers.service import set_cpu_priority
-
     def refuse(*_: object) -> None:
         raise PermissionError(1, "Operation not permitted")
 
