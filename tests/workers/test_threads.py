@@ -28,6 +28,19 @@ def whoami(n: int) -> tuple[int, str]:
     return n * 2, threading.current_thread().name
 
 
+class Blocker:
+    """A call that blocks its thread until ``release`` is set; ``started`` once it runs."""
+
+    def __init__(self, release: threading.Event) -> None:
+        self.release = release
+        self.started = threading.Event()
+
+    def __call__(self) -> str:
+        self.started.set()
+        self.release.wait(30)
+        return "released"
+
+
 async def test_runs_in_a_named_worker_thread_and_returns_the_result() -> None:
     handoff = ThreadHandoff(4, "hookbus-test")
     doubled, thread = await handoff.run(whoami, 21)
@@ -62,15 +75,9 @@ async def test_the_call_sees_the_callers_context() -> None:
 
 async def test_a_blocked_call_does_not_hold_up_the_next(release: threading.Event) -> None:
     handoff = ThreadHandoff(4, "hookbus-test")
-    started = threading.Event()
-
-    def blocks() -> str:
-        started.set()
-        release.wait(30)
-        return "released"
-
+    blocks = Blocker(release)
     slow = asyncio.create_task(handoff.run(blocks))
-    await async_wait_for(started.is_set)
+    await async_wait_for(blocks.started.is_set)
     assert (await handoff.run(whoami, 5))[0] == 10  # a second thread answered it
     assert not slow.done() and handoff.threads == 2
     release.set()
@@ -79,20 +86,14 @@ async def test_a_blocked_call_does_not_hold_up_the_next(release: threading.Event
 
 async def test_past_max_threads_calls_wait_for_a_free_thread(release: threading.Event) -> None:
     handoff = ThreadHandoff(1, "hookbus-test")
-    started = threading.Event()
-
-    def blocks() -> str:
-        started.set()
-        release.wait(30)
-        return "first"
-
+    blocks = Blocker(release)
     first = asyncio.create_task(handoff.run(blocks))
-    await async_wait_for(started.is_set)
+    await async_wait_for(blocks.started.is_set)
     second = asyncio.create_task(handoff.run(whoami, 1))
     done, _ = await asyncio.wait([second], timeout=0.05)
     assert not done and handoff.threads == 1  # queued behind the blocked call
     release.set()
-    assert await first == "first"
+    assert await first == "released"
     assert (await second)[0] == 2
 
 
