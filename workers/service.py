@@ -40,11 +40,11 @@ def set_cpu_priority(worker_cpu: str) -> None:
 
     ``idle`` is Linux's ``SCHED_IDLE``: the process runs whenever a core is free, and the
     kernel preempts it at once for any normal process that wakes, instead of letting it
-    finish its time slice. ``hookbus up`` runs its async worker so: a burst of async jobs
-    then never delays the gateway, a dispatcher or Redis on a shared machine, and costs no
-    CPU of its own. Under sustained full load the jobs wait (``maxQueued`` and
-    ``maxAgeSeconds`` bound them). Where the kernel has no such policy, one warning says
-    so and the process runs at normal priority.
+    finish its time slice; the commands its hooks start inherit it. ``hookbus up`` runs its
+    async worker so: a burst of async jobs then never delays the gateway, a dispatcher or
+    Redis on a shared machine, and costs no CPU of its own. Under sustained full load the
+    jobs wait (``maxQueued`` and ``maxAgeSeconds`` bound them). Where the kernel has no such
+    policy, one warning says so and the process runs at normal priority.
     """
     if worker_cpu != "idle":
         return
