@@ -11,16 +11,23 @@ worker at about a thousand trivial jobs a second. :meth:`LeasedWorker.start_jobs
 job it has room for in one script (:data:`CLAIM`) that makes the same checks atomically (not
 running elsewhere, still queued, due) and sets the same in-progress keys; the jobs then run as
 arq runs them (:meth:`arq.worker.Worker.run_job`).
+
+**Batched finishes.** arq ends each job with a transaction of its own, on a connection of its
+own. :meth:`LeasedWorker.finish_job` makes the same writes, but the jobs that finish while one
+such write is in flight go out together in the next: one ``MULTI``/``EXEC`` for all of them.
 """
 
 from __future__ import annotations
 
+import asyncio
+import dataclasses
 import time
 from typing import Any
 
-from arq.constants import in_progress_key_prefix
-from arq.utils import timestamp_ms
+from arq.constants import abort_jobs_ss, in_progress_key_prefix, job_key_prefix, result_key_prefix, retry_key_prefix
+from arq.utils import timestamp_ms, to_ms
 from arq.worker import Worker
+from redis.asyncio.client import Pipeline
 
 #: How long a running job's claim outlives a worker that stopped renewing it, in seconds.
 LEASE_S = 15.0
@@ -45,8 +52,22 @@ return claimed
 """
 
 
+@dataclasses.dataclass(slots=True)
+class Finish:
+    """What :meth:`arq.worker.Worker.finish_job` is told about one job, and who waits for it."""
+
+    job_id: str
+    finish: bool
+    result_data: bytes | None
+    result_timeout_s: float | None
+    keep_result_forever: bool
+    incr_score: int | None
+    keep_in_progress: float | None
+    done: asyncio.Future[None]
+
+
 class LeasedWorker(Worker):
-    """A :class:`arq.worker.Worker` with leases and batched claims (see the module docstring)."""
+    """A :class:`arq.worker.Worker` with leases, batched claims and batched finishes (see the module docstring)."""
 
     def __init__(self, *args: Any, lease_s: float = LEASE_S, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -54,6 +75,8 @@ class LeasedWorker(Worker):
         self.in_progress_timeout_s = lease_s
         self._renewed_at = 0.0
         self._claim: Any = None
+        self._finishing: list[Finish] = []
+        self._finisher: asyncio.Task[None] | None = None
 
     async def start_jobs(self, job_ids: list[bytes]) -> None:
         """Claim and start as many of ``job_ids`` as there are free slots, waiting for a slot when none is."""
@@ -84,6 +107,55 @@ class LeasedWorker(Worker):
                 task.add_done_callback(lambda _: self._release_sem_dec_counter_on_complete())
                 self.tasks[key] = task
 
+    async def finish_job(self, job_id: str, finish: bool, result_data: bytes | None, result_timeout_s: float | None,
+                         keep_result_forever: bool, incr_score: int | None, keep_in_progress: float | None) -> None:
+        """arq's writes at the end of a job, sent with those of every job that finished meanwhile."""
+        done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._finishing.append(Finish(job_id, finish, result_data, result_timeout_s, keep_result_forever, incr_score,
+                                      keep_in_progress, done))
+        if self._finisher is None or self._finisher.done():
+            self._finisher = asyncio.create_task(self._write_finishes())
+        await done
+
+    async def _write_finishes(self) -> None:
+        while self._finishing:
+            batch, self._finishing = self._finishing, []
+            try:
+                async with self.pool.pipeline(transaction=True) as tr:
+                    for job in batch:
+                        self._queue_finish(tr, job)
+                    await tr.execute()
+            except BaseException as exc:  # each job's run_job sees it, as it would its own write's
+                for job in batch:
+                    if not job.done.done():
+                        job.done.set_exception(exc)
+                if not isinstance(exc, Exception):
+                    raise
+            else:
+                for job in batch:
+                    if not job.done.done():
+                        job.done.set_result(None)
+
+    def _queue_finish(self, tr: Pipeline, job: Finish) -> None:
+        """The writes of :meth:`arq.worker.Worker.finish_job` (arq 0.26-0.28) for one job."""
+        delete_keys = []
+        in_progress_key = in_progress_key_prefix + job.job_id
+        if job.keep_in_progress is None:
+            delete_keys.append(in_progress_key)
+        else:
+            tr.pexpire(in_progress_key, to_ms(job.keep_in_progress))
+        if job.finish:
+            if job.result_data:
+                expire = None if job.keep_result_forever else job.result_timeout_s
+                tr.set(result_key_prefix + job.job_id, job.result_data, px=to_ms(expire))
+            delete_keys += [retry_key_prefix + job.job_id, job_key_prefix + job.job_id]
+            tr.zrem(abort_jobs_ss, job.job_id)
+            tr.zrem(self.queue_name, job.job_id)
+        elif job.incr_score:
+            tr.zincrby(self.queue_name, job.incr_score, job.job_id)
+        if delete_keys:
+            tr.delete(*delete_keys)
+
     async def heart_beat(self) -> None:
         await super().heart_beat()
         current = self.ctx.get("current")
@@ -98,4 +170,4 @@ class LeasedWorker(Worker):
                 await pipe.execute()
 
 
-__all__ = ["CLAIM", "LEASE_S", "LeasedWorker"]
+__all__ = ["CLAIM", "LEASE_S", "Finish", "LeasedWorker"]
