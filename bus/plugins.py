@@ -36,7 +36,6 @@ import inspect
 import logging
 import sys
 from collections.abc import Awaitable, Callable, Iterable
-from concurrent.futures import Executor
 from types import ModuleType
 from typing import Any
 
@@ -120,12 +119,21 @@ def trigger_hooks(event: str, *args: Any) -> Any:
     return None
 
 
-async def atrigger_hooks(event: str, *args: Any, executor: Executor | None = None) -> Interception:
-    """:func:`trigger_hooks` for the event loop: async callbacks are awaited, sync ones run in
-    ``executor`` (a worker thread, never on the loop). A raising callback raises
-    :class:`PluginCallbackError` and stops the chain."""
+#: Runs a synchronous callable in a worker thread: ``await run_sync(fn, *args)``.
+RunSync = Callable[..., Awaitable[Any]]
+
+
+async def _default_executor(fn: Callable[..., Any], *args: Any) -> Any:
+    call = functools.partial(contextvars.copy_context().run, fn, *args)
+    return await asyncio.get_running_loop().run_in_executor(None, call)
+
+
+async def atrigger_hooks(event: str, *args: Any, run_sync: RunSync = _default_executor) -> Interception:
+    """:func:`trigger_hooks` for the event loop: async callbacks are awaited, sync ones run in a
+    worker thread by ``run_sync`` (never on the loop; by default the loop's executor, in a copy
+    of the caller's context). A raising callback raises :class:`PluginCallbackError` and stops
+    the chain."""
     ran: list[Callback] = []
-    loop = asyncio.get_running_loop()
     for callback in hooks_for(event):
         ran.append(callback)
         try:
@@ -134,8 +142,7 @@ async def atrigger_hooks(event: str, *args: Any, executor: Executor | None = Non
             ):
                 result = await callback(*args)
             else:
-                call = functools.partial(contextvars.copy_context().run, callback, *args)
-                result = await loop.run_in_executor(executor, call)
+                result = await run_sync(callback, *args)
                 if inspect.isawaitable(result):
                     result = await _awaited(result)
         except Exception as exc:

@@ -5,10 +5,9 @@ that fails is a non-blocking ``ERROR`` naming the reason, on every event, never 
 is called with one argument, the typed hook input (:class:`bus.models.HookInput`, a fresh
 copy per call). A coroutine function is awaited on the loop; any other callable runs in a
 worker thread of hookbus's own (:mod:`workers.threads`, a cheaper hand-off than the loop's
-executor), so a slow or blocking function never stalls the dispatcher. A thread cannot be
-killed: on timeout the answer is dropped, the thread runs on. Imports and plugin callbacks
-run in a :class:`~concurrent.futures.ThreadPoolExecutor` of their own (not the loop's
-default executor, which DNS lookups need).
+executor, and not the loop's default executor, which DNS lookups need), as are imports and
+plugin callbacks, so a slow or blocking function never stalls the dispatcher. A thread cannot
+be killed: on timeout the answer is dropped, the thread runs on.
 
 The return value (see :func:`result_from_return`) may be
 
@@ -35,7 +34,6 @@ import importlib
 import inspect
 import time
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Final
 
 from pydantic import ValidationError
@@ -50,24 +48,15 @@ from bus.schema import FunctionHandler
 from workers.context import HookContext
 from workers.threads import ThreadHandoff
 
-#: Threads for synchronous functions, and for imports and plugin callbacks (each, per process).
+#: Threads for synchronous functions, imports and plugin callbacks (per process).
 MAX_THREADS: Final = 32
 _ACTIONS: Final = frozenset({"continue", "block", "modify"})
 #: Where each agent-loop ``modifications`` key goes: event -> hookSpecificOutput field.
 _MODIFICATIONS: Final = {"args": ("PreToolUse", "updatedInput"), "messages": ("PreSampling", "updatedMessages")}
 
-_executor: ThreadPoolExecutor | None = None
 _threads = ThreadHandoff(MAX_THREADS, "hookbus-function")
 #: ``module:attr`` -> the callable, or the reason it cannot be had.
 _resolved: dict[str, Callable[..., Any] | str] = {}
-
-
-def executor() -> ThreadPoolExecutor:
-    """The worker threads imports and plugin callbacks run in (created on first use)."""
-    global _executor
-    if _executor is None:
-        _executor = ThreadPoolExecutor(MAX_THREADS, thread_name_prefix="hookbus-function")
-    return _executor
 
 
 def _import(name: str) -> Callable[..., Any] | str:
@@ -87,7 +76,7 @@ async def resolve(name: str) -> Callable[..., Any] | str:
     """The callable named ``module:attr`` (imported once, in a worker thread), or why not."""
     found = _resolved.get(name)
     if found is None:
-        found = _resolved[name] = await asyncio.get_running_loop().run_in_executor(executor(), _import, name)
+        found = _resolved[name] = await _threads.run(_import, name)
     return found
 
 
@@ -131,7 +120,7 @@ async def run_plugins(event: str, hook_input: dict[str, Any], timeout_s: float) 
     try:
         typed = HookInput.model_validate(hook_input)
         async with asyncio.timeout(timeout_s):
-            found = await atrigger_hooks(event, typed, executor=executor())
+            found = await atrigger_hooks(event, typed, run_sync=_threads.run)
     except ValidationError as exc:
         result = HandlerResult(Outcome.ERROR, reason=f"hook input is not valid: {exc.errors()[0]['msg']}")
     except PluginCallbackError as exc:
@@ -209,4 +198,4 @@ def _seed_result(event: str, value: dict[str, Any]) -> HandlerResult:
                                                                                         **specific}}))
 
 
-__all__ = ["MAX_THREADS", "block_output", "call", "executor", "resolve", "result_from_return", "run", "run_plugins"]
+__all__ = ["MAX_THREADS", "block_output", "call", "resolve", "result_from_return", "run", "run_plugins"]
