@@ -214,7 +214,7 @@ class Supervisor:
         self.env = {**os.environ, "HOOKBUS_REDIS_URL": self.redis_url, "PROMETHEUS_MULTIPROC_DIR": str(metrics_dir),
                     SUPERVISOR_ENV: str(os.getpid())}
         # Every role shares this machine: the async worker takes only the CPU the decision path
-        # leaves (workers.service.set_cpu_priority), unless told otherwise.
+        # leaves (workers.tasks.set_cpu_priority), unless told otherwise.
         self.env.setdefault("HOOKBUS_WORKER_CPU", "idle")
         for role in self.roles:
             self.start_role(role)

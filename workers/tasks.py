@@ -22,6 +22,7 @@ import asyncio
 import contextlib
 import dataclasses
 import logging
+import os
 import time
 import weakref
 from typing import Any
@@ -61,7 +62,6 @@ from workers.delivery import GiveUp, Limits, before_try, failed, verdict
 from workers.leased import LeasedWorker
 from workers.queue import JOB_FUNCTION, arq_pool
 from workers.runners import SELF_TIMED_TYPES
-from workers.service import set_cpu_priority
 from workers.webhooks import webhook_id
 
 logger = logging.getLogger("hookbus.worker")
@@ -280,6 +280,31 @@ def _no_job_lines(record: logging.LogRecord) -> bool:
     return not (record.levelno == logging.INFO and isinstance(record.msg, str) and record.msg.startswith("%6.2fs "))
 
 
+def set_cpu_priority(worker_cpu: str) -> None:
+    """Schedule this process's threads (and those it starts later) as ``worker_cpu`` says.
+
+    ``idle`` is Linux's ``SCHED_IDLE``: the process runs whenever a core is free, and the
+    kernel preempts it at once for any normal process that wakes, instead of letting it
+    finish its time slice; the commands its hooks start inherit it. ``hookbus up`` runs its
+    async worker so: a burst of async jobs then never delays the gateway, a dispatcher or
+    Redis on a shared machine, and costs no CPU of its own. Under sustained full load the
+    jobs wait (``maxQueued`` and ``maxAgeSeconds`` bound them). Where the kernel has no such
+    policy, one warning says so and the process runs at normal priority.
+    """
+    if worker_cpu != "idle":
+        return
+    try:
+        threads = [int(tid) for tid in os.listdir("/proc/self/task")]
+    except OSError:
+        threads = [0]  # no /proc: this thread, which starts the others
+    try:
+        for tid in threads:
+            os.sched_setscheduler(tid, os.SCHED_IDLE, os.sched_param(0))
+    except (AttributeError, OSError) as exc:
+        logger.warning("HOOKBUS_WORKER_CPU=idle: this system cannot run the worker at idle priority (%s); "
+                       "running it at normal priority", exc)
+
+
 async def serve_worker(settings: Settings, policy: Policy, redis_url: str, metrics_port: int | None = None) -> None:
     """Run the arq worker until SIGINT/SIGTERM; SIGHUP (or an edit) reloads the policy."""
     set_cpu_priority(settings.worker_cpu)  # first: the threads started below inherit it
@@ -325,4 +350,4 @@ async def serve_worker(settings: Settings, policy: Policy, redis_url: str, metri
         await watcher.stop()
 
 
-__all__ = ["build_worker", "close_worker", "deliver_later", "run_async_hook", "serve_worker"]
+__all__ = ["build_worker", "close_worker", "deliver_later", "run_async_hook", "serve_worker", "set_cpu_priority"]

@@ -17,7 +17,7 @@ from bus.errors import ConfigError
 from bus.settings import Settings
 from hookbus.redis_server import free_port
 from tests.conftest import DENY_RM, REPO, clean_env, port_open, wait_for
-from workers.service import set_cpu_priority
+from workers.tasks import set_cpu_priority
 
 
 def listening_on(port: int) -> set[str]:
@@ -119,7 +119,7 @@ def test_worker_cpu_is_read_from_the_environment_and_checked() -> None:
 
 SCHEDULERS = """
 import os, threading
-from workers.service import set_cpu_priority
+from workers.tasks import set_cpu_priority
 release = threading.Event()
 before = threading.Thread(target=release.wait)
 before.start()
