@@ -72,6 +72,8 @@ class WorkStreams:
         self._reads: dict[int, asyncio.Task[list[Any]]] = {}
         self._groups_ready: set[int] = set()
         self._backoffs = [Backoff(cap_s=1.0) for _ in self._read_groups]
+        #: A single Redis: one read group, whose blocked read CLIENT UNBLOCK can end.
+        self._unblockable = not is_cluster(self.reader)
 
     def settled(self, stream: str, entry_id: bytes) -> None:
         """``entry_id`` is settled (or given up here): stop keeping it fresh."""
@@ -100,6 +102,13 @@ class WorkStreams:
         Each read group (all streams on one Redis; one partition's on a cluster) reads, and
         waits out its own outage, on its own: a failed-over master holds up its partitions only.
         """
+        if self._unblockable:
+            # The read itself, without a task or a stop waiter around it (each turn of those costs
+            # more than the read): wake_reader ends a blocked read with CLIENT UNBLOCK.
+            while not stop.is_set():
+                if found := await self._read_group(0, self._read_groups[0], stop):
+                    return self._entries(found)
+            return []
         stopping = asyncio.ensure_future(stop.wait())
         try:
             while not stop.is_set():
@@ -113,12 +122,15 @@ class WorkStreams:
                         del self._reads[index]
                         response.extend(task.result())  # ConfigError (another layout) ends the dispatcher
                 if response:
-                    metrics.DISPATCH_BATCH.observe(sum(len(entries) for _, entries in response))
-                    return [(stream.decode(), entry_id, fields)
-                            for stream, entries in response for entry_id, fields in entries]
+                    return self._entries(response)
         finally:
             stopping.cancel()
         return await self._last_reads()
+
+    @staticmethod
+    def _entries(response: list[Any]) -> list[tuple[str, bytes, Mapping[bytes, bytes]]]:
+        metrics.DISPATCH_BATCH.observe(sum(len(entries) for _, entries in response))
+        return [(stream.decode(), entry_id, fields) for stream, entries in response for entry_id, fields in entries]
 
     async def _last_reads(self) -> list[tuple[str, bytes, Mapping[bytes, bytes]]]:
         """Once stopping: what the reads in flight return (:meth:`wake_reader` unblocks them on a
