@@ -1,4 +1,4 @@
-"""A small open-loop / closed-loop HTTP/1.1 load generator on raw asyncio streams.
+"""A small open-loop / closed-loop HTTP/1.1 load generator on a raw asyncio protocol.
 
 httpx costs more CPU per request than the gateway it would measure; on a 2-core machine the
 load generator must be cheap, so this speaks just enough HTTP/1.1 (keep-alive,
@@ -13,37 +13,79 @@ import time
 from collections.abc import Awaitable, Callable
 
 
+class _Http1(asyncio.Protocol):
+    """The client side of one keep-alive connection: one request at a time, the answer parsed
+    as it arrives (no stream reader, no task: a future per request)."""
+
+    def __init__(self) -> None:
+        self.transport: asyncio.Transport | None = None
+        self.buffer = bytearray()
+        self.head = b""
+        self.length = 0
+        self.waiter: asyncio.Future[tuple[bytes, bytes]] | None = None
+        self.lost: Exception | None = None
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.transport = transport  # type: ignore[assignment]
+
+    def data_received(self, data: bytes) -> None:
+        self.buffer += data
+        if not self.head:
+            end = self.buffer.find(b"\r\n\r\n")
+            if end < 0:
+                return
+            self.head = bytes(self.buffer[:end + 4])
+            del self.buffer[:end + 4]
+            at = self.head.lower().find(b"\r\ncontent-length:")
+            self.length = int(self.head[at + 17:self.head.index(b"\r\n", at + 2)]) if at >= 0 else 0
+        if len(self.buffer) < self.length:
+            return
+        body = bytes(self.buffer[:self.length])
+        del self.buffer[:self.length]
+        head, self.head = self.head, b""
+        waiter, self.waiter = self.waiter, None
+        if waiter is not None and not waiter.done():
+            waiter.set_result((head, body))
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.lost = exc or ConnectionResetError("the server closed the connection")
+        if self.waiter is not None and not self.waiter.done():
+            self.waiter.set_exception(asyncio.IncompleteReadError(bytes(self.buffer), None))
+
+
 class Connection:
     """One keep-alive HTTP/1.1 connection."""
 
     def __init__(self, host: str, port: int) -> None:
         self.host, self.port = host, port
-        self.reader: asyncio.StreamReader | None = None
-        self.writer: asyncio.StreamWriter | None = None
+        self._protocol: _Http1 | None = None
 
     async def open(self) -> Connection:
-        self.reader, self.writer = await asyncio.open_connection(self.host, self.port)
+        _, self._protocol = await asyncio.get_running_loop().create_connection(_Http1, self.host, self.port)
         return self
 
     async def post(self, path: str, body: bytes, headers: bytes = b"") -> tuple[int, bytes]:
-        assert self.reader is not None and self.writer is not None
-        self.writer.write(
+        status, _, payload = await self.post_head(path, body, headers)
+        return status, payload
+
+    async def post_head(self, path: str, body: bytes, headers: bytes = b"") -> tuple[int, bytes, bytes]:
+        """``(status, response head, body)``."""
+        protocol = self._protocol
+        assert protocol is not None and protocol.transport is not None
+        if protocol.lost is not None:
+            raise protocol.lost
+        protocol.waiter = waiter = asyncio.get_running_loop().create_future()
+        protocol.transport.write(
             b"POST " + path.encode() + b" HTTP/1.1\r\nHost: " + self.host.encode()
             + b"\r\nContent-Type: application/json\r\n" + headers
             + b"Content-Length: " + str(len(body)).encode() + b"\r\n\r\n" + body
         )
-        head = await self.reader.readuntil(b"\r\n\r\n")
-        status = int(head[9:12])
-        length = 0
-        for line in head.split(b"\r\n"):
-            if line[:15].lower() == b"content-length:":
-                length = int(line[15:])
-        payload = await self.reader.readexactly(length) if length else b""
-        return status, payload
+        head, payload = await waiter
+        return int(head[9:12]), head, payload
 
     async def close(self) -> None:
-        if self.writer is not None:
-            self.writer.close()
+        if self._protocol is not None and self._protocol.transport is not None:
+            self._protocol.transport.close()
 
 
 def percentile(samples: list[float], q: float) -> float:
