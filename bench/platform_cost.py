@@ -13,6 +13,9 @@ each loaded the same way: ``wrk`` (one thread, ``--connections`` keep-alive conn
 it is installed (``apt-get install wrk``), else this repo's Python load generator (closed
 loop). Reported: requests/s of each and their ratio per round; for hookbus also the
 fail-opens the gateway counted (``hookbus_fail_open_total``) and non-2xx answers.
+``--event Notification`` sends the same bodies as an event hookbus records without a decision
+(appended, answered at once, logged by the dispatcher): what the decision's round trip costs is
+the difference.
 
 A Markdown table to stdout; the same figures, one object per round, to
 ``bench/results/platform_cost.json`` (``hookbus_p50_ms`` is ``null`` under the Python load
@@ -36,6 +39,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import orjson
 import uvloop
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -82,12 +86,12 @@ def run_wrk(port: int, script: Path, connections: int, seconds: float) -> dict[s
             "p50_ms": float(p50[1]) * scale[p50[2]] if p50 else float("nan")}
 
 
-async def run_python(port: int, connections: int, seconds: float) -> dict[str, float]:
+async def run_python(port: int, connections: int, seconds: float, bodies: list[bytes]) -> dict[str, float]:
     async def make_call() -> Any:
         connection = await Connection("127.0.0.1", port).open()
 
         async def call(i: int) -> None:
-            status, body = await connection.post("/v1/hooks", BODIES[i % len(BODIES)])
+            status, body = await connection.post("/v1/hooks", bodies[i % len(bodies)])
             if status != 200:
                 raise RuntimeError(f"{status} {body[:200]!r}")
         return call
@@ -101,12 +105,18 @@ def fail_opens(port: int) -> float:
     return sum(float(value) for value in _FAIL_OPEN.findall(text))
 
 
+def bodies_for(event: str) -> list[bytes]:
+    """The Bash tool calls of ``bench/run.py``, sent as ``event``."""
+    return BODIES if event == "PreToolUse" else [
+        body.replace(b'"hook_event_name":"PreToolUse"', b'"hook_event_name":' + orjson.dumps(event)) for body in BODIES]
+
+
 async def load(port: int, args: argparse.Namespace, script: Path | None) -> dict[str, float]:
     if script is not None:
         run_wrk(port, script, args.connections, 1)  # warm-up
         return await asyncio.to_thread(run_wrk, port, script, args.connections, args.seconds)
-    await run_python(port, args.connections, 1)
-    return await run_python(port, args.connections, args.seconds)
+    await run_python(port, args.connections, 1, args.bodies)
+    return await run_python(port, args.connections, args.seconds, args.bodies)
 
 
 async def bare_round(args: argparse.Namespace, script: Path | None) -> dict[str, float]:
@@ -171,7 +181,8 @@ async def main(args: argparse.Namespace) -> dict[str, Any]:
     found = []
     with tempfile.TemporaryDirectory() as scratch:
         use_wrk = shutil.which("wrk") is not None and not args.python
-        script = wrk_script(Path(scratch) / "post.lua", BODIES[:600]) if use_wrk else None
+        args.bodies = bodies_for(args.event)
+        script = wrk_script(Path(scratch) / "post.lua", args.bodies[:600]) if use_wrk else None
         loader = "wrk -t1" if script else "the Python load generator"
         rows = ["| round | bare endpoint (requests/s) | hookbus (decisions/s) | ratio | hookbus p50 ms | "
                 "fail-open | non-2xx | CPU µs / request: bare server · gateway · dispatcher · Redis |",
@@ -193,10 +204,12 @@ async def main(args: argparse.Namespace) -> dict[str, Any]:
                           "bare_cpu_us": bare["server_cpu_us"], "gateway_cpu_us": hb["gateway_cpu_us"],
                           "dispatcher_cpu_us": hb["dispatcher_cpu_us"], "redis_cpu_us": hb["redis_cpu_us"],
                           "bare_requests": round(bare["requests"]), "hookbus_requests": round(hb["requests"])})
-    print(f"Load: {loader}, {args.connections} connections, {args.seconds:g} s per run, rounds alternate.\n")
+    print(f"Load: {loader}, {args.connections} connections, {args.seconds:g} s per run, rounds alternate; "
+          f"every request a {args.event} event.\n")
     print("\n".join(rows))
     print(f"\nratio: min {min(ratios):.2f}x, max {max(ratios):.2f}x (target >= 0.4x)")
-    return {"loader": loader, "connections": args.connections, "seconds": args.seconds, "rounds": found}
+    return {"loader": loader, "event": args.event, "connections": args.connections, "seconds": args.seconds,
+            "rounds": found}
 
 
 if __name__ == "__main__":
@@ -207,6 +220,9 @@ if __name__ == "__main__":
     parser.add_argument("--profile", action="store_true", help="py-spy the gateway and the dispatcher (round 1)")
     parser.add_argument("--top", type=int, default=15, help="functions per profile table (default 15)")
     parser.add_argument("--python", action="store_true", help="use the Python load generator even if wrk is there")
+    parser.add_argument("--event", default="PreToolUse",
+                        help="hook_event_name of every request (default PreToolUse, decided by the rules; "
+                             "Notification: recorded, no decision to wait for)")
     result = uvloop.run(main(parser.parse_args()))
     RESULTS.mkdir(exist_ok=True)
     (RESULTS / "platform_cost.json").write_text(json.dumps(result, indent=2, allow_nan=False))
