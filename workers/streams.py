@@ -74,6 +74,8 @@ class WorkStreams:
         self._backoffs = [Backoff(cap_s=1.0) for _ in self._read_groups]
         #: A single Redis: one read group, whose blocked read CLIENT UNBLOCK can end.
         self._unblockable = not is_cluster(self.reader)
+        #: The bound of the read in flight: shortened at stop, in case Redis does not answer.
+        self._read_deadline: asyncio.Timeout | None = None
 
     def settled(self, stream: str, entry_id: bytes) -> None:
         """``entry_id`` is settled (or given up here): stop keeping it fresh."""
@@ -154,7 +156,7 @@ class WorkStreams:
                     await self.ensure_groups(streams)
                     self._groups_ready.add(index)
                 with redis_errors(self.redis_url):
-                    async with asyncio.timeout(_READ_BLOCK_MS / 1000 + 5):
+                    async with asyncio.timeout(_READ_BLOCK_MS / 1000 + 5) as self._read_deadline:
                         response = await read_streams(
                             self.readers.get(index), dict.fromkeys(streams, ">"), group=DISPATCH_GROUP,
                             consumer=self.consumer, count=self.settings.dispatch_batch, block_ms=_READ_BLOCK_MS,
@@ -187,6 +189,12 @@ class WorkStreams:
         if is_cluster(self.reader):
             self.cancel_reads()
             return
+        if self._read_deadline is not None:
+            # The read returns what it has once unblocked; one that Redis does not answer (frozen,
+            # or the unblock lost) gives up soon, and what it read stays pending for a claim.
+            with contextlib.suppress(RuntimeError):  # no read in flight
+                grace = asyncio.get_running_loop().time() + _READ_BLOCK_MS / 1000 + 0.5
+                self._read_deadline.reschedule(min(self._read_deadline.when() or grace, grace))
         while True:
             with contextlib.suppress(Exception):
                 for client in await self.redis.client_list():
