@@ -37,6 +37,8 @@ logger = logging.getLogger("hookbus.dispatcher")
 
 _HEARTBEAT_S = 2.0
 _READ_BLOCK_MS = 1000
+#: How long a stopping dispatcher waits to unregister itself (its heartbeat ages out anyway).
+_CLOSE_TIMEOUT_S = 1.0
 
 #: Starts handling one entry (the dispatcher's).
 Spawn = Callable[[str, bytes, Mapping[bytes, bytes]], Awaitable[None]]
@@ -82,8 +84,9 @@ class WorkStreams:
         self.inflight[stream].discard(entry_id)
 
     async def close(self) -> None:
-        with contextlib.suppress(Exception):
-            await self.redis.hdel(self.keys.dispatchers, self.consumer)  # type: ignore[misc]
+        with contextlib.suppress(Exception):  # TimeoutError too: a Redis that stopped answering
+            async with asyncio.timeout(_CLOSE_TIMEOUT_S):  # must not hold the way out
+                await self.redis.hdel(self.keys.dispatchers, self.consumer)  # type: ignore[misc]
         await self.readers.aclose()
         await self.reader.aclose()
 
