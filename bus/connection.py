@@ -263,7 +263,9 @@ def redis_errors(url: str = "") -> Iterator[None]:
     except (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError, OSError,
             redis.exceptions.RedisClusterException) as exc:  # the last: no node of a cluster answers
         where = f" at {mask_url(url)}" if url else ""
-        raise BusUnavailable(f"redis unavailable{where}: {exc}") from exc
+        # A deadline that ran out (the builtin TimeoutError is an OSError) carries no message.
+        detail = str(exc) or ("timed out" if isinstance(exc, TimeoutError) else type(exc).__name__)
+        raise BusUnavailable(f"redis unavailable{where}: {detail}") from exc
     except redis.exceptions.ResponseError as exc:
         # A Redis at maxmemory (OOM), loading its data set or running a long script cannot
         # take writes for now: that is an outage to fail open on, not a 500.

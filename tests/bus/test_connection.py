@@ -1,4 +1,5 @@
-"""bus.connection: clients pack commands with hiredis, byte for byte as redis-py would."""
+"""bus.connection: clients pack commands with hiredis, byte for byte as redis-py would; errors
+are mapped to BusUnavailable with a message that says what happened."""
 
 from __future__ import annotations
 
@@ -6,9 +7,11 @@ import enum
 from typing import Any
 
 import pytest
+import redis.exceptions
 from redis.asyncio.connection import AbstractConnection, Connection, SSLConnection, UnixDomainSocketConnection
 
-from bus.connection import connect, hiredis_packing
+from bus.connection import connect, hiredis_packing, redis_errors
+from bus.errors import BusUnavailable
 from bus.protocol import RecordOutcome
 
 pytestmark = pytest.mark.timeout(30)
@@ -63,3 +66,17 @@ async def test_values_round_trip_through_a_real_redis(redis_url: str) -> None:
                                          b"1.25", b""]
     finally:
         await client.aclose()
+
+
+@pytest.mark.parametrize(("error", "said"), [
+    (TimeoutError(), "timed out"),  # a deadline ran out: the builtin error has no message
+    (ConnectionRefusedError(), "ConnectionRefusedError"),
+    (redis.exceptions.ConnectionError("Connection reset by peer"), "Connection reset by peer"),
+])
+def test_an_outage_says_what_happened(error: Exception, said: str) -> None:
+    with pytest.raises(BusUnavailable) as raised:
+        with redis_errors("redis://:secret@127.0.0.1:6390/0"):
+            raise error
+    assert str(raised.value).endswith(f": {said}")
+    assert "secret" not in str(raised.value)
+    assert raised.value.__cause__ is error
