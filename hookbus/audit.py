@@ -112,7 +112,9 @@ class Follower:
         self.sink = sink
         self.start = start
         self.claim_idle_ms = int(claim_idle_s * 1000)
-        self.redis: aioredis.Redis = connect(redis_url, socket_timeout_s=None)
+        # The live reads block for _READ_BLOCK_MS; a Redis that stops answering is an outage to
+        # say and wait out after the socket timeout, not a silent wait.
+        self.redis: aioredis.Redis = connect(redis_url)
         #: Records acknowledged by this process.
         self.delivered = 0
 

@@ -112,7 +112,9 @@ async def tail(redis_url: str, keys: Keyspace, *, as_json: bool = False, from_st
                count: int | None = None, filters: Filters | None = None) -> None:
     """Print decision-log records (those ``filters`` pass) as they arrive (Ctrl-C stops)."""
     printer = _Printer(as_json, count, filters or Filters())
-    client = connect(redis_url, socket_timeout_s=None)
+    # The live reads block for 1 s; a Redis that stops answering (frozen, or its network gone) is
+    # an error after the socket timeout, not a silent wait.
+    client = connect(redis_url)
     follower: LogFollower | None = None
     try:
         with redis_errors(redis_url):

@@ -23,6 +23,7 @@ from typing import Any
 
 import orjson
 import pytest
+import redis.asyncio as aioredis
 from standardwebhooks import Webhook
 
 from bus.auditlog import RecordFilter, Window, log_state, read_window
@@ -31,6 +32,7 @@ from bus.partitions import claim_layout
 from bus.protocol import LogRecord, iso_time
 from hookbus.audit import Follower, export
 from hookbus.audit_sinks import HttpSink, JsonlSink, Stopping, open_sink
+from hookbus.redis_server import EmbeddedRedis
 from tests.conftest import REPO, BusProbe, async_wait_for, clean_env, run_hookbus
 from tests.loopback import LoopbackServer, Received
 
@@ -204,6 +206,35 @@ async def test_a_deleted_log_or_group_is_created_again(bus: BusProbe, tmp_path: 
         stop.set()
         await asyncio.wait_for(task, 10)
     assert [json.loads(line)["id"] for line in path.read_text().splitlines()] == ["ev-0000", "ev-0001"]
+
+
+async def test_a_redis_that_stops_answering_is_said_and_waited_out(private_redis: EmbeddedRedis, tmp_path: Path,
+                                                                    caplog: pytest.LogCaptureFixture) -> None:
+    """Frozen mid-follow (SIGSTOP): the follower logs the outage and, once Redis answers again,
+    delivers what was written meanwhile."""
+    redis = aioredis.Redis.from_url(private_redis.url)
+    keys = Keyspace()
+    path = tmp_path / "audit.jsonl"
+    stop = asyncio.Event()
+    task = asyncio.create_task(Follower(private_redis.url, keys, "siem", JsonlSink(str(path))).run(stop))
+    assert private_redis.pid is not None
+    try:
+        async def following() -> bool:  # its blocked XREADGROUP is in flight
+            return any(c.get("cmd") == "xreadgroup" for c in await redis.client_list())
+
+        await async_wait_for(following, timeout_s=10)
+        os.kill(private_redis.pid, signal.SIGSTOP)
+        try:
+            await async_wait_for(lambda: "Timeout reading" in caplog.text, timeout_s=15)
+        finally:
+            os.kill(private_redis.pid, signal.SIGCONT)
+        await redis.xadd(keys.decision_log(), record(0).encode())
+        await async_wait_for(lambda: path.exists() and path.read_text().count("\n") == 1, timeout_s=15)
+    finally:
+        stop.set()
+        await asyncio.wait_for(task, 10)
+        await redis.aclose()
+    assert "redis unavailable at" in caplog.text and "; retrying" in caplog.text
 
 
 async def test_groups_are_independent_and_start_where_asked(bus: BusProbe, tmp_path: Path) -> None:
