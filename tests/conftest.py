@@ -14,6 +14,7 @@ import asyncio
 import contextlib
 import dataclasses
 import os
+import signal
 import socket
 import subprocess
 import sys
@@ -209,6 +210,28 @@ def private_redis(tmp_path: Path) -> Iterator[EmbeddedRedis]:
     server.start()
     yield server
     server.stop()
+
+
+@contextlib.asynccontextmanager
+async def frozen_during(server: EmbeddedRedis, command: str, client_name: str | None = None) -> AsyncIterator[None]:
+    """Once a client of ``server`` (named ``client_name``, if given) is in ``command`` (say a
+    blocked ``xreadgroup``), freeze the server (SIGSTOP) for the block: it keeps its sockets
+    but answers nothing, as a hung host or a network dropping packets would. SIGCONT after."""
+    probe = aioredis.Redis.from_url(server.url)
+    try:
+        async def in_command() -> bool:
+            return any(c.get("cmd") == command and client_name in (None, c.get("name"))
+                       for c in await probe.client_list())
+
+        await async_wait_for(in_command, timeout_s=20)
+    finally:
+        await probe.aclose()
+    assert server.pid is not None
+    os.kill(server.pid, signal.SIGSTOP)
+    try:
+        yield
+    finally:
+        os.kill(server.pid, signal.SIGCONT)
 
 
 def metric(name: str, **labels: str) -> float:

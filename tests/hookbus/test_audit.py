@@ -33,7 +33,7 @@ from bus.protocol import LogRecord, iso_time
 from hookbus.audit import Follower, export
 from hookbus.audit_sinks import HttpSink, JsonlSink, Stopping, open_sink
 from hookbus.redis_server import EmbeddedRedis
-from tests.conftest import REPO, BusProbe, async_wait_for, clean_env, run_hookbus
+from tests.conftest import REPO, BusProbe, async_wait_for, clean_env, frozen_during, run_hookbus
 from tests.loopback import LoopbackServer, Received
 
 AT_MS = 1_700_000_000_000
@@ -210,24 +210,16 @@ async def test_a_deleted_log_or_group_is_created_again(bus: BusProbe, tmp_path: 
 
 async def test_a_redis_that_stops_answering_is_said_and_waited_out(private_redis: EmbeddedRedis, tmp_path: Path,
                                                                     caplog: pytest.LogCaptureFixture) -> None:
-    """Frozen mid-follow (SIGSTOP): the follower logs the outage and, once Redis answers again,
-    delivers what was written meanwhile."""
+    """Frozen mid-follow: the follower logs the outage and, once Redis answers again, delivers
+    what was written meanwhile."""
     redis = aioredis.Redis.from_url(private_redis.url)
     keys = Keyspace()
     path = tmp_path / "audit.jsonl"
     stop = asyncio.Event()
     task = asyncio.create_task(Follower(private_redis.url, keys, "siem", JsonlSink(str(path))).run(stop))
-    assert private_redis.pid is not None
     try:
-        async def following() -> bool:  # its blocked XREADGROUP is in flight
-            return any(c.get("cmd") == "xreadgroup" for c in await redis.client_list())
-
-        await async_wait_for(following, timeout_s=10)
-        os.kill(private_redis.pid, signal.SIGSTOP)
-        try:
+        async with frozen_during(private_redis, "xreadgroup"):
             await async_wait_for(lambda: "Timeout reading" in caplog.text, timeout_s=15)
-        finally:
-            os.kill(private_redis.pid, signal.SIGCONT)
         await redis.xadd(keys.decision_log(), record(0).encode())
         await async_wait_for(lambda: path.exists() and path.read_text().count("\n") == 1, timeout_s=15)
     finally:

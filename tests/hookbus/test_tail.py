@@ -9,8 +9,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
-import signal
 import subprocess
 import sys
 import time
@@ -19,14 +17,13 @@ from typing import Any
 
 import orjson
 import pytest
-import redis.asyncio as aioredis
 
 from bus.keys import Keyspace
 from bus.partitions import claim_layout
 from bus.protocol import LogRecord
 from hookbus.redis_server import EmbeddedRedis
 from hookbus.tail import Filters, format_record, tail
-from tests.conftest import BusProbe, async_wait_for, clean_env, run_hookbus
+from tests.conftest import BusProbe, async_wait_for, clean_env, frozen_during, run_hookbus
 
 AT_MS = 1_700_000_000_000  # 22:13:20 UTC
 DENY = {"hookSpecificOutput": {"hookEventName": "PreToolUse", "permissionDecision": "deny",
@@ -284,25 +281,15 @@ def read_one_line_and_leave(redis_url: str, cwd: Path) -> tuple[int, bytes, byte
 
 async def test_a_redis_that_stops_answering_is_an_error_not_a_silent_wait(private_redis: EmbeddedRedis,
                                                                           tmp_path: Path) -> None:
-    """Frozen mid-follow (SIGSTOP): tail says so and exits 1 instead of waiting forever."""
+    """Frozen mid-follow: tail says so and exits 1 instead of waiting forever."""
     process = await asyncio.create_subprocess_exec(
         sys.executable, "-m", "hookbus", "tail", "--redis-url", private_redis.url, cwd=tmp_path, env=clean_env(),
         stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
-    assert private_redis.pid is not None
-    probe = aioredis.Redis.from_url(private_redis.url)
     try:
-        async def following() -> bool:  # its blocked XREAD is in flight
-            return any(c.get("cmd") == "xread" for c in await probe.client_list())
-
-        await async_wait_for(following, timeout_s=20)
-        os.kill(private_redis.pid, signal.SIGSTOP)
-        try:
+        async with frozen_during(private_redis, "xread"):
             _, err = await asyncio.wait_for(process.communicate(), 30)
-        finally:
-            os.kill(private_redis.pid, signal.SIGCONT)
     finally:
         if process.returncode is None:
             process.kill()
-        await probe.aclose()
     assert process.returncode == 1
     assert err.decode().startswith(f"hookbus: redis unavailable at {private_redis.url}: Timeout"), err

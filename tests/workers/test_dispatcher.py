@@ -19,13 +19,12 @@ from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any
 
-import redis.asyncio as aioredis
 import yaml
 
 from bus.keys import DISPATCH_GROUP
 from bus.protocol import Request, now_ms
 from hookbus.redis_server import EmbeddedRedis
-from tests.conftest import BusProbe, Platform, async_wait_for, hookbus_process, metric, rm_rf
+from tests.conftest import BusProbe, Platform, async_wait_for, frozen_during, hookbus_process, metric, rm_rf
 from workers.dispatcher import Dispatcher
 
 DENY = {"hookSpecificOutput": {"hookEventName": "PreToolUse", "permissionDecision": "deny",
@@ -163,29 +162,15 @@ async def test_an_idle_dispatcher_stops_at_once(platform: Callable[..., Any], bu
 async def test_a_dispatcher_stops_when_redis_stops_answering(
     platform: Callable[..., Any], private_redis: EmbeddedRedis
 ) -> None:
-    """A Redis that freezes (SIGSTOP) mid-read does not hold a stopping dispatcher forever: the
-    read gives up after its grace and every Redis call of the way out is bounded."""
+    """A Redis that freezes mid-read does not hold a stopping dispatcher forever: the read gives up
+    after its grace and every Redis call of the way out is bounded."""
     async with platform(slow_policy(1.0), on_redis=private_redis.url, dispatchers=0) as p:
         worker = Dispatcher(p.settings, p.policy, private_redis.url, consumer="frozen")
         stop = asyncio.Event()
         task = asyncio.create_task(worker.run(stop))
-        probe = aioredis.Redis.from_url(private_redis.url)
-        try:
-            async def blocked_in_read() -> bool:
-                clients = await probe.client_list()
-                return any(c.get("name") == worker.work.reader_name and c.get("cmd") == "xreadgroup"
-                           for c in clients)
-
-            await async_wait_for(blocked_in_read, timeout_s=5)
-            assert private_redis.pid is not None
-            os.kill(private_redis.pid, signal.SIGSTOP)
-            try:
-                stop.set()
-                await asyncio.wait_for(task, 20)
-            finally:
-                os.kill(private_redis.pid, signal.SIGCONT)
-        finally:
-            await probe.aclose()
+        async with frozen_during(private_redis, "xreadgroup", worker.work.reader_name):
+            stop.set()
+            await asyncio.wait_for(task, 20)
 
 
 async def test_a_slow_hook_is_not_claimed_from_a_live_dispatcher(
