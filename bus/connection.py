@@ -17,6 +17,7 @@ The async queue's Redis may be named by a Sentinel URL (``redis+sentinel://``,
 from __future__ import annotations
 
 import contextlib
+import socket
 from collections.abc import AsyncIterator, Iterator, Mapping
 from typing import Any, cast
 from urllib.parse import urlsplit, urlunsplit
@@ -37,6 +38,16 @@ from bus.settings import CLUSTER_SCHEMES, mask_url
 #: Error replies that mean "Redis cannot serve this right now", not "this command is wrong".
 #: redis-py strips the code of OOM / READONLY replies and raises a subclass instead; the
 #: others keep their code (with a space: ``BUSYGROUP`` is an ordinary answer, not ``BUSY``).
+#: TCP options of every connection to Redis over TCP: a peer that vanishes without closing (a
+#: host gone, a network dropping packets) is noticed in seconds, not after the kernel's 15
+#: retransmissions (many minutes): keepalive probes on an idle connection, and a bound on how
+#: long sent data may go unacknowledged on a busy one. Only the options this platform has.
+TCP_KEEPALIVE_OPTIONS: dict[int, int] = {
+    getattr(socket, name): value for name, value in
+    (("TCP_KEEPIDLE", 10), ("TCP_KEEPINTVL", 5), ("TCP_KEEPCNT", 3), ("TCP_USER_TIMEOUT", 15_000))
+    if hasattr(socket, name)
+}
+
 _TRANSIENT_CLASSES = (redis.exceptions.OutOfMemoryError, redis.exceptions.ReadOnlyError,
                       redis.exceptions.ClusterDownError, redis.exceptions.TryAgainError,
                       redis.exceptions.MasterDownError)
@@ -83,6 +94,8 @@ def connect(
             socket_timeout=socket_timeout_s,
             decode_responses=False,
             client_name=client_name,
+            socket_keepalive=True,
+            socket_keepalive_options=TCP_KEEPALIVE_OPTIONS,
             # Follows MOVED/ASK and re-reads the topology after a failover; the caller's own
             # deadline still bounds every call.
             cluster_error_retry_attempts=3,
@@ -91,6 +104,8 @@ def connect(
     options: dict[str, Any] = {"socket_connect_timeout": connect_timeout_s, "socket_timeout": socket_timeout_s,
                                "retry_on_timeout": False, "health_check_interval": 0, "decode_responses": False,
                                "client_name": client_name}
+    if not url.startswith("unix:"):  # a unix socket has no TCP options
+        options.update(socket_keepalive=True, socket_keepalive_options=TCP_KEEPALIVE_OPTIONS)
     if is_sentinel_url(url):
         # No bound (as from_url's pool): max_connections=None is redis-py's "no limit".
         return aioredis.Redis.from_pool(sentinel_pool(parse_sentinel_url(url), max_connections=None, **options))
@@ -274,5 +289,5 @@ def redis_errors(url: str = "") -> Iterator[None]:
         raise
 
 
-__all__ = ["PartitionClients", "SentinelBlockingPool", "connect", "is_cluster", "is_cluster_url",
-           "is_transient", "node_url", "read_streams", "redis_errors", "sentinel_pool", "transaction"]
+__all__ = ["TCP_KEEPALIVE_OPTIONS", "PartitionClients", "SentinelBlockingPool", "connect", "is_cluster",
+           "is_cluster_url", "is_transient", "node_url", "read_streams", "redis_errors", "sentinel_pool", "transaction"]

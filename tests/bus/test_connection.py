@@ -4,15 +4,19 @@ are mapped to BusUnavailable with a message that says what happened."""
 from __future__ import annotations
 
 import enum
+import socket
+import sys
+from pathlib import Path
 from typing import Any
 
 import pytest
 import redis.exceptions
 from redis.asyncio.connection import AbstractConnection, Connection, SSLConnection, UnixDomainSocketConnection
 
-from bus.connection import connect, hiredis_packing, redis_errors
+from bus.connection import TCP_KEEPALIVE_OPTIONS, connect, hiredis_packing, redis_errors
 from bus.errors import BusUnavailable
 from bus.protocol import RecordOutcome
+from hookbus.redis_server import EmbeddedRedis
 
 pytestmark = pytest.mark.timeout(30)
 
@@ -80,3 +84,32 @@ def test_an_outage_says_what_happened(error: Exception, said: str) -> None:
     assert str(raised.value).endswith(f": {said}")
     assert "secret" not in str(raised.value)
     assert raised.value.__cause__ is error
+
+
+async def test_tcp_connections_notice_a_vanished_peer_in_seconds(private_redis: EmbeddedRedis) -> None:
+    """Keepalive probes, and a bound on unacknowledged data, on every TCP connection to Redis."""
+    client = connect(private_redis.url)
+    try:
+        await client.ping()
+        connection = await client.connection_pool.get_connection()
+        try:
+            sock = connection._writer.transport.get_extra_info("socket")
+            assert sock.getsockopt(socket.SOL_SOCKET, socket.SO_KEEPALIVE) == 1
+            for option, value in TCP_KEEPALIVE_OPTIONS.items():
+                assert sock.getsockopt(socket.IPPROTO_TCP, option) == value
+        finally:
+            await client.connection_pool.release(connection)
+    finally:
+        await client.aclose()
+    if sys.platform == "linux":
+        assert socket.TCP_USER_TIMEOUT in TCP_KEEPALIVE_OPTIONS
+
+
+async def test_a_unix_socket_gets_no_tcp_options(tmp_path: Path) -> None:
+    with EmbeddedRedis(tmp_path / "redis", persistent=False) as server:
+        assert server.url.startswith("unix:")
+        client = connect(server.url)
+        try:
+            assert await client.ping()
+        finally:
+            await client.aclose()
