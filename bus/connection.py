@@ -38,13 +38,14 @@ from bus.settings import CLUSTER_SCHEMES, mask_url
 #: Error replies that mean "Redis cannot serve this right now", not "this command is wrong".
 #: redis-py strips the code of OOM / READONLY replies and raises a subclass instead; the
 #: others keep their code (with a space: ``BUSYGROUP`` is an ordinary answer, not ``BUSY``).
-#: TCP options of every connection to Redis over TCP: a peer that vanishes without closing (a
+#: TCP options of every connection to Redis over TCP: a peer that vanishes without closing (its
 #: host gone, a network dropping packets) is noticed in seconds, not after the kernel's 15
-#: retransmissions (many minutes): keepalive probes on an idle connection, and a bound on how
-#: long sent data may go unacknowledged on a busy one. Only the options this platform has.
+#: retransmissions (many minutes): keepalive probes after 5 s idle, every 2 s, 3 of them, and
+#: data unacknowledged for 10 s fails the connection. The kernel keeps that watch, for no timer
+#: per command. Only the options this platform has.
 TCP_KEEPALIVE_OPTIONS: dict[int, int] = {
     getattr(socket, name): value for name, value in
-    (("TCP_KEEPIDLE", 10), ("TCP_KEEPINTVL", 5), ("TCP_KEEPCNT", 3), ("TCP_USER_TIMEOUT", 15_000))
+    (("TCP_KEEPIDLE", 5), ("TCP_KEEPINTVL", 2), ("TCP_KEEPCNT", 3), ("TCP_USER_TIMEOUT", 10_000))
     if hasattr(socket, name)
 }
 

@@ -40,7 +40,6 @@ import asyncio
 import dataclasses
 import logging
 import re
-import socket
 import time
 from collections.abc import Sequence
 from typing import Any
@@ -54,7 +53,7 @@ from arq.utils import timestamp_ms, to_ms
 from redis.asyncio import BlockingConnectionPool
 
 from bus import metrics
-from bus.connection import hiredis_packing, redis_errors, sentinel_pool
+from bus.connection import TCP_KEEPALIVE_OPTIONS, hiredis_packing, redis_errors, sentinel_pool
 from bus.errors import BusUnavailable
 from bus.keys import Keyspace
 from bus.protocol import Request
@@ -219,14 +218,6 @@ class JobQueue:
 #: Connections one process may open for arq (the worker's jobs, ``hookbus dlq replay``, the
 #: dispatcher's :class:`JobQueue`); an unbounded pool grows with every burst.
 MAX_CONNECTIONS = 8
-#: How an arq connection to a Redis that vanished (its host gone, packets dropped) is noticed
-#: over TCP: keepalive probes after 5 s idle, every 2 s, 3 of them; data unacknowledged for
-#: 10 s fails the connection. The kernel keeps that watch; a socket timeout would cost a task
-#: and two timers per command (one worker drains 24-40 % more jobs/s without it,
-#: ``bench/async_burst.py``).
-TCP_KEEPALIVE_OPTIONS = {getattr(socket, name): value for name, value in (
-    ("TCP_KEEPIDLE", 5), ("TCP_KEEPINTVL", 2), ("TCP_KEEPCNT", 3), ("TCP_USER_TIMEOUT", 10_000))
-    if hasattr(socket, name)}
 
 
 def arq_pool(redis_url: str, max_connections: int = MAX_CONNECTIONS) -> ArqRedis:
@@ -235,6 +226,8 @@ def arq_pool(redis_url: str, max_connections: int = MAX_CONNECTIONS) -> ArqRedis
     ``redis_url`` is a single Redis's (``redis://``, ``rediss://``, ``unix://``) or a Sentinel
     URL (``redis+sentinel://``, :mod:`bus.sentinel`): then the master its Sentinels name.
     """
+    # No socket timeout: it would cost a task and two timers per command (one worker drains 24-40 %
+    # more jobs/s without it, ``bench/async_burst.py``); TCP keepalive notices a vanished Redis.
     options: dict[str, Any] = {"max_connections": max_connections, "timeout": 2.0, "socket_connect_timeout": 1.0,
                                "socket_timeout": None}
     if not redis_url.startswith("unix:"):

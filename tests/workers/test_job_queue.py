@@ -17,12 +17,12 @@ import pytest
 import pytest_asyncio
 from arq.connections import ArqRedis
 
-from bus.connection import connect
+from bus.connection import TCP_KEEPALIVE_OPTIONS, connect
 from bus.keys import Keyspace
 from bus.protocol import Request, now_ms
 from hookbus.redis_server import EmbeddedRedis
 from tests.conftest import async_wait_for, metric, redis_reads
-from workers.queue import TCP_KEEPALIVE_OPTIONS, JobQueue, PreparedJob, arq_pool, prepare_job
+from workers.queue import JobQueue, PreparedJob, arq_pool, prepare_job
 
 KEYS = Keyspace()
 
