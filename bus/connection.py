@@ -35,9 +35,6 @@ from bus.errors import BusUnavailable
 from bus.sentinel import SentinelURL, is_sentinel_url, parse_sentinel_url
 from bus.settings import CLUSTER_SCHEMES, mask_url
 
-#: Error replies that mean "Redis cannot serve this right now", not "this command is wrong".
-#: redis-py strips the code of OOM / READONLY replies and raises a subclass instead; the
-#: others keep their code (with a space: ``BUSYGROUP`` is an ordinary answer, not ``BUSY``).
 #: TCP options of every connection to Redis over TCP: a peer that vanishes without closing (its
 #: host gone, a network dropping packets) is noticed in seconds, not after the kernel's 15
 #: retransmissions (many minutes): keepalive probes after 5 s idle, every 2 s, 3 of them, and
@@ -49,6 +46,9 @@ TCP_KEEPALIVE_OPTIONS: dict[int, int] = {
     if hasattr(socket, name)
 }
 
+#: Error replies that mean "Redis cannot serve this right now", not "this command is wrong".
+#: redis-py strips the code of OOM / READONLY replies and raises a subclass instead; the
+#: others keep their code (with a space: ``BUSYGROUP`` is an ordinary answer, not ``BUSY``).
 _TRANSIENT_CLASSES = (redis.exceptions.OutOfMemoryError, redis.exceptions.ReadOnlyError,
                       redis.exceptions.ClusterDownError, redis.exceptions.TryAgainError,
                       redis.exceptions.MasterDownError)
