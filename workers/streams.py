@@ -130,25 +130,15 @@ class WorkStreams:
                     return self._entries(response)
         finally:
             stopping.cancel()
-        return await self._last_reads()
+        # On a cluster CLIENT UNBLOCK cannot find the reads: what they had read stays pending and
+        # is claimed by another dispatcher.
+        self.cancel_reads()
+        return []
 
     @staticmethod
     def _entries(response: list[Any]) -> list[tuple[str, bytes, Mapping[bytes, bytes]]]:
         metrics.DISPATCH_BATCH.observe(sum(len(entries) for _, entries in response))
         return [(stream.decode(), entry_id, fields) for stream, entries in response for entry_id, fields in entries]
-
-    async def _last_reads(self) -> list[tuple[str, bytes, Mapping[bytes, bytes]]]:
-        """Once stopping: what the reads in flight return (:meth:`wake_reader` unblocks them on a
-        single Redis; entries Redis has handed to this consumer are handled, not left pending)."""
-        entries: list[tuple[str, bytes, Mapping[bytes, bytes]]] = []
-        if self._reads and not is_cluster(self.reader):
-            done, _ = await asyncio.wait(self._reads.values(), timeout=_READ_BLOCK_MS / 1000 + 0.5)
-            for task in done:
-                if not task.cancelled() and task.exception() is None:
-                    entries += [(stream.decode(), entry_id, fields)
-                                for stream, found in task.result() for entry_id, fields in found]
-        self.cancel_reads()
-        return entries
 
     async def _read_group(self, index: int, streams: list[str], stop: asyncio.Event) -> list[Any]:
         """One read of one group's streams, retried with backoff until Redis answers (or ``stop``)."""
@@ -189,7 +179,7 @@ class WorkStreams:
     async def wake_reader(self, stop: asyncio.Event) -> None:
         """Once stopping, unblock this dispatcher's XREADGROUP (repeatedly: it may not block yet)."""
         await stop.wait()
-        if is_cluster(self.reader):
+        if not self._unblockable:
             self.cancel_reads()
             return
         if self._read_deadline is not None:
