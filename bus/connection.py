@@ -46,6 +46,14 @@ TCP_KEEPALIVE_OPTIONS: dict[int, int] = {
     if hasattr(socket, name)
 }
 
+
+def keepalive_options(url: str) -> dict[str, Any]:
+    """The redis-py options that put :data:`TCP_KEEPALIVE_OPTIONS` on ``url``'s connections
+    (none for a unix socket, which has no TCP options)."""
+    if url.startswith("unix:"):
+        return {}
+    return {"socket_keepalive": True, "socket_keepalive_options": TCP_KEEPALIVE_OPTIONS}
+
 #: Error replies that mean "Redis cannot serve this right now", not "this command is wrong".
 #: redis-py strips the code of OOM / READONLY replies and raises a subclass instead; the
 #: others keep their code (with a space: ``BUSYGROUP`` is an ordinary answer, not ``BUSY``).
@@ -95,8 +103,7 @@ def connect(
             socket_timeout=socket_timeout_s,
             decode_responses=False,
             client_name=client_name,
-            socket_keepalive=True,
-            socket_keepalive_options=TCP_KEEPALIVE_OPTIONS,
+            **keepalive_options(url),
             # Follows MOVED/ASK and re-reads the topology after a failover; the caller's own
             # deadline still bounds every call.
             cluster_error_retry_attempts=3,
@@ -104,9 +111,7 @@ def connect(
         return cast(aioredis.Redis, cluster)
     options: dict[str, Any] = {"socket_connect_timeout": connect_timeout_s, "socket_timeout": socket_timeout_s,
                                "retry_on_timeout": False, "health_check_interval": 0, "decode_responses": False,
-                               "client_name": client_name}
-    if not url.startswith("unix:"):  # a unix socket has no TCP options
-        options.update(socket_keepalive=True, socket_keepalive_options=TCP_KEEPALIVE_OPTIONS)
+                               "client_name": client_name, **keepalive_options(url)}
     if is_sentinel_url(url):
         # No bound (as from_url's pool): max_connections=None is redis-py's "no limit".
         return aioredis.Redis.from_pool(sentinel_pool(parse_sentinel_url(url), max_connections=None, **options))
@@ -291,4 +296,5 @@ def redis_errors(url: str = "") -> Iterator[None]:
 
 
 __all__ = ["TCP_KEEPALIVE_OPTIONS", "PartitionClients", "SentinelBlockingPool", "connect", "is_cluster",
-           "is_cluster_url", "is_transient", "node_url", "read_streams", "redis_errors", "sentinel_pool", "transaction"]
+           "is_cluster_url", "is_transient", "keepalive_options", "node_url", "read_streams", "redis_errors",
+           "sentinel_pool", "transaction"]

@@ -53,7 +53,7 @@ from arq.utils import timestamp_ms, to_ms
 from redis.asyncio import BlockingConnectionPool
 
 from bus import metrics
-from bus.connection import TCP_KEEPALIVE_OPTIONS, hiredis_packing, redis_errors, sentinel_pool
+from bus.connection import hiredis_packing, keepalive_options, redis_errors, sentinel_pool
 from bus.errors import BusUnavailable
 from bus.keys import Keyspace
 from bus.protocol import Request
@@ -229,9 +229,7 @@ def arq_pool(redis_url: str, max_connections: int = MAX_CONNECTIONS) -> ArqRedis
     # No socket timeout: it would cost a task and two timers per command (one worker drains 24-40 %
     # more jobs/s without it, ``bench/async_burst.py``); TCP keepalive notices a vanished Redis.
     options: dict[str, Any] = {"max_connections": max_connections, "timeout": 2.0, "socket_connect_timeout": 1.0,
-                               "socket_timeout": None}
-    if not redis_url.startswith("unix:"):
-        options.update(socket_keepalive=True, socket_keepalive_options=TCP_KEEPALIVE_OPTIONS)
+                               "socket_timeout": None, **keepalive_options(redis_url)}
     connections: BlockingConnectionPool
     if is_sentinel_url(redis_url):
         connections = sentinel_pool(parse_sentinel_url(redis_url), **options)
