@@ -32,6 +32,7 @@ from typing import Any, Final, Literal
 from urllib.parse import urlsplit
 
 from bus.bashsplit import CACHED_COMMAND_CHARS, SimpleCommand, parse_commands, split_bash, strip_wrappers
+from bus.globs import Glob, gitignore_regex, glob, glob_regex
 
 EDIT_TOOLS: Final = frozenset({"Edit", "Write", "MultiEdit", "NotebookEdit"})
 READ_TOOLS: Final = frozenset({"Read", "Grep", "Glob", "LS", "NotebookRead"})
@@ -160,7 +161,7 @@ def rule_matches(
         return _url_matches(content, tool_input.get("url"))
     for field in _CONTENT_FIELDS.get(tool, ()):
         if isinstance(tool_input.get(field), str):
-            return _glob(content).fullmatch(tool_input[field]) is not None
+            return glob(content).fullmatch(tool_input[field])
     return False
 
 
@@ -172,15 +173,8 @@ def _tool_applies(rule_tool: str, tool: str, read_covers_edits: bool) -> bool:
     if rule_tool == "Read":
         return tool in READ_TOOLS or (read_covers_edits and tool in ("Edit", "Write", "MultiEdit"))
     if "*" in rule_tool:
-        return _glob(rule_tool).fullmatch(tool) is not None
+        return glob(rule_tool).fullmatch(tool)
     return rule_tool.startswith("mcp__") and "__" not in rule_tool[5:] and tool.startswith(rule_tool + "__")
-
-
-@functools.lru_cache(maxsize=4096)
-def _glob(pattern: str, ignore_case: bool = False) -> re.Pattern[str]:
-    """``*`` matches any text (including ``/`` and spaces); everything else is literal."""
-    body = ".*".join(re.escape(part) for part in pattern.split("*"))
-    return re.compile(body, re.DOTALL | (re.IGNORECASE if ignore_case else 0))
 
 
 def _param_matches(value: object, expected: str) -> bool:
@@ -190,7 +184,7 @@ def _param_matches(value: object, expected: str) -> bool:
         text = str(value)
     else:
         return False  # omitted, null, or not a scalar
-    return _glob(expected).fullmatch(text) is not None
+    return glob(expected).fullmatch(text)
 
 
 # --- Bash / PowerShell ------------------------------------------------------------------
@@ -198,10 +192,18 @@ def _param_matches(value: object, expected: str) -> bool:
 
 @dataclass(frozen=True, slots=True)
 class _ShellPattern:
-    regex: re.Pattern[str]
-    head: re.Pattern[str]  # the pattern's first word, for the "$VAR present" rule
+    #: The pattern as a regex when one matches in linear time (at most two ``*``), else ``None``.
+    regex: re.Pattern[str] | None
+    glob: Glob | None  # the pattern, when it has no regex
+    head: Glob  # the pattern's first word, for the "$VAR present" rule
     name_only: bool  # no more specific than a command name: ``git``, ``git *``, ``git*``
     match_all: bool
+
+    def fullmatch(self, text: str) -> bool:
+        if self.regex is not None:
+            return self.regex.fullmatch(text) is not None
+        assert self.glob is not None
+        return self.glob.fullmatch(text)
 
 
 @functools.lru_cache(maxsize=4096)
@@ -210,13 +212,17 @@ def _shell_pattern(content: str, ignore_case: bool) -> _ShellPattern:
     if pattern.endswith(":*"):  # legacy prefix form: ``npm run test:*`` == ``npm run test *``
         pattern = (pattern[:-2].rstrip() + " *").lstrip()
     flags = re.DOTALL | (re.IGNORECASE if ignore_case else 0)
+    regex: re.Pattern[str] | None = None
+    linear: Glob | None = None
     if pattern.endswith(" *") and pattern.count("*") == 1:
         regex = re.compile(re.escape(pattern[:-2]) + r"(?: .*)?", flags)
+    elif pattern.count("*") <= 2:  # ``a.*b.*`` backtracks linearly; a third ``.*`` makes it quadratic
+        regex = glob_regex(pattern, ignore_case)
     else:
-        regex = _glob(pattern, ignore_case)
+        linear = glob(pattern, ignore_case)
     head = pattern.split(" ", 1)[0]
     name_only = " " not in pattern.removesuffix(" *")
-    return _ShellPattern(regex, _glob(head, ignore_case), name_only, pattern == "*")
+    return _ShellPattern(regex, linear, glob(head, ignore_case), name_only, pattern == "*")
 
 
 def _shell_matches(content: str, command: str, powershell: bool, fail_open: bool, every: bool) -> bool:
@@ -234,7 +240,7 @@ def _shell_matches(content: str, command: str, powershell: bool, fail_open: bool
 
 
 def _command_matches(pattern: _ShellPattern, cmd: SimpleCommand, powershell: bool, fail_open: bool) -> bool:
-    if any(pattern.regex.fullmatch(text) for text in _variants(cmd, powershell)):
+    if any(pattern.fullmatch(text) for text in _variants(cmd, powershell)):
         return True
     return fail_open and cmd.dynamic and _dynamic_could_match(pattern, cmd)
 
@@ -301,40 +307,7 @@ def _path_pattern(content: str, deny_rule: bool) -> _PathPattern:
         return _PathPattern(anchor, re.compile(r".*", re.DOTALL))
     if not anchored:
         rel = "**/" + rel
-    return _PathPattern(anchor, re.compile(_gitignore_regex(rel) + r"(?:/.*)?", re.DOTALL))
-
-
-def _gitignore_regex(pattern: str) -> str:
-    """``**`` spans directories, ``*`` and ``?`` stay within one, ``[...]`` is a class."""
-    out: list[str] = []
-    i, n = 0, len(pattern)
-    while i < n:
-        at_segment_start = i == 0 or pattern[i - 1] == "/"
-        if at_segment_start and pattern.startswith("**/", i):
-            out.append("(?:.*/)?")
-            i += 3
-        elif at_segment_start and pattern.startswith("**", i) and i + 2 == n:
-            out.append(".*")
-            i += 2
-        elif pattern[i] == "*":
-            out.append("[^/]*")
-            i += 1
-        elif pattern[i] == "?":
-            out.append("[^/]")
-            i += 1
-        elif pattern[i] == "[" and "]" in pattern[i + 2 :]:
-            end = pattern.index("]", i + 2)
-            body = pattern[i + 1 : end]
-            negate = body[:1] in ("!", "^")
-            out.append("[" + ("^" if negate else "") + re.sub(r"([\\\[&~|])", r"\\\1", body[negate:]) + "]")
-            i = end + 1
-        elif pattern[i] == "\\" and i + 1 < n:
-            out.append(re.escape(pattern[i + 1]))
-            i += 2
-        else:
-            out.append(re.escape(pattern[i]))
-            i += 1
-    return "".join(out)
+    return _PathPattern(anchor, re.compile(gitignore_regex(rel) + r"(?:/.*)?", re.DOTALL))
 
 
 def _normalize_path(path: str) -> str:
@@ -388,7 +361,7 @@ def _url_matches(content: str, url: object) -> bool:
     if not isinstance(url, str):
         return False
     if not content.startswith("domain:"):
-        return _glob(content).fullmatch(url) is not None
+        return glob(content).fullmatch(url)
     try:
         host = urlsplit(url if "//" in url else "//" + url).hostname
     except ValueError:
@@ -408,8 +381,9 @@ def shell_texts(command: str, powershell: bool = False) -> frozenset[str] | None
     return frozenset().union(*(_variants(cmd, powershell) for cmd in commands))
 
 
-def shell_regex(rule: PermissionRule, powershell: bool = False) -> re.Pattern[str]:
-    """The compiled pattern a ``Bash(...)``/``PowerShell(...)`` rule's content is matched with."""
+def shell_regex(rule: PermissionRule, powershell: bool = False) -> re.Pattern[str] | None:
+    """The regex a ``Bash(...)``/``PowerShell(...)`` rule's content is matched with; ``None`` when
+    it is matched another way (three or more ``*``, which a regex would match in quadratic time)."""
     return _shell_pattern(rule.content or "*", powershell).regex
 
 

@@ -204,6 +204,7 @@ _PLAIN_SAMPLES = [
 
 @pytest.mark.parametrize("command", _PLAIN_SAMPLES)
 def test_plain_fast_path_agrees_with_the_full_parser(command: str) -> None:
-    from bus.bashsplit import _parse, _Parser
+    from bus.bashsplit import _parse
+    from bus.shellparser import _Parser
 
     assert _parse(command, False) == tuple(_Parser(command, False).parse(None))

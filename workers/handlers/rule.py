@@ -88,7 +88,9 @@ _texts = functools.lru_cache(maxsize=1024)(_sorted_texts)
 
 
 def _is_shell_rule(rule: PermissionRule, tool: str) -> bool:
-    return rule.tool == tool and rule.content is not None and ":" not in rule.content.split(" ", 1)[0]
+    """A plain shell pattern of ``tool`` that one regex matches in linear time."""
+    return (rule.tool == tool and rule.content is not None and ":" not in rule.content.split(" ", 1)[0]
+            and shell_regex(rule, tool == "PowerShell") is not None)
 
 
 def _compile(verdict: RuleKind, texts: tuple[str, ...]) -> RuleList:
@@ -98,7 +100,8 @@ def _compile(verdict: RuleKind, texts: tuple[str, ...]) -> RuleList:
         mine = tuple(item for item in rules if _is_shell_rule(item[0], tool))
         if mine:
             patterns = [shell_regex(rule, tool == "PowerShell") for rule, _ in mine]
-            combined = re.compile("|".join(f"(?P<r{i}>{p.pattern})" for i, p in enumerate(patterns)), patterns[0].flags)
+            combined = re.compile("|".join(f"(?P<r{i}>{p.pattern})" for i, p in enumerate(patterns) if p),
+                                  patterns[0].flags if patterns[0] else 0)
             others = tuple(item for item in rules if not _is_shell_rule(item[0], tool))
             shell[tool] = ShellRules(combined, mine, others)
     return RuleList(verdict, rules, shell)
