@@ -7,6 +7,12 @@ the alternatives are grouped by that character, so the engine jumps from one pos
 character to the next and tries only the alternatives that start there: a string is scanned
 once whatever the number of detectors. :data:`TRIGGERS` is a cheaper first look: a string
 without any of its literals cannot match, and most strings in a hook input have none.
+
+The text comes from the agent, so the scan is linear in its length: no value pattern runs
+over the literal that starts another match of its own (a value stops at ``=``, and the mask
+then extends over the rest of the run), a masked value is searched again only for the
+well-known tokens inside it, and the command-scoped detectors (a password flag of ``mysql``,
+``curl``, ``wget``) look at each command of a line once, from its program's name to its end.
 """
 
 from __future__ import annotations
@@ -34,8 +40,10 @@ class Detector:
     patterns: tuple[str, ...]
     #: ``check(text, match_start, masked_value)`` may veto a match.
     check: Callable[[str, int, str], bool] | None = None
-    #: The match may span other text with secrets of its own (a whole command line): look inside it.
-    spans_text: bool = False
+    #: ``(program, flag)`` regexes: a ``flag`` (its group ``v`` masked) after ``program`` in one command.
+    commands: tuple[tuple[str, str], ...] = ()
+    #: Where a value stopped at an ``=``, the mask extends over the rest of this run.
+    extends: str | None = None
 
 
 def shannon_bits(text: str) -> float:
@@ -133,6 +141,16 @@ def _word(first: str, rest: str, before: str = r"[\w\-]") -> str:
 
 
 _SEP = r"[\"']?\s*[:=]\s*[\"']?"
+
+
+def _value(chars: str) -> str:
+    """A value of ``chars`` that stops at ``=`` (another assignment may start there) but keeps
+    trailing ``=`` padding: ``[^...=]+(?:=+(?![^...]))?``."""
+    return rf"[^{chars}=]+(?:=+(?![^{chars}]))?"
+
+
+_PASSWORD_CHARS = r"\s\"'`;&|,"
+_ENV_CHARS = r"\s\"'`;&|,)}\]"
 _ASSIGN = r"[\"']?\s*(?:=|:(?=[\s\"']))\s*[\"']?"
 _SCHEMES = "|".join(_ci(w) for w in ("bearer", "basic", "token", "digest", "negotiate", "bot"))
 #: The built-in detectors, in priority order: where two match the same text, the earlier one names it.
@@ -161,20 +179,22 @@ BUILTIN_DETECTORS: Final = (
     Detector("aws-secret", (_word("[Aa]", _ci("ws") + "_?" + _ci("secret") + "_?(?:" + _ci("access") + "_?)?"
                                   + _ci("key") + _SEP + r"(?P<v>[A-Za-z0-9/+=]{40})(?![A-Za-z0-9/+=])"),)),
     Detector("password", (
-        _word("[Pp]", _ci("ass") + "(?:" + _ci("word") + "|" + _ci("wd") + ")" + _ASSIGN + r"(?P<v>[^\s\"'`;&|,]+)"),
+        _word("[Pp]", _ci("ass") + "(?:" + _ci("word") + "|" + _ci("wd") + ")" + _ASSIGN
+              + f"(?P<v>{_value(_PASSWORD_CHARS)})"),
         _word("-", "-(?:" + _ci("password") + "|" + _ci("passwd") + "|" + _ci("pass") + r")(?:=|\s+)[\"']?"
-              + r"(?P<v>[^\s\"'`;&|]+)"),
+              + f"(?P<v>{_value(_PASSWORD_CHARS[:-1])})"),
         r"-(?<=\s-)pass(?:in|out)?\s+pass:(?P<v>\S+)",
-    )),
-    Detector("password", (  # command-scoped: from the program's name to its password flag
-        _word("m", r"(?:ysql|ariadb)[\w\-]*\b[^\n;&|]*?\s-p(?P<v>[^\s;&|]+)", r"\w"),
         _word("s", r"shpass\s+-p\s*(?P<v>\S+)", r"\w"),
-        _word("c", r"url\b[^\n;&|]*?\s(?:-u\s*|--user[= ])[\"']?[^\s:\"']+:(?P<v>[^\s\"']+)", r"\w"),
-        _word("w", r"get\b[^\n;&|]*?\s(?:--user[= ]|--password[= ])[\"']?(?P<v>[^\s\"']+)", r"\w"),
-    ), spans_text=True),
+    ), extends=f"[^{_PASSWORD_CHARS}]*"),
+    Detector("password", (), commands=(  # command-scoped: a password flag after the program's name
+        (r"(?<![\w])m(?:ysql|ariadb)[\w\-]*\b", r"\s-p(?P<v>[^\s;&|]+)"),
+        (r"(?<![\w])curl\b", r"\s(?:-u\s*|--user[= ])[\"']?[^\s:\"']+:(?P<v>[^\s\"']+)"),
+        (r"(?<![\w])wget\b", r"\s(?:--user[= ]|--password[= ])[\"']?(?P<v>[^\s\"']+)"),
+    )),
     # Anchored on the separator (cheap to find); the name left of it is read by the check.
-    Detector("env-secret", (r"=\s*[\"']?(?P<v>[^\s\"'`;&|,)}\]]+)", r":(?=[\s\"'])\s*[\"']?(?P<v>[^\s\"'`;&|,)}\]]+)"),
-             _assignment),
+    Detector("env-secret", (f"=\\s*[\"']?(?P<v>{_value(_ENV_CHARS)})",
+                            f":(?=[\\s\"'])\\s*[\"']?(?P<v>{_value(_ENV_CHARS)})"),
+             _assignment, extends=f"[^{_ENV_CHARS}]*"),
 )
 #: Text that every built-in match contains; most strings have none and skip the full scan. A bare
 #: ``=`` or ``:`` is not enough to look closer (``--shard=3``, ``rule: Bash(...)``): an assignment
@@ -214,7 +234,13 @@ def _combine(detectors: Sequence[Detector]) -> re.Pattern[str]:
                 parts = rest.split("(?P<v>")
                 body = parts[0] + "".join(f"(?P<v{next(names)}>{part}" for part in parts[1:])
                 by_first.setdefault(first, []).append(f"{body}(?P<d{next(names)}>)")
+    if not by_first:
+        return re.compile(r"(?!)")
     return re.compile("|".join(f"{re.escape(first)}(?:{'|'.join(rests)})" for first, rests in by_first.items()))
+
+
+#: Where a command ends, for the command-scoped detectors.
+_COMMAND_END: Final = re.compile(r"[\n;&|]")
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -222,15 +248,28 @@ class Compiled:
     pattern: re.Pattern[str]
     detectors: tuple[Detector, ...]
     value_groups: tuple[tuple[str, ...], ...]
+    #: The detectors without a value group (well-known tokens), searched for inside a masked value.
+    tokens: re.Pattern[str]
+    token_detectors: tuple[int, ...]
+    #: ``(detector index, program, flag)`` of the command-scoped detectors.
+    commands: tuple[tuple[int, re.Pattern[str], re.Pattern[str]], ...]
+    extends: tuple[re.Pattern[str] | None, ...]
 
     @classmethod
     def of(cls, detectors: Sequence[Detector]) -> Compiled:
         pattern = _combine(detectors)
         groups = tuple(tuple(g for g in pattern.groupindex if g.startswith(f"v{i}_")) for i in range(len(detectors)))
-        return cls(pattern, tuple(detectors), groups)
+        token_detectors = tuple(i for i, d in enumerate(detectors)
+                                if d.patterns and not any("(?P<v>" in p for p in d.patterns))
+        commands = tuple((i, re.compile(program), re.compile(flag)) for i, d in enumerate(detectors)
+                         for program, flag in d.commands)
+        extends = tuple(re.compile(d.extends) if d.extends else None for d in detectors)
+        return cls(pattern, tuple(detectors), groups, _combine([detectors[i] for i in token_detectors]),
+                   token_detectors, commands, extends)
 
 
 BUILTIN = Compiled.of(BUILTIN_DETECTORS)
+
 
 def scan(text: str, compiled: Compiled, spans: list[tuple[int, int, int, str]]) -> None:
     """Append ``(start, end, detector index, name)`` of every built-in match in ``text`` to ``spans``."""
@@ -241,12 +280,49 @@ def scan(text: str, compiled: Compiled, spans: list[tuple[int, int, int, str]]) 
         group = next((g for g in compiled.value_groups[index] if match.group(g) is not None), None)
         start, end = match.span(group or 0)
         if detector.check is not None and not detector.check(text, match.start(), text[start:end]):
-            pos = start if start > match.start() else match.start() + 1  # a token may hide in the value
+            # A token may hide in a value (the next search starts inside it); a match without a
+            # value failed as a whole, and so would every later start inside it.
+            pos = start if group else match.end()
             continue
+        extends = compiled.extends[index]
+        if extends is not None and text.startswith("=", end):  # ``TOKEN=abc=def``: all of it
+            end = extends.match(text, end).end()  # type: ignore[union-attr]
         spans.append((start, end, index, detector.name))
-        # Go on inside a whole command line (curl -H 'Authorization: ...' -u a:b), or inside the value
-        # (a GitHub token in GH_TOKEN=...; the more specific detector then names the mask).
-        pos = match.start() + 1 if detector.spans_text else max(start, match.start() + 1) if group else match.end()
+        if group:  # the more specific token inside the value names the mask (a GitHub token in GH_TOKEN=...)
+            _tokens(text, start, end, compiled, spans)
+        pos = max(end, match.start() + 1)
+    if compiled.commands:
+        _command_scoped(text, compiled, spans)
+
+
+def _tokens(text: str, start: int, end: int, compiled: Compiled, spans: list[tuple[int, int, int, str]]) -> None:
+    pos = start
+    while (match := compiled.tokens.search(text, pos, end)) is not None:
+        inner = int(match.lastgroup.partition("_")[0][1:]) if match.lastgroup else 0
+        index = compiled.token_detectors[inner]
+        detector = compiled.detectors[index]
+        if detector.check is not None and not detector.check(text, match.start(), match.group()):
+            pos = match.end()
+            continue
+        spans.append((match.start(), match.end(), index, detector.name))
+        pos = match.end()
+
+
+def _command_scoped(text: str, compiled: Compiled, spans: list[tuple[int, int, int, str]]) -> None:
+    """Password flags after their program, within one command: each command is looked at once
+    per program, from the program's first appearance in it to the command's end."""
+    for index, program, flag in compiled.commands:
+        pos, name = 0, compiled.detectors[index].name
+        while (found := program.search(text, pos)) is not None:
+            stop = _COMMAND_END.search(text, found.end())
+            end = stop.start() if stop is not None else len(text)
+            at = found.end()
+            while (hit := flag.search(text, at, end)) is not None:
+                whole = flag.match(text, hit.start())  # the value may run on past the command's end
+                assert whole is not None
+                spans.append((whole.start("v"), whole.end("v"), index, name))
+                at = max(hit.end(), at + 1)
+            pos = end + 1
 
 
 __all__ = [
