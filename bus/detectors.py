@@ -149,7 +149,7 @@ def _value(chars: str) -> str:
     return rf"[^{chars}=]+(?:=+(?![^{chars}]))?"
 
 
-_PASSWORD_CHARS = r"\s\"'`;&|,"
+_PASSWORD_CHARS = r"\s\"'`;&|,"  # noqa: S105 (a character class)
 _ENV_CHARS = r"\s\"'`;&|,)}\]"
 _ASSIGN = r"[\"']?\s*(?:=|:(?=[\s\"']))\s*[\"']?"
 _SCHEMES = "|".join(_ci(w) for w in ("bearer", "basic", "token", "digest", "negotiate", "bot"))
