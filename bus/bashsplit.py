@@ -52,10 +52,11 @@ _PLAIN: Final = re.compile(r"[A-Za-z0-9_./:,@%+=\- \t-]*")
 CACHED_COMMAND_CHARS: Final = 4096
 
 
-#: The commands judged ahead for the event being evaluated (see :func:`prepare`): ``(command,
-#: powershell)`` -> its commands, or the reason it cannot be judged.
-_PREPARED: Final[contextvars.ContextVar[dict[tuple[str, bool], tuple[SimpleCommand, ...] | str] | None]] = \
-    contextvars.ContextVar("hookbus_prepared_commands", default=None)
+#: A command's commands, or why it cannot be judged.
+Judged = tuple[SimpleCommand, ...] | str
+Prepared = dict[tuple[str, bool], Judged]
+#: The commands judged ahead for the event being evaluated (see :func:`prepare`), by ``(command, powershell)``.
+_PREPARED: Final[contextvars.ContextVar[Prepared | None]] = contextvars.ContextVar("hookbus_prepared", default=None)
 
 
 def parse_commands(command: str, *, powershell: bool = False) -> tuple[SimpleCommand, ...] | None:
@@ -81,18 +82,19 @@ def _parse(command: str, powershell: bool, deadline: float | None = None) -> tup
 _parse_cached = functools.lru_cache(maxsize=2048)(_parse)
 
 
-def split_within(command: str, powershell: bool, budget_s: float) -> tuple[SimpleCommand, ...] | str:
+def split_within(command: str, powershell: bool, budget_s: float) -> Judged:
     """``command`` split, or why it cannot be judged: unreadable, or not done within ``budget_s``."""
     try:
         return tuple(_Parser(command, powershell, deadline=time.perf_counter() + budget_s).parse(None))
     except OutOfTime:
-        return f"could not be split within {budget_s:g} s"
-    except (Unparsable, RecursionError) as exc:
-        return f"cannot be split ({exc})" if not isinstance(exc, RecursionError) else "cannot be split (nesting)"
+        return f"the command could not be split within {budget_s:g} s"
+    except Unparsable as exc:
+        return f"the command cannot be split ({exc})"
+    except RecursionError:
+        return "the command cannot be split (nested too deep)"
 
 
-def prepare(judged: dict[tuple[str, bool], tuple[SimpleCommand, ...] | str]) -> contextvars.Token[
-        dict[tuple[str, bool], tuple[SimpleCommand, ...] | str] | None]:
+def prepare(judged: Prepared) -> contextvars.Token[Prepared | None]:
     """Judge these commands this way in the current context (an event's task): each maps to its
     commands, or to the reason it cannot be judged (then :func:`parse_commands` returns ``None``:
     deny and ask rules match it, allow rules never do). Returns the token to reset it with."""
@@ -106,7 +108,7 @@ def unjudged(command: str, powershell: bool = False) -> str | None:
     return found if isinstance(found, str) else None
 
 
-def reset_prepared(token: contextvars.Token[dict[tuple[str, bool], tuple[SimpleCommand, ...] | str] | None]) -> None:
+def reset_prepared(token: contextvars.Token[Prepared | None]) -> None:
     """Undo :func:`prepare`."""
     _PREPARED.reset(token)
 
@@ -144,5 +146,7 @@ def strip_wrappers(words: tuple[Word, ...]) -> tuple[Word, ...]:
     return words[start:] if start else words
 
 
-__all__ = ["CACHED_COMMAND_CHARS", "OutOfTime", "SimpleCommand", "Unparsable", "Word", "parse_commands", "prepare",
-           "reset_prepared", "split_bash", "split_within", "strip_wrappers", "unjudged"]
+__all__ = [
+    "CACHED_COMMAND_CHARS", "Judged", "OutOfTime", "Prepared", "SimpleCommand", "Unparsable", "Word", "parse_commands",
+    "prepare", "reset_prepared", "split_bash", "split_within", "strip_wrappers", "unjudged",
+]

@@ -33,6 +33,7 @@ from urllib.parse import urlsplit
 
 from bus.bashsplit import CACHED_COMMAND_CHARS, SimpleCommand, parse_commands, split_bash, strip_wrappers
 from bus.globs import Glob, gitignore_regex, glob, glob_regex
+from bus.limits import PATH_MAX_CHARS, current_limits
 
 EDIT_TOOLS: Final = frozenset({"Edit", "Write", "MultiEdit", "NotebookEdit"})
 READ_TOOLS: Final = frozenset({"Read", "Grep", "Glob", "LS", "NotebookRead"})
@@ -152,16 +153,22 @@ def rule_matches(
         command = tool_input.get("command")
         return isinstance(command, str) and _shell_matches(
             content, command, tool == "PowerShell", fail_open, every=kind == "allow")
+    limits = current_limits()
     if tool in EDIT_TOOLS or tool in READ_TOOLS:
         fields = _PATH_FIELDS.get(tool, ("file_path", "notebook_path"))
         default = cwd if tool in _PATH_FIELDS else None  # Glob/Grep/LS search the cwd by default
         path = next((tool_input[f] for f in fields if tool_input.get(f)), default)
-        return isinstance(path, str) and _path_matches(content, path, cwd, deny_rule)
+        if not isinstance(path, str):
+            return False
+        if limits.string_too_long(path) or len(path) > PATH_MAX_CHARS or (cwd and len(cwd) > PATH_MAX_CHARS):
+            return fail_open  # cannot be judged
+        return _path_matches(content, path, cwd, deny_rule)
     if tool == "WebFetch":
-        return _url_matches(content, tool_input.get("url"))
+        url = tool_input.get("url")
+        return fail_open if isinstance(url, str) and limits.string_too_long(url) else _url_matches(content, url)
     for field in _CONTENT_FIELDS.get(tool, ()):
-        if isinstance(tool_input.get(field), str):
-            return glob(content).fullmatch(tool_input[field])
+        if isinstance(value := tool_input.get(field), str):
+            return fail_open if limits.string_too_long(value) else glob(content).fullmatch(value)
     return False
 
 

@@ -18,6 +18,7 @@ from urllib.parse import urlsplit
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError
 
 from bus.events import EVENTS
+from bus.limits import Limits
 from bus.redact import BUILTIN_NAMES, compile_pattern, parse_pointer
 
 FailMode = Literal["open", "closed"]
@@ -270,6 +271,7 @@ class PlatformSettings(_Strict):
     streams: StreamsSettings = Field(default_factory=StreamsSettings)
     redact: RedactSettings = Field(default_factory=RedactSettings)
     async_: AsyncSettings = Field(default_factory=AsyncSettings, alias="async")
+    limits: Limits = Field(default_factory=Limits)
     #: No tenant layer may disable, shadow or weaken the org's hooks (org layer only).
     org_locked: bool = Field(default=False, alias="orgLocked")
     #: ``hookbus:`` keys a tenant layer may still set under ``orgLocked`` (org layer only).

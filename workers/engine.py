@@ -28,6 +28,7 @@ from bus.connection import redis_errors
 from bus.errors import BusUnavailable
 from bus.events import IF_EVENTS, STOP_EVENTS
 from bus.keys import Keyspace
+from bus.limits import current_limits
 from bus.logs import event_fields
 from bus.matching import compile_matcher, matcher_value
 from bus.merge import MergedDecision, merge_results
@@ -40,6 +41,7 @@ from bus.results import HandlerResult, Outcome
 from workers.context import HookContext, Runner, Services, default_timeout_s
 from workers.contextpops import ContextPops
 from workers.handlers.function import run_plugins
+from workers.judging import judge_command, judged
 from workers.queue import PreparedJob, prepare_job
 from workers.runners import SELF_TIMED_TYPES
 
@@ -95,8 +97,12 @@ def _if_rule(text: str) -> PermissionRule | None:
 
 
 def selected(entry: HandlerEntry, event: str, hook_input: Mapping[str, Any]) -> bool:
-    """Does ``entry`` run on this event (group matcher, then ``if``)?"""
-    if not compile_matcher(entry.matcher, event).matches(matcher_value(event, hook_input)):
+    """Does ``entry`` run on this event (group matcher, then ``if``)?
+
+    A matcher value over ``hookbus.limits.stringBytes`` cannot be judged: the handler runs."""
+    value = matcher_value(event, hook_input)
+    too_long = value is not None and current_limits().string_too_long(value)
+    if not too_long and not compile_matcher(entry.matcher, event).matches(value):
         return False
     condition = entry.handler.if_
     if condition is None:
@@ -142,8 +148,17 @@ class Engine:
         self.services = services
 
     async def evaluate(self, request: Request, hook_input: dict[str, Any], policy: Policy | None = None) -> Evaluation:
-        """Run ``policy`` (default: the engine's own) on one event."""
+        """Run ``policy`` (default: the engine's own) on one event.
+
+        A long shell command is split first, off the event loop and within a budget (or not at
+        all past ``hookbus.limits``); every rule and ``if`` of the event sees that judgement."""
         policy = policy or self.policy
+        limits = policy.settings.limits
+        found = await judge_command(hook_input, limits, request.remaining_s())
+        with judged(found, limits):
+            return await self._evaluate(request, hook_input, policy)
+
+    async def _evaluate(self, request: Request, hook_input: dict[str, Any], policy: Policy) -> Evaluation:
         event = request.event
         contexts: list[HookContext] = []
         jobs: list[PreparedJob] = []

@@ -18,7 +18,7 @@ import functools
 import re
 from typing import Any
 
-from bus.bashsplit import CACHED_COMMAND_CHARS
+from bus.bashsplit import CACHED_COMMAND_CHARS, unjudged
 from bus.permissions import (
     SHELL_TOOLS,
     PermissionRule,
@@ -60,8 +60,8 @@ class RuleList:
         if shell is not None and self.verdict != "allow":
             command = tool_input.get("command")
             texts = None
-            if isinstance(command, str):
-                powershell = tool_name == "PowerShell"
+            powershell = tool_name == "PowerShell"
+            if isinstance(command, str) and unjudged(command, powershell) is None:
                 texts = (_texts(command, powershell) if len(command) <= CACHED_COMMAND_CHARS
                          else _sorted_texts(command, powershell))
             if texts is not None:  # statically known: one regex pass per subcommand text decides
@@ -133,9 +133,12 @@ def evaluate_rules(handler: RuleHandler, hook_input: dict[str, Any]) -> tuple[st
     return None
 
 
-def rule_output(event: str, verdict: str, rule: str, reason: str | None) -> dict[str, Any]:
-    """The Claude Code output object for a rule verdict on ``event``."""
+def rule_output(event: str, verdict: str, rule: str, reason: str | None, unjudged: str | None = None) -> dict[str, Any]:
+    """The Claude Code output object for a rule verdict on ``event``; ``unjudged`` says why the
+    input could not be judged (then only deny and ask rules meet it)."""
     text = f"{reason} (rule: {rule})" if reason else f"hookbus: {verdict} by rule {rule}"
+    if unjudged:
+        text += f"; {unjudged}, so it cannot be judged and meets every deny and ask rule of its tool"
     if event == "PreToolUse":
         return {"hookSpecificOutput": {"hookEventName": event, "permissionDecision": verdict,
                                        "permissionDecisionReason": text}}
@@ -157,7 +160,11 @@ async def run_rule(ctx: HookContext) -> HandlerResult:
     if found is None:
         return HandlerResult(Outcome.OK, output={}, handler_type="rule")
     verdict, rule = found
-    return HandlerResult(Outcome.OK, output=rule_output(ctx.event, verdict, rule, handler.reason), handler_type="rule")
+    tool_name, tool_input = ctx.hook_input.get("tool_name"), ctx.hook_input.get("tool_input")
+    command = tool_input.get("command") if tool_name in SHELL_TOOLS and isinstance(tool_input, dict) else None
+    why = unjudged(command, tool_name == "PowerShell") if isinstance(command, str) else None
+    return HandlerResult(Outcome.OK, output=rule_output(ctx.event, verdict, rule, handler.reason, why),
+                         handler_type="rule")
 
 
 run = run_rule
