@@ -16,13 +16,17 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import enum
+import logging
 import time
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, Final
 
 import orjson
 
 from bus.errors import HookBusError
+from bus.limits import depth_over
+
+logger = logging.getLogger("hookbus")
 
 #: A stream entry as written: short ASCII field names to values.
 StreamFields = dict[str, bytes | str | int]
@@ -64,12 +68,21 @@ class RecordOutcome(enum.StrEnum):
     FAIL_OPEN = "fail-open"
 
 
+#: The deepest value a view shows as JSON: every writer of views (orjson stops at 254) can write it.
+VIEW_DEPTH: Final = 200
+
+
 def payload_json(payload: bytes) -> Any:
-    """A stored hook input as JSON, or as text when it is not JSON (for views, never decisions)."""
+    """A stored hook input as JSON, or as text when it is not JSON or nested too deep to write
+    again (for views, never decisions: a reader goes on past such a record, and says so)."""
     try:
-        return orjson.loads(payload)
+        value = orjson.loads(payload)
     except orjson.JSONDecodeError:
         return payload.decode("utf-8", "replace")
+    if payload.count(b"[") + payload.count(b"{") > VIEW_DEPTH and depth_over(value, VIEW_DEPTH) is not None:
+        logger.warning("a stored hook input is nested over %s deep: it is shown as text", VIEW_DEPTH)
+        return payload.decode("utf-8", "replace")
+    return value
 
 
 def now_ms() -> int:

@@ -29,6 +29,7 @@ from bus.connection import PartitionClients, connect, is_cluster, redis_errors
 from bus.errors import BusUnavailable, RequestRejected
 from bus.events import event_spec
 from bus.keys import WORK_STREAM_MAXLEN, Keyspace
+from bus.limits import depth_over
 from bus.logs import event_fields
 from bus.partitions import warn_partitions_changed
 from bus.pending_context import APPEND_TAKING_CONTEXT, takes_context
@@ -229,6 +230,11 @@ class Gateway:
         label = metrics.event_label(event)
         partition = self.keys.partition_of(hook_input["session_id"])
         policy, versions = self.registry.for_tenant(tenant)
+        limit = policy.settings.limits.nesting_depth
+        # Fewer brackets than the limit cannot nest deeper (one count in C; the walk only past it).
+        if body.count(b"[") + body.count(b"{") > limit and (depth := depth_over(hook_input, limit)) is not None:
+            raise RequestRejected(400, "too_deep", f"the hook input is nested {depth} deep; the limit is {limit} "
+                                  "(hookbus.limits.nestingDepth)")
         request = Request(event_id=self.new_event_id(), event=event, tenant=tenant, payload=body,
                           received_ms=now_ms(), dialect=dialect, policy=versions)
         # Plugins register their callbacks inside the dispatchers, so with any plugin listed

@@ -13,6 +13,7 @@ record says. SIGTERM stops reading, finishes in-flight work and leaves.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import os
 import socket
@@ -23,6 +24,7 @@ import orjson
 
 from bus import metrics
 from bus.connection import connect
+from bus.limits import depth_over
 from bus.logs import event_fields
 from bus.merge import MergedDecision
 from bus.partitions import warn_partitions_changed
@@ -35,6 +37,7 @@ from bus.reload import PolicyWatcher
 from bus.settings import Settings
 from workers.context import Services
 from workers.engine import Engine, Evaluation
+from workers.judging import offload
 from workers.outbox import Outbox, Settle
 from workers.queue import JobQueue, PreparedJob, arq_pool
 from workers.runners import default_runners
@@ -49,6 +52,8 @@ _READ_BLOCK_MS = 1000
 #: one convoy and each process idles while another works (wrk against one dispatcher: 1.4-1.7x the
 #: decisions/s of never yielding; every 4, 8 or 16 entries alike, every 2 less).
 _YIELD_EVERY = 8
+#: Hook inputs up to this size are masked on the event loop; larger ones in a worker thread.
+_INLINE_MASK_BYTES = 64 * 1024
 
 
 class Dispatcher:
@@ -182,6 +187,9 @@ class Dispatcher:
                 if not isinstance(hook_input, dict):
                     raise ValueError("hook input is not a JSON object")
                 policy = await self.registry.resolve(request.tenant, request.policy)
+                limit = policy.settings.limits.nesting_depth
+                if (depth := depth_over(hook_input, limit)) is not None:  # the gateway refuses these
+                    raise ValueError(f"hook input nested {depth} deep; the limit is {limit}")
                 evaluation = await self.engine.evaluate(request, hook_input, policy)
             except Exception:  # the agent must get an answer whatever happens here
                 logger.exception("evaluating %s %s failed", request.event, request.event_id, extra=event_fields(
@@ -199,6 +207,14 @@ class Dispatcher:
                     logger.debug("decided %s", evaluation.merged.decision, extra=event_fields(
                         request.event_id, request.event, request.tenant, hook_input.get("session_id"),
                         ",".join(evaluation.decided_by) or None, decision=evaluation.merged.decision))
+        if reply is not None and request.blocking:
+            try:
+                reply.encode()
+            except (TypeError, ValueError) as exc:  # a handler's output orjson cannot write (nested too deep)
+                logger.error("the reply to %s %s cannot be written (%s); failing open", request.event,
+                             request.event_id, exc)
+                fail_open = FailOpenReason.DISPATCHER_ERROR
+                reply, evaluation = Reply(request.event_id, {}, "none", fail_open), None
         if request.fail_open:
             # Answered while Redis was down (a non-blocking one was held in the gateway's memory,
             # not durably appended): the record says what the agent was told. Async hooks still run.
@@ -209,7 +225,7 @@ class Dispatcher:
             outcome = RecordOutcome.FAIL_OPEN
         else:
             outcome = RecordOutcome.DECIDED
-        record = self._record(request, outcome, fail_open, evaluation, hook_input)
+        record = await self._stored_record(request, outcome, fail_open, evaluation, hook_input)
         jobs: list[PreparedJob] = evaluation.jobs if evaluation is not None else []
         if jobs and not self.jobs_in_settle:
             await self.job_queue.put(request, jobs)
@@ -218,10 +234,35 @@ class Dispatcher:
                                   log_maxlen(self.policy.settings.decision_log, self.keys), jobs,
                                   partition=self.work.partition[stream]))
 
+    async def _stored_record(self, request: Request, outcome: RecordOutcome, fail_open: FailOpenReason | None,
+                             evaluation: Evaluation | None, hook_input: dict[str, Any] | None) -> LogRecord:
+        """The record to write, masked; whatever goes wrong, a record all the same: with the input
+        replaced by a note saying why (a settle must never be held up by the record)."""
+        try:
+            if len(request.payload) > _INLINE_MASK_BYTES:  # masking a large input: off the event loop
+                record = await offload(self._record, request, outcome, fail_open, evaluation, hook_input)
+            else:
+                record = self._record(request, outcome, fail_open, evaluation, hook_input)
+            record.meta()  # it can be written
+            return record
+        except Exception as exc:  # RecursionError, orjson.JSONEncodeError, ...: never a poison entry
+            why = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
+            logger.error("the record of %s %s cannot be stored as it is (%s); storing a note instead",
+                         request.event, request.event_id, why)
+        record = self._record(request, outcome, fail_open, None, {}, store=False)
+        record.payload = orjson.dumps({"hookbus_note": f"the hook input is not stored: {why}"})
+        if evaluation is not None:
+            record.decision = evaluation.merged.decision
+            with contextlib.suppress(Exception):  # the output too when it can be masked and written
+                output = self.redactor.value(evaluation.merged.output, ("output",))
+                orjson.dumps(output)
+                record.output = output
+        return record
+
     def _record(self, request: Request, outcome: RecordOutcome, fail_open: FailOpenReason | None,
-                evaluation: Evaluation | None, hook_input: dict[str, Any] | None) -> LogRecord:
+                evaluation: Evaluation | None, hook_input: dict[str, Any] | None, *, store: bool = True) -> LogRecord:
         """The record as it stands if the dispatcher's answer arrives in time (the settle
-        script turns it into a fail-open record when it does not)."""
+        script turns it into a fail-open record when it does not); masked unless not ``store``."""
         merged = evaluation.merged if evaluation else MergedDecision(output={}, decision="none", reason=None)
         if hook_input is None:  # not parsed (expired entries): the log still names the session
             try:
@@ -245,6 +286,8 @@ class Dispatcher:
             agent_id=str(hook_input.get("agent_id") or ""), agent_type=str(hook_input.get("agent_type") or ""),
             tool_use_id=str(hook_input.get("tool_use_id") or ""), reason=merged.reason or "",
         )
+        if not store:
+            return record
         return redact_record(self.redactor, record, hook_input)  # secrets never reach the log
 
 

@@ -12,13 +12,15 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Iterator, Mapping
-from typing import Any
+from collections.abc import Callable, Iterator, Mapping
+from typing import Any, TypeVar
 
 from bus.bashsplit import Judged, prepare, reset_prepared, split_within
 from bus.limits import INLINE_SPLIT_CHARS, SPLIT_BUDGET_S, Limits, using_limits
 from bus.permissions import SHELL_TOOLS
 from workers.threads import ThreadHandoff
+
+T = TypeVar("T")
 
 #: Two threads: a long command each while the event loop keeps the GIL's other turns.
 _threads = ThreadHandoff(2, "hookbus-judge")
@@ -50,6 +52,12 @@ async def judge_command(hook_input: Mapping[str, Any], limits: Limits, remaining
     return {key: result}
 
 
+async def offload(fn: Callable[..., T], *args: Any) -> T:
+    """``fn(*args)`` in one of these threads (CPU-bound work on a large input: masking a record)."""
+    result: T = await _threads.run(fn, *args)
+    return result
+
+
 @contextlib.contextmanager
 def judged(found: dict[tuple[str, bool], Judged] | None, limits: Limits) -> Iterator[None]:
     """Evaluate the event under these judgements and limits (in the current context)."""
@@ -62,4 +70,4 @@ def judged(found: dict[tuple[str, bool], Judged] | None, limits: Limits) -> Iter
                 reset_prepared(token)
 
 
-__all__ = ["judge_command", "judged"]
+__all__ = ["judge_command", "judged", "offload"]

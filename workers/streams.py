@@ -65,6 +65,8 @@ class WorkStreams:
         self.names = tuple(self.partition)
         #: Entry ids being handled right now, per stream (kept fresh until settled).
         self.inflight: dict[str, set[bytes]] = {stream: set() for stream in self.names}
+        #: What ended the janitor, if it ended while the dispatcher runs (then it is not ready).
+        self.janitor_failed: BaseException | None = None
         self.reader_name = f"hookbus-reader-{uuid.uuid4().hex[:12]}"
         self.reader = connect(redis_url, socket_timeout_s=None, client_name=self.reader_name)
         self.readers = PartitionClients(self.reader, redis_url, socket_timeout_s=None, client_name=self.reader_name)
@@ -203,15 +205,25 @@ class WorkStreams:
         if b"m" in fields:
             with contextlib.suppress(ProtocolError):  # an event's metadata, spelled out for whoever reads it
                 readable = Request.decode(fields).named_fields()
-        dead: StreamFields = self.redact({**readable, "_stream": stream, "_id": entry_id, "_why": why})
+        try:
+            dead: StreamFields = self.redact({**readable, "_stream": stream, "_id": entry_id, "_why": why})
+        except Exception as exc:  # masking must not keep a poison entry in place: keep a note instead
+            logger.error("dead letter %s %s cannot be masked (%s); its payload is not kept", stream,
+                         entry_id.decode(), type(exc).__name__)
+            dead = {"_stream": stream, "_id": entry_id, "_why": why,
+                    "_note": f"the entry could not be masked ({type(exc).__name__}); its fields are not kept"}
         self.outbox.xadd(self.keys.dead_letter_stream(self.partition[stream]), dead, DEAD_LETTER_MAXLEN)
         self.outbox.ack(stream, entry_id)
 
     async def heartbeat(self, stop: asyncio.Event) -> None:
+        """Say this dispatcher is alive, every few seconds, while its janitor is (``/readyz`` counts them)."""
         while not stop.is_set():
             with contextlib.suppress(BusUnavailable, redis.exceptions.RedisError):
                 with redis_errors():
-                    await self.redis.hset(self.keys.dispatchers, self.consumer, str(now_ms()))  # type: ignore[misc]
+                    if self.janitor_failed is None:
+                        await self.redis.hset(self.keys.dispatchers, self.consumer, str(now_ms()))  # type: ignore[misc]
+                    else:  # nothing claims, trims or keeps entries fresh here: not ready
+                        await self.redis.hdel(self.keys.dispatchers, self.consumer)  # type: ignore[misc]
             with contextlib.suppress(TimeoutError):
                 async with asyncio.timeout(_HEARTBEAT_S):
                     await stop.wait()
@@ -220,7 +232,17 @@ class WorkStreams:
         """Keep in-flight entries fresh; claim entries a dead dispatcher left pending; trim the log.
 
         Runs until cancelled: once ``stop`` is set it only refreshes the entries still draining.
+        An unexpected error is logged and the janitor goes on; should it end anyway, the
+        heartbeat stops and the dispatcher no longer counts as ready.
         """
+        try:
+            await self._janitor(stop)
+        except Exception as exc:
+            self.janitor_failed = exc
+            logger.critical("janitor stopped: %s: %s; this dispatcher is no longer ready", type(exc).__name__, exc)
+            raise
+
+    async def _janitor(self, stop: asyncio.Event) -> None:
         interval_s = max(0.05, self.settings.claim_idle_ms / 4000)
         while True:
             with contextlib.suppress(TimeoutError):
@@ -237,6 +259,8 @@ class WorkStreams:
                 await self.trim_log()
             except (BusUnavailable, redis.exceptions.RedisError) as exc:
                 logger.debug("janitor: %s", exc)
+            except Exception:  # a bug or a poison entry must not end the claiming, trimming and refreshing
+                logger.exception("janitor: unexpected error; going on")
 
     async def refresh_inflight(self) -> None:
         """Reset the idle time of the entries this dispatcher is handling (XCLAIM JUSTID).
