@@ -17,13 +17,16 @@ well-known tokens inside it, and the command-scoped detectors (a password flag o
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import dataclasses
 import functools
 import itertools
 import math
 import re
+import time
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Final
 
 
@@ -271,10 +274,34 @@ class Compiled:
 BUILTIN = Compiled.of(BUILTIN_DETECTORS)
 
 
+class OverBudget(Exception):
+    """Masking ran past the deadline set with :func:`masking_deadline`."""
+
+
+_DEADLINE: Final[contextvars.ContextVar[float | None]] = contextvars.ContextVar("hookbus_mask_deadline", default=None)
+#: Matches between two looks at the clock.
+_MATCHES_PER_CLOCK: Final = 512
+
+
+@contextlib.contextmanager
+def masking_deadline(budget_s: float) -> Iterator[None]:
+    """Inside the block, a scan that runs past ``budget_s`` raises :class:`OverBudget` (a text
+    built to match at every other character costs a Python step per match, linear but slow)."""
+    token = _DEADLINE.set(time.perf_counter() + budget_s)
+    try:
+        yield
+    finally:
+        _DEADLINE.reset(token)
+
+
 def scan(text: str, compiled: Compiled, spans: list[tuple[int, int, int, str]]) -> None:
     """Append ``(start, end, detector index, name)`` of every built-in match in ``text`` to ``spans``."""
     pos, search = 0, compiled.pattern.search
+    deadline, count = _DEADLINE.get(), 0
     while (match := search(text, pos)) is not None:
+        count += 1
+        if deadline is not None and count % _MATCHES_PER_CLOCK == 0 and time.perf_counter() > deadline:
+            raise OverBudget(f"masking took over its budget ({count} matches in {len(text)} characters)")
         index = int(match.lastgroup.partition("_")[0][1:]) if match.lastgroup else 0
         detector = compiled.detectors[index]
         group = next((g for g in compiled.value_groups[index] if match.group(g) is not None), None)
@@ -326,6 +353,21 @@ def _command_scoped(text: str, compiled: Compiled, spans: list[tuple[int, int, i
 
 
 __all__ = [
-    "BUILTIN", "BUILTIN_DETECTORS", "BUILTIN_NAMES", "ENV_LIKE", "SECRET_NAME", "TRIGGERS", "Compiled", "Detector",
-    "high_entropy", "is_reference", "member_rule", "name_before", "scan", "secret_name", "shannon_bits",
+    "BUILTIN",
+    "BUILTIN_DETECTORS",
+    "BUILTIN_NAMES",
+    "ENV_LIKE",
+    "SECRET_NAME",
+    "TRIGGERS",
+    "Compiled",
+    "Detector",
+    "OverBudget",
+    "high_entropy",
+    "is_reference",
+    "masking_deadline",
+    "member_rule",
+    "name_before",
+    "scan",
+    "secret_name",
+    "shannon_bits",
 ]

@@ -24,6 +24,7 @@ import orjson
 
 from bus import metrics
 from bus.connection import connect
+from bus.detectors import masking_deadline
 from bus.limits import depth_over
 from bus.logs import event_fields
 from bus.merge import MergedDecision
@@ -54,6 +55,8 @@ _READ_BLOCK_MS = 1000
 _YIELD_EVERY = 8
 #: Hook inputs up to this size are masked on the event loop; larger ones in a worker thread.
 _INLINE_MASK_BYTES = 64 * 1024
+#: The most masking a large input may take (the reply waits for it): past it, a note is stored instead.
+_MASK_BUDGET_S = 0.25
 
 
 class Dispatcher:
@@ -239,8 +242,11 @@ class Dispatcher:
         """The record to write, masked; whatever goes wrong, a record all the same: with the input
         replaced by a note saying why (a settle must never be held up by the record)."""
         try:
-            if len(request.payload) > _INLINE_MASK_BYTES:  # masking a large input: off the event loop
-                record = await offload(self._record, request, outcome, fail_open, evaluation, hook_input)
+            if len(request.payload) > _INLINE_MASK_BYTES:  # masking a large input: off the event loop, bounded
+                budget_s = max(0.05, min(_MASK_BUDGET_S, request.remaining_s() / 2)) if request.blocking \
+                    else _MASK_BUDGET_S
+                record = await offload(self._masked_record, budget_s, request, outcome, fail_open, evaluation,
+                                       hook_input)
             else:
                 record = self._record(request, outcome, fail_open, evaluation, hook_input)
             record.meta()  # it can be written
@@ -258,6 +264,10 @@ class Dispatcher:
                 orjson.dumps(output)
                 record.output = output
         return record
+
+    def _masked_record(self, budget_s: float, *args: Any) -> LogRecord:
+        with masking_deadline(budget_s):
+            return self._record(*args)
 
     def _record(self, request: Request, outcome: RecordOutcome, fail_open: FailOpenReason | None,
                 evaluation: Evaluation | None, hook_input: dict[str, Any] | None, *, store: bool = True) -> LogRecord:

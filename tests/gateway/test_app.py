@@ -92,7 +92,6 @@ async def test_odd_but_valid_json_is_never_a_500(platform: Callable[..., Any], b
     for _ in range(500):
         deep = {"d": deep}
     odd: list[Any] = [
-        {"hook_event_name": "Notification", "session_id": "s", "deep": deep},
         {"hook_event_name": "PreToolUse", "session_id": "s", "tool_name": None, "tool_input": None},
         {"hook_event_name": "PreToolUse", "session_id": "s\u0000\u202e", "tool_name": "Bash"},
         {"hook_event_name": "Stop\u00e9\U0001f600", "session_id": "s", "huge": 10**30},
@@ -103,6 +102,10 @@ async def test_odd_but_valid_json_is_never_a_500(platform: Callable[..., Any], b
             assert response.status_code == 200, (body, response.text)
             assert response.json() == {}
             assert (await logged(bus, response)).outcome in {"decided", "recorded"}
+        # Nested past hookbus.limits.nestingDepth (64): a clear 400, never a poison entry.
+        response = await p.post({"hook_event_name": "Notification", "session_id": "s", "deep": deep})
+        assert response.status_code == 400
+        assert response.json()["error"] == "too_deep"
 
 
 # -- decisions ---------------------------------------------------------------------------------

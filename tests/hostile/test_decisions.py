@@ -80,6 +80,7 @@ hooks:
     found = await judge_command(bash(long_echo), allowing.settings.limits, 1.5)
     with judged(found, allowing.settings.limits):
         result = await run_rule(HookContext(request, bash(long_echo), entry, allowing, 1.0, None))
+    assert result.output is not None
     reason = result.output["hookSpecificOutput"]["permissionDecisionReason"]
     assert "2005 bytes, over the limit of 1024" in reason and "cannot be judged" in reason
 
