@@ -232,8 +232,8 @@ class Gateway:
         policy, versions = self.registry.for_tenant(tenant)
         limit = policy.settings.limits.nesting_depth
         # Fewer brackets than the limit cannot nest deeper (one count in C; the walk only past it).
-        if body.count(b"[") + body.count(b"{") > limit and (depth := depth_over(hook_input, limit)) is not None:
-            raise RequestRejected(400, "too_deep", f"the hook input is nested {depth} deep; the limit is {limit} "
+        if body.count(b"[") + body.count(b"{") > limit and depth_over(hook_input, limit) is not None:
+            raise RequestRejected(400, "too_deep", f"the hook input is nested more than {limit} deep "
                                   "(hookbus.limits.nestingDepth)")
         request = Request(event_id=self.new_event_id(), event=event, tenant=tenant, payload=body,
                           received_ms=now_ms(), dialect=dialect, policy=versions)

@@ -191,8 +191,8 @@ class Dispatcher:
                     raise ValueError("hook input is not a JSON object")
                 policy = await self.registry.resolve(request.tenant, request.policy)
                 limit = policy.settings.limits.nesting_depth
-                if (depth := depth_over(hook_input, limit)) is not None:  # the gateway refuses these
-                    raise ValueError(f"hook input nested {depth} deep; the limit is {limit}")
+                if depth_over(hook_input, limit) is not None:  # the gateway refuses these
+                    raise ValueError(f"hook input nested more than {limit} deep (hookbus.limits.nestingDepth)")
                 evaluation = await self.engine.evaluate(request, hook_input, policy)
             except Exception:  # the agent must get an answer whatever happens here
                 logger.exception("evaluating %s %s failed", request.event, request.event_id, extra=event_fields(
