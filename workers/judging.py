@@ -34,13 +34,13 @@ async def judge_command(hook_input: Mapping[str, Any], limits: Limits, remaining
     if tool not in SHELL_TOOLS or not isinstance(tool_input, dict):
         return None
     command = tool_input.get("command")
-    if not isinstance(command, str) or len(command) <= INLINE_SPLIT_CHARS:
-        if isinstance(command, str) and (why := limits.command_too_long(command)):
-            return {(command, tool == "PowerShell"): why}
+    if not isinstance(command, str):
         return None
     key = (command, tool == "PowerShell")
     if why := limits.command_too_long(command):
         return {key: why}
+    if len(command) <= INLINE_SPLIT_CHARS:
+        return None
     budget_s = min(SPLIT_BUDGET_S, max(remaining_s / 2, 0.05))
     result: Judged
     try:
