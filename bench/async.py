@@ -99,10 +99,16 @@ class LoopbackSink:
 
 
 def notification(i: int, message: str | None = None) -> bytes:
-    return orjson.dumps({"session_id": f"bench-{i % 50}", "hook_event_name": "Notification",
-                         "transcript_path": "/home/dev/.claude/projects/bench/session.jsonl",
-                         "cwd": "/home/dev/project", "message": message or f"Claude needs your permission #{i}",
-                         "notification_type": "permission_prompt"})
+    return orjson.dumps(
+        {
+            "session_id": f"bench-{i % 50}",
+            "hook_event_name": "Notification",
+            "transcript_path": "/home/dev/.claude/projects/bench/session.jsonl",
+            "cwd": "/home/dev/project",
+            "message": message or f"Claude needs your permission #{i}",
+            "notification_type": "permission_prompt",
+        }
+    )
 
 
 NOTES = [notification(i) for i in range(8192)]
@@ -116,7 +122,9 @@ def caller(port: int, bodies: list[bytes]) -> Any:
             status, body = await connection.post("/v1/hooks", bodies[i % len(bodies)])
             if status != 200:
                 raise RuntimeError(f"gateway answered {status}: {body[:200]!r}")
+
         return call
+
     return make_call
 
 
@@ -126,8 +134,7 @@ async def intake_phase(port: int, args: argparse.Namespace) -> dict[str, Any]:
     blocking = {"per_s": done / seconds, **summarize(latencies)}
     done, seconds, latencies = await saturate(caller(port, NOTES), args.concurrency, args.saturate_s)
     accepted = {"per_s": done / seconds, **summarize(latencies)}
-    return {"blocking_decisions": blocking, "async_accepted": accepted,
-            "ratio": accepted["per_s"] / blocking["per_s"]}
+    return {"blocking_decisions": blocking, "async_accepted": accepted, "ratio": accepted["per_s"] / blocking["per_s"]}
 
 
 async def settled(redis: Any, keys: Keyspace, timeout_s: float) -> float:
@@ -155,6 +162,7 @@ async def latency_phase(port: int, sink: LoopbackSink, args: argparse.Namespace)
             status, _ = await connection.post("/v1/hooks", notification(i, stamp))
             if status != 200:
                 raise RuntimeError(f"gateway answered {status}")
+
         return call
 
     await steady_rate(make_call, args.rate, args.duration, connections=16)
@@ -193,7 +201,8 @@ def report(results: dict[str, Any]) -> str:
     lines += [
         f"| Redis memory per queued job (trivial hook) | {burst['memory_per_queued_job_bytes']:,.0f} bytes |",
         f"| one worker, trivial hooks | {burst['worker_jobs_per_s']:,.0f} jobs/s |",
-        "", burst_report(burst),
+        "",
+        burst_report(burst),
     ]
     return "\n".join(lines)
 
@@ -201,8 +210,10 @@ def report(results: dict[str, Any]) -> str:
 async def main(args: argparse.Namespace) -> dict[str, Any]:
     import platform
 
-    results: dict[str, Any] = {"args": vars(args), "machine": f"{os.cpu_count()} cores, "
-                                                               f"Python {platform.python_version()}"}
+    results: dict[str, Any] = {
+        "args": vars(args),
+        "machine": f"{os.cpu_count()} cores, Python {platform.python_version()}",
+    }
     sink = LoopbackSink()
     await sink.start()
     with tempfile.TemporaryDirectory() as state, EmbeddedRedis(state, persistent=False) as server:
@@ -239,8 +250,9 @@ if __name__ == "__main__":
     parser.add_argument("--rate", type=float, default=200.0, help="Notifications/s for the latency phase (default 200)")
     parser.add_argument("--duration", type=float, default=10.0, help="latency phase seconds (default 10)")
     parser.add_argument("--burst", type=int, default=20_000, help="jobs in the burst phase (default 20000)")
-    parser.add_argument("--keep-result", type=float, default=0.0,
-                        help="keepResultSeconds in the burst (default 0, as hookbus)")
+    parser.add_argument(
+        "--keep-result", type=float, default=0.0, help="keepResultSeconds in the burst (default 0, as hookbus)"
+    )
     results = uvloop.run(main(parser.parse_args()))
     out = ROOT / "bench" / "results"
     out.mkdir(exist_ok=True)

@@ -37,11 +37,14 @@ def noop(hook_input: Any) -> None:
 def burst_policy(keep_result_s: float) -> str:
     import yaml
 
-    return yaml.safe_dump({
-        "hookbus": {"async": {"keepResultSeconds": keep_result_s, "maxQueued": 10_000_000}},
-        "hooks": {"Notification": [{"hooks": [{"type": "function", "function": "bench.async_burst:noop",
-                                               "async": True}]}]},
-    })
+    return yaml.safe_dump(
+        {
+            "hookbus": {"async": {"keepResultSeconds": keep_result_s, "maxQueued": 10_000_000}},
+            "hooks": {
+                "Notification": [{"hooks": [{"type": "function", "function": "bench.async_burst:noop", "async": True}]}]
+            },
+        }
+    )
 
 
 async def memory(redis: Any) -> int:
@@ -57,8 +60,13 @@ async def count_keys(redis: Any) -> int:
 def start_worker(redis_url: str, policy: Path, log: Path) -> subprocess.Popen[bytes]:
     env = {**os.environ, "HOOKBUS_REDIS_URL": redis_url, "HOOKBUS_LOG_LEVEL": "warning"}
     with log.open("ab") as out:
-        return subprocess.Popen([sys.executable, "-m", "hookbus", "worker", "--config", str(policy)], env=env,
-                                cwd=ROOT, stdout=out, stderr=subprocess.STDOUT)
+        return subprocess.Popen(
+            [sys.executable, "-m", "hookbus", "worker", "--config", str(policy)],
+            env=env,
+            cwd=ROOT,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+        )
 
 
 async def queue_jobs(redis_url: str, policy_path: Path, jobs: int, connections: int = 8) -> float:
@@ -77,8 +85,14 @@ async def queue_jobs(redis_url: str, policy_path: Path, jobs: int, connections: 
     slots = asyncio.Semaphore(connections)
 
     async def put(n: int) -> None:
-        payload = orjson.dumps({"hook_event_name": "Notification", "session_id": f"burst-{n % 50}",
-                                "message": f"build {n} finished", "cwd": "/home/dev/project"})
+        payload = orjson.dumps(
+            {
+                "hook_event_name": "Notification",
+                "session_id": f"burst-{n % 50}",
+                "message": f"build {n} finished",
+                "cwd": "/home/dev/project",
+            }
+        )
         request = Request(f"ev-{n:08d}", "Notification", "default", payload, now_ms())
         async with slots:
             await queue.put(request, [prepare_job(request, handler_id, 3600, policy.settings.async_.max_queued)])
@@ -146,24 +160,30 @@ async def run_burst(redis_url: str, jobs: int, keep_result_s: float, workdir: Pa
         "memory_per_queued_job_bytes": (memory_queued - memory_start) / jobs,
         "worker_jobs_per_s": jobs / (end - first) if end > first else 0.0,
         "keys": {"start": keys_start, "drained": keys_drained, "end": keys_end},
-        "used_memory_bytes": {"start": memory_start, "queued": memory_queued, "drained": memory_drained,
-                              "end": memory_end},
+        "used_memory_bytes": {
+            "start": memory_start,
+            "queued": memory_queued,
+            "drained": memory_drained,
+            "end": memory_end,
+        },
     }
 
 
 def report(result: dict[str, Any]) -> str:
     memory_, keys = result["used_memory_bytes"], result["keys"]
-    return "\n".join([
-        f"async burst of {result['jobs']:,} trivial jobs (keepResultSeconds {result['keep_result_s']:g})",
-        f"  queued at {result['queue_jobs_per_s']:,.0f} jobs/s; {result['memory_per_queued_job_bytes']:,.0f} bytes "
-        "of Redis memory per queued job",
-        f"  one worker drained them at {result['worker_jobs_per_s']:,.0f} jobs/s",
-        f"  keys: {keys['start']} before, {keys['drained']} right after the drain, {keys['end']} once kept "
-        "results expired",
-        f"  used_memory less client buffers: {memory_['start'] / 1e6:.2f} MB before, "
-        f"{memory_['queued'] / 1e6:.2f} MB queued, {memory_['drained'] / 1e6:.2f} MB drained, "
-        f"{memory_['end'] / 1e6:.2f} MB at the end",
-    ])
+    return "\n".join(
+        [
+            f"async burst of {result['jobs']:,} trivial jobs (keepResultSeconds {result['keep_result_s']:g})",
+            f"  queued at {result['queue_jobs_per_s']:,.0f} jobs/s; {result['memory_per_queued_job_bytes']:,.0f} bytes "
+            "of Redis memory per queued job",
+            f"  one worker drained them at {result['worker_jobs_per_s']:,.0f} jobs/s",
+            f"  keys: {keys['start']} before, {keys['drained']} right after the drain, {keys['end']} once kept "
+            "results expired",
+            f"  used_memory less client buffers: {memory_['start'] / 1e6:.2f} MB before, "
+            f"{memory_['queued'] / 1e6:.2f} MB queued, {memory_['drained'] / 1e6:.2f} MB drained, "
+            f"{memory_['end'] / 1e6:.2f} MB at the end",
+        ]
+    )
 
 
 async def main(args: argparse.Namespace) -> dict[str, Any]:
@@ -178,8 +198,9 @@ if __name__ == "__main__":
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--jobs", type=int, default=100_000, help="jobs in the burst (default 100000)")
-    parser.add_argument("--keep-result", type=float, default=0.0,
-                        help="keepResultSeconds (default 0, hookbus's default)")
+    parser.add_argument(
+        "--keep-result", type=float, default=0.0, help="keepResultSeconds (default 0, hookbus's default)"
+    )
     result = uvloop.run(main(parser.parse_args()))
     out = ROOT / "bench" / "results"
     out.mkdir(exist_ok=True)

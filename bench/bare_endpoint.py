@@ -27,5 +27,16 @@ async def hooks(request: Request) -> Response:
 app = Starlette(routes=[Route("/v1/hooks", hooks, methods=["POST"])])
 
 if __name__ == "__main__":
-    uvicorn.run(app, host="127.0.0.1", port=int(sys.argv[1]), loop="uvloop", http="httptools", lifespan="off",
-                access_log=False, log_level="warning", server_header=False, proxy_headers=False, backlog=4096)
+    uvicorn.run(
+        app,
+        host="127.0.0.1",
+        port=int(sys.argv[1]),
+        loop="uvloop",
+        http="httptools",
+        lifespan="off",
+        access_log=False,
+        log_level="warning",
+        server_header=False,
+        proxy_headers=False,
+        backlog=4096,
+    )

@@ -89,8 +89,7 @@ class Platform:
         return self.keys.partitions
 
     def pids(self) -> dict[str, int]:
-        return {"gateway": self.processes[0].pid,
-                **{f"dispatcher{n}": p.pid for n, p in enumerate(self.processes[1:])}}
+        return {"gateway": self.processes[0].pid, **{f"dispatcher{n}": p.pid for n, p in enumerate(self.processes[1:])}}
 
     def redis_ports(self) -> list[int]:
         if self.cluster is not None:
@@ -127,9 +126,17 @@ def write_policy(folder: Path, name: str, partitions: int, deadline_s: float) ->
     return path
 
 
-def start_platform(name: str, prefix: str, partitions: int, args: argparse.Namespace, logs: Path, *,
-                   single: PlainRedis | None = None, cluster: LocalCluster | None = None,
-                   queue_url: str | None = None) -> Platform:
+def start_platform(
+    name: str,
+    prefix: str,
+    partitions: int,
+    args: argparse.Namespace,
+    logs: Path,
+    *,
+    single: PlainRedis | None = None,
+    cluster: LocalCluster | None = None,
+    queue_url: str | None = None,
+) -> Platform:
     """Start one gateway and ``args.dispatchers`` dispatchers; return once the gateway is ready."""
     policy = write_policy(logs, name.replace(" ", "-"), partitions, args.deadline_s)
     env = {key: value for key, value in os.environ.items() if not key.startswith("HOOKBUS_")}
@@ -148,9 +155,16 @@ def start_platform(name: str, prefix: str, partitions: int, args: argparse.Names
     try:
         for role, extra in roles:
             log = (logs / f"{name.replace(' ', '-')}-{role}{len(processes)}.log").open("ab")
-            processes.append(subprocess.Popen(
-                [sys.executable, "-m", "hookbus", role, "--config", str(policy), *extra], env=env, cwd=ROOT,
-                stdout=log, stderr=subprocess.STDOUT, preexec_fn=kill_with_parent))
+            processes.append(
+                subprocess.Popen(
+                    [sys.executable, "-m", "hookbus", role, "--config", str(policy), *extra],
+                    env=env,
+                    cwd=ROOT,
+                    stdout=log,
+                    stderr=subprocess.STDOUT,
+                    preexec_fn=kill_with_parent,
+                )
+            )
         deadline = time.monotonic() + 60
         while True:
             try:
@@ -177,8 +191,9 @@ async def measured(target: Platform, load: Callable[[], Awaitable[dict[str, Any]
     before = redis_cost.sample(ports, on_cluster)
     buses = redis_cost.bus_ports(ports[0]) if on_cluster else set()
     bus_before = redis_cost.bus_bytes_sent(buses) if on_cluster else None
-    meter = CpuMeter({**target.pids(), "load generator": os.getpid(),
-                      **{f"redis:{port}": s.pid for port, s in before.items()}})
+    meter = CpuMeter(
+        {**target.pids(), "load generator": os.getpid(), **{f"redis:{port}": s.pid for port, s in before.items()}}
+    )
     meter.start()
     out = await load()
     used = meter.stop()
@@ -187,17 +202,24 @@ async def measured(target: Platform, load: Callable[[], Awaitable[dict[str, Any]
     bus_after = redis_cost.bus_bytes_sent(buses) if on_cluster else None
     costs = redis_cost.node_costs(before, redis_cost.sample(ports, on_cluster))
     n = out["decisions"]
-    out["bus_bytes_per_decision"] = ((bus_after - bus_before) / max(n, 1)
-                                     if bus_before is not None and bus_after is not None else 0.0)
+    out["bus_bytes_per_decision"] = (
+        (bus_after - bus_before) / max(n, 1) if bus_before is not None and bus_after is not None else 0.0
+    )
     out["cpu_s"] = used
     out["redis"] = redis_cost.per_decision(redis_cost.masters(costs), n)
     out["redis_all_nodes"] = redis_cost.per_decision(costs.values(), n)
-    out["per_node"] = [{"port": port, "role": cost.role, "partitions": holds.get(port, []),
-                        "cpu_us_per_decision": cost.cpu_s / max(n, 1) * 1e6,
-                        "publish_received_per_decision": cost.publish_bus_received / max(n, 1),
-                        "publishshard_received_per_decision": cost.publishshard_bus_received / max(n, 1),
-                        "commands_per_decision": cost.commands / max(n, 1)}
-                       for port, cost in sorted(costs.items())]
+    out["per_node"] = [
+        {
+            "port": port,
+            "role": cost.role,
+            "partitions": holds.get(port, []),
+            "cpu_us_per_decision": cost.cpu_s / max(n, 1) * 1e6,
+            "publish_received_per_decision": cost.publish_bus_received / max(n, 1),
+            "publishshard_received_per_decision": cost.publishshard_bus_received / max(n, 1),
+            "commands_per_decision": cost.commands / max(n, 1),
+        }
+        for port, cost in sorted(costs.items())
+    ]
     out["per_master"] = []
     for port, cost in sorted(costs.items()):
         if cost.role == "master":
@@ -218,12 +240,18 @@ def combine(rounds: list[dict[str, Any]]) -> dict[str, Any]:
     dispatchers = [name for name in cpu if name.startswith("dispatcher")]
     redis_nodes = [name for name in cpu if name.startswith("redis:")]
     out: dict[str, Any] = {
-        "decisions": n, "decisions_per_s": n / wall_s, "rounds": rounds,
+        "decisions": n,
+        "decisions_per_s": n / wall_s,
+        "rounds": rounds,
         "p50_ms": sorted(r["p50_ms"] for r in rounds)[len(rounds) // 2],
-        "p99_ms": max(r["p99_ms"] for r in rounds), "fail_open": sum(r["fail_open"] for r in rounds),
-        "cpu_us": {"gateway": cpu["gateway"] / n * 1e6, "dispatcher": sum(cpu[d] for d in dispatchers) / n * 1e6,
-                   "redis_processes": sum(cpu[r] for r in redis_nodes) / n * 1e6,
-                   "load_generator": cpu["load generator"] / n * 1e6},
+        "p99_ms": max(r["p99_ms"] for r in rounds),
+        "fail_open": sum(r["fail_open"] for r in rounds),
+        "cpu_us": {
+            "gateway": cpu["gateway"] / n * 1e6,
+            "dispatcher": sum(cpu[d] for d in dispatchers) / n * 1e6,
+            "redis_processes": sum(cpu[r] for r in redis_nodes) / n * 1e6,
+            "load_generator": cpu["load generator"] / n * 1e6,
+        },
     }
     for key in ("redis", "redis_all_nodes"):
         fields = [f for f in rounds[0][key] if f not in ("decisions", "by_command")]
@@ -237,11 +265,16 @@ def combine(rounds: list[dict[str, Any]]) -> dict[str, Any]:
     out["reply_subscription_on"] = rounds[-1]["reply_subscription_on"]
     out["partition_masters"] = rounds[-1]["partition_masters"]
     if "partition_p50_ms" in rounds[0]:
-        out["partition_p50_ms"] = {p: sorted(r["partition_p50_ms"][p] for r in rounds)[len(rounds) // 2]
-                                   for p in rounds[0]["partition_p50_ms"]}
+        out["partition_p50_ms"] = {
+            p: sorted(r["partition_p50_ms"][p] for r in rounds)[len(rounds) // 2] for p in rounds[0]["partition_p50_ms"]
+        }
     nodes: dict[int, dict[str, Any]] = {}
-    summed = ("cpu_us_per_decision", "publish_received_per_decision", "publishshard_received_per_decision",
-              "commands_per_decision")
+    summed = (
+        "cpu_us_per_decision",
+        "publish_received_per_decision",
+        "publishshard_received_per_decision",
+        "commands_per_decision",
+    )
     for r in rounds:
         for node in r["per_node"]:
             row = nodes.setdefault(node["port"], {**node, **dict.fromkeys(summed, 0.0)})
@@ -271,9 +304,15 @@ async def failover(target: Platform, args: argparse.Namespace, full_coverage: bo
     restart_started = time.perf_counter()
     await asyncio.to_thread(cluster.restart, victim, 60.0)
     out = analyse_failover(results, killed_at, args.failover_s, on_victim)
-    return {"cluster_require_full_coverage": full_coverage, "victim_port": victim, "victim_partitions": on_victim,
-            "promoted_port": promoted, "promoted_reported_s": promoted_s,
-            "restart_s": time.perf_counter() - restart_started, **out}
+    return {
+        "cluster_require_full_coverage": full_coverage,
+        "victim_port": victim,
+        "victim_partitions": on_victim,
+        "promoted_port": promoted,
+        "promoted_reported_s": promoted_s,
+        "restart_s": time.perf_counter() - restart_started,
+        **out,
+    }
 
 
 @contextlib.contextmanager
@@ -287,29 +326,49 @@ def platforms(args: argparse.Namespace, logs: Path) -> Iterator[dict[str, Platfo
         stack.callback(lambda: stop_all([p for plat in running.values() for p in plat.processes]))
         running["single"] = start_platform("single", "hbs:", 1, args, logs, single=single)
         for partitions in (1, 2, 4):
-            running[f"cluster {partitions}p"] = start_platform(f"cluster {partitions}p", f"hb{partitions}:", partitions,
-                                                               args, logs, cluster=cluster, queue_url=queue.url)
+            running[f"cluster {partitions}p"] = start_platform(
+                f"cluster {partitions}p",
+                f"hb{partitions}:",
+                partitions,
+                args,
+                logs,
+                cluster=cluster,
+                queue_url=queue.url,
+            )
         yield running
 
 
 async def main(args: argparse.Namespace, logs: Path) -> dict[str, Any]:
-    version = subprocess.run([find_cluster_binaries()[0], "--version"],  # noqa: ASYNC221 (before any load)
-                             capture_output=True, text=True).stdout
+    version = subprocess.run(  # noqa: ASYNC221 (before any load)
+        [find_cluster_binaries()[0], "--version"],
+        capture_output=True,
+        text=True,
+    ).stdout
     results: dict[str, Any] = {
         "args": {k: str(v) if isinstance(v, Path) else v for k, v in vars(args).items()},
         "machine": f"{os.cpu_count()} cores, Python {platform.python_version()}, redis-server {version.split()[2][2:]}",
-        "load_average": {"start": os.getloadavg()}, "closed": {}, "open": {}, "failover": []}
+        "load_average": {"start": os.getloadavg()},
+        "closed": {},
+        "open": {},
+        "failover": [],
+    }
     with platforms(args, logs) as running:
         cluster = running["cluster 1p"].cluster
         assert cluster is not None
         masters = [node.port for node in cluster.masters()]
-        channel = next(name for name in (f"bench:{{c{k}}}:latency" for k in range(100_000))
-                       if cluster.slot_owner(key_slot(name.encode())) == masters[0])
+        channel = next(
+            name
+            for name in (f"bench:{{c{k}}}:latency" for k in range(100_000))
+            if cluster.slot_owner(key_slot(name.encode())) == masters[0]
+        )
         results["publish_latency"] = {
-            "SPUBLISH, subscriber on the slot's master (hookbus's replies)":
-                await publish_latency(masters[0], masters[0], channel, sharded=True),
-            "classic PUBLISH, subscriber on another master (across the cluster bus)":
-                await publish_latency(masters[0], masters[1], channel, sharded=False)}
+            "SPUBLISH, subscriber on the slot's master (hookbus's replies)": await publish_latency(
+                masters[0], masters[0], channel, sharded=True
+            ),
+            "classic PUBLISH, subscriber on another master (across the cluster bus)": await publish_latency(
+                masters[0], masters[1], channel, sharded=False
+            ),
+        }
         closed_names, open_names = ["single", "cluster 1p", "cluster 4p"], list(running)
         for name in open_names:
             await closed_loop(running[name].port, running[name].keys, 16, args.warmup_s)
@@ -319,22 +378,36 @@ async def main(args: argparse.Namespace, logs: Path) -> dict[str, Any]:
             for name in closed_names:
                 target = running[name]
                 print(f"round {turn + 1}: {name} closed loop", file=sys.stderr)
-                closed[name].append(await measured(target, lambda t=target: closed_loop(  # type: ignore[misc]
-                    t.port, t.keys, args.agents, args.closed_s / args.rounds)))
+                closed[name].append(
+                    await measured(
+                        target,
+                        lambda t=target: closed_loop(  # type: ignore[misc]
+                            t.port, t.keys, args.agents, args.closed_s / args.rounds
+                        ),
+                    )
+                )
             for name in open_names:
                 target = running[name]
                 rate = args.rate_per_partition * target.partitions
                 print(f"round {turn + 1}: {name} open loop {rate:g}/s", file=sys.stderr)
-                opened[name].append(await measured(target, lambda t=target, r=rate: steady(  # type: ignore[misc]
-                    t.port, t.keys, r, args.open_s / args.rounds)))
+                opened[name].append(
+                    await measured(
+                        target,
+                        lambda t=target, r=rate: steady(  # type: ignore[misc]
+                            t.port, t.keys, r, args.open_s / args.rounds
+                        ),
+                    )
+                )
         results["closed"] = {name: combine(rounds) for name, rounds in closed.items()}
         results["open"] = {name: combine(rounds) for name, rounds in opened.items()}
         for name, target in running.items():
             results.setdefault("log_record", {})[name] = {
                 str(p): redis_cost.record_bytes(target.master_of(p), [target.keys.decision_log(p)])
-                for p in range(target.partitions)}
+                for p in range(target.partitions)
+            }
             results.setdefault("outcome_key", {})[name] = redis_cost.key_bytes(
-                target.master_of(0), target.keys.outcome("*", 0))
+                target.master_of(0), target.keys.outcome("*", 0)
+            )
         bodies = make_bodies(running["single"].keys, 600)
         results["input_bytes"] = sum(len(body) for _, body in bodies) / len(bodies)
         if not args.skip_failover:
@@ -353,8 +426,9 @@ if __name__ == "__main__":
     parser.add_argument("--closed-s", type=float, default=15, help="closed-loop seconds per platform (default 15)")
     parser.add_argument("--rounds", type=int, default=5, help="interleaved rounds (default 5)")
     parser.add_argument("--warmup-s", type=float, default=2, help="warm-up seconds per platform (default 2)")
-    parser.add_argument("--rate-per-partition", type=float, default=150,
-                        help="open-loop decisions/s per partition (default 150)")
+    parser.add_argument(
+        "--rate-per-partition", type=float, default=150, help="open-loop decisions/s per partition (default 150)"
+    )
     parser.add_argument("--open-s", type=float, default=10, help="open-loop seconds per platform (default 10)")
     parser.add_argument("--dispatchers", type=int, default=2, help="dispatchers per platform (default 2)")
     parser.add_argument("--deadline-s", type=float, default=1.0, help="PreToolUse deadline (default 1)")

@@ -21,12 +21,18 @@ from bus.keys import Keyspace
 
 
 def hook_input(command: str, session: str, i: int) -> bytes:
-    return orjson.dumps({
-        "session_id": session, "transcript_path": "/home/dev/.claude/projects/bench/session.jsonl",
-        "cwd": "/home/dev/project", "permission_mode": "default", "hook_event_name": "PreToolUse",
-        "tool_name": "Bash", "tool_input": {"command": command, "description": "bench"},
-        "tool_use_id": f"toolu_{i:08d}",
-    })
+    return orjson.dumps(
+        {
+            "session_id": session,
+            "transcript_path": "/home/dev/.claude/projects/bench/session.jsonl",
+            "cwd": "/home/dev/project",
+            "permission_mode": "default",
+            "hook_event_name": "PreToolUse",
+            "tool_name": "Bash",
+            "tool_input": {"command": command, "description": "bench"},
+            "tool_use_id": f"toolu_{i:08d}",
+        }
+    )
 
 
 def make_bodies(keys: Keyspace, count: int, sessions_per_partition: int = 16) -> list[tuple[int, bytes]]:
@@ -77,15 +83,26 @@ async def closed_loop(port: int, keys: Keyspace, agents: int, seconds: float) ->
             partition_latencies[part].append(time.perf_counter() - sent)
             outcomes[outcome_of(head)] += 1
             per_partition[part] += 1
+
         return call
 
     done, wall_s, latencies = await saturate(make_call, agents, seconds)
-    return {"decisions": done, "wall_s": wall_s, "decisions_per_s": done / wall_s,
-            "p50_ms": percentile(latencies, 0.5) * 1000, "p99_ms": percentile(latencies, 0.99) * 1000,
-            "max_ms": max(latencies) * 1000, "outcomes": dict(outcomes), "fail_open": outcomes["fail-open"],
-            "per_partition": {str(p): per_partition[p] for p in range(keys.partitions)},
-            "partition_p50_ms": {str(p): percentile(partition_latencies[p], 0.5) * 1000
-                                 for p in range(keys.partitions) if partition_latencies[p]}}
+    return {
+        "decisions": done,
+        "wall_s": wall_s,
+        "decisions_per_s": done / wall_s,
+        "p50_ms": percentile(latencies, 0.5) * 1000,
+        "p99_ms": percentile(latencies, 0.99) * 1000,
+        "max_ms": max(latencies) * 1000,
+        "outcomes": dict(outcomes),
+        "fail_open": outcomes["fail-open"],
+        "per_partition": {str(p): per_partition[p] for p in range(keys.partitions)},
+        "partition_p50_ms": {
+            str(p): percentile(partition_latencies[p], 0.5) * 1000
+            for p in range(keys.partitions)
+            if partition_latencies[p]
+        },
+    }
 
 
 async def steady(port: int, keys: Keyspace, rate_per_s: float, seconds: float) -> dict[str, Any]:
@@ -94,15 +111,23 @@ async def steady(port: int, keys: Keyspace, rate_per_s: float, seconds: float) -
     results = await open_loop(port, bodies, rate_per_s, 128, 30)
     latencies = [r["latency_s"] for r in results]
     outcomes = collections.Counter(r["outcome"] for r in results)
-    return {"decisions": len(results), "rate_per_s": rate_per_s, "wall_s": seconds,
-            "p50_ms": percentile(latencies, 0.5) * 1000, "p99_ms": percentile(latencies, 0.99) * 1000,
-            "max_ms": max(latencies) * 1000, "outcomes": dict(outcomes), "fail_open": outcomes["fail-open"],
-            "lag_p99_ms": percentile([r["lag_s"] for r in results], 0.99) * 1000,
-            "per_partition": dict(collections.Counter(r["kind"] for r in results))}
+    return {
+        "decisions": len(results),
+        "rate_per_s": rate_per_s,
+        "wall_s": seconds,
+        "p50_ms": percentile(latencies, 0.5) * 1000,
+        "p99_ms": percentile(latencies, 0.99) * 1000,
+        "max_ms": max(latencies) * 1000,
+        "outcomes": dict(outcomes),
+        "fail_open": outcomes["fail-open"],
+        "lag_p99_ms": percentile([r["lag_s"] for r in results], 0.99) * 1000,
+        "per_partition": dict(collections.Counter(r["kind"] for r in results)),
+    }
 
 
-def analyse_failover(results: list[dict[str, Any]], killed_at: float, seconds: float,
-                     victim_partitions: list[int]) -> dict[str, Any]:
+def analyse_failover(
+    results: list[dict[str, Any]], killed_at: float, seconds: float, victim_partitions: list[int]
+) -> dict[str, Any]:
     """Per second of scheduled send: requests, decided, fail-open (on the killed master's partitions and
     on the others), p99 and max; per partition: outcomes; the p99 of each group over the seconds that
     had a fail-open; and when partition 0 (on the killed master) decided again (the first decided
@@ -116,20 +141,25 @@ def analyse_failover(results: list[dict[str, Any]], killed_at: float, seconds: f
             continue
         latencies = [r["latency_s"] for r in bucket]
         others = [r["latency_s"] for r in bucket if r["kind"] not in victims]
-        row = {"second": second, "n": len(bucket), "p99_ms": percentile(latencies, 0.99) * 1000,
-               "max_ms": max(latencies) * 1000,
-               "others_p99_ms": percentile(others, 0.99) * 1000 if others else None,
-               "decided": sum(r["outcome"] == "decided" for r in bucket),
-               "fail_open": sum(r["outcome"] == "fail-open" for r in bucket),
-               "fail_open_victim": sum(r["outcome"] == "fail-open" and r["kind"] in victims for r in bucket),
-               "errors": sum(r["status"] != 200 for r in bucket)}
+        row = {
+            "second": second,
+            "n": len(bucket),
+            "p99_ms": percentile(latencies, 0.99) * 1000,
+            "max_ms": max(latencies) * 1000,
+            "others_p99_ms": percentile(others, 0.99) * 1000 if others else None,
+            "decided": sum(r["outcome"] == "decided" for r in bucket),
+            "fail_open": sum(r["outcome"] == "fail-open" for r in bucket),
+            "fail_open_victim": sum(r["outcome"] == "fail-open" and r["kind"] in victims for r in bucket),
+            "errors": sum(r["status"] != 200 for r in bucket),
+        }
         per_second.append(row)
         if row["fail_open"]:
             outage_seconds.append(second)
     after_kill = sorted((r for r in results if r["kind"] == "0" and r["at_s"] >= killed_at), key=lambda r: r["at_s"])
     first = next((r for r in after_kill if r["outcome"] == "decided"), None)
-    last_fail_open = max((r["at_s"] + r["latency_s"] for r in results if r["kind"] == "0"
-                          and r["outcome"] == "fail-open"), default=None)
+    last_fail_open = max(
+        (r["at_s"] + r["latency_s"] for r in results if r["kind"] == "0" and r["outcome"] == "fail-open"), default=None
+    )
     outcomes: dict[str, collections.Counter[str]] = collections.defaultdict(collections.Counter)
     for r in sorted(results, key=lambda r: int(r["kind"])):
         outcomes[r["kind"]][r["outcome"] or f"status {r['status']}"] += 1
@@ -138,9 +168,13 @@ def analyse_failover(results: list[dict[str, Any]], killed_at: float, seconds: f
         latencies = [r["latency_s"] for r in chosen]
         if not latencies:
             return {"n": 0}
-        return {"n": len(latencies), "p50_ms": percentile(latencies, 0.5) * 1000,
-                "p99_ms": percentile(latencies, 0.99) * 1000, "max_ms": max(latencies) * 1000,
-                "fail_open": sum(r["outcome"] == "fail-open" for r in chosen)}
+        return {
+            "n": len(latencies),
+            "p50_ms": percentile(latencies, 0.5) * 1000,
+            "p99_ms": percentile(latencies, 0.99) * 1000,
+            "max_ms": max(latencies) * 1000,
+            "fail_open": sum(r["outcome"] == "fail-open" for r in chosen),
+        }
 
     in_outage = [r for r in results if int(r["at_s"]) in outage_seconds]
     return {
@@ -157,8 +191,9 @@ def analyse_failover(results: list[dict[str, Any]], killed_at: float, seconds: f
     }
 
 
-async def publish_latency(publish_port: int, subscribe_port: int, channel: str, *, sharded: bool,
-                          rate_per_s: float = 200, seconds: float = 3) -> dict[str, float]:
+async def publish_latency(
+    publish_port: int, subscribe_port: int, channel: str, *, sharded: bool, rate_per_s: float = 200, seconds: float = 3
+) -> dict[str, float]:
     """Pub/Sub alone: ``SPUBLISH`` (``sharded``; ``channel``'s slot must be served by the node on
     ``publish_port``) or classic ``PUBLISH`` on one node at ``rate_per_s``, a subscriber on the node
     on ``subscribe_port``; p50/p99/max from the publish to the message."""
@@ -195,8 +230,12 @@ async def publish_latency(publish_port: int, subscribe_port: int, channel: str, 
         reader.cancel()
         await subscriber.disconnect()
         await publisher.aclose()
-    return {"n": len(latencies), "p50_ms": percentile(latencies, 0.5) * 1000,
-            "p99_ms": percentile(latencies, 0.99) * 1000, "max_ms": max(latencies) * 1000}
+    return {
+        "n": len(latencies),
+        "p50_ms": percentile(latencies, 0.5) * 1000,
+        "p99_ms": percentile(latencies, 0.99) * 1000,
+        "max_ms": max(latencies) * 1000,
+    }
 
 
 __all__ = ["analyse_failover", "closed_loop", "hook_input", "make_bodies", "outcome_of", "publish_latency", "steady"]

@@ -33,12 +33,17 @@ def main() -> None:
     body = "y" * BODY_CHARS
     before = rss_mib()
     for i in range(COMMANDS):
-        hook_input = {"tool_name": "Bash", "cwd": "/tmp",
-                      "tool_input": {"command": f"cat > f{i}.txt <<'EOF'\n{i}{body}\nEOF"}}
+        hook_input = {
+            "tool_name": "Bash",
+            "cwd": "/tmp",
+            "tool_input": {"command": f"cat > f{i}.txt <<'EOF'\n{i}{body}\nEOF"},
+        }
         for handler in handlers:
             evaluate_rules(handler, hook_input)
-    print(f"{ROOT}: RSS {before:.0f} -> {rss_mib():.0f} MiB after {COMMANDS:,} distinct "
-          f"{BODY_CHARS // 1000} KB heredoc commands")
+    print(
+        f"{ROOT}: RSS {before:.0f} -> {rss_mib():.0f} MiB after {COMMANDS:,} distinct "
+        f"{BODY_CHARS // 1000} KB heredoc commands"
+    )
 
 
 if __name__ == "__main__":

@@ -48,17 +48,32 @@ def records(count: int, start: int = 0) -> list[dict[str, Any]]:
     out = []
     for i in range(start, start + count):
         session, use = f"sess-{i % 40:03d}", f"toolu_{i:012d}"
-        hook_input = {"hook_event_name": "PreToolUse", "session_id": session, "tool_name": "Bash",
-                      "tool_input": {"command": f"pytest -q tests/test_{i % 97}.py -k case_{i}"},
-                      "cwd": "/srv/app", "transcript_path": "/home/agent/.claude/projects/app/x.jsonl",
-                      "tool_use_id": use}
+        hook_input = {
+            "hook_event_name": "PreToolUse",
+            "session_id": session,
+            "tool_name": "Bash",
+            "tool_input": {"command": f"pytest -q tests/test_{i % 97}.py -k case_{i}"},
+            "cwd": "/srv/app",
+            "transcript_path": "/home/agent/.claude/projects/app/x.jsonl",
+            "tool_use_id": use,
+        }
         decision = ("deny", "allow", "none", "ask")[i % 4]
-        record = LogRecord(event_id=f"ev-{i}", event="PreToolUse", tenant=f"team-{i % 3}",
-                           session_id=session, tool_name="Bash", outcome="decided",
-                           decision=decision, output={}, payload=orjson.dumps(hook_input), received_ms=now_ms(),
-                           decided_ms=now_ms(), revision="bench", tool_use_id=use,
-                           hooks=[{"id": "4f2a9c1b7d4e", "type": "rule", "outcome": "ok", "duration_ms": 0.05,
-                                   "shadow": False}])
+        record = LogRecord(
+            event_id=f"ev-{i}",
+            event="PreToolUse",
+            tenant=f"team-{i % 3}",
+            session_id=session,
+            tool_name="Bash",
+            outcome="decided",
+            decision=decision,
+            output={},
+            payload=orjson.dumps(hook_input),
+            received_ms=now_ms(),
+            decided_ms=now_ms(),
+            revision="bench",
+            tool_use_id=use,
+            hooks=[{"id": "4f2a9c1b7d4e", "type": "rule", "outcome": "ok", "duration_ms": 0.05, "shadow": False}],
+        )
         out.append({k: v for k, v in record.encode().items()})
     return out
 
@@ -96,23 +111,31 @@ async def tail_case(url: str, mode: str, subscribers: int, count: int) -> dict[s
             await subs[i].queue.get()
             got[i] += 1
 
-    payload = orjson.dumps([{k: (v.decode() if isinstance(v, bytes) else v) for k, v in r.items()}
-                            for r in records(count)])
+    payload = orjson.dumps(
+        [{k: (v.decode() if isinstance(v, bytes) else v) for k, v in r.items()} for r in records(count)]
+    )
     commands_before = reader_calls(client)
     cpu_before, wall_before = time.process_time(), time.perf_counter()
-    writer = await asyncio.create_subprocess_exec(sys.executable, "-c", _WRITER, url, str(count),
-                                                  KEYS.decision_log(), stdin=asyncio.subprocess.PIPE)
-    await asyncio.wait_for(asyncio.gather(writer.communicate(payload),
-                                          *(drain(i) for i in range(subscribers))), 120)
+    writer = await asyncio.create_subprocess_exec(
+        sys.executable, "-c", _WRITER, url, str(count), KEYS.decision_log(), stdin=asyncio.subprocess.PIPE
+    )
+    await asyncio.wait_for(asyncio.gather(writer.communicate(payload), *(drain(i) for i in range(subscribers))), 120)
     cpu_s, wall_s = time.process_time() - cpu_before, time.perf_counter() - wall_before
     commands = reader_calls(client) - commands_before
     lags = sum(sub.lags for sub in subs)
     for i, sub in enumerate(subs):
         await tails[0 if mode == "shared" else i].leave(sub)
     client.close()
-    return {"mode": mode, "subscribers": subscribers, "records": count, "cpu_s": round(cpu_s, 4),
-            "cpu_us_per_delivery": round(cpu_s / (count * subscribers) * 1e6, 2), "wall_s": round(wall_s, 3),
-            "reader_commands": commands, "lagged": lags}
+    return {
+        "mode": mode,
+        "subscribers": subscribers,
+        "records": count,
+        "cpu_s": round(cpu_s, 4),
+        "cpu_us_per_delivery": round(cpu_s / (count * subscribers) * 1e6, 2),
+        "wall_s": round(wall_s, 3),
+        "reader_commands": commands,
+        "lagged": lags,
+    }
 
 
 def page_case(url: str, rate: int, seconds: float) -> dict[str, Any]:
@@ -137,9 +160,14 @@ def page_case(url: str, rate: int, seconds: float) -> dict[str, Any]:
             writer.join()
         gaps = sorted(page.evaluate("window.__gaps")[1:])
         long_tasks = page.evaluate("window.__long")
-        return {"frames": len(gaps), "gap_p50_ms": round(statistics.median(gaps), 1),
-                "gap_p95_ms": round(gaps[int(len(gaps) * 0.95) - 1], 1), "gap_max_ms": round(gaps[-1], 1),
-                "long_tasks": len(long_tasks), "long_task_ms": round(sum(long_tasks), 1)}
+        return {
+            "frames": len(gaps),
+            "gap_p50_ms": round(statistics.median(gaps), 1),
+            "gap_p95_ms": round(gaps[int(len(gaps) * 0.95) - 1], 1),
+            "gap_max_ms": round(gaps[-1], 1),
+            "long_tasks": len(long_tasks),
+            "long_task_ms": round(sum(long_tasks), 1),
+        }
 
     def write() -> None:
         batch = rate // 10
@@ -147,7 +175,7 @@ def page_case(url: str, rate: int, seconds: float) -> dict[str, Any]:
         started = time.perf_counter()
         for n, start in enumerate(range(0, len(entries), batch)):
             with client.pipeline(transaction=False) as pipe:
-                for fields in entries[start:start + batch]:
+                for fields in entries[start : start + batch]:
                     pipe.xadd(KEYS.decision_log(), fields)  # type: ignore[arg-type]
                 pipe.execute()
             time.sleep(max(0.0, started + (n + 1) * 0.1 - time.perf_counter()))  # pacing the load, not syncing
@@ -163,8 +191,14 @@ def page_case(url: str, rate: int, seconds: float) -> dict[str, Any]:
         shown = page.inner_text("#shown")
         browser.close()
     client.close()
-    return {"rate": rate, "seconds": seconds, "idle": idle, "load": load, "shown": shown,
-            "p95_ratio": round(load["gap_p95_ms"] / idle["gap_p95_ms"], 2)}
+    return {
+        "rate": rate,
+        "seconds": seconds,
+        "idle": idle,
+        "load": load,
+        "shown": shown,
+        "p95_ratio": round(load["gap_p95_ms"] / idle["gap_p95_ms"], 2),
+    }
 
 
 def main() -> None:
@@ -182,15 +216,25 @@ def main() -> None:
                     results["tail"].append(asyncio.run(tail_case(server.url, mode, k, args.records)))
             if not args.skip_page:
                 port = free_port()
-                env = {**{k: v for k, v in os.environ.items() if not k.startswith("HOOKBUS_")},
-                       "HOOKBUS_REDIS_URL": server.url}
-                gateway = subprocess.Popen([sys.executable, "-m", "hookbus", "gateway", "--port", str(port)], env=env,
-                                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                env = {
+                    **{k: v for k, v in os.environ.items() if not k.startswith("HOOKBUS_")},
+                    "HOOKBUS_REDIS_URL": server.url,
+                }
+                gateway = subprocess.Popen(
+                    [sys.executable, "-m", "hookbus", "gateway", "--port", str(port)],
+                    env=env,
+                    stdout=subprocess.DEVNULL,
+                    stderr=subprocess.DEVNULL,
+                )
                 os.environ["CONSOLE_URL"] = f"http://127.0.0.1:{port}"
                 try:
                     deadline = time.monotonic() + 30
-                    while subprocess.run(["curl", "-sf", f"http://127.0.0.1:{port}/healthz"],
-                                         capture_output=True).returncode != 0:
+                    while (
+                        subprocess.run(
+                            ["curl", "-sf", f"http://127.0.0.1:{port}/healthz"], capture_output=True
+                        ).returncode
+                        != 0
+                    ):
                         if time.monotonic() > deadline:
                             raise SystemExit("the gateway did not start")
                         time.sleep(0.1)
@@ -205,17 +249,25 @@ def main() -> None:
     print("| subscribers | mode | CPU µs / delivery | reader Redis commands | wall s |")
     print("|---|---|---|---|---|")
     for row in results["tail"]:
-        print(f"| {row['subscribers']} | {row['mode']} | {row['cpu_us_per_delivery']} | {row['reader_commands']} | "
-              f"{row['wall_s']} |")
+        print(
+            f"| {row['subscribers']} | {row['mode']} | {row['cpu_us_per_delivery']} | {row['reader_commands']} | "
+            f"{row['wall_s']} |"
+        )
     for k in args.subscribers:
-        shared, per = (next(r for r in results["tail"] if r["subscribers"] == k and r["mode"] == m)
-                       for m in ("shared", "per-connection"))
-        print(f"{k} subscribers: per-connection/shared CPU {per['cpu_s'] / shared['cpu_s']:.2f}x, "
-              f"Redis commands {per['reader_commands'] / max(1, shared['reader_commands']):.1f}x")
+        shared, per = (
+            next(r for r in results["tail"] if r["subscribers"] == k and r["mode"] == m)
+            for m in ("shared", "per-connection")
+        )
+        print(
+            f"{k} subscribers: per-connection/shared CPU {per['cpu_s'] / shared['cpu_s']:.2f}x, "
+            f"Redis commands {per['reader_commands'] / max(1, shared['reader_commands']):.1f}x"
+        )
     if results["page"]:
         page = results["page"]
-        print(f"\npage at {page['rate']}/s for {page['seconds']} s: idle {page['idle']}, load {page['load']}; "
-              f"frame-gap p95 load/idle {page['p95_ratio']}x; {page['shown']}")
+        print(
+            f"\npage at {page['rate']}/s for {page['seconds']} s: idle {page['idle']}, load {page['load']}; "
+            f"frame-gap p95 load/idle {page['p95_ratio']}x; {page['shown']}"
+        )
 
 
 if __name__ == "__main__":

@@ -42,8 +42,12 @@ ROOT = Path(__file__).resolve().parent.parent
 
 
 def requests(count: int) -> list[Request]:
-    return [Request(event_id=f"bench-{i}", event="PreToolUse", tenant="default", payload=BODIES[i % len(BODIES)],
-                    received_ms=0) for i in range(count)]
+    return [
+        Request(
+            event_id=f"bench-{i}", event="PreToolUse", tenant="default", payload=BODIES[i % len(BODIES)], received_ms=0
+        )
+        for i in range(count)
+    ]
 
 
 async def parse(batch: list[Request], engine: Engine, policy: Policy) -> None:
@@ -84,8 +88,10 @@ async def main(args: argparse.Namespace) -> None:
     print("| way | µs / event (median; min-max) | ÷ parse |")
     print("|---|---|---|")
     for name, values in us.items():
-        print(f"| {name} | {median[name]:.1f} ({min(values):.1f}-{max(values):.1f}) | "
-              f"{median[name] / median['parse']:.1f}x |")
+        print(
+            f"| {name} | {median[name]:.1f} ({min(values):.1f}-{max(values):.1f}) | "
+            f"{median[name] / median['parse']:.1f}x |"
+        )
 
 
 if __name__ == "__main__":

@@ -14,8 +14,9 @@ import h2.connection
 import h2.events
 import uvloop
 
-DENY = (b'{"hookSpecificOutput":{"hookEventName":"PreToolUse","permissionDecision":"deny",'
-        b'"permissionDecisionReason":"no"}}')
+DENY = (
+    b'{"hookSpecificOutput":{"hookEventName":"PreToolUse","permissionDecision":"deny","permissionDecisionReason":"no"}}'
+)
 
 
 class H2Hook(asyncio.Protocol):
@@ -46,9 +47,15 @@ class H2Hook(asyncio.Protocol):
             elif isinstance(event, h2.events.StreamEnded):
                 body = self.bodies.pop(event.stream_id, bytearray())
                 reply = DENY if b"rm -rf" in body else b""
-                self.conn.send_headers(event.stream_id, [(b":status", b"200"), (b"content-type", b"application/json"),
-                                                         (b"content-length", str(len(reply)).encode())],
-                                       end_stream=not reply)
+                self.conn.send_headers(
+                    event.stream_id,
+                    [
+                        (b":status", b"200"),
+                        (b"content-type", b"application/json"),
+                        (b"content-length", str(len(reply)).encode()),
+                    ],
+                    end_stream=not reply,
+                )
                 if reply:
                     self.conn.send_data(event.stream_id, reply, end_stream=True)
         self.transport.write(self.conn.data_to_send())

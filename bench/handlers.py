@@ -40,14 +40,22 @@ HEAD = "hooks:\n  PreToolUse:\n    - matcher: Bash\n      hooks:\n"
 POLICIES = {
     "rule": HEAD + "        - {type: rule, deny: ['Bash(rm -rf *)', 'Bash(sudo *)'], reason: denied}\n",
     "function": HEAD + "        - {type: function, function: 'bench.funcs:deny_rm'}\n",
-    "http": "hookbus: {http: {allowedNetworks: ['127.0.0.0/8']}}\n" + HEAD
+    "http": "hookbus: {http: {allowedNetworks: ['127.0.0.0/8']}}\n"
+    + HEAD
     + "        - {type: http, url: 'http://127.0.0.1:{port}/hook'}\n",
     "command": HEAD + f"        - {{type: command, command: '{sys.executable} {ROOT / 'bench' / 'local_hook.py'}'}}\n",
 }
 
 
-async def measure(port: int, rate: float, duration_s: float, saturate_s: float, concurrency: int,
-                  meter: CpuMeter | None = None, wrk_script_path: Path | None = None) -> dict[str, Any]:
+async def measure(
+    port: int,
+    rate: float,
+    duration_s: float,
+    saturate_s: float,
+    concurrency: int,
+    meter: CpuMeter | None = None,
+    wrk_script_path: Path | None = None,
+) -> dict[str, Any]:
     async def make_call() -> Any:
         connection = await Connection("127.0.0.1", port).open()
 
@@ -55,6 +63,7 @@ async def measure(port: int, rate: float, duration_s: float, saturate_s: float, 
             status, body = await connection.post("/v1/hooks", BODIES[i % len(BODIES)])
             if status != 200:
                 raise RuntimeError(f"{status} {body[:200]!r}")
+
         return call
 
     await saturate(make_call, 8, 0.5)
@@ -76,9 +85,13 @@ async def main(args: argparse.Namespace) -> dict[str, Any]:
     found: dict[str, dict[str, Any]] = {}
     hook_port = free_port()
     hook_server = subprocess.Popen(  # noqa: ASYNC220
-        [sys.executable, str(ROOT / "bench" / "hook_server.py"), str(hook_port)])
-    rows = ["| handler type | p50 (ms) | p99 (ms) | throughput at saturation (decisions/s) | dispatcher CPU µs "
-            "/ decision | gateway CPU µs / decision | Redis CPU µs / decision |", "|---|---|---|---|---|---|---|"]
+        [sys.executable, str(ROOT / "bench" / "hook_server.py"), str(hook_port)]
+    )
+    rows = [
+        "| handler type | p50 (ms) | p99 (ms) | throughput at saturation (decisions/s) | dispatcher CPU µs "
+        "/ decision | gateway CPU µs / decision | Redis CPU µs / decision |",
+        "|---|---|---|---|---|---|---|",
+    ]
     with tempfile.TemporaryDirectory() as state, EmbeddedRedis(state, persistent=False) as redis_server:
         for name in args.types:
             policy = Path(state) / f"{name}.yaml"
@@ -90,8 +103,9 @@ async def main(args: argparse.Namespace) -> dict[str, Any]:
                 meter = CpuMeter({"gateway": roles[0].pid, "dispatcher": roles[1].pid, "redis": redis_server.pid or 0})
                 script = wrk_script(Path(state) / "post.lua", BODIES[:600]) if args.wrk and not slow else None
                 rate, saturate_s = (args.rate / 10, 0) if slow else (args.rate, args.saturate_s)
-                result = await measure(port, rate, args.duration, saturate_s, 16 if slow else args.concurrency,
-                                       meter, script)
+                result = await measure(
+                    port, rate, args.duration, saturate_s, 16 if slow else args.concurrency, meter, script
+                )
             finally:
                 for role in roles:
                     role.send_signal(signal.SIGTERM)
@@ -100,21 +114,39 @@ async def main(args: argparse.Namespace) -> dict[str, Any]:
             s = result["steady"]
             throughput = f"{result['throughput_per_s']:,.0f}" if result["throughput_per_s"] else "-"
             cpu = result["cpu_us"]
-            rows.append(f"| `{name}` | {s['p50_ms']:.2f} | {s['p99_ms']:.2f} | {throughput} | "
-                        f"{cpu.get('dispatcher', 0):.0f} | {cpu.get('gateway', 0):.0f} | {cpu.get('redis', 0):.0f} |")
+            rows.append(
+                f"| `{name}` | {s['p50_ms']:.2f} | {s['p99_ms']:.2f} | {throughput} | "
+                f"{cpu.get('dispatcher', 0):.0f} | {cpu.get('gateway', 0):.0f} | {cpu.get('redis', 0):.0f} |"
+            )
             print(rows[-1], file=sys.stderr)
-            found[name] = {"p50_ms": s["p50_ms"], "p99_ms": s["p99_ms"], "per_s": result["throughput_per_s"] or None,
-                           **{f"{role}_cpu_us": cpu.get(role) for role in ("dispatcher", "gateway", "redis")},
-                           "rate_per_s": rate, "saturate_s": saturate_s, "steady_decisions": s["n"]}
+            found[name] = {
+                "p50_ms": s["p50_ms"],
+                "p99_ms": s["p99_ms"],
+                "per_s": result["throughput_per_s"] or None,
+                **{f"{role}_cpu_us": cpu.get(role) for role in ("dispatcher", "gateway", "redis")},
+                "rate_per_s": rate,
+                "saturate_s": saturate_s,
+                "steady_decisions": s["n"],
+            }
     hook_server.terminate()
     hook_server.wait()
-    print(f"Steady rate {args.rate}/s ({args.rate / 10}/s for `command`) for {args.duration} s; saturation "
-          f"{args.concurrency} connections for {args.saturate_s} s ({loader}).\n")
+    print(
+        f"Steady rate {args.rate}/s ({args.rate / 10}/s for `command`) for {args.duration} s; saturation "
+        f"{args.concurrency} connections for {args.saturate_s} s ({loader}).\n"
+    )
     print("\n".join(rows))
-    return {"args": {"rate_per_s": args.rate, "command_rate_per_s": args.rate / 10, "duration_s": args.duration,
-                     "saturate_s": args.saturate_s, "concurrency": args.concurrency, "loader": loader,
-                     "types": args.types},
-            "handlers": found}
+    return {
+        "args": {
+            "rate_per_s": args.rate,
+            "command_rate_per_s": args.rate / 10,
+            "duration_s": args.duration,
+            "saturate_s": args.saturate_s,
+            "concurrency": args.concurrency,
+            "loader": loader,
+            "types": args.types,
+        },
+        "handlers": found,
+    }
 
 
 if __name__ == "__main__":
@@ -123,8 +155,12 @@ if __name__ == "__main__":
     parser.add_argument("--duration", type=float, default=5)
     parser.add_argument("--saturate-s", type=float, default=4)
     parser.add_argument("--concurrency", type=int, default=64)
-    parser.add_argument("--wrk", action=argparse.BooleanOptionalAction, default=shutil.which("wrk") is not None,
-                        help="saturate with wrk (default: when installed)")
+    parser.add_argument(
+        "--wrk",
+        action=argparse.BooleanOptionalAction,
+        default=shutil.which("wrk") is not None,
+        help="saturate with wrk (default: when installed)",
+    )
     parser.add_argument("--types", nargs="+", default=list(POLICIES), choices=list(POLICIES))
     result = uvloop.run(main(parser.parse_args()))
     RESULTS.mkdir(exist_ok=True)

@@ -12,10 +12,12 @@ import sys
 
 import uvloop
 
-DENY = (b'{"hookSpecificOutput":{"hookEventName":"PreToolUse","permissionDecision":"deny",'
-        b'"permissionDecisionReason":"no"}}')
-CONTEXT = (b'{"hookSpecificOutput":{"hookEventName":"UserPromptSubmit",'
-           b'"additionalContext":"branch main, 3 files changed"}}')
+DENY = (
+    b'{"hookSpecificOutput":{"hookEventName":"PreToolUse","permissionDecision":"deny","permissionDecisionReason":"no"}}'
+)
+CONTEXT = (
+    b'{"hookSpecificOutput":{"hookEventName":"UserPromptSubmit","additionalContext":"branch main, 3 files changed"}}'
+)
 
 
 async def answer(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
@@ -28,8 +30,12 @@ async def answer(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> 
                     length = int(line[15:])
             body = await reader.readexactly(length)
             reply = DENY if b"rm -rf" in body else CONTEXT if b'"UserPromptSubmit"' in body else b""
-            writer.write(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: "
-                         + str(len(reply)).encode() + b"\r\n\r\n" + reply)
+            writer.write(
+                b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: "
+                + str(len(reply)).encode()
+                + b"\r\n\r\n"
+                + reply
+            )
     except (asyncio.IncompleteReadError, ConnectionError):
         writer.close()
 

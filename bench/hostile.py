@@ -50,8 +50,13 @@ def split(text: str) -> None:
 
 
 def rules(text: str) -> None:
-    hook_input = {"hook_event_name": "PreToolUse", "session_id": "s", "cwd": "/w", "tool_name": "Bash",
-                  "tool_input": {"command": text}}
+    hook_input = {
+        "hook_event_name": "PreToolUse",
+        "session_id": "s",
+        "cwd": "/w",
+        "tool_name": "Bash",
+        "tool_input": {"command": text},
+    }
 
     async def run() -> None:
         limits = POLICY.settings.limits
@@ -73,8 +78,11 @@ def row(name: str, small: str, large: str, stages: dict[str, Callable[[str], Non
     ratio = len(large) / len(small)
     for stage, fn in stages.items():
         a, b = best_s(lambda: fn(small)), best_s(lambda: fn(large))  # noqa: B023 (called at once)
-        out[stage] = {"small_ms": round(a * 1000, 2), "large_ms": round(b * 1000, 2),
-                      "growth": round(b / a / ratio, 2) if a > 0 else None}
+        out[stage] = {
+            "small_ms": round(a * 1000, 2),
+            "large_ms": round(b * 1000, 2),
+            "growth": round(b / a / ratio, 2) if a > 0 else None,
+        }
     return out
 
 
@@ -82,8 +90,11 @@ def main() -> None:
     baseline = best_s(lambda: split("ls -la " * 2000))
     rows = []
     for name, unit in {**COMMAND_UNITS, **OPEN_UNITS}.items():
-        rows.append(row(name, command(unit, 16 * 1024), command(unit, 64 * 1024),
-                        {"split": split, "rules": rules, "mask": mask}))
+        rows.append(
+            row(
+                name, command(unit, 16 * 1024), command(unit, 64 * 1024), {"split": split, "rules": rules, "mask": mask}
+            )
+        )
     for name, unit in SECRET_UNITS.items():
         rows.append(row(f"mask {name}", fill(unit, 256 * 1024), fill(unit, 1024 * 1024), {"mask": mask}))
     print(f"baseline: splitting 'ls -la ' x 2000 (14 KB): {baseline * 1000:.2f} ms\n")

@@ -50,10 +50,12 @@ from workers.outbound import USER_AGENT, GuardedClient, guarded_request
 from workers.transport import GuardedTransport
 
 ROOT = Path(__file__).resolve().parent.parent
-BODY = (b'{"session_id":"bench-1","transcript_path":"/home/dev/.claude/projects/bench/session.jsonl",'
-        b'"cwd":"/home/dev/project","permission_mode":"default","hook_event_name":"PreToolUse",'
-        b'"tool_name":"Bash","tool_input":{"command":"ls -la src/mod1","description":"bench"},'
-        b'"tool_use_id":"toolu_00000001"}')
+BODY = (
+    b'{"session_id":"bench-1","transcript_path":"/home/dev/.claude/projects/bench/session.jsonl",'
+    b'"cwd":"/home/dev/project","permission_mode":"default","hook_event_name":"PreToolUse",'
+    b'"tool_name":"Bash","tool_input":{"command":"ls -la src/mod1","description":"bench"},'
+    b'"tool_use_id":"toolu_00000001"}'
+)
 HEADERS = {"Content-Type": "application/json"}
 ALLOWED = parse_networks(["127.0.0.0/8"])
 One = Callable[[], Awaitable[None]]
@@ -88,15 +90,23 @@ def httpcore_transport(pool: int, *, no_poll: bool = False, http2: bool = False)
     transport = httpx.AsyncHTTPTransport(limits=limits, http1=not http2, http2=http2)  # http2 alone: h2c
     if no_poll:
         transport._pool = httpcore.AsyncConnectionPool(
-            max_connections=pool, max_keepalive_connections=pool, keepalive_expiry=30.0, retries=0,
-            network_backend=_NoPollBackend())
+            max_connections=pool,
+            max_keepalive_connections=pool,
+            keepalive_expiry=30.0,
+            retries=0,
+            network_backend=_NoPollBackend(),
+        )
     return transport
 
 
 def via_client(transport: httpx.AsyncBaseTransport, url: str) -> tuple[One, Callable[[], Awaitable[None]]]:
     """What hookbus's outbound path did before: build_request + AsyncClient.send, body streamed."""
-    client = httpx.AsyncClient(transport=transport, follow_redirects=False, trust_env=False,
-                               headers={"User-Agent": USER_AGENT, "Accept-Encoding": "identity"})
+    client = httpx.AsyncClient(
+        transport=transport,
+        follow_redirects=False,
+        trust_env=False,
+        headers={"User-Agent": USER_AGENT, "Accept-Encoding": "identity"},
+    )
     slots = asyncio.Semaphore(16)
 
     async def one() -> None:
@@ -136,8 +146,11 @@ def via_aiohttp(url: str) -> tuple[One, Callable[[], Awaitable[None]]]:
     async def one() -> None:
         nonlocal session
         if session is None:
-            session = aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit_per_host=32),
-                                            cookie_jar=aiohttp.DummyCookieJar(), auto_decompress=False)
+            session = aiohttp.ClientSession(
+                connector=aiohttp.TCPConnector(limit_per_host=32),
+                cookie_jar=aiohttp.DummyCookieJar(),
+                auto_decompress=False,
+            )
         async with session.post(url, data=BODY, headers=HEADERS) as response:
             await response.read()
 
@@ -148,8 +161,9 @@ def via_aiohttp(url: str) -> tuple[One, Callable[[], Awaitable[None]]]:
     return one, close
 
 
-async def closed_loop(one: One, seconds: float, concurrency: int = 16,
-                      max_requests: int = 200_000) -> tuple[float, float]:
+async def closed_loop(
+    one: One, seconds: float, concurrency: int = 16, max_requests: int = 200_000
+) -> tuple[float, float]:
     """(requests/s, client CPU µs per request) with ``concurrency`` requests in flight."""
     done = 0
     stop_at = time.perf_counter() + seconds
@@ -189,24 +203,33 @@ async def open_loop(one: One, rate_per_s: float, seconds: float) -> tuple[float,
 def candidates(h1: str, h2: str) -> Iterable[tuple[str, Callable[[], tuple[One, Callable[[], Awaitable[None]]]]]]:
     yield "httpcore, pool 16 (no guard)", lambda: via_client(httpcore_transport(16), h1)
     yield "httpcore, pool 64 (no guard)", lambda: via_client(httpcore_transport(64), h1)
-    yield ("httpcore, pool 16, no pool scan (unsafe, no guard)",
-           lambda: via_client(httpcore_transport(16, no_poll=True), h1))
+    yield (
+        "httpcore, pool 16, no pool scan (unsafe, no guard)",
+        lambda: via_client(httpcore_transport(16, no_poll=True), h1),
+    )
     yield "httpcore, HTTP/2 (h2c, no guard)", lambda: via_client(httpcore_transport(16, http2=True), h2)
     yield "httpx-aiohttp via AsyncClient.send (before, no guard)", lambda: via_client(AiohttpTransport(), h1)
     yield "aiohttp ClientSession alone (no httpx, no guard)", lambda: via_aiohttp(h1)
     yield "GuardedTransport via AsyncClient.send", lambda: via_client(GuardedTransport(ALLOWED), h1)
     for per_host in (4, 16, 32, 64):
         label = " (shipped)" if per_host == 32 else ""
-        yield (f"GuardedTransport via guarded_request, {per_host} per host{label}",
-               lambda n=per_host: via_guarded_request(h1, n))
+        yield (
+            f"GuardedTransport via guarded_request, {per_host} per host{label}",
+            lambda n=per_host: via_guarded_request(h1, n),
+        )
 
 
 async def main(args: argparse.Namespace) -> None:
     port, h2_port = free_port(), free_port()
-    servers = [subprocess.Popen([sys.executable, str(ROOT / "bench" / "hook_server.py"), str(port)]),  # noqa: ASYNC220
-               subprocess.Popen([sys.executable, str(ROOT / "bench" / "h2_hook_server.py"), str(h2_port)])]  # noqa: ASYNC220
-    rows = ["| transport | requests/s (16 in flight) | client CPU µs / request | p50 ms at "
-            f"{args.rate:g}/s | p99 ms at {args.rate:g}/s |", "|---|---|---|---|---|"]
+    servers = [
+        subprocess.Popen([sys.executable, str(ROOT / "bench" / "hook_server.py"), str(port)]),  # noqa: ASYNC220
+        subprocess.Popen([sys.executable, str(ROOT / "bench" / "h2_hook_server.py"), str(h2_port)]),  # noqa: ASYNC220
+    ]
+    rows = [
+        "| transport | requests/s (16 in flight) | client CPU µs / request | p50 ms at "
+        f"{args.rate:g}/s | p99 ms at {args.rate:g}/s |",
+        "|---|---|---|---|---|",
+    ]
     try:
         for attempt in range(50):  # both servers listening (bounded)
             try:
@@ -229,8 +252,10 @@ async def main(args: argparse.Namespace) -> None:
             finally:
                 await close()
             base_cpu = base_cpu or cpu_us
-            rows.append(f"| {name} | {throughput:,.0f} | {cpu_us:,.0f} ({base_cpu / cpu_us:.1f}x less) | "
-                        f"{p50:.2f} | {p99:.2f} |")
+            rows.append(
+                f"| {name} | {throughput:,.0f} | {cpu_us:,.0f} ({base_cpu / cpu_us:.1f}x less) | "
+                f"{p50:.2f} | {p99:.2f} |"
+            )
             print(rows[-1], file=sys.stderr)
     finally:
         for server in servers:

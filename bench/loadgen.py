@@ -34,14 +34,14 @@ class _Http1(asyncio.Protocol):
             end = self.buffer.find(b"\r\n\r\n")
             if end < 0:
                 return
-            self.head = bytes(self.buffer[:end + 4])
-            del self.buffer[:end + 4]
+            self.head = bytes(self.buffer[: end + 4])
+            del self.buffer[: end + 4]
             at = self.head.lower().find(b"\r\ncontent-length:")
-            self.length = int(self.head[at + 17:self.head.index(b"\r\n", at + 2)]) if at >= 0 else 0
+            self.length = int(self.head[at + 17 : self.head.index(b"\r\n", at + 2)]) if at >= 0 else 0
         if len(self.buffer) < self.length:
             return
-        body = bytes(self.buffer[:self.length])
-        del self.buffer[:self.length]
+        body = bytes(self.buffer[: self.length])
+        del self.buffer[: self.length]
         head, self.head = self.head, b""
         waiter, self.waiter = self.waiter, None
         if waiter is not None and not waiter.done():
@@ -76,9 +76,16 @@ class Connection:
             raise protocol.lost
         protocol.waiter = waiter = asyncio.get_running_loop().create_future()
         protocol.transport.write(
-            b"POST " + path.encode() + b" HTTP/1.1\r\nHost: " + self.host.encode()
-            + b"\r\nContent-Type: application/json\r\n" + headers
-            + b"Content-Length: " + str(len(body)).encode() + b"\r\n\r\n" + body
+            b"POST "
+            + path.encode()
+            + b" HTTP/1.1\r\nHost: "
+            + self.host.encode()
+            + b"\r\nContent-Type: application/json\r\n"
+            + headers
+            + b"Content-Length: "
+            + str(len(body)).encode()
+            + b"\r\n\r\n"
+            + body
         )
         head, payload = await waiter
         return int(head[9:12]), head, payload
@@ -106,8 +113,9 @@ def summarize(latencies_s: list[float]) -> dict[str, float]:
 Call = Callable[[int], Awaitable[object]]
 
 
-async def steady_rate(make_call: Callable[[], Awaitable[Call]], rate_per_s: float, duration_s: float,
-                      connections: int = 32) -> list[float]:
+async def steady_rate(
+    make_call: Callable[[], Awaitable[Call]], rate_per_s: float, duration_s: float, connections: int = 32
+) -> list[float]:
     """Open loop: start one request every 1/rate seconds.
 
     Latency runs from the moment the request is written. The event loop's timers have a

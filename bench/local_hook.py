@@ -24,8 +24,17 @@ def main() -> int:
     command = data.get("tool_input", {}).get("command", "")
     for pattern in DANGEROUS:
         if re.search(pattern, command):
-            print(json.dumps({"hookSpecificOutput": {"hookEventName": "PreToolUse", "permissionDecision": "deny",
-                                                     "permissionDecisionReason": f"blocked by {pattern}"}}))
+            print(
+                json.dumps(
+                    {
+                        "hookSpecificOutput": {
+                            "hookEventName": "PreToolUse",
+                            "permissionDecision": "deny",
+                            "permissionDecisionReason": f"blocked by {pattern}",
+                        }
+                    }
+                )
+            )
             return 0
     return 0
 

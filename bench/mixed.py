@@ -78,8 +78,14 @@ hooks:
   Stop:
     - hooks: [{type: function, function: 'bench.funcs:block_stop'}]
 """
-COMMANDS = ["ls -la src/mod{i}", "git status --short -- pkg{i}", "npm run test -- --shard={i}", "rm -rf /home/u{i}",
-            "cat docs/page{i}.md", "git push --force origin feature-{i}"]
+COMMANDS = [
+    "ls -la src/mod{i}",
+    "git status --short -- pkg{i}",
+    "npm run test -- --shard={i}",
+    "rm -rf /home/u{i}",
+    "cat docs/page{i}.md",
+    "git push --force origin feature-{i}",
+]
 
 
 def stop_all(processes: list[subprocess.Popen[bytes]], timeout_s: float = 15) -> None:
@@ -106,19 +112,26 @@ class Platform:
 
     def pids(self) -> dict[str, int]:
         """Process ids by role name (``dispatcher0``, ``dispatcher1``, ...)."""
-        return {"gateway": self.roles[0].pid, **{f"dispatcher{n}": r.pid for n, r in enumerate(self.roles[1:-1])},
-                "worker": self.roles[-1].pid, "redis": self.redis.pid or 0, "hook server": self.hook_server.pid}
+        return {
+            "gateway": self.roles[0].pid,
+            **{f"dispatcher{n}": r.pid for n, r in enumerate(self.roles[1:-1])},
+            "worker": self.roles[-1].pid,
+            "redis": self.redis.pid or 0,
+            "hook server": self.hook_server.pid,
+        }
 
 
 @contextlib.contextmanager
-def platform(dispatchers: int, settings: str = "", functions: str = "sync",
-             worker_cpu: str = "idle") -> Iterator[Platform]:
+def platform(
+    dispatchers: int, settings: str = "", functions: str = "sync", worker_cpu: str = "idle"
+) -> Iterator[Platform]:
     """Start the hook server, an embedded Redis and the roles with :data:`POLICY` (``functions``:
     ``async`` for its ``function`` hooks written as coroutine functions; ``settings``:
     extra YAML lines under its ``hookbus:`` key); stop all of them on exit."""
     hook_port = free_port()
-    hook_server = subprocess.Popen([sys.executable, str(ROOT / "bench" / "hook_server.py"), str(hook_port)],
-                                   preexec_fn=kill_with_parent)
+    hook_server = subprocess.Popen(
+        [sys.executable, str(ROOT / "bench" / "hook_server.py"), str(hook_port)], preexec_fn=kill_with_parent
+    )
     try:
         with tempfile.TemporaryDirectory() as state, EmbeddedRedis(state, persistent=False) as redis_server:
             policy = Path(state) / "mixed.yaml"
@@ -129,10 +142,19 @@ def platform(dispatchers: int, settings: str = "", functions: str = "sync",
             policy.write_text(text)
             port = free_port()
             roles = start_roles(redis_server.url, port, dispatchers, policy)
-            env = {"HOOKBUS_REDIS_URL": redis_server.url, "HOOKBUS_LOG_LEVEL": "warning",
-                   "HOOKBUS_WORKER_CPU": worker_cpu}
-            roles.append(subprocess.Popen([sys.executable, "-m", "hookbus", "worker", "--config", str(policy)],
-                                          env={**os.environ, **env}, cwd=ROOT, preexec_fn=kill_with_parent))
+            env = {
+                "HOOKBUS_REDIS_URL": redis_server.url,
+                "HOOKBUS_LOG_LEVEL": "warning",
+                "HOOKBUS_WORKER_CPU": worker_cpu,
+            }
+            roles.append(
+                subprocess.Popen(
+                    [sys.executable, "-m", "hookbus", "worker", "--config", str(policy)],
+                    env={**os.environ, **env},
+                    cwd=ROOT,
+                    preexec_fn=kill_with_parent,
+                )
+            )
             try:
                 yield Platform(port, redis_server, roles, hook_server)
             finally:
@@ -143,29 +165,51 @@ def platform(dispatchers: int, settings: str = "", functions: str = "sync",
 
 
 def hook_input(kind: str, i: int, sessions: int) -> bytes:
-    base: dict[str, Any] = {"session_id": f"mixed-{i % sessions}", "cwd": "/home/dev/project",
-                            "transcript_path": "/home/dev/.claude/projects/mixed/session.jsonl",
-                            "permission_mode": "default"}
+    base: dict[str, Any] = {
+        "session_id": f"mixed-{i % sessions}",
+        "cwd": "/home/dev/project",
+        "transcript_path": "/home/dev/.claude/projects/mixed/session.jsonl",
+        "permission_mode": "default",
+    }
     if kind == "webfetch":  # the hook server denies a body holding "rm -rf": one in seven
         url = f"https://docs.example.com/{'rm -rf' if i % 7 == 0 else 'page'}{i}"
-        base |= {"hook_event_name": "PreToolUse", "tool_name": "WebFetch", "tool_use_id": f"toolu_{i:08d}",
-                 "tool_input": {"url": url, "prompt": "summarise"}}
+        base |= {
+            "hook_event_name": "PreToolUse",
+            "tool_name": "WebFetch",
+            "tool_use_id": f"toolu_{i:08d}",
+            "tool_input": {"url": url, "prompt": "summarise"},
+        }
     elif kind == "write":
         path = f"/etc/cron.d/job{i}" if i % 9 == 0 else f"/home/dev/project/src/mod{i}.py"
-        base |= {"hook_event_name": "PreToolUse", "tool_name": "Write", "tool_use_id": f"toolu_{i:08d}",
-                 "tool_input": {"file_path": path, "content": "print('hello')\n" * 8}}
+        base |= {
+            "hook_event_name": "PreToolUse",
+            "tool_name": "Write",
+            "tool_use_id": f"toolu_{i:08d}",
+            "tool_input": {"file_path": path, "content": "print('hello')\n" * 8},
+        }
     elif kind == "bash":
-        base |= {"hook_event_name": "PreToolUse", "tool_name": "Bash", "tool_use_id": f"toolu_{i:08d}",
-                 "tool_input": {"command": COMMANDS[i % len(COMMANDS)].format(i=i), "description": "mixed"}}
+        base |= {
+            "hook_event_name": "PreToolUse",
+            "tool_name": "Bash",
+            "tool_use_id": f"toolu_{i:08d}",
+            "tool_input": {"command": COMMANDS[i % len(COMMANDS)].format(i=i), "description": "mixed"},
+        }
     elif kind == "prompt":  # the hook server answers with additionalContext
         base |= {"hook_event_name": "UserPromptSubmit", "prompt": f"fix the failing test in tests/test_{i}.py"}
     elif kind == "post":
-        base |= {"hook_event_name": "PostToolUse", "tool_name": "Bash", "tool_use_id": f"toolu_{i:08d}",
-                 "tool_input": {"command": f"pytest -q tests/test_{i}.py"},
-                 "tool_response": {"stdout": "1 passed in 0.01s\n", "stderr": "", "interrupted": False}}
+        base |= {
+            "hook_event_name": "PostToolUse",
+            "tool_name": "Bash",
+            "tool_use_id": f"toolu_{i:08d}",
+            "tool_input": {"command": f"pytest -q tests/test_{i}.py"},
+            "tool_response": {"stdout": "1 passed in 0.01s\n", "stderr": "", "interrupted": False},
+        }
     elif kind == "notification":
-        base |= {"hook_event_name": "Notification", "message": "Claude needs your permission to use Bash",
-                 "notification_type": "permission_prompt"}
+        base |= {
+            "hook_event_name": "Notification",
+            "message": "Claude needs your permission to use Bash",
+            "notification_type": "permission_prompt",
+        }
     else:
         base |= {"hook_event_name": "Stop", "stop_hook_active": False}
     return orjson.dumps(base)
@@ -187,8 +231,14 @@ class HeadConnection(Connection):
     ``X-Hookbus-Outcome``)."""
 
 
-async def open_loop(port: int, bodies: Iterable[tuple[str, bytes]], rate_per_s: float, connections: int,
-                    timeout_s: float, record: Callable[[dict[str, Any]], None] | None = None) -> list[dict[str, Any]]:
+async def open_loop(
+    port: int,
+    bodies: Iterable[tuple[str, bytes]],
+    rate_per_s: float,
+    connections: int,
+    timeout_s: float,
+    record: Callable[[dict[str, Any]], None] | None = None,
+) -> list[dict[str, Any]]:
     """Send ``bodies`` on a fixed schedule; one result per request (latency from its scheduled time,
     ``at_s`` that time from the first request's). With ``record`` each result goes there instead
     of the returned list, so a long run keeps nothing per request."""
@@ -206,15 +256,31 @@ async def open_loop(port: int, bodies: Iterable[tuple[str, bytes]], rate_per_s: 
         sent = time.perf_counter()
         try:
             status, head, answer = await connection.post_head("/v1/hooks", body)
-            outcome = next((line.split(b":", 1)[1].strip().decode() for line in head.split(b"\r\n")
-                            if line.lower().startswith(b"x-hookbus-outcome:")), "")
+            outcome = next(
+                (
+                    line.split(b":", 1)[1].strip().decode()
+                    for line in head.split(b"\r\n")
+                    if line.lower().startswith(b"x-hookbus-outcome:")
+                ),
+                "",
+            )
             pool.put_nowait(connection)
         except (OSError, asyncio.IncompleteReadError) as exc:
             status, outcome, answer = 0, f"error: {exc!r}", b""
         done = time.perf_counter()
-        keep({"kind": kind, "status": status, "outcome": outcome, "latency_s": done - scheduled,
-              "lag_s": sent - scheduled, "service_s": done - sent, "at_s": scheduled - start,
-              "decided": b'"deny"' in answer or b'"block"' in answer, "context": b'"additionalContext"' in answer})
+        keep(
+            {
+                "kind": kind,
+                "status": status,
+                "outcome": outcome,
+                "latency_s": done - scheduled,
+                "lag_s": sent - scheduled,
+                "service_s": done - sent,
+                "at_s": scheduled - start,
+                "decided": b'"deny"' in answer or b'"block"' in answer,
+                "context": b'"additionalContext"' in answer,
+            }
+        )
 
     start = time.perf_counter() + 0.05
     for i, (kind, body) in enumerate(bodies):
@@ -263,7 +329,8 @@ def summary(results: list[dict[str, Any]]) -> dict[str, Any]:
     latencies = [r["latency_s"] for r in results]
     return {
         "n": len(results),
-        "p50_ms": percentile(latencies, 0.5) * 1000, "p99_ms": percentile(latencies, 0.99) * 1000,
+        "p50_ms": percentile(latencies, 0.5) * 1000,
+        "p99_ms": percentile(latencies, 0.99) * 1000,
         "max_ms": max(latencies) * 1000,
         "fail_open": sum(r["outcome"] == "fail-open" for r in results),
         "errors": sum(r["status"] != 200 for r in results),
@@ -305,8 +372,11 @@ async def main(args: argparse.Namespace) -> dict[str, Any]:
         wall_s = time.perf_counter() - started
         meter.stop()
         out["overall"] = summary(results)
-        out["kinds"] = {kind: summary([r for r in results if r["kind"] == kind]) for kind in MIX
-                        if not args.kinds or kind in args.kinds}
+        out["kinds"] = {
+            kind: summary([r for r in results if r["kind"] == kind])
+            for kind in MIX
+            if not args.kinds or kind in args.kinds
+        }
         out["cpu_us_per_event"] = meter.per_request_us(len(results))
         out["switches_per_event"] = meter.per_request_switches(len(results))
         out["cpu_share"] = {name: used / wall_s for name, used in meter.used_s.items()}
@@ -321,26 +391,43 @@ async def main(args: argparse.Namespace) -> dict[str, Any]:
 
 def markdown(out: dict[str, Any]) -> str:
     args, overall = out["args"], out["overall"]
-    lines = [f"Open loop at {args['rate']:g} events/s for {args['duration']:g} s ({overall['n']} events), "
-             f"{args['dispatchers']} dispatcher(s), {args['connections']} connections; latency from the scheduled "
-             f"send time.", "",
-             "| kind | events | p50 ms | p99 ms | max ms | fail-open | errors | denied/blocked | with context |",
-             "|---|---|---|---|---|---|---|---|---|"]
+    lines = [
+        f"Open loop at {args['rate']:g} events/s for {args['duration']:g} s ({overall['n']} events), "
+        f"{args['dispatchers']} dispatcher(s), {args['connections']} connections; latency from the scheduled "
+        f"send time.",
+        "",
+        "| kind | events | p50 ms | p99 ms | max ms | fail-open | errors | denied/blocked | with context |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
     for kind, s in [("**all**", overall), *out["kinds"].items()]:
-        lines.append(f"| {kind} | {s['n']} | {s['p50_ms']:.2f} | {s['p99_ms']:.2f} | {s['max_ms']:.1f} | "
-                     f"{s['fail_open']} | {s['errors']} | {s['decided_deny_or_block']} | {s['with_context']} |")
-    lines += ["", f"Load generator lag p99: {overall['lag_p99_ms']:.2f} ms; p99 from the write: "
-                  f"{overall['service_p99_ms']:.2f} ms.", "",
-              "| process | CPU µs / event | share of one core | waits / event | preemptions / event |",
-              "|---|---|---|---|---|"]
+        lines.append(
+            f"| {kind} | {s['n']} | {s['p50_ms']:.2f} | {s['p99_ms']:.2f} | {s['max_ms']:.1f} | "
+            f"{s['fail_open']} | {s['errors']} | {s['decided_deny_or_block']} | {s['with_context']} |"
+        )
+    lines += [
+        "",
+        f"Load generator lag p99: {overall['lag_p99_ms']:.2f} ms; p99 from the write: "
+        f"{overall['service_p99_ms']:.2f} ms.",
+        "",
+        "| process | CPU µs / event | share of one core | waits / event | preemptions / event |",
+        "|---|---|---|---|---|",
+    ]
     for name, us in out["cpu_us_per_event"].items():
         waits, preempted = out["switches_per_event"][name]
         lines.append(f"| {name} | {us:.0f} | {out['cpu_share'][name]:.0%} | {waits:.2f} | {preempted:.2f} |")
-    lines += ["", "Waits are voluntary context switches (each a later wake-up), preemptions involuntary ones, "
-                  "of all the process's threads."]
+    lines += [
+        "",
+        "Waits are voluntary context switches (each a later wake-up), preemptions involuntary ones, "
+        "of all the process's threads.",
+    ]
     queues = out.get("queues") or [{}]
-    lines += ["", "Where events waited (sampled every 0.25 s during the steady phase; mean / max):", "",
-              "| queue | mean | max |", "|---|---|---|"]
+    lines += [
+        "",
+        "Where events waited (sampled every 0.25 s during the steady phase; mean / max):",
+        "",
+        "| queue | mean | max |",
+        "|---|---|---|",
+    ]
     for name in queues[0]:
         values = [q[name] for q in queues]
         lines.append(f"| {name.replace('_', ' ')} | {sum(values) / len(values):.0f} | {max(values)} |")
@@ -357,10 +444,18 @@ if __name__ == "__main__":
     parser.add_argument("--connections", type=int, default=256, help="keep-alive connections (default 256)")
     parser.add_argument("--sessions", type=int, default=500, help="distinct session ids (default 500)")
     parser.add_argument("--profile", action="store_true", help="py-spy the gateway, a dispatcher and the worker")
-    parser.add_argument("--worker-cpu", choices=["idle", "normal"], default="idle",
-                        help="the async worker's HOOKBUS_WORKER_CPU (default idle, as hookbus up runs it)")
-    parser.add_argument("--functions", choices=["sync", "async"], default="sync",
-                        help="the function hooks as plain functions (a worker thread each call) or as async def")
+    parser.add_argument(
+        "--worker-cpu",
+        choices=["idle", "normal"],
+        default="idle",
+        help="the async worker's HOOKBUS_WORKER_CPU (default idle, as hookbus up runs it)",
+    )
+    parser.add_argument(
+        "--functions",
+        choices=["sync", "async"],
+        default="sync",
+        help="the function hooks as plain functions (a worker thread each call) or as async def",
+    )
     parser.add_argument("--kinds", nargs="+", choices=list(MIX), help="only these kinds (same proportions)")
     parser.add_argument("--top", type=int, default=12, help="functions per profile table (default 12)")
     parsed = parser.parse_args()

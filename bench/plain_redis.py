@@ -29,9 +29,27 @@ class PlainRedis:
         server, _ = find_cluster_binaries()
         self.base_dir.mkdir(parents=True, exist_ok=True)
         self._process = subprocess.Popen(
-            [server, "--port", str(self.port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
-             "--dir", str(self.base_dir), "--logfile", str(self.base_dir / "redis.log"), "--daemonize", "no"],
-            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, preexec_fn=die_with_parent)
+            [
+                server,
+                "--port",
+                str(self.port),
+                "--bind",
+                "127.0.0.1",
+                "--save",
+                "",
+                "--appendonly",
+                "no",
+                "--dir",
+                str(self.base_dir),
+                "--logfile",
+                str(self.base_dir / "redis.log"),
+                "--daemonize",
+                "no",
+            ],
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            preexec_fn=die_with_parent,
+        )
         deadline = time.monotonic() + 10
         while True:
             try:

@@ -65,16 +65,30 @@ def wrk_script(path: Path, bodies: list[bytes]) -> Path:
         f"local bodies = {{\n{quoted}\n}}\nlocal i = 0\n"
         "request = function()\n  i = i + 1\n"
         '  return wrk.format("POST", "/v1/hooks", {["Content-Type"] = "application/json"}, bodies[(i % #bodies) + 1])\n'
-        "end\n")
+        "end\n"
+    )
     return path
 
 
 def run_wrk(port: int, script: Path, connections: int, seconds: float) -> dict[str, float]:
     wrk = shutil.which("wrk")
     assert wrk is not None
-    done = subprocess.run([wrk, "-t1", f"-c{connections}", f"-d{max(1, round(seconds))}s", "--latency", "-s",
-                           str(script), f"http://127.0.0.1:{port}/v1/hooks"], capture_output=True, text=True,
-                          timeout=seconds + 30, check=True)
+    done = subprocess.run(
+        [
+            wrk,
+            "-t1",
+            f"-c{connections}",
+            f"-d{max(1, round(seconds))}s",
+            "--latency",
+            "-s",
+            str(script),
+            f"http://127.0.0.1:{port}/v1/hooks",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=seconds + 30,
+        check=True,
+    )
     rate = re.search(r"Requests/sec:\s+([0-9.]+)", done.stdout)
     total = re.search(r"(\d+) requests in", done.stdout)
     bad = re.search(r"Non-2xx or 3xx responses: (\d+)", done.stdout)
@@ -82,8 +96,12 @@ def run_wrk(port: int, script: Path, connections: int, seconds: float) -> dict[s
     if rate is None or total is None:
         raise RuntimeError(f"unexpected wrk output:\n{done.stdout}\n{done.stderr}")
     scale = {"us": 0.001, "ms": 1.0, "s": 1000.0}
-    return {"per_s": float(rate[1]), "requests": float(total[1]), "non_2xx": float(bad[1]) if bad else 0.0,
-            "p50_ms": float(p50[1]) * scale[p50[2]] if p50 else float("nan")}
+    return {
+        "per_s": float(rate[1]),
+        "requests": float(total[1]),
+        "non_2xx": float(bad[1]) if bad else 0.0,
+        "p50_ms": float(p50[1]) * scale[p50[2]] if p50 else float("nan"),
+    }
 
 
 async def run_python(port: int, connections: int, seconds: float, bodies: list[bytes]) -> dict[str, float]:
@@ -94,6 +112,7 @@ async def run_python(port: int, connections: int, seconds: float, bodies: list[b
             status, body = await connection.post("/v1/hooks", bodies[i % len(bodies)])
             if status != 200:
                 raise RuntimeError(f"{status} {body[:200]!r}")
+
         return call
 
     done, elapsed, _ = await saturate(make_call, connections, seconds)
@@ -107,8 +126,14 @@ def fail_opens(port: int) -> float:
 
 def bodies_for(event: str) -> list[bytes]:
     """The Bash tool calls of ``bench/run.py``, sent as ``event``."""
-    return BODIES if event == "PreToolUse" else [
-        body.replace(b'"hook_event_name":"PreToolUse"', b'"hook_event_name":' + orjson.dumps(event)) for body in BODIES]
+    return (
+        BODIES
+        if event == "PreToolUse"
+        else [
+            body.replace(b'"hook_event_name":"PreToolUse"', b'"hook_event_name":' + orjson.dumps(event))
+            for body in BODIES
+        ]
+    )
 
 
 async def load(port: int, args: argparse.Namespace, script: Path | None) -> dict[str, float]:
@@ -184,9 +209,11 @@ async def main(args: argparse.Namespace) -> dict[str, Any]:
         args.bodies = bodies_for(args.event)
         script = wrk_script(Path(scratch) / "post.lua", args.bodies[:600]) if use_wrk else None
         loader = "wrk -t1" if script else "the Python load generator"
-        rows = ["| round | bare endpoint (requests/s) | hookbus (decisions/s) | ratio | hookbus p50 ms | "
-                "fail-open | non-2xx | CPU µs / request: bare server · gateway · dispatcher · Redis |",
-                "|---|---|---|---|---|---|---|---|"]
+        rows = [
+            "| round | bare endpoint (requests/s) | hookbus (decisions/s) | ratio | hookbus p50 ms | "
+            "fail-open | non-2xx | CPU µs / request: bare server · gateway · dispatcher · Redis |",
+            "|---|---|---|---|---|---|---|---|",
+        ]
         ratios = []
         for n in range(1, args.rounds + 1):
             bare = await bare_round(args, script)
@@ -194,22 +221,42 @@ async def main(args: argparse.Namespace) -> dict[str, Any]:
             ratio = hb["per_s"] / bare["per_s"]
             ratios.append(ratio)
             p50_text = "n/a" if math.isnan(hb["p50_ms"]) else f"{hb['p50_ms']:.2f}"  # the Python generator has none
-            rows.append(f"| {n} | {bare['per_s']:,.0f} | {hb['per_s']:,.0f} | {ratio:.2f}x | {p50_text} | "
-                        f"{hb['fail_open']:.0f} | {hb['non_2xx']:.0f} | {bare['server_cpu_us']:.0f} · "
-                        f"{hb['gateway_cpu_us']:.0f} · {hb['dispatcher_cpu_us']:.0f} · {hb['redis_cpu_us']:.0f} |")
+            rows.append(
+                f"| {n} | {bare['per_s']:,.0f} | {hb['per_s']:,.0f} | {ratio:.2f}x | {p50_text} | "
+                f"{hb['fail_open']:.0f} | {hb['non_2xx']:.0f} | {bare['server_cpu_us']:.0f} · "
+                f"{hb['gateway_cpu_us']:.0f} · {hb['dispatcher_cpu_us']:.0f} · {hb['redis_cpu_us']:.0f} |"
+            )
             print(rows[-1], file=sys.stderr)
-            found.append({"round": n, "bare_per_s": bare["per_s"], "hookbus_per_s": hb["per_s"], "ratio": ratio,
-                          "hookbus_p50_ms": None if math.isnan(hb["p50_ms"]) else hb["p50_ms"],
-                          "fail_open": round(hb["fail_open"]), "non_2xx": round(hb["non_2xx"]),
-                          "bare_cpu_us": bare["server_cpu_us"], "gateway_cpu_us": hb["gateway_cpu_us"],
-                          "dispatcher_cpu_us": hb["dispatcher_cpu_us"], "redis_cpu_us": hb["redis_cpu_us"],
-                          "bare_requests": round(bare["requests"]), "hookbus_requests": round(hb["requests"])})
-    print(f"Load: {loader}, {args.connections} connections, {args.seconds:g} s per run, rounds alternate; "
-          f"every request a {args.event} event.\n")
+            found.append(
+                {
+                    "round": n,
+                    "bare_per_s": bare["per_s"],
+                    "hookbus_per_s": hb["per_s"],
+                    "ratio": ratio,
+                    "hookbus_p50_ms": None if math.isnan(hb["p50_ms"]) else hb["p50_ms"],
+                    "fail_open": round(hb["fail_open"]),
+                    "non_2xx": round(hb["non_2xx"]),
+                    "bare_cpu_us": bare["server_cpu_us"],
+                    "gateway_cpu_us": hb["gateway_cpu_us"],
+                    "dispatcher_cpu_us": hb["dispatcher_cpu_us"],
+                    "redis_cpu_us": hb["redis_cpu_us"],
+                    "bare_requests": round(bare["requests"]),
+                    "hookbus_requests": round(hb["requests"]),
+                }
+            )
+    print(
+        f"Load: {loader}, {args.connections} connections, {args.seconds:g} s per run, rounds alternate; "
+        f"every request a {args.event} event.\n"
+    )
     print("\n".join(rows))
     print(f"\nratio: min {min(ratios):.2f}x, max {max(ratios):.2f}x (target >= 0.4x)")
-    return {"loader": loader, "event": args.event, "connections": args.connections, "seconds": args.seconds,
-            "rounds": found}
+    return {
+        "loader": loader,
+        "event": args.event,
+        "connections": args.connections,
+        "seconds": args.seconds,
+        "rounds": found,
+    }
 
 
 if __name__ == "__main__":
@@ -220,9 +267,12 @@ if __name__ == "__main__":
     parser.add_argument("--profile", action="store_true", help="py-spy the gateway and the dispatcher (round 1)")
     parser.add_argument("--top", type=int, default=15, help="functions per profile table (default 15)")
     parser.add_argument("--python", action="store_true", help="use the Python load generator even if wrk is there")
-    parser.add_argument("--event", default="PreToolUse",
-                        help="hook_event_name of every request (default PreToolUse, decided by the rules; "
-                             "Notification: recorded, no decision to wait for)")
+    parser.add_argument(
+        "--event",
+        default="PreToolUse",
+        help="hook_event_name of every request (default PreToolUse, decided by the rules; "
+        "Notification: recorded, no decision to wait for)",
+    )
     result = uvloop.run(main(parser.parse_args()))
     RESULTS.mkdir(exist_ok=True)
     (RESULTS / "platform_cost.json").write_text(json.dumps(result, indent=2, allow_nan=False))

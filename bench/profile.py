@@ -25,9 +25,25 @@ def record(pid: int, seconds: float, out: Path, rate_hz: int = 200) -> subproces
     if not Path(spy).exists():
         print("py-spy not found: pip install py-spy", file=sys.stderr)
         return None
-    return subprocess.Popen([spy, "record", "--pid", str(pid), "--duration", str(max(1, round(seconds))),
-                             "--rate", str(rate_hz), "--format", "raw", "--output", str(out), "--nonblocking"],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    return subprocess.Popen(
+        [
+            spy,
+            "record",
+            "--pid",
+            str(pid),
+            "--duration",
+            str(max(1, round(seconds))),
+            "--rate",
+            str(rate_hz),
+            "--format",
+            "raw",
+            "--output",
+            str(out),
+            "--nonblocking",
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
 
 
 def _short(frame: str) -> str:
@@ -40,7 +56,7 @@ def _short(frame: str) -> str:
         if marker in path:
             path = path.split(marker, 1)[1]
             break
-    return f"{frame[:match.start()]} ({path})"
+    return f"{frame[: match.start()]} ({path})"
 
 
 def top(path: Path, n: int = 15) -> dict[str, list[tuple[str, float]]]:
@@ -53,8 +69,9 @@ def top(path: Path, n: int = 15) -> dict[str, list[tuple[str, float]]]:
         if not stack or not count_text.isdigit():
             continue
         count = int(count_text)
-        frames = [_short(f) for f in stack.split(";") if f and not f.startswith("process ")
-                  and not f.startswith("thread ")]
+        frames = [
+            _short(f) for f in stack.split(";") if f and not f.startswith("process ") and not f.startswith("thread ")
+        ]
         if not frames:
             continue
         total += count
@@ -62,8 +79,11 @@ def top(path: Path, n: int = 15) -> dict[str, list[tuple[str, float]]]:
         for frame in set(frames):
             inclusive[frame] += count
     total = total or 1
-    return {"self": [(f, c / total) for f, c in own.most_common(n)],
-            "inclusive": [(f, c / total) for f, c in inclusive.most_common(n)], "samples": [("", float(total))]}
+    return {
+        "self": [(f, c / total) for f, c in own.most_common(n)],
+        "inclusive": [(f, c / total) for f, c in inclusive.most_common(n)],
+        "samples": [("", float(total))],
+    }
 
 
 def report(path: Path, title: str, n: int = 15) -> str:

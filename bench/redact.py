@@ -44,8 +44,10 @@ from bus.redact import Redactor, redact_record
 from hookbus.redis_server import EmbeddedRedis, free_port
 
 ROOT = Path(__file__).resolve().parent.parent
-MASKS: dict[str, Any] = {"pointers": ["/tool_input/description"],
-                         "patterns": [{"name": "employee-id", "regex": "EMP-[0-9]{6}"}]}
+MASKS: dict[str, Any] = {
+    "pointers": ["/tool_input/description"],
+    "patterns": [{"name": "employee-id", "regex": "EMP-[0-9]{6}"}],
+}
 SECRET_COMMANDS = [
     "curl -H 'Authorization: Bearer Q7xLm2Vr9Tb4Wc8Yz1Hd6Jf3Gs0Pk{i:05d}' https://api.acme.dev/v2/items",
     "GITHUB_TOKEN=ghp_Zq8Lm2Vx7Rt4Wn3Bc5Yz1Hd6Jf0Gs9P{i:05d} gh pr list",
@@ -72,8 +74,9 @@ def start_platform(url: str, port: int, policy: Path, prefix: str) -> list[subpr
         del os.environ["HOOKBUS_KEY_PREFIX"]
 
 
-async def interleaved(ports: dict[str, int], dispatchers: dict[str, int], bodies: list[bytes], rate: float,
-                      duration_s: float, shift: int) -> dict[str, dict[str, float]]:
+async def interleaved(
+    ports: dict[str, int], dispatchers: dict[str, int], bodies: list[bytes], rate: float, duration_s: float, shift: int
+) -> dict[str, dict[str, float]]:
     """One steady stream of requests dealt round-robin to the platforms: all see the same load at once.
     Also each dispatcher's CPU per decision (``cpu_us``), which does not depend on what else runs."""
     modes = list(ports)
@@ -89,6 +92,7 @@ async def interleaved(ports: dict[str, int], dispatchers: dict[str, int], bodies
             latencies[mode].append(time.perf_counter() - started)
             if status != 200:
                 raise RuntimeError(f"gateway answered {status}: {body[:200]!r}")
+
         return call
 
     await saturate(make_call, 8, 1.0)  # warm-up
@@ -103,12 +107,28 @@ async def interleaved(ports: dict[str, int], dispatchers: dict[str, int], bodies
 def record_for(body: bytes) -> tuple[LogRecord, dict[str, Any]]:
     parsed = orjson.loads(body)
     reason = "hookbus dangerous-commands pack (rule: Bash(rm -rf /))"
-    deny = {"hookSpecificOutput": {"hookEventName": "PreToolUse", "permissionDecision": "deny",
-                                   "permissionDecisionReason": reason}}
-    return LogRecord(event_id="e", event="PreToolUse", tenant="default", session_id=parsed["session_id"],
-                     outcome="decided", decision="deny", output=deny, payload=body, received_ms=0, decided_ms=1,
-                     hooks=[{"id": "h", "type": "rule", "outcome": "ok", "duration_ms": 0.01, "shadow": False}],
-                     tool_name="Bash", tool_use_id=parsed["tool_use_id"]), parsed
+    deny = {
+        "hookSpecificOutput": {
+            "hookEventName": "PreToolUse",
+            "permissionDecision": "deny",
+            "permissionDecisionReason": reason,
+        }
+    }
+    return LogRecord(
+        event_id="e",
+        event="PreToolUse",
+        tenant="default",
+        session_id=parsed["session_id"],
+        outcome="decided",
+        decision="deny",
+        output=deny,
+        payload=body,
+        received_ms=0,
+        decided_ms=1,
+        hooks=[{"id": "h", "type": "rule", "outcome": "ok", "duration_ms": 0.01, "shadow": False}],
+        tool_name="Bash",
+        tool_use_id=parsed["tool_use_id"],
+    ), parsed
 
 
 def micro(bodies: list[bytes], redactor: Redactor, runs: int = 7) -> float:
@@ -129,12 +149,16 @@ async def main(args: argparse.Namespace) -> dict[str, Any]:
     runs: dict[str, dict[str, list[dict[str, float]]]] = {mix: {mode: [] for mode in modes} for mix in mixes}
     with tempfile.TemporaryDirectory() as state:
         folder = Path(state)
-        policies = {"off": write_policy(folder, "off", {"builtins": False}),
-                    "default": write_policy(folder, "default", {}), "masks": write_policy(folder, "masks", MASKS)}
+        policies = {
+            "off": write_policy(folder, "off", {"builtins": False}),
+            "default": write_policy(folder, "default", {}),
+            "masks": write_policy(folder, "masks", MASKS),
+        }
         with EmbeddedRedis(state, persistent=False) as redis_server:
             ports = {mode: free_port() for mode in modes}
-            platforms = {mode: start_platform(redis_server.url, ports[mode], policies[mode], f"bench-{mode}:")
-                         for mode in modes}
+            platforms = {
+                mode: start_platform(redis_server.url, ports[mode], policies[mode], f"bench-{mode}:") for mode in modes
+            }
             roles = [role for started in platforms.values() for role in started]
             dispatchers = {mode: started[1].pid for mode, started in platforms.items()}
             try:
@@ -149,23 +173,37 @@ async def main(args: argparse.Namespace) -> dict[str, Any]:
                     role.send_signal(signal.SIGTERM)
                 for role in roles:
                     role.wait(10)
-    redactors = {"default": Redactor(),
-                 "masks": Redactor(MASKS["pointers"], [(p["name"], p["regex"]) for p in MASKS["patterns"]])}
-    write = [orjson.dumps({**orjson.loads(BODIES[0]), "tool_name": "Write", "tool_input": {
-        "file_path": "src/app.py", "content": (ROOT / "bus" / "retry.py").read_text()[:4096]}})]
+    redactors = {
+        "default": Redactor(),
+        "masks": Redactor(MASKS["pointers"], [(p["name"], p["regex"]) for p in MASKS["patterns"]]),
+    }
+    write = [
+        orjson.dumps(
+            {
+                **orjson.loads(BODIES[0]),
+                "tool_name": "Write",
+                "tool_input": {"file_path": "src/app.py", "content": (ROOT / "bus" / "retry.py").read_text()[:4096]},
+            }
+        )
+    ]
     return {
-        "args": vars(args), "machine": f"{os.cpu_count()} cores, Python {platform.python_version()}",
+        "args": vars(args),
+        "machine": f"{os.cpu_count()} cores, Python {platform.python_version()}",
         "end_to_end": runs,
-        "micro_us": {mode: {mix: micro(bodies, redactor) for mix, bodies in mixes.items()}
-                     for mode, redactor in redactors.items()},
+        "micro_us": {
+            mode: {mix: micro(bodies, redactor) for mix, bodies in mixes.items()}
+            for mode, redactor in redactors.items()
+        },
         "micro_4kb_write_us": micro(write, redactors["default"]),
     }
 
 
 def report(results: dict[str, Any]) -> str:
-    rows = ["| traffic | redaction | p50 (ms) | p50 vs off (median of the rounds' ratios) | p99 (ms) | "
-            "dispatcher CPU (µs/decision) | `redact_record` (µs/event) | that / p50 off |",
-            "|---|---|---|---|---|---|---|---|"]
+    rows = [
+        "| traffic | redaction | p50 (ms) | p50 vs off (median of the rounds' ratios) | p99 (ms) | "
+        "dispatcher CPU (µs/decision) | `redact_record` (µs/event) | that / p50 off |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
     for mix, modes in results["end_to_end"].items():
         p50 = {mode: statistics.median(r["p50_ms"] for r in runs) for mode, runs in modes.items()}
         p99 = {mode: statistics.median(r["p99_ms"] for r in runs) for mode, runs in modes.items()}
@@ -177,19 +215,28 @@ def report(results: dict[str, Any]) -> str:
             cost = "-" if cost_us is None else f"{cost_us:.1f}"
             share = "-" if cost_us is None else f"{cost_us / 10 / p50['off']:.1f} %"
             cpu = statistics.median(r["cpu_us"] for r in modes[mode])
-            rows.append(f"| {mix} | {mode} | {p50[mode]:.3f} | {change} | {p99[mode]:.3f} | {cpu:.0f} | {cost} | "
-                        f"{share} |")
-    each = "; ".join(f"{mix} {mode} {[round(r['p50_ms'], 3) for r in runs]}"
-                     for mix, modes in results["end_to_end"].items() for mode, runs in modes.items())
+            rows.append(
+                f"| {mix} | {mode} | {p50[mode]:.3f} | {change} | {p99[mode]:.3f} | {cpu:.0f} | {cost} | {share} |"
+            )
+    each = "; ".join(
+        f"{mix} {mode} {[round(r['p50_ms'], 3) for r in runs]}"
+        for mix, modes in results["end_to_end"].items()
+        for mode, runs in modes.items()
+    )
     args = results["args"]
-    return "\n".join([
-        f"{args['rounds']} rounds, {args['rate']}/s dealt in turn to the three platforms for {args['duration']} s; "
-        "medians of the rounds; "
-        f"{results['machine']}", "", *rows, "",
-        f"- p50 of each round (ms): {each}",
-        "- `redact_record` on a PreToolUse Write with 4 KB of content (default): "
-        f"{results['micro_4kb_write_us']:.0f} µs",
-    ])
+    return "\n".join(
+        [
+            f"{args['rounds']} rounds, {args['rate']}/s dealt in turn to the three platforms for {args['duration']} s; "
+            "medians of the rounds; "
+            f"{results['machine']}",
+            "",
+            *rows,
+            "",
+            f"- p50 of each round (ms): {each}",
+            "- `redact_record` on a PreToolUse Write with 4 KB of content (default): "
+            f"{results['micro_4kb_write_us']:.0f} µs",
+        ]
+    )
 
 
 if __name__ == "__main__":

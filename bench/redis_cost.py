@@ -29,8 +29,13 @@ from typing import Any
 import redis
 
 #: ``INFO stats`` counters kept (all monotonic).
-STAT_FIELDS = ("total_commands_processed", "total_net_input_bytes", "total_net_output_bytes",
-               "total_net_repl_input_bytes", "total_net_repl_output_bytes")
+STAT_FIELDS = (
+    "total_commands_processed",
+    "total_net_input_bytes",
+    "total_net_output_bytes",
+    "total_net_repl_input_bytes",
+    "total_net_repl_output_bytes",
+)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -88,14 +93,23 @@ def sample_node(port: int, cluster: bool) -> NodeSample:
             publish_bus_received = int(fields.get("cluster_stats_messages_publish_received", 0))
             publishshard_bus = int(fields.get("cluster_stats_messages_publishshard_sent", 0))
             publishshard_bus_received = int(fields.get("cluster_stats_messages_publishshard_received", 0))
-    calls = {name.removeprefix("cmdstat_"): int(value["calls"]) for name, value in commandstats.items()
-             if name.startswith("cmdstat_")}
+    calls = {
+        name.removeprefix("cmdstat_"): int(value["calls"])
+        for name, value in commandstats.items()
+        if name.startswith("cmdstat_")
+    }
     return NodeSample(
-        port=port, role=str(info["role"]), pid=int(info["process_id"]), calls=calls,
+        port=port,
+        role=str(info["role"]),
+        pid=int(info["process_id"]),
+        calls=calls,
         stats={name: int(info.get(name, 0)) for name in STAT_FIELDS},
         cpu_s=float(info["used_cpu_user"]) + float(info["used_cpu_sys"]),
-        used_memory=int(info["used_memory"]), publish_bus=publish_bus, publish_bus_received=publish_bus_received,
-        publishshard_bus=publishshard_bus, publishshard_bus_received=publishshard_bus_received,
+        used_memory=int(info["used_memory"]),
+        publish_bus=publish_bus,
+        publish_bus_received=publish_bus_received,
+        publishshard_bus=publishshard_bus,
+        publishshard_bus_received=publishshard_bus_received,
     )
 
 
@@ -114,12 +128,18 @@ def node_costs(before: Mapping[int, NodeSample], after: Mapping[int, NodeSample]
         start = before.get(port)
         if start is None or start.pid != end.pid:
             continue
-        calls = {name: count - start.calls.get(name, 0) for name, count in end.calls.items()
-                 if name not in ("info", "cluster|info") and count - start.calls.get(name, 0) > 0}
+        calls = {
+            name: count - start.calls.get(name, 0)
+            for name, count in end.calls.items()
+            if name not in ("info", "cluster|info") and count - start.calls.get(name, 0) > 0
+        }
         costs[port] = NodeCost(
-            port=port, role=end.role, calls=calls,
+            port=port,
+            role=end.role,
+            calls=calls,
             stats={name: end.stats[name] - start.stats[name] for name in STAT_FIELDS},
-            cpu_s=end.cpu_s - start.cpu_s, used_memory_delta=end.used_memory - start.used_memory,
+            cpu_s=end.cpu_s - start.cpu_s,
+            used_memory_delta=end.used_memory - start.used_memory,
             publish_bus=end.publish_bus - start.publish_bus,
             publish_bus_received=end.publish_bus_received - start.publish_bus_received,
             publishshard_bus=end.publishshard_bus - start.publishshard_bus,
@@ -140,10 +160,10 @@ def per_decision(costs: Iterable[NodeCost], decisions: int) -> dict[str, Any]:
         "decisions": decisions,
         "commands": sum(c.commands for c in chosen) / n,
         "evalsha": calls.get("evalsha", 0) / n,
-        "net_in_bytes": sum(c.stats["total_net_input_bytes"] - c.stats["total_net_repl_input_bytes"]
-                            for c in chosen) / n,
-        "net_out_bytes": sum(c.stats["total_net_output_bytes"] - c.stats["total_net_repl_output_bytes"]
-                             for c in chosen) / n,
+        "net_in_bytes": sum(c.stats["total_net_input_bytes"] - c.stats["total_net_repl_input_bytes"] for c in chosen)
+        / n,
+        "net_out_bytes": sum(c.stats["total_net_output_bytes"] - c.stats["total_net_repl_output_bytes"] for c in chosen)
+        / n,
         "repl_out_bytes": sum(c.stats["total_net_repl_output_bytes"] for c in chosen) / n,
         "cpu_us": sum(c.cpu_s for c in chosen) / n * 1e6,
         "publish_bus": sum(c.publish_bus for c in chosen) / n,
@@ -182,8 +202,9 @@ def bus_bytes_sent(ports: set[int]) -> int | None:
     without ``ss``. Connections that closed between two readings are missed."""
     if shutil.which("ss") is None:
         return None
-    lines = subprocess.run(["ss", "-tinH", "state", "established"], capture_output=True, text=True,
-                           timeout=10).stdout.splitlines()
+    lines = subprocess.run(
+        ["ss", "-tinH", "state", "established"], capture_output=True, text=True, timeout=10
+    ).stdout.splitlines()
     total = 0
     for head, info in itertools.pairwise(lines):
         found = re.match(r"\s*\d+\s+\d+\s+\S+:(\d+)\s+\S+:(\d+)", head)
@@ -205,5 +226,16 @@ def key_bytes(port: int, pattern: str, count: int = 200) -> dict[str, float]:
     return {"keys": len(sizes), "bytes_per_key": sum(sizes) / len(sizes) if sizes else 0.0}
 
 
-__all__ = ["NodeCost", "NodeSample", "bus_bytes_sent", "bus_ports", "key_bytes", "masters", "node_costs",
-           "per_decision", "record_bytes", "sample", "sample_node"]
+__all__ = [
+    "NodeCost",
+    "NodeSample",
+    "bus_bytes_sent",
+    "bus_ports",
+    "key_bytes",
+    "masters",
+    "node_costs",
+    "per_decision",
+    "record_bytes",
+    "sample",
+    "sample_node",
+]

@@ -38,27 +38,36 @@ from hookbus.redis_server import EmbeddedRedis, free_port
 ROOT = Path(__file__).resolve().parent.parent
 POLICY = ROOT / "examples" / "policy.yaml"
 # Every request carries a different command (no cache helps): four allowed, two denied.
-COMMANDS = ["ls -la src/mod{i}", "git status --short -- pkg{i}", "npm run test -- --shard={i}", "rm -rf /home/u{i}",
-            "cat docs/page{i}.md", "git push --force origin feature-{i}"]
+COMMANDS = [
+    "ls -la src/mod{i}",
+    "git status --short -- pkg{i}",
+    "npm run test -- --shard={i}",
+    "rm -rf /home/u{i}",
+    "cat docs/page{i}.md",
+    "git push --force origin feature-{i}",
+]
 
 
 def hook_input(command: str, i: int) -> bytes:
-    return orjson.dumps({
-        "session_id": f"bench-{i % 50}",
-        "transcript_path": "/home/dev/.claude/projects/bench/session.jsonl",
-        "cwd": "/home/dev/project",
-        "permission_mode": "default",
-        "hook_event_name": "PreToolUse",
-        "tool_name": "Bash",
-        "tool_input": {"command": command, "description": "bench"},
-        "tool_use_id": f"toolu_{i:08d}",
-    })
+    return orjson.dumps(
+        {
+            "session_id": f"bench-{i % 50}",
+            "transcript_path": "/home/dev/.claude/projects/bench/session.jsonl",
+            "cwd": "/home/dev/project",
+            "permission_mode": "default",
+            "hook_event_name": "PreToolUse",
+            "tool_name": "Bash",
+            "tool_input": {"command": command, "description": "bench"},
+            "tool_use_id": f"toolu_{i:08d}",
+        }
+    )
 
 
 BODIES = [hook_input(COMMANDS[i % len(COMMANDS)].format(i=i), i) for i in range(8192)]
 
 
 # -- the floor: bare Redis request/reply ----------------------------------------------------
+
 
 async def floor_phase(url: str, args: argparse.Namespace) -> dict[str, Any]:
     server = subprocess.Popen([sys.executable, str(ROOT / "bench" / "floor_server.py"), url])  # noqa: ASYNC220
@@ -82,9 +91,14 @@ async def floor_phase(url: str, args: argparse.Namespace) -> dict[str, Any]:
             key = uuid.uuid4().hex.encode()
             future = asyncio.get_running_loop().create_future()
             pending[key] = future
-            await client.xadd("floor:requests", {"id": key, "rp": channel, "p": BODIES[i % len(BODIES)]},
-                              maxlen=100_000, approximate=True)
+            await client.xadd(
+                "floor:requests",
+                {"id": key, "rp": channel, "p": BODIES[i % len(BODIES)]},
+                maxlen=100_000,
+                approximate=True,
+            )
             await future
+
         return call
 
     try:
@@ -102,12 +116,15 @@ async def floor_phase(url: str, args: argparse.Namespace) -> dict[str, Any]:
 
 # -- hookbus through the gateway ------------------------------------------------------------
 
+
 def start_roles(url: str, port: int, dispatchers: int, policy: Path = POLICY) -> list[subprocess.Popen[bytes]]:
     env = {**os.environ, "HOOKBUS_REDIS_URL": url, "HOOKBUS_LOG_LEVEL": "warning"}
     hookbus = [sys.executable, "-m", "hookbus"]
     roles = [subprocess.Popen([*hookbus, "gateway", "--config", str(policy), "--port", str(port)], env=env, cwd=ROOT)]
-    roles += [subprocess.Popen([*hookbus, "dispatcher", "--config", str(policy)], env=env, cwd=ROOT)
-              for _ in range(dispatchers)]
+    roles += [
+        subprocess.Popen([*hookbus, "dispatcher", "--config", str(policy)], env=env, cwd=ROOT)
+        for _ in range(dispatchers)
+    ]
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline:
         try:
@@ -131,6 +148,7 @@ async def hookbus_phase(port: int, args: argparse.Namespace) -> dict[str, Any]:
             status, body = await connection.post("/v1/hooks", BODIES[i % len(BODIES)])
             if status != 200:
                 raise RuntimeError(f"gateway answered {status}: {body[:200]!r}")
+
         return call
 
     # Correctness first: the answers are the rule pack's.
@@ -144,8 +162,12 @@ async def hookbus_phase(port: int, args: argparse.Namespace) -> dict[str, Any]:
     steady = await steady_rate(make_call, args.rate, args.duration)
     lag_p99_ms = percentile(LAG, 0.99) * 1000
     done, seconds, sat_latencies = await saturate(make_call, args.concurrency, args.saturate_s)
-    return {"steady": summarize(steady), "throughput_per_s": done / seconds, "saturated": summarize(sat_latencies),
-            "schedule_lag_p99_ms": lag_p99_ms}
+    return {
+        "steady": summarize(steady),
+        "throughput_per_s": done / seconds,
+        "saturated": summarize(sat_latencies),
+        "schedule_lag_p99_ms": lag_p99_ms,
+    }
 
 
 async def no_dispatcher_phase(port: int, deadline_s: float, count: int = 100) -> dict[str, Any]:
@@ -156,6 +178,7 @@ async def no_dispatcher_phase(port: int, deadline_s: float, count: int = 100) ->
             status, body = await connection.post("/v1/hooks", BODIES[i % len(BODIES)])
             if status != 200 or body != b"{}":
                 raise RuntimeError(f"expected a fail-open 200 {{}}, got {status} {body[:100]!r}")
+
         return call
 
     latencies = await steady_rate(make_call, 50, count / 50, connections=count)
@@ -164,6 +187,7 @@ async def no_dispatcher_phase(port: int, deadline_s: float, count: int = 100) ->
 
 
 # -- what users run today: a local Python command hook ----------------------------------------
+
 
 def local_hook_phase(runs: int) -> dict[str, Any]:
     python = getattr(sys, "_base_executable", sys.executable)
@@ -208,14 +232,24 @@ def report(results: dict[str, Any]) -> str:
         f"- no dispatcher running: {nd['n']} blocking requests, deadline {nd['deadline_s']} s, worst answer "
         f"{nd['max_ms']:.1f} ms = deadline + {nd['worst_over_deadline_ms']:.1f} ms",
     ]
-    return "\n".join([f"Steady rate {results['args']['rate']}/s for {results['args']['duration']} s; saturation "
-                      f"{results['args']['concurrency']} connections for {results['args']['saturate_s']} s; "
-                      f"{results['machine']}", "", *rows, "", *ratios])
+    return "\n".join(
+        [
+            f"Steady rate {results['args']['rate']}/s for {results['args']['duration']} s; saturation "
+            f"{results['args']['concurrency']} connections for {results['args']['saturate_s']} s; "
+            f"{results['machine']}",
+            "",
+            *rows,
+            "",
+            *ratios,
+        ]
+    )
 
 
 async def main(args: argparse.Namespace) -> dict[str, Any]:
-    results: dict[str, Any] = {"args": vars(args),
-                               "machine": f"{os.cpu_count()} cores, Python {platform.python_version()}"}
+    results: dict[str, Any] = {
+        "args": vars(args),
+        "machine": f"{os.cpu_count()} cores, Python {platform.python_version()}",
+    }
     with tempfile.TemporaryDirectory() as state:
         with EmbeddedRedis(state, persistent=False) as redis_server:
             print("floor ...", file=sys.stderr)

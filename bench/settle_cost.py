@@ -66,12 +66,31 @@ def event(keys: Keyspace, i: int) -> tuple[Request, LogRecord, Reply]:
     payload = BODIES[i % len(BODIES)]
     received = now_ms()
     request = Request(f"bench{i:010d}", "PreToolUse", "default", payload, received, received + 60_000, CHANNEL)
-    output = {"hookSpecificOutput": {"hookEventName": "PreToolUse", "permissionDecision": "deny",
-                                     "permissionDecisionReason": "dangerous command"}} if i % 3 == 0 else {}
-    record = LogRecord(event_id=request.event_id, event="PreToolUse", tenant="default", session_id=f"s{i % 50}",
-                       outcome=RecordOutcome.DECIDED, decision="deny" if output else "none", output=output,
-                       payload=payload, received_ms=received, decided_ms=received + 1, tool_name="Bash",
-                       hooks=[{"id": "h0", "type": "rule", "outcome": "ok", "duration_ms": 0.01, "shadow": False}])
+    output = (
+        {
+            "hookSpecificOutput": {
+                "hookEventName": "PreToolUse",
+                "permissionDecision": "deny",
+                "permissionDecisionReason": "dangerous command",
+            }
+        }
+        if i % 3 == 0
+        else {}
+    )
+    record = LogRecord(
+        event_id=request.event_id,
+        event="PreToolUse",
+        tenant="default",
+        session_id=f"s{i % 50}",
+        outcome=RecordOutcome.DECIDED,
+        decision="deny" if output else "none",
+        output=output,
+        payload=payload,
+        received_ms=received,
+        decided_ms=received + 1,
+        tool_name="Bash",
+        hooks=[{"id": "h0", "type": "rule", "outcome": "ok", "duration_ms": 0.01, "shadow": False}],
+    )
     reply = Reply(request.event_id, output, record.decision, None, [("rule", 1e-05, "ok")])
     return request, record, reply
 
@@ -107,8 +126,14 @@ async def batched(client: aioredis.Redis, keys: Keyspace, stream: str, ids: list
             await pipe.execute()
 
 
-async def scripted(client: aioredis.Redis, keys: Keyspace, stream: str, ids: list[bytes], batch: int,
-                   max_events: int = SETTLE_MAX_EVENTS) -> None:
+async def scripted(
+    client: aioredis.Redis,
+    keys: Keyspace,
+    stream: str,
+    ids: list[bytes],
+    batch: int,
+    max_events: int = SETTLE_MAX_EVENTS,
+) -> None:
     """The writes as the :class:`Outbox` sends them: settle calls of at most ``max_events``."""
     outbox = Outbox(client, keys)
     for start in range(0, len(ids), batch):
@@ -121,8 +146,7 @@ async def scripted(client: aioredis.Redis, keys: Keyspace, stream: str, ids: lis
             raise RuntimeError(f"{len(failed)} settles failed: {outbox.last_error}")
 
 
-async def scripted_per_event(client: aioredis.Redis, keys: Keyspace, stream: str, ids: list[bytes],
-                             batch: int) -> None:
+async def scripted_per_event(client: aioredis.Redis, keys: Keyspace, stream: str, ids: list[bytes], batch: int) -> None:
     """The outbox before: one settle call per event, in one pipeline."""
     await scripted(client, keys, stream, ids, batch, max_events=1)
 
@@ -133,8 +157,12 @@ async def one_case(url: str, pid: int, how: str, batch: int, count: int) -> dict
     stream = keys.blocking_stream()
     await client.flushall()
     ids = await pending_entries(client, stream, count)
-    subscriber = subprocess.Popen([sys.executable, "-c", SUBSCRIBER, url, str(count), "60", CHANNEL],  # noqa: ASYNC220
-                                  stdout=subprocess.PIPE, text=True, cwd=ROOT)
+    subscriber = subprocess.Popen(  # noqa: ASYNC220
+        [sys.executable, "-c", SUBSCRIBER, url, str(count), "60", CHANNEL],
+        stdout=subprocess.PIPE,
+        text=True,
+        cwd=ROOT,
+    )
     assert subscriber.stdout is not None
     subscriber.stdout.readline()  # "ready"
     redis_cpu0, cpu0, t0 = cpu_s(pid), time.process_time(), time.perf_counter()
@@ -148,13 +176,20 @@ async def one_case(url: str, pid: int, how: str, batch: int, count: int) -> dict
     await client.aclose()
     if int(seen_text) != count or logged != count or pending:
         raise RuntimeError(f"{how}: {seen_text} replies, {logged} records, {pending} still pending of {count}")
-    return {"redis_us": redis_cpu / count * 1e6, "writer_us": writer_cpu / count * 1e6,
-            "subscriber_us": float(sub_cpu_text) / count * 1e6, "wall_us": wall / count * 1e6}
+    return {
+        "redis_us": redis_cpu / count * 1e6,
+        "writer_us": writer_cpu / count * 1e6,
+        "subscriber_us": float(sub_cpu_text) / count * 1e6,
+        "wall_us": wall / count * 1e6,
+    }
 
 
 async def main(args: argparse.Namespace) -> None:
-    rows = ["| events per pipeline | writes | Redis CPU µs / event | writer CPU µs / event | "
-            "reply reader CPU µs / event | writer wall µs / event |", "|---|---|---|---|---|---|"]
+    rows = [
+        "| events per pipeline | writes | Redis CPU µs / event | writer CPU µs / event | "
+        "reply reader CPU µs / event | writer wall µs / event |",
+        "|---|---|---|---|---|---|",
+    ]
     results: dict[tuple[int, str], list[dict[str, Any]]] = {}
     with tempfile.TemporaryDirectory() as state, EmbeddedRedis(state, persistent=False) as server:
         assert server.pid is not None
@@ -162,16 +197,23 @@ async def main(args: argparse.Namespace) -> None:
             for _ in range(args.runs):
                 for how in ("batched", "per event", "script"):  # interleaved, so drift hits all alike
                     results.setdefault((batch, how), []).append(
-                        await one_case(server.url, server.pid, how, batch, args.events))
+                        await one_case(server.url, server.pid, how, batch, args.events)
+                    )
     for (batch, how), runs in results.items():
+
         def span(key: str, runs: list[dict[str, Any]] = runs) -> str:
             values = sorted(run[key] for run in runs)
             return f"{values[0]:.1f}" if len(values) == 1 else f"{values[0]:.1f} to {values[-1]:.1f}"
-        label = {"script": "settle script, one call per pipeline (now)",
-                 "per event": "settle script, one call per event (before)",
-                 "batched": "batched PUBLISH + XADD + XACK (before the script)"}[how]
-        rows.append(f"| {batch} | {label} | {span('redis_us')} | {span('writer_us')} | {span('subscriber_us')} | "
-                    f"{span('wall_us')} |")
+
+        label = {
+            "script": "settle script, one call per pipeline (now)",
+            "per event": "settle script, one call per event (before)",
+            "batched": "batched PUBLISH + XADD + XACK (before the script)",
+        }[how]
+        rows.append(
+            f"| {batch} | {label} | {span('redis_us')} | {span('writer_us')} | {span('subscriber_us')} | "
+            f"{span('wall_us')} |"
+        )
     print(f"{args.events} events per case, {args.runs} run(s) each (ranges are min to max).\n")
     print("\n".join(rows))
 

@@ -44,15 +44,28 @@ POLICY = ROOT / "examples" / "policy.yaml"
 
 
 def hook_input(command: str) -> bytes:
-    return json.dumps({"hook_event_name": "PreToolUse", "session_id": "bench-shim", "transcript_path": "/t",
-                       "cwd": "/tmp", "permission_mode": "default", "tool_name": "Bash",
-                       "tool_input": {"command": command}}).encode()
+    return json.dumps(
+        {
+            "hook_event_name": "PreToolUse",
+            "session_id": "bench-shim",
+            "transcript_path": "/t",
+            "cwd": "/tmp",
+            "permission_mode": "default",
+            "tool_name": "Bash",
+            "tool_input": {"command": command},
+        }
+    ).encode()
 
 
 def start_platform(port: int, state: str) -> subprocess.Popen[bytes]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("HOOKBUS_")}
-    process = subprocess.Popen([HOOKBUS, "up", "--config", str(POLICY), "--port", str(port), "--state-dir", state],
-                               cwd=state, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    process = subprocess.Popen(
+        [HOOKBUS, "up", "--config", str(POLICY), "--port", str(port), "--state-dir", state],
+        cwd=state,
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline:
         try:
@@ -122,23 +135,30 @@ def main() -> int:
             platform.wait(timeout=30)
     floor = statistics.median(samples["python -c pass"])
     rows: list[tuple[str, float, float, float | None]] = [
-        (name, statistics.median(v), percentile(v, 0.99), statistics.median(v) / floor) for name, v in samples.items()]
-    rows.append(("HTTP round trip only (in-process)", statistics.median(round_trips), percentile(round_trips, 0.99),
-                 None))
+        (name, statistics.median(v), percentile(v, 0.99), statistics.median(v) / floor) for name, v in samples.items()
+    ]
+    rows.append(
+        ("HTTP round trip only (in-process)", statistics.median(round_trips), percentile(round_trips, 0.99), None)
+    )
     if args.json:
-        table = [{"case": n, "p50_ms": p50 * 1e3, "p99_ms": p99 * 1e3, "ratio_to_python_pass": r}
-                 for n, p50, p99, r in rows]
+        table = [
+            {"case": n, "p50_ms": p50 * 1e3, "p99_ms": p99 * 1e3, "ratio_to_python_pass": r} for n, p50, p99, r in rows
+        ]
         print(json.dumps({"runs": args.runs, "python": sys.version.split()[0], "rows": table}, indent=2))
         return 0
-    print(f"`hookbus hook` cost per event, {args.runs} interleaved runs each, Python {sys.version.split()[0]}, "
-          f"{os.cpu_count()} CPUs\n")
+    print(
+        f"`hookbus hook` cost per event, {args.runs} interleaved runs each, Python {sys.version.split()[0]}, "
+        f"{os.cpu_count()} CPUs\n"
+    )
     print("| case | p50 ms | p99 ms | p50 / `python -c pass` |")
     print("|---|---:|---:|---:|")
     for name, p50, p99, ratio in rows:
         print(f"| {name} | {p50 * 1e3:.1f} | {p99 * 1e3:.1f} | {'-' if ratio is None else f'{ratio:.2f}x'} |")
     shim = statistics.median(samples["hookbus hook, denied (JSON out)"]) / floor
-    print(f"\ntarget: `hookbus hook` <= 1.5x `python -c pass` at p50: {'met' if shim <= 1.5 else 'NOT met'} "
-          f"({shim:.2f}x for a deny)")
+    print(
+        f"\ntarget: `hookbus hook` <= 1.5x `python -c pass` at p50: {'met' if shim <= 1.5 else 'NOT met'} "
+        f"({shim:.2f}x for a deny)"
+    )
     return 0
 
 

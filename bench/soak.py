@@ -70,17 +70,25 @@ PER_SESSION = ("once:", "stopguard:", "context:", "outcome:")
 
 def hook_input(i: int, sessions: int) -> bytes:
     kind = KINDS[i % len(KINDS)]
-    base: dict[str, Any] = {"session_id": f"soak-{(i // len(KINDS)) % sessions}", "cwd": "/home/dev/project",
-                            "transcript_path": "/home/dev/.claude/projects/soak/session.jsonl",
-                            "permission_mode": "default", "tool_use_id": f"toolu_{i:09d}"}
+    base: dict[str, Any] = {
+        "session_id": f"soak-{(i // len(KINDS)) % sessions}",
+        "cwd": "/home/dev/project",
+        "transcript_path": "/home/dev/.claude/projects/soak/session.jsonl",
+        "permission_mode": "default",
+        "tool_use_id": f"toolu_{i:09d}",
+    }
     if kind == "bash":
         command = "rm -rf /tmp/x" if i % 13 == 0 else f"ls -la src/mod{i}"
         base |= {"hook_event_name": "PreToolUse", "tool_name": "Bash", "tool_input": {"command": command}}
     elif kind == "read":
         base |= {"hook_event_name": "PreToolUse", "tool_name": "Read", "tool_input": {"file_path": f"/src/{i}.py"}}
     elif kind == "post":
-        base |= {"hook_event_name": "PostToolUse", "tool_name": "Bash", "tool_input": {"command": f"make t{i}"},
-                 "tool_response": {"stdout": "ok\n", "stderr": "", "interrupted": False}}
+        base |= {
+            "hook_event_name": "PostToolUse",
+            "tool_name": "Bash",
+            "tool_input": {"command": f"make t{i}"},
+            "tool_response": {"stdout": "ok\n", "stderr": "", "interrupted": False},
+        }
     else:
         base |= {"hook_event_name": "Stop", "stop_hook_active": False}
     return orjson.dumps(base)
@@ -94,7 +102,7 @@ async def check_ttls(client: aioredis.Redis, keys: Keyspace) -> dict[str, dict[s
         seen += 1
         if seen > 2_000_000:
             break
-        name = raw.decode()[len(keys.prefix):]
+        name = raw.decode()[len(keys.prefix) :]
         family = next((f for f in PER_SESSION if name.startswith(f)), name.split(":")[0] + ":*")
         row = found.setdefault(family, {"keys": 0, "no_ttl": 0})
         row["keys"] += 1
@@ -111,8 +119,14 @@ async def main(args: argparse.Namespace) -> dict[str, Any]:
         port = free_port()
         roles = start_roles(redis_server.url, port, 1, policy)
         env = {**os.environ, "HOOKBUS_REDIS_URL": redis_server.url, "HOOKBUS_LOG_LEVEL": "warning"}
-        roles.append(subprocess.Popen([sys.executable, "-m", "hookbus", "worker", "--config", str(policy)],  # noqa: ASYNC220
-                                      env=env, cwd=ROOT, preexec_fn=kill_with_parent))
+        roles.append(
+            subprocess.Popen(  # noqa: ASYNC220
+                [sys.executable, "-m", "hookbus", "worker", "--config", str(policy)],
+                env=env,
+                cwd=ROOT,
+                preexec_fn=kill_with_parent,
+            )
+        )
         pids = {"gateway": roles[0].pid, "dispatcher": roles[1].pid, "worker": roles[2].pid}
         client = aioredis.Redis.from_url(redis_server.url)
         keys = Keyspace()
@@ -151,22 +165,32 @@ async def main(args: argparse.Namespace) -> dict[str, Any]:
             await asyncio.gather(sampling, return_exceptions=True)
             await sampler_once(out, client, keys, pids, answered, started)
             out["ttl_check"] = await check_ttls(client, keys)
-            out["summary"] = {"answered": answered, "non_200": failures, "seconds": elapsed,
-                              "per_s": answered / elapsed, "p50_ms": percentile(latencies, 0.5) * 1000,
-                              "p99_ms": percentile(latencies, 0.99) * 1000}
+            out["summary"] = {
+                "answered": answered,
+                "non_200": failures,
+                "seconds": elapsed,
+                "per_s": answered / elapsed,
+                "p50_ms": percentile(latencies, 0.5) * 1000,
+                "p99_ms": percentile(latencies, 0.99) * 1000,
+            }
         finally:
             await client.aclose()
             stop_all(roles)
     return out
 
 
-async def sampler_once(out: dict[str, Any], client: aioredis.Redis, keys: Keyspace, pids: dict[str, int],
-                       answered: int, started: float) -> None:
+async def sampler_once(
+    out: dict[str, Any], client: aioredis.Redis, keys: Keyspace, pids: dict[str, int], answered: int, started: float
+) -> None:
     """One sample of memory, keys and each role's RSS and fds (also the last, after the load stopped)."""
     info = await client.info("memory")
-    sample = {"t_s": round(time.monotonic() - started, 1), "answered": answered,
-              "redis_used_memory": info["used_memory"], "redis_keys": await client.dbsize(),
-              "decision_log": await client.xlen(keys.decision_log())}
+    sample = {
+        "t_s": round(time.monotonic() - started, 1),
+        "answered": answered,
+        "redis_used_memory": info["used_memory"],
+        "redis_keys": await client.dbsize(),
+        "decision_log": await client.xlen(keys.decision_log()),
+    }
     for name, pid in pids.items():
         sample[f"{name}_rss"] = rss_bytes(pid)
         sample[f"{name}_fds"] = fd_count(pid)
@@ -180,31 +204,47 @@ def markdown(out: dict[str, Any], warmup: float) -> str:
     last = samples[-1]
     half = [s for s in samples if s["answered"] >= total / 2]
     mib = 1 / (1 << 20)
-    lines = [f"{total:,} requests over {args_sessions(out)} sessions in {summary['seconds']:.0f} s "
-             f"({summary['per_s']:,.0f}/s, p50 {summary['p50_ms']:.2f} ms, p99 {summary['p99_ms']:.2f} ms, "
-             f"{summary['non_200']} non-200); warm-up ends at {warm['answered']:,} requests.", "",
-             "| role | RSS after warm-up (MiB) | RSS at the end (MiB) | growth | fds after warm-up → last sample |",
-             "|---|---|---|---|---|"]
+    lines = [
+        f"{total:,} requests over {args_sessions(out)} sessions in {summary['seconds']:.0f} s "
+        f"({summary['per_s']:,.0f}/s, p50 {summary['p50_ms']:.2f} ms, p99 {summary['p99_ms']:.2f} ms, "
+        f"{summary['non_200']} non-200); warm-up ends at {warm['answered']:,} requests.",
+        "",
+        "| role | RSS after warm-up (MiB) | RSS at the end (MiB) | growth | fds after warm-up → last sample |",
+        "|---|---|---|---|---|",
+    ]
     for role in ("gateway", "dispatcher", "worker"):
         before, after = warm[f"{role}_rss"], last[f"{role}_rss"]
-        lines.append(f"| {role} | {before * mib:.1f} | {after * mib:.1f} | {(after - before) / before:+.1%} | "
-                     f"{warm[f'{role}_fds']} → {last[f'{role}_fds']} |")
+        lines.append(
+            f"| {role} | {before * mib:.1f} | {after * mib:.1f} | {(after - before) / before:+.1%} | "
+            f"{warm[f'{role}_fds']} → {last[f'{role}_fds']} |"
+        )
     used = [s["redis_used_memory"] for s in half] or [last["redis_used_memory"]]
-    lines += ["", f"Redis used_memory over the second half: {min(used) * mib:.1f} to {max(used) * mib:.1f} MiB "
-                  f"(end {last['redis_used_memory'] * mib:.1f} MiB, {last['redis_keys']:,} keys, decision log "
-                  f"{last['decision_log']:,} entries, cap {out['args']['log_max']:,}).", "",
-              "| key family | keys at the end | without a TTL |", "|---|---|---|"]
+    lines += [
+        "",
+        f"Redis used_memory over the second half: {min(used) * mib:.1f} to {max(used) * mib:.1f} MiB "
+        f"(end {last['redis_used_memory'] * mib:.1f} MiB, {last['redis_keys']:,} keys, decision log "
+        f"{last['decision_log']:,} entries, cap {out['args']['log_max']:,}).",
+        "",
+        "| key family | keys at the end | without a TTL |",
+        "|---|---|---|",
+    ]
     for family, row in sorted(out["ttl_check"].items()):
         ttl = str(row["no_ttl"]) if family in PER_SESSION else "(not per-session)"
         lines.append(f"| `{family}` | {row['keys']:,} | {ttl} |")
-    lines += ["", "| t (s) | answered | gateway RSS MiB | dispatcher RSS MiB | worker RSS MiB | Redis MiB | keys | "
-                  "fds gateway · dispatcher · worker |", "|---|---|---|---|---|---|---|---|"]
+    lines += [
+        "",
+        "| t (s) | answered | gateway RSS MiB | dispatcher RSS MiB | worker RSS MiB | Redis MiB | keys | "
+        "fds gateway · dispatcher · worker |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
     step = max(1, len(samples) // 12)
     for s in samples[::step] + ([last] if (len(samples) - 1) % step else []):
-        lines.append(f"| {s['t_s']} | {s['answered']:,} | {s['gateway_rss'] * mib:.1f} | "
-                     f"{s['dispatcher_rss'] * mib:.1f} | {s['worker_rss'] * mib:.1f} | "
-                     f"{s['redis_used_memory'] * mib:.1f} | {s['redis_keys']:,} | "
-                     f"{s['gateway_fds']} · {s['dispatcher_fds']} · {s['worker_fds']} |")
+        lines.append(
+            f"| {s['t_s']} | {s['answered']:,} | {s['gateway_rss'] * mib:.1f} | "
+            f"{s['dispatcher_rss'] * mib:.1f} | {s['worker_rss'] * mib:.1f} | "
+            f"{s['redis_used_memory'] * mib:.1f} | {s['redis_keys']:,} | "
+            f"{s['gateway_fds']} · {s['dispatcher_fds']} · {s['worker_fds']} |"
+        )
     return "\n".join(lines)
 
 

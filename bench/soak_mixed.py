@@ -73,9 +73,13 @@ class Period:
     def summary(self) -> dict[str, Any]:
         latencies = self.latencies_s or [0.0]
         out: dict[str, Any] = {
-            "events": len(self.latencies_s), "fail_open": self.fail_open, "errors": self.errors,
-            "p50_ms": percentile(latencies, 0.5) * 1000, "p99_ms": percentile(latencies, 0.99) * 1000,
-            "max_ms": max(latencies) * 1000, "lag_p99_ms": percentile(self.lags_s or [0.0], 0.99) * 1000,
+            "events": len(self.latencies_s),
+            "fail_open": self.fail_open,
+            "errors": self.errors,
+            "p50_ms": percentile(latencies, 0.5) * 1000,
+            "p99_ms": percentile(latencies, 0.99) * 1000,
+            "max_ms": max(latencies) * 1000,
+            "lag_p99_ms": percentile(self.lags_s or [0.0], 0.99) * 1000,
         }
         for name in self.queues[0] if self.queues else ():
             values = [q[name] for q in self.queues]
@@ -104,9 +108,14 @@ class Soak:
         """Resources now: RSS and fds of each role, Redis memory and keys, queue depths."""
         info = await client.info("memory")
         queues = await queue_depths(client, self.keys)
-        sample = {"t_s": round(t_s, 1), **usage(self.pids), "redis_used_memory": int(info["used_memory"]),
-                  "redis_keys": int(await client.dbsize()), "async_queued": queues["arq_queued"],
-                  "blocking_waiting": queues["blocking_unread"] + queues["blocking_in_dispatcher"]}
+        sample = {
+            "t_s": round(t_s, 1),
+            **usage(self.pids),
+            "redis_used_memory": int(info["used_memory"]),
+            "redis_keys": int(await client.dbsize()),
+            "async_queued": queues["arq_queued"],
+            "blocking_waiting": queues["blocking_unread"] + queues["blocking_in_dispatcher"],
+        }
         self.samples.append(sample)
         return sample
 
@@ -122,7 +131,8 @@ class Soak:
                 ends += 1
                 continue
             self.periods[min(int(now_s // self.period_s), len(self.periods) - 1)].queues.append(
-                await queue_depths(client, self.keys))
+                await queue_depths(client, self.keys)
+            )
             await asyncio.sleep(max(0.0, min(self.queue_every_s, ends * self.period_s - now_s)))
 
 
@@ -130,7 +140,7 @@ def plateau(samples: list[dict[str, Any]], tolerance: float, rate: float) -> lis
     """Per figure: the largest of the last :data:`PLATEAU_PERIODS` samples against the one before them
     (in a short run, against the end of the first period: after the warm-up, connections still open)."""
     reference_index = max(min(1, len(samples) - 2), len(samples) - 1 - PLATEAU_PERIODS)
-    reference, window = samples[reference_index], samples[reference_index + 1:]
+    reference, window = samples[reference_index], samples[reference_index + 1 :]
     rows = []
     for figure in reference:
         if figure == "t_s":
@@ -139,10 +149,18 @@ def plateau(samples: list[dict[str, Any]], tolerance: float, rate: float) -> lis
         top = max(s[figure] for s in window)
         gone = figure.endswith(("_rss", "_fds")) and any(s[figure] == 0 for s in window)  # the process exited
         growth = (top - reference[figure]) / reference[figure] if reference[figure] else 0.0 if top == 0 else None
-        rows.append({"figure": figure, "from_minute": reference_index,
-                     "to_minutes": [reference_index + 1, len(samples) - 1], "reference": reference[figure],
-                     "largest": top, "growth": growth, "gone": gone,
-                     "met": not gone and top <= reference[figure] * (1 + tolerance) + slack})
+        rows.append(
+            {
+                "figure": figure,
+                "from_minute": reference_index,
+                "to_minutes": [reference_index + 1, len(samples) - 1],
+                "reference": reference[figure],
+                "largest": top,
+                "growth": growth,
+                "gone": gone,
+                "met": not gone and top <= reference[figure] * (1 + tolerance) + slack,
+            }
+        )
     return rows
 
 
@@ -162,8 +180,9 @@ async def main(args: argparse.Namespace) -> dict[str, Any]:
             print(f"warm-up: {len(warm)} events at {args.rate / 4:g}/s", file=sys.stderr)
             await open_loop(running.port, warm, args.rate / 4, args.connections, 30)
             await soak.sample(client, 0.0)
-            print(f"steady: {total} events at {args.rate:g}/s over {args.minutes} x {args.minute_s:g} s",
-                  file=sys.stderr)
+            print(
+                f"steady: {total} events at {args.rate:g}/s over {args.minutes} x {args.minute_s:g} s", file=sys.stderr
+            )
             started = time.perf_counter()
             load = asyncio.create_task(open_loop(running.port, steady, args.rate, args.connections, 30, soak.record))
             watching = asyncio.create_task(soak.watch(client, started))
@@ -177,20 +196,35 @@ async def main(args: argparse.Namespace) -> dict[str, Any]:
         finally:
             await client.aclose()
         # A role that exits mid-run is not restarted here (hookbus up would): say so.
-        exited = {name: process.returncode for name, process in zip(running.pids(), running.roles, strict=False)
-                  if process.poll() is not None}
+        exited = {
+            name: process.returncode
+            for name, process in zip(running.pids(), running.roles, strict=False)
+            if process.poll() is not None
+        }
     minutes = [period.summary() for period in soak.periods]
     everything = [latency for period in soak.periods for latency in period.latencies_s] or [0.0]
     p99s = [m["p99_ms"] for m in minutes]
     worst = max(range(len(p99s)), key=p99s.__getitem__)
     return {
-        "args": vars(args), "minutes": minutes, "samples": soak.samples, "exited": exited,
-        "overall": {"events": len(everything), "p50_ms": percentile(everything, 0.5) * 1000,
-                    "p99_ms": percentile(everything, 0.99) * 1000, "max_ms": max(everything) * 1000,
-                    "fail_open": sum(m["fail_open"] for m in minutes), "errors": sum(m["errors"] for m in minutes)},
-        "p99_flat": {"first_ms": p99s[0], "worst_minute": worst + 1, "worst_ms": p99s[worst],
-                     "ratio": p99s[worst] / p99s[0] if p99s[0] else None,
-                     "met": bool(p99s[0]) and p99s[worst] <= 2 * p99s[0]},
+        "args": vars(args),
+        "minutes": minutes,
+        "samples": soak.samples,
+        "exited": exited,
+        "overall": {
+            "events": len(everything),
+            "p50_ms": percentile(everything, 0.5) * 1000,
+            "p99_ms": percentile(everything, 0.99) * 1000,
+            "max_ms": max(everything) * 1000,
+            "fail_open": sum(m["fail_open"] for m in minutes),
+            "errors": sum(m["errors"] for m in minutes),
+        },
+        "p99_flat": {
+            "first_ms": p99s[0],
+            "worst_minute": worst + 1,
+            "worst_ms": p99s[worst],
+            "ratio": p99s[worst] / p99s[0] if p99s[0] else None,
+            "met": bool(p99s[0]) and p99s[worst] <= 2 * p99s[0],
+        },
         "plateau": plateau(soak.samples, args.tolerance, args.rate),
     }
 
@@ -202,45 +236,68 @@ def roles(sample: dict[str, Any]) -> list[str]:
 def markdown(out: dict[str, Any]) -> str:
     args, overall, flat = out["args"], out["overall"], out["p99_flat"]
     cap = f"decision log capped at {args['log_max']:,}" if args["log_max"] else "decision log at its default cap"
-    lines = [f"Mixed profile (`bench/mixed.py`) open loop at {args['rate']:g} events/s for {args['minutes']} x "
-             f"{args['minute_s']:g} s ({overall['events']:,} events), {args['dispatchers']} dispatcher(s), "
-             f"{args['connections']} connections, {args['sessions']} sessions, {cap}; latency from the scheduled "
-             f"send time. Whole run: p50 {overall['p50_ms']:.2f} ms, p99 {overall['p99_ms']:.2f} ms, max "
-             f"{overall['max_ms']:.1f} ms, {overall['fail_open']} fail-open, {overall['errors']} errors.", "",
-             "| minute | events | p50 ms | p99 ms | max ms | fail-open | errors | generator lag p99 ms | "
-             "async queue mean / max | blocking waiting max |", "|---|---|---|---|---|---|---|---|---|---|"]
+    lines = [
+        f"Mixed profile (`bench/mixed.py`) open loop at {args['rate']:g} events/s for {args['minutes']} x "
+        f"{args['minute_s']:g} s ({overall['events']:,} events), {args['dispatchers']} dispatcher(s), "
+        f"{args['connections']} connections, {args['sessions']} sessions, {cap}; latency from the scheduled "
+        f"send time. Whole run: p50 {overall['p50_ms']:.2f} ms, p99 {overall['p99_ms']:.2f} ms, max "
+        f"{overall['max_ms']:.1f} ms, {overall['fail_open']} fail-open, {overall['errors']} errors.",
+        "",
+        "| minute | events | p50 ms | p99 ms | max ms | fail-open | errors | generator lag p99 ms | "
+        "async queue mean / max | blocking waiting max |",
+        "|---|---|---|---|---|---|---|---|---|---|",
+    ]
     for n, m in enumerate(out["minutes"], start=1):
         blocking = m.get("blocking_unread_max", 0) + m.get("blocking_in_dispatcher_max", 0)
-        lines.append(f"| {n} | {m['events']:,} | {m['p50_ms']:.2f} | {m['p99_ms']:.2f} | {m['max_ms']:.1f} | "
-                     f"{m['fail_open']} | {m['errors']} | {m['lag_p99_ms']:.2f} | "
-                     f"{m.get('arq_queued_mean', 0):.0f} / {m.get('arq_queued_max', 0)} | {blocking} |")
+        lines.append(
+            f"| {n} | {m['events']:,} | {m['p50_ms']:.2f} | {m['p99_ms']:.2f} | {m['max_ms']:.1f} | "
+            f"{m['fail_open']} | {m['errors']} | {m['lag_p99_ms']:.2f} | "
+            f"{m.get('arq_queued_mean', 0):.0f} / {m.get('arq_queued_max', 0)} | {blocking} |"
+        )
     names = roles(out["samples"][0])
-    lines += ["", "At the end of each minute (0: after the warm-up); RSS in MiB · open fds:", "",
-              "| minute | " + " | ".join(names) + " | Redis used_memory MiB | keys | async queue |",
-              "|---" * (len(names) + 4) + "|"]
+    lines += [
+        "",
+        "At the end of each minute (0: after the warm-up); RSS in MiB · open fds:",
+        "",
+        "| minute | " + " | ".join(names) + " | Redis used_memory MiB | keys | async queue |",
+        "|---" * (len(names) + 4) + "|",
+    ]
     for n, s in enumerate(out["samples"]):
         cells = [f"{s[f'{name}_rss'] * MIB:.1f} · {s[f'{name}_fds']}" for name in names]
-        lines.append(f"| {n} | " + " | ".join(cells) + f" | {s['redis_used_memory'] * MIB:.1f} | "
-                                                        f"{s['redis_keys']:,} | {s['async_queued']} |")
+        lines.append(
+            f"| {n} | " + " | ".join(cells) + f" | {s['redis_used_memory'] * MIB:.1f} | "
+            f"{s['redis_keys']:,} | {s['async_queued']} |"
+        )
     rows = out["plateau"]
     first, last = rows[0]["to_minutes"] if rows else (0, 0)
     ratio = f"{flat['ratio']:.2f}x" if flat["ratio"] is not None else "n/a"
-    lines += ["", f"Targets. **p99 flat** (no minute above 2x the first): worst minute {flat['worst_minute']}, "
-                  f"{flat['worst_ms']:.2f} ms = {ratio} minute 1's {flat['first_ms']:.2f} ms: "
-                  f"**{'met' if flat['met'] else 'not met'}**. **Plateau**: the largest value at the end of minutes "
-                  f"{first}-{last} against the end of minute {rows[0]['from_minute'] if rows else 0}, growth within "
-                  f"{args['tolerance']:.0%} (+2 for fds, +{args['rate']:g} for queue depths):", "",
-              "| figure | reference | largest after | growth | plateau |", "|---|---|---|---|---|"]
+    lines += [
+        "",
+        f"Targets. **p99 flat** (no minute above 2x the first): worst minute {flat['worst_minute']}, "
+        f"{flat['worst_ms']:.2f} ms = {ratio} minute 1's {flat['first_ms']:.2f} ms: "
+        f"**{'met' if flat['met'] else 'not met'}**. **Plateau**: the largest value at the end of minutes "
+        f"{first}-{last} against the end of minute {rows[0]['from_minute'] if rows else 0}, growth within "
+        f"{args['tolerance']:.0%} (+2 for fds, +{args['rate']:g} for queue depths):",
+        "",
+        "| figure | reference | largest after | growth | plateau |",
+        "|---|---|---|---|---|",
+    ]
     for row in rows:
         scale, unit = (MIB, " MiB") if row["figure"].endswith(("_rss", "_memory")) else (1, "")
         growth = f"{row['growth']:+.1%}" if row["growth"] is not None else "from 0"
         verdict = "process gone" if row["gone"] else "met" if row["met"] else "**not met**"
-        lines.append(f"| {row['figure'].replace('_', ' ')} | {row['reference'] * scale:,.1f}{unit} | "
-                     f"{row['largest'] * scale:,.1f}{unit} | {growth} | {verdict} |")
+        lines.append(
+            f"| {row['figure'].replace('_', ' ')} | {row['reference'] * scale:,.1f}{unit} | "
+            f"{row['largest'] * scale:,.1f}{unit} | {growth} | {verdict} |"
+        )
     met = flat["met"] and all(row["met"] for row in rows) and not out["exited"]
     if out["exited"]:
-        lines += ["", "Exited during the run (exit code; negative: the signal): "
-                  + ", ".join(f"{name} {code}" for name, code in out["exited"].items()) + "."]
+        lines += [
+            "",
+            "Exited during the run (exit code; negative: the signal): "
+            + ", ".join(f"{name} {code}" for name, code in out["exited"].items())
+            + ".",
+        ]
     lines += ["", f"All targets: **{'met' if met else 'not met'}**."]
     return "\n".join(lines)
 

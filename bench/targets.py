@@ -122,8 +122,11 @@ def wake_run() -> dict[str, Any]:
 def handlers_run(args: argparse.Namespace) -> dict[str, dict[str, float]]:
     duration_s, saturate_s = (1.0, 1.0) if args.quick else (5.0, 4.0)
     started = time.time()
-    run_bench("handlers", ["--types", "rule", "http", "--rate", "500", "--duration", str(duration_s),
-                           "--saturate-s", str(saturate_s)], 180 + 4 * (duration_s + saturate_s))
+    run_bench(
+        "handlers",
+        ["--types", "rule", "http", "--rate", "500", "--duration", str(duration_s), "--saturate-s", str(saturate_s)],
+        180 + 4 * (duration_s + saturate_s),
+    )
     found = fresh("handlers", started)["handlers"]
     return {name: figures(found[name], ("p50_ms", "p99_ms", "per_s", "dispatcher_cpu_us")) for name in ("rule", "http")}
 
@@ -137,10 +140,20 @@ def mixed_run(rate: float, args: argparse.Namespace) -> dict[str, Any]:
 
 def platform_run(args: argparse.Namespace) -> list[dict[str, float]]:
     seconds, started = 2.0 if args.quick else 8.0, time.time()
-    run_bench("platform_cost", ["--rounds", str(args.runs), "--seconds", str(seconds)],
-              60 + args.runs * (2 * seconds + 90))
-    names = ("bare_per_s", "hookbus_per_s", "ratio", "fail_open", "non_2xx", "bare_cpu_us", "gateway_cpu_us",
-             "dispatcher_cpu_us", "redis_cpu_us")
+    run_bench(
+        "platform_cost", ["--rounds", str(args.runs), "--seconds", str(seconds)], 60 + args.runs * (2 * seconds + 90)
+    )
+    names = (
+        "bare_per_s",
+        "hookbus_per_s",
+        "ratio",
+        "fail_open",
+        "non_2xx",
+        "bare_cpu_us",
+        "gateway_cpu_us",
+        "dispatcher_cpu_us",
+        "redis_cpu_us",
+    )
     rounds = [figures(found, names) for found in fresh("platform_cost", started)["rounds"]]
     if not rounds:
         raise RuntimeError("platform_cost: no rounds in bench/results/platform_cost.json")
@@ -161,8 +174,10 @@ def soak_run(args: argparse.Namespace) -> dict[str, float]:
     out = fresh("soak", started)
     samples, total = out["samples"], out["summary"]["answered"]
     warm = next((s for s in samples if s["answered"] >= out["args"]["warmup"] * total), samples[0])
-    growth = {role: (samples[-1][f"{role}_rss"] - warm[f"{role}_rss"]) / warm[f"{role}_rss"]
-              for role in ("gateway", "dispatcher", "worker")}
+    growth = {
+        role: (samples[-1][f"{role}_rss"] - warm[f"{role}_rss"]) / warm[f"{role}_rss"]
+        for role in ("gateway", "dispatcher", "worker")
+    }
     return {"answered": total, "per_s": out["summary"]["per_s"], **{f"{k}_rss_growth": v for k, v in growth.items()}}
 
 
@@ -171,8 +186,13 @@ def span(values: list[float], fmt: Callable[[float], str]) -> str:
     return fmt(low) if fmt(low) == fmt(high) else f"{fmt(low)} to {fmt(high)}"
 
 
-def judged(figure: str, target: str, values: list[float], fmt: Callable[[float], str],
-           ok: Callable[[float], bool] | None = None) -> Row:
+def judged(
+    figure: str,
+    target: str,
+    values: list[float],
+    fmt: Callable[[float], str],
+    ok: Callable[[float], bool] | None = None,
+) -> Row:
     """A row; with ``ok`` (a target) "met" when every run met it, without it a reference figure."""
     if not values:
         return Row(figure, target, "failed", "—")
@@ -196,57 +216,122 @@ def rows_for(res: dict[str, Any], args: argparse.Namespace) -> list[Row]:
     http, rule = [h["http"] for h in handlers], [h["rule"] for h in handlers]
     rows = [
         judged("`http` handler p50 at 500/s", "≤ 1.5 ms", [h["p50_ms"] for h in http], ms, lambda v: v <= 1.5),
-        judged("`http` handler decisions/s at saturation, 1 dispatcher", "≥ 3,000/s", [h["per_s"] for h in http],
-               per_s, lambda v: v >= 3000),
+        judged(
+            "`http` handler decisions/s at saturation, 1 dispatcher",
+            "≥ 3,000/s",
+            [h["per_s"] for h in http],
+            per_s,
+            lambda v: v >= 3000,
+        ),
         judged("`rule` handler p50 at 500/s", "(reference)", [h["p50_ms"] for h in rule], ms),
         judged("`rule` handler decisions/s at saturation", "(reference)", [h["per_s"] for h in rule], per_s),
-        judged("`http` / `rule` throughput", "(reference)",
-               [h["http"]["per_s"] / (h["rule"]["per_s"] or math.nan) for h in handlers], lambda v: f"{v:.2f}x"),
+        judged(
+            "`http` / `rule` throughput",
+            "(reference)",
+            [h["http"]["per_s"] / (h["rule"]["per_s"] or math.nan) for h in handlers],
+            lambda v: f"{v:.2f}x",
+        ),
     ]
     for rate in args.rates:
         run = mixed.get(f"{rate:g}")
         at = f"{rate:,.0f} events/s"
         judge = rate == 2000  # the target's rate; the others show where this machine stands
         overall = [run["overall"]] if run else []
-        rows.append(judged(f"mixed traffic p99 at {at}", "≤ 5 ms" if judge else "(reference)",
-                           [o["p99_ms"] for o in overall], ms, (lambda v: v <= 5) if judge else None))
-        rows.append(judged(f"mixed traffic fail-opens + errors at {at}", "0" if judge else "(reference)",
-                           [o["fail_open"] + o["errors"] for o in overall], lambda v: f"{v:.0f}",
-                           (lambda v: v == 0) if judge else None))
+        rows.append(
+            judged(
+                f"mixed traffic p99 at {at}",
+                "≤ 5 ms" if judge else "(reference)",
+                [o["p99_ms"] for o in overall],
+                ms,
+                (lambda v: v <= 5) if judge else None,
+            )
+        )
+        rows.append(
+            judged(
+                f"mixed traffic fail-opens + errors at {at}",
+                "0" if judge else "(reference)",
+                [o["fail_open"] + o["errors"] for o in overall],
+                lambda v: f"{v:.0f}",
+                (lambda v: v == 0) if judge else None,
+            )
+        )
         if run:
             o = run["overall"]
             cpu = " · ".join(f"{name} {us:.0f}" for name, us in run["cpu_us_per_event"].items())
-            rows.append(Row(f"mixed at {at}: p50, load generator lag p99, CPU µs/event", "(reference)",
-                            f"p50 {o['p50_ms']:.2f} ms, lag p99 {o['lag_p99_ms']:.2f} ms; {cpu}", ""))
-    rows.append(judged("hookbus decisions/s ÷ bare Starlette requests/s", "≥ 0.4x", [p["ratio"] for p in plat],
-                       lambda v: f"{v:.2f}x", lambda v: v >= 0.4))
-    rows.append(judged("hookbus fail-opens + non-2xx at saturation", "0",
-                       [p["fail_open"] + p["non_2xx"] for p in plat], lambda v: f"{v:.0f}", lambda v: v == 0))
+            rows.append(
+                Row(
+                    f"mixed at {at}: p50, load generator lag p99, CPU µs/event",
+                    "(reference)",
+                    f"p50 {o['p50_ms']:.2f} ms, lag p99 {o['lag_p99_ms']:.2f} ms; {cpu}",
+                    "",
+                )
+            )
+    rows.append(
+        judged(
+            "hookbus decisions/s ÷ bare Starlette requests/s",
+            "≥ 0.4x",
+            [p["ratio"] for p in plat],
+            lambda v: f"{v:.2f}x",
+            lambda v: v >= 0.4,
+        )
+    )
+    rows.append(
+        judged(
+            "hookbus fail-opens + non-2xx at saturation",
+            "0",
+            [p["fail_open"] + p["non_2xx"] for p in plat],
+            lambda v: f"{v:.0f}",
+            lambda v: v == 0,
+        )
+    )
     if plat:
-        cpu = " · ".join(f"{name} {span([p[f'{name}_cpu_us'] for p in plat], lambda v: f'{v:.0f}')}"
-                         for name in ("bare", "gateway", "dispatcher", "redis"))
+        cpu = " · ".join(
+            f"{name} {span([p[f'{name}_cpu_us'] for p in plat], lambda v: f'{v:.0f}')}"
+            for name in ("bare", "gateway", "dispatcher", "redis")
+        )
         rows.append(Row("CPU µs per request (bare server; hookbus gateway, dispatcher, Redis)", "(reference)", cpu, ""))
     if args.soak:
         soak = [res["soak"]] if res.get("soak") else []
         for role in ("gateway", "dispatcher"):
-            rows.append(judged(f"soak: {role} RSS growth after warm-up", "< 10 %",
-                               [s[f"{role}_rss_growth"] for s in soak], lambda v: f"{v:+.1%}", lambda v: v < 0.10))
+            rows.append(
+                judged(
+                    f"soak: {role} RSS growth after warm-up",
+                    "< 10 %",
+                    [s[f"{role}_rss_growth"] for s in soak],
+                    lambda v: f"{v:+.1%}",
+                    lambda v: v < 0.10,
+                )
+            )
     return rows
 
 
 def host() -> dict[str, Any]:
     cpuinfo = Path("/proc/cpuinfo").read_text() if Path("/proc/cpuinfo").exists() else ""
     model = next((line.split(":", 1)[1].strip() for line in cpuinfo.splitlines() if line.startswith("model name")), "?")
-    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True,
-                            timeout=10).stdout.strip()
-    return {"date": datetime.datetime.now().astimezone().isoformat(timespec="minutes"), "nproc": os.cpu_count(),
-            "cpu": model, "python": platform.python_version(), "commit": commit, "loadavg_1m": os.getloadavg()[0],
-            "load_generator": "wrk -t1" if shutil.which("wrk") else "the Python load generator"}
+    commit = subprocess.run(
+        ["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True, timeout=10
+    ).stdout.strip()
+    return {
+        "date": datetime.datetime.now().astimezone().isoformat(timespec="minutes"),
+        "nproc": os.cpu_count(),
+        "cpu": model,
+        "python": platform.python_version(),
+        "commit": commit,
+        "loadavg_1m": os.getloadavg()[0],
+        "load_generator": "wrk -t1" if shutil.which("wrk") else "the Python load generator",
+    }
 
 
 def main(args: argparse.Namespace) -> None:
-    res: dict[str, Any] = {"host": host(), "args": vars(args), "wake": None, "handlers": [], "mixed": {},
-                           "platform_cost": [], "errors": []}
+    res: dict[str, Any] = {
+        "host": host(),
+        "args": vars(args),
+        "wake": None,
+        "handlers": [],
+        "mixed": {},
+        "platform_cost": [],
+        "errors": [],
+    }
 
     def attempt(call: Callable[..., Any], *call_args: Any) -> Any:
         try:
@@ -266,21 +351,30 @@ def main(args: argparse.Namespace) -> None:
         res["soak"] = attempt(soak_run, args)
     rows = rows_for(res, args)
     RESULTS.mkdir(exist_ok=True)
-    (RESULTS / "targets.json").write_text(json.dumps(
-        jsonable({**res, "rows": [dataclasses.asdict(r) for r in rows]}), indent=2, allow_nan=False))
+    (RESULTS / "targets.json").write_text(
+        json.dumps(jsonable({**res, "rows": [dataclasses.asdict(r) for r in rows]}), indent=2, allow_nan=False)
+    )
     h = res["host"]
     bare = span([p["bare_per_s"] for p in res["platform_cost"]], per_s) if res["platform_cost"] else "failed"
     wake = res["wake"]
-    woken = (f"Redis PING p50 {wake['back_to_back']['p50_us']:.0f} µs back to back, "
-             f"{wake['after_idle']['p50_us']:.0f} µs after {wake['idle_gap_ms']:g} ms idle (p90 "
-             f"{wake['back_to_back']['p90_us']:.0f} and {wake['after_idle']['p90_us']:.0f} µs; one decision crosses "
-             f"about five such wake-ups at low load); client CPU per PING {wake['back_to_back']['client_cpu_us']:.0f}"
-             f" µs back to back, {wake['after_idle']['client_cpu_us']:.0f} µs after idle") if wake else "failed"
-    print(f"{h['date']}, commit {h['commit']}: {h['nproc']} x {h['cpu']}, Python {h['python']}, load average "
-          f"{h['loadavg_1m']:.2f} at start; saturation by {h['load_generator']}"
-          f"{', quick (smoke check, not a measurement)' if args.quick else ''}, {args.runs} run(s).\n"
-          f"Calibration (how fast this host is): the bare Starlette endpoint answers {bare} at saturation.\n"
-          f"Wake-up latency: {woken}.\n")
+    woken = (
+        (
+            f"Redis PING p50 {wake['back_to_back']['p50_us']:.0f} µs back to back, "
+            f"{wake['after_idle']['p50_us']:.0f} µs after {wake['idle_gap_ms']:g} ms idle (p90 "
+            f"{wake['back_to_back']['p90_us']:.0f} and {wake['after_idle']['p90_us']:.0f} µs; one decision crosses "
+            f"about five such wake-ups at low load); client CPU per PING {wake['back_to_back']['client_cpu_us']:.0f}"
+            f" µs back to back, {wake['after_idle']['client_cpu_us']:.0f} µs after idle"
+        )
+        if wake
+        else "failed"
+    )
+    print(
+        f"{h['date']}, commit {h['commit']}: {h['nproc']} x {h['cpu']}, Python {h['python']}, load average "
+        f"{h['loadavg_1m']:.2f} at start; saturation by {h['load_generator']}"
+        f"{', quick (smoke check, not a measurement)' if args.quick else ''}, {args.runs} run(s).\n"
+        f"Calibration (how fast this host is): the bare Starlette endpoint answers {bare} at saturation.\n"
+        f"Wake-up latency: {woken}.\n"
+    )
     print("| figure | target | measured | met |\n|---|---|---|---|")
     for row in rows:
         print(f"| {row.figure} | {row.target} | {row.measured} | {row.met} |")

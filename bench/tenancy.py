@@ -40,8 +40,14 @@ from workers.runners import default_runners
 
 
 def layer(rules: list[str], **extra: Any) -> str:
-    return yaml.safe_dump({"hooks": {"PreToolUse": [{"matcher": "Bash", "hooks": [
-        {"type": "rule", "deny": rules, "reason": "bench"}]}]}, **extra})
+    return yaml.safe_dump(
+        {
+            "hooks": {
+                "PreToolUse": [{"matcher": "Bash", "hooks": [{"type": "rule", "deny": rules, "reason": "bench"}]}]
+            },
+            **extra,
+        }
+    )
 
 
 async def propagation(redis_url: str, pushes: int) -> dict[str, float]:
@@ -60,9 +66,15 @@ async def propagation(redis_url: str, pushes: int) -> dict[str, float]:
                     version, _ = await store.push([("team.yaml", layer([f"Bash(tool{n} *)"]))], tenant="default")
                     pushed = time.perf_counter()
                     while True:
-                        answer = await client.post(f"http://127.0.0.1:{port}/v1/hooks", json={
-                            "hook_event_name": "PreToolUse", "session_id": "bench", "tool_name": "Bash",
-                            "tool_input": {"command": command}})
+                        answer = await client.post(
+                            f"http://127.0.0.1:{port}/v1/hooks",
+                            json={
+                                "hook_event_name": "PreToolUse",
+                                "session_id": "bench",
+                                "tool_name": "Bash",
+                                "tool_input": {"command": command},
+                            },
+                        )
                         named = answer.headers.get("X-Hookbus-Policy-Version", "").endswith(version.id)
                         denied = answer.json().get("hookSpecificOutput", {}).get("permissionDecision") == "deny"
                         if named and denied:
@@ -97,10 +109,21 @@ async def scale(redis_url: str, tenants: int, patterns: int, runs: int) -> dict[
     async def p50_us(policy: Any) -> float:
         samples = []
         for i in range(runs):
-            hook_input = {"hook_event_name": "PreToolUse", "session_id": "s", "tool_name": "Bash",
-                          "tool_input": {"command": f"ls -la dir{i}"}}
-            request = Request(event_id=f"e{i}", event="PreToolUse", tenant="t0", payload=b"{}",
-                              received_ms=now_ms(), deadline_ms=now_ms() + 2000, reply_to="x")
+            hook_input = {
+                "hook_event_name": "PreToolUse",
+                "session_id": "s",
+                "tool_name": "Bash",
+                "tool_input": {"command": f"ls -la dir{i}"},
+            }
+            request = Request(
+                event_id=f"e{i}",
+                event="PreToolUse",
+                tenant="t0",
+                payload=b"{}",
+                received_ms=now_ms(),
+                deadline_ms=now_ms() + 2000,
+                reply_to="x",
+            )
             t0 = time.perf_counter()
             await engine.evaluate(request, hook_input, policy)
             samples.append(time.perf_counter() - t0)
@@ -109,8 +132,14 @@ async def scale(redis_url: str, tenants: int, patterns: int, runs: int) -> dict[
     small = await p50_us(base)
     large = await p50_us(policies[0])
     await redis.aclose()
-    return {"tenants": tenants, "patterns": tenants * patterns, "load_and_compose_s": load_s,
-            "p50_us_40_patterns": small, "p50_us_tenant_policy": large, "ratio": large / small}
+    return {
+        "tenants": tenants,
+        "patterns": tenants * patterns,
+        "load_and_compose_s": load_s,
+        "p50_us_40_patterns": small,
+        "p50_us_tenant_policy": large,
+        "ratio": large / small,
+    }
 
 
 async def main(args: argparse.Namespace) -> None:
@@ -121,11 +150,15 @@ async def main(args: argparse.Namespace) -> None:
             sized = await scale(redis.url, args.tenants, args.patterns, args.runs)
         finally:
             redis.stop()
-    print(f"propagation over {args.pushes} pushes: p50 {spread['p50_s'] * 1000:.0f} ms, "
-          f"p99 {spread['p99_s'] * 1000:.0f} ms, max {spread['max_s'] * 1000:.0f} ms (target p99 <= 1000 ms)")
-    print(f"{sized['tenants']} tenants, {sized['patterns']} rule patterns: load and compose "
-          f"{sized['load_and_compose_s'] * 1000:.0f} ms; rule evaluation p50 {sized['p50_us_tenant_policy']:.1f} us "
-          f"vs {sized['p50_us_40_patterns']:.1f} us with 40 patterns ({sized['ratio']:.2f}x)")
+    print(
+        f"propagation over {args.pushes} pushes: p50 {spread['p50_s'] * 1000:.0f} ms, "
+        f"p99 {spread['p99_s'] * 1000:.0f} ms, max {spread['max_s'] * 1000:.0f} ms (target p99 <= 1000 ms)"
+    )
+    print(
+        f"{sized['tenants']} tenants, {sized['patterns']} rule patterns: load and compose "
+        f"{sized['load_and_compose_s'] * 1000:.0f} ms; rule evaluation p50 {sized['p50_us_tenant_policy']:.1f} us "
+        f"vs {sized['p50_us_40_patterns']:.1f} us with 40 patterns ({sized['ratio']:.2f}x)"
+    )
 
 
 if __name__ == "__main__":

@@ -66,24 +66,37 @@ def measure(pings: int = 200, idle_gap_ms: float = 10.0, timeout_s: float = 5.0)
         client = redis.Redis.from_url(redis_server.url, socket_timeout=timeout_s, socket_connect_timeout=timeout_s)
         try:
             ping_round_trips_ns(client, WARMUP_PINGS, 0)  # connect, and let both sides settle
-            phases = {"back_to_back": ping_round_trips_ns(client, pings, 0),
-                      "after_idle": ping_round_trips_ns(client, pings, idle_gap_ms / 1000)}
+            phases = {
+                "back_to_back": ping_round_trips_ns(client, pings, 0),
+                "after_idle": ping_round_trips_ns(client, pings, idle_gap_ms / 1000),
+            }
         finally:
             client.close()
         transport = redis_server.url.partition(":")[0]
-    return {"pings": pings, "idle_gap_ms": idle_gap_ms, "transport": transport,
-            **{name: {"p50_us": percentile_us(samples, 0.50), "p90_us": percentile_us(samples, 0.90),
-                      "client_cpu_us": cpu_us}
-               for name, (samples, cpu_us) in phases.items()}}
+    return {
+        "pings": pings,
+        "idle_gap_ms": idle_gap_ms,
+        "transport": transport,
+        **{
+            name: {
+                "p50_us": percentile_us(samples, 0.50),
+                "p90_us": percentile_us(samples, 0.90),
+                "client_cpu_us": cpu_us,
+            }
+            for name, (samples, cpu_us) in phases.items()
+        },
+    }
 
 
 def summary(found: dict[str, Any]) -> str:
     """One line: the p50 and p90 of each phase."""
     busy, idle = found["back_to_back"], found["after_idle"]
-    return (f"Redis PING ({found['transport']} socket, {found['pings']} each) p50 {busy['p50_us']:.0f} µs "
-            f"back to back, {idle['p50_us']:.0f} µs after {found['idle_gap_ms']:g} ms idle "
-            f"(p90 {busy['p90_us']:.0f} and {idle['p90_us']:.0f} µs); client CPU per PING "
-            f"{busy['client_cpu_us']:.0f} µs and {idle['client_cpu_us']:.0f} µs")
+    return (
+        f"Redis PING ({found['transport']} socket, {found['pings']} each) p50 {busy['p50_us']:.0f} µs "
+        f"back to back, {idle['p50_us']:.0f} µs after {found['idle_gap_ms']:g} ms idle "
+        f"(p90 {busy['p90_us']:.0f} and {idle['p90_us']:.0f} µs); client CPU per PING "
+        f"{busy['client_cpu_us']:.0f} µs and {idle['client_cpu_us']:.0f} µs"
+    )
 
 
 def main(argv: list[str] | None = None) -> None:

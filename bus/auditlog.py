@@ -58,8 +58,9 @@ def parse_time(text: str, now: int | None = None) -> int:
     try:
         parsed = datetime.datetime.fromisoformat(value)
     except ValueError:
-        raise TimeError(f"cannot read the time {text!r}: use now, 15m, 2h, 7d, epoch seconds or ISO 8601 "
-                        "(2025-01-07T09:30:00Z)") from None
+        raise TimeError(
+            f"cannot read the time {text!r}: use now, 15m, 2h, 7d, epoch seconds or ISO 8601 (2025-01-07T09:30:00Z)"
+        ) from None
     if parsed.tzinfo is None:
         parsed = parsed.astimezone()
     return int(parsed.timestamp() * 1000)
@@ -110,16 +111,25 @@ class RecordFilter:
         return cls(scope=scope, **{name: _values(values) for name, values in given.items()})
 
     def __call__(self, record: LogRecord) -> bool:
-        return ((self.scope is None or record.tenant == self.scope)
-                and (not self.tenants or record.tenant in self.tenants)
-                and (not self.sessions or any(record.session_id.startswith(s) for s in self.sessions))
-                and (not self.events or record.event in self.events)
-                and (not self.decisions or record.decision in self.decisions or record.outcome in self.decisions))
+        return (
+            (self.scope is None or record.tenant == self.scope)
+            and (not self.tenants or record.tenant in self.tenants)
+            and (not self.sessions or any(record.session_id.startswith(s) for s in self.sessions))
+            and (not self.events or record.event in self.events)
+            and (not self.decisions or record.decision in self.decisions or record.outcome in self.decisions)
+        )
 
 
-async def read_window(redis: aioredis.Redis, keys: Keyspace, window: Window, passes: RecordFilter | None = None,
-                      *, page: int = PAGE, after: str | None = None,
-                      limit: int | None = None) -> AsyncGenerator[tuple[str, LogRecord], None]:
+async def read_window(
+    redis: aioredis.Redis,
+    keys: Keyspace,
+    window: Window,
+    passes: RecordFilter | None = None,
+    *,
+    page: int = PAGE,
+    after: str | None = None,
+    limit: int | None = None,
+) -> AsyncGenerator[tuple[str, LogRecord], None]:
     """``(entry id, record)`` of every record in ``window`` that ``passes``, oldest first, each once.
 
     Every partition's log is read in ``XRANGE`` pages starting just after the last id read
@@ -201,7 +211,7 @@ async def log_state(redis: aioredis.Redis, keys: Keyspace, now: int | None = Non
     length, oldest_ms = 0, None
     by_name: dict[str, list[GroupState]] = {}
     for index, log in enumerate(logs):
-        count, oldest, groups = answers[3 * index:3 * index + 3]
+        count, oldest, groups = answers[3 * index : 3 * index + 3]
         if isinstance(count, Exception) or isinstance(oldest, Exception):
             raise count if isinstance(count, Exception) else oldest
         length += int(count)
@@ -213,8 +223,10 @@ async def log_state(redis: aioredis.Redis, keys: Keyspace, now: int | None = Non
             if isinstance(group, Mapping):
                 state = await _group_state(redis, log, group, now)
                 by_name.setdefault(state.name, []).append(state)
-    states = tuple(GroupState(name, sum(s.pending for s in parts), sum(s.lag for s in parts),
-                              max(s.lag_s for s in parts)) for name, parts in by_name.items())
+    states = tuple(
+        GroupState(name, sum(s.pending for s in parts), sum(s.lag for s in parts), max(s.lag_s for s in parts))
+        for name, parts in by_name.items()
+    )
     age_s = max(0.0, (now - oldest_ms) / 1000) if oldest_ms is not None else 0.0
     return LogState(length, age_s, states)
 
@@ -242,6 +254,16 @@ async def _group_state(redis: aioredis.Redis, log: str, group: Mapping[Any, Any]
 
 
 __all__ = [
-    "LAG_COUNT_LIMIT", "OUTCOMES", "PAGE", "GroupState", "LogState", "RecordFilter", "TimeError", "Window",
-    "entry_ms", "log_state", "parse_time", "read_window",
+    "LAG_COUNT_LIMIT",
+    "OUTCOMES",
+    "PAGE",
+    "GroupState",
+    "LogState",
+    "RecordFilter",
+    "TimeError",
+    "Window",
+    "entry_ms",
+    "log_state",
+    "parse_time",
+    "read_window",
 ]

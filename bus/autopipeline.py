@@ -37,8 +37,14 @@ class AutoPipeline(Generic[Item]):
     deliver); without it, it is sent anyway (an append that must not be lost).
     """
 
-    def __init__(self, send: Callable[[Hashable, list[Item]], Awaitable[list[Any]]], redis_url: str = "", *,
-                 what: str = "round trip", drop_cancelled: bool = False) -> None:
+    def __init__(
+        self,
+        send: Callable[[Hashable, list[Item]], Awaitable[list[Any]]],
+        redis_url: str = "",
+        *,
+        what: str = "round trip",
+        drop_cancelled: bool = False,
+    ) -> None:
         """``redis_url`` only names the server in error messages; ``what`` names the calls in them."""
         self._send = send
         self.redis_url = redis_url

@@ -147,6 +147,18 @@ def strip_wrappers(words: tuple[Word, ...]) -> tuple[Word, ...]:
 
 
 __all__ = [
-    "CACHED_COMMAND_CHARS", "Judged", "OutOfTime", "Prepared", "SimpleCommand", "Unparsable", "Word", "parse_commands",
-    "prepare", "reset_prepared", "split_bash", "split_within", "strip_wrappers", "unjudged",
+    "CACHED_COMMAND_CHARS",
+    "Judged",
+    "OutOfTime",
+    "Prepared",
+    "SimpleCommand",
+    "Unparsable",
+    "Word",
+    "parse_commands",
+    "prepare",
+    "reset_prepared",
+    "split_bash",
+    "split_within",
+    "strip_wrappers",
+    "unjudged",
 ]

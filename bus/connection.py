@@ -41,8 +41,8 @@ from bus.settings import CLUSTER_SCHEMES, mask_url
 #: data unacknowledged for 10 s fails the connection. The kernel keeps that watch, for no timer
 #: per command. Only the options this platform has.
 TCP_KEEPALIVE_OPTIONS: dict[int, int] = {
-    getattr(socket, name): value for name, value in
-    (("TCP_KEEPIDLE", 5), ("TCP_KEEPINTVL", 2), ("TCP_KEEPCNT", 3), ("TCP_USER_TIMEOUT", 10_000))
+    getattr(socket, name): value
+    for name, value in (("TCP_KEEPIDLE", 5), ("TCP_KEEPINTVL", 2), ("TCP_KEEPCNT", 3), ("TCP_USER_TIMEOUT", 10_000))
     if hasattr(socket, name)
 }
 
@@ -54,12 +54,17 @@ def keepalive_options(url: str) -> dict[str, Any]:
         return {}
     return {"socket_keepalive": True, "socket_keepalive_options": TCP_KEEPALIVE_OPTIONS}
 
+
 #: Error replies that mean "Redis cannot serve this right now", not "this command is wrong".
 #: redis-py strips the code of OOM / READONLY replies and raises a subclass instead; the
 #: others keep their code (with a space: ``BUSYGROUP`` is an ordinary answer, not ``BUSY``).
-_TRANSIENT_CLASSES = (redis.exceptions.OutOfMemoryError, redis.exceptions.ReadOnlyError,
-                      redis.exceptions.ClusterDownError, redis.exceptions.TryAgainError,
-                      redis.exceptions.MasterDownError)
+_TRANSIENT_CLASSES = (
+    redis.exceptions.OutOfMemoryError,
+    redis.exceptions.ReadOnlyError,
+    redis.exceptions.ClusterDownError,
+    redis.exceptions.TryAgainError,
+    redis.exceptions.MasterDownError,
+)
 _SCRIPT_TRANSIENT = ("OOM ", "READONLY ", "LOADING ", "MISCONF ", "MASTERDOWN ", "TRYAGAIN ", "CLUSTERDOWN ")
 _TRANSIENT_REPLIES = ("LOADING ", "MISCONF ", "BUSY ", "MASTERDOWN ", "TRYAGAIN ", "CLUSTERDOWN ", "NOREPLICAS ")
 
@@ -109,9 +114,15 @@ def connect(
             cluster_error_retry_attempts=3,
         )
         return cast(aioredis.Redis, cluster)
-    options: dict[str, Any] = {"socket_connect_timeout": connect_timeout_s, "socket_timeout": socket_timeout_s,
-                               "retry_on_timeout": False, "health_check_interval": 0, "decode_responses": False,
-                               "client_name": client_name, **keepalive_options(url)}
+    options: dict[str, Any] = {
+        "socket_connect_timeout": connect_timeout_s,
+        "socket_timeout": socket_timeout_s,
+        "retry_on_timeout": False,
+        "health_check_interval": 0,
+        "decode_responses": False,
+        "client_name": client_name,
+        **keepalive_options(url),
+    }
     if is_sentinel_url(url):
         # No bound (as from_url's pool): max_connections=None is redis-py's "no limit".
         return aioredis.Redis.from_pool(sentinel_pool(parse_sentinel_url(url), max_connections=None, **options))
@@ -148,7 +159,8 @@ def hiredis_packing(connection_class: type[AbstractConnection]) -> type[Abstract
     found = _PACKING_CLASSES.get(connection_class)
     if found is None:
         found = _PACKING_CLASSES[connection_class] = type(
-            f"Hiredis{connection_class.__name__}", (_HiredisPacking, connection_class), {})
+            f"Hiredis{connection_class.__name__}", (_HiredisPacking, connection_class), {}
+        )
     return found
 
 
@@ -172,16 +184,26 @@ def sentinel_pool(url: SentinelURL, **options: Any) -> SentinelBlockingPool:
     """A :class:`SentinelBlockingPool` for ``url``; ``options`` as :class:`BlockingConnectionPool` takes
     them (its ``socket_*`` timeouts apply to the Sentinels too)."""
     timeouts = {name: value for name, value in options.items() if name.startswith("socket_")}
-    sentinels = Sentinel(list(url.sentinels),  # type: ignore[no-untyped-call]
-                         sentinel_kwargs={**timeouts, "password": url.sentinel_password})
+    sentinels = Sentinel(
+        list(url.sentinels),  # type: ignore[no-untyped-call]
+        sentinel_kwargs={**timeouts, "password": url.sentinel_password},
+    )
     pool: SentinelBlockingPool = SentinelBlockingPool(  # type: ignore[no-untyped-call]
-        url.service_name, sentinels, db=url.db, username=url.username, password=url.password, **options)
+        url.service_name, sentinels, db=url.db, username=url.username, password=url.password, **options
+    )
     pool.connection_class = hiredis_packing(pool.connection_class)
     return pool
 
 
-async def read_streams(client: aioredis.Redis, streams: Mapping[Any, Any], *, count: int | None = None,
-                       block_ms: int | None = None, group: str | None = None, consumer: str | None = None) -> Any:
+async def read_streams(
+    client: aioredis.Redis,
+    streams: Mapping[Any, Any],
+    *,
+    count: int | None = None,
+    block_ms: int | None = None,
+    group: str | None = None,
+    consumer: str | None = None,
+) -> Any:
     """``XREAD`` (or ``XREADGROUP`` with ``group``) of streams that share one slot.
 
     On a cluster the command goes straight to the node that serves the slot: redis-py would
@@ -251,8 +273,11 @@ async def transaction(client: aioredis.Redis, key: str) -> AsyncIterator[Pipelin
     node = cluster.get_node_from_key(key)
     if node is None:
         raise redis.exceptions.ConnectionError(f"no node of the cluster serves the slot of {key}")
-    options = {name: value for name, value in node.connection_kwargs.items()
-               if name in ("username", "password", "socket_connect_timeout", "socket_timeout")}
+    options = {
+        name: value
+        for name, value in node.connection_kwargs.items()
+        if name in ("username", "password", "socket_connect_timeout", "socket_timeout")
+    }
     ssl = node.connection_class is not None and issubclass(node.connection_class, aioredis.SSLConnection)
     direct = aioredis.Redis(host=node.host, port=int(node.port), ssl=ssl, **options)
     try:
@@ -264,8 +289,15 @@ async def transaction(client: aioredis.Redis, key: str) -> AsyncIterator[Pipelin
 
 def is_transient(exc: BaseException) -> bool:
     """Whether a Redis error means "not now" (retry later) rather than "never" (a wrong command)."""
-    if isinstance(exc, (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError,
-                        redis.exceptions.RedisClusterException, *_TRANSIENT_CLASSES)):
+    if isinstance(
+        exc,
+        (
+            redis.exceptions.ConnectionError,
+            redis.exceptions.TimeoutError,
+            redis.exceptions.RedisClusterException,
+            *_TRANSIENT_CLASSES,
+        ),
+    ):
         return True
     if not isinstance(exc, redis.exceptions.ResponseError):
         return False
@@ -273,7 +305,8 @@ def is_transient(exc: BaseException) -> bool:
     # A script's failed call reads "Error running script ...: -OOM command not allowed ...", an
     # aborted MULTI "Transaction discarded because of: OOM command not allowed ...".
     return reply.startswith(_TRANSIENT_REPLIES) or any(
-        f"-{code}" in reply or f"because of: {code}" in reply for code in _SCRIPT_TRANSIENT)
+        f"-{code}" in reply or f"because of: {code}" in reply for code in _SCRIPT_TRANSIENT
+    )
 
 
 @contextlib.contextmanager
@@ -281,8 +314,12 @@ def redis_errors(url: str = "") -> Iterator[None]:
     """Map redis-py connection failures to :class:`BusUnavailable`."""
     try:
         yield
-    except (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError, OSError,
-            redis.exceptions.RedisClusterException) as exc:  # the last: no node of a cluster answers
+    except (
+        redis.exceptions.ConnectionError,
+        redis.exceptions.TimeoutError,
+        OSError,
+        redis.exceptions.RedisClusterException,
+    ) as exc:  # the last: no node of a cluster answers
         where = f" at {mask_url(url)}" if url else ""
         # A deadline that ran out (the builtin TimeoutError is an OSError) carries no message.
         detail = str(exc) or ("timed out" if isinstance(exc, TimeoutError) else type(exc).__name__)
@@ -295,6 +332,18 @@ def redis_errors(url: str = "") -> Iterator[None]:
         raise
 
 
-__all__ = ["TCP_KEEPALIVE_OPTIONS", "PartitionClients", "SentinelBlockingPool", "connect", "is_cluster",
-           "is_cluster_url", "is_transient", "keepalive_options", "node_url", "read_streams", "redis_errors",
-           "sentinel_pool", "transaction"]
+__all__ = [
+    "TCP_KEEPALIVE_OPTIONS",
+    "PartitionClients",
+    "SentinelBlockingPool",
+    "connect",
+    "is_cluster",
+    "is_cluster_url",
+    "is_transient",
+    "keepalive_options",
+    "node_url",
+    "read_streams",
+    "redis_errors",
+    "sentinel_pool",
+    "transaction",
+]

@@ -69,10 +69,26 @@ def high_entropy(value: str) -> bool:
 
 
 _WORDS = re.compile(r"[A-Z]+(?![a-z])|[A-Z]?[a-z]+|\d+")
-_SECRET_WORDS: Final = frozenset({
-    "password", "passwd", "passphrase", "secret", "secrets", "token", "apikey", "credential", "credentials",
-    "auth", "authorization", "cookie", "privatekey", "accesskey", "clientsecret", "pat",
-})
+_SECRET_WORDS: Final = frozenset(
+    {
+        "password",
+        "passwd",
+        "passphrase",
+        "secret",
+        "secrets",
+        "token",
+        "apikey",
+        "credential",
+        "credentials",
+        "auth",
+        "authorization",
+        "cookie",
+        "privatekey",
+        "accesskey",
+        "clientsecret",
+        "pat",
+    }
+)
 _SECRET_ENDINGS: Final = ("password", "passwd", "secret", "token", "apikey")
 _ENV_NAME = re.compile(r"[A-Z][A-Z0-9_]{2,}")
 _NAME_CHARS: Final = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_.-")
@@ -89,8 +105,9 @@ def secret_name(name: str) -> bool:
 
 def is_reference(value: str) -> bool:
     """``$VAR``, ``${VAR}``, ``%VAR%``, ``***``, a call or an index (code), an earlier mask: nothing to hide."""
-    return (not value or value[0] in "$%*<" or value.startswith("[REDACTED") or "(" in value or "[" in value
-            or "{" in value)
+    return (
+        not value or value[0] in "$%*<" or value.startswith("[REDACTED") or "(" in value or "[" in value or "{" in value
+    )
 
 
 SECRET_NAME, ENV_LIKE = 1, 2
@@ -158,46 +175,110 @@ _ASSIGN = r"[\"']?\s*(?:=|:(?=[\s\"']))\s*[\"']?"
 _SCHEMES = "|".join(_ci(w) for w in ("bearer", "basic", "token", "digest", "negotiate", "bot"))
 #: The built-in detectors, in priority order: where two match the same text, the earlier one names it.
 BUILTIN_DETECTORS: Final = (
-    Detector("private-key", (r"-----BEGIN[ A-Z0-9]*PRIVATE KEY(?: BLOCK)?-----"
-                             r"(?:[\s\S]*?-----END[ A-Z0-9]*PRIVATE KEY(?: BLOCK)?-----|[\s\S]*)",)),
+    Detector(
+        "private-key",
+        (
+            r"-----BEGIN[ A-Z0-9]*PRIVATE KEY(?: BLOCK)?-----"
+            r"(?:[\s\S]*?-----END[ A-Z0-9]*PRIVATE KEY(?: BLOCK)?-----|[\s\S]*)",
+        ),
+    ),
     Detector("anthropic", (_word("s", r"k-ant-[a-z]{2,8}\d{0,3}-[A-Za-z0-9_\-]{20,}"),)),
     Detector("openai", (_word("s", r"k-(?!ant-)(?:proj-|svcacct-|admin-)?[A-Za-z0-9_\-]{20,}"),), _mixed),
     Detector("aws-access-key", (_word("A", r"(?:KIA|SIA|BIA|CCA)[A-Z0-9]{16}(?![A-Za-z0-9])", r"\w"),)),
-    Detector("github", (_word("g", r"h[pousr]_[A-Za-z0-9]{36,}", r"\w"),
-                        _word("g", r"ithub_pat_[A-Za-z0-9_]{22,}", r"\w"))),
+    Detector(
+        "github", (_word("g", r"h[pousr]_[A-Za-z0-9]{36,}", r"\w"), _word("g", r"ithub_pat_[A-Za-z0-9_]{22,}", r"\w"))
+    ),
     Detector("gitlab", (_word("g", r"l(?:pat|ptt|dt|rt|soat|ft|imt|cbt|oas|agent)-[A-Za-z0-9_\-]{20,}", r"\w"),)),
-    Detector("slack", (_word("x", r"ox[abposre]-[A-Za-z0-9\-]{10,}", r"\w"),
-                       _word("x", r"app-\d-[A-Za-z0-9\-]{10,}", r"\w"),
-                       r"https://hooks\.slack\.com/(?:services|workflows|triggers)/[A-Za-z0-9/_\-]+")),
-    Detector("google", (_word("A", r"Iza[0-9A-Za-z_\-]{35}", r"\w"), _word("G", r"OCSPX-[0-9A-Za-z_\-]{20,}", r"\w"),
-                        _word("y", r"a29\.[0-9A-Za-z_\-]{20,}", r"\w"))),
+    Detector(
+        "slack",
+        (
+            _word("x", r"ox[abposre]-[A-Za-z0-9\-]{10,}", r"\w"),
+            _word("x", r"app-\d-[A-Za-z0-9\-]{10,}", r"\w"),
+            r"https://hooks\.slack\.com/(?:services|workflows|triggers)/[A-Za-z0-9/_\-]+",
+        ),
+    ),
+    Detector(
+        "google",
+        (
+            _word("A", r"Iza[0-9A-Za-z_\-]{35}", r"\w"),
+            _word("G", r"OCSPX-[0-9A-Za-z_\-]{20,}", r"\w"),
+            _word("y", r"a29\.[0-9A-Za-z_\-]{20,}", r"\w"),
+        ),
+    ),
     Detector("jwt", (_word("e", r"yJ[A-Za-z0-9_\-]{6,}\.eyJ[A-Za-z0-9_\-]{6,}\.[A-Za-z0-9_\-+/=]*"),)),
     Detector("url-credentials", (r"://[^\s/:@'\"]*:(?P<v>[^\s/@'\"]+)@",)),
-    Detector("authorization", (
-        _word("[Aa]", _ci("uthorization") + _SEP + f"(?:(?:{_SCHEMES})\\s+)?" + r"(?P<v>[^\s\"',;]+)"),
-        _word("[Pp]", _ci("roxy-authorization") + _SEP + f"(?:(?:{_SCHEMES})\\s+)?" + r"(?P<v>[^\s\"',;]+)"),
-        _word("[Xx]", "-(?:" + _ci("api-key") + "|" + _ci("auth-token") + ")" + _SEP + r"(?P<v>[^\s\"',;]+)"),
-        _word("[Bb]", _ci("earer") + r"\s+(?P<v>[A-Za-z0-9\-._~+/]{8,}=*)"),
-    )),
-    Detector("aws-secret", (_word("[Aa]", _ci("ws") + "_?" + _ci("secret") + "_?(?:" + _ci("access") + "_?)?"
-                                  + _ci("key") + _SEP + r"(?P<v>[A-Za-z0-9/+=]{40})(?![A-Za-z0-9/+=])"),)),
-    Detector("password", (
-        _word("[Pp]", _ci("ass") + "(?:" + _ci("word") + "|" + _ci("wd") + ")" + _ASSIGN
-              + f"(?P<v>{_value(_PASSWORD_CHARS)})"),
-        _word("-", "-(?:" + _ci("password") + "|" + _ci("passwd") + "|" + _ci("pass") + r")(?:=|\s+)[\"']?"
-              + f"(?P<v>{_value(_PASSWORD_CHARS[:-1])})"),
-        r"-(?<=\s-)pass(?:in|out)?\s+pass:(?P<v>\S+)",
-        _word("s", r"shpass\s+-p\s*(?P<v>\S+)", r"\w"),
-    ), extends=f"[^{_PASSWORD_CHARS}]*"),
-    Detector("password", (), commands=(  # command-scoped: a password flag after the program's name
-        (r"(?<![\w])m(?:ysql|ariadb)[\w\-]*\b", r"\s-p(?P<v>[^\s;&|]+)"),
-        (r"(?<![\w])curl\b", r"\s(?:-u\s*|--user[= ])[\"']?[^\s:\"']+:(?P<v>[^\s\"']+)"),
-        (r"(?<![\w])wget\b", r"\s(?:--user[= ]|--password[= ])[\"']?(?P<v>[^\s\"']+)"),
-    )),
+    Detector(
+        "authorization",
+        (
+            _word("[Aa]", _ci("uthorization") + _SEP + f"(?:(?:{_SCHEMES})\\s+)?" + r"(?P<v>[^\s\"',;]+)"),
+            _word("[Pp]", _ci("roxy-authorization") + _SEP + f"(?:(?:{_SCHEMES})\\s+)?" + r"(?P<v>[^\s\"',;]+)"),
+            _word("[Xx]", "-(?:" + _ci("api-key") + "|" + _ci("auth-token") + ")" + _SEP + r"(?P<v>[^\s\"',;]+)"),
+            _word("[Bb]", _ci("earer") + r"\s+(?P<v>[A-Za-z0-9\-._~+/]{8,}=*)"),
+        ),
+    ),
+    Detector(
+        "aws-secret",
+        (
+            _word(
+                "[Aa]",
+                _ci("ws")
+                + "_?"
+                + _ci("secret")
+                + "_?(?:"
+                + _ci("access")
+                + "_?)?"
+                + _ci("key")
+                + _SEP
+                + r"(?P<v>[A-Za-z0-9/+=]{40})(?![A-Za-z0-9/+=])",
+            ),
+        ),
+    ),
+    Detector(
+        "password",
+        (
+            _word(
+                "[Pp]",
+                _ci("ass")
+                + "(?:"
+                + _ci("word")
+                + "|"
+                + _ci("wd")
+                + ")"
+                + _ASSIGN
+                + f"(?P<v>{_value(_PASSWORD_CHARS)})",
+            ),
+            _word(
+                "-",
+                "-(?:"
+                + _ci("password")
+                + "|"
+                + _ci("passwd")
+                + "|"
+                + _ci("pass")
+                + r")(?:=|\s+)[\"']?"
+                + f"(?P<v>{_value(_PASSWORD_CHARS[:-1])})",
+            ),
+            r"-(?<=\s-)pass(?:in|out)?\s+pass:(?P<v>\S+)",
+            _word("s", r"shpass\s+-p\s*(?P<v>\S+)", r"\w"),
+        ),
+        extends=f"[^{_PASSWORD_CHARS}]*",
+    ),
+    Detector(
+        "password",
+        (),
+        commands=(  # command-scoped: a password flag after the program's name
+            (r"(?<![\w])m(?:ysql|ariadb)[\w\-]*\b", r"\s-p(?P<v>[^\s;&|]+)"),
+            (r"(?<![\w])curl\b", r"\s(?:-u\s*|--user[= ])[\"']?[^\s:\"']+:(?P<v>[^\s\"']+)"),
+            (r"(?<![\w])wget\b", r"\s(?:--user[= ]|--password[= ])[\"']?(?P<v>[^\s\"']+)"),
+        ),
+    ),
     # Anchored on the separator (cheap to find); the name left of it is read by the check.
-    Detector("env-secret", (f"=\\s*[\"']?(?P<v>{_value(_ENV_CHARS)})",
-                            f":(?=[\\s\"'])\\s*[\"']?(?P<v>{_value(_ENV_CHARS)})"),
-             _assignment, extends=f"[^{_ENV_CHARS}]*"),
+    Detector(
+        "env-secret",
+        (f"=\\s*[\"']?(?P<v>{_value(_ENV_CHARS)})", f":(?=[\\s\"'])\\s*[\"']?(?P<v>{_value(_ENV_CHARS)})"),
+        _assignment,
+        extends=f"[^{_ENV_CHARS}]*",
+    ),
 )
 #: Text that every built-in match contains; most strings have none and skip the full scan. A bare
 #: ``=`` or ``:`` is not enough to look closer (``--shard=3``, ``rule: Bash(...)``): an assignment
@@ -205,13 +286,43 @@ BUILTIN_DETECTORS: Final = (
 #: case) or its value is long enough to be a key. Every alternative starts with a literal, so
 #: the engine jumps between their first characters.
 _WORD_PARTS: Final = ("ass", "ecret", "oken", "uth", "ookie", "redential", "pwd", "pat", "key", "Key")
-TRIGGERS: Final = re.compile("|".join([
-    r"=\s*[\"']?[A-Za-z0-9+/=_\-]{20}", r":\s*[\"']?[A-Za-z0-9+/=_\-]{20}", "://",
-    *_WORD_PARTS, *(part.upper() for part in _WORD_PARTS if part.islower()),
-    "-----BEGIN", "sk-", "AKIA", "ASIA", "ABIA", "ACCA", "ghp_", "gho_", "ghu_", "ghs_", "ghr_",
-    "github_pat_", r"gl(?:pat|ptt|dt|rt|soat|ft|imt|cbt|oas|agent)-", "xox", "xapp-", "AIza", "GOCSPX-", r"ya29\.",
-    "eyJ", "bearer", "Bearer", "BEARER", "mysql", "mariadb", "curl", "wget",
-]))
+TRIGGERS: Final = re.compile(
+    "|".join(
+        [
+            r"=\s*[\"']?[A-Za-z0-9+/=_\-]{20}",
+            r":\s*[\"']?[A-Za-z0-9+/=_\-]{20}",
+            "://",
+            *_WORD_PARTS,
+            *(part.upper() for part in _WORD_PARTS if part.islower()),
+            "-----BEGIN",
+            "sk-",
+            "AKIA",
+            "ASIA",
+            "ABIA",
+            "ACCA",
+            "ghp_",
+            "gho_",
+            "ghu_",
+            "ghs_",
+            "ghr_",
+            "github_pat_",
+            r"gl(?:pat|ptt|dt|rt|soat|ft|imt|cbt|oas|agent)-",
+            "xox",
+            "xapp-",
+            "AIza",
+            "GOCSPX-",
+            r"ya29\.",
+            "eyJ",
+            "bearer",
+            "Bearer",
+            "BEARER",
+            "mysql",
+            "mariadb",
+            "curl",
+            "wget",
+        ]
+    )
+)
 BUILTIN_NAMES: Final = tuple(dict.fromkeys(d.name for d in BUILTIN_DETECTORS))
 
 
@@ -262,13 +373,22 @@ class Compiled:
     def of(cls, detectors: Sequence[Detector]) -> Compiled:
         pattern = _combine(detectors)
         groups = tuple(tuple(g for g in pattern.groupindex if g.startswith(f"v{i}_")) for i in range(len(detectors)))
-        token_detectors = tuple(i for i, d in enumerate(detectors)
-                                if d.patterns and not any("(?P<v>" in p for p in d.patterns))
-        commands = tuple((i, re.compile(program), re.compile(flag)) for i, d in enumerate(detectors)
-                         for program, flag in d.commands)
+        token_detectors = tuple(
+            i for i, d in enumerate(detectors) if d.patterns and not any("(?P<v>" in p for p in d.patterns)
+        )
+        commands = tuple(
+            (i, re.compile(program), re.compile(flag)) for i, d in enumerate(detectors) for program, flag in d.commands
+        )
         extends = tuple(re.compile(d.extends) if d.extends else None for d in detectors)
-        return cls(pattern, tuple(detectors), groups, _combine([detectors[i] for i in token_detectors]),
-                   token_detectors, commands, extends)
+        return cls(
+            pattern,
+            tuple(detectors),
+            groups,
+            _combine([detectors[i] for i in token_detectors]),
+            token_detectors,
+            commands,
+            extends,
+        )
 
 
 BUILTIN = Compiled.of(BUILTIN_DETECTORS)

@@ -225,5 +225,12 @@ def partition_tags(partitions: int) -> tuple[str, ...]:
     return tuple(tags)
 
 
-__all__ = ["ASYNC_DEAD_LETTER_MAXLEN", "DEAD_LETTER_MAXLEN", "DEFAULT_PREFIX", "DISPATCH_GROUP", "WORK_STREAM_MAXLEN",
-           "Keyspace", "partition_tags"]
+__all__ = [
+    "ASYNC_DEAD_LETTER_MAXLEN",
+    "DEAD_LETTER_MAXLEN",
+    "DEFAULT_PREFIX",
+    "DISPATCH_GROUP",
+    "WORK_STREAM_MAXLEN",
+    "Keyspace",
+    "partition_tags",
+]

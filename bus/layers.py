@@ -52,8 +52,10 @@ def compose(org: Sequence[PolicyFile], tenant: Sequence[PolicyFile]) -> Policy:
     locked, allowed = locked_keys(org)
     tenant_files = [_restrict(f, allowed) if locked else f for f in tenant]
     # A tenant can neither lock nor unlock the org.
-    tenant_files = [dataclasses.replace(f, platform={k: v for k, v in f.platform.items() if k not in _ORG_ONLY})
-                    for f in tenant_files]
+    tenant_files = [
+        dataclasses.replace(f, platform={k: v for k, v in f.platform.items() if k not in _ORG_ONLY})
+        for f in tenant_files
+    ]
     return merge_policy([*org, *tenant_files])
 
 

@@ -104,5 +104,14 @@ def depth_over(value: Any, limit: int) -> int | None:
     return None
 
 
-__all__ = ["DEFAULT_LIMITS", "INLINE_SPLIT_CHARS", "MAX_NESTING_DEPTH", "PATH_MAX_CHARS", "SPLIT_BUDGET_S", "Limits",
-           "current_limits", "depth_over", "using_limits"]
+__all__ = [
+    "DEFAULT_LIMITS",
+    "INLINE_SPLIT_CHARS",
+    "MAX_NESTING_DEPTH",
+    "PATH_MAX_CHARS",
+    "SPLIT_BUDGET_S",
+    "Limits",
+    "current_limits",
+    "depth_over",
+    "using_limits",
+]

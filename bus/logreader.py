@@ -57,8 +57,14 @@ def _per_stream(bound: str | Sequence[str], count: int) -> list[str]:
     return bounds
 
 
-async def _pages(redis: aioredis.Redis, reads: Sequence[tuple[str, str]], end: str, count: int, reverse: bool,
-                 timeout_s: float | None) -> list[list[RawEntry]]:
+async def _pages(
+    redis: aioredis.Redis,
+    reads: Sequence[tuple[str, str]],
+    end: str,
+    count: int,
+    reverse: bool,
+    timeout_s: float | None,
+) -> list[list[RawEntry]]:
     """One page of each ``(stream, start)``: one command, or one pipeline of single-stream commands."""
     async with asyncio.timeout(timeout_s):
         if len(reads) == 1:
@@ -75,9 +81,16 @@ async def _pages(redis: aioredis.Redis, reads: Sequence[tuple[str, str]], end: s
             return list(await pipe.execute())
 
 
-async def read_merged(redis: aioredis.Redis, streams: Sequence[str], *, low: str | Sequence[str] = "-",
-                      high: str | Sequence[str] = "+", page: int = PAGE, reverse: bool = False,
-                      timeout_s: float | None = None) -> AsyncGenerator[LogEntry, None]:
+async def read_merged(
+    redis: aioredis.Redis,
+    streams: Sequence[str],
+    *,
+    low: str | Sequence[str] = "-",
+    high: str | Sequence[str] = "+",
+    page: int = PAGE,
+    reverse: bool = False,
+    timeout_s: float | None = None,
+) -> AsyncGenerator[LogEntry, None]:
     """Every entry of ``streams`` between ``low`` and ``high`` (``XRANGE`` bounds, ``(id`` exclusive),
     oldest first (newest first with ``reverse``), each once; the ``partition`` of an entry is its
     stream's index.
@@ -192,8 +205,16 @@ class LogFollower:
     """``XREAD`` of every partition's decision log from ``positions`` (one entry id per partition),
     as :class:`PartitionReads`; ``positions`` moves past what each read returned."""
 
-    def __init__(self, redis: aioredis.Redis, keys: Keyspace, positions: Sequence[str], *, count: int,
-                 block_ms: int, timeout_s: float | None = None) -> None:
+    def __init__(
+        self,
+        redis: aioredis.Redis,
+        keys: Keyspace,
+        positions: Sequence[str],
+        *,
+        count: int,
+        block_ms: int,
+        timeout_s: float | None = None,
+    ) -> None:
         if len(positions) != keys.partitions:
             raise ValueError(f"{len(positions)} positions for {keys.partitions} partitions")
         self.redis = redis
@@ -206,8 +227,12 @@ class LogFollower:
 
     async def _xread(self, partition: int) -> list[RawEntry]:
         async with asyncio.timeout(self.timeout_s):
-            response = await read_streams(self.redis, {self.keys.decision_log(partition): self.positions[partition]},
-                                          count=self.count, block_ms=self.block_ms)
+            response = await read_streams(
+                self.redis,
+                {self.keys.decision_log(partition): self.positions[partition]},
+                count=self.count,
+                block_ms=self.block_ms,
+            )
         found: list[RawEntry] = [entry for _, entries in response or () for entry in entries]
         if found:
             self.positions[partition] = found[-1][0].decode()
@@ -221,5 +246,15 @@ class LogFollower:
         await self._reads.aclose()
 
 
-__all__ = ["PAGE", "LogEntry", "LogFollower", "PartitionReads", "RawEntry", "merge_order", "newest_ids",
-           "newest_pages", "oldest_ids", "read_merged"]
+__all__ = [
+    "PAGE",
+    "LogEntry",
+    "LogFollower",
+    "PartitionReads",
+    "RawEntry",
+    "merge_order",
+    "newest_ids",
+    "newest_pages",
+    "oldest_ids",
+    "read_merged",
+]

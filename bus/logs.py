@@ -20,28 +20,52 @@ import orjson
 LOG_FORMATS: Final = ("text", "json")
 
 #: The names call sites use in ``extra=`` (any other extra is written too).
-FIELDS: Final = ("event_id", "event", "session_id", "tenant", "handler", "handler_type", "decision",
-                 "reason", "stream", "entry_id", "revision")
+FIELDS: Final = (
+    "event_id",
+    "event",
+    "session_id",
+    "tenant",
+    "handler",
+    "handler_type",
+    "decision",
+    "reason",
+    "stream",
+    "entry_id",
+    "revision",
+)
 
 #: Attributes every LogRecord has (and uvicorn's coloured copy of the message); anything else
 #: on a record came from ``extra=``.
 _STANDARD: Final = frozenset(vars(logging.LogRecord("", 0, "", 0, "", None, None))) | {
-    "message", "asctime", "color_message"}
+    "message",
+    "asctime",
+    "color_message",
+}
 _TEXT_FORMAT: Final = "%(asctime)s %(levelname)s %(name)s[%(process)d]: %(message)s"
 #: A field a client chose (a session id may be as long as the request body) is cut here.
 MAX_FIELD_CHARS: Final = 200
 
 
-def event_fields(event_id: str, event: str, tenant: str, session_id: Any = None,
-                 handler: str | None = None, **more: Any) -> dict[str, Any]:
+def event_fields(
+    event_id: str, event: str, tenant: str, session_id: Any = None, handler: str | None = None, **more: Any
+) -> dict[str, Any]:
     """The ``extra=`` of a line about one event (None values left out).
 
     Strings a client sent (the event name, the session id) are cut at :data:`MAX_FIELD_CHARS`.
     """
-    fields = {"event_id": event_id, "event": event, "tenant": tenant, "session_id": session_id,
-              "handler": handler, **more}
-    return {key: value[:MAX_FIELD_CHARS] if isinstance(value, str) else value
-            for key, value in fields.items() if value is not None}
+    fields = {
+        "event_id": event_id,
+        "event": event,
+        "tenant": tenant,
+        "session_id": session_id,
+        "handler": handler,
+        **more,
+    }
+    return {
+        key: value[:MAX_FIELD_CHARS] if isinstance(value, str) else value
+        for key, value in fields.items()
+        if value is not None
+    }
 
 
 def extras(record: logging.LogRecord) -> dict[str, Any]:

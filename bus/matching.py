@@ -41,6 +41,8 @@ _NAMED_BACKREF: Final = re.compile(r"\\k<([A-Za-z_][A-Za-z0-9_]*)>")
 _JS_LETTER_ESCAPES: Final = frozenset("bBdDwWsSfnrtvxu")
 
 MatcherKind = Literal["all", "exact", "regex"]
+
+
 @dataclass(frozen=True, slots=True)
 class Matcher:
     """A compiled group matcher; call :meth:`matches` with the event's matcher value."""

@@ -77,13 +77,21 @@ _PRE_TOOL_RANK: Final = {"allow": 1, "ask": 2, "defer": 3, "deny": 4}
 _MODEL_RANK: Final = {"allow": 1, "ask": 2, "deny": 3}
 _ELICIT_RANK: Final = {"accept": 1, "cancel": 2, "decline": 3}
 _LEGACY: Final = {"approve": "allow", "block": "deny"}
-_BLOCK_AS_MESSAGE: Final = frozenset(
-    {"SessionStart", "SubagentStart", "PostModelSwitch", "CwdChanged", "FileChanged"})
+_BLOCK_AS_MESSAGE: Final = frozenset({"SessionStart", "SubagentStart", "PostModelSwitch", "CwdChanged", "FileChanged"})
 _JOINED: Final = {"additionalContext": "\n\n", "classifierContext": "\n"}
 _ANY_TRUE: Final = frozenset({"retry", "reloadSkills", "suppressOriginalPrompt"})
-_LAST_WINS: Final = frozenset({"updatedInput", "displayContent", "worktreePath", "updatedToolOutput",
-                               "updatedMCPToolOutput", "sessionTitle", "initialUserMessage",
-                               "updatedMessages"})
+_LAST_WINS: Final = frozenset(
+    {
+        "updatedInput",
+        "displayContent",
+        "worktreePath",
+        "updatedToolOutput",
+        "updatedMCPToolOutput",
+        "sessionTitle",
+        "initialUserMessage",
+        "updatedMessages",
+    }
+)
 CLASSIFIER_CONTEXT_CAP: Final = 2_000
 
 
@@ -163,8 +171,9 @@ def _decide(event: str, spec: EventSpec, results: list[HandlerResult]) -> _Verdi
     if event in ("Elicitation", "ElicitationResult"):
         return _elicitation(event, results)
     if event in ("WorktreeCreate", "WorktreeRemove"):
-        failures = [r.reason or f"{r.handler_type or 'hook'} {r.outcome.value}" for r in results
-                    if r.outcome is not Outcome.OK]
+        failures = [
+            r.reason or f"{r.handler_type or 'hook'} {r.outcome.value}" for r in results if r.outcome is not Outcome.OK
+        ]
         if not failures:
             return _Verdict()
         return _Verdict(decision="block", reason="\n".join(failures), drop=frozenset({"worktreePath"}))
@@ -181,8 +190,10 @@ def _permission_vote(event: str, results: list[HandlerResult], rank: dict[str, i
             votes.append(("deny", r.reason))
         elif r.outcome is Outcome.OK and r.output:
             mine = _specific(event, r.output)
-            options = [(mine.get("permissionDecision"), mine.get("permissionDecisionReason")),
-                       (_LEGACY.get(r.output.get("decision", "")), r.output.get("reason"))]
+            options = [
+                (mine.get("permissionDecision"), mine.get("permissionDecisionReason")),
+                (_LEGACY.get(r.output.get("decision", "")), r.output.get("reason")),
+            ]
             known = [(d, why) for d, why in options if d in rank]
             if known:
                 best = max(rank[d] for d, _ in known)
@@ -209,8 +220,11 @@ def _permission_request(event: str, results: list[HandlerResult]) -> _Verdict:
             continue
         if decision.get("behavior") == "deny":
             message = decision.get("message")
-            return _Verdict(specific={"decision": dict(decision)}, decision="deny",
-                            reason=message if isinstance(message, str) and message else None)
+            return _Verdict(
+                specific={"decision": dict(decision)},
+                decision="deny",
+                reason=message if isinstance(message, str) and message else None,
+            )
         if decision.get("behavior") == "allow":
             allow = decision
     if allow is None:

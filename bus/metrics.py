@@ -54,11 +54,14 @@ ASYNC_JOBS = Counter("hookbus_async_jobs_total", "Async (fire-and-forget) hook j
 #: An async job's try runs from a millisecond (a function) to a handler's whole timeout.
 ASYNC_DURATION_BUCKETS = (0.001, 0.005, 0.025, 0.1, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 300.0, 600.0)
 ASYNC_JOB_DURATION = Histogram(
-    "hookbus_async_job_duration_seconds", "Duration of one try of an async hook job, by handler type", ["type"],
+    "hookbus_async_job_duration_seconds",
+    "Duration of one try of an async hook job, by handler type",
+    ["type"],
     buckets=ASYNC_DURATION_BUCKETS,
 )
 ASYNC_ATTEMPTS = Histogram(
-    "hookbus_async_attempts", "Tries one async hook delivery took, observed when it ends (delivered or dead-lettered)",
+    "hookbus_async_attempts",
+    "Tries one async hook delivery took, observed when it ends (delivered or dead-lettered)",
     buckets=(1, 2, 3, 4, 5, 6, 8, 10, 15, 20, 30, 50, 100),
 )
 FAIL_CLOSED = Counter(
@@ -76,16 +79,12 @@ EXPIRED = Counter(
 )
 DEAD_LETTERS = Counter("hookbus_dead_letters_total", "Stream entries moved to the dead-letter stream", ["stream"])
 REJECTED = Counter("hookbus_rejected_requests_total", "Requests refused at the gateway", ["code"])
-SPOOLED = Counter(
-    "hookbus_spooled_events_total", "Non-blocking events held in memory while Redis was down", ["status"]
-)
+SPOOLED = Counter("hookbus_spooled_events_total", "Non-blocking events held in memory while Redis was down", ["status"])
 REDIS_ERRORS = Counter("hookbus_redis_errors_total", "Redis calls that failed, by operation", ["op"])
 HEAD_TIMEOUTS = Counter(
     "hookbus_request_head_timeouts_total", "Connections closed because a request head did not arrive in time"
 )
-ROLE_RESTARTS = Counter(
-    "hookbus_role_restarts_total", "Roles that 'hookbus up' restarted after they crashed", ["role"]
-)
+ROLE_RESTARTS = Counter("hookbus_role_restarts_total", "Roles that 'hookbus up' restarted after they crashed", ["role"])
 HANDLER_DECISIONS = Counter(
     "hookbus_handler_decisions_total",
     "Decisions by the policy handler that made them (handler = its id in the policy)",
@@ -95,11 +94,13 @@ TIMEOUTS = Counter(
     "hookbus_timeouts_total", "Blocking work that ran out of time, by stage (queue_wait, handler, reply)", ["stage"]
 )
 DISPATCH_BATCH = Histogram(
-    "hookbus_dispatch_batch_size", "Stream entries one dispatcher read returned (reads that returned any)",
+    "hookbus_dispatch_batch_size",
+    "Stream entries one dispatcher read returned (reads that returned any)",
     buckets=BATCH_BUCKETS,
 )
 REPLY_WAIT = Histogram(
-    "hookbus_reply_wait_seconds", "Time a gateway waited for the dispatchers' reply to a blocking event",
+    "hookbus_reply_wait_seconds",
+    "Time a gateway waited for the dispatchers' reply to a blocking event",
     buckets=LATENCY_BUCKETS,
 )
 POLICY_LOAD_FAILURES = Counter(
@@ -107,11 +108,15 @@ POLICY_LOAD_FAILURES = Counter(
 )
 # Gauges of every process (one series per live process under `hookbus up`; a dead one's go).
 POLICY_INFO = Gauge(
-    "hookbus_policy_info", "The policy revision this process enforces (1; 0 for one it enforced before)",
-    ["tenant", "version"], multiprocess_mode="liveall",
+    "hookbus_policy_info",
+    "The policy revision this process enforces (1; 0 for one it enforced before)",
+    ["tenant", "version"],
+    multiprocess_mode="liveall",
 )
 BUILD_INFO = Gauge(
-    "hookbus_build_info", "The hookbus version and Python that run (always 1)", ["version", "python"],
+    "hookbus_build_info",
+    "The hookbus version and Python that run (always 1)",
+    ["version", "python"],
     multiprocess_mode="livemax",
 )
 
@@ -143,30 +148,56 @@ class Observed:
 def observed() -> Observed:
     """The observer's gauges (registered on the first call)."""
     return Observed(
-        redis_up=Gauge("hookbus_redis_up", "Whether the last look at Redis succeeded (1) or not (0)",
-                       multiprocess_mode="livemin"),
-        dispatchers_alive=Gauge("hookbus_dispatchers_alive", "Dispatchers whose heartbeat is under 10 s old",
-                                multiprocess_mode="livemax"),
-        stream_length=Gauge("hookbus_stream_length", "Entries in a hookbus stream (XLEN)", ["stream"],
-                            multiprocess_mode="livemax"),
-        stream_pending=Gauge("hookbus_stream_pending", "Entries delivered to a consumer group and not yet acknowledged",
-                             ["stream", "group"], multiprocess_mode="livemax"),
-        stream_lag=Gauge("hookbus_stream_lag", "Entries of a stream not yet delivered to a consumer group",
-                         ["stream", "group"], multiprocess_mode="livemax"),
+        redis_up=Gauge(
+            "hookbus_redis_up", "Whether the last look at Redis succeeded (1) or not (0)", multiprocess_mode="livemin"
+        ),
+        dispatchers_alive=Gauge(
+            "hookbus_dispatchers_alive", "Dispatchers whose heartbeat is under 10 s old", multiprocess_mode="livemax"
+        ),
+        stream_length=Gauge(
+            "hookbus_stream_length", "Entries in a hookbus stream (XLEN)", ["stream"], multiprocess_mode="livemax"
+        ),
+        stream_pending=Gauge(
+            "hookbus_stream_pending",
+            "Entries delivered to a consumer group and not yet acknowledged",
+            ["stream", "group"],
+            multiprocess_mode="livemax",
+        ),
+        stream_lag=Gauge(
+            "hookbus_stream_lag",
+            "Entries of a stream not yet delivered to a consumer group",
+            ["stream", "group"],
+            multiprocess_mode="livemax",
+        ),
         dlq_size=Gauge("hookbus_dlq_size", "Entries in the dead-letter stream", multiprocess_mode="livemax"),
-        async_dead_letters=Gauge("hookbus_async_dead_letters", "Entries in the async dead-letter stream "
-                                 "(hookbus dlq)", multiprocess_mode="livemax"),
-        async_queue_depth=Gauge("hookbus_async_queue_depth", "Async hook jobs waiting in the arq queue",
-                                multiprocess_mode="livemax"),
-        decision_log_length=Gauge("hookbus_decision_log_length", "Records in the decision log",
-                                  multiprocess_mode="livemax"),
-        decision_log_age=Gauge("hookbus_decision_log_age_seconds", "Age of the oldest record in the decision log",
-                               multiprocess_mode="livemax"),
-        audit_lag=Gauge("hookbus_audit_consumer_lag", "Decision-log records an audit consumer group has not "
-                        "acknowledged yet (pending + not delivered)", ["group"], multiprocess_mode="livemax"),
-        audit_lag_seconds=Gauge("hookbus_audit_consumer_lag_seconds", "Age of the oldest decision-log record an "
-                                "audit consumer group has not acknowledged (0: none)", ["group"],
-                                multiprocess_mode="livemax"),
+        async_dead_letters=Gauge(
+            "hookbus_async_dead_letters",
+            "Entries in the async dead-letter stream (hookbus dlq)",
+            multiprocess_mode="livemax",
+        ),
+        async_queue_depth=Gauge(
+            "hookbus_async_queue_depth", "Async hook jobs waiting in the arq queue", multiprocess_mode="livemax"
+        ),
+        decision_log_length=Gauge(
+            "hookbus_decision_log_length", "Records in the decision log", multiprocess_mode="livemax"
+        ),
+        decision_log_age=Gauge(
+            "hookbus_decision_log_age_seconds",
+            "Age of the oldest record in the decision log",
+            multiprocess_mode="livemax",
+        ),
+        audit_lag=Gauge(
+            "hookbus_audit_consumer_lag",
+            "Decision-log records an audit consumer group has not acknowledged yet (pending + not delivered)",
+            ["group"],
+            multiprocess_mode="livemax",
+        ),
+        audit_lag_seconds=Gauge(
+            "hookbus_audit_consumer_lag_seconds",
+            "Age of the oldest decision-log record an audit consumer group has not acknowledged (0: none)",
+            ["group"],
+            multiprocess_mode="livemax",
+        ),
     )
 
 
@@ -262,9 +293,15 @@ def init_metrics() -> None:
             child(HOOK_ERRORS, handler_type, outcome)
     for event in sorted(STOP_EVENTS):
         child(STOP_GUARD, event)
-    for family, values in ((ASYNC_JOBS, ASYNC_STATUSES), (REJECTED, REJECTED_CODES), (SPOOLED, SPOOL_STATUSES),
-                           (DEAD_LETTERS, ("blocking", "events")), (ROLE_RESTARTS, ROLES), (TIMEOUTS, TIMEOUT_STAGES),
-                           (REDIS_ERRORS, REDIS_ERROR_OPS)):
+    for family, values in (
+        (ASYNC_JOBS, ASYNC_STATUSES),
+        (REJECTED, REJECTED_CODES),
+        (SPOOLED, SPOOL_STATUSES),
+        (DEAD_LETTERS, ("blocking", "events")),
+        (ROLE_RESTARTS, ROLES),
+        (TIMEOUTS, TIMEOUT_STAGES),
+        (REDIS_ERRORS, REDIS_ERROR_OPS),
+    ):
         for value in values:
             child(family, value)
     BUILD_INFO.labels(build_version(), platform.python_version()).set(1)
@@ -286,11 +323,16 @@ class _Handler(BaseHTTPRequestHandler):
         if path == "/healthz":
             self._send(200, b'{"status": "ok"}', "application/json")
         elif path != "/metrics":
-            self._send(404, b'{"error": "not_found", "detail": "this port serves /metrics and /healthz"}',
-                       "application/json")
+            self._send(
+                404, b'{"error": "not_found", "detail": "this port serves /metrics and /healthz"}', "application/json"
+            )
         elif not authorized(self.headers.get("Authorization"), self.token):
-            self._send(401, b'{"error": "unauthorized", "detail": "missing or wrong metrics token"}',
-                       "application/json", {"WWW-Authenticate": "Bearer"})
+            self._send(
+                401,
+                b'{"error": "unauthorized", "detail": "missing or wrong metrics token"}',
+                "application/json",
+                {"WWW-Authenticate": "Bearer"},
+            )
         else:
             body, content_type = render()
             self._send(200, body, content_type)

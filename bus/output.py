@@ -62,8 +62,16 @@ PREVIEW_CHARS: Final = 2_000
 
 #: The output fields every event understands (Claude Code's universal output fields).
 UNIVERSAL_FIELDS: Final = frozenset(
-    {"continue", "stopReason", "suppressOutput", "systemMessage", "terminalSequence", "decision", "reason",
-     "hookSpecificOutput"}
+    {
+        "continue",
+        "stopReason",
+        "suppressOutput",
+        "systemMessage",
+        "terminalSequence",
+        "decision",
+        "reason",
+        "hookSpecificOutput",
+    }
 )
 
 _NO_STDERR: Final = "No stderr output"
@@ -74,15 +82,26 @@ _NOT_SHOWN: Final = frozenset({"systemMessage", "continue", "stopReason"})
 _NO_CONTINUE: Final = frozenset({"continue", "stopReason"})
 #: Universal fields each event drops (Claude Code ignores them there); ``stopReason`` goes wherever ``continue`` goes.
 _DISCARDED: Final[Mapping[str, frozenset[str]]] = {
-    "Notification": _NOT_SHOWN, "MessageDisplay": _NOT_SHOWN, "ConfigChange": _NOT_SHOWN,
-    "WorktreeCreate": _NOT_SHOWN, "PreCompact": _NOT_SHOWN, "PostCompact": _NOT_SHOWN,
-    "Elicitation": _NOT_SHOWN, "ElicitationResult": _NOT_SHOWN, "CwdChanged": _NO_CONTINUE,
-    "FileChanged": _NO_CONTINUE, "DirectoryAdded": _NO_CONTINUE, "TaskCreated": _NO_CONTINUE,
+    "Notification": _NOT_SHOWN,
+    "MessageDisplay": _NOT_SHOWN,
+    "ConfigChange": _NOT_SHOWN,
+    "WorktreeCreate": _NOT_SHOWN,
+    "PreCompact": _NOT_SHOWN,
+    "PostCompact": _NOT_SHOWN,
+    "Elicitation": _NOT_SHOWN,
+    "ElicitationResult": _NOT_SHOWN,
+    "CwdChanged": _NO_CONTINUE,
+    "FileChanged": _NO_CONTINUE,
+    "DirectoryAdded": _NO_CONTINUE,
+    "TaskCreated": _NO_CONTINUE,
 }
 #: Events that read nothing of the JSON but these fields.
 _KEEP_ONLY: Final[Mapping[str, frozenset[str]]] = {
-    "InstructionsLoaded": frozenset(), "SessionEnd": frozenset(), "Setup": frozenset(),
-    "WorktreeRemove": frozenset(), "StopFailure": frozenset({"terminalSequence"}),
+    "InstructionsLoaded": frozenset(),
+    "SessionEnd": frozenset(),
+    "Setup": frozenset(),
+    "WorktreeRemove": frozenset(),
+    "StopFailure": frozenset({"terminalSequence"}),
 }
 
 _Check = Callable[[str, str, Any], Any]
@@ -152,8 +171,10 @@ def cap_text(text: str) -> str:
     """``text``, or its first 2,000 characters plus a note when it is over Claude Code's 10,000 cap."""
     if len(text) <= TEXT_CAP:
         return text
-    return (f"{text[:PREVIEW_CHARS]}\n[hookbus: output truncated; showing the first {PREVIEW_CHARS:,} "
-            f"of {len(text):,} characters]")
+    return (
+        f"{text[:PREVIEW_CHARS]}\n[hookbus: output truncated; showing the first {PREVIEW_CHARS:,} "
+        f"of {len(text):,} characters]"
+    )
 
 
 # ---- reading stdout / bodies --------------------------------------------------------------
@@ -265,6 +286,7 @@ def _typed(kind: type, expected: str) -> _Check:
         if isinstance(value, kind):
             return value
         raise _bad(path, expected, value)
+
     return check
 
 
@@ -293,6 +315,7 @@ def _one_of(*allowed: str) -> _Check:
         if value in allowed:
             return value
         raise _bad(path, "one of " + ", ".join(allowed), value)
+
     return check
 
 
@@ -347,7 +370,8 @@ def _permission_request_decision(event: str, path: str, value: Any) -> Any:
         if value.get("updatedPermissions") is not None:
             entries = _array(event, f"{path}.updatedPermissions", value["updatedPermissions"])
             out["updatedPermissions"] = [
-                _permission_update(f"{path}.updatedPermissions[{n}]", e) for n, e in enumerate(entries)]
+                _permission_update(f"{path}.updatedPermissions[{n}]", e) for n, e in enumerate(entries)
+            ]
     else:
         if value.get("message") is not None:
             out["message"] = _str(event, f"{path}.message", value["message"])
@@ -357,12 +381,25 @@ def _permission_request_decision(event: str, path: str, value: Any) -> Any:
 
 
 _SPECIFIC_CHECKS: Final[Mapping[str, _Check]] = {
-    "permissionDecision": _permission_decision, "permissionDecisionReason": _str, "updatedInput": _object,
-    "additionalContext": _capped, "classifierContext": _str, "updatedToolOutput": _anything,
-    "updatedMCPToolOutput": _anything, "sessionTitle": _str, "suppressOriginalPrompt": _bool,
-    "initialUserMessage": _capped, "watchPaths": _strings, "reloadSkills": _bool, "retry": _bool,
-    "worktreePath": _str, "action": _one_of("accept", "decline", "cancel"), "content": _object,
-    "displayContent": _str, "updatedMessages": _array, "decision": _permission_request_decision,
+    "permissionDecision": _permission_decision,
+    "permissionDecisionReason": _str,
+    "updatedInput": _object,
+    "additionalContext": _capped,
+    "classifierContext": _str,
+    "updatedToolOutput": _anything,
+    "updatedMCPToolOutput": _anything,
+    "sessionTitle": _str,
+    "suppressOriginalPrompt": _bool,
+    "initialUserMessage": _capped,
+    "watchPaths": _strings,
+    "reloadSkills": _bool,
+    "retry": _bool,
+    "worktreePath": _str,
+    "action": _one_of("accept", "decline", "cancel"),
+    "content": _object,
+    "displayContent": _str,
+    "updatedMessages": _array,
+    "decision": _permission_request_decision,
 }
 
 
@@ -380,8 +417,13 @@ def _specific(event: str, path: str, value: Any) -> Any:
 
 
 _UNIVERSAL_CHECKS: Final[Mapping[str, _Check]] = {
-    "continue": _bool, "stopReason": _str, "suppressOutput": _bool, "systemMessage": _capped,
-    "terminalSequence": _terminal_sequence, "decision": _decision, "reason": _str,
+    "continue": _bool,
+    "stopReason": _str,
+    "suppressOutput": _bool,
+    "systemMessage": _capped,
+    "terminalSequence": _terminal_sequence,
+    "decision": _decision,
+    "reason": _str,
     "hookSpecificOutput": _specific,
 }
 

@@ -34,7 +34,8 @@ async def claim_layout(redis: aioredis.Redis, keys: Keyspace) -> None:
         raise ConfigError(
             f"the bus has {int(stored)} partitions, this node's policy says hookbus.streams.partitions: "
             f"{keys.partitions}; every gateway and dispatcher must use the same number (to change it, drain "
-            f"the work streams, stop every node and delete the key {keys.layout})")
+            f"the work streams, stop every node and delete the key {keys.layout})"
+        )
 
 
 async def bus_keyspace(redis: aioredis.Redis, keys: Keyspace) -> Keyspace:
@@ -47,9 +48,13 @@ def warn_partitions_changed(keys: Keyspace, policy: Policy) -> None:
     """Log a reloaded policy's new partition count: it takes a restart (of a drained bus)."""
     wanted = policy.settings.streams.partitions
     if wanted != keys.partitions:
-        logger.warning("hookbus.streams.partitions changed from %d to %d in the reloaded policy: it applies only "
-                       "when every gateway and dispatcher restarts on a drained bus; keeping %d", keys.partitions,
-                       wanted, keys.partitions)
+        logger.warning(
+            "hookbus.streams.partitions changed from %d to %d in the reloaded policy: it applies only "
+            "when every gateway and dispatcher restarts on a drained bus; keeping %d",
+            keys.partitions,
+            wanted,
+            keys.partitions,
+        )
 
 
 def entry_order(entry_id: bytes | str) -> tuple[int, int]:

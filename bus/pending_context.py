@@ -90,6 +90,12 @@ def with_context(output: dict[str, Any], event: str, items: list[dict[str, Any]]
 
 
 __all__ = [
-    "APPEND_TAKING_CONTEXT", "CONTEXT_BATCH", "CONTEXT_TTL_S", "MAX_PENDING_CONTEXT",
-    "has_async_handlers", "parse_items", "takes_context", "with_context",
+    "APPEND_TAKING_CONTEXT",
+    "CONTEXT_BATCH",
+    "CONTEXT_TTL_S",
+    "MAX_PENDING_CONTEXT",
+    "has_async_handlers",
+    "parse_items",
+    "takes_context",
+    "with_context",
 ]

@@ -42,26 +42,60 @@ _TOOL_ALIASES: Final = {"Task": "Agent"}
 _TOOL_NAME: Final = re.compile(r"[A-Za-z0-9_*.\-]+")
 _PARAM_RULE: Final = re.compile(r"\s*([A-Za-z_][A-Za-z0-9_]*)\s*:\s*(.*?)\s*", re.DOTALL)
 #: Scalar parameters ``Tool(param:value)`` may name (never a tool's primary content field).
-_PARAMS: Final = {tool: frozenset(names.split()) for tool, names in {
-    "Bash": "description timeout run_in_background dangerouslyDisableSandbox",
-    "PowerShell": "description timeout run_in_background",
-    "Agent": "description prompt subagent_type model isolation run_in_background name team_name mode",
-    "Read": "offset limit pages", "Edit": "old_string new_string replace_all", "Write": "content",
-    "Grep": "pattern glob output_mode multiline type head_limit", "Glob": "pattern",
-    "WebFetch": "prompt", "WebSearch": "query",
-}.items()}
+_PARAMS: Final = {
+    tool: frozenset(names.split())
+    for tool, names in {
+        "Bash": "description timeout run_in_background dangerouslyDisableSandbox",
+        "PowerShell": "description timeout run_in_background",
+        "Agent": "description prompt subagent_type model isolation run_in_background name team_name mode",
+        "Read": "offset limit pages",
+        "Edit": "old_string new_string replace_all",
+        "Write": "content",
+        "Grep": "pattern glob output_mode multiline type head_limit",
+        "Glob": "pattern",
+        "WebFetch": "prompt",
+        "WebSearch": "query",
+    }.items()
+}
 _PATH_FIELDS: Final = {"Glob": ("path",), "Grep": ("path",), "LS": ("path",)}
 _CONTENT_FIELDS: Final = {"Agent": ("subagent_type",), "Skill": ("skill", "name"), "WebSearch": ("query",)}
-_PS_ALIASES: Final = {alias: cmdlet for cmdlet, aliases in {
-    "get-childitem": "ls dir gci", "remove-item": "rm del erase rd rmdir ri", "copy-item": "cp copy cpi",
-    "move-item": "mv move mi", "get-content": "cat gc type", "set-content": "sc", "new-item": "ni",
-    "set-location": "cd chdir sl", "get-location": "pwd gl", "write-output": "echo write",
-    "invoke-webrequest": "iwr curl wget", "invoke-restmethod": "irm", "invoke-expression": "iex",
-    "start-process": "saps start", "stop-process": "kill spps",
-}.items() for alias in aliases.split()}
+_PS_ALIASES: Final = {
+    alias: cmdlet
+    for cmdlet, aliases in {
+        "get-childitem": "ls dir gci",
+        "remove-item": "rm del erase rd rmdir ri",
+        "copy-item": "cp copy cpi",
+        "move-item": "mv move mi",
+        "get-content": "cat gc type",
+        "set-content": "sc",
+        "new-item": "ni",
+        "set-location": "cd chdir sl",
+        "get-location": "pwd gl",
+        "write-output": "echo write",
+        "invoke-webrequest": "iwr curl wget",
+        "invoke-restmethod": "irm",
+        "invoke-expression": "iex",
+        "start-process": "saps start",
+        "stop-process": "kill spps",
+    }.items()
+    for alias in aliases.split()
+}
 #: Leading assignments an ``allow`` rule may match past (any is stripped for ``if``/deny/ask).
-_SAFE_ENV: Final = frozenset({"NODE_ENV", "RUST_LOG", "RUST_BACKTRACE", "CI", "NO_COLOR", "FORCE_COLOR",
-                              "TZ", "LANG", "LC_ALL", "PYTHONUNBUFFERED", "DEBUG"})
+_SAFE_ENV: Final = frozenset(
+    {
+        "NODE_ENV",
+        "RUST_LOG",
+        "RUST_BACKTRACE",
+        "CI",
+        "NO_COLOR",
+        "FORCE_COLOR",
+        "TZ",
+        "LANG",
+        "LC_ALL",
+        "PYTHONUNBUFFERED",
+        "DEBUG",
+    }
+)
 RuleKind = Literal["if", "allow", "ask", "deny"]
 _WINDOWS_DRIVE: Final = re.compile(r"([A-Za-z]):[\\/]")
 
@@ -152,7 +186,8 @@ def rule_matches(
     if tool in SHELL_TOOLS:
         command = tool_input.get("command")
         return isinstance(command, str) and _shell_matches(
-            content, command, tool == "PowerShell", fail_open, every=kind == "allow")
+            content, command, tool == "PowerShell", fail_open, every=kind == "allow"
+        )
     limits = current_limits()
     if tool in EDIT_TOOLS or tool in READ_TOOLS:
         fields = _PATH_FIELDS.get(tool, ("file_path", "notebook_path"))
@@ -242,7 +277,8 @@ def _shell_matches(content: str, command: str, powershell: bool, fail_open: bool
     if every:  # allow rules: every subcommand, no unsafe leading assignment
         return bool(commands) and all(
             _SAFE_ENV.issuperset(cmd.assigned) and _command_matches(pattern, cmd, powershell, fail_open)
-            for cmd in commands)
+            for cmd in commands
+        )
     return any(_command_matches(pattern, cmd, powershell, fail_open) for cmd in commands)
 
 

@@ -189,9 +189,11 @@ def reparse_warning(handler: CommandHandler) -> str | None:
         if "${" not in arg:
             continue
         if program in _SHELLS and "-c" in args[:i] and args.index("-c") == i - 1:
-            return (f"warning: {program} -c runs its argument as shell code, so the placeholder in it lets an "
-                    "event inject commands: use shell form (values are passed as variables) or pass the value as "
-                    "a positional argument after the script")
+            return (
+                f"warning: {program} -c runs its argument as shell code, so the placeholder in it lets an "
+                "event inject commands: use shell form (values are passed as variables) or pass the value as "
+                "a positional argument after the script"
+            )
         if "eval" in args[:i] or program == "eval":
             return "warning: eval runs a placeholder's value as shell code, so an event can inject commands"
     return None

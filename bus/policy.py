@@ -431,5 +431,13 @@ def empty_policy() -> Policy:
     return merge_policy([])
 
 
-__all__ = ["HandlerEntry", "Policy", "PolicyFile", "empty_policy", "load_policy", "merge_policy",
-           "parse_policy_text", "policy_from_text"]
+__all__ = [
+    "HandlerEntry",
+    "Policy",
+    "PolicyFile",
+    "empty_policy",
+    "load_policy",
+    "merge_policy",
+    "parse_policy_text",
+    "policy_from_text",
+]

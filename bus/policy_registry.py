@@ -41,8 +41,13 @@ MAX_COMPOSED = 256
 class PolicyRegistry:
     """Org and tenant policies by version; see the module docstring."""
 
-    def __init__(self, base: Policy, redis: aioredis.Redis | None = None,
-                 keys: Keyspace | None = None, on_change: Callable[[], None] | None = None) -> None:
+    def __init__(
+        self,
+        base: Policy,
+        redis: aioredis.Redis | None = None,
+        keys: Keyspace | None = None,
+        on_change: Callable[[], None] | None = None,
+    ) -> None:
         self.keys = keys or Keyspace()
         self.store = PolicyStore(redis, self.keys) if redis is not None else None
         self._base = base
@@ -137,8 +142,13 @@ class PolicyRegistry:
                     continue
                 self.errors[scope] = f"{version_id}: {exc}"
                 metrics.POLICY_LOAD_FAILURES.inc()
-                logger.error("policy %s version %s does not load here; keeping %s: %s", scope, version_id,
-                             self._current.get(scope, "the previous one"), exc)
+                logger.error(
+                    "policy %s version %s does not load here; keeping %s: %s",
+                    scope,
+                    version_id,
+                    self._current.get(scope, "the previous one"),
+                    exc,
+                )
                 continue
             self.errors.pop(scope, None)
             self._current[scope] = version_id
@@ -156,8 +166,7 @@ class PolicyRegistry:
             compose(version.parsed(), [])
         else:
             org_v = self.org_version()
-            compose(self._base.files if org_v.startswith("file:") else self._versions[org_v].parsed(),
-                    version.parsed())
+            compose(self._base.files if org_v.startswith("file:") else self._versions[org_v].parsed(), version.parsed())
 
     async def _fetch(self, version_id: str) -> PolicyVersion:
         assert self.store is not None

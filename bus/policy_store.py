@@ -51,19 +51,34 @@ class PolicyVersion:
         return [parse_policy_text(text, f"{self.scope}@{self.id}/{name}") for name, text in self.files]
 
     def summary(self) -> dict[str, Any]:
-        return {"id": self.id, "scope": self.scope, "files": [name for name, _ in self.files], "author": self.author,
-                "created_ms": self.created_ms, "message": self.message}
+        return {
+            "id": self.id,
+            "scope": self.scope,
+            "files": [name for name, _ in self.files],
+            "author": self.author,
+            "created_ms": self.created_ms,
+            "message": self.message,
+        }
 
     def encode(self) -> dict[str, str]:
-        return {"scope": self.scope, "files": orjson.dumps(self.files).decode(), "author": self.author,
-                "created_ms": str(self.created_ms), "message": self.message}
+        return {
+            "scope": self.scope,
+            "files": orjson.dumps(self.files).decode(),
+            "author": self.author,
+            "created_ms": str(self.created_ms),
+            "message": self.message,
+        }
 
     @classmethod
     def decode(cls, version_id: str, raw: dict[bytes, bytes]) -> PolicyVersion:
-        return cls(id=version_id, scope=raw[b"scope"].decode(),
-                   files=tuple((str(n), str(t)) for n, t in orjson.loads(raw[b"files"])),
-                   author=raw[b"author"].decode(), created_ms=int(raw[b"created_ms"]),
-                   message=raw.get(b"message", b"").decode())
+        return cls(
+            id=version_id,
+            scope=raw[b"scope"].decode(),
+            files=tuple((str(n), str(t)) for n, t in orjson.loads(raw[b"files"])),
+            author=raw[b"author"].decode(),
+            created_ms=int(raw[b"created_ms"]),
+            message=raw.get(b"message", b"").decode(),
+        )
 
 
 def version_id(files: Sequence[tuple[str, str]]) -> str:
@@ -82,8 +97,14 @@ class PolicyStore:
         self.keys = keys
         self.redis_url = redis_url
 
-    async def push(self, files: Sequence[tuple[str, str]], tenant: str | None = None, *, message: str = "",
-                   author: str | None = None) -> tuple[PolicyVersion, bool]:
+    async def push(
+        self,
+        files: Sequence[tuple[str, str]],
+        tenant: str | None = None,
+        *,
+        message: str = "",
+        author: str | None = None,
+    ) -> tuple[PolicyVersion, bool]:
         """Validate and store ``(name, text)`` files as the scope's current version.
 
         Returns the version and whether it changed anything. Raises PolicyError (nothing
@@ -98,9 +119,14 @@ class PolicyStore:
         else:
             org = await self.current(ORG)
             compose(org.parsed() if org else [], parsed)  # the tenant layer must load under the org's
-        version = PolicyVersion(id=version_id(files), scope=scope, files=tuple(files),
-                                author=author or _default_author(), created_ms=int(time.time() * 1000),
-                                message=message)
+        version = PolicyVersion(
+            id=version_id(files),
+            scope=scope,
+            files=tuple(files),
+            author=author or _default_author(),
+            created_ms=int(time.time() * 1000),
+            message=message,
+        )
         with redis_errors(self.redis_url):
             current = await self.redis.hget(self.keys.policy_current, scope)  # type: ignore[misc]
             if current is not None and current.decode() == version.id:
@@ -170,9 +196,12 @@ def diff(old: PolicyVersion, new: PolicyVersion) -> str:
     before, after = dict(old.files), dict(new.files)
     out: list[str] = []
     for name in names:
-        out += difflib.unified_diff(before.get(name, "").splitlines(keepends=True),
-                                    after.get(name, "").splitlines(keepends=True),
-                                    f"{old.id}/{name}", f"{new.id}/{name}")
+        out += difflib.unified_diff(
+            before.get(name, "").splitlines(keepends=True),
+            after.get(name, "").splitlines(keepends=True),
+            f"{old.id}/{name}",
+            f"{new.id}/{name}",
+        )
     return "".join(out)
 
 

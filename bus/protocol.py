@@ -130,8 +130,17 @@ class Request:
         Two fields, not one per value: redis-py packs every argument of a command on its own,
         and that packing was the larger part of the gateway's cost per append.
         """
-        meta = [self.event_id, self.event, self.tenant, self.received_ms, self.reply_to, self.deadline_ms,
-                self.dialect, self.fail_open, self.policy]
+        meta = [
+            self.event_id,
+            self.event,
+            self.tenant,
+            self.received_ms,
+            self.reply_to,
+            self.deadline_ms,
+            self.dialect,
+            self.fail_open,
+            self.policy,
+        ]
         return {"m": orjson.dumps(meta), "p": self.payload}
 
     def named_fields(self) -> StreamFields:
@@ -173,14 +182,23 @@ class Request:
             return cls._decode_named(fields)
         try:
             event_id, event, tenant, received_ms, reply_to, deadline_ms, dialect, fail_open, policy = orjson.loads(meta)
-            request = cls(event_id=event_id, event=event, tenant=tenant, payload=fields[b"p"],
-                          received_ms=received_ms, deadline_ms=deadline_ms, reply_to=reply_to, dialect=dialect,
-                          fail_open=fail_open, policy=policy, context=fields.get(b"c"))
+            request = cls(
+                event_id=event_id,
+                event=event,
+                tenant=tenant,
+                payload=fields[b"p"],
+                received_ms=received_ms,
+                deadline_ms=deadline_ms,
+                reply_to=reply_to,
+                dialect=dialect,
+                fail_open=fail_open,
+                policy=policy,
+                context=fields.get(b"c"),
+            )
         except (KeyError, ValueError, TypeError) as exc:  # orjson.JSONDecodeError is a ValueError
             raise ProtocolError(f"malformed stream entry: {exc!r}") from exc
         texts = (event_id, event, tenant, reply_to, dialect, fail_open, policy)
-        if not all(type(text) is str for text in texts) or type(received_ms) is not int \
-                or type(deadline_ms) is not int:
+        if not all(type(text) is str for text in texts) or type(received_ms) is not int or type(deadline_ms) is not int:
             raise ProtocolError(f"malformed stream entry: unexpected types in {meta[:200]!r}")
         return request
 
@@ -288,12 +306,27 @@ class LogRecord:
     def meta(self) -> bytes:
         """The record as JSON, without the hook input (the ``r`` field)."""
         meta: dict[str, Any] = {
-            "id": self.event_id, "ev": self.event, "tn": self.tenant, "sid": self.session_id, "tool": self.tool_name,
-            "outcome": self.outcome, "dec": self.decision, "out": self.output, "ts": self.received_ms,
-            "dms": self.decided_ms, "rev": self.revision, "hooks": self.hooks, "shadow": self.shadow,
+            "id": self.event_id,
+            "ev": self.event,
+            "tn": self.tenant,
+            "sid": self.session_id,
+            "tool": self.tool_name,
+            "outcome": self.outcome,
+            "dec": self.decision,
+            "out": self.output,
+            "ts": self.received_ms,
+            "dms": self.decided_ms,
+            "rev": self.revision,
+            "hooks": self.hooks,
+            "shadow": self.shadow,
         }
-        for key, value in (("aid", self.agent_id), ("aty", self.agent_type), ("tuid", self.tool_use_id),
-                           ("rsn", self.reason), ("mask", self.masked)):
+        for key, value in (
+            ("aid", self.agent_id),
+            ("aty", self.agent_type),
+            ("tuid", self.tool_use_id),
+            ("rsn", self.reason),
+            ("mask", self.masked),
+        ):
             if value:  # absent when empty: records stay small, and older readers ignore them
                 meta[key] = value
         return orjson.dumps(meta)
@@ -308,13 +341,26 @@ class LogRecord:
         try:
             meta = orjson.loads(fields[b"r"])
             return cls(
-                event_id=meta["id"], event=meta["ev"], tenant=meta["tn"], session_id=meta["sid"],
-                tool_name=meta.get("tool", ""), outcome=fields.get(b"o", b"").decode() or meta["outcome"],
-                fail_open=fields.get(b"fo", b"").decode(), decision=meta["dec"], output=meta["out"],
-                payload=fields[b"in"], received_ms=int(meta["ts"]), decided_ms=int(meta["dms"]),
-                revision=meta.get("rev", ""), hooks=meta.get("hooks", []), shadow=meta.get("shadow", []),
-                agent_id=meta.get("aid", ""), agent_type=meta.get("aty", ""), tool_use_id=meta.get("tuid", ""),
-                reason=meta.get("rsn", ""), masked=meta.get("mask", []),
+                event_id=meta["id"],
+                event=meta["ev"],
+                tenant=meta["tn"],
+                session_id=meta["sid"],
+                tool_name=meta.get("tool", ""),
+                outcome=fields.get(b"o", b"").decode() or meta["outcome"],
+                fail_open=fields.get(b"fo", b"").decode(),
+                decision=meta["dec"],
+                output=meta["out"],
+                payload=fields[b"in"],
+                received_ms=int(meta["ts"]),
+                decided_ms=int(meta["dms"]),
+                revision=meta.get("rev", ""),
+                hooks=meta.get("hooks", []),
+                shadow=meta.get("shadow", []),
+                agent_id=meta.get("aid", ""),
+                agent_type=meta.get("aty", ""),
+                tool_use_id=meta.get("tuid", ""),
+                reason=meta.get("rsn", ""),
+                masked=meta.get("mask", []),
             )
         except (KeyError, ValueError, TypeError, orjson.JSONDecodeError) as exc:
             raise ProtocolError(f"malformed decision-log entry: {exc!r}") from exc
@@ -354,6 +400,14 @@ class LogRecord:
 
 
 __all__ = [
-    "FailOpenReason", "LogRecord", "ProtocolError", "RecordOutcome", "Reply", "Request", "StreamFields", "iso_time",
-    "now_ms", "payload_json",
+    "FailOpenReason",
+    "LogRecord",
+    "ProtocolError",
+    "RecordOutcome",
+    "Reply",
+    "Request",
+    "StreamFields",
+    "iso_time",
+    "now_ms",
+    "payload_json",
 ]

@@ -89,8 +89,14 @@ class Redactor:
     false turns the built-in detectors off, ``disable`` some of them.
     """
 
-    def __init__(self, pointers: Iterable[str] = (), patterns: Iterable[tuple[str, str]] = (), *,
-                 builtins: bool = True, disable: Iterable[str] = ()) -> None:
+    def __init__(
+        self,
+        pointers: Iterable[str] = (),
+        patterns: Iterable[tuple[str, str]] = (),
+        *,
+        builtins: bool = True,
+        disable: Iterable[str] = (),
+    ) -> None:
         off = set(disable)
         kept = [d for d in BUILTIN_DETECTORS if d.name not in off] if builtins else []
         self._builtin = BUILTIN if len(kept) == len(BUILTIN_DETECTORS) else (Compiled.of(kept) if kept else None)
@@ -215,8 +221,14 @@ class Redactor:
                     new = self._mask(item, (*path, str(key)), masked)
                 else:
                     self._remember_clean(item)
-                if new is item and self._member_masks and type(key) is str and (rule := member_rule(key)) \
-                        and not is_reference(item) and (rule == SECRET_NAME or high_entropy(item)):
+                if (
+                    new is item
+                    and self._member_masks
+                    and type(key) is str
+                    and (rule := member_rule(key))
+                    and not is_reference(item)
+                    and (rule == SECRET_NAME or high_entropy(item))
+                ):
                     masked.append(((*path, key), SECRET_FIELD))
                     new = MASK.format(SECRET_FIELD)
             elif kind is dict or kind is list:
@@ -229,8 +241,9 @@ class Redactor:
                 copy[key] = new
         return value if copy is None else copy
 
-    def payload(self, raw: bytes, parsed: Any = None, at: Path = ("input",),
-                masked: Masked | None = None) -> tuple[bytes, Any]:
+    def payload(
+        self, raw: bytes, parsed: Any = None, at: Path = ("input",), masked: Masked | None = None
+    ) -> tuple[bytes, Any]:
         """The hook input as stored: the same bytes when nothing is masked, else re-serialised.
         Also returns the masked parsed value (None when ``raw`` is not JSON)."""
         out = masked if masked is not None else []
@@ -295,8 +308,9 @@ def redactor_for(config: RedactConfig) -> Redactor:
     """The redactor of a policy's ``hookbus.redact`` section (the shared default when it is all defaults)."""
     if not config.pointers and not config.patterns and config.builtins and not config.disable:
         return DEFAULT
-    return Redactor(config.pointers, [(p.name, p.regex) for p in config.patterns], builtins=config.builtins,
-                    disable=config.disable)
+    return Redactor(
+        config.pointers, [(p.name, p.regex) for p in config.patterns], builtins=config.builtins, disable=config.disable
+    )
 
 
 def _text_field(value: Any, name: str) -> str:
@@ -363,6 +377,18 @@ def install_log_redaction() -> None:
 
 
 __all__ = [
-    "BUILTIN_NAMES", "DEFAULT", "MASK", "POINTER", "SECRET_FIELD", "RedactConfig", "Redactor", "compile_pattern",
-    "install_log_redaction", "masked_list", "parse_pointer", "redact_record", "redactor_for", "to_pointer",
+    "BUILTIN_NAMES",
+    "DEFAULT",
+    "MASK",
+    "POINTER",
+    "SECRET_FIELD",
+    "RedactConfig",
+    "Redactor",
+    "compile_pattern",
+    "install_log_redaction",
+    "masked_list",
+    "parse_pointer",
+    "redact_record",
+    "redactor_for",
+    "to_pointer",
 ]

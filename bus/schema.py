@@ -61,15 +61,14 @@ class CommandHandler(HandlerBase):
     #: Literal variables for the hook (hookbus extension; Peri's ``env``).
     env: dict[str, str] = Field(default_factory=dict, repr=False)
     #: Names of dispatcher environment variables the hook may see, beyond the default set.
-    allowed_env_vars: list[Annotated[str, Field(min_length=1)]] | None = Field(
-        default=None, alias="allowedEnvVars"
-    )
+    allowed_env_vars: list[Annotated[str, Field(min_length=1)]] | None = Field(default=None, alias="allowedEnvVars")
 
 
 def _env_reference(value: str) -> str:
     if not re.fullmatch(r"\$(?:[A-Za-z_][A-Za-z0-9_]*|\{[A-Za-z_][A-Za-z0-9_]*\})", value):
-        raise ValueError("must name an environment variable as $NAME or ${NAME}: the secret itself is never "
-                         "written in the policy")
+        raise ValueError(
+            "must name an environment variable as $NAME or ${NAME}: the secret itself is never written in the policy"
+        )
     return value
 
 
@@ -79,9 +78,7 @@ class HttpHandler(HandlerBase):
     type: Literal["http"]
     url: Annotated[str, Field(min_length=1)]
     headers: dict[str, str] = Field(default_factory=dict, repr=False)  # may carry literal tokens
-    allowed_env_vars: list[Annotated[str, Field(min_length=1)]] | None = Field(
-        default=None, alias="allowedEnvVars"
-    )
+    allowed_env_vars: list[Annotated[str, Field(min_length=1)]] | None = Field(default=None, alias="allowedEnvVars")
     #: ``$VAR`` holding a Standard Webhooks secret (``whsec_...``): requests are signed (hookbus).
     secret: Annotated[str, AfterValidator(_env_reference)] | None = None
 
@@ -131,13 +128,7 @@ class FunctionHandler(HandlerBase):
 
 
 Handler = Annotated[
-    CommandHandler
-    | HttpHandler
-    | PromptHandler
-    | AgentHandler
-    | McpToolHandler
-    | RuleHandler
-    | FunctionHandler,
+    CommandHandler | HttpHandler | PromptHandler | AgentHandler | McpToolHandler | RuleHandler | FunctionHandler,
     Field(discriminator="type"),
 ]
 
@@ -178,16 +169,12 @@ def _http_url(value: str) -> str:
 
 
 class HttpSettings(_Strict):
-    allowed_networks: list[Annotated[str, AfterValidator(_cidr)]] = Field(
-        default_factory=list, alias="allowedNetworks"
-    )
+    allowed_networks: list[Annotated[str, AfterValidator(_cidr)]] = Field(default_factory=list, alias="allowedNetworks")
     max_response_bytes: Annotated[int, Field(gt=0)] = Field(default=1 << 20, alias="maxResponseBytes")
 
 
 class LlmSettings(_Strict):
-    base_url: Annotated[str, AfterValidator(_http_url)] = Field(
-        default="https://api.anthropic.com", alias="baseUrl"
-    )
+    base_url: Annotated[str, AfterValidator(_http_url)] = Field(default="https://api.anthropic.com", alias="baseUrl")
     api_key_env: str = Field(default="ANTHROPIC_API_KEY", alias="apiKeyEnv")
     model: str = "claude-haiku-4-5"
 
@@ -216,8 +203,9 @@ def _regex(value: str) -> str:
 
 def _builtin_detector(name: str) -> str:
     if name not in BUILTIN_NAMES:
-        raise ValueError(f"unknown built-in detector {name!r}{suggest(name, BUILTIN_NAMES)} "
-                         f"(one of {', '.join(BUILTIN_NAMES)})")
+        raise ValueError(
+            f"unknown built-in detector {name!r}{suggest(name, BUILTIN_NAMES)} (one of {', '.join(BUILTIN_NAMES)})"
+        )
     return name
 
 
@@ -284,11 +272,25 @@ class PlatformSettings(_Strict):
 
 Loc = tuple[str | int, ...]
 
-_TYPE_WORDS: Final = {"string_type": "a string", "float_type": "a number", "int_type": "an integer",
-                      "bool_type": "true or false", "list_type": "a list", "dict_type": "a mapping",
-                      "model_type": "a mapping", "model_attributes_type": "a mapping"}
-_KINDS: Final = {bool: "boolean", int: "integer", float: "number", str: "string", list: "list",
-                 dict: "mapping", type(None): "null"}
+_TYPE_WORDS: Final = {
+    "string_type": "a string",
+    "float_type": "a number",
+    "int_type": "an integer",
+    "bool_type": "true or false",
+    "list_type": "a list",
+    "dict_type": "a mapping",
+    "model_type": "a mapping",
+    "model_attributes_type": "a mapping",
+}
+_KINDS: Final = {
+    bool: "boolean",
+    int: "integer",
+    float: "number",
+    str: "string",
+    list: "list",
+    dict: "mapping",
+    type(None): "null",
+}
 _BOUNDS: Final = {"greater_than": ">", "greater_than_equal": ">=", "less_than": "<", "less_than_equal": "<="}
 
 
@@ -333,8 +335,11 @@ def human_errors(exc: ValidationError, word: str = "field") -> list[tuple[Loc, L
             message = f"missing required {word} '{err['loc'][-1]}'"
         elif kind in ("union_tag_invalid", "union_tag_not_found"):
             expected = ", ".join(HANDLER_TYPES)
-            message = (f"unknown handler type {ctx['tag']!r} (expected {expected})" if "tag" in ctx
-                       else f"missing required field 'type' (one of {expected})")
+            message = (
+                f"unknown handler type {ctx['tag']!r} (expected {expected})"
+                if "tag" in ctx
+                else f"missing required field 'type' (one of {expected})"
+            )
         elif kind in _TYPE_WORDS:
             message = f"must be {_TYPE_WORDS[kind]} (got {describe_value(value)})"
         elif kind in _BOUNDS:

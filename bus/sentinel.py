@@ -54,7 +54,7 @@ def parse_sentinel_url(url: str) -> SentinelURL:
     """The parts of a Sentinel URL (see the module docstring); ConfigError saying what is wrong."""
     if not is_sentinel_url(url):
         raise _malformed(f"it does not start with {SENTINEL_SCHEME}://")
-    rest = url[len(SENTINEL_SCHEME) + 3:]
+    rest = url[len(SENTINEL_SCHEME) + 3 :]
     if "#" in rest:
         raise _malformed("a fragment (#) has no meaning in it")
     rest, _, query = rest.partition("?")
@@ -118,5 +118,11 @@ def _malformed(why: str) -> ConfigError:
     return ConfigError(f"not a valid Sentinel URL: {why}; the form is {SENTINEL_SYNTAX}")
 
 
-__all__ = ["DEFAULT_SENTINEL_PORT", "SENTINEL_SCHEME", "SENTINEL_SYNTAX", "SentinelURL", "is_sentinel_url",
-           "parse_sentinel_url"]
+__all__ = [
+    "DEFAULT_SENTINEL_PORT",
+    "SENTINEL_SCHEME",
+    "SENTINEL_SYNTAX",
+    "SentinelURL",
+    "is_sentinel_url",
+    "parse_sentinel_url",
+]

@@ -188,9 +188,11 @@ class Settings:
         """The async queue's Redis when the bus is at ``bus_url``; ConfigError for a cluster's."""
         url = self.queue_redis_url or bus_url
         if urlsplit(url).scheme in CLUSTER_SCHEMES:
-            raise ConfigError("the async queue (arq) cannot run on a Redis Cluster: set HOOKBUS_QUEUE_REDIS_URL "
-                              "to a single Redis (redis://, rediss:// or unix://) or to its Sentinels "
-                              f"({SENTINEL_SYNTAX})")
+            raise ConfigError(
+                "the async queue (arq) cannot run on a Redis Cluster: set HOOKBUS_QUEUE_REDIS_URL "
+                "to a single Redis (redis://, rediss:// or unix://) or to its Sentinels "
+                f"({SENTINEL_SYNTAX})"
+            )
         return url
 
     @classmethod
@@ -281,8 +283,10 @@ class Settings:
         if self.worker_cpu not in WORKER_CPU:
             raise ConfigError(f"HOOKBUS_WORKER_CPU={self.worker_cpu!r} is not one of: {', '.join(WORKER_CPU)}")
         if self.redis_url and is_sentinel_url(self.redis_url):
-            raise ConfigError("HOOKBUS_REDIS_URL: a redis+sentinel:// URL names the async queue's Redis only "
-                              "(HOOKBUS_QUEUE_REDIS_URL); give the bus a redis://, rediss:// or unix:// URL")
+            raise ConfigError(
+                "HOOKBUS_REDIS_URL: a redis+sentinel:// URL names the async queue's Redis only "
+                "(HOOKBUS_QUEUE_REDIS_URL); give the bus a redis://, rediss:// or unix:// URL"
+            )
         if self.queue_redis_url:
             check_queue_url(self.queue_redis_url)
 
@@ -296,17 +300,31 @@ def check_queue_url(url: str) -> None:
     scheme, a malformed Sentinel URL."""
     scheme = url.partition("://")[0].lower() if "://" in url else ""
     if scheme in CLUSTER_SCHEMES:
-        raise ConfigError("HOOKBUS_QUEUE_REDIS_URL: the async queue (arq) cannot run on a Redis Cluster; "
-                          f"give a single Redis (redis://, rediss:// or unix://) or its Sentinels ({SENTINEL_SYNTAX})")
+        raise ConfigError(
+            "HOOKBUS_QUEUE_REDIS_URL: the async queue (arq) cannot run on a Redis Cluster; "
+            f"give a single Redis (redis://, rediss:// or unix://) or its Sentinels ({SENTINEL_SYNTAX})"
+        )
     if is_sentinel_url(url):
         try:
             parse_sentinel_url(url)
         except ConfigError as exc:
             raise ConfigError(f"HOOKBUS_QUEUE_REDIS_URL is {exc}") from None
     elif scheme not in QUEUE_SCHEMES:
-        raise ConfigError(f"HOOKBUS_QUEUE_REDIS_URL: {scheme or 'no'} scheme; a queue Redis is redis://, rediss://, "
-                          f"unix:// or its Sentinels ({SENTINEL_SYNTAX})")
+        raise ConfigError(
+            f"HOOKBUS_QUEUE_REDIS_URL: {scheme or 'no'} scheme; a queue Redis is redis://, rediss://, "
+            f"unix:// or its Sentinels ({SENTINEL_SYNTAX})"
+        )
 
 
-__all__ = ["CLUSTER_SCHEMES", "DEFAULT_HOST", "DEFAULT_PORT", "QUEUE_SCHEMES", "Settings", "Tokens", "check_queue_url",
-           "cluster_url", "mask_url", "parse_partitions"]
+__all__ = [
+    "CLUSTER_SCHEMES",
+    "DEFAULT_HOST",
+    "DEFAULT_PORT",
+    "QUEUE_SCHEMES",
+    "Settings",
+    "Tokens",
+    "check_queue_url",
+    "cluster_url",
+    "mask_url",
+    "parse_partitions",
+]

@@ -93,7 +93,9 @@ end
 # the entries of one stream are acknowledged by one XACK, after every record is written.
 # Returns, per event, {1, outcome, jobs queued, jobs dropped} when it wrote the record, else
 # {0, state, 0, 0}, flattened.
-SETTLE: Final = QUEUE_JOBS_LUA + """
+SETTLE: Final = (
+    QUEUE_JOBS_LUA
+    + """
 local clock = redis.call('TIME')
 local now_ms = tonumber(clock[1]) * 1000 + math.floor(tonumber(clock[2]) / 1000)
 local now_text = string.format('%d', now_ms)
@@ -175,17 +177,23 @@ for _, channel in ipairs(channels) do
   redis.call(ARGV[2], channel, #list == 1 and list[1] or '[' .. table.concat(list, ',') .. ']')
 end
 return results
-""".replace("GRACE_MS", str(OUTCOME_GRACE_MS)).replace("EVENT_ARGS", str(EVENT_ARGS)).replace(
-    "EVENT_KEYS", str(EVENT_KEYS)).replace("JOB_ARGS", str(JOB_ARGS))
+""".replace("GRACE_MS", str(OUTCOME_GRACE_MS))
+    .replace("EVENT_ARGS", str(EVENT_ARGS))
+    .replace("EVENT_KEYS", str(EVENT_KEYS))
+    .replace("JOB_ARGS", str(JOB_ARGS))
+)
 
 # KEYS: the arq queue, then a job key and result key per job; ARGV: JOB_ARGS per job.
 # Returns {jobs queued, jobs dropped}.
-QUEUE_JOBS: Final = QUEUE_JOBS_LUA + """
+QUEUE_JOBS: Final = (
+    QUEUE_JOBS_LUA
+    + """
 local clock = redis.call('TIME')
 local now_ms = tonumber(clock[1]) * 1000 + math.floor(tonumber(clock[2]) / 1000)
 local queued, dropped = queue_jobs(KEYS[1], 2, #KEYS + 1, 1, string.format('%d', now_ms))
 return {queued, dropped}
 """
+)
 
 # KEYS: outcome; ARGV: fail-open reason, ttl ms. Returns the stored reply, or nil (fail open).
 CLAIM: Final = """
@@ -200,5 +208,14 @@ redis.call('SET', KEYS[1], 'G' .. ARGV[1], 'PX', ARGV[2])
 return false
 """
 
-__all__ = ["CLAIM", "EVENT_ARGS", "EVENT_KEYS", "JOB_ARGS", "OUTCOME_GRACE_MS", "QUEUE_JOBS", "QUEUE_JOBS_LUA",
-           "SETTLE", "SETTLE_MAX_EVENTS"]
+__all__ = [
+    "CLAIM",
+    "EVENT_ARGS",
+    "EVENT_KEYS",
+    "JOB_ARGS",
+    "OUTCOME_GRACE_MS",
+    "QUEUE_JOBS",
+    "QUEUE_JOBS_LUA",
+    "SETTLE",
+    "SETTLE_MAX_EVENTS",
+]

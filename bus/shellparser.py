@@ -16,8 +16,9 @@ from typing import Final
 
 _MAX_DEPTH: Final = 32
 _ASSIGNMENT: Final = re.compile(r"([A-Za-z_][A-Za-z0-9_]*)(?:\[[^\]]*\])?\+?=")
-_KEYWORDS: Final = frozenset({"!", "{", "}", "if", "then", "else", "elif", "fi", "do", "done",
-                              "while", "until", "esac"})
+_KEYWORDS: Final = frozenset(
+    {"!", "{", "}", "if", "then", "else", "elif", "fi", "do", "done", "while", "until", "esac"}
+)
 _PS_CALL_OPERATORS: Final = frozenset({"&", "."})
 _BASH_NAME: Final = re.compile(r"[A-Za-z_][A-Za-z0-9_]*|[0-9@*#?$!-]")
 _PS_NAME: Final = re.compile(r"[A-Za-z0-9_:]+|[?$^_]")
@@ -214,8 +215,7 @@ class _Parser:
                 value.append(src[self.pos : end])
                 self.pos = end
                 continue
-            if c in breaks or (c == "&" and not self.ps and self.pos > start
-                               and src[self.pos - 1] not in "<>"):
+            if c in breaks or (c == "&" and not self.ps and self.pos > start and src[self.pos - 1] not in "<>"):
                 break
             if not self.ps and src.startswith("<<", self.pos) and not src.startswith("<<<", self.pos):
                 break

@@ -62,8 +62,14 @@ class TokenInfo:
 
     def public(self) -> dict[str, Any]:
         """A JSON view without the hash."""
-        return {"id": self.id, "tenant": self.tenant, "name": self.name, "created_ms": self.created_ms,
-                "expires_ms": self.expires_ms, "last_used_ms": self.last_used_ms}
+        return {
+            "id": self.id,
+            "tenant": self.tenant,
+            "name": self.name,
+            "created_ms": self.created_ms,
+            "expires_ms": self.expires_ms,
+            "last_used_ms": self.last_used_ms,
+        }
 
 
 class TokenStore:
@@ -82,8 +88,14 @@ class TokenStore:
             raise ConfigError(f"tenant {tenant!r}: use 1-64 letters, digits, '.', '_' or '-'")
         token = TOKEN_PREFIX + secrets.token_urlsafe(32)
         now_ms = int(time.time() * 1000)
-        info = TokenInfo(id=secrets.token_hex(6), tenant=tenant, name=name, created_ms=now_ms,
-                         expires_ms=now_ms + int(expires_s * 1000) if expires_s else None, hash=token_hash(token))
+        info = TokenInfo(
+            id=secrets.token_hex(6),
+            tenant=tenant,
+            name=name,
+            created_ms=now_ms,
+            expires_ms=now_ms + int(expires_s * 1000) if expires_s else None,
+            hash=token_hash(token),
+        )
         record = orjson.dumps({**info.public(), "hash": info.hash}).decode()
         with redis_errors(self.redis_url):
             async with transaction(self.redis, self.keys.tokens) as pipe:
@@ -145,9 +157,15 @@ class TokenStore:
     @staticmethod
     def _decode(raw: bytes, last_used: bytes | None) -> TokenInfo:
         data = orjson.loads(raw)
-        return TokenInfo(id=data["id"], tenant=data["tenant"], name=data.get("name", ""),
-                         created_ms=int(data["created_ms"]), expires_ms=data.get("expires_ms"), hash=data["hash"],
-                         last_used_ms=int(last_used) if last_used else None)
+        return TokenInfo(
+            id=data["id"],
+            tenant=data["tenant"],
+            name=data.get("name", ""),
+            created_ms=int(data["created_ms"]),
+            expires_ms=data.get("expires_ms"),
+            hash=data["hash"],
+            last_used_ms=int(last_used) if last_used else None,
+        )
 
 
 __all__ = ["CACHE_S", "TOKEN_PREFIX", "TokenInfo", "TokenStore", "parse_duration_s", "token_hash"]

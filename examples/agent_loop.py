@@ -101,8 +101,9 @@ def agent_loop(engine: LocalHooks) -> dict[str, int]:
                 tool_input = pre.updated_input
             response = run_tool(tool, tool_input)
             ran.append(tool_input.get("command") or f"{tool} {tool_input.get('file_path')}")
-            post = engine.emit("PostToolUse", tool_name=tool, tool_input=tool_input, tool_response=response,
-                               tool_use_id=tool_use_id)
+            post = engine.emit(
+                "PostToolUse", tool_name=tool, tool_input=tool_input, tool_response=response, tool_use_id=tool_use_id
+            )
             say("PostToolUse", f"{tool} -> {describe(post)}")
             note_context(post)
         last = f"Done. I ran: {'; '.join(ran)}"
@@ -112,8 +113,11 @@ def agent_loop(engine: LocalHooks) -> dict[str, int]:
             break
         context.append(f"stop hook feedback: {stop.reason}")
         stop_hook_active = True
-    say("summary", f"{counts['tool_calls']} tool calls, {counts['blocked']} blocked, {counts['modified']} modified, "
-        f"{counts['context']} context additions, {counts['turns']} turns")
+    say(
+        "summary",
+        f"{counts['tool_calls']} tool calls, {counts['blocked']} blocked, {counts['modified']} modified, "
+        f"{counts['context']} context additions, {counts['turns']} turns",
+    )
     for line in context:
         say("model context", line)
     return counts

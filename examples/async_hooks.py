@@ -64,9 +64,13 @@ def audit_line(hook_input: HookInput, at_s: float | None = None) -> str:
     if response is not None and _size(response) > AUDIT_RESPONSE_CHARS:
         wire["tool_response"] = {"omitted_chars": _size(response)}
     stamp = time.time() if at_s is None else at_s
-    record = {"time": time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(stamp)) + f".{int(stamp * 1000) % 1000:03d}Z",
-              "event": hook_input.hook_event_name, "session_id": hook_input.session_id,
-              "tool_name": hook_input.tool_name, "input": REDACTOR.value(wire)}
+    record = {
+        "time": time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(stamp)) + f".{int(stamp * 1000) % 1000:03d}Z",
+        "event": hook_input.hook_event_name,
+        "session_id": hook_input.session_id,
+        "tool_name": hook_input.tool_name,
+        "input": REDACTOR.value(wire),
+    }
     return json.dumps(record, ensure_ascii=False, separators=(",", ":"))
 
 
@@ -94,7 +98,7 @@ def large_output_warning(hook_input: HookInput) -> dict[str, Any] | None:
         "hookSpecificOutput": {
             "hookEventName": "PostToolUse",
             "additionalContext": f"The last {tool} output was {size:,} characters long; prefer narrower commands "
-                                 "(head, grep, a path filter) so the context is not flooded.",
+            "(head, grep, a path filter) so the context is not flooded.",
         },
     }
 
@@ -180,8 +184,10 @@ def execution_time(hook_input: HookInput) -> dict[str, Any] | None:
     TIMES.add(tool, seconds)
     if seconds <= SLOW_TOOL_S:
         return None
-    return {"systemMessage": f"{tool} took {seconds:.1f} s (over {SLOW_TOOL_S:g} s); slowest {tool} call so far "
-                             f"{TIMES.slowest_s[tool]:.1f} s."}
+    return {
+        "systemMessage": f"{tool} took {seconds:.1f} s (over {SLOW_TOOL_S:g} s); slowest {tool} call so far "
+        f"{TIMES.slowest_s[tool]:.1f} s."
+    }
 
 
 __all__ = ["audit_line", "audit_log", "execution_time", "large_output_warning", "session_summary", "summary_text"]

@@ -60,8 +60,9 @@ def bearer_token(headers: Mapping[bytes, bytes]) -> str | None:
     return token if scheme.lower() == "bearer" and token else None
 
 
-async def caller_for(settings: Settings, headers: Mapping[bytes, bytes],
-                     token_store: TokenStore | None = None) -> Caller:
+async def caller_for(
+    settings: Settings, headers: Mapping[bytes, bytes], token_store: TokenStore | None = None
+) -> Caller:
     """The caller that ``headers`` (raw ASGI, lower-case names) authenticate; 401 when none.
 
     ``token_store`` (the gateway's, set when managed tokens are on) checks tokens kept in Redis
@@ -84,8 +85,9 @@ async def caller_for(settings: Settings, headers: Mapping[bytes, bytes],
         try:
             info = await token_store.verify(token)
         except BusUnavailable as exc:
-            raise RequestRejected(503, "unavailable", "cannot check the token: Redis is unavailable",
-                                  {"Retry-After": "1"}) from exc
+            raise RequestRejected(
+                503, "unavailable", "cannot check the token: Redis is unavailable", {"Retry-After": "1"}
+            ) from exc
         if info is not None:
             return Caller(tenant=info.tenant, admin=False, key=key, token_id=info.id)
     raise _unauthorized("missing, wrong, revoked or expired bearer token")
@@ -111,9 +113,11 @@ class StreamSlots:
         """Hold one slot for ``key``; 429 when it holds ``per_key`` already."""
         if self._held.get(key, 0) >= self.per_key:
             raise RequestRejected(
-                429, "too_many_streams",
+                429,
+                "too_many_streams",
                 f"this token already holds {self.per_key} open event streams (HOOKBUS_MAX_STREAMS_PER_TOKEN); "
-                "close one first", {"Retry-After": "5"},
+                "close one first",
+                {"Retry-After": "5"},
             )
         self._held[key] = self._held.get(key, 0) + 1
 

@@ -87,8 +87,11 @@ def create_app(settings: Settings, policy: Policy, redis_url: str) -> HookbusApp
 
     async def metrics_endpoint(request: HTTPRequest) -> Response:
         if not metrics.authorized(request.headers.get("authorization"), settings.metrics_token):
-            return json_response({"error": "unauthorized", "detail": "missing or wrong metrics token"}, 401,
-                                 {"WWW-Authenticate": "Bearer"})
+            return json_response(
+                {"error": "unauthorized", "detail": "missing or wrong metrics token"},
+                401,
+                {"WWW-Authenticate": "Bearer"},
+            )
         body, content_type = metrics.render()
         return Response(body, media_type=content_type)
 
@@ -111,12 +114,12 @@ def create_app(settings: Settings, policy: Policy, redis_url: str) -> HookbusApp
         return json_response({"error": code, "detail": detail}, exc.status_code, dict(exc.headers or {}))
 
     async def server_error(request: HTTPRequest, exc: Exception) -> Response:
-        return json_response({"error": "internal_error", "detail": f"{type(exc).__name__} (see the gateway's log)"},
-                             500)
+        return json_response(
+            {"error": "internal_error", "detail": f"{type(exc).__name__} (see the gateway's log)"}, 500
+        )
 
     async def not_allowed(request: HTTPRequest) -> Response:
-        return json_response({"error": "method_not_allowed", "detail": "use POST /v1/hooks"}, 405,
-                             {"Allow": "POST"})
+        return json_response({"error": "method_not_allowed", "detail": "use POST /v1/hooks"}, 405, {"Allow": "POST"})
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:

@@ -42,15 +42,17 @@ _MAX_VALUES, _MAX_CHARS = 64, 256
 
 
 def _error(exc: RequestRejected) -> Response:
-    return Response(orjson.dumps({"error": exc.code, "detail": exc.detail}), exc.status, exc.headers,
-                    media_type="application/json")
+    return Response(
+        orjson.dumps({"error": exc.code, "detail": exc.detail}), exc.status, exc.headers, media_type="application/json"
+    )
 
 
 def _values(request: HTTPRequest, name: str) -> list[str]:
     found = [v.strip() for raw in request.query_params.getlist(name) for v in raw.split(",") if v.strip()]
     if len(found) > _MAX_VALUES or any(len(v) > _MAX_CHARS for v in found):
-        raise RequestRejected(400, "invalid_filter", f"'{name}': at most {_MAX_VALUES} values of at most "
-                                                     f"{_MAX_CHARS} characters")
+        raise RequestRejected(
+            400, "invalid_filter", f"'{name}': at most {_MAX_VALUES} values of at most {_MAX_CHARS} characters"
+        )
     return found
 
 
@@ -58,8 +60,9 @@ def _query(request: HTTPRequest, scope: str | None) -> tuple[Window, RecordFilte
     """Window, filter, resume point and limit from the query string (400/403 with the reason)."""
     query = request.query_params
     if unknown := sorted(set(query) - _PARAMS):
-        raise RequestRejected(400, "invalid_parameter", f"unknown parameter {unknown[0]!r}; known: "
-                                                        f"{', '.join(sorted(_PARAMS))}")
+        raise RequestRejected(
+            400, "invalid_parameter", f"unknown parameter {unknown[0]!r}; known: {', '.join(sorted(_PARAMS))}"
+        )
     try:
         window = Window.parse(query.get("since"), query.get("until"))
     except TimeError as exc:
@@ -68,8 +71,13 @@ def _query(request: HTTPRequest, scope: str | None) -> tuple[Window, RecordFilte
     if scope is not None and set(tenants) - {scope}:
         other = sorted(set(tenants) - {scope})[0]
         raise RequestRejected(403, "forbidden", f"this token reads tenant {scope!r} only, not {other!r}")
-    passes = RecordFilter.of(scope, tenants=tenants, sessions=_values(request, "session"),
-                             events=_values(request, "event"), decisions=_values(request, "decision"))
+    passes = RecordFilter.of(
+        scope,
+        tenants=tenants,
+        sessions=_values(request, "session"),
+        events=_values(request, "event"),
+        decisions=_values(request, "decision"),
+    )
     after = query.get("after")
     if after is not None and not _ENTRY_ID.fullmatch(after):
         raise RequestRejected(400, "invalid_parameter", "'after' must be a log_id (<ms>-<seq>)")

@@ -35,8 +35,13 @@ _Append = tuple[str, StreamFields, str | None]
 class AppendBatcher:
     """Coalesces concurrent XADDs into pipelined round trips."""
 
-    def __init__(self, redis: aioredis.Redis, redis_url: str = "", maxlen: int = WORK_STREAM_MAXLEN,
-                 client_for: Callable[[str], aioredis.Redis] | None = None) -> None:
+    def __init__(
+        self,
+        redis: aioredis.Redis,
+        redis_url: str = "",
+        maxlen: int = WORK_STREAM_MAXLEN,
+        client_for: Callable[[str], aioredis.Redis] | None = None,
+    ) -> None:
         """``client_for(stream)``: the client of a stream's partition (:class:`bus.connection.PartitionClients`)."""
         self.redis = redis
         self.client_for = client_for or (lambda stream: redis)
@@ -62,8 +67,9 @@ class AppendBatcher:
             if unloaded:
                 # A restarted or flushed Redis: those appends did not run. Sent again with the
                 # script, they land after the rest of their pipeline (other sessions' events).
-                for n, result in zip(unloaded, await self._pipelined(client, [batch[n] for n in unloaded], load=True),
-                                     strict=True):
+                for n, result in zip(
+                    unloaded, await self._pipelined(client, [batch[n] for n in unloaded], load=True), strict=True
+                ):
                     results[n] = result
         if self._per_stream and any(isinstance(r, _CONNECTION_ERRORS) for r in results):
             # A cluster pipeline that does not raise keeps its map of the slots: after a failover

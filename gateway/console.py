@@ -40,11 +40,19 @@ from gateway.access import check_single_authorization, request_caller
 REPLAY_TIMEOUT_S = 120.0
 DEFAULT_REPLAY_LIMIT = 20_000
 MAX_REPLAY_LIMIT = 100_000
-_CHILD_ENV_DROP = frozenset({"PROMETHEUS_MULTIPROC_DIR", "HOOKBUS_TOKENS", "HOOKBUS_TOKENS_FILE",
-                             "HOOKBUS_ADMIN_TOKENS", "HOOKBUS_METRICS_TOKEN", "HOOKBUS_CONFIG"})
+_CHILD_ENV_DROP = frozenset(
+    {
+        "PROMETHEUS_MULTIPROC_DIR",
+        "HOOKBUS_TOKENS",
+        "HOOKBUS_TOKENS_FILE",
+        "HOOKBUS_ADMIN_TOKENS",
+        "HOOKBUS_METRICS_TOKEN",
+        "HOOKBUS_CONFIG",
+    }
+)
 _PAGE_HEADERS = {
     "Content-Security-Policy": "default-src 'none'; script-src 'self'; style-src 'self'; connect-src 'self'; "
-                               "img-src 'self' data:; base-uri 'none'; form-action 'none'; frame-ancestors 'none'",
+    "img-src 'self' data:; base-uri 'none'; form-action 'none'; frame-ancestors 'none'",
     "X-Content-Type-Options": "nosniff",
     "Referrer-Policy": "no-referrer",
     "Cache-Control": "no-cache",
@@ -85,9 +93,15 @@ class ReplayBody(BaseModel):
 
 def policy_modules(policy: Policy) -> frozenset[str]:
     """The Python modules a policy imports (its ``function`` handlers and plugins)."""
-    names = [*policy.settings.plugins, *(entry.handler.function for event in policy.events()
-                                         for entry in policy.entries(event)
-                                         if isinstance(entry.handler, FunctionHandler))]
+    names = [
+        *policy.settings.plugins,
+        *(
+            entry.handler.function
+            for event in policy.events()
+            for entry in policy.entries(event)
+            if isinstance(entry.handler, FunctionHandler)
+        ),
+    ]
     return frozenset(name.partition(":")[0] for name in names)
 
 
@@ -123,8 +137,9 @@ def replay_route(settings: Settings, redis_url: str, current_policy: Callable[[]
             where = ".".join(str(part) for part in first["loc"]) or "body"
             return _error(400, "invalid_body", f"{where}: {first['msg']}")
         if busy.locked():
-            return _error(429, "replay_busy", "a replay is running on this gateway; try again when it ends",
-                          {"Retry-After": "5"})
+            return _error(
+                429, "replay_busy", "a replay is running on this gateway; try again when it ends", {"Retry-After": "5"}
+            )
         async with busy:
             return await _run_replay(settings, redis_url, body, policy_modules(current_policy()))
 
@@ -136,16 +151,29 @@ async def _run_replay(settings: Settings, redis_url: str, body: ReplayBody, trus
         name = "candidate.json" if body.policy.lstrip().startswith("{") else "candidate.yaml"
         path = Path(folder) / name
         path.write_text(body.policy, encoding="utf-8")
-        argv = [sys.executable, "-m", "hookbus", "policy", "replay", str(path), "--json", f"--limit={body.limit}",
-                f"--trusted-module={','.join(sorted(trusted))}"]
+        argv = [
+            sys.executable,
+            "-m",
+            "hookbus",
+            "policy",
+            "replay",
+            str(path),
+            "--json",
+            f"--limit={body.limit}",
+            f"--trusted-module={','.join(sorted(trusted))}",
+        ]
         argv += [f"--since={body.since}"] if body.since else []
         argv += [f"--until={body.until}"] if body.until else []
         argv += [f"--tenant={tenant}" for tenant in body.tenant]
         env = {k: v for k, v in os.environ.items() if k not in _CHILD_ENV_DROP}
         env.update(HOOKBUS_REDIS_URL=redis_url, HOOKBUS_KEY_PREFIX=settings.key_prefix)
         child = await asyncio.create_subprocess_exec(
-            *argv, stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
-            env=env, preexec_fn=die_with_parent,
+            *argv,
+            stdin=asyncio.subprocess.DEVNULL,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.PIPE,
+            env=env,
+            preexec_fn=die_with_parent,
         )
         try:
             async with asyncio.timeout(REPLAY_TIMEOUT_S):
@@ -154,8 +182,12 @@ async def _run_replay(settings: Settings, redis_url: str, body: ReplayBody, trus
             with contextlib.suppress(ProcessLookupError):
                 child.kill()
             await child.wait()
-            return _error(504, "replay_timeout", f"the replay did not finish within {REPLAY_TIMEOUT_S:g}s: "
-                                                 "narrow the window (since/until) or lower the limit")
+            return _error(
+                504,
+                "replay_timeout",
+                f"the replay did not finish within {REPLAY_TIMEOUT_S:g}s: "
+                "narrow the window (since/until) or lower the limit",
+            )
         finally:
             if child.returncode is None:  # cancelled (the client left): never leave it running
                 with contextlib.suppress(ProcessLookupError):

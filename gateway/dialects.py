@@ -52,12 +52,26 @@ PERI: Final = "peri"
 DIALECTS: Final = ("claude", PERI)
 #: Peri permission mode (normalised: lower case, no ``-``/``_``/spaces) -> Claude Code mode.
 PERI_MODES: Final[dict[str, str]] = {
-    "default": "default", "hitl": "default", "ask": "default", "manual": "default", "normal": "default",
-    "auto": "auto", "automode": "auto",
-    "acceptedits": "acceptEdits", "autoedit": "acceptEdits", "autoedits": "acceptEdits", "edit": "acceptEdits",
-    "dontask": "dontAsk", "noask": "dontAsk", "deny": "dontAsk",
-    "plan": "plan", "planmode": "plan", "readonly": "plan",
-    "yolo": "bypassPermissions", "bypass": "bypassPermissions", "bypassall": "bypassPermissions",
+    "default": "default",
+    "hitl": "default",
+    "ask": "default",
+    "manual": "default",
+    "normal": "default",
+    "auto": "auto",
+    "automode": "auto",
+    "acceptedits": "acceptEdits",
+    "autoedit": "acceptEdits",
+    "autoedits": "acceptEdits",
+    "edit": "acceptEdits",
+    "dontask": "dontAsk",
+    "noask": "dontAsk",
+    "deny": "dontAsk",
+    "plan": "plan",
+    "planmode": "plan",
+    "readonly": "plan",
+    "yolo": "bypassPermissions",
+    "bypass": "bypassPermissions",
+    "bypassall": "bypassPermissions",
     "bypasspermissions": "bypassPermissions",
 }
 _PERI_SPECIFIC: Final[dict[str, tuple[str, ...]]] = {
@@ -160,5 +174,14 @@ def to_dialect(dialect: str, event: str, output: dict[str, Any]) -> dict[str, An
     return peri_output(event, output)
 
 
-__all__ = ["DIALECTS", "PERI", "PERI_MODES", "claude_mode", "dialect_name", "from_dialect", "peri_input",
-           "peri_output", "to_dialect"]
+__all__ = [
+    "DIALECTS",
+    "PERI",
+    "PERI_MODES",
+    "claude_mode",
+    "dialect_name",
+    "from_dialect",
+    "peri_input",
+    "peri_output",
+    "to_dialect",
+]

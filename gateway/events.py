@@ -66,8 +66,9 @@ def error_response(exc: RequestRejected) -> Response:
 def _values(query: QueryParams, name: str) -> frozenset[str]:
     found = frozenset(v.strip() for raw in query.getlist(name) for v in raw.split(",") if v.strip())
     if len(found) > _MAX_VALUES or any(len(v) > _MAX_VALUE_CHARS for v in found):
-        raise RequestRejected(400, "invalid_filter",
-                              f"'{name}': at most {_MAX_VALUES} values of at most {_MAX_VALUE_CHARS} characters")
+        raise RequestRejected(
+            400, "invalid_filter", f"'{name}': at most {_MAX_VALUES} values of at most {_MAX_VALUE_CHARS} characters"
+        )
     return found
 
 
@@ -86,22 +87,31 @@ class StreamFilter:
     def from_query(cls, query: QueryParams, caller: Caller) -> StreamFilter:
         """From the query string; 400 for an unknown parameter, 403 for a tenant outside the caller's scope."""
         if unknown := sorted(set(query) - _PARAMS):
-            raise RequestRejected(400, "invalid_parameter",
-                                  f"unknown parameter {unknown[0]!r}; known: {', '.join(sorted(_PARAMS))}")
+            raise RequestRejected(
+                400, "invalid_parameter", f"unknown parameter {unknown[0]!r}; known: {', '.join(sorted(_PARAMS))}"
+            )
         tenants = _values(query, "tenant")
         if caller.tenant is not None and tenants - {caller.tenant}:
             other = sorted(tenants - {caller.tenant})[0]
             raise RequestRejected(403, "forbidden", f"this token reads tenant {caller.tenant!r} only, not {other!r}")
-        return cls(caller.tenant, tenants, _values(query, "session"), _values(query, "event"),
-                   _values(query, "decision"), _values(query, "tool"))
+        return cls(
+            caller.tenant,
+            tenants,
+            _values(query, "session"),
+            _values(query, "event"),
+            _values(query, "decision"),
+            _values(query, "tool"),
+        )
 
     def __call__(self, item: LogItem) -> bool:
-        return ((self.scope is None or item.tenant == self.scope)
-                and (not self.tenants or item.tenant in self.tenants)
-                and (not self.sessions or any(item.session_id.startswith(s) for s in self.sessions))
-                and (not self.events or item.event in self.events)
-                and (not self.decisions or item.decision in self.decisions or item.verdict in self.decisions)
-                and (not self.tools or item.tool in self.tools))
+        return (
+            (self.scope is None or item.tenant == self.scope)
+            and (not self.tenants or item.tenant in self.tenants)
+            and (not self.sessions or any(item.session_id.startswith(s) for s in self.sessions))
+            and (not self.events or item.event in self.events)
+            and (not self.decisions or item.decision in self.decisions or item.verdict in self.decisions)
+            and (not self.tools or item.tool in self.tools)
+        )
 
 
 def resume_point(request: HTTPRequest) -> str | None:
@@ -132,10 +142,15 @@ def _notice(kind: str, **data: Any) -> ServerSentEvent:
 class _Stream(EventSourceResponse):
     """An event stream that gives its slot and its place in the tail back however it ends."""
 
-    def __init__(self, content: AsyncIterator[ServerSentEvent], on_close: Callable[[], Awaitable[None]],
-                 what: str) -> None:
-        super().__init__(content, ping=KEEPALIVE_S, send_timeout=SEND_TIMEOUT_S,
-                         ping_message_factory=lambda: ServerSentEvent(comment="keep-alive"))
+    def __init__(
+        self, content: AsyncIterator[ServerSentEvent], on_close: Callable[[], Awaitable[None]], what: str
+    ) -> None:
+        super().__init__(
+            content,
+            ping=KEEPALIVE_S,
+            send_timeout=SEND_TIMEOUT_S,
+            ping_message_factory=lambda: ServerSentEvent(comment="keep-alive"),
+        )
         self._on_close = on_close
         self._what = what
 
@@ -144,8 +159,7 @@ class _Stream(EventSourceResponse):
             await super().__call__(scope, receive, send)
         except SendTimeoutError:
             # The connection is closed behind us (uvicorn notes the unfinished response).
-            logger.warning("dropped an event stream (%s): its client read nothing for %gs", self._what,
-                           SEND_TIMEOUT_S)
+            logger.warning("dropped an event stream (%s): its client read nothing for %gs", self._what, SEND_TIMEOUT_S)
         finally:
             await self._on_close()
 
@@ -187,8 +201,9 @@ class EventStream:
 
         return _Stream(self._events(caller, subscriber, position, start, backlog), close, caller.scope)
 
-    async def _events(self, caller: Caller, subscriber: Subscriber, position: Cursor, start: str | None,
-                      backlog: int) -> AsyncIterator[ServerSentEvent]:
+    async def _events(
+        self, caller: Caller, subscriber: Subscriber, position: Cursor, start: str | None, backlog: int
+    ) -> AsyncIterator[ServerSentEvent]:
         hello = {"scope": caller.tenant, "admin": caller.admin, "resumed_after": start}
         yield ServerSentEvent(orjson.dumps(hello).decode(), event="hello", retry=RETRY_MS)
         cursor = position
@@ -230,8 +245,12 @@ class EventStream:
         resumes_at = await self.tail.trimmed(cursor)
         if resumes_at is None:
             return None
-        return _notice("gap", after=cursor.last_id, resumes_at=resumes_at,
-                       detail="the decision log was trimmed past this point: records in between may be missing")
+        return _notice(
+            "gap",
+            after=cursor.last_id,
+            resumes_at=resumes_at,
+            detail="the decision log was trimmed past this point: records in between may be missing",
+        )
 
 
 def console_routes(settings: Settings, redis_url: str, current_policy: Callable[[], Policy]) -> list[Any]:

@@ -71,8 +71,12 @@ class Gateway:
         self.redis = connect(redis_url, connect_timeout_s=0.5, socket_timeout_s=None)
         self.partition_clients = PartitionClients(self.redis, redis_url, connect_timeout_s=0.5, socket_timeout_s=None)
         partition_of_stream = self.keys.work_streams(self.keys.all_partitions)
-        self.batcher = AppendBatcher(self.redis, redis_url, WORK_STREAM_MAXLEN,
-                                     lambda stream: self.partition_clients.get(partition_of_stream.get(stream, 0)))
+        self.batcher = AppendBatcher(
+            self.redis,
+            redis_url,
+            WORK_STREAM_MAXLEN,
+            lambda stream: self.partition_clients.get(partition_of_stream.get(stream, 0)),
+        )
         self._claim_script = self.redis.register_script(CLAIM)
         self.waiter: ReplyWaiter | ShardedReplyWaiter
         if is_cluster(self.redis):
@@ -80,8 +84,14 @@ class Gateway:
         else:
             self.waiter = ReplyWaiter(redis_url, self.keys.reply_channel(self.gateway_id))
         self.spool = Spool(self._append_many)
-        self.limiter = SharedRateLimiter(self.redis, self.keys, settings.rate_limit_per_s, settings.rate_limit_burst,
-                                         settings.token_rate_limit_per_s, settings.token_rate_limit_burst)
+        self.limiter = SharedRateLimiter(
+            self.redis,
+            self.keys,
+            settings.rate_limit_per_s,
+            settings.rate_limit_burst,
+            settings.token_rate_limit_per_s,
+            settings.token_rate_limit_burst,
+        )
         #: Bytes of request bodies being handled right now, per tenant (the in-flight budget).
         self._inflight_bytes: dict[str, int] = {}
         self.token_store = TokenStore(self.redis, self.keys, redis_url) if settings.managed_tokens else None
@@ -204,8 +214,13 @@ class Gateway:
         budget = self.settings.tenant_inflight_bytes
         held = self._inflight_bytes.get(tenant, 0)
         if budget and held + len(body) > budget:
-            raise RequestRejected(429, "over_budget", f"tenant '{tenant}' has {held} bytes of events in flight; "
-                                  f"its budget is {budget} (HOOKBUS_TENANT_INFLIGHT_BYTES)", {"Retry-After": "1"})
+            raise RequestRejected(
+                429,
+                "over_budget",
+                f"tenant '{tenant}' has {held} bytes of events in flight; "
+                f"its budget is {budget} (HOOKBUS_TENANT_INFLIGHT_BYTES)",
+                {"Retry-After": "1"},
+            )
         self._inflight_bytes[tenant] = held + len(body)
         try:
             return await self._answer(headers, query, tenant, body, started)
@@ -215,8 +230,9 @@ class Gateway:
             else:
                 del self._inflight_bytes[tenant]
 
-    async def _answer(self, headers: dict[bytes, bytes], query: bytes, tenant: str, body: bytes,
-                      started: float) -> tuple[bytes, dict[str, str]]:
+    async def _answer(
+        self, headers: dict[bytes, bytes], query: bytes, tenant: str, body: bytes, started: float
+    ) -> tuple[bytes, dict[str, str]]:
         dialect = headers.get(b"x-hookbus-dialect", b"").decode("latin-1")
         if query:
             dialect = parse_qs(query.decode("latin-1")).get("dialect", [dialect])[0]
@@ -233,10 +249,18 @@ class Gateway:
         limit = policy.settings.limits.nesting_depth
         # Fewer brackets than the limit cannot nest deeper (one count in C; the walk only past it).
         if body.count(b"[") + body.count(b"{") > limit and depth_over(hook_input, limit) is not None:
-            raise RequestRejected(400, "too_deep", f"the hook input is nested more than {limit} deep "
-                                  "(hookbus.limits.nestingDepth)")
-        request = Request(event_id=self.new_event_id(), event=event, tenant=tenant, payload=body,
-                          received_ms=now_ms(), dialect=dialect, policy=versions)
+            raise RequestRejected(
+                400, "too_deep", f"the hook input is nested more than {limit} deep (hookbus.limits.nestingDepth)"
+            )
+        request = Request(
+            event_id=self.new_event_id(),
+            event=event,
+            tenant=tenant,
+            payload=body,
+            received_ms=now_ms(),
+            dialect=dialect,
+            policy=versions,
+        )
         # Plugins register their callbacks inside the dispatchers, so with any plugin listed
         # every blocking event waits for a decision.
         blocking = event_spec(event).blocking and bool(policy.entries(event) or policy.settings.plugins)
@@ -283,11 +307,13 @@ class Gateway:
             return  # the limit cannot be checked: let the request through (fail open)
         if wait_s > 0:
             who = f"token {token_id}" if token_id else f"tenant '{tenant}'"
-            raise RequestRejected(429, "rate_limited", f"{who} is over its rate limit",
-                                  {"Retry-After": str(max(1, math.ceil(wait_s)))})
+            raise RequestRejected(
+                429, "rate_limited", f"{who} is over its rate limit", {"Retry-After": str(max(1, math.ceil(wait_s)))}
+            )
 
-    async def _decide(self, request: Request, started: float, policy: Policy, partition: int,
-                      context_key: str | None) -> tuple[dict[str, Any], str, str | None]:
+    async def _decide(
+        self, request: Request, started: float, policy: Policy, partition: int, context_key: str | None
+    ) -> tuple[dict[str, Any], str, str | None]:
         # The deadline runs from the request's arrival (reading and parsing it count too), and
         # the dispatchers see the same instant as the end of their budget.
         remaining_s = max(0.0, policy.settings.deadline_for(request.event) - (time.perf_counter() - started))
@@ -326,8 +352,9 @@ class Gateway:
             async with asyncio.timeout(CLAIM_TIMEOUT_S):
                 with redis_errors(self.redis_url):
                     outcome_key = self.keys.outcome(request.event_id, partition)
-                    stored = await self._claim_script([outcome_key], [reason, ttl_ms],
-                                                      client=self.partition_clients.get(partition))
+                    stored = await self._claim_script(
+                        [outcome_key], [reason, ttl_ms], client=self.partition_clients.get(partition)
+                    )
         except (BusUnavailable, TimeoutError) as exc:
             metrics.child(metrics.REDIS_ERRORS, "claim").inc()
             logger.debug("could not settle %s as fail-open: %s", request.event_id, exc)
@@ -341,8 +368,13 @@ class Gateway:
 
     async def readiness(self) -> tuple[bool, dict[str, Any]]:
         checks: dict[str, Any] = {
-            "policy": {"ok": True, "revision": self.policy.revision, "reload_error": self.watcher.last_error,
-                       "org_version": self.registry.org_version(), "version_errors": self.registry.errors}
+            "policy": {
+                "ok": True,
+                "revision": self.policy.revision,
+                "reload_error": self.watcher.last_error,
+                "org_version": self.registry.org_version(),
+                "version_errors": self.registry.errors,
+            }
         }
         try:
             async with asyncio.timeout(0.5):
@@ -362,8 +394,14 @@ class Gateway:
 
 def _log_answer(request: Request, hook_input: dict[str, Any], decision: str, fail_open: str | None) -> None:
     """One line per answer: at info when the gateway answered fail-open, else at debug."""
-    fields = event_fields(request.event_id, request.event, request.tenant, hook_input.get("session_id"),
-                          decision=decision, reason=fail_open)
+    fields = event_fields(
+        request.event_id,
+        request.event,
+        request.tenant,
+        hook_input.get("session_id"),
+        decision=decision,
+        reason=fail_open,
+    )
     if fail_open in (FailOpenReason.TIMEOUT, FailOpenReason.DISPATCHER_ERROR):
         logger.info("answered fail-open: %s", fail_open, extra=fields)
     else:  # redis_unavailable is logged once per outage, by the reply reader and the spool

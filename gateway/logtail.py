@@ -84,8 +84,18 @@ class LogItem:
             data = orjson.dumps(view).decode()
         except TypeError as exc:  # a record whose JSON orjson cannot write (e.g. an integer over 64 bits)
             raise ProtocolError(f"decision-log entry {entry} cannot be sent as JSON: {exc}") from exc
-        return cls(entry, id_key(entry), partition, record.tenant, record.session_id, record.event, record.decision,
-                   verdict, record.tool_name, data)
+        return cls(
+            entry,
+            id_key(entry),
+            partition,
+            record.tenant,
+            record.session_id,
+            record.event,
+            record.decision,
+            verdict,
+            record.tool_name,
+            data,
+        )
 
 
 @dataclasses.dataclass(slots=True)
@@ -212,14 +222,18 @@ class LogTail:
         with redis_errors(self.redis_url):
             async with asyncio.timeout(_CALL_TIMEOUT_S):
                 oldest = await oldest_ids(self._client(), self.keys.decision_logs)
-        past = [first for first, mark in zip(oldest, cursor.marks, strict=True)
-                if first is not None and mark != (0, 0) and id_key(first) > mark]
+        past = [
+            first
+            for first, mark in zip(oldest, cursor.marks, strict=True)
+            if first is not None and mark != (0, 0) and id_key(first) > mark
+        ]
         return max(past, key=id_key) if past else None
 
     async def history(self, cursor: Cursor, accept: Callable[[LogItem], bool]) -> AsyncIterator[LogItem]:
         """The accepted records past ``cursor``'s marks, oldest first (merged by id), page by page, to the end."""
-        entries = read_merged(self._client(), self.keys.decision_logs, low=cursor.starts, page=BATCH,
-                              timeout_s=_CALL_TIMEOUT_S)
+        entries = read_merged(
+            self._client(), self.keys.decision_logs, low=cursor.starts, page=BATCH, timeout_s=_CALL_TIMEOUT_S
+        )
         try:
             while True:
                 with redis_errors(self.redis_url):
@@ -239,15 +253,22 @@ class LogTail:
             async with asyncio.timeout(_CALL_TIMEOUT_S):
                 pages = await newest_pages(self._client(), self.keys.decision_logs, count)
         newest = [page[0][0].decode() if page else None for page in pages]
-        entries = sorted((LogEntry(partition, entry_id, fields) for partition, page in enumerate(pages)
-                          for entry_id, fields in page), key=merge_order)[-count:]
+        entries = sorted(
+            (
+                LogEntry(partition, entry_id, fields)
+                for partition, page in enumerate(pages)
+                for entry_id, fields in page
+            ),
+            key=merge_order,
+        )[-count:]
         items = [_decode(entry.entry_id, entry.fields, entry.partition) for entry in entries]
         return [item for item in items if item is not None and accept(item)], newest
 
     async def _run(self) -> None:
         backoff = Backoff()
-        follower = LogFollower(self._client(), self.keys, self.positions, count=BATCH, block_ms=_BLOCK_MS,
-                               timeout_s=_CALL_TIMEOUT_S)
+        follower = LogFollower(
+            self._client(), self.keys, self.positions, count=BATCH, block_ms=_BLOCK_MS, timeout_s=_CALL_TIMEOUT_S
+        )
         try:
             while True:
                 try:

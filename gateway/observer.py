@@ -68,8 +68,15 @@ def dispatch_group(groups: Any) -> Mapping[str, Any] | None:
 class Observer:
     """Sets the Redis-state gauges every ``interval_s`` until stopped."""
 
-    def __init__(self, redis_url: str, keys: Keyspace, *, queue_url: str | None = None,
-                 interval_s: float = OBSERVE_INTERVAL_S, timeout_s: float = OBSERVE_TIMEOUT_S) -> None:
+    def __init__(
+        self,
+        redis_url: str,
+        keys: Keyspace,
+        *,
+        queue_url: str | None = None,
+        interval_s: float = OBSERVE_INTERVAL_S,
+        timeout_s: float = OBSERVE_TIMEOUT_S,
+    ) -> None:
         self.redis_url = redis_url
         #: The async queue's own Redis (None: the bus's holds the queue).
         self.queue_url = queue_url if queue_url and queue_url != redis_url else None
@@ -78,11 +85,14 @@ class Observer:
         self.timeout_s = timeout_s
         self.gauges = metrics.observed()
         #: Each work stream's label and its stream in every partition.
-        self.streams = {"blocking": [keys.blocking_stream(p) for p in keys.all_partitions],
-                        "events": [keys.events_stream(p) for p in keys.all_partitions]}
+        self.streams = {
+            "blocking": [keys.blocking_stream(p) for p in keys.all_partitions],
+            "events": [keys.events_stream(p) for p in keys.all_partitions],
+        }
         self._redis = connect(redis_url, connect_timeout_s=timeout_s, socket_timeout_s=timeout_s)
-        self._queue = (connect(self.queue_url, connect_timeout_s=timeout_s, socket_timeout_s=timeout_s)
-                       if self.queue_url else None)
+        self._queue = (
+            connect(self.queue_url, connect_timeout_s=timeout_s, socket_timeout_s=timeout_s) if self.queue_url else None
+        )
         self._task = BackgroundTask(self._run, "hookbus-observer")
         #: Whether the last look reached Redis (None before the first).
         self.up: bool | None = None

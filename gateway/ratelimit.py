@@ -41,11 +41,20 @@ class SharedRateLimiter:
     says how long to wait (``Retry-After``). Only used when a limit is configured.
     """
 
-    def __init__(self, redis: Any, keys: Keyspace, tenant_rate_per_s: float, tenant_burst: int = 0,
-                 token_rate_per_s: float = 0.0, token_burst: int = 0) -> None:
+    def __init__(
+        self,
+        redis: Any,
+        keys: Keyspace,
+        tenant_rate_per_s: float,
+        tenant_burst: int = 0,
+        token_rate_per_s: float = 0.0,
+        token_burst: int = 0,
+    ) -> None:
         self.keys = keys
-        self.limits = {"tenant": (tenant_rate_per_s, float(tenant_burst or max(1, int(tenant_rate_per_s)))),
-                       "token": (token_rate_per_s, float(token_burst or max(1, int(token_rate_per_s))))}
+        self.limits = {
+            "tenant": (tenant_rate_per_s, float(tenant_burst or max(1, int(tenant_rate_per_s)))),
+            "token": (token_rate_per_s, float(token_burst or max(1, int(token_rate_per_s)))),
+        }
         self._take = redis.register_script(_TAKE)
 
     @property

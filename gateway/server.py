@@ -33,11 +33,9 @@ def is_loopback(host: str) -> bool:
 
 def check_bind(settings: Settings) -> None:
     """Refuse a non-loopback bind with no tokens unless ``--insecure``."""
-    if not is_loopback(settings.host) and not settings.tokens and not settings.managed_tokens \
-            and not settings.insecure:
+    if not is_loopback(settings.host) and not settings.tokens and not settings.managed_tokens and not settings.insecure:
         raise ConfigError(
-            f"refusing to bind {settings.host} with no tokens: set HOOKBUS_TOKENS (tenant:token) "
-            "or pass --insecure"
+            f"refusing to bind {settings.host} with no tokens: set HOOKBUS_TOKENS (tenant:token) or pass --insecure"
         )
 
 
@@ -59,6 +57,7 @@ def bind_socket(host: str, port: int) -> socket.socket:
 def check_layout(settings: Settings, policy: Policy, redis_url: str) -> None:
     """Refuse to start when the bus runs with another partition count than the policy's (with
     Redis out of reach the gateway starts anyway, failing open; the dispatchers check too)."""
+
     async def check() -> None:
         redis = connect(redis_url, connect_timeout_s=1.0, socket_timeout_s=1.0)
         try:

@@ -44,8 +44,9 @@ class ShardedReplyWaiter(PendingReplies):
         self.channels = [keys.shard_reply_channel(gateway_id, p) for p in keys.all_partitions]
         self._live: set[int] = set()
         self._cluster = cast(RedisCluster, connect(redis_url))
-        self._tasks = [BackgroundTask(functools.partial(self._run, p), f"hookbus-shard-reply-{p}")
-                       for p in keys.all_partitions]
+        self._tasks = [
+            BackgroundTask(functools.partial(self._run, p), f"hookbus-shard-reply-{p}") for p in keys.all_partitions
+        ]
 
     def channel_for(self, partition: int) -> str:
         return self.channels[partition]
@@ -85,8 +86,13 @@ class ShardedReplyWaiter(PendingReplies):
             try:
                 host, port = await self._owner(channel)
                 options = self._cluster.nodes_manager.connection_kwargs
-                connection = Connection(host=host, port=port, username=options.get("username"),
-                                        password=options.get("password"), socket_connect_timeout=1.0)
+                connection = Connection(
+                    host=host,
+                    port=port,
+                    username=options.get("username"),
+                    password=options.get("password"),
+                    socket_connect_timeout=1.0,
+                )
                 await connection.connect()  # type: ignore[no-untyped-call]
                 await connection.send_command("SSUBSCRIBE", channel)
                 await self._read(partition, connection, backoff)

@@ -47,8 +47,26 @@ logger = logging.getLogger("hookbus.audit")
 
 #: The columns of ``--format csv``; nested values are JSON text.
 CSV_COLUMNS: Final = (
-    "log_id", "id", "time", "tenant", "session_id", "agent_id", "agent_type", "event", "tool_name", "tool_use_id",
-    "decision", "reason", "outcome", "fail_open", "latency_ms", "revision", "hooks", "shadow", "masked", "input",
+    "log_id",
+    "id",
+    "time",
+    "tenant",
+    "session_id",
+    "agent_id",
+    "agent_type",
+    "event",
+    "tool_name",
+    "tool_use_id",
+    "decision",
+    "reason",
+    "outcome",
+    "fail_open",
+    "latency_ms",
+    "revision",
+    "hooks",
+    "shadow",
+    "masked",
+    "input",
     "output",
 )
 _FORMULA_START: Final = ("=", "+", "-", "@", "\t", "\r")
@@ -70,8 +88,9 @@ def _cell(value: Any) -> str:
     return "'" + text if text.startswith(_FORMULA_START) else text
 
 
-async def export(redis_url: str, keys: Keyspace, window: Window, passes: RecordFilter, out: IO[str], *,
-                 fmt: str = "jsonl") -> int:
+async def export(
+    redis_url: str, keys: Keyspace, window: Window, passes: RecordFilter, out: IO[str], *, fmt: str = "jsonl"
+) -> int:
     """Write every record of ``window`` that ``passes`` to ``out``; returns how many."""
     if fmt not in ("jsonl", "csv"):
         raise ConfigError(f"--format must be jsonl or csv (got {fmt!r})")
@@ -99,8 +118,17 @@ async def export(redis_url: str, keys: Keyspace, window: Window, passes: RecordF
 class Follower:
     """One consumer of group ``group`` on the decision log (every partition's), delivering to ``sink``."""
 
-    def __init__(self, redis_url: str, keys: Keyspace, group: str, sink: Sink, *, consumer: str = "follower",
-                 start: str = "oldest", claim_idle_s: float = 60.0) -> None:
+    def __init__(
+        self,
+        redis_url: str,
+        keys: Keyspace,
+        group: str,
+        sink: Sink,
+        *,
+        consumer: str = "follower",
+        start: str = "oldest",
+        claim_idle_s: float = 60.0,
+    ) -> None:
         if not group.strip():
             raise ConfigError("--group must not be empty")
         if start not in ("oldest", "now"):
@@ -150,18 +178,28 @@ class Follower:
     async def _ensure_groups(self) -> None:
         for partition in self.keys.all_partitions:
             try:
-                await self.redis.xgroup_create(self.keys.decision_log(partition), self.group,
-                                               id="$" if self.start == "now" else "0", mkstream=True)
-                logger.info("created consumer group %s at the %s of the log%s", self.group,
-                            "end" if self.start == "now" else "start",
-                            f" of partition {partition}" if self.keys.partitions > 1 else "")
+                await self.redis.xgroup_create(
+                    self.keys.decision_log(partition), self.group, id="$" if self.start == "now" else "0", mkstream=True
+                )
+                logger.info(
+                    "created consumer group %s at the %s of the log%s",
+                    self.group,
+                    "end" if self.start == "now" else "start",
+                    f" of partition {partition}" if self.keys.partitions > 1 else "",
+                )
             except redis.exceptions.ResponseError as exc:
                 if "BUSYGROUP" not in str(exc):
                     raise
 
     async def _read(self, partition: int, from_id: str, block_ms: int | None) -> list[RawEntry]:
-        response = await read_streams(self.redis, {self.keys.decision_log(partition): from_id}, group=self.group,
-                                      consumer=self.consumer, count=self.sink.batch, block_ms=block_ms)
+        response = await read_streams(
+            self.redis,
+            {self.keys.decision_log(partition): from_id},
+            group=self.group,
+            consumer=self.consumer,
+            count=self.sink.batch,
+            block_ms=block_ms,
+        )
         return [entry for _, entries in response or () for entry in entries]
 
     async def _drain_own_pending(self, stop: asyncio.Event) -> None:
@@ -181,26 +219,26 @@ class Follower:
             if stop.is_set():
                 return
             log = self.keys.decision_log(partition)
-            ids: list[bytes] = await self.redis.xautoclaim(log, self.group, self.consumer, self.claim_idle_ms, "0-0",
-                                                           count=1000, justid=True)
+            ids: list[bytes] = await self.redis.xautoclaim(
+                log, self.group, self.consumer, self.claim_idle_ms, "0-0", count=1000, justid=True
+            )
             if not ids:
                 continue
             logger.info("took over %d records another consumer of %s left unacknowledged", len(ids), self.group)
             for start in range(0, len(ids), self.sink.batch):
                 entries: list[LogEntry] = []
-                for entry_id in ids[start:start + self.sink.batch]:
+                for entry_id in ids[start : start + self.sink.batch]:
                     found = await self.redis.xrange(log, min=entry_id, max=entry_id)
                     entries.append(LogEntry(partition, entry_id, found[0][1] if found else None))
                 await self._deliver(entries, stop)
 
     async def _follow(self, stop: asyncio.Event) -> None:
-        reads = PartitionReads(self.keys.all_partitions,
-                               lambda partition: self._read(partition, ">", _READ_BLOCK_MS))
+        reads = PartitionReads(self.keys.all_partitions, lambda partition: self._read(partition, ">", _READ_BLOCK_MS))
         try:
             while not stop.is_set():
                 entries = await reads.next()
                 for start in range(0, len(entries), self.sink.batch):
-                    await self._deliver(entries[start:start + self.sink.batch], stop)
+                    await self._deliver(entries[start : start + self.sink.batch], stop)
         finally:
             # Records a cancelled read was given stay pending for this consumer: read again at the next start.
             await reads.aclose()
@@ -244,8 +282,7 @@ async def follow(follower: Follower) -> int:
 def export_command(args: Any, redis_url: str, keys: Keyspace) -> int:
     """``hookbus audit export``."""
     window = Window.parse(args.since, args.until)
-    passes = RecordFilter.of(tenants=args.tenant, sessions=args.session, events=args.event,
-                             decisions=args.decision)
+    passes = RecordFilter.of(tenants=args.tenant, sessions=args.session, events=args.event, decisions=args.decision)
     count = asyncio.run(export(redis_url, keys, window, passes, sys.stdout, fmt=args.format))
     print(f"hookbus: exported {count} records", file=sys.stderr)
     return 0
@@ -256,10 +293,23 @@ def follow_command(args: Any, redis_url: str, keys: Keyspace) -> int:
     from hookbus.audit_sinks import open_sink
 
     async def main() -> None:  # the sink's HTTP client belongs to the running loop
-        sink = open_sink(args.sink, secret_env=args.secret_env, allow_networks=tuple(args.allow_network or ()),
-                         timeout_s=args.timeout)
-        await follow(Follower(redis_url, keys, args.group, sink, consumer=args.consumer, start=args.start,
-                              claim_idle_s=args.claim_idle))
+        sink = open_sink(
+            args.sink,
+            secret_env=args.secret_env,
+            allow_networks=tuple(args.allow_network or ()),
+            timeout_s=args.timeout,
+        )
+        await follow(
+            Follower(
+                redis_url,
+                keys,
+                args.group,
+                sink,
+                consumer=args.consumer,
+                start=args.start,
+                claim_idle_s=args.claim_idle,
+            )
+        )
 
     asyncio.run(main())
     return 0

@@ -97,8 +97,9 @@ class JsonlSink:
             cut = tail.rfind(b"\n") + 1
             if cut < len(tail):  # a partial line: its record was never acknowledged
                 file.truncate(start + cut)
-                logger.warning("%s: dropped a last line cut short (%d bytes); it is written again", path,
-                               len(tail) - cut)
+                logger.warning(
+                    "%s: dropped a last line cut short (%d bytes); it is written again", path, len(tail) - cut
+                )
         lines = tail[:cut].splitlines()[-REMEMBERED:]
         for line in lines if start == 0 else lines[1:]:  # the first line of a mid-file read may be partial
             try:
@@ -148,8 +149,15 @@ class HttpSink:
 
     batch = 1
 
-    def __init__(self, url: str, *, signer: Webhook | None = None, allow_networks: tuple[str, ...] = (),
-                 timeout_s: float = 10.0, max_delay_s: float = 30.0) -> None:
+    def __init__(
+        self,
+        url: str,
+        *,
+        signer: Webhook | None = None,
+        allow_networks: tuple[str, ...] = (),
+        timeout_s: float = 10.0,
+        max_delay_s: float = 30.0,
+    ) -> None:
         from workers.outbound import GuardedClient
 
         parts = urlsplit(url)
@@ -171,8 +179,11 @@ class HttpSink:
         log_id, data = item
         msg_id = str(data.get("id") or log_id)
         body = orjson.dumps({"type": WEBHOOK_TYPE, "timestamp": at.isoformat(timespec="milliseconds"), "data": data})
-        headers = {"content-type": "application/json", "webhook-id": msg_id,
-                   "webhook-timestamp": str(int(at.timestamp()))}
+        headers = {
+            "content-type": "application/json",
+            "webhook-id": msg_id,
+            "webhook-timestamp": str(int(at.timestamp())),
+        }
         if self.signer is not None:
             headers["webhook-signature"] = self.signer.sign(msg_id, at, body.decode())
         return msg_id, body, headers
@@ -204,8 +215,9 @@ class HttpSink:
         await self.client.aclose()
 
 
-def open_sink(spec: str, *, secret_env: str | None = None, allow_networks: tuple[str, ...] = (),
-              timeout_s: float = 10.0) -> Sink:
+def open_sink(
+    spec: str, *, secret_env: str | None = None, allow_networks: tuple[str, ...] = (), timeout_s: float = 10.0
+) -> Sink:
     """``jsonl:PATH`` or ``http:URL`` (``http:https://...`` too) as a sink."""
     kind, sep, target = spec.partition(":")
     if kind == "jsonl" and sep and target:
@@ -217,5 +229,14 @@ def open_sink(spec: str, *, secret_env: str | None = None, allow_networks: tuple
     raise ConfigError(f"--sink must be jsonl:PATH or http:URL (got {spec!r})")
 
 
-__all__ = ["REMEMBERED", "WEBHOOK_TYPE", "HttpSink", "Item", "JsonlSink", "Sink", "Stopping", "load_secret",
-           "open_sink"]
+__all__ = [
+    "REMEMBERED",
+    "WEBHOOK_TYPE",
+    "HttpSink",
+    "Item",
+    "JsonlSink",
+    "Sink",
+    "Stopping",
+    "load_secret",
+    "open_sink",
+]

@@ -17,25 +17,42 @@ if TYPE_CHECKING:
 def _common(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--config", action="append", metavar="FILE", help="policy file (repeat to layer several)")
     parser.add_argument("--redis-url", metavar="URL", help="Redis URL (default: $HOOKBUS_REDIS_URL)")
-    parser.add_argument("--redis-cluster", action="store_true", default=None,
-                        help="the Redis URL is a seed node of a Redis Cluster (as HOOKBUS_REDIS_CLUSTER=1)")
-    parser.add_argument("--log-format", choices=("text", "json"),
-                        help="log lines as text or as one JSON object each (default $HOOKBUS_LOG_FORMAT or text)")
+    parser.add_argument(
+        "--redis-cluster",
+        action="store_true",
+        default=None,
+        help="the Redis URL is a seed node of a Redis Cluster (as HOOKBUS_REDIS_CLUSTER=1)",
+    )
+    parser.add_argument(
+        "--log-format",
+        choices=("text", "json"),
+        help="log lines as text or as one JSON object each (default $HOOKBUS_LOG_FORMAT or text)",
+    )
 
 
 def _bind(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--host", help="address to bind (default $HOOKBUS_HOST or 127.0.0.1); a non-loopback "
-                                       "address needs tokens (HOOKBUS_TOKENS) or --insecure")
+    parser.add_argument(
+        "--host",
+        help="address to bind (default $HOOKBUS_HOST or 127.0.0.1); a non-loopback "
+        "address needs tokens (HOOKBUS_TOKENS) or --insecure",
+    )
     parser.add_argument("--port", type=int, help="port to bind (default $HOOKBUS_PORT or 8787)")
-    parser.add_argument("--insecure", action="store_true", default=None,
-                        help="allow a non-loopback bind with no tokens, as HOOKBUS_INSECURE=1 does (anyone who "
-                             "reaches it may post events)")
+    parser.add_argument(
+        "--insecure",
+        action="store_true",
+        default=None,
+        help="allow a non-loopback bind with no tokens, as HOOKBUS_INSECURE=1 does (anyone who "
+        "reaches it may post events)",
+    )
 
 
 def _state_dir(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--state-dir", metavar="DIR",
-                        help="state folder of 'hookbus up': lock, state file, embedded Redis, metrics "
-                             "(default $HOOKBUS_STATE_DIR or .hookbus); one platform per folder")
+    parser.add_argument(
+        "--state-dir",
+        metavar="DIR",
+        help="state folder of 'hookbus up': lock, state file, embedded Redis, metrics "
+        "(default $HOOKBUS_STATE_DIR or .hookbus); one platform per folder",
+    )
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -52,8 +69,13 @@ def build_parser() -> argparse.ArgumentParser:
     _bind(up)
     up.add_argument("--dispatchers", type=int, default=1, metavar="N", help="dispatcher processes (default 1)")
     _state_dir(up)
-    up.add_argument("--restart-limit", type=int, default=5, metavar="N",
-                    help="restarts of one crashed role within 60 s before everything stops (default 5)")
+    up.add_argument(
+        "--restart-limit",
+        type=int,
+        default=5,
+        metavar="N",
+        help="restarts of one crashed role within 60 s before everything stops (default 5)",
+    )
 
     gw = sub.add_parser("gateway", help="run the HTTP gateway only")
     _common(gw)
@@ -62,21 +84,32 @@ def build_parser() -> argparse.ArgumentParser:
     for role, what in (("dispatcher", "run one dispatcher only"), ("worker", "run the async (arq) worker only")):
         parser_ = sub.add_parser(role, help=what)
         _common(parser_)
-        parser_.add_argument("--metrics-port", type=int, metavar="PORT",
-                             help="serve /metrics and /healthz on this port ($HOOKBUS_METRICS_TOKEN guards /metrics)")
-        parser_.add_argument("--metrics-host", metavar="HOST",
-                             help="address for --metrics-port (default $HOOKBUS_METRICS_HOST or 127.0.0.1)")
+        parser_.add_argument(
+            "--metrics-port",
+            type=int,
+            metavar="PORT",
+            help="serve /metrics and /healthz on this port ($HOOKBUS_METRICS_TOKEN guards /metrics)",
+        )
+        parser_.add_argument(
+            "--metrics-host",
+            metavar="HOST",
+            help="address for --metrics-port (default $HOOKBUS_METRICS_HOST or 127.0.0.1)",
+        )
         if role == "dispatcher":
-            parser_.add_argument("--partitions", metavar="LIST",
-                                 help="consume only these partitions, like 0-3,6 (default "
-                                      "$HOOKBUS_DISPATCH_PARTITIONS, else all of them)")
+            parser_.add_argument(
+                "--partitions",
+                metavar="LIST",
+                help="consume only these partitions, like 0-3,6 (default "
+                "$HOOKBUS_DISPATCH_PARTITIONS, else all of them)",
+            )
 
     status = sub.add_parser("status", help="show what 'hookbus up' runs from a state folder")
     _state_dir(status)
     stop = sub.add_parser("stop", help="stop the 'hookbus up' that runs from a state folder")
     _state_dir(stop)
-    stop.add_argument("--timeout", type=float, default=60.0, metavar="S",
-                      help="seconds to wait for everything to stop (default 60)")
+    stop.add_argument(
+        "--timeout", type=float, default=60.0, metavar="S", help="seconds to wait for everything to stop (default 60)"
+    )
 
     hook = sub.add_parser("hook", help="agent-side shim: stdin hook input -> gateway -> Claude Code output")
     hook.add_argument("--url", help="gateway URL (default $HOOKBUS_URL or http://127.0.0.1:8787)")
@@ -98,19 +131,28 @@ def build_parser() -> argparse.ArgumentParser:
     check.add_argument("--strict", action="store_true", help="notes (ignored keys, ...) are errors too")
     replay = policy_sub.add_parser("replay", help="what a candidate policy would have decided on recorded events")
     replay.add_argument("candidate", nargs="+", metavar="CANDIDATE", help="candidate policy file(s), layered in order")
-    replay.add_argument("--since", metavar="T", help="start of the window: now, 15m, 2h, 7d (ago), epoch s/ms or "
-                                                     "ISO 8601 (default: the start of the log)")
+    replay.add_argument(
+        "--since",
+        metavar="T",
+        help="start of the window: now, 15m, 2h, 7d (ago), epoch s/ms or ISO 8601 (default: the start of the log)",
+    )
     replay.add_argument("--until", metavar="T", help="end of the window (default: now)")
     replay.add_argument("--tenant", action="append", metavar="T", help="only this tenant (repeat or comma-separate)")
     replay.add_argument("--json", action="store_true", help="the report as one JSON object")
-    replay.add_argument("--run-handlers", action="store_true",
-                        help="run command/http/prompt/agent/mcp_tool handlers too (commands in a sandbox: a temp "
-                             "working directory, a fixed environment); without it they count as no opinion")
+    replay.add_argument(
+        "--run-handlers",
+        action="store_true",
+        help="run command/http/prompt/agent/mcp_tool handlers too (commands in a sandbox: a temp "
+        "working directory, a fixed environment); without it they count as no opinion",
+    )
     replay.add_argument("--limit", type=int, metavar="N", help="replay at most N records (default 100000)")
     replay.add_argument("--fail-on-change", action="store_true", help="exit 3 when any decision changes")
     replay.add_argument("--trusted-module", action="append", metavar="M", help=argparse.SUPPRESS)
-    replay.add_argument("--redis-url", metavar="URL", help="Redis URL (default: $HOOKBUS_REDIS_URL, else the Redis "
-                                                           "of the 'hookbus up' running from --state-dir)")
+    replay.add_argument(
+        "--redis-url",
+        metavar="URL",
+        help="Redis URL (default: $HOOKBUS_REDIS_URL, else the Redis of the 'hookbus up' running from --state-dir)",
+    )
     _state_dir(replay)
     replay.add_argument("--key-prefix", metavar="PREFIX", help="key prefix (default $HOOKBUS_KEY_PREFIX or hookbus:)")
 
@@ -120,25 +162,39 @@ def build_parser() -> argparse.ArgumentParser:
     add_install_arguments(sub.add_parser("install", help="connect an agent to hookbus (writes its hook settings)"))
 
     tail = sub.add_parser("tail", help="follow the live decision log")
-    tail.add_argument("--redis-url", metavar="URL", help="Redis URL (default: $HOOKBUS_REDIS_URL, else the Redis of "
-                                                         "the 'hookbus up' running from --state-dir)")
+    tail.add_argument(
+        "--redis-url",
+        metavar="URL",
+        help="Redis URL (default: $HOOKBUS_REDIS_URL, else the Redis of the 'hookbus up' running from --state-dir)",
+    )
     _state_dir(tail)
     tail.add_argument("--key-prefix", metavar="PREFIX", help="key prefix (default $HOOKBUS_KEY_PREFIX or hookbus:)")
     tail.add_argument("--json", action="store_true", help="one JSON object per line")
     tail.add_argument("--from-start", action="store_true", help="print the retained log first")
     tail.add_argument("--count", type=int, metavar="N", help="stop after N records (that pass the filters)")
-    for flag, what in (("session", "session id (or its start)"), ("tenant", "tenant"),
-                       ("event", "event name"), ("decision", "decision (allow, deny, ask, defer, block, none)")):
-        tail.add_argument(f"--{flag}", action="append", metavar=flag.upper(),
-                          help=f"only records of this {what}; repeat or comma-separate for several")
+    for flag, what in (
+        ("session", "session id (or its start)"),
+        ("tenant", "tenant"),
+        ("event", "event name"),
+        ("decision", "decision (allow, deny, ask, defer, block, none)"),
+    ):
+        tail.add_argument(
+            f"--{flag}",
+            action="append",
+            metavar=flag.upper(),
+            help=f"only records of this {what}; repeat or comma-separate for several",
+        )
     _audit(sub.add_parser("audit", help="the decision log as an audit trail: export a window, feed a pipeline"))
     _dlq(sub.add_parser("dlq", help="async hooks that were given up: list, show, replay, purge"))
     return parser
 
 
 def _log_source(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--redis-url", metavar="URL", help="Redis URL (default: $HOOKBUS_REDIS_URL, else the Redis of "
-                                                           "the 'hookbus up' running from --state-dir)")
+    parser.add_argument(
+        "--redis-url",
+        metavar="URL",
+        help="Redis URL (default: $HOOKBUS_REDIS_URL, else the Redis of the 'hookbus up' running from --state-dir)",
+    )
     _state_dir(parser)
     parser.add_argument("--key-prefix", metavar="PREFIX", help="key prefix (default $HOOKBUS_KEY_PREFIX or hookbus:)")
 
@@ -147,45 +203,85 @@ def _audit(audit: argparse.ArgumentParser) -> None:
     actions = audit.add_subparsers(dest="audit_command", required=True, metavar="ACTION")
     export = actions.add_parser("export", help="write the records of a time window (JSON Lines or CSV) to stdout")
     _log_source(export)
-    export.add_argument("--since", metavar="T", help="start of the window: now, 15m, 2h, 7d (ago), epoch s/ms or "
-                                                     "ISO 8601 (default: the oldest record)")
+    export.add_argument(
+        "--since",
+        metavar="T",
+        help="start of the window: now, 15m, 2h, 7d (ago), epoch s/ms or ISO 8601 (default: the oldest record)",
+    )
     export.add_argument("--until", metavar="T", help="end of the window, inclusive (default: the newest record)")
     export.add_argument("--format", choices=("jsonl", "csv"), default="jsonl", help="output format (default jsonl)")
-    for flag, what in (("tenant", "tenant"), ("session", "session id (or its start)"), ("event", "event name"),
-                       ("decision", "decision (allow, deny, ...) or outcome (decided, recorded, fail-open)")):
-        export.add_argument(f"--{flag}", action="append", metavar=flag.upper(),
-                            help=f"only records of this {what}; repeat or comma-separate for several")
+    for flag, what in (
+        ("tenant", "tenant"),
+        ("session", "session id (or its start)"),
+        ("event", "event name"),
+        ("decision", "decision (allow, deny, ...) or outcome (decided, recorded, fail-open)"),
+    ):
+        export.add_argument(
+            f"--{flag}",
+            action="append",
+            metavar=flag.upper(),
+            help=f"only records of this {what}; repeat or comma-separate for several",
+        )
     follow = actions.add_parser("follow", help="deliver every record to a sink as a durable consumer group")
     _log_source(follow)
-    follow.add_argument("--group", required=True, metavar="NAME",
-                        help="the consumer group: one per pipeline; it resumes where it stopped")
+    follow.add_argument(
+        "--group",
+        required=True,
+        metavar="NAME",
+        help="the consumer group: one per pipeline; it resumes where it stopped",
+    )
     follow.add_argument("--sink", required=True, metavar="SINK", help="jsonl:PATH (- for stdout) or http:URL")
-    follow.add_argument("--secret-env", metavar="VAR",
-                        help="sign webhooks (Standard Webhooks) with the whsec_ secret in this environment variable")
-    follow.add_argument("--allow-network", action="append", metavar="CIDR",
-                        help="let the http sink reach this network despite the SSRF guard (repeat)")
+    follow.add_argument(
+        "--secret-env",
+        metavar="VAR",
+        help="sign webhooks (Standard Webhooks) with the whsec_ secret in this environment variable",
+    )
+    follow.add_argument(
+        "--allow-network",
+        action="append",
+        metavar="CIDR",
+        help="let the http sink reach this network despite the SSRF guard (repeat)",
+    )
     follow.add_argument("--consumer", default="follower", metavar="NAME", help="consumer name (default follower)")
-    follow.add_argument("--start", choices=("oldest", "now"), default="oldest",
-                        help="where a new group starts: the oldest record kept (default) or the next one")
+    follow.add_argument(
+        "--start",
+        choices=("oldest", "now"),
+        default="oldest",
+        help="where a new group starts: the oldest record kept (default) or the next one",
+    )
     follow.add_argument("--timeout", type=float, default=10.0, metavar="S", help="per webhook request (default 10)")
-    follow.add_argument("--claim-idle", type=float, default=60.0, metavar="S",
-                        help="take over records another consumer of the group left pending this long (default 60)")
+    follow.add_argument(
+        "--claim-idle",
+        type=float,
+        default=60.0,
+        metavar="S",
+        help="take over records another consumer of the group left pending this long (default 60)",
+    )
 
 
 def _dlq_filters(parser: argparse.ArgumentParser, what: str) -> None:
-    parser.add_argument("--tenant", action="append", metavar="T",
-                        help=f"{what} of this tenant (repeat or comma-separate)")
-    parser.add_argument("--handler", action="append", metavar="H",
-                        help=f"{what} of this handler: its id (or the start of it) or its type")
-    parser.add_argument("--since", metavar="T", help=f"{what} given up since: now, 15m, 2h, 7d (ago), epoch s/ms or "
-                                                     "ISO 8601")
+    parser.add_argument(
+        "--tenant", action="append", metavar="T", help=f"{what} of this tenant (repeat or comma-separate)"
+    )
+    parser.add_argument(
+        "--handler",
+        action="append",
+        metavar="H",
+        help=f"{what} of this handler: its id (or the start of it) or its type",
+    )
+    parser.add_argument(
+        "--since", metavar="T", help=f"{what} given up since: now, 15m, 2h, 7d (ago), epoch s/ms or ISO 8601"
+    )
 
 
 def _queue_source(parser: argparse.ArgumentParser) -> None:
     _log_source(parser)
-    parser.add_argument("--queue-redis-url", metavar="URL",
-                        help="the async queue's own Redis, where the dead letters are (default: "
-                             "$HOOKBUS_QUEUE_REDIS_URL, else the bus's Redis); redis://... or redis+sentinel://...")
+    parser.add_argument(
+        "--queue-redis-url",
+        metavar="URL",
+        help="the async queue's own Redis, where the dead letters are (default: "
+        "$HOOKBUS_QUEUE_REDIS_URL, else the bus's Redis); redis://... or redis+sentinel://...",
+    )
 
 
 def _dlq(dlq: argparse.ArgumentParser) -> None:

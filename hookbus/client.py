@@ -78,8 +78,9 @@ class Decision:
         return self.permission_decision == "ask"
 
     @classmethod
-    def from_output(cls, output: Mapping[str, Any], outcome: Outcome = "decided",
-                    event_id: str | None = None) -> Decision:
+    def from_output(
+        cls, output: Mapping[str, Any], outcome: Outcome = "decided", event_id: str | None = None
+    ) -> Decision:
         """Read a Claude Code hook output object (camelCase, as the gateway answers)."""
         specific = output.get("hookSpecificOutput")
         specific = specific if isinstance(specific, dict) else {}
@@ -114,14 +115,22 @@ class Decision:
     @classmethod
     def failed(cls, error: str, fail_closed: bool) -> Decision:
         """The decision when the gateway could not answer: fail open, or blocked when closed."""
-        return cls(blocked=fail_closed, reason=f"hookbus: {error}" if fail_closed else None,
-                   outcome="fail-closed" if fail_closed else "fail-open", error=error, stop=False)
+        return cls(
+            blocked=fail_closed,
+            reason=f"hookbus: {error}" if fail_closed else None,
+            outcome="fail-closed" if fail_closed else "fail-open",
+            error=error,
+            stop=False,
+        )
 
     def combine(self, other: Decision) -> Decision:
         """This decision followed by ``other``: any block wins, the most restrictive permission
         wins, ``other``'s ``updated_input`` wins when it has one, contexts and messages join."""
-        permission = max((p for p in (self.permission_decision, other.permission_decision) if p),
-                         key=lambda p: _RANK.get(p, 4), default=None)
+        permission = max(
+            (p for p in (self.permission_decision, other.permission_decision) if p),
+            key=lambda p: _RANK.get(p, 4),
+            default=None,
+        )
         if other.blocked or not self.blocked:
             reason = other.reason or (None if other.blocked else self.reason)
         else:
@@ -131,8 +140,7 @@ class Decision:
             blocked=self.blocked or other.blocked,
             reason=reason,
             updated_input=other.updated_input if other.updated_input is not None else self.updated_input,
-            additional_context="\n\n".join(c for c in (self.additional_context, other.additional_context) if c)
-            or None,
+            additional_context="\n\n".join(c for c in (self.additional_context, other.additional_context) if c) or None,
             system_message="\n".join(m for m in (self.system_message, other.system_message) if m) or None,
             permission_decision=permission,
             stop=self.stop or other.stop,
@@ -142,8 +150,16 @@ class Decision:
 class _Base:
     """What the sync and async clients share: settings, the hook input, reading replies."""
 
-    def __init__(self, url: str | None = None, token: str | None = None, timeout_s: float = 5.0,
-                 fail_closed: bool = False, *, session_id: str | None = None, cwd: str | None = None) -> None:
+    def __init__(
+        self,
+        url: str | None = None,
+        token: str | None = None,
+        timeout_s: float = 5.0,
+        fail_closed: bool = False,
+        *,
+        session_id: str | None = None,
+        cwd: str | None = None,
+    ) -> None:
         self.url = hook_url(url)
         self.token = token if token is not None else os.environ.get("HOOKBUS_TOKEN")
         self.timeout_s = timeout_s
@@ -156,8 +172,13 @@ class _Base:
 
     def hook_input(self, event: str, fields: Mapping[str, Any]) -> dict[str, Any]:
         """The hook input sent for ``event``: the client's defaults, then ``fields``."""
-        return {"session_id": self.session_id, "transcript_path": "", "cwd": self.cwd, **fields,
-                "hook_event_name": event}
+        return {
+            "session_id": self.session_id,
+            "transcript_path": "",
+            "cwd": self.cwd,
+            **fields,
+            "hook_event_name": event,
+        }
 
     def _fail(self, error: str) -> Decision:
         logger.warning("hookbus: %s (failing %s)", error, "closed" if self.fail_closed else "open")
@@ -175,16 +196,25 @@ class _Base:
             output = None
         if not isinstance(output, dict):
             return self._fail("gateway sent a reply that is not a JSON object")
-        return Decision.from_output(output, "recorded" if outcome == "recorded" else "decided",
-                                    response.headers.get("X-Hookbus-Event-Id"))
+        return Decision.from_output(
+            output, "recorded" if outcome == "recorded" else "decided", response.headers.get("X-Hookbus-Event-Id")
+        )
 
 
 class HookBusClient(_Base):
     """A blocking client; one connection pool per instance. Use it as a context manager or
     call :meth:`close`. ``session_id`` defaults to a new id per instance."""
 
-    def __init__(self, url: str | None = None, token: str | None = None, timeout_s: float = 5.0,
-                 fail_closed: bool = False, *, session_id: str | None = None, cwd: str | None = None) -> None:
+    def __init__(
+        self,
+        url: str | None = None,
+        token: str | None = None,
+        timeout_s: float = 5.0,
+        fail_closed: bool = False,
+        *,
+        session_id: str | None = None,
+        cwd: str | None = None,
+    ) -> None:
         super().__init__(url, token, timeout_s, fail_closed, session_id=session_id, cwd=cwd)
         self._http = httpx.Client(timeout=httpx.Timeout(timeout_s), headers=self._headers())
 
@@ -209,8 +239,9 @@ class HookBusClient(_Base):
     def __enter__(self) -> Self:
         return self
 
-    def __exit__(self, kind: type[BaseException] | None, error: BaseException | None,
-                 traceback: TracebackType | None) -> None:
+    def __exit__(
+        self, kind: type[BaseException] | None, error: BaseException | None, traceback: TracebackType | None
+    ) -> None:
         self.close()
 
 
@@ -218,8 +249,16 @@ class AsyncHookBusClient(_Base):
     """The asyncio client: same arguments and rules as :class:`HookBusClient`; ``timeout_s``
     bounds the whole request. Use ``async with`` or call :meth:`aclose`."""
 
-    def __init__(self, url: str | None = None, token: str | None = None, timeout_s: float = 5.0,
-                 fail_closed: bool = False, *, session_id: str | None = None, cwd: str | None = None) -> None:
+    def __init__(
+        self,
+        url: str | None = None,
+        token: str | None = None,
+        timeout_s: float = 5.0,
+        fail_closed: bool = False,
+        *,
+        session_id: str | None = None,
+        cwd: str | None = None,
+    ) -> None:
         super().__init__(url, token, timeout_s, fail_closed, session_id=session_id, cwd=cwd)
         self._http = httpx.AsyncClient(timeout=httpx.Timeout(timeout_s), headers=self._headers())
 
@@ -245,8 +284,9 @@ class AsyncHookBusClient(_Base):
     async def __aenter__(self) -> Self:
         return self
 
-    async def __aexit__(self, kind: type[BaseException] | None, error: BaseException | None,
-                        traceback: TracebackType | None) -> None:
+    async def __aexit__(
+        self, kind: type[BaseException] | None, error: BaseException | None, traceback: TracebackType | None
+    ) -> None:
         await self.aclose()
 
 

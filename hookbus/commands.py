@@ -56,13 +56,17 @@ def _require_redis(settings: Settings, *, embedded_ok: bool = False) -> str:
         if isinstance(url, str) and "***" not in url:
             return url
         if isinstance(url, str):  # the state file never holds a password
-            raise ConfigError(f"the platform running from {os.path.abspath(settings.state_dir)} uses {url}; "
-                              "pass --redis-url with its password")
+            raise ConfigError(
+                f"the platform running from {os.path.abspath(settings.state_dir)} uses {url}; "
+                "pass --redis-url with its password"
+            )
         socket = os.path.join(settings.state_dir, "redis", "redis.sock")
         if os.path.exists(socket):
             return f"unix://{os.path.abspath(socket)}"
-        raise ConfigError(f"no Redis: nothing runs from {os.path.abspath(settings.state_dir)}; pass --state-dir "
-                          "(where 'hookbus up' runs) or --redis-url")
+        raise ConfigError(
+            f"no Redis: nothing runs from {os.path.abspath(settings.state_dir)}; pass --state-dir "
+            "(where 'hookbus up' runs) or --redis-url"
+        )
     raise ConfigError("no Redis: pass --redis-url or set HOOKBUS_REDIS_URL (or use 'hookbus up')")
 
 
@@ -140,8 +144,16 @@ def _dispatch(args: argparse.Namespace) -> int:
         from hookbus.tail import Filters, tail
 
         filters = Filters.of(sessions=args.session, tenants=args.tenant, events=args.event, decisions=args.decision)
-        asyncio.run(tail(_require_redis(settings, embedded_ok=True), settings.keys, as_json=args.json,
-                         from_start=args.from_start, count=args.count, filters=filters))
+        asyncio.run(
+            tail(
+                _require_redis(settings, embedded_ok=True),
+                settings.keys,
+                as_json=args.json,
+                from_start=args.from_start,
+                count=args.count,
+                filters=filters,
+            )
+        )
         return 0
     if args.command == "audit":
         from hookbus.audit import export_command, follow_command
@@ -167,8 +179,9 @@ def _dispatch(args: argparse.Namespace) -> int:
         if problems := import_problems(policy):
             raise PolicyError(problems)
         os.environ["HOOKBUS_LOG_FORMAT"] = settings.log_format  # the roles log as `up` was told to
-        return run_platform(settings, dispatchers=args.dispatchers, policy=policy, restart_limit=args.restart_limit,
-                            warning=warning)
+        return run_platform(
+            settings, dispatchers=args.dispatchers, policy=policy, restart_limit=args.restart_limit, warning=warning
+        )
     if warning:
         print(warning, file=sys.stderr, flush=True)
     if args.command == "gateway":

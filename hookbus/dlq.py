@@ -42,15 +42,19 @@ def filters_of(args: argparse.Namespace) -> Filters:
     from hookbus.replay import parse_time
 
     since = getattr(args, "since", None)
-    return Filters(tenants=_values(getattr(args, "tenant", None)), handlers=_values(getattr(args, "handler", None)),
-                   since_ms=parse_time(since) if since else None)
+    return Filters(
+        tenants=_values(getattr(args, "tenant", None)),
+        handlers=_values(getattr(args, "handler", None)),
+        since_ms=parse_time(since) if since else None,
+    )
 
 
 def _entry_ids(ids: list[str]) -> list[str]:
     for entry_id in ids:
         if not _ENTRY_ID.match(entry_id):
-            raise ConfigError(f"{entry_id!r} is not a dead-letter id (they look like 1712345678901-0; "
-                              "see 'hookbus dlq list')")
+            raise ConfigError(
+                f"{entry_id!r} is not a dead-letter id (they look like 1712345678901-0; see 'hookbus dlq list')"
+            )
     return ids
 
 
@@ -60,12 +64,16 @@ def line(letter: DeadLetter) -> str:
     if len(error) > _ERROR_CHARS:
         error = error[: _ERROR_CHARS - 3] + "..."
     handler = f"{letter.handler_type or '?'}:{letter.handler_id}"
-    return (f"{letter.entry_id:<16} {iso_time(letter.dead_ms)[:19]}  {letter.tenant:<10} {letter.event:<16} "
-            f"{handler:<24} {len(letter.attempts):>5}  {letter.why:<13} {error}")
+    return (
+        f"{letter.entry_id:<16} {iso_time(letter.dead_ms)[:19]}  {letter.tenant:<10} {letter.event:<16} "
+        f"{handler:<24} {len(letter.attempts):>5}  {letter.why:<13} {error}"
+    )
 
 
-HEADER = f"{'ID':<16} {'DEAD AT (UTC)':<19}  {'TENANT':<10} {'EVENT':<16} {'HANDLER':<24} {'TRIES':>5}  " \
-         f"{'WHY':<13} LAST ERROR"
+HEADER = (
+    f"{'ID':<16} {'DEAD AT (UTC)':<19}  {'TENANT':<10} {'EVENT':<16} {'HANDLER':<24} {'TRIES':>5}  "
+    f"{'WHY':<13} LAST ERROR"
+)
 
 
 async def _letters(redis: aioredis.Redis, keys: Keyspace, ids: list[str]) -> list[DeadLetter]:
@@ -97,8 +105,9 @@ async def _act(args: argparse.Namespace, keys: Keyspace, redis: aioredis.Redis, 
             shown += 1
         if not args.json:
             total = await deadletters.size(redis, keys)
-            print(f"{shown} dead letter{'s' if shown != 1 else ''} shown ({total} in {keys.async_dead_letters})",
-                  file=out)
+            print(
+                f"{shown} dead letter{'s' if shown != 1 else ''} shown ({total} in {keys.async_dead_letters})", file=out
+            )
         return 0
     if action == "show":
         found = await deadletters.get(redis, keys, _entry_ids([args.id])[0])
@@ -122,16 +131,21 @@ async def _act(args: argparse.Namespace, keys: Keyspace, redis: aioredis.Redis, 
             await arq.aclose()
         for done in replayed:
             how = "queued as" if done.queued else "already under way as"
-            print(f"{done.letter.entry_id}: {how} job {done.job_id} (webhook-id "
-                  f"{done.letter.event_id}:{done.letter.handler_id})", file=out)
+            print(
+                f"{done.letter.entry_id}: {how} job {done.job_id} (webhook-id "
+                f"{done.letter.event_id}:{done.letter.handler_id})",
+                file=out,
+            )
         print(f"{len(replayed)} dead letter{'s' if len(replayed) != 1 else ''} replayed", file=out)
         return 0
     if action == "purge":
         ids = _entry_ids(args.ids) if args.ids else None
         count = len(ids) if ids is not None else await deadletters.size(redis, keys)
         if not args.yes:
-            print(f"hookbus: this deletes {count} dead letter{'s' if count != 1 else ''} for good; "
-                  "pass --yes to do it", file=sys.stderr)
+            print(
+                f"hookbus: this deletes {count} dead letter{'s' if count != 1 else ''} for good; pass --yes to do it",
+                file=sys.stderr,
+            )
             return 1
         deleted = await deadletters.purge(redis, keys, ids)
         print(f"{deleted} dead letter{'s' if deleted != 1 else ''} deleted", file=out)

@@ -70,8 +70,9 @@ MANAGED_SETTINGS = {
 }
 
 
-def settings_path(scope: str, *, cwd: Path | None = None, home: Path | None = None,
-                  platform: str = sys.platform) -> Path:
+def settings_path(
+    scope: str, *, cwd: Path | None = None, home: Path | None = None, platform: str = sys.platform
+) -> Path:
     """The settings file Claude Code reads for ``scope`` (``project``, ``user`` or ``managed``)."""
     if scope == "project":
         return (cwd or Path.cwd()) / ".claude" / "settings.json"
@@ -126,8 +127,13 @@ class InstallPlan:
         timeout: float | int = int(self.timeout_s) if self.timeout_s == int(self.timeout_s) else self.timeout_s
         if self.uses_shim(event):
             return {"type": "command", "command": self.shim_command(), "timeout": timeout}
-        return {"type": "http", "url": self.url, "headers": dict(AUTH_HEADERS),
-                "allowedEnvVars": [TOKEN_ENV], "timeout": timeout}
+        return {
+            "type": "http",
+            "url": self.url,
+            "headers": dict(AUTH_HEADERS),
+            "allowedEnvVars": [TOKEN_ENV],
+            "timeout": timeout,
+        }
 
 
 def default_hook_command(argv0: str | None = None, executable: str | None = None, path: str | None = None) -> str:
@@ -155,8 +161,12 @@ def _handler_url(handler: dict[str, Any]) -> str | None:
     """The gateway URL a hookbus handler talks to, or None when it is not hookbus's."""
     if handler.get("type") == "http":
         url = handler.get("url")
-        if (isinstance(url, str) and url.split("?")[0].rstrip("/").endswith("/v1/hooks")
-                and handler.get("headers") == AUTH_HEADERS and handler.get("allowedEnvVars") == [TOKEN_ENV]):
+        if (
+            isinstance(url, str)
+            and url.split("?")[0].rstrip("/").endswith("/v1/hooks")
+            and handler.get("headers") == AUTH_HEADERS
+            and handler.get("allowedEnvVars") == [TOKEN_ENV]
+        ):
             return url
         return None
     if handler.get("type") != "command" or not isinstance(handler.get("command"), str):
@@ -349,16 +359,26 @@ def run_install(args: Any) -> int:
     else:
         named = dict.fromkeys(e for chunk in (args.events or []) for e in re.split(r"[,\s]+", chunk) if e)
         events = tuple(named) or DEFAULT_EVENTS
-        plan = InstallPlan(url=args.url or "", events=events, shim_everywhere=args.shim, timeout_s=args.timeout,
-                           hook_command=args.hook_command or default_hook_command(), fail_closed=args.fail_closed)
+        plan = InstallPlan(
+            url=args.url or "",
+            events=events,
+            shim_everywhere=args.shim,
+            timeout_s=args.timeout,
+            hook_command=args.hook_command or default_hook_command(),
+            fail_closed=args.fail_closed,
+        )
         updated = merge(settings, plan)
     if updated == settings and (old_text is not None or args.uninstall):
         print(f"hookbus: {path} is already up to date; nothing to change")
         return _check(plan.url, after_install=True) if plan is not None and not args.no_check else 0
     new_text = render(updated)
     if args.dry_run:
-        diff = difflib.unified_diff((old_text or "").splitlines(keepends=True), new_text.splitlines(keepends=True),
-                                    fromfile=str(path) if old_text is not None else "/dev/null", tofile=str(path))
+        diff = difflib.unified_diff(
+            (old_text or "").splitlines(keepends=True),
+            new_text.splitlines(keepends=True),
+            fromfile=str(path) if old_text is not None else "/dev/null",
+            tofile=str(path),
+        )
         sys.stdout.writelines(diff)
         return 0
     write_atomically(path, new_text, backup=old_text is not None)
@@ -377,27 +397,45 @@ def run_install(args: Any) -> int:
 def add_install_arguments(parser: Any) -> None:
     """Add ``hookbus install``'s arguments to an argparse (sub)parser."""
     parser.add_argument("agent", choices=["claude"], help="the agent to connect (Claude Code)")
-    parser.add_argument("--scope", choices=["project", "user", "managed"], default="project",
-                        help="settings file: project .claude/settings.json (default), user ~/.claude/settings.json, "
-                             "or the OS's managed-settings.json")
+    parser.add_argument(
+        "--scope",
+        choices=["project", "user", "managed"],
+        default="project",
+        help="settings file: project .claude/settings.json (default), user ~/.claude/settings.json, "
+        "or the OS's managed-settings.json",
+    )
     parser.add_argument("--settings-file", metavar="PATH", help="write this settings file instead of the scope's")
     parser.add_argument("--url", help="gateway URL (default $HOOKBUS_URL or http://127.0.0.1:8787)")
-    parser.add_argument("--events", nargs="+", metavar="EVENT",
-                        help="events to hook (default: every Claude Code event but "
-                             f"{', '.join(OPT_IN_EVENTS)})")
+    parser.add_argument(
+        "--events",
+        nargs="+",
+        metavar="EVENT",
+        help=f"events to hook (default: every Claude Code event but {', '.join(OPT_IN_EVENTS)})",
+    )
     parser.add_argument("--shim", action="store_true", help="use the 'hookbus hook' command for every event")
-    parser.add_argument("--timeout", type=float, default=DEFAULT_TIMEOUT_S, metavar="S",
-                        help=f"handler timeout in seconds (default {DEFAULT_TIMEOUT_S:g})")
+    parser.add_argument(
+        "--timeout",
+        type=float,
+        default=DEFAULT_TIMEOUT_S,
+        metavar="S",
+        help=f"handler timeout in seconds (default {DEFAULT_TIMEOUT_S:g})",
+    )
     parser.add_argument("--fail-closed", action="store_true", help="shim hooks block when the gateway can't answer")
-    parser.add_argument("--hook-command", metavar="CMD",
-                        help="how Claude Code starts the shim (default: the absolute path of this hookbus, or "
-                             "'hookbus' when that is the one on PATH)")
+    parser.add_argument(
+        "--hook-command",
+        metavar="CMD",
+        help="how Claude Code starts the shim (default: the absolute path of this hookbus, or "
+        "'hookbus' when that is the one on PATH)",
+    )
     parser.add_argument("--create", action="store_true", help="create the --settings-file's folder if missing")
     parser.add_argument("--dry-run", action="store_true", help="print a unified diff and write nothing")
     parser.add_argument("--uninstall", action="store_true", help="remove what 'hookbus install' added")
-    parser.add_argument("--check", action="store_true",
-                        help="only check: post a test event with $HOOKBUS_TOKEN and report the tenant or the problem "
-                             "(also done after every install)")
+    parser.add_argument(
+        "--check",
+        action="store_true",
+        help="only check: post a test event with $HOOKBUS_TOKEN and report the tenant or the problem "
+        "(also done after every install)",
+    )
     parser.add_argument("--no-check", action="store_true", help="skip the check after installing")
 
 

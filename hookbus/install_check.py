@@ -27,8 +27,9 @@ class _NoRedirect(urllib.request.HTTPRedirectHandler):
         return None  # Claude Code's http hooks do not follow redirects either
 
 
-def _request(method: str, url: str, token: str | None, body: dict[str, Any] | None,
-             timeout_s: float) -> tuple[int, dict[str, str], bytes]:
+def _request(
+    method: str, url: str, token: str | None, body: dict[str, Any] | None, timeout_s: float
+) -> tuple[int, dict[str, str], bytes]:
     headers = {"Content-Type": "application/json"} if body is not None else {}
     if token:
         headers["Authorization"] = f"Bearer {token}"
@@ -54,8 +55,12 @@ def check_gateway(url: str, token: str | None = None, timeout_s: float = TIMEOUT
     """``(True, "... reachable, token accepted as tenant T")`` or ``(False, the exact problem)``."""
     hooks = hook_url(url)
     token_name = "HOOKBUS_TOKEN"  # noqa: S105 (a variable name, not a secret)
-    event = {"hook_event_name": CHECK_EVENT, "session_id": "hookbus-install-check", "cwd": os.getcwd(),
-             "transcript_path": ""}
+    event = {
+        "hook_event_name": CHECK_EVENT,
+        "session_id": "hookbus-install-check",
+        "cwd": os.getcwd(),
+        "transcript_path": "",
+    }
     try:
         status, headers, raw = _request("POST", hooks, token, event, timeout_s)
     except TimeoutError:
@@ -72,8 +77,10 @@ def check_gateway(url: str, token: str | None = None, timeout_s: float = TIMEOUT
         retry = headers.get("retry-after", "?")
         return False, f"the gateway is rate-limiting this token's tenant (429, retry after {retry}s)"
     if status in (404, 405) or (300 <= status < 400):
-        return False, (f"{hooks} is not a hookbus hooks endpoint (HTTP {status}); give the gateway's base URL, "
-                       "e.g. http://hookbus.internal:8787")
+        return False, (
+            f"{hooks} is not a hookbus hooks endpoint (HTTP {status}); give the gateway's base URL, "
+            "e.g. http://hookbus.internal:8787"
+        )
     if status != 200:
         return False, f"{hooks} answered HTTP {status}: {_detail(raw)}"
     if "x-hookbus-outcome" not in headers:

@@ -57,8 +57,12 @@ def as_decision(result: Any) -> Decision | None:
         action = result.get("action")
         if action == "block":
             message = result.get("message")
-            return Decision(blocked=True, reason=str(message) if message else "blocked by a local hook",
-                            outcome="local", raw=dict(result))
+            return Decision(
+                blocked=True,
+                reason=str(message) if message else "blocked by a local hook",
+                outcome="local",
+                raw=dict(result),
+            )
         args = (result.get("modifications") or {}).get("args")
         if action == "modify" and isinstance(args, Mapping):
             return Decision(updated_input=dict(args), outcome="local", raw=dict(result))
@@ -69,8 +73,9 @@ def as_decision(result: Any) -> Decision | None:
 class LocalHooks:
     """Local callbacks per event, optionally backed by a hookbus client (sync or async)."""
 
-    def __init__(self, client: HookBusClient | AsyncHookBusClient | None = None, *,
-                 fail_closed: bool | None = None) -> None:
+    def __init__(
+        self, client: HookBusClient | AsyncHookBusClient | None = None, *, fail_closed: bool | None = None
+    ) -> None:
         self.client = client
         self.fail_closed = client.fail_closed if fail_closed is None and client is not None else bool(fail_closed)
         self._hooks: dict[str, list[Callback]] = {}
@@ -103,8 +108,9 @@ class LocalHooks:
             hook_input["tool_input"] = local.updated_input
         return state.combine(local)
 
-    def _step(self, event: str, state: Decision, hook_input: dict[str, Any], callback: Callback,
-              result: Any) -> Decision:
+    def _step(
+        self, event: str, state: Decision, hook_input: dict[str, Any], callback: Callback, result: Any
+    ) -> Decision:
         """Fold one callback's result (or the exception it raised) into the decision so far."""
         if isinstance(result, Exception):
             return self._failed(event, state, callback, result)

@@ -48,8 +48,14 @@ def import_errors(names: list[str], cwd: str | None = None) -> dict[str, str]:
     if not names:
         return {}
     try:
-        done = subprocess.run([sys.executable, "-c", _PROBE, json.dumps(names)], cwd=cwd or os.getcwd(),
-                              stdin=subprocess.DEVNULL, capture_output=True, timeout=IMPORT_TIMEOUT_S, check=False)
+        done = subprocess.run(
+            [sys.executable, "-c", _PROBE, json.dumps(names)],
+            cwd=cwd or os.getcwd(),
+            stdin=subprocess.DEVNULL,
+            capture_output=True,
+            timeout=IMPORT_TIMEOUT_S,
+            check=False,
+        )
     except subprocess.TimeoutExpired:
         return dict.fromkeys(names, f"importing did not finish within {IMPORT_TIMEOUT_S:g}s")
     try:
@@ -73,22 +79,39 @@ def _plugin_source(policy: Policy) -> str:
 
 def import_problems(policy: Policy, cwd: str | None = None) -> list[PolicyProblem]:
     """A problem for every ``function`` handler and plugin of ``policy`` that cannot be imported."""
-    functions = [entry for event in sorted(policy.events()) for entry in policy.entries(event)
-                 if isinstance(entry.handler, FunctionHandler)]
-    names = list(dict.fromkeys([*policy.settings.plugins,
-                                *(e.handler.function for e in functions if isinstance(e.handler, FunctionHandler))]))
+    functions = [
+        entry
+        for event in sorted(policy.events())
+        for entry in policy.entries(event)
+        if isinstance(entry.handler, FunctionHandler)
+    ]
+    names = list(
+        dict.fromkeys(
+            [
+                *policy.settings.plugins,
+                *(e.handler.function for e in functions if isinstance(e.handler, FunctionHandler)),
+            ]
+        )
+    )
     errors = import_errors(names, cwd)
     problems: list[PolicyProblem] = []
     for index, plugin in enumerate(policy.settings.plugins):
         if plugin in errors:
-            problems.append(PolicyProblem(_plugin_source(policy), None, f"hookbus.plugins[{index}]",
-                                          f"cannot import plugin {plugin!r}: {errors[plugin]}"))
+            problems.append(
+                PolicyProblem(
+                    _plugin_source(policy),
+                    None,
+                    f"hookbus.plugins[{index}]",
+                    f"cannot import plugin {plugin!r}: {errors[plugin]}",
+                )
+            )
     for entry in functions:
         assert isinstance(entry.handler, FunctionHandler)
         if (why := errors.get(entry.handler.function)) is not None:
             where = f"hooks.{entry.event}[{entry.group_index}].hooks[{entry.handler_index}].function"
-            problems.append(PolicyProblem(entry.source, None, where,
-                                          f"cannot import {entry.handler.function!r}: {why}"))
+            problems.append(
+                PolicyProblem(entry.source, None, where, f"cannot import {entry.handler.function!r}: {why}")
+            )
     return problems
 
 

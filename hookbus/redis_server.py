@@ -89,7 +89,10 @@ class EmbeddedRedis:
         ]  # fmt: skip
         try:
             self._process = subprocess.Popen(
-                args, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, preexec_fn=die_with_parent,
+                args,
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.DEVNULL,
+                preexec_fn=die_with_parent,
                 process_group=0,  # a terminal's Ctrl-C must not stop Redis before its clients
                 pass_fds=(self._lock.fd,) if self._lock.fd is not None else (),  # the lock lives as long as Redis
             )

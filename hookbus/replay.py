@@ -61,9 +61,20 @@ DEFAULT_LIMIT = 100_000
 
 def sandbox_env(sandbox: str) -> dict[str, str]:
     """The whole environment of a replayed command hook: fixed values, none taken from this process."""
-    return {"PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": sandbox, "TMPDIR": sandbox, "LANG": "C.UTF-8",
-            "LANGUAGE": "", "LC_ALL": "C.UTF-8", "LC_CTYPE": "C.UTF-8", "TZ": "UTC", "USER": "hookbus-replay",
-            "LOGNAME": "hookbus-replay", "SHELL": "/bin/sh", "TERM": "dumb"}
+    return {
+        "PATH": "/usr/local/bin:/usr/bin:/bin",
+        "HOME": sandbox,
+        "TMPDIR": sandbox,
+        "LANG": "C.UTF-8",
+        "LANGUAGE": "",
+        "LC_ALL": "C.UTF-8",
+        "LC_CTYPE": "C.UTF-8",
+        "TZ": "UTC",
+        "USER": "hookbus-replay",
+        "LOGNAME": "hookbus-replay",
+        "SHELL": "/bin/sh",
+        "TERM": "dumb",
+    }
 
 
 async def _not_replayed(ctx: HookContext) -> HandlerResult:
@@ -88,16 +99,22 @@ def _sandboxed_command(sandbox: str) -> Runner:
         handler = ctx.entry.handler
         assert isinstance(handler, CommandHandler)
         hook_input = {**ctx.hook_input, "cwd": sandbox}
-        return await run_command(handler.model_copy(update={"allowed_env_vars": None}), ctx.event,
-                                 orjson.dumps(hook_input), hook_input, event_id=ctx.request.event_id,
-                                 timeout_s=min(ctx.timeout_s, ctx.request.remaining_s()),
-                                 extra_env=sandbox_env(sandbox))
+        return await run_command(
+            handler.model_copy(update={"allowed_env_vars": None}),
+            ctx.event,
+            orjson.dumps(hook_input),
+            hook_input,
+            event_id=ctx.request.event_id,
+            timeout_s=min(ctx.timeout_s, ctx.request.remaining_s()),
+            extra_env=sandbox_env(sandbox),
+        )
 
     return run
 
 
 def _trusted_function(inner: Runner, trusted: frozenset[str]) -> Runner:
     """Run only functions from modules in ``trusted`` (the console's replay: what the live policy imports)."""
+
     async def run(ctx: HookContext) -> HandlerResult:
         handler = ctx.entry.handler
         assert isinstance(handler, FunctionHandler)
@@ -150,25 +167,48 @@ class Replayer:
             return None
         blocking = event_spec(record.event).blocking
         deadline_ms = now_ms() + int(self.policy.settings.deadline_for(record.event) * 1000) if blocking else 0
-        request = Request(record.event_id, record.event, record.tenant, record.payload, record.received_ms,
-                          deadline_ms=deadline_ms, reply_to="replay" if blocking else "")
+        request = Request(
+            record.event_id,
+            record.event,
+            record.tenant,
+            record.payload,
+            record.received_ms,
+            deadline_ms=deadline_ms,
+            reply_to="replay" if blocking else "",
+        )
         evaluation = await self.engine.evaluate(request, hook_input)
         merged = evaluation.merged
         enforced = [] if self.policy.settings.shadow else [r for r in evaluation.results if not r.shadow]
-        deciders = [r for r in enforced
-                    if merged.decision != "none" and merge_results(record.event, [r]).decision == merged.decision]
+        deciders = [
+            r
+            for r in enforced
+            if merged.decision != "none" and merge_results(record.event, [r]).decision == merged.decision
+        ]
         responsible = [describe(self.policy, r, hook_input) for r in deciders]
         recorded_reason = reason_of(record.output)
         if not responsible and merged.decision != record.decision:
             responsible = [f"was: {recorded_reason or record.decision}"]
-        not_replayed = [describe(self.policy, r, hook_input) for r in evaluation.results
-                        if r.reason and r.reason.startswith("not replayed")]
+        not_replayed = [
+            describe(self.policy, r, hook_input)
+            for r in evaluation.results
+            if r.reason and r.reason.startswith("not replayed")
+        ]
         return Replayed(
-            log_id=log_id, event_id=record.event_id, event=record.event, tenant=record.tenant,
-            session_id=record.session_id, tool_name=record.tool_name, received_ms=record.received_ms,
-            recorded=record.decision, recorded_reason=recorded_reason, candidate=merged.decision,
-            candidate_reason=merged.reason or reason_of(merged.output), responsible=responsible,
-            not_replayed=not_replayed, masked=_masked(record), summary=input_summary(hook_input),
+            log_id=log_id,
+            event_id=record.event_id,
+            event=record.event,
+            tenant=record.tenant,
+            session_id=record.session_id,
+            tool_name=record.tool_name,
+            received_ms=record.received_ms,
+            recorded=record.decision,
+            recorded_reason=recorded_reason,
+            candidate=merged.decision,
+            candidate_reason=merged.reason or reason_of(merged.output),
+            responsible=responsible,
+            not_replayed=not_replayed,
+            masked=_masked(record),
+            summary=input_summary(hook_input),
         )
 
     async def close(self) -> None:
@@ -190,13 +230,22 @@ def _masked(record: LogRecord) -> list[str]:
     return [str(mask.get("pointer", "?")) for mask in record.masked if isinstance(mask, dict)]
 
 
-async def replay_window(policy: Policy, redis_url: str, keys: Keyspace, window: Window | None = None, *,
-                        tenants: Sequence[str] = (), limit: int = DEFAULT_LIMIT, run_handlers: bool = False,
-                        trusted_modules: frozenset[str] | None = None) -> ReplayReport:
+async def replay_window(
+    policy: Policy,
+    redis_url: str,
+    keys: Keyspace,
+    window: Window | None = None,
+    *,
+    tenants: Sequence[str] = (),
+    limit: int = DEFAULT_LIMIT,
+    run_handlers: bool = False,
+    trusted_modules: frozenset[str] | None = None,
+) -> ReplayReport:
     """Replay the records of ``window`` (of ``tenants``, if given) through ``policy`` and add up the differences."""
     window = window or Window()
-    report = ReplayReport(policy.revision, list(policy.sources), window.since_ms, window.until_ms, sorted(tenants),
-                          run_handlers)
+    report = ReplayReport(
+        policy.revision, list(policy.sources), window.since_ms, window.until_ms, sorted(tenants), run_handlers
+    )
     redis = connect(redis_url, socket_timeout_s=10.0)
     with tempfile.TemporaryDirectory(prefix="hookbus-replay-") as sandbox:
         runners = build_runners(run_handlers=run_handlers, sandbox=sandbox, trusted_modules=trusted_modules)
@@ -228,17 +277,29 @@ def replay_command(args: argparse.Namespace, settings: Settings, redis_url: str)
     window = Window.parse(args.since, args.until)
     if args.limit is not None and args.limit <= 0:
         raise ConfigError("--limit must be positive")
-    trusted = frozenset(m for raw in args.trusted_module or () for m in raw.split(",") if m) if (
-        args.trusted_module is not None) else None
+    trusted = (
+        frozenset(m for raw in args.trusted_module or () for m in raw.split(",") if m)
+        if (args.trusted_module is not None)
+        else None
+    )
     policy = load_policy(args.candidate)
     plugins = policy.settings.plugins
     if trusted is None or all(name.partition(":")[0] in trusted for name in plugins):
         load_plugins(plugins)
     tenants = [t.strip() for raw in args.tenant or () for t in raw.split(",") if t.strip()]
     started = time.monotonic()
-    report = asyncio.run(replay_window(policy, redis_url, settings.keys, window, tenants=tenants,
-                                       limit=args.limit or DEFAULT_LIMIT,
-                                       run_handlers=args.run_handlers, trusted_modules=trusted))
+    report = asyncio.run(
+        replay_window(
+            policy,
+            redis_url,
+            settings.keys,
+            window,
+            tenants=tenants,
+            limit=args.limit or DEFAULT_LIMIT,
+            run_handlers=args.run_handlers,
+            trusted_modules=trusted,
+        )
+    )
     if args.json:
         body = report.to_json()
         body["elapsed_s"] = round(time.monotonic() - started, 3)
@@ -248,5 +309,13 @@ def replay_command(args: argparse.Namespace, settings: Settings, redis_url: str)
     return 3 if args.fail_on_change and report.changed else 0
 
 
-__all__ = ["SIDE_EFFECT_TYPES", "Replayer", "build_runners", "describe", "parse_time",
-           "replay_command", "replay_window", "sandbox_env"]
+__all__ = [
+    "SIDE_EFFECT_TYPES",
+    "Replayer",
+    "build_runners",
+    "describe",
+    "parse_time",
+    "replay_command",
+    "replay_window",
+    "sandbox_env",
+]

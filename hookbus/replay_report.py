@@ -22,8 +22,13 @@ def reason_of(output: dict[str, Any]) -> str:
     specific = specific if isinstance(specific, dict) else {}
     decision = specific.get("decision")
     message = decision.get("message") if isinstance(decision, dict) else None
-    for value in (specific.get("permissionDecisionReason"), message, output.get("reason"), output.get("stopReason"),
-                  output.get("systemMessage")):
+    for value in (
+        specific.get("permissionDecisionReason"),
+        message,
+        output.get("reason"),
+        output.get("stopReason"),
+        output.get("systemMessage"),
+    ):
         if isinstance(value, str) and value.strip():
             return value.strip().splitlines()[0][:300]
     return ""
@@ -77,11 +82,21 @@ class Replayed:
 
     def to_json(self) -> dict[str, Any]:
         return {
-            "log_id": self.log_id, "id": self.event_id, "event": self.event, "tenant": self.tenant,
-            "session_id": self.session_id, "tool_name": self.tool_name or None, "received_ms": self.received_ms,
-            "recorded": self.recorded, "recorded_reason": self.recorded_reason, "candidate": self.candidate,
-            "candidate_reason": self.candidate_reason, "responsible": self.responsible,
-            "not_replayed": self.not_replayed, "masked": self.masked, "input": self.summary,
+            "log_id": self.log_id,
+            "id": self.event_id,
+            "event": self.event,
+            "tenant": self.tenant,
+            "session_id": self.session_id,
+            "tool_name": self.tool_name or None,
+            "received_ms": self.received_ms,
+            "recorded": self.recorded,
+            "recorded_reason": self.recorded_reason,
+            "candidate": self.candidate,
+            "candidate_reason": self.candidate_reason,
+            "responsible": self.responsible,
+            "not_replayed": self.not_replayed,
+            "masked": self.masked,
+            "input": self.summary,
             "redaction_may_matter": self.redaction_flag,
         }
 
@@ -133,24 +148,37 @@ class ReplayReport:
             "candidate": {"revision": self.revision, "sources": self.sources},
             "window": {"since_ms": self.since_ms, "until_ms": self.until_ms, "tenants": self.tenants or None},
             "run_handlers": self.run_handlers,
-            "records": self.read, "replayed": self.replayed, "skipped": self.skipped, "truncated": self.truncated,
-            "changed": self.changed, "unchanged": self.replayed - self.changed,
-            "changes": [{"from": before, "to": after, "count": count}
-                        for (before, after), count in self.kinds.most_common()],
+            "records": self.read,
+            "replayed": self.replayed,
+            "skipped": self.skipped,
+            "truncated": self.truncated,
+            "changed": self.changed,
+            "unchanged": self.replayed - self.changed,
+            "changes": [
+                {"from": before, "to": after, "count": count} for (before, after), count in self.kinds.most_common()
+            ],
             "top_rules": [{"rule": rule, "count": count} for rule, count in self.responsible.most_common(TOP_RULES)],
             "examples": [item.to_json() for kind, _ in self.kinds.most_common() for item in self.examples[kind]],
-            "not_replayed": {"handlers": dict(self.not_replayed_handlers.most_common()),
-                             "events": self.not_replayed_events, "changed": self.changed_with_not_replayed},
-            "redacted": {"flagged": len(self.redaction_flagged),
-                         "events": [item.to_json() for item in self.redaction_flagged[:20]]},
+            "not_replayed": {
+                "handlers": dict(self.not_replayed_handlers.most_common()),
+                "events": self.not_replayed_events,
+                "changed": self.changed_with_not_replayed,
+            },
+            "redacted": {
+                "flagged": len(self.redaction_flagged),
+                "events": [item.to_json() for item in self.redaction_flagged[:20]],
+            },
         }
 
     def to_text(self) -> str:
         window = f"{_stamp(self.since_ms) if self.since_ms else 'the start of the log'} .. " + (
-            _stamp(self.until_ms) if self.until_ms else "now")
+            _stamp(self.until_ms) if self.until_ms else "now"
+        )
         tenants = ", ".join(self.tenants) if self.tenants else "all tenants"
-        lines = [f"replayed {self.replayed} recorded events ({window}, {tenants}) through the candidate "
-                 f"(revision {self.revision}: {', '.join(self.sources)})"]
+        lines = [
+            f"replayed {self.replayed} recorded events ({window}, {tenants}) through the candidate "
+            f"(revision {self.revision}: {', '.join(self.sources)})"
+        ]
         if self.skipped:
             lines.append(f"skipped {self.skipped} log entries that are not hook inputs hookbus can read")
         if self.truncated:
@@ -166,20 +194,26 @@ class ReplayReport:
             lines.append("examples:")
             for kind, _ in self.kinds.most_common():
                 for item in self.examples[kind]:
-                    lines.append(f"  {item.recorded} -> {item.candidate}  {_stamp(item.received_ms)} "
-                                 f"{item.tenant}/{item.session_id[:12]} {item.event}"
-                                 f"{f'({item.tool_name})' if item.tool_name else ''} {item.summary!r}")
+                    lines.append(
+                        f"  {item.recorded} -> {item.candidate}  {_stamp(item.received_ms)} "
+                        f"{item.tenant}/{item.session_id[:12]} {item.event}"
+                        f"{f'({item.tool_name})' if item.tool_name else ''} {item.summary!r}"
+                    )
                     lines.append(f"      now: {item.candidate_reason or '-'}; was: {item.recorded_reason or '-'}")
         if self.not_replayed_handlers:
             kinds = ", ".join(f"{n} {t}" for t, n in self.not_replayed_handlers.most_common())
-            lines.append(f"not replayed: {kinds} handler runs on {self.not_replayed_events} events counted as no "
-                         f"opinion (--run-handlers runs them in a sandbox); {self.changed_with_not_replayed} of the "
-                         "changed decisions involve one")
+            lines.append(
+                f"not replayed: {kinds} handler runs on {self.not_replayed_events} events counted as no "
+                f"opinion (--run-handlers runs them in a sandbox); {self.changed_with_not_replayed} of the "
+                "changed decisions involve one"
+            )
         if self.redaction_flagged:
             ids = ", ".join(item.event_id for item in self.redaction_flagged[:5])
-            lines.append(f"redacted inputs: {len(self.redaction_flagged)} events had masked fields and changed or "
-                         f"matched a rule: the unredacted input may decide differently ({ids}"
-                         f"{', ...' if len(self.redaction_flagged) > 5 else ''})")
+            lines.append(
+                f"redacted inputs: {len(self.redaction_flagged)} events had masked fields and changed or "
+                f"matched a rule: the unredacted input may decide differently ({ids}"
+                f"{', ...' if len(self.redaction_flagged) > 5 else ''})"
+            )
         return "\n".join(lines)
 
 

@@ -79,12 +79,18 @@ def _connect(host: str, port: int, timeout_s: float) -> Any:
     raise error
 
 
-def _post_plain(host: str, port: int, target: str, body: bytes, headers: dict[str, str],
-                timeout_s: float) -> tuple[int, dict[str, str], bytes]:
+def _post_plain(
+    host: str, port: int, target: str, body: bytes, headers: dict[str, str], timeout_s: float
+) -> tuple[int, dict[str, str], bytes]:
     deadline = time.monotonic() + timeout_s
     host_header = f"[{host}]" if ":" in host else host
-    lines = [f"POST {target} HTTP/1.1", f"Host: {host_header}:{port}", f"Content-Length: {len(body)}",
-             "Connection: close", *(f"{k}: {v}" for k, v in headers.items())]
+    lines = [
+        f"POST {target} HTTP/1.1",
+        f"Host: {host_header}:{port}",
+        f"Content-Length: {len(body)}",
+        "Connection: close",
+        *(f"{k}: {v}" for k, v in headers.items()),
+    ]
     request = ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1") + body
     sock = _connect(host, port, timeout_s)
     try:
@@ -114,7 +120,7 @@ def _post_plain(host: str, port: int, target: str, body: bytes, headers: dict[st
         sock.close()
     if head_end < 0:
         raise ConnectionError("the gateway closed the connection without a reply")
-    raw = bytes(data[head_end + 4:])
+    raw = bytes(data[head_end + 4 :])
     if reply_headers.get("transfer-encoding", "").lower() == "chunked":
         raw = _unchunk(raw)
     elif length is not None:
@@ -153,7 +159,7 @@ def _unchunk(raw: bytes) -> bytes:
         if size == 0:
             return bytes(out)
         out += raw[:size]
-        raw = raw[size + 2:]
+        raw = raw[size + 2 :]
 
 
 def _post_urllib(url: str, body: bytes, headers: dict[str, str], timeout_s: float) -> tuple[int, dict[str, str], bytes]:

@@ -127,5 +127,16 @@ def remove_state(state_dir: str | Path) -> None:
         (Path(state_dir) / STATE_NAME).unlink()
 
 
-__all__ = ["EXIT_CONFIG", "LOCK_NAME", "STATE_NAME", "SUPERVISOR_ENV", "FolderLock", "describe_holder", "is_held",
-           "read_json", "remove_state", "running", "write_json"]
+__all__ = [
+    "EXIT_CONFIG",
+    "LOCK_NAME",
+    "STATE_NAME",
+    "SUPERVISOR_ENV",
+    "FolderLock",
+    "describe_holder",
+    "is_held",
+    "read_json",
+    "remove_state",
+    "running",
+    "write_json",
+]

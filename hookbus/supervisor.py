@@ -55,11 +55,11 @@ BACKOFF_MAX_S = 10.0
 _TICK_S = 0.1
 
 
-
 def say(*args: object, **kwargs: Any) -> None:
     """print(), but a closed terminal (EIO, EPIPE) never stops the platform."""
     with contextlib.suppress(OSError):
         print(*args, **kwargs)
+
 
 def _role_preexec() -> None:
     die_with_parent()
@@ -113,26 +113,39 @@ class Supervisor:
 
     def write_state(self, status: str) -> None:
         policy = self.policy
-        write_json(self.state_dir / STATE_NAME, {
-            "status": status,
-            "pid": os.getpid(),
-            "state_dir": str(self.state_dir),
-            "host": self.settings.host,
-            "port": self.settings.port,
-            "url": f"http://{self.settings.host}:{self.settings.port}",
-            "redis": {"url": mask_url(self.redis_url) if self.redis_url else None, "embedded": self.redis is not None,
-                      "pid": self.redis.pid if self.redis else None},
-            "policy": {"revision": policy.revision if policy else None, "files": list(self.settings.policy_paths),
-                       "handlers": policy.handler_count if policy else 0},
-            "roles": [{"role": role.name, "pid": role.process.pid if role.process else None,
-                       "restarts": role.restarts} for role in self.roles],
-        })
+        write_json(
+            self.state_dir / STATE_NAME,
+            {
+                "status": status,
+                "pid": os.getpid(),
+                "state_dir": str(self.state_dir),
+                "host": self.settings.host,
+                "port": self.settings.port,
+                "url": f"http://{self.settings.host}:{self.settings.port}",
+                "redis": {
+                    "url": mask_url(self.redis_url) if self.redis_url else None,
+                    "embedded": self.redis is not None,
+                    "pid": self.redis.pid if self.redis else None,
+                },
+                "policy": {
+                    "revision": policy.revision if policy else None,
+                    "files": list(self.settings.policy_paths),
+                    "handlers": policy.handler_count if policy else 0,
+                },
+                "roles": [
+                    {"role": role.name, "pid": role.process.pid if role.process else None, "restarts": role.restarts}
+                    for role in self.roles
+                ],
+            },
+        )
 
     # -- children -------------------------------------------------------------------------
 
     def start_role(self, role: Role) -> None:
         role.process = subprocess.Popen(
-            [sys.executable, "-m", "hookbus", role.name, *role.args], env=self.env, stdin=subprocess.DEVNULL,
+            [sys.executable, "-m", "hookbus", role.name, *role.args],
+            env=self.env,
+            stdin=subprocess.DEVNULL,
             preexec_fn=_role_preexec,
             process_group=0,  # Ctrl-C reaches only this process, which stops the children in order
         )
@@ -153,16 +166,21 @@ class Supervisor:
         while crashes and now - crashes[0] > RESTART_WINDOW_S:
             crashes.popleft()
         if len(crashes) > self.restart_limit:
-            return (f"{role.name} exited {len(crashes)} times within {RESTART_WINDOW_S:g}s (last: pid {pid}, "
-                    f"{exit_text(code)}); giving up and stopping everything")
+            return (
+                f"{role.name} exited {len(crashes)} times within {RESTART_WINDOW_S:g}s (last: pid {pid}, "
+                f"{exit_text(code)}); giving up and stopping everything"
+            )
         delay = min(BACKOFF_MAX_S, BACKOFF_FIRST_S * 2 ** (len(crashes) - 1))
         role.start_at, role.restarts = now + delay, role.restarts + 1
         from bus import metrics
 
         metrics.child(metrics.ROLE_RESTARTS, role.name).inc()
-        say(f"hookbus: {role.name} (pid {pid}) exited ({exit_text(code)}); restarting it in {delay:g}s "
-              f"(restart {len(crashes)} of at most {self.restart_limit} within {RESTART_WINDOW_S:g}s)",
-              file=sys.stderr, flush=True)
+        say(
+            f"hookbus: {role.name} (pid {pid}) exited ({exit_text(code)}); restarting it in {delay:g}s "
+            f"(restart {len(crashes)} of at most {self.restart_limit} within {RESTART_WINDOW_S:g}s)",
+            file=sys.stderr,
+            flush=True,
+        )
         return None
 
     def stop_roles(self, timeout_s: float = 10.0) -> None:
@@ -203,16 +221,22 @@ class Supervisor:
         if not self.redis_url:
             self.redis = EmbeddedRedis(self.state_dir / "redis").start()
             self.redis_url = self.redis.url
-            say(f"hookbus: embedded Redis {self.redis.url} (pid {self.redis.pid}, data in {self.redis.state_dir})",
-                  flush=True)
+            say(
+                f"hookbus: embedded Redis {self.redis.url} (pid {self.redis.pid}, data in {self.redis.state_dir})",
+                flush=True,
+            )
         else:
             say(f"hookbus: using Redis at {mask_url(self.redis_url)}", flush=True)
         metrics_dir = self.state_dir / "metrics"
         shutil.rmtree(metrics_dir, ignore_errors=True)
         metrics_dir.mkdir(parents=True)
         _count_restarts_in(metrics_dir)
-        self.env = {**os.environ, "HOOKBUS_REDIS_URL": self.redis_url, "PROMETHEUS_MULTIPROC_DIR": str(metrics_dir),
-                    SUPERVISOR_ENV: str(os.getpid())}
+        self.env = {
+            **os.environ,
+            "HOOKBUS_REDIS_URL": self.redis_url,
+            "PROMETHEUS_MULTIPROC_DIR": str(metrics_dir),
+            SUPERVISOR_ENV: str(os.getpid()),
+        }
         # Every role shares this machine: the async worker takes only the CPU the decision path
         # leaves (workers.tasks.set_cpu_priority), unless told otherwise.
         self.env.setdefault("HOOKBUS_WORKER_CPU", "idle")
@@ -224,10 +248,15 @@ class Supervisor:
             f"{len(self.roles) - 2} dispatcher(s), 1 async worker. Ctrl-C stops everything.",
             flush=True,
         )
-        say(f"hookbus: metrics of every role on http://{self.settings.host}:{self.settings.port}/metrics "
-            "(Prometheus: deploy/prometheus/prometheus-up.yml)", flush=True)
-        say(f"hookbus: console (live decisions, policy what-if) on http://{self.settings.host}:{self.settings.port}/ui",
-            flush=True)
+        say(
+            f"hookbus: metrics of every role on http://{self.settings.host}:{self.settings.port}/metrics "
+            "(Prometheus: deploy/prometheus/prometheus-up.yml)",
+            flush=True,
+        )
+        say(
+            f"hookbus: console (live decisions, policy what-if) on http://{self.settings.host}:{self.settings.port}/ui",
+            flush=True,
+        )
 
     def run(self, flags: dict[str, bool]) -> int:
         """Watch the roles until ``flags["stop"]``; ``flags["hup"]`` asks for a reload."""
@@ -274,8 +303,13 @@ def _count_restarts_in(metrics_dir: Path) -> None:
         metrics.child(metrics.ROLE_RESTARTS, role)
 
 
-def run_platform(settings: Settings, dispatchers: int = 1, policy: Policy | None = None,
-                 restart_limit: int = RESTART_LIMIT, warning: str | None = None) -> int:
+def run_platform(
+    settings: Settings,
+    dispatchers: int = 1,
+    policy: Policy | None = None,
+    restart_limit: int = RESTART_LIMIT,
+    warning: str | None = None,
+) -> int:
     """Run everything until Ctrl-C / SIGTERM; returns the exit code.
 
     ``warning`` is printed once the state folder and the port are known to be free.

@@ -34,14 +34,20 @@ class Filters:
     @classmethod
     def of(cls, **given: Iterable[str] | None) -> Filters:
         """From repeated / comma-separated flag values (``None`` for a flag not given)."""
-        return cls(**{name: frozenset(v.strip() for chunk in values or () for v in chunk.split(",") if v.strip())
-                      for name, values in given.items()})
+        return cls(
+            **{
+                name: frozenset(v.strip() for chunk in values or () for v in chunk.split(",") if v.strip())
+                for name, values in given.items()
+            }
+        )
 
     def match(self, record: LogRecord) -> bool:
-        return ((not self.sessions or any(record.session_id.startswith(s) for s in self.sessions))
-                and (not self.tenants or record.tenant in self.tenants)
-                and (not self.events or record.event in self.events)
-                and (not self.decisions or record.decision in self.decisions))
+        return (
+            (not self.sessions or any(record.session_id.startswith(s) for s in self.sessions))
+            and (not self.tenants or record.tenant in self.tenants)
+            and (not self.events or record.event in self.events)
+            and (not self.decisions or record.decision in self.decisions)
+        )
 
 
 def format_record(record: LogRecord) -> str:
@@ -52,8 +58,11 @@ def format_record(record: LogRecord) -> str:
     what = record.event + (f"({record.tool_name})" if record.tool_name else "")
     who = f"{record.tenant}/{record.session_id[:12]}"
     if record.fail_open:
-        how = f"fail-open: {record.fail_open}" if record.outcome == "fail-open" else (
-            f"{record.outcome}, fail-open: {record.fail_open}")
+        how = (
+            f"fail-open: {record.fail_open}"
+            if record.outcome == "fail-open"
+            else (f"{record.outcome}, fail-open: {record.fail_open}")
+        )
     else:
         how = record.outcome
     parts = [f"{stamp} {who} {what} -> {record.decision} [{how}, {latency} ms]"]
@@ -77,8 +86,12 @@ def _first_line(text: str, limit: int = 160) -> str:
 
 def _reason(output: dict[str, Any]) -> str:
     specific = output.get("hookSpecificOutput") or {}
-    for value in (specific.get("permissionDecisionReason"), output.get("reason"), output.get("stopReason"),
-                  output.get("systemMessage")):
+    for value in (
+        specific.get("permissionDecisionReason"),
+        output.get("reason"),
+        output.get("stopReason"),
+        output.get("systemMessage"),
+    ):
         if isinstance(value, str) and value.strip():
             return _first_line(value)
     return ""
@@ -108,8 +121,15 @@ class _Printer:
             self.seen += 1
 
 
-async def tail(redis_url: str, keys: Keyspace, *, as_json: bool = False, from_start: bool = False,
-               count: int | None = None, filters: Filters | None = None) -> None:
+async def tail(
+    redis_url: str,
+    keys: Keyspace,
+    *,
+    as_json: bool = False,
+    from_start: bool = False,
+    count: int | None = None,
+    filters: Filters | None = None,
+) -> None:
     """Print decision-log records (those ``filters`` pass) as they arrive (Ctrl-C stops)."""
     printer = _Printer(as_json, count, filters or Filters())
     # The live reads block for 1 s; a Redis that stops answering (frozen, or its network gone) is
@@ -120,8 +140,11 @@ async def tail(redis_url: str, keys: Keyspace, *, as_json: bool = False, from_st
         with redis_errors(redis_url):
             keys = await bus_keyspace(client, keys)
             # Resolve "$" once: re-sending "$" on every read would skip what arrived in between.
-            positions = ["0-0"] * keys.partitions if from_start else [
-                newest or "0-0" for newest in await newest_ids(client, keys.decision_logs)]
+            positions = (
+                ["0-0"] * keys.partitions
+                if from_start
+                else [newest or "0-0" for newest in await newest_ids(client, keys.decision_logs)]
+            )
         if from_start:
             async with contextlib.aclosing(read_merged(client, keys.decision_logs, page=100)) as retained:
                 while True:

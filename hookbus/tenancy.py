@@ -76,8 +76,11 @@ async def _tokens(args: argparse.Namespace, redis_url: str, keys: Keyspace) -> i
             expires_s = parse_duration_s(args.expires) if args.expires else None
             token, info = await store.create(args.tenant, args.name, expires_s)
             print(token)
-            print(f"hookbus: token {info.id} for tenant {info.tenant} (expires {_when(info.expires_ms)}); "
-                  "it is shown only now", file=sys.stderr)
+            print(
+                f"hookbus: token {info.id} for tenant {info.tenant} (expires {_when(info.expires_ms)}); "
+                "it is shown only now",
+                file=sys.stderr,
+            )
             return 0
         if args.tokens_command == "list":
             found = await store.list(args.tenant)
@@ -86,8 +89,10 @@ async def _tokens(args: argparse.Namespace, redis_url: str, keys: Keyspace) -> i
                 return 0
             print(f"{'ID':<13} {'TENANT':<16} {'NAME':<16} {'CREATED':<21} {'LAST USED':<21} EXPIRES")
             for t in found:
-                print(f"{t.id:<13} {t.tenant:<16} {t.name or '-':<16} {_when(t.created_ms):<21} "
-                      f"{_when(t.last_used_ms):<21} {_when(t.expires_ms)}")
+                print(
+                    f"{t.id:<13} {t.tenant:<16} {t.name or '-':<16} {_when(t.created_ms):<21} "
+                    f"{_when(t.last_used_ms):<21} {_when(t.expires_ms)}"
+                )
             return 0
         revoked = await store.revoke(args.id)
         if revoked is None:
@@ -157,5 +162,4 @@ def policy_command(args: argparse.Namespace, redis_url: str, keys: Keyspace) -> 
     return asyncio.run(_policy(args, redis_url, keys))
 
 
-__all__ = ["POLICY_ACTIONS", "add_policy_arguments", "add_tokens_arguments", "policy_command",
-           "tokens_command"]
+__all__ = ["POLICY_ACTIONS", "add_policy_arguments", "add_tokens_arguments", "policy_command", "tokens_command"]

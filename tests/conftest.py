@@ -90,11 +90,16 @@ def policy_yaml(hooks: dict[str, Any], **platform: Any) -> str:
     return yaml.safe_dump({"hookbus": {"deadlineSeconds": 5.0, **platform}, "hooks": hooks})
 
 
-def pre_tool_use(command: str, session: str = "s-1", *, tool: str = "Bash", cwd: str | None = "/tmp",
-                 **extra: Any) -> dict[str, Any]:
+def pre_tool_use(
+    command: str, session: str = "s-1", *, tool: str = "Bash", cwd: str | None = "/tmp", **extra: Any
+) -> dict[str, Any]:
     """The PreToolUse hook input of a shell command (``tool_input.command``), as an agent sends it."""
-    hook_input: dict[str, Any] = {"hook_event_name": "PreToolUse", "session_id": session, "tool_name": tool,
-                                  "tool_input": {"command": command}}
+    hook_input: dict[str, Any] = {
+        "hook_event_name": "PreToolUse",
+        "session_id": session,
+        "tool_name": tool,
+        "tool_input": {"command": command},
+    }
     if cwd is not None:
         hook_input["cwd"] = cwd
     return {**hook_input, **extra}
@@ -169,14 +174,17 @@ async def run_platform(
     settings = Settings(**{"redis_url": redis_url, "port": free_port(), "claim_idle_ms": 300, **settings_overrides})
     app = create_app(settings, policy, redis_url)
     server = uvicorn.Server(
-        uvicorn.Config(app, host="127.0.0.1", port=settings.port, lifespan="on", log_level="warning",
-                       loop="asyncio", http="h11")
+        uvicorn.Config(
+            app, host="127.0.0.1", port=settings.port, lifespan="on", log_level="warning", loop="asyncio", http="h11"
+        )
     )
     serving = asyncio.create_task(server.serve())
     await async_wait_for(lambda: server.started or serving.done(), 10)
     stop = asyncio.Event()
-    running = [asyncio.create_task(Dispatcher(settings, policy, redis_url, consumer=f"test-{i}").run(stop))
-               for i in range(dispatchers)]
+    running = [
+        asyncio.create_task(Dispatcher(settings, policy, redis_url, consumer=f"test-{i}").run(stop))
+        for i in range(dispatchers)
+    ]
     client = httpx.AsyncClient(timeout=10)
     try:
         yield Platform(f"http://127.0.0.1:{settings.port}", settings, policy, client, app)
@@ -219,9 +227,11 @@ async def frozen_during(server: EmbeddedRedis, command: str, client_name: str | 
     but answers nothing, as a hung host or a network dropping packets would. SIGCONT after."""
     probe = aioredis.Redis.from_url(server.url)
     try:
+
         async def in_command() -> bool:
-            return any(c.get("cmd") == command and client_name in (None, c.get("name"))
-                       for c in await probe.client_list())
+            return any(
+                c.get("cmd") == command and client_name in (None, c.get("name")) for c in await probe.client_list()
+            )
 
         await async_wait_for(in_command, timeout_s=20)
     finally:
@@ -250,8 +260,14 @@ async def redis_reads(redis: aioredis.Redis) -> int:
 def python(script: str, env: dict[str, str] | None = None) -> str:
     """Run ``script`` in a fresh interpreter (the repo importable); its stdout."""
     full_env = {k: v for k, v in os.environ.items() if k != "PROMETHEUS_MULTIPROC_DIR"}
-    result = subprocess.run([sys.executable, "-c", textwrap.dedent(script)], env={**full_env, **(env or {})},
-                            cwd=REPO, capture_output=True, text=True, timeout=30)
+    result = subprocess.run(
+        [sys.executable, "-c", textwrap.dedent(script)],
+        env={**full_env, **(env or {})},
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
     assert result.returncode == 0, result.stderr
     return result.stdout
 
@@ -261,8 +277,11 @@ def exposition_samples(text: str | bytes) -> dict[tuple[str, frozenset[tuple[str
     from prometheus_client.parser import text_string_to_metric_families
 
     text = text.decode() if isinstance(text, bytes) else text
-    return {(s.name, frozenset(s.labels.items())): s.value
-            for family in text_string_to_metric_families(text) for s in family.samples}
+    return {
+        (s.name, frozenset(s.labels.items())): s.value
+        for family in text_string_to_metric_families(text)
+        for s in family.samples
+    }
 
 
 class BusProbe:
@@ -285,7 +304,8 @@ class BusProbe:
         """XPENDING detail of ``stream`` for the dispatchers' group (empty when there is no group)."""
         try:
             found: list[dict[str, Any]] = await self.redis.xpending_range(
-                stream, DISPATCH_GROUP, min="-", max="+", count=1000)
+                stream, DISPATCH_GROUP, min="-", max="+", count=1000
+            )
             return found
         except redis_sync.ResponseError:
             return []
@@ -385,14 +405,27 @@ def children() -> Iterator[list[subprocess.Popen[bytes]]]:
 def hookbus_process(role: str, *args: str, env: dict[str, str] | None = None) -> subprocess.Popen[bytes]:
     """A real ``hookbus <role>`` child process."""
     full_env = {**os.environ, **(env or {})}
-    return subprocess.Popen([sys.executable, "-m", "hookbus", role, *args], env=full_env, stdin=subprocess.DEVNULL,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=REPO)
+    return subprocess.Popen(
+        [sys.executable, "-m", "hookbus", role, *args],
+        env=full_env,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        cwd=REPO,
+    )
 
 
 def run_hookbus(*args: str, cwd: Path = REPO, timeout_s: float = 60, **env: str) -> subprocess.CompletedProcess[str]:
     """``python -m hookbus ARGS`` run to its end, without the caller's ``HOOKBUS_*`` variables (plus ``env``)."""
-    return subprocess.run([sys.executable, "-m", "hookbus", *args], cwd=cwd, env=clean_env(**env),
-                          stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=timeout_s)
+    return subprocess.run(
+        [sys.executable, "-m", "hookbus", *args],
+        cwd=cwd,
+        env=clean_env(**env),
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        timeout=timeout_s,
+    )
 
 
 def ready(port: int) -> bool:

@@ -29,8 +29,10 @@ def reply(status: int, body: bytes | str | dict[str, Any] = b"", *, headers: dic
 
     async def respond(server: LoopbackServer, request: Received, writer: asyncio.StreamWriter) -> None:
         extra = "".join(f"{k}: {v}\r\n" for k, v in (headers or {}).items())
-        writer.write(f"HTTP/1.1 {status} Whatever\r\nContent-Length: {len(data)}\r\nConnection: close\r\n{extra}\r\n"
-                     .encode() + data)
+        writer.write(
+            f"HTTP/1.1 {status} Whatever\r\nContent-Length: {len(data)}\r\nConnection: close\r\n{extra}\r\n".encode()
+            + data
+        )
         await writer.drain()
 
     return respond

@@ -116,8 +116,9 @@ def _parse_nodes(text: str) -> tuple[str, list[_NodeLine]]:
                 continue
             low, _, high = part.partition("-")
             slots += int(high or low) - int(low) + 1
-        line = _NodeLine(fields[0], int(address.rpartition(":")[2] or 0), flags,
-                         None if fields[3] == "-" else fields[3], slots)
+        line = _NodeLine(
+            fields[0], int(address.rpartition(":")[2] or 0), flags, None if fields[3] == "-" else fields[3], slots
+        )
         if "myself" in flags:
             myself = line.node_id
         lines.append(line)
@@ -171,9 +172,19 @@ class LocalCluster:
             for port in self.ports:
                 self._wait_ping(port, timeout_s)
             create = subprocess.run(
-                [self._cli, "--cluster", "create", *(f"{HOST}:{port}" for port in self.ports),
-                 "--cluster-replicas", "1", "--cluster-yes"],
-                stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=timeout_s,
+                [
+                    self._cli,
+                    "--cluster",
+                    "create",
+                    *(f"{HOST}:{port}" for port in self.ports),
+                    "--cluster-replicas",
+                    "1",
+                    "--cluster-yes",
+                ],
+                stdin=subprocess.DEVNULL,
+                capture_output=True,
+                text=True,
+                timeout=timeout_s,
             )
             if create.returncode != 0:
                 raise ClusterError(f"redis-cli --cluster create failed: {create.stdout[-2000:]}{create.stderr}")
@@ -206,7 +217,10 @@ class LocalCluster:
         ]  # fmt: skip
         try:
             self._processes[port] = subprocess.Popen(
-                args, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, preexec_fn=die_with_parent,
+                args,
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.DEVNULL,
+                preexec_fn=die_with_parent,
                 process_group=0,  # a terminal's Ctrl-C must not kill nodes before the clients
             )
         except OSError as exc:
@@ -216,8 +230,10 @@ class LocalCluster:
         def answers() -> bool | None:
             process = self._processes[port]
             if process.poll() is not None:
-                raise ClusterError(f"redis-server on port {port} exited with {process.returncode}; "
-                                   f"see {self.base_dir}/redis-{port}.log")
+                raise ClusterError(
+                    f"redis-server on port {port} exited with {process.returncode}; "
+                    f"see {self.base_dir}/redis-{port}.log"
+                )
             try:
                 with self._client(port) as client:
                     return True if client.ping() else None
@@ -246,8 +262,7 @@ class LocalCluster:
         self.stop()
 
     def _client(self, port: int) -> redis.Redis:
-        return redis.Redis(host=HOST, port=port, decode_responses=True, socket_timeout=2.0,
-                           socket_connect_timeout=2.0)
+        return redis.Redis(host=HOST, port=port, decode_responses=True, socket_timeout=2.0, socket_connect_timeout=2.0)
 
     def _running(self) -> list[int]:
         return [port for port in self.ports if port in self._processes and self._processes[port].poll() is None]
@@ -295,8 +310,12 @@ class LocalCluster:
         for shard in reply:
             info = dict(zip(shard[::2], shard[1::2], strict=True))
             members = [dict(zip(node[::2], node[1::2], strict=True)) for node in info["nodes"]]
-            shards.append(([int(bound) for bound in info["slots"]],
-                           {int(member["port"]): str(member["role"]) for member in members}))
+            shards.append(
+                (
+                    [int(bound) for bound in info["slots"]],
+                    {int(member["port"]): str(member["role"]) for member in members},
+                )
+            )
         return shards
 
     def slot_owner(self, slot: int, *, via: int | None = None) -> int:
@@ -335,8 +354,11 @@ class LocalCluster:
                 info = client.execute_command("CLUSTER", "INFO")
                 replication = client.info("replication")
             fields = dict(line.split(":", 1) for line in str(info).split() if ":" in line)
-            if (fields.get("cluster_state") != "ok" or fields.get("cluster_slots_assigned") != str(SLOTS)
-                    or fields.get("cluster_known_nodes") != str(len(self.ports))):
+            if (
+                fields.get("cluster_state") != "ok"
+                or fields.get("cluster_slots_assigned") != str(SLOTS)
+                or fields.get("cluster_known_nodes") != str(len(self.ports))
+            ):
                 return None
             if replication["role"] == "slave" and replication.get("master_link_status") != "up":
                 return None

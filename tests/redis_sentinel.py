@@ -78,8 +78,21 @@ class LocalSentinel:
             f"sentinel down-after-milliseconds {SERVICE} 1000\n"
         )
         try:
-            self._spawn("master", "--port", str(self.master_port), "--bind", HOST, "--save", "", "--appendonly", "no",
-                        "--requirepass", MASTER_PASSWORD, "--dir", str(self.base_dir))
+            self._spawn(
+                "master",
+                "--port",
+                str(self.master_port),
+                "--bind",
+                HOST,
+                "--save",
+                "",
+                "--appendonly",
+                "no",
+                "--requirepass",
+                MASTER_PASSWORD,
+                "--dir",
+                str(self.base_dir),
+            )
             self._spawn("sentinel", str(conf), "--sentinel")
             self._wait(self._names_the_master, "the Sentinel naming a healthy master", timeout_s)
         except BaseException:
@@ -88,17 +101,27 @@ class LocalSentinel:
         return self
 
     def _spawn(self, name: str, *args: str) -> None:
-        self._processes.append(subprocess.Popen(
-            [self._server, *args, "--logfile", str(self.base_dir / f"{name}.log"), "--daemonize", "no"],
-            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, preexec_fn=die_with_parent, process_group=0,
-        ))
+        self._processes.append(
+            subprocess.Popen(
+                [self._server, *args, "--logfile", str(self.base_dir / f"{name}.log"), "--daemonize", "no"],
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.DEVNULL,
+                preexec_fn=die_with_parent,
+                process_group=0,
+            )
+        )
 
     def _names_the_master(self) -> bool:
-        with redis.Redis(host=HOST, port=self.sentinel_port, password=SENTINEL_PASSWORD, socket_timeout=2.0,
-                         decode_responses=True) as client:
+        with redis.Redis(
+            host=HOST, port=self.sentinel_port, password=SENTINEL_PASSWORD, socket_timeout=2.0, decode_responses=True
+        ) as client:
             state = client.sentinel_master(SERVICE)
-        return bool(state["is_master"] and not state["is_sdown"] and int(state["port"]) == self.master_port
-                    and state.get("role-reported") == "master")
+        return bool(
+            state["is_master"]
+            and not state["is_sdown"]
+            and int(state["port"]) == self.master_port
+            and state.get("role-reported") == "master"
+        )
 
     def _wait(self, probe: Callable[[], bool], what: str, timeout_s: float) -> None:
         deadline = time.monotonic() + timeout_s
@@ -131,6 +154,7 @@ class LocalSentinel:
     def __enter__(self) -> LocalSentinel:
         return self.start()
 
-    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
-                 tb: TracebackType | None) -> None:
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
         self.stop()

@@ -79,7 +79,7 @@ def test_no_import_cycles(graph: dict[str, set[str]]) -> None:
         stack.append(node)
         for target in sorted(edges.get(node, ())):
             if state.get(target) == 1:
-                cycles.append([*stack[stack.index(target):], target])
+                cycles.append([*stack[stack.index(target) :], target])
             elif target not in state:
                 visit(target, stack)
         stack.pop()
@@ -98,6 +98,7 @@ def test_the_graph_is_read(graph: dict[str, set[str]]) -> None:
 
 
 def test_no_module_is_too_long() -> None:
-    long = sorted(f"{name}: {n} lines" for name, path in modules()
-                  if (n := len(path.read_text().splitlines())) > MAX_MODULE_LINES)
+    long = sorted(
+        f"{name}: {n} lines" for name, path in modules() if (n := len(path.read_text().splitlines())) > MAX_MODULE_LINES
+    )
     assert long == []

@@ -16,8 +16,15 @@ from bus.results import HandlerResult
 from bus.settings import Settings
 
 #: Claude Code's default handler timeouts, in seconds.
-DEFAULT_TIMEOUT_S = {"command": 600.0, "http": 600.0, "mcp_tool": 600.0, "prompt": 30.0, "agent": 60.0,
-                     "rule": 5.0, "function": 30.0}
+DEFAULT_TIMEOUT_S = {
+    "command": 600.0,
+    "http": 600.0,
+    "mcp_tool": 600.0,
+    "prompt": 30.0,
+    "agent": 60.0,
+    "rule": 5.0,
+    "function": 30.0,
+}
 _SHORT_EVENTS_S = {"UserPromptSubmit": 30.0, "PreModelSwitch": 30.0, "PostModelSwitch": 30.0, "MessageDisplay": 10.0}
 
 

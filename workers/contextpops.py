@@ -37,8 +37,9 @@ class ContextPops:
         self.redis = redis
         self.redis_url = redis_url
         self._coalesce = not is_cluster(redis)
-        self.pipeline: AutoPipeline[tuple[str, int]] = AutoPipeline(self._send, redis_url, what="context pop",
-                                                                    drop_cancelled=True)
+        self.pipeline: AutoPipeline[tuple[str, int]] = AutoPipeline(
+            self._send, redis_url, what="context pop", drop_cancelled=True
+        )
 
     async def pop(self, key: str, count: int) -> list[bytes]:
         """Pop up to ``count`` items from the head of the list at ``key`` (``[]`` if none).

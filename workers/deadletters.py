@@ -51,13 +51,27 @@ class Attempt:
     retry_in_ms: int = 0
 
     def to_json(self) -> dict[str, Any]:
-        return {"try": self.number, "at_ms": self.at_ms, "outcome": self.outcome, "error": self.error,
-                "retryable": self.retryable, "duration_ms": self.duration_ms, "retry_in_ms": self.retry_in_ms}
+        return {
+            "try": self.number,
+            "at_ms": self.at_ms,
+            "outcome": self.outcome,
+            "error": self.error,
+            "retryable": self.retryable,
+            "duration_ms": self.duration_ms,
+            "retry_in_ms": self.retry_in_ms,
+        }
 
     @classmethod
     def from_json(cls, raw: Any) -> Attempt:
-        return cls(int(raw["try"]), int(raw["at_ms"]), str(raw["outcome"]), str(raw["error"]), bool(raw["retryable"]),
-                   int(raw.get("duration_ms", 0)), int(raw.get("retry_in_ms", 0)))
+        return cls(
+            int(raw["try"]),
+            int(raw["at_ms"]),
+            str(raw["outcome"]),
+            str(raw["error"]),
+            bool(raw["retryable"]),
+            int(raw.get("duration_ms", 0)),
+            int(raw.get("retry_in_ms", 0)),
+        )
 
 
 def masked_error(redactor: Redactor, text: str | None, masked: Masked | None = None) -> str:
@@ -97,10 +111,23 @@ class DeadLetter:
         return replay_number(self.job_id)
 
     def encode(self) -> dict[str, bytes]:
-        meta = {"job": self.job_id, "id": self.event_id, "ev": self.event, "tn": self.tenant, "sid": self.session_id,
-                "h": self.handler_id, "ty": self.handler_type, "why": self.why, "rsn": self.reason,
-                "tries": [a.to_json() for a in self.attempts], "ts": self.received_ms, "dms": self.dead_ms,
-                "dc": self.dialect, "mask": self.masked, "pv": self.policy}
+        meta = {
+            "job": self.job_id,
+            "id": self.event_id,
+            "ev": self.event,
+            "tn": self.tenant,
+            "sid": self.session_id,
+            "h": self.handler_id,
+            "ty": self.handler_type,
+            "why": self.why,
+            "rsn": self.reason,
+            "tries": [a.to_json() for a in self.attempts],
+            "ts": self.received_ms,
+            "dms": self.dead_ms,
+            "dc": self.dialect,
+            "mask": self.masked,
+            "pv": self.policy,
+        }
         return {"m": orjson.dumps(meta), "p": self.payload}
 
     @classmethod
@@ -108,10 +135,20 @@ class DeadLetter:
         try:
             meta = orjson.loads(fields[b"m"])
             return cls(
-                job_id=meta["job"], event_id=meta["id"], event=meta["ev"], tenant=meta["tn"], session_id=meta["sid"],
-                handler_id=meta["h"], handler_type=meta["ty"], why=meta["why"], reason=meta["rsn"],
-                attempts=[Attempt.from_json(a) for a in meta["tries"]], payload=fields[b"p"],
-                received_ms=int(meta["ts"]), dead_ms=int(meta["dms"]), dialect=meta.get("dc", ""),
+                job_id=meta["job"],
+                event_id=meta["id"],
+                event=meta["ev"],
+                tenant=meta["tn"],
+                session_id=meta["sid"],
+                handler_id=meta["h"],
+                handler_type=meta["ty"],
+                why=meta["why"],
+                reason=meta["rsn"],
+                attempts=[Attempt.from_json(a) for a in meta["tries"]],
+                payload=fields[b"p"],
+                received_ms=int(meta["ts"]),
+                dead_ms=int(meta["dms"]),
+                dialect=meta.get("dc", ""),
                 masked=meta.get("mask", []),
                 entry_id=entry_id.decode() if isinstance(entry_id, bytes) else entry_id,
                 policy=meta.get("pv", ""),
@@ -121,36 +158,72 @@ class DeadLetter:
 
     def request(self) -> Request:
         """The event to queue again (its stored, masked input)."""
-        return Request(self.event_id, self.event, self.tenant, self.payload, self.received_ms, dialect=self.dialect,
-                       policy=self.policy)
+        return Request(
+            self.event_id,
+            self.event,
+            self.tenant,
+            self.payload,
+            self.received_ms,
+            dialect=self.dialect,
+            policy=self.policy,
+        )
 
     def to_json(self) -> dict[str, Any]:
         """A JSON-friendly view (``hookbus dlq show``)."""
         hook_input = payload_json(self.payload)
         return {
-            "id": self.entry_id, "dead_at": iso_time(self.dead_ms), "why": self.why, "reason": self.reason,
-            "event_id": self.event_id, "event": self.event, "tenant": self.tenant, "session_id": self.session_id,
-            "handler": {"id": self.handler_id, "type": self.handler_type}, "job_id": self.job_id,
-            "replays": self.replays, "received_at": iso_time(self.received_ms),
+            "id": self.entry_id,
+            "dead_at": iso_time(self.dead_ms),
+            "why": self.why,
+            "reason": self.reason,
+            "event_id": self.event_id,
+            "event": self.event,
+            "tenant": self.tenant,
+            "session_id": self.session_id,
+            "handler": {"id": self.handler_id, "type": self.handler_type},
+            "job_id": self.job_id,
+            "replays": self.replays,
+            "received_at": iso_time(self.received_ms),
             "attempts": [{**a.to_json(), "at": iso_time(a.at_ms)} for a in self.attempts],
-            "input": hook_input, "masked": self.masked,
+            "input": hook_input,
+            "masked": self.masked,
         }
 
 
-def letter_of(request: Request, hook_input: Any, redactor: Redactor, *, job_id: str, handler_id: str,
-              handler_type: str, why: str, attempts: Sequence[Attempt]) -> DeadLetter:
+def letter_of(
+    request: Request,
+    hook_input: Any,
+    redactor: Redactor,
+    *,
+    job_id: str,
+    handler_id: str,
+    handler_type: str,
+    why: str,
+    attempts: Sequence[Attempt],
+) -> DeadLetter:
     """The dead letter of a job, its input and errors masked by ``redactor`` (tries in order, errors already masked)."""
     masked: Masked = []
     payload, parsed = redactor.payload(request.payload, hook_input, ("input",), masked)
     session = parsed.get("session_id") if isinstance(parsed, dict) else None
     kept = list(attempts)
     if len(kept) > MAX_ATTEMPTS_KEPT:
-        kept = kept[: MAX_ATTEMPTS_KEPT // 2] + kept[-MAX_ATTEMPTS_KEPT // 2:]
+        kept = kept[: MAX_ATTEMPTS_KEPT // 2] + kept[-MAX_ATTEMPTS_KEPT // 2 :]
     return DeadLetter(
-        job_id=job_id, event_id=request.event_id, event=request.event, tenant=request.tenant,
-        session_id=session if isinstance(session, str) else "", handler_id=handler_id, handler_type=handler_type,
-        why=why, reason=kept[-1].error if kept else "", attempts=kept, payload=payload,
-        received_ms=request.received_ms, dead_ms=now_ms(), dialect=request.dialect, masked=masked_list(masked),
+        job_id=job_id,
+        event_id=request.event_id,
+        event=request.event,
+        tenant=request.tenant,
+        session_id=session if isinstance(session, str) else "",
+        handler_id=handler_id,
+        handler_type=handler_type,
+        why=why,
+        reason=kept[-1].error if kept else "",
+        attempts=kept,
+        payload=payload,
+        received_ms=request.received_ms,
+        dead_ms=now_ms(),
+        dialect=request.dialect,
+        masked=masked_list(masked),
         policy=request.policy,
     )
 
@@ -209,11 +282,13 @@ class Filters:
         if self.tenants and letter.tenant not in self.tenants:
             return False
         return not self.handlers or any(
-            letter.handler_type == h or letter.handler_id.startswith(h) for h in self.handlers)
+            letter.handler_type == h or letter.handler_id.startswith(h) for h in self.handlers
+        )
 
 
-async def scan(redis: aioredis.Redis, keys: Keyspace, filters: Filters = Filters(),
-               limit: int | None = None) -> AsyncIterator[DeadLetter]:
+async def scan(
+    redis: aioredis.Redis, keys: Keyspace, filters: Filters = Filters(), limit: int | None = None
+) -> AsyncIterator[DeadLetter]:
     """The dead letters that pass ``filters``, oldest first (malformed entries skipped)."""
     low = f"{filters.since_ms}-0" if filters.since_ms is not None else "-"
     found = 0
@@ -251,8 +326,9 @@ class Replayed:
     queued: bool
 
 
-async def replay(arq: ArqRedis, keys: Keyspace, letters: Iterable[DeadLetter],
-                 max_age_s: float = 0.0) -> list[Replayed]:
+async def replay(
+    arq: ArqRedis, keys: Keyspace, letters: Iterable[DeadLetter], max_age_s: float = 0.0
+) -> list[Replayed]:
     """Queue each letter's delivery again, then delete its entry (it comes back if the replay fails too)."""
     done: list[Replayed] = []
     for letter in letters:
@@ -271,7 +347,7 @@ async def purge(redis: aioredis.Redis, keys: Keyspace, entry_ids: Sequence[str] 
         return count
     deleted = 0
     for start in range(0, len(entry_ids), _PAGE):
-        deleted += int(await redis.xdel(keys.async_dead_letters, *entry_ids[start:start + _PAGE]))
+        deleted += int(await redis.xdel(keys.async_dead_letters, *entry_ids[start : start + _PAGE]))
     return deleted
 
 
@@ -281,7 +357,21 @@ async def size(redis: aioredis.Redis, keys: Keyspace) -> int:
 
 
 __all__ = [
-    "ATTEMPTS_TTL_MARGIN_S", "MAX_ATTEMPTS_KEPT", "Attempt", "DeadLetter", "Filters", "Replayed", "bury",
-    "earlier_attempts", "forget_attempts", "get", "letter_of", "masked_error", "purge", "record_attempt", "replay",
-    "scan", "size",
+    "ATTEMPTS_TTL_MARGIN_S",
+    "MAX_ATTEMPTS_KEPT",
+    "Attempt",
+    "DeadLetter",
+    "Filters",
+    "Replayed",
+    "bury",
+    "earlier_attempts",
+    "forget_attempts",
+    "get",
+    "letter_of",
+    "masked_error",
+    "purge",
+    "record_attempt",
+    "replay",
+    "scan",
+    "size",
 ]

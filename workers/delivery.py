@@ -55,8 +55,9 @@ class Limits:
         )
 
 
-def retry_delay_s(failed_tries: int, base_s: float, retry_after_s: float | None = None,
-                  cap_s: float = MAX_RETRY_DELAY_S) -> float:
+def retry_delay_s(
+    failed_tries: int, base_s: float, retry_after_s: float | None = None, cap_s: float = MAX_RETRY_DELAY_S
+) -> float:
     """The wait after the ``failed_tries``-th failed try (1, 2, ...): jittered, doubling, capped; at
     least ``retry_after_s``."""
     curve = EqualJitterBackoff(cap=cap_s, base=base_s)

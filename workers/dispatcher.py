@@ -62,8 +62,15 @@ _MASK_BUDGET_S = 0.25
 class Dispatcher:
     """One dispatcher process (or task): reads, evaluates, replies, logs, acknowledges."""
 
-    def __init__(self, settings: Settings, policy: Policy, redis_url: str, *, consumer: str | None = None,
-                 jobs_in_settle: bool | None = None) -> None:
+    def __init__(
+        self,
+        settings: Settings,
+        policy: Policy,
+        redis_url: str,
+        *,
+        consumer: str | None = None,
+        jobs_in_settle: bool | None = None,
+    ) -> None:
         """``jobs_in_settle``: arq's queue is on the bus's Redis, so each event's settle script
         queues its async jobs; False when it is not (they are queued, at least once, before).
         By default, whether the queue's Redis (``HOOKBUS_QUEUE_REDIS_URL``) is the bus's."""
@@ -80,16 +87,25 @@ class Dispatcher:
         # No per-command socket timer (it costs a timer per read); the read loop has its own bound.
         self.redis = connect(redis_url, socket_timeout_s=None)
         self.outbox = Outbox(self.redis, self.keys, redis_url, on_written=self._settled, on_refused=self._settled)
-        self.work = WorkStreams(settings, self.keys, self.redis, redis_url, self.outbox, self.consumer,
-                                spawn=self._spawn, redact=lambda fields: self.redactor.fields(fields),
-                                retention=lambda: self.policy.settings.decision_log)
+        self.work = WorkStreams(
+            settings,
+            self.keys,
+            self.redis,
+            redis_url,
+            self.outbox,
+            self.consumer,
+            spawn=self._spawn,
+            redact=lambda fields: self.redactor.fields(fields),
+            retention=lambda: self.policy.settings.decision_log,
+        )
         queue_url = settings.queue_url_for(redis_url)  # ConfigError for a cluster
         self.arq = arq_pool(queue_url)
         self.jobs_in_settle = queue_url == redis_url if jobs_in_settle is None else jobs_in_settle
         self.job_queue = JobQueue(self.arq, self.keys, queue_url)
         self.services = Services(settings, self.redis)
-        self.engine = Engine(policy, self.redis, self.keys, default_runners(), async_handlers="jobs",
-                             services=self.services)
+        self.engine = Engine(
+            policy, self.redis, self.keys, default_runners(), async_handlers="jobs", services=self.services
+        )
         self._slots = asyncio.Semaphore(settings.dispatch_concurrency)
         self._tasks: set[asyncio.Task[None]] = set()
         self.registry = PolicyRegistry(policy, self.redis, self.keys)
@@ -195,27 +211,44 @@ class Dispatcher:
                     raise ValueError(f"hook input nested more than {limit} deep (hookbus.limits.nestingDepth)")
                 evaluation = await self.engine.evaluate(request, hook_input, policy)
             except Exception:  # the agent must get an answer whatever happens here
-                logger.exception("evaluating %s %s failed", request.event, request.event_id, extra=event_fields(
-                    request.event_id, request.event, request.tenant,
-                    hook_input.get("session_id") if isinstance(hook_input, dict) else None))
+                logger.exception(
+                    "evaluating %s %s failed",
+                    request.event,
+                    request.event_id,
+                    extra=event_fields(
+                        request.event_id,
+                        request.event,
+                        request.tenant,
+                        hook_input.get("session_id") if isinstance(hook_input, dict) else None,
+                    ),
+                )
                 fail_open = FailOpenReason.DISPATCHER_ERROR
                 reply = Reply(request.event_id, {}, "none", fail_open)
                 await self.engine.restore_context(request)
             else:
                 fail_open = FailOpenReason(evaluation.fail_open) if evaluation.fail_open else None
                 hooks = [(r.handler_type, round(r.duration_s, 6), r.outcome.value) for r in evaluation.results]
-                reply = Reply(request.event_id, evaluation.merged.output, evaluation.merged.decision,
-                              fail_open, hooks)
+                reply = Reply(request.event_id, evaluation.merged.output, evaluation.merged.decision, fail_open, hooks)
                 if logger.isEnabledFor(logging.DEBUG):
-                    logger.debug("decided %s", evaluation.merged.decision, extra=event_fields(
-                        request.event_id, request.event, request.tenant, hook_input.get("session_id"),
-                        ",".join(evaluation.decided_by) or None, decision=evaluation.merged.decision))
+                    logger.debug(
+                        "decided %s",
+                        evaluation.merged.decision,
+                        extra=event_fields(
+                            request.event_id,
+                            request.event,
+                            request.tenant,
+                            hook_input.get("session_id"),
+                            ",".join(evaluation.decided_by) or None,
+                            decision=evaluation.merged.decision,
+                        ),
+                    )
         if reply is not None and request.blocking:
             try:
                 reply.encode()
             except (TypeError, ValueError) as exc:  # a handler's output orjson cannot write (nested too deep)
-                logger.error("the reply to %s %s cannot be written (%s); failing open", request.event,
-                             request.event_id, exc)
+                logger.error(
+                    "the reply to %s %s cannot be written (%s); failing open", request.event, request.event_id, exc
+                )
                 fail_open = FailOpenReason.DISPATCHER_ERROR
                 reply, evaluation = Reply(request.event_id, {}, "none", fail_open), None
         if request.fail_open:
@@ -233,28 +266,49 @@ class Dispatcher:
         if jobs and not self.jobs_in_settle:
             await self.job_queue.put(request, jobs)
             jobs = []
-        self.outbox.settle(Settle(stream, entry_id, request, record, reply if request.blocking else None,
-                                  log_maxlen(self.policy.settings.decision_log, self.keys), jobs,
-                                  partition=self.work.partition[stream]))
+        self.outbox.settle(
+            Settle(
+                stream,
+                entry_id,
+                request,
+                record,
+                reply if request.blocking else None,
+                log_maxlen(self.policy.settings.decision_log, self.keys),
+                jobs,
+                partition=self.work.partition[stream],
+            )
+        )
 
-    async def _stored_record(self, request: Request, outcome: RecordOutcome, fail_open: FailOpenReason | None,
-                             evaluation: Evaluation | None, hook_input: dict[str, Any] | None) -> LogRecord:
+    async def _stored_record(
+        self,
+        request: Request,
+        outcome: RecordOutcome,
+        fail_open: FailOpenReason | None,
+        evaluation: Evaluation | None,
+        hook_input: dict[str, Any] | None,
+    ) -> LogRecord:
         """The record to write, masked; whatever goes wrong, a record all the same: with the input
         replaced by a note saying why (a settle must never be held up by the record)."""
         try:
             if len(request.payload) > _INLINE_MASK_BYTES:  # masking a large input: off the event loop, bounded
-                budget_s = max(0.05, min(_MASK_BUDGET_S, request.remaining_s() / 2)) if request.blocking \
-                    else _MASK_BUDGET_S
-                record = await offload(self._masked_record, budget_s, request, outcome, fail_open, evaluation,
-                                       hook_input)
+                budget_s = (
+                    max(0.05, min(_MASK_BUDGET_S, request.remaining_s() / 2)) if request.blocking else _MASK_BUDGET_S
+                )
+                record = await offload(
+                    self._masked_record, budget_s, request, outcome, fail_open, evaluation, hook_input
+                )
             else:
                 record = self._record(request, outcome, fail_open, evaluation, hook_input)
             record.meta()  # it can be written
             return record
         except Exception as exc:  # RecursionError, orjson.JSONEncodeError, ...: never a poison entry
             why = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
-            logger.error("the record of %s %s cannot be stored as it is (%s); storing a note instead",
-                         request.event, request.event_id, why)
+            logger.error(
+                "the record of %s %s cannot be stored as it is (%s); storing a note instead",
+                request.event,
+                request.event_id,
+                why,
+            )
         record = self._record(request, outcome, fail_open, None, {}, store=False)
         record.payload = orjson.dumps({"hookbus_note": f"the hook input is not stored: {why}"})
         if evaluation is not None:
@@ -269,8 +323,16 @@ class Dispatcher:
         with masking_deadline(budget_s):
             return self._record(*args)
 
-    def _record(self, request: Request, outcome: RecordOutcome, fail_open: FailOpenReason | None,
-                evaluation: Evaluation | None, hook_input: dict[str, Any] | None, *, store: bool = True) -> LogRecord:
+    def _record(
+        self,
+        request: Request,
+        outcome: RecordOutcome,
+        fail_open: FailOpenReason | None,
+        evaluation: Evaluation | None,
+        hook_input: dict[str, Any] | None,
+        *,
+        store: bool = True,
+    ) -> LogRecord:
         """The record as it stands if the dispatcher's answer arrives in time (the settle
         script turns it into a fail-open record when it does not); masked unless not ``store``."""
         merged = evaluation.merged if evaluation else MergedDecision(output={}, decision="none", reason=None)
@@ -284,22 +346,41 @@ class Dispatcher:
         tool_name = str(hook_input.get("tool_name") or "")
         hooks = []
         if evaluation is not None:
-            hooks = [{"id": r.handler_id, "type": r.handler_type, "outcome": r.outcome.value,
-                      "duration_ms": round(r.duration_s * 1000, 3), "shadow": r.shadow,
-                      **({"reason": r.reason} if r.reason else {})} for r in evaluation.results]
+            hooks = [
+                {
+                    "id": r.handler_id,
+                    "type": r.handler_type,
+                    "outcome": r.outcome.value,
+                    "duration_ms": round(r.duration_s * 1000, 3),
+                    "shadow": r.shadow,
+                    **({"reason": r.reason} if r.reason else {}),
+                }
+                for r in evaluation.results
+            ]
         record = LogRecord(
-            event_id=request.event_id, event=request.event, tenant=request.tenant, session_id=session_id,
-            tool_name=tool_name, outcome=outcome, fail_open=fail_open or "", decision=merged.decision,
-            output=merged.output, payload=request.payload, received_ms=request.received_ms, decided_ms=now_ms(),
-            revision=request.policy or self.policy.revision, hooks=hooks,
+            event_id=request.event_id,
+            event=request.event,
+            tenant=request.tenant,
+            session_id=session_id,
+            tool_name=tool_name,
+            outcome=outcome,
+            fail_open=fail_open or "",
+            decision=merged.decision,
+            output=merged.output,
+            payload=request.payload,
+            received_ms=request.received_ms,
+            decided_ms=now_ms(),
+            revision=request.policy or self.policy.revision,
+            hooks=hooks,
             shadow=evaluation.shadow if evaluation else [],
-            agent_id=str(hook_input.get("agent_id") or ""), agent_type=str(hook_input.get("agent_type") or ""),
-            tool_use_id=str(hook_input.get("tool_use_id") or ""), reason=merged.reason or "",
+            agent_id=str(hook_input.get("agent_id") or ""),
+            agent_type=str(hook_input.get("agent_type") or ""),
+            tool_use_id=str(hook_input.get("tool_use_id") or ""),
+            reason=merged.reason or "",
         )
         if not store:
             return record
         return redact_record(self.redactor, record, hook_input)  # secrets never reach the log
-
 
 
 __all__ = ["Dispatcher"]

@@ -168,9 +168,14 @@ class Engine:
             if entry.handler.async_ and self.async_handlers != "inline":
                 if self.async_handlers == "jobs":
                     settings = policy.settings.async_
-                    jobs.append(prepare_job(request, entry.handler_id,
-                                            entry.handler.max_age_seconds or settings.max_age_seconds,
-                                            settings.max_queued))
+                    jobs.append(
+                        prepare_job(
+                            request,
+                            entry.handler_id,
+                            entry.handler.max_age_seconds or settings.max_age_seconds,
+                            settings.max_queued,
+                        )
+                    )
                 continue
             timeout_s = entry.handler.timeout or default_timeout_s(entry.handler.type, event)
             contexts.append(HookContext(request, hook_input, entry, policy, timeout_s, self.services))
@@ -188,8 +193,9 @@ class Engine:
         if shadow_results:
             would = merge_results(event, [dataclasses.replace(r, shadow=False) for r in shadow_results])
             metrics.SHADOW_DECISIONS.labels(event, would.decision).inc()
-            shadow.append({"decision": would.decision, "output": would.output,
-                           "handlers": [r.handler_id for r in shadow_results]})
+            shadow.append(
+                {"decision": would.decision, "output": would.output, "handlers": [r.handler_id for r in shadow_results]}
+            )
         enforced = [] if whole_shadow else [r for r in results if not r.shadow]
         merged = merge_results(event, enforced)
         fail_open = None
@@ -265,8 +271,13 @@ class Engine:
             except BusUnavailable:
                 claimed = True  # cannot tell: run it (fail open)
             if not claimed:
-                return HandlerResult(Outcome.OK, output={}, handler_type=handler.type,
-                                     handler_id=ctx.entry.handler_id, reason="once: already ran")
+                return HandlerResult(
+                    Outcome.OK,
+                    output={},
+                    handler_type=handler.type,
+                    handler_id=ctx.entry.handler_id,
+                    reason="once: already ran",
+                )
         runner = self.runners.get(handler.type, _unsupported)
         timeout_s = 0.0
         started = time.perf_counter()
@@ -280,8 +291,10 @@ class Engine:
         except TimeoutError:
             result = HandlerResult(Outcome.TIMEOUT, reason=f"timed out after {timeout_s:.3g}s")
         except Exception as exc:  # a broken handler must never break the dispatcher
-            logger.exception("handler raised", extra=_fields(ctx.request, ctx.hook_input, ctx.entry.handler_id,
-                                                             handler_type=handler.type))
+            logger.exception(
+                "handler raised",
+                extra=_fields(ctx.request, ctx.hook_input, ctx.entry.handler_id, handler_type=handler.type),
+            )
             result = HandlerResult(Outcome.ERROR, reason=f"{type(exc).__name__}: {exc}")
         result.duration_s = time.perf_counter() - started
         result.handler_type = handler.type
@@ -292,8 +305,14 @@ class Engine:
         if result.failed:
             metrics.HOOK_ERRORS.labels(handler.type, result.outcome.value).inc()
             closed = " (failMode: closed, so it blocks)" if result.fail_closed else ""
-            logger.info("handler %s%s", result.outcome.value, closed, extra=_fields(
-                ctx.request, ctx.hook_input, ctx.entry.handler_id, handler_type=handler.type, reason=result.reason))
+            logger.info(
+                "handler %s%s",
+                result.outcome.value,
+                closed,
+                extra=_fields(
+                    ctx.request, ctx.hook_input, ctx.entry.handler_id, handler_type=handler.type, reason=result.reason
+                ),
+            )
         if once_key is not None:
             # Only a successful run counts; a failing or blocking one may run again.
             with contextlib.suppress(BusUnavailable), redis_errors():
@@ -303,8 +322,9 @@ class Engine:
                     await self.redis.set(once_key, b"done", ex=ONCE_TTL_S)
         return result
 
-    async def _stop_guard(self, request: Request, hook_input: dict[str, Any], merged: MergedDecision,
-                          limit: int) -> MergedDecision:
+    async def _stop_guard(
+        self, request: Request, hook_input: dict[str, Any], merged: MergedDecision, limit: int
+    ) -> MergedDecision:
         """Past ``stopBlockLimit`` consecutive blocks per session, let the agent stop."""
         key = self.keys.stop_guard(request.tenant, str(hook_input.get("session_id")))
         try:
@@ -324,8 +344,11 @@ class Engine:
         except BusUnavailable:
             return merged
         metrics.STOP_GUARD.labels(request.event).inc()
-        logger.info("stop guard: let the agent stop after %s blocks in a row", count,
-                    extra=_fields(request, hook_input, None, decision="none"))
+        logger.info(
+            "stop guard: let the agent stop after %s blocks in a row",
+            count,
+            extra=_fields(request, hook_input, None, decision="none"),
+        )
         message = (
             f"hookbus: a hook blocked {request.event} {count} times in a row; overriding and letting the agent stop "
             f"(stopBlockLimit {limit}). Last reason: {merged.reason or 'none'}"

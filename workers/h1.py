@@ -137,8 +137,7 @@ class H1Connection(asyncio.Protocol):
             return
         self.status_code = status
         self._has_head = True
-        self._framed = status in _NO_BODY_STATUSES or any(
-            name.lower() in _FRAMING for name, _ in self.headers)
+        self._framed = status in _NO_BODY_STATUSES or any(name.lower() in _FRAMING for name, _ in self.headers)
         if self._head_only:
             self._finish()
         else:
@@ -165,8 +164,7 @@ class H1Connection(asyncio.Protocol):
     @property
     def reusable(self) -> bool:
         """Whether another request may follow on this connection."""
-        return (self.complete and not self.closed and self._error is None and not self._head_only
-                and self._keep_alive)
+        return self.complete and not self.closed and self._error is None and not self._head_only and self._keep_alive
 
     def send(self, data: bytes, *, head_only: bool = False) -> None:
         """Write one request (``head_only`` for ``HEAD``: its answer has headers only)."""

@@ -26,8 +26,9 @@ T = TypeVar("T")
 _threads = ThreadHandoff(2, "hookbus-judge")
 
 
-async def judge_command(hook_input: Mapping[str, Any], limits: Limits, remaining_s: float) -> dict[
-        tuple[str, bool], Judged] | None:
+async def judge_command(
+    hook_input: Mapping[str, Any], limits: Limits, remaining_s: float
+) -> dict[tuple[str, bool], Judged] | None:
     """The judgement of the event's shell command when it is too long to split inline, else ``None``."""
     tool = hook_input.get("tool_name")
     tool_input = hook_input.get("tool_input")

@@ -94,7 +94,8 @@ class LeasedWorker(Worker):
             try:
                 claimed = await self._claim(
                     keys=[self.queue_name, *(in_progress_key_prefix + job_id for job_id in batch)],
-                    args=[timestamp_ms(), int(self.in_progress_timeout_s * 1000), *batch])
+                    args=[timestamp_ms(), int(self.in_progress_timeout_s * 1000), *batch],
+                )
             except BaseException:
                 for _ in batch:
                     self._release_sem_dec_counter_on_complete()
@@ -107,12 +108,23 @@ class LeasedWorker(Worker):
                 task.add_done_callback(lambda _: self._release_sem_dec_counter_on_complete())
                 self.tasks[key] = task
 
-    async def finish_job(self, job_id: str, finish: bool, result_data: bytes | None, result_timeout_s: float | None,
-                         keep_result_forever: bool, incr_score: int | None, keep_in_progress: float | None) -> None:
+    async def finish_job(
+        self,
+        job_id: str,
+        finish: bool,
+        result_data: bytes | None,
+        result_timeout_s: float | None,
+        keep_result_forever: bool,
+        incr_score: int | None,
+        keep_in_progress: float | None,
+    ) -> None:
         """arq's writes at the end of a job, sent with those of every job that finished meanwhile."""
         done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-        self._finishing.append(Finish(job_id, finish, result_data, result_timeout_s, keep_result_forever, incr_score,
-                                      keep_in_progress, done))
+        self._finishing.append(
+            Finish(
+                job_id, finish, result_data, result_timeout_s, keep_result_forever, incr_score, keep_in_progress, done
+            )
+        )
         if self._finisher is None or self._finisher.done():
             self._finisher = asyncio.create_task(self._write_finishes())
         await done

@@ -106,13 +106,17 @@ def parse_reply(body: bytes) -> LlmReply:
         kind = block.get("type")
         if kind == "text" and not isinstance(block.get("text"), str):
             raise LlmError("LLM API reply has a text block without text")
-        if kind == "tool_use" and not (isinstance(block.get("id"), str) and isinstance(block.get("name"), str)
-                                       and isinstance(block.get("input"), dict)):
+        if kind == "tool_use" and not (
+            isinstance(block.get("id"), str)
+            and isinstance(block.get("name"), str)
+            and isinstance(block.get("input"), dict)
+        ):
             raise LlmError("LLM API reply has a malformed tool_use block")
     stop_reason = data.get("stop_reason")
     model = data.get("model")
-    return LlmReply(content, stop_reason if isinstance(stop_reason, str) else None,
-                    model if isinstance(model, str) else "")
+    return LlmReply(
+        content, stop_reason if isinstance(stop_reason, str) else None, model if isinstance(model, str) else ""
+    )
 
 
 class LlmClient:
@@ -150,16 +154,30 @@ class LlmClient:
         timeout_s: float = 30.0,
     ) -> LlmReply:
         """Send one Messages API request (bounded by ``timeout_s`` in all) and return the parsed reply."""
-        body: dict[str, Any] = {"model": model or self.model, "max_tokens": max_tokens, "system": system,
-                                "messages": list(messages)}
+        body: dict[str, Any] = {
+            "model": model or self.model,
+            "max_tokens": max_tokens,
+            "system": system,
+            "messages": list(messages),
+        }
         if tools:
             body["tools"] = list(tools)
-        headers = {"x-api-key": self._api_key, "anthropic-version": ANTHROPIC_VERSION,
-                   "content-type": "application/json"}
+        headers = {
+            "x-api-key": self._api_key,
+            "anthropic-version": ANTHROPIC_VERSION,
+            "content-type": "application/json",
+        }
         started = time.perf_counter()
         try:
-            response = await guarded_request(self.services, self.policy, "POST", self.base_url + MESSAGES_PATH,
-                                             timeout_s=timeout_s, content=orjson.dumps(body), headers=headers)
+            response = await guarded_request(
+                self.services,
+                self.policy,
+                "POST",
+                self.base_url + MESSAGES_PATH,
+                timeout_s=timeout_s,
+                content=orjson.dumps(body),
+                headers=headers,
+            )
         except HookTimeout as exc:
             raise LlmTimeout(f"LLM call timed out: {exc}") from exc
         except HookError as exc:
@@ -167,8 +185,9 @@ class LlmClient:
         if not response.ok:
             raise LlmError(f"LLM API answered {response.status_code}: {_error_text(response.body)}")
         reply = parse_reply(response.body)
-        logger.debug("LLM %s answered in %.3fs (stop_reason %s)", body["model"], time.perf_counter() - started,
-                     reply.stop_reason)
+        logger.debug(
+            "LLM %s answered in %.3fs (stop_reason %s)", body["model"], time.perf_counter() - started, reply.stop_reason
+        )
         return reply
 
 

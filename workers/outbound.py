@@ -133,8 +133,9 @@ def _where(url: str) -> str:
     return f"{parsed.host}:{parsed.port}" if parsed.port else parsed.host or "the URL"
 
 
-def _build(client: GuardedClient, method: str, url: str, content: bytes | None,
-           headers: dict[str, str] | None) -> httpx.Request:
+def _build(
+    client: GuardedClient, method: str, url: str, content: bytes | None, headers: dict[str, str] | None
+) -> httpx.Request:
     """The request ``client.build_request`` would build, from raw header pairs (a fifth of the CPU).
 
     ``headers`` replace the client's defaults of the same name; values must be ASCII.

@@ -67,9 +67,14 @@ class Write:
 class Outbox:
     """Queued Redis writes, flushed by one background task."""
 
-    def __init__(self, redis: aioredis.Redis, keys: Keyspace, redis_url: str = "",
-                 on_written: Callable[[str, bytes], None] | None = None,
-                 on_refused: Callable[[str, bytes], None] | None = None) -> None:
+    def __init__(
+        self,
+        redis: aioredis.Redis,
+        keys: Keyspace,
+        redis_url: str = "",
+        on_written: Callable[[str, bytes], None] | None = None,
+        on_refused: Callable[[str, bytes], None] | None = None,
+    ) -> None:
         """``on_written(stream, entry_id)`` is called once an entry's settlement (or its
         dead letter, or acknowledgement) is stored; ``on_refused`` when Redis refused it for
         good (not a transient error): the entry is left pending for a later claim."""
@@ -130,8 +135,9 @@ class Outbox:
         await self.clients.aclose()
         if self._ops or self._deferred:
             # Their entries stay pending: another dispatcher claims and settles them.
-            logger.warning("stopping with %d unflushed writes; their entries stay pending",
-                           len(self._ops) + self._deferred)
+            logger.warning(
+                "stopping with %d unflushed writes; their entries stay pending", len(self._ops) + self._deferred
+            )
 
     async def _run(self) -> None:
         while True:
@@ -152,8 +158,12 @@ class Outbox:
                 if failed:
                     # Only the failed writes wait: on a cluster, the other partitions' go on.
                     delay_s = self._backoff.next_delay_s()
-                    logger.warning("outbox: %d writes failed (%s); retrying in %.2fs", len(failed),
-                                   error or self.last_error, delay_s)
+                    logger.warning(
+                        "outbox: %d writes failed (%s); retrying in %.2fs",
+                        len(failed),
+                        error or self.last_error,
+                        delay_s,
+                    )
                     self._deferred += len(failed)
                     asyncio.get_running_loop().call_later(delay_s, self._retry, failed)
                 else:
@@ -174,13 +184,19 @@ class Outbox:
         args: list[Any] = [DISPATCH_GROUP, "SPUBLISH" if self._cluster else "PUBLISH"]
         for op in ops:
             request, reply = op.request, op.reply
-            keys += [self.keys.outcome(request.event_id, op.partition), self.keys.decision_log(op.partition),
-                     op.stream]
+            keys += [self.keys.outcome(request.event_id, op.partition), self.keys.decision_log(op.partition), op.stream]
             args += [
-                op.entry_id, op.log_maxlen, op.record.meta(), op.record.payload,
+                op.entry_id,
+                op.log_maxlen,
+                op.record.meta(),
+                op.record.payload,
                 request.deadline_ms if request.blocking else 0,
                 reply.encode() if reply is not None else b"",
-                op.record.outcome, op.record.fail_open, request.fail_open, request.reply_to, len(op.jobs),
+                op.record.outcome,
+                op.record.fail_open,
+                request.fail_open,
+                request.reply_to,
+                len(op.jobs),
             ]
             if op.jobs:
                 job_keys, job_args = queue_script_args(self.keys.arq_queue, op.jobs)
@@ -194,11 +210,13 @@ class Outbox:
         groups: dict[int, list[Settle]] = {}
         for op in settles:
             groups.setdefault(op.partition if self._cluster else 0, []).append(op)
-        return [group[first:first + max_events] for group in groups.values()
-                for first in range(0, len(group), max_events)]
+        return [
+            group[first : first + max_events] for group in groups.values() for first in range(0, len(group), max_events)
+        ]
 
-    async def _send_pipelined(self, batches: list[list[Settle]], writes: list[Write],
-                              acks: dict[str, list[bytes]]) -> list[Any]:
+    async def _send_pipelined(
+        self, batches: list[list[Settle]], writes: list[Write], acks: dict[str, list[bytes]]
+    ) -> list[Any]:
         async with self.redis.pipeline(transaction=False) as pipe:
             for batch in batches:
                 keys, args = self._settle_call(batch)
@@ -209,8 +227,9 @@ class Outbox:
                 pipe.xack(stream, DISPATCH_GROUP, *ids)
             return await pipe.execute(raise_on_error=False)
 
-    async def _send_each(self, batches: list[list[Settle]], writes: list[Write],
-                         acks: dict[str, list[bytes]]) -> list[Any]:
+    async def _send_each(
+        self, batches: list[list[Settle]], writes: list[Write], acks: dict[str, list[bytes]]
+    ) -> list[Any]:
         """The writes as separate concurrent commands: a cluster pipeline cannot carry scripts
         (each command still goes to its slot's node, following a failover)."""
         calls: list[Awaitable[Any]] = []
@@ -222,13 +241,22 @@ class Outbox:
                 calls.append(client.evalsha(self._settle_sha, len(keys), *keys, *args))  # type: ignore[arg-type]
             else:
                 calls.append(client.eval(SETTLE, len(keys), *keys, *args))  # type: ignore[arg-type]
-        calls.extend(self.redis.xadd(write.stream, write.fields, maxlen=write.maxlen,  # type: ignore[arg-type]
-                                     approximate=True) for write in writes)
+        calls.extend(
+            self.redis.xadd(
+                write.stream,
+                write.fields,  # type: ignore[arg-type]
+                maxlen=write.maxlen,
+                approximate=True,
+            )
+            for write in writes
+        )
         calls.extend(self.redis.xack(stream, DISPATCH_GROUP, *ids) for stream, ids in acks.items())
         results = await asyncio.gather(*calls, return_exceptions=True)
         # "No node serves this slot" (mid-failover) is not a RedisError: retried like one.
-        return [redis.exceptions.ConnectionError(str(r)) if isinstance(r, redis.exceptions.RedisClusterException)
-                else r for r in results]
+        return [
+            redis.exceptions.ConnectionError(str(r)) if isinstance(r, redis.exceptions.RedisClusterException) else r
+            for r in results
+        ]
 
     async def _flush(self, ops: list[Settle | Write], max_events: int = SETTLE_MAX_EVENTS) -> list[Settle | Write]:
         """One pipeline; returns the writes that Redis refused (to retry)."""
@@ -266,12 +294,12 @@ class Outbox:
             else:
                 self._loaded_partitions.add(batch[0].partition)
                 for n, op in enumerate(batch):
-                    wrote, _, queued, dropped = result[4 * n:4 * n + 4]
+                    wrote, _, queued, dropped = result[4 * n : 4 * n + 4]
                     if op.jobs and wrote == 1:
                         self.job_tally.count(op.request.event_id, op.jobs, int(queued), int(dropped))
                     if self._on_written is not None:
                         self._on_written(op.stream, op.entry_id)
-        for write, result in zip(writes, results[len(batches):], strict=False):
+        for write, result in zip(writes, results[len(batches) :], strict=False):
             if isinstance(result, redis.exceptions.RedisError):
                 self.last_error = str(result)
                 metrics.child(metrics.REDIS_ERRORS, "xadd").inc()
@@ -281,7 +309,7 @@ class Outbox:
                     self._refused(write, result)
             elif self._on_written is not None and write.entry_id:
                 self._on_written(write.stream, write.entry_id)
-        if any(isinstance(result, redis.exceptions.RedisError) for result in results[len(batches) + len(writes):]):
+        if any(isinstance(result, redis.exceptions.RedisError) for result in results[len(batches) + len(writes) :]):
             failed.extend(Write(stream, entry_id) for stream, ids in acks.items() for entry_id in ids)
         elif self._on_written is not None:
             for stream, ids in acks.items():

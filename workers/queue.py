@@ -114,14 +114,15 @@ class PreparedJob:
     max_queued: int
 
 
-def prepare_job(request: Request, handler_id: str, max_age_s: float, max_queued: int,
-                job: str | None = None) -> PreparedJob:
+def prepare_job(
+    request: Request, handler_id: str, max_age_s: float, max_queued: int, job: str | None = None
+) -> PreparedJob:
     """The job of ``handler_id`` on ``request`` (id :func:`job_id` unless ``job`` is given)."""
     request = dataclasses.replace(request, reply_to="", deadline_ms=0)  # no reply: the worker has no deadline
-    record = serialize_job(JOB_FUNCTION, (request.to_job(), handler_id), {}, None, timestamp_ms(),
-                           serializer=orjson.dumps)
-    return PreparedJob(job or job_id(request, handler_id), record, to_ms(job_lifetime_s(max_age_s)) or 0,
-                       max_queued)
+    record = serialize_job(
+        JOB_FUNCTION, (request.to_job(), handler_id), {}, None, timestamp_ms(), serializer=orjson.dumps
+    )
+    return PreparedJob(job or job_id(request, handler_id), record, to_ms(job_lifetime_s(max_age_s)) or 0, max_queued)
 
 
 def queue_script_args(queue: str, jobs: Sequence[PreparedJob]) -> tuple[list[str], list[Any]]:
@@ -153,8 +154,13 @@ class JobTally:
         now = time.monotonic()
         if now - self._warned_at >= DROP_LOG_INTERVAL_S:
             limit = min(job.max_queued for job in jobs) if jobs else 0
-            logger.warning("async queue holds %d jobs or more (hookbus.async.maxQueued): dropped %d async hook "
-                           "run(s), the last of event %s", limit, self._dropped, event_id)
+            logger.warning(
+                "async queue holds %d jobs or more (hookbus.async.maxQueued): dropped %d async hook "
+                "run(s), the last of event %s",
+                limit,
+                self._dropped,
+                event_id,
+            )
             self._dropped, self._warned_at = 0, now
 
 
@@ -163,8 +169,14 @@ async def put_job(arq: ArqRedis, keys: Keyspace, request: Request, handler_id: s
     this id is queued, running, or its result is kept (``keepResultSeconds``)."""
     request = dataclasses.replace(request, reply_to="", deadline_ms=0)  # no reply: the worker has no deadline
     try:
-        queued = await arq.enqueue_job(JOB_FUNCTION, request.to_job(), handler_id, _job_id=job,
-                                       _queue_name=keys.arq_queue, _expires=job_lifetime_s(max_age_s))
+        queued = await arq.enqueue_job(
+            JOB_FUNCTION,
+            request.to_job(),
+            handler_id,
+            _job_id=job,
+            _queue_name=keys.arq_queue,
+            _expires=job_lifetime_s(max_age_s),
+        )
     except redis.exceptions.WatchError as exc:
         # redis-py's word for "the connection died while the transaction watched the job's key",
         # raised before arq's own handling: a connection problem, retried as one.
@@ -206,8 +218,13 @@ class JobQueue:
             except BusUnavailable as exc:
                 delay_s = backoff.next_delay_s()
                 if time.monotonic() + delay_s > give_up_at:
-                    logger.warning("could not queue %d async hook job(s) of %s (%d tries): %s", len(jobs),
-                                   request.event_id, backoff.failures, exc)
+                    logger.warning(
+                        "could not queue %d async hook job(s) of %s (%d tries): %s",
+                        len(jobs),
+                        request.event_id,
+                        backoff.failures,
+                        exc,
+                    )
                     metrics.ASYNC_JOBS.labels("failed").inc(len(jobs))
                     return
                 if backoff.failures == 1:
@@ -228,8 +245,13 @@ def arq_pool(redis_url: str, max_connections: int = MAX_CONNECTIONS) -> ArqRedis
     """
     # No socket timeout: it would cost a task and two timers per command (one worker drains 24-40 %
     # more jobs/s without it, ``bench/async_burst.py``); TCP keepalive notices a vanished Redis.
-    options: dict[str, Any] = {"max_connections": max_connections, "timeout": 2.0, "socket_connect_timeout": 1.0,
-                               "socket_timeout": None, **keepalive_options(redis_url)}
+    options: dict[str, Any] = {
+        "max_connections": max_connections,
+        "timeout": 2.0,
+        "socket_connect_timeout": 1.0,
+        "socket_timeout": None,
+        **keepalive_options(redis_url),
+    }
     connections: BlockingConnectionPool
     if is_sentinel_url(redis_url):
         connections = sentinel_pool(parse_sentinel_url(redis_url), **options)
@@ -243,6 +265,19 @@ def arq_pool(redis_url: str, max_connections: int = MAX_CONNECTIONS) -> ArqRedis
     return pool
 
 
-__all__ = ["DECISION_MARGIN_S", "ENQUEUE_PATIENCE_S", "JOB_FUNCTION", "JobQueue", "JobTally", "PreparedJob",
-           "arq_pool", "job_id", "job_lifetime_s", "prepare_job", "put_job", "queue_script_args", "replay_job_id",
-           "replay_number"]
+__all__ = [
+    "DECISION_MARGIN_S",
+    "ENQUEUE_PATIENCE_S",
+    "JOB_FUNCTION",
+    "JobQueue",
+    "JobTally",
+    "PreparedJob",
+    "arq_pool",
+    "job_id",
+    "job_lifetime_s",
+    "prepare_job",
+    "put_job",
+    "queue_script_args",
+    "replay_job_id",
+    "replay_number",
+]

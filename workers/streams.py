@@ -47,9 +47,19 @@ Spawn = Callable[[str, bytes, Mapping[bytes, bytes]], Awaitable[None]]
 class WorkStreams:
     """The consumer group's mechanics for one dispatcher (see the module docstring)."""
 
-    def __init__(self, settings: Settings, keys: Keyspace, redis: aioredis.Redis, redis_url: str, outbox: Outbox,
-                 consumer: str, *, spawn: Spawn, redact: Callable[[StreamFields], StreamFields],
-                 retention: Callable[[], DecisionLogSettings]) -> None:
+    def __init__(
+        self,
+        settings: Settings,
+        keys: Keyspace,
+        redis: aioredis.Redis,
+        redis_url: str,
+        outbox: Outbox,
+        consumer: str,
+        *,
+        spawn: Spawn,
+        redact: Callable[[StreamFields], StreamFields],
+        retention: Callable[[], DecisionLogSettings],
+    ) -> None:
         self.settings = settings
         self.keys = keys
         self.redis = redis
@@ -71,8 +81,11 @@ class WorkStreams:
         self.reader = connect(redis_url, socket_timeout_s=None, client_name=self.reader_name)
         self.readers = PartitionClients(self.reader, redis_url, socket_timeout_s=None, client_name=self.reader_name)
         # One XREADGROUP names streams of one slot only on a cluster: a read per partition there.
-        self._read_groups = ([[keys.blocking_stream(p), keys.events_stream(p)] for p in self.partitions]
-                             if is_cluster(self.reader) else [list(self.names)])
+        self._read_groups = (
+            [[keys.blocking_stream(p), keys.events_stream(p)] for p in self.partitions]
+            if is_cluster(self.reader)
+            else [list(self.names)]
+        )
         self._reads: dict[int, asyncio.Task[list[Any]]] = {}
         self._groups_ready: set[int] = set()
         self._backoffs = [Backoff(cap_s=1.0) for _ in self._read_groups]
@@ -153,8 +166,12 @@ class WorkStreams:
                 with redis_errors(self.redis_url):
                     async with asyncio.timeout(_READ_BLOCK_MS / 1000 + 5) as self._read_deadline:
                         response = await read_streams(
-                            self.readers.get(index), dict.fromkeys(streams, ">"), group=DISPATCH_GROUP,
-                            consumer=self.consumer, count=self.settings.dispatch_batch, block_ms=_READ_BLOCK_MS,
+                            self.readers.get(index),
+                            dict.fromkeys(streams, ">"),
+                            group=DISPATCH_GROUP,
+                            consumer=self.consumer,
+                            count=self.settings.dispatch_batch,
+                            block_ms=_READ_BLOCK_MS,
                         )
                 backoff.reset()
                 return list(response or [])
@@ -176,7 +193,6 @@ class WorkStreams:
         for task in self._reads.values():
             task.cancel()
         self._reads.clear()
-
 
     async def wake_reader(self, stop: asyncio.Event) -> None:
         """Once stopping, unblock this dispatcher's XREADGROUP (repeatedly: it may not block yet)."""
@@ -208,10 +224,18 @@ class WorkStreams:
         try:
             dead: StreamFields = self.redact({**readable, "_stream": stream, "_id": entry_id, "_why": why})
         except Exception as exc:  # masking must not keep a poison entry in place: keep a note instead
-            logger.error("dead letter %s %s cannot be masked (%s); its payload is not kept", stream,
-                         entry_id.decode(), type(exc).__name__)
-            dead = {"_stream": stream, "_id": entry_id, "_why": why,
-                    "_note": f"the entry could not be masked ({type(exc).__name__}); its fields are not kept"}
+            logger.error(
+                "dead letter %s %s cannot be masked (%s); its payload is not kept",
+                stream,
+                entry_id.decode(),
+                type(exc).__name__,
+            )
+            dead = {
+                "_stream": stream,
+                "_id": entry_id,
+                "_why": why,
+                "_note": f"the entry could not be masked ({type(exc).__name__}); its fields are not kept",
+            }
         self.outbox.xadd(self.keys.dead_letter_stream(self.partition[stream]), dead, DEAD_LETTER_MAXLEN)
         self.outbox.ack(stream, entry_id)
 
@@ -294,7 +318,12 @@ class WorkStreams:
                     pipe.xclaim(stream, DISPATCH_GROUP, self.consumer, 0, [entry_id])
                 answers = await pipe.execute()
             pending = await self.redis.xpending_range(
-                stream, DISPATCH_GROUP, min=min(ids), max=max(ids), count=len(ids) + 100, consumername=self.consumer,
+                stream,
+                DISPATCH_GROUP,
+                min=min(ids),
+                max=max(ids),
+                count=len(ids) + 100,
+                consumername=self.consumer,
             )
         deliveries = {p["message_id"]: p["times_delivered"] for p in pending}
         for entry_id, answer in zip(ids, answers, strict=True):
@@ -353,8 +382,10 @@ def consumed_partitions(settings: Settings, keys: Keyspace) -> tuple[int, ...]:
         return tuple(keys.all_partitions)
     outside = [p for p in settings.dispatch_partitions if p >= keys.partitions]
     if outside:
-        raise ConfigError(f"--partitions names {', '.join(map(str, outside))}, but the policy has "
-                          f"{keys.partitions} partition(s) (0-{keys.partitions - 1}; hookbus.streams.partitions)")
+        raise ConfigError(
+            f"--partitions names {', '.join(map(str, outside))}, but the policy has "
+            f"{keys.partitions} partition(s) (0-{keys.partitions - 1}; hookbus.streams.partitions)"
+        )
     return settings.dispatch_partitions
 
 

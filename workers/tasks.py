@@ -110,8 +110,9 @@ def _redactor(ctx: dict[str, Any], policy: Policy) -> Redactor:
 async def _run_handler(ctx: dict[str, Any], hook: HookContext) -> HandlerResult:
     runner: Runner | None = ctx["runners"].get(hook.entry.handler.type)
     if runner is None:
-        return HandlerResult(Outcome.ERROR, reason=f"handler type '{hook.entry.handler.type}' is not available",
-                             retryable=False)
+        return HandlerResult(
+            Outcome.ERROR, reason=f"handler type '{hook.entry.handler.type}' is not available", retryable=False
+        )
     if hook.entry.handler.type in SELF_TIMED_TYPES:
         return await runner(hook)
     try:
@@ -143,13 +144,31 @@ async def run_async_hook(ctx: dict[str, Any], job: dict[str, Any], handler_id: s
     limits = Limits.of(entry.handler, policy.settings.async_)
     age_s = time.time() - ctx["enqueue_time"].timestamp()
     if (early := before_try(job_try, age_s, limits)) is not None:
-        error = (f"queued {age_s:.0f}s ago, past maxAgeSeconds ({limits.max_age_s:g})" if early is GiveUp.TOO_OLD
-                 else f"try {job_try} of at most {limits.max_tries}: the worker stopped during the earlier ones")
-        return await _give_up(ctx, request, hook_input, redactor, handler_id, handler_type, early,
-                              Attempt(job_try, now_ms(), "not_run", error, False))
+        error = (
+            f"queued {age_s:.0f}s ago, past maxAgeSeconds ({limits.max_age_s:g})"
+            if early is GiveUp.TOO_OLD
+            else f"try {job_try} of at most {limits.max_tries}: the worker stopped during the earlier ones"
+        )
+        return await _give_up(
+            ctx,
+            request,
+            hook_input,
+            redactor,
+            handler_id,
+            handler_type,
+            early,
+            Attempt(job_try, now_ms(), "not_run", error, False),
+        )
     timeout_s = entry.handler.timeout or 600.0
-    hook = HookContext(request, hook_input, entry, policy, timeout_s, ctx["services"],
-                       delivery_id=webhook_id(request.event_id, handler_id))
+    hook = HookContext(
+        request,
+        hook_input,
+        entry,
+        policy,
+        timeout_s,
+        ctx["services"],
+        delivery_id=webhook_id(request.event_id, handler_id),
+    )
     started = time.perf_counter()
     result = await _run_handler(ctx, hook)
     took_s = time.perf_counter() - started
@@ -163,8 +182,14 @@ async def run_async_hook(ctx: dict[str, Any], job: dict[str, Any], handler_id: s
         metrics.ASYNC_JOBS.labels("succeeded").inc()
         metrics.ASYNC_ATTEMPTS.observe(job_try)
         return result.outcome.value
-    attempt = Attempt(job_try, now_ms(), result.outcome.value, masked_error(redactor, result.reason),
-                      result.retryable and result.outcome is not Outcome.BLOCK, int(took_s * 1000))
+    attempt = Attempt(
+        job_try,
+        now_ms(),
+        result.outcome.value,
+        masked_error(redactor, result.reason),
+        result.retryable and result.outcome is not Outcome.BLOCK,
+        int(took_s * 1000),
+    )
     decided = verdict(result, job_try, age_s, limits)
     if decided.delay_s is None:
         assert decided.give_up is not None
@@ -178,8 +203,16 @@ async def run_async_hook(ctx: dict[str, Any], job: dict[str, Any], handler_id: s
     raise Retry(defer=decided.delay_s)
 
 
-async def _give_up(ctx: dict[str, Any], request: Request, hook_input: Any, redactor: Redactor, handler_id: str,
-                   handler_type: str, why: GiveUp, last: Attempt) -> str:
+async def _give_up(
+    ctx: dict[str, Any],
+    request: Request,
+    hook_input: Any,
+    redactor: Redactor,
+    handler_id: str,
+    handler_type: str,
+    why: GiveUp,
+    last: Attempt,
+) -> str:
     """Dead-letter the job with every try it had; its result says ``dead: <error>``.
 
     When Redis refuses the letter (down, or full) the job is retried instead of lost: its next
@@ -190,19 +223,40 @@ async def _give_up(ctx: dict[str, Any], request: Request, hook_input: Any, redac
     keys: Keyspace = ctx["keys"]
     try:
         attempts = [*await earlier_attempts(redis, keys, ctx["job_id"]), last]
-        letter = letter_of(request, hook_input, redactor, job_id=ctx["job_id"], handler_id=handler_id,
-                           handler_type=handler_type, why=why.value, attempts=attempts)
+        letter = letter_of(
+            request,
+            hook_input,
+            redactor,
+            job_id=ctx["job_id"],
+            handler_id=handler_id,
+            handler_type=handler_type,
+            why=why.value,
+            attempts=attempts,
+        )
         entry_id = await bury(redis, keys, letter)
     except _REDIS_ERRORS as exc:
-        logger.warning("async job %s: dead letter not written (%s); trying again in %gs", ctx["job_id"], exc,
-                       BURY_AGAIN_S)
+        logger.warning(
+            "async job %s: dead letter not written (%s); trying again in %gs", ctx["job_id"], exc, BURY_AGAIN_S
+        )
         raise Retry(defer=BURY_AGAIN_S) from exc
     metrics.ASYNC_JOBS.labels("dead").inc()
     metrics.ASYNC_ATTEMPTS.observe(ctx["job_try"])
     session = hook_input.get("session_id") if isinstance(hook_input, dict) else None
-    logger.warning("async hook given up (%s) after %d tries; dead letter %s", why.value, ctx["job_try"], entry_id,
-                   extra=event_fields(request.event_id, request.event, request.tenant, session, handler_id,
-                                      handler_type=handler_type, reason=last.error))
+    logger.warning(
+        "async hook given up (%s) after %d tries; dead letter %s",
+        why.value,
+        ctx["job_try"],
+        entry_id,
+        extra=event_fields(
+            request.event_id,
+            request.event,
+            request.tenant,
+            session,
+            handler_id,
+            handler_type=handler_type,
+            reason=last.error,
+        ),
+    )
     return f"dead: {last.error}"
 
 
@@ -215,9 +269,15 @@ def slim_result(result: dict[str, Any]) -> bytes:
     return orjson.dumps({**result, "a": [], "k": {}}, default=str)
 
 
-def build_worker(settings: Settings, policy: Policy | dict[str, Policy], redis_url: str, *,
-                 burst: bool = False, registry: PolicyRegistry | None = None,
-                 bus: aioredis.Redis | None = None) -> LeasedWorker:
+def build_worker(
+    settings: Settings,
+    policy: Policy | dict[str, Policy],
+    redis_url: str,
+    *,
+    burst: bool = False,
+    registry: PolicyRegistry | None = None,
+    bus: aioredis.Redis | None = None,
+) -> LeasedWorker:
     """An arq worker that runs async hooks from the queue at ``redis_url``.
 
     ``policy`` may be a dict holding it under ``"policy"``, which a reload updates in place.
@@ -243,8 +303,15 @@ def build_worker(settings: Settings, policy: Policy | dict[str, Policy], redis_u
         handle_signals=not burst,
         job_serializer=slim_result,
         job_deserializer=orjson.loads,
-        ctx={"current": current, "runners": default_runners(), "keys": settings.keys, "redis": pool,
-             "bus": bus or pool, "services": Services(settings, bus or pool), "registry": registry},
+        ctx={
+            "current": current,
+            "runners": default_runners(),
+            "keys": settings.keys,
+            "redis": pool,
+            "bus": bus or pool,
+            "services": Services(settings, bus or pool),
+            "registry": registry,
+        },
     )
 
 
@@ -301,8 +368,11 @@ def set_cpu_priority(worker_cpu: str) -> None:
         for tid in threads:
             os.sched_setscheduler(tid, os.SCHED_IDLE, os.sched_param(0))
     except (AttributeError, OSError) as exc:
-        logger.warning("HOOKBUS_WORKER_CPU=idle: this system cannot run the worker at idle priority (%s); "
-                       "running it at normal priority", exc)
+        logger.warning(
+            "HOOKBUS_WORKER_CPU=idle: this system cannot run the worker at idle priority (%s); "
+            "running it at normal priority",
+            exc,
+        )
 
 
 async def serve_worker(settings: Settings, policy: Policy, redis_url: str, metrics_port: int | None = None) -> None:

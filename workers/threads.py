@@ -21,8 +21,9 @@ from collections.abc import Callable
 from typing import Any
 
 #: One call: where to answer it, and what to run.
-_Call = tuple[asyncio.AbstractEventLoop, "asyncio.Future[Any]", contextvars.Context, Callable[..., Any],
-              tuple[Any, ...]]
+_Call = tuple[
+    asyncio.AbstractEventLoop, "asyncio.Future[Any]", contextvars.Context, Callable[..., Any], tuple[Any, ...]
+]
 
 
 class ThreadHandoff:
@@ -58,8 +59,7 @@ class ThreadHandoff:
         with self._lock:
             if len(self._threads) >= self.max_threads:
                 return  # the call waits for the next thread that is done
-            thread = threading.Thread(target=self._serve, name=f"{self.name_prefix}_{len(self._threads)}",
-                                      daemon=True)
+            thread = threading.Thread(target=self._serve, name=f"{self.name_prefix}_{len(self._threads)}", daemon=True)
             self._threads.append(thread)
         thread.start()
 
@@ -77,8 +77,9 @@ class ThreadHandoff:
             self._idle.release()
 
 
-def _answer(loop: asyncio.AbstractEventLoop, future: asyncio.Future[Any], result: Any,
-            error: BaseException | None) -> None:
+def _answer(
+    loop: asyncio.AbstractEventLoop, future: asyncio.Future[Any], result: Any, error: BaseException | None
+) -> None:
     try:
         loop.call_soon_threadsafe(_settle, future, result, error)
     except RuntimeError:  # the loop is closed: nobody is waiting any more

@@ -118,8 +118,9 @@ class Buffered(httpx.AsyncByteStream):
 class _Streamed(httpx.AsyncByteStream):
     """A body read from its connection as it arrives, failing with ResponseTooLarge past ``cap`` bytes."""
 
-    def __init__(self, conn: H1Connection, cap: int, read_s: float | None,
-                 on_close: Callable[[H1Connection], None]) -> None:
+    def __init__(
+        self, conn: H1Connection, cap: int, read_s: float | None, on_close: Callable[[H1Connection], None]
+    ) -> None:
         self._conn, self._cap, self._read_s, self._on_close = conn, cap, read_s, on_close
         self._closed = False
 
@@ -164,8 +165,9 @@ class GuardedTransport(httpx.AsyncBaseTransport):
         self.allowed = tuple(allowed)
         self.max_response_bytes = max_response_bytes
         self.limit, self.limit_per_host, self.keepalive_s = limit, limit_per_host, keepalive_s
-        self.ssl_context = verify if isinstance(verify, ssl.SSLContext) else httpx.create_ssl_context(
-            verify=verify, trust_env=False)
+        self.ssl_context = (
+            verify if isinstance(verify, ssl.SSLContext) else httpx.create_ssl_context(verify=verify, trust_env=False)
+        )
         self._hosts: dict[Origin, _Host] = {}
         self._open = 0
         self._in_flight = 0
@@ -206,8 +208,9 @@ class GuardedTransport(httpx.AsyncBaseTransport):
             if declared.isdigit() and int(declared) > self.max_response_bytes:
                 conn.close()
                 self._finish(origin, conn)
-                raise ResponseTooLarge(f"response body of {declared.decode()} bytes is over "
-                                       f"{self.max_response_bytes} bytes")
+                raise ResponseTooLarge(
+                    f"response body of {declared.decode()} bytes is over {self.max_response_bytes} bytes"
+                )
             stream: httpx.AsyncByteStream
             if conn.complete:  # the usual hook answer: it came in one piece, the connection is free again
                 content = conn.body_bytes()
@@ -216,13 +219,18 @@ class GuardedTransport(httpx.AsyncBaseTransport):
                     raise ResponseTooLarge(f"response body over {self.max_response_bytes} bytes; stopped reading")
                 stream = Buffered(content, self._done)
             else:
-                stream = _Streamed(conn, self.max_response_bytes, timeouts.get("read"),
-                                   lambda c: self._finish(origin, c, done=True))
+                stream = _Streamed(
+                    conn, self.max_response_bytes, timeouts.get("read"), lambda c: self._finish(origin, c, done=True)
+                )
         except BaseException:
             self._done()
             raise
-        return httpx.Response(conn.status_code, headers=conn.headers, stream=stream,
-                              extensions={"http_version": b"HTTP/1.1", "reason_phrase": conn.reason})
+        return httpx.Response(
+            conn.status_code,
+            headers=conn.headers,
+            stream=stream,
+            extensions={"http_version": b"HTTP/1.1", "reason_phrase": conn.reason},
+        )
 
     @property
     def in_flight(self) -> int:
@@ -254,8 +262,9 @@ class GuardedTransport(httpx.AsyncBaseTransport):
 
     # ---- one exchange
 
-    async def _exchange(self, origin: Origin, data: bytes, head_only: bool,
-                        timeouts: dict[str, float | None]) -> H1Connection:
+    async def _exchange(
+        self, origin: Origin, data: bytes, head_only: bool, timeouts: dict[str, float | None]
+    ) -> H1Connection:
         """A connection that has sent ``data`` and read the response's head."""
         for attempt in (1, 2):
             conn, reused = await self._acquire(origin, timeouts)
@@ -331,8 +340,9 @@ class GuardedTransport(httpx.AsyncBaseTransport):
                 sock.setblocking(False)
                 await loop.sock_connect(sock, address)
                 tls = self.ssl_context if scheme == "https" else None
-                _, conn = await loop.create_connection(H1Connection, sock=sock, ssl=tls,
-                                                       server_hostname=name if tls else None)
+                _, conn = await loop.create_connection(
+                    H1Connection, sock=sock, ssl=tls, server_hostname=name if tls else None
+                )
                 return conn
             except OSError as exc:
                 sock.close()
@@ -412,8 +422,9 @@ class GuardedTransport(httpx.AsyncBaseTransport):
                     self._discard(origin, conn)
         oldest = min((c.idle_since for h in self._hosts.values() for c in h.idle), default=None)
         if oldest is not None:
-            self._sweeper = asyncio.get_running_loop().call_later(max(oldest + self.keepalive_s - now, 0.01),
-                                                                  self._sweep)
+            self._sweeper = asyncio.get_running_loop().call_later(
+                max(oldest + self.keepalive_s - now, 0.01), self._sweep
+            )
 
     def _stale(self, conn: H1Connection, now: float) -> bool:
         """Whether an idle connection is closed or past its keep-alive."""

@@ -31,8 +31,7 @@ logger = logging.getLogger("hookbus.plugins.permission")
 SHELL_TOOLS: Final = frozenset({"Bash", "bash"})
 #: What the permission hook forbids: ``rm -rf`` (in any flag order) and ``sudo``, each as a whole word.
 DANGEROUS: Final = (
-    (re.compile(r"(?<![\w-])rm\s+(?:-[a-zA-Z]*(?:[rR][a-zA-Z]*f|f[a-zA-Z]*[rR])|-[rR]\s+-f|-f\s+-[rR])"),
-     "rm -rf"),
+    (re.compile(r"(?<![\w-])rm\s+(?:-[a-zA-Z]*(?:[rR][a-zA-Z]*f|f[a-zA-Z]*[rR])|-[rR]\s+-f|-f\s+-[rR])"), "rm -rf"),
     (re.compile(r"(?<![\w-])sudo\b"), "sudo"),
 )
 

@@ -19,12 +19,24 @@ from tests.conftest import BusProbe
 NOW = 1_736_242_200_000  # 2025-01-07T09:30:00Z
 
 
-@pytest.mark.parametrize(("text", "ms"), [
-    ("now", NOW), ("90s", NOW - 90_000), ("15m", NOW - 900_000), ("1h", NOW - 3_600_000), ("1.5h", NOW - 5_400_000),
-    ("7d", NOW - 604_800_000), ("2w", NOW - 1_209_600_000), ("250ms", NOW - 250),
-    ("2025-01-07T09:30:00Z", NOW), ("2025-01-07T10:30:00+01:00", NOW), ("2025-01-07T09:30:00.250Z", NOW + 250),
-    ("1736242200", NOW), ("1736242200000", NOW),
-])
+@pytest.mark.parametrize(
+    ("text", "ms"),
+    [
+        ("now", NOW),
+        ("90s", NOW - 90_000),
+        ("15m", NOW - 900_000),
+        ("1h", NOW - 3_600_000),
+        ("1.5h", NOW - 5_400_000),
+        ("7d", NOW - 604_800_000),
+        ("2w", NOW - 1_209_600_000),
+        ("250ms", NOW - 250),
+        ("2025-01-07T09:30:00Z", NOW),
+        ("2025-01-07T10:30:00+01:00", NOW),
+        ("2025-01-07T09:30:00.250Z", NOW + 250),
+        ("1736242200", NOW),
+        ("1736242200000", NOW),
+    ],
+)
 def test_times(text: str, ms: int) -> None:
     assert parse_time(text, NOW) == ms
 
@@ -50,8 +62,14 @@ def test_a_window_is_inclusive_stream_ids() -> None:
 
 
 def record(**fields: str) -> LogRecord:
-    base = {"event_id": "e", "event": "PreToolUse", "tenant": "acme", "session_id": "sess-42", "outcome": "decided",
-            "decision": "deny"}
+    base = {
+        "event_id": "e",
+        "event": "PreToolUse",
+        "tenant": "acme",
+        "session_id": "sess-42",
+        "outcome": "decided",
+        "decision": "deny",
+    }
     return LogRecord(**{**base, **fields}, output={}, payload=b"{}", received_ms=0, decided_ms=0)  # type: ignore[arg-type]
 
 
@@ -67,8 +85,20 @@ def test_filters() -> None:
 
 
 def test_a_record_written_before_these_fields_existed_still_reads() -> None:
-    meta = {"id": "e1", "ev": "Stop", "tn": "acme", "sid": "s", "outcome": "recorded", "dec": "none", "out": {},
-            "ts": 1, "dms": 3, "rev": "r", "hooks": [], "shadow": []}
+    meta = {
+        "id": "e1",
+        "ev": "Stop",
+        "tn": "acme",
+        "sid": "s",
+        "outcome": "recorded",
+        "dec": "none",
+        "out": {},
+        "ts": 1,
+        "dms": 3,
+        "rev": "r",
+        "hooks": [],
+        "shadow": [],
+    }
     old = LogRecord.decode({b"r": orjson.dumps(meta), b"in": b"{}", b"o": b"recorded", b"fo": b""})
     assert (old.agent_id, old.tool_use_id, old.reason, old.masked) == ("", "", "", [])
     view = old.to_json()
@@ -81,22 +111,37 @@ FOUR = Keyspace(partitions=4)
 AT_MS = 1_700_000_000_000
 #: (partition, entry id offset in ms, seq): partitions written unevenly, with two ids that two
 #: partitions share (the same millisecond and sequence number in both).
-LAYOUT = [(0, 0, 0), (2, 1, 0), (1, 2, 0), (3, 2, 0), (0, 3, 0), (0, 3, 1), (2, 5, 0), (1, 6, 0), (3, 7, 0),
-          (2, 7, 0), (1, 9, 0)]
+LAYOUT = [
+    (0, 0, 0),
+    (2, 1, 0),
+    (1, 2, 0),
+    (3, 2, 0),
+    (0, 3, 0),
+    (0, 3, 1),
+    (2, 5, 0),
+    (1, 6, 0),
+    (3, 7, 0),
+    (2, 7, 0),
+    (1, 9, 0),
+]
 
 
 async def write_partitions(bus: BusProbe, layout: list[tuple[int, int, int]] = LAYOUT) -> list[tuple[int, str]]:
     """XADD one record per ``(partition, ms, seq)`` with that id; returns (partition, id) in merged order."""
     for n, (partition, ms, seq) in enumerate(layout):
         entry = record(event_id=f"ev-{n:02d}", tenant="acme" if partition % 2 else "globex")
-        await bus.redis.xadd(FOUR.decision_log(partition), entry.encode(),  # type: ignore[arg-type]
-                             id=f"{AT_MS + ms}-{seq}")
+        await bus.redis.xadd(
+            FOUR.decision_log(partition),
+            entry.encode(),  # type: ignore[arg-type]
+            id=f"{AT_MS + ms}-{seq}",
+        )
     return [(p, f"{AT_MS + ms}-{seq}") for ms, seq, p in sorted((ms, seq, p) for p, ms, seq in layout)]
 
 
 async def window_ids(bus: BusProbe, window: Window | None = None, **options: Any) -> list[tuple[str, str]]:
-    return [(log_id, found.event_id)
-            async for log_id, found in read_window(bus.redis, FOUR, window or Window(), **options)]
+    return [
+        (log_id, found.event_id) async for log_id, found in read_window(bus.redis, FOUR, window or Window(), **options)
+    ]
 
 
 async def test_a_window_merges_every_partition_in_id_order_ties_in_partition_order(bus: BusProbe) -> None:
@@ -108,12 +153,14 @@ async def test_a_window_merges_every_partition_in_id_order_ties_in_partition_ord
         assert len({event_id for _, event_id in got}) == len(LAYOUT)
     # The window bounds hold in every partition.
     inside = await window_ids(bus, Window(AT_MS + 2, AT_MS + 7))
-    assert [log_id for log_id, _ in inside] == [f"{AT_MS + ms}-{seq}" for ms, seq in
-                                                 ((2, 0), (2, 0), (3, 0), (3, 1), (5, 0), (6, 0), (7, 0), (7, 0))]
-    only_acme = [event_id async for _, event_id in _events(read_window(bus.redis, FOUR, Window(),
-                                                                       RecordFilter.of(tenants=["acme"])))]
-    assert only_acme == [event_id for _, event_id in await window_ids(bus)
-                         if by_event[event_id][0] % 2]
+    assert [log_id for log_id, _ in inside] == [
+        f"{AT_MS + ms}-{seq}" for ms, seq in ((2, 0), (2, 0), (3, 0), (3, 1), (5, 0), (6, 0), (7, 0), (7, 0))
+    ]
+    only_acme = [
+        event_id
+        async for _, event_id in _events(read_window(bus.redis, FOUR, Window(), RecordFilter.of(tenants=["acme"])))
+    ]
+    assert only_acme == [event_id for _, event_id in await window_ids(bus) if by_event[event_id][0] % 2]
 
 
 async def _events(pairs: AsyncIterator[tuple[str, LogRecord]]) -> AsyncIterator[tuple[str, str]]:
@@ -144,8 +191,11 @@ async def test_records_written_into_any_partition_while_a_window_is_read_come_on
         seen.append(log_id)
         if len(seen) == 2:
             for p in range(4):
-                await bus.redis.xadd(FOUR.decision_log(p), record(event_id=f"late-{p}").encode(),  # type: ignore[arg-type]
-                                     id=f"{AT_MS + 100 + p}-0")
+                await bus.redis.xadd(
+                    FOUR.decision_log(p),
+                    record(event_id=f"late-{p}").encode(),  # type: ignore[arg-type]
+                    id=f"{AT_MS + 100 + p}-0",
+                )
     # Partition 0 had answered a short page (it was done) before late-0 came: read once or not at all.
     assert seen == [f"{AT_MS + ms}-0" for ms in (0, 1, 2, 3, 101, 102, 103)]
 
@@ -153,14 +203,17 @@ async def test_records_written_into_any_partition_while_a_window_is_read_come_on
 async def test_newest_first_merges_every_partition_too(bus: BusProbe) -> None:
     merged = await write_partitions(bus)
     for page in (1, 4):
-        got = [(e.partition, e.log_id) async for e in read_merged(bus.redis, FOUR.decision_logs, page=page,
-                                                                  reverse=True)]
+        got = [
+            (e.partition, e.log_id) async for e in read_merged(bus.redis, FOUR.decision_logs, page=page, reverse=True)
+        ]
         assert got == merged[::-1]
     starts = [f"({AT_MS + 3}-0", "+", "+", f"({AT_MS + 2}-0"]  # a start bound per partition
-    got = [(e.partition, e.log_id) async for e in read_merged(bus.redis, FOUR.decision_logs, high=starts,
-                                                              reverse=True)]
-    assert got == [(p, i) for p, i in merged[::-1] if not (p == 0 and i >= f"{AT_MS + 3}-0")
-                   and not (p == 3 and i >= f"{AT_MS + 2}-0")]
+    got = [(e.partition, e.log_id) async for e in read_merged(bus.redis, FOUR.decision_logs, high=starts, reverse=True)]
+    assert got == [
+        (p, i)
+        for p, i in merged[::-1]
+        if not (p == 0 and i >= f"{AT_MS + 3}-0") and not (p == 3 and i >= f"{AT_MS + 2}-0")
+    ]
 
 
 async def test_the_log_state_adds_up_every_partition(bus: BusProbe) -> None:

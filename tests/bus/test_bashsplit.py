@@ -137,7 +137,7 @@ def test_powershell_split(command: str, expected: list[str]) -> None:
 def test_powershell_quote_values() -> None:
     commands = parse_commands("echo 'it''s' \"a`\"b\"", powershell=True)
     assert commands is not None
-    assert commands[0].plain == 'echo it\'s a"b'
+    assert commands[0].plain == "echo it's a\"b"
 
 
 def _words(text: str) -> tuple[Word, ...]:
@@ -195,10 +195,24 @@ def test_removed_assignments_are_recorded() -> None:
 
 
 _PLAIN_SAMPLES = [
-    "ls -la", "git status", "npm run test", "FOO=1 BAR=2 make build", "git push origin main",
-    "python3 -m pytest tests/bus -q", "kubectl get pods -n kube-system", "  spaced   out  words ",
-    "rm -rf /tmp/x", "echo done", "if", "do make", "cp a.txt b.txt", "x=1", "git log --oneline -n 5",
-    "curl https://example.com/a:b,c@d%20", "terraform apply -auto-approve", "",
+    "ls -la",
+    "git status",
+    "npm run test",
+    "FOO=1 BAR=2 make build",
+    "git push origin main",
+    "python3 -m pytest tests/bus -q",
+    "kubectl get pods -n kube-system",
+    "  spaced   out  words ",
+    "rm -rf /tmp/x",
+    "echo done",
+    "if",
+    "do make",
+    "cp a.txt b.txt",
+    "x=1",
+    "git log --oneline -n 5",
+    "curl https://example.com/a:b,c@d%20",
+    "terraform apply -auto-approve",
+    "",
 ]
 
 

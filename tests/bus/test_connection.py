@@ -24,6 +24,7 @@ pytestmark = pytest.mark.timeout(30)
 class IntFlag(enum.IntEnum):
     A = 1
 
+
 ARGS: list[tuple[Any, ...]] = [
     ("SET", "k", "v"),
     ("CONFIG GET", "maxmemory"),  # two words in the command name: two arguments
@@ -50,8 +51,11 @@ def test_a_bool_is_still_refused() -> None:
 
 
 def test_each_scheme_keeps_its_connection_class() -> None:
-    for url, base in (("redis://127.0.0.1:1", Connection), ("rediss://127.0.0.1:1", SSLConnection),
-                      ("unix:///tmp/none.sock", UnixDomainSocketConnection)):
+    for url, base in (
+        ("redis://127.0.0.1:1", Connection),
+        ("rediss://127.0.0.1:1", SSLConnection),
+        ("unix:///tmp/none.sock", UnixDomainSocketConnection),
+    ):
         cls = connect(url).connection_pool.connection_class
         assert issubclass(cls, base) and cls is hiredis_packing(base) is hiredis_packing(cls)
 
@@ -66,17 +70,26 @@ async def test_values_round_trip_through_a_real_redis(redis_url: str) -> None:
             for n in range(len(values)):
                 pipe.get(f"test-connection:{n}")
             replies = await pipe.execute()
-        assert replies[len(values):] == [b"\x00\xff" * 4000, "é ünï".encode(), b"4611686018427387904", b"-7",
-                                         b"1.25", b""]
+        assert replies[len(values) :] == [
+            b"\x00\xff" * 4000,
+            "é ünï".encode(),
+            b"4611686018427387904",
+            b"-7",
+            b"1.25",
+            b"",
+        ]
     finally:
         await client.aclose()
 
 
-@pytest.mark.parametrize(("error", "said"), [
-    (TimeoutError(), "timed out"),  # a deadline ran out: the builtin error has no message
-    (ConnectionRefusedError(), "ConnectionRefusedError"),
-    (redis.exceptions.ConnectionError("Connection reset by peer"), "Connection reset by peer"),
-])
+@pytest.mark.parametrize(
+    ("error", "said"),
+    [
+        (TimeoutError(), "timed out"),  # a deadline ran out: the builtin error has no message
+        (ConnectionRefusedError(), "ConnectionRefusedError"),
+        (redis.exceptions.ConnectionError("Connection reset by peer"), "Connection reset by peer"),
+    ],
+)
 def test_an_outage_says_what_happened(error: Exception, said: str) -> None:
     with pytest.raises(BusUnavailable) as raised:
         with redis_errors("redis://:secret@127.0.0.1:6390/0"):

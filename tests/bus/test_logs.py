@@ -15,8 +15,9 @@ from bus.settings import Settings
 
 
 def record(message: str, *args: object, level: int = logging.INFO, **extra: object) -> logging.LogRecord:
-    return logging.getLogger("hookbus.test").makeRecord("hookbus.test", level, __file__, 1, message, args, None,
-                                                        extra=extra)
+    return logging.getLogger("hookbus.test").makeRecord(
+        "hookbus.test", level, __file__, 1, message, args, None, extra=extra
+    )
 
 
 def test_json_lines_carry_the_message_and_the_event_fields() -> None:
@@ -28,16 +29,22 @@ def test_json_lines_carry_the_message_and_the_event_fields() -> None:
     assert (data["level"], data["logger"]) == ("info", "hookbus.test")
     assert isinstance(data["pid"], int) and data["time"].endswith("+00:00")
     assert {k: data[k] for k in ("event_id", "event", "tenant", "session_id", "handler", "decision")} == {
-        "event_id": "evt-1", "event": "PreToolUse", "tenant": "acme", "session_id": "s-1", "handler": "abc123",
-        "decision": "deny"}
+        "event_id": "evt-1",
+        "event": "PreToolUse",
+        "tenant": "acme",
+        "session_id": "s-1",
+        "handler": "abc123",
+        "decision": "deny",
+    }
 
 
 def test_json_lines_hold_a_traceback_on_one_line() -> None:
     try:
         raise ValueError("boom\nsecond line")
     except ValueError:
-        made = logging.getLogger("hookbus.test").makeRecord("hookbus.test", logging.ERROR, __file__, 1, "failed",
-                                                            (), sys.exc_info())
+        made = logging.getLogger("hookbus.test").makeRecord(
+            "hookbus.test", logging.ERROR, __file__, 1, "failed", (), sys.exc_info()
+        )
     line = JsonFormatter().format(made)
     assert "\n" not in line
     assert "ValueError: boom" in json.loads(line)["exc_info"]

@@ -68,27 +68,36 @@ def test_render_in_one_process_is_this_process_registry(monkeypatch: pytest.Monk
     body, content_type = metrics.render()
     assert content_type == CONTENT_TYPE_LATEST
     found = exposition_samples(body)
-    assert found[("hookbus_rejected_requests_total", frozenset({("code", "429")}))] == metric(
-        "hookbus_rejected_requests_total", code="429") >= 1
+    assert (
+        found[("hookbus_rejected_requests_total", frozenset({("code", "429")}))]
+        == metric("hookbus_rejected_requests_total", code="429")
+        >= 1
+    )
     assert any(name == "python_info" for name, _ in found)  # the default collectors are there too
 
 
 def test_render_in_multiprocess_mode_adds_up_every_process(tmp_path: Path) -> None:
     env = {"PROMETHEUS_MULTIPROC_DIR": str(tmp_path)}
     for n in (2, 3):  # two roles, each its own process, each gone by the time of the scrape
-        python(f"""
+        python(
+            f"""
             from bus import metrics
             metrics.child(metrics.DECISIONS, "PreToolUse", "deny").inc({n})
             metrics.hook_duration("rule").observe(0.001)
-        """, env)
+        """,
+            env,
+        )
     assert len(list(tmp_path.glob("*.db"))) >= 2  # (each process wrote files of its own)
-    out = python("""
+    out = python(
+        """
         import sys
         from bus import metrics
         body, content_type = metrics.render()
         print(content_type)
         sys.stdout.write(body.decode())
-    """, env)
+    """,
+        env,
+    )
     content_type, _, body = out.partition("\n")
     assert content_type == CONTENT_TYPE_LATEST
     found = exposition_samples(body)

@@ -83,14 +83,21 @@ def test_only_the_observer_exports_the_redis_state_gauges() -> None:
     """)
     names = {name for name, _ in exposition_samples(text)}
     assert "hookbus_build_info" in names
-    for gauge in ("hookbus_redis_up", "hookbus_dispatchers_alive", "hookbus_stream_lag", "hookbus_dlq_size",
-                  "hookbus_async_queue_depth"):
+    for gauge in (
+        "hookbus_redis_up",
+        "hookbus_dispatchers_alive",
+        "hookbus_stream_lag",
+        "hookbus_dlq_size",
+        "hookbus_async_queue_depth",
+    ):
         assert gauge not in names
 
 
 def test_gauges_of_a_dead_process_go_and_its_counters_stay(tmp_path: Path) -> None:
     env = {"PROMETHEUS_MULTIPROC_DIR": str(tmp_path)}
-    pids = [python("""
+    pids = [
+        python(
+            """
         import os
         from bus import metrics
         metrics.set_policy_revision("old")
@@ -98,7 +105,11 @@ def test_gauges_of_a_dead_process_go_and_its_counters_stay(tmp_path: Path) -> No
         metrics.observed().redis_up.set(1)
         metrics.child(metrics.TIMEOUTS, "reply").inc(2)
         print(os.getpid())
-    """, env).strip() for _ in range(2)]
+    """,
+            env,
+        ).strip()
+        for _ in range(2)
+    ]
     found = exposition_samples(python(RENDER, env))
     for pid in pids:
         # Reloaded: the old revision is 0 (the shared files cannot drop a series), the new one 1.

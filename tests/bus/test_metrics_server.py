@@ -53,8 +53,10 @@ def test_the_metrics_token_guards_metrics_but_not_healthz(served: list[object]) 
     served.append(metrics.start_http_server(port, "127.0.0.1", token="m-secret"))
     base = f"http://127.0.0.1:{port}"
     refused = httpx.get(f"{base}/metrics")
-    assert refused.status_code == 401 and refused.json() == {"error": "unauthorized",
-                                                             "detail": "missing or wrong metrics token"}
+    assert refused.status_code == 401 and refused.json() == {
+        "error": "unauthorized",
+        "detail": "missing or wrong metrics token",
+    }
     assert httpx.get(f"{base}/metrics", headers={"Authorization": "Bearer wrong"}).status_code == 401
     assert httpx.get(f"{base}/metrics", headers={"Authorization": "Bearer m-secret"}).status_code == 200
     assert httpx.get(f"{base}/healthz").status_code == 200
@@ -80,11 +82,13 @@ def test_init_metrics_creates_the_known_series_at_zero() -> None:
     metrics.init_metrics()
     metrics.init_metrics()  # idempotent
     text = metrics.render()[0].decode()
-    for line in ('hookbus_fail_open_total{event="PermissionRequest",reason="redis_unavailable"}',
-                 'hookbus_decisions_total{decision="none",event="UserPromptSubmit"}',
-                 'hookbus_role_restarts_total{role="worker"}',
-                 'hookbus_hook_errors_total{outcome="timeout",type="http"}',
-                 'hookbus_dead_letters_total{stream="blocking"}'):
+    for line in (
+        'hookbus_fail_open_total{event="PermissionRequest",reason="redis_unavailable"}',
+        'hookbus_decisions_total{decision="none",event="UserPromptSubmit"}',
+        'hookbus_role_restarts_total{role="worker"}',
+        'hookbus_hook_errors_total{outcome="timeout",type="http"}',
+        'hookbus_dead_letters_total{stream="blocking"}',
+    ):
         assert line in text, line
     assert metric("hookbus_async_jobs_total", status="queued") >= 0.0
     # No zero series up front for an event that never waits (other tests of this process may

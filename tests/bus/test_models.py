@@ -52,8 +52,12 @@ def test_output_round_trips_with_wire_names() -> None:
         "continue": False,
         "stopReason": "done",
         "systemMessage": "hi",
-        "hookSpecificOutput": {"hookEventName": "PreToolUse", "permissionDecision": "deny",
-                               "permissionDecisionReason": "no", "updatedInput": {"command": "ls"}},
+        "hookSpecificOutput": {
+            "hookEventName": "PreToolUse",
+            "permissionDecision": "deny",
+            "permissionDecisionReason": "no",
+            "updatedInput": {"command": "ls"},
+        },
     }
     output = HookOutput.model_validate(wire)
     assert output.continue_ is False and output.blocked
@@ -62,8 +66,11 @@ def test_output_round_trips_with_wire_names() -> None:
 
 @pytest.mark.parametrize(
     ("wire", "blocked"),
-    [({}, False), ({"decision": "block", "reason": "r"}, True),
-     ({"hookSpecificOutput": {"hookEventName": "PreToolUse", "permissionDecision": "allow"}}, False)],
+    [
+        ({}, False),
+        ({"decision": "block", "reason": "r"}, True),
+        ({"hookSpecificOutput": {"hookEventName": "PreToolUse", "permissionDecision": "allow"}}, False),
+    ],
 )
 def test_blocked(wire: dict[str, Any], blocked: bool) -> None:
     assert HookOutput.model_validate(wire).blocked is blocked

@@ -27,8 +27,13 @@ def test_sessions_spread_over_partitions_and_keep_theirs() -> None:
 def test_a_partitions_keys_share_one_hash_tag() -> None:
     keys = Keyspace(partitions=8)
     for part in range(8):
-        names = [keys.blocking_stream(part), keys.events_stream(part), keys.dead_letter_stream(part),
-                 keys.decision_log(part), keys.outcome("e-1", part)]
+        names = [
+            keys.blocking_stream(part),
+            keys.events_stream(part),
+            keys.dead_letter_stream(part),
+            keys.decision_log(part),
+            keys.outcome("e-1", part),
+        ]
         assert len({key_slot(name.encode()) for name in names}) == 1
     assert len({key_slot(log.encode()) for log in keys.decision_logs}) == 8
     assert Keyspace().blocking_stream() == "hookbus:{p0}:stream:blocking"  # one partition: the plain tag
@@ -56,8 +61,13 @@ def test_partitions_spread_evenly_over_masters_that_split_the_slots(masters: int
 
 def test_control_keys_changed_together_share_one_tag() -> None:
     keys = Keyspace("acme:")
-    assert {keys.tokens.split("}")[0], keys.token_lookup("x").split("}")[0], keys.policy_current.split("}")[0],
-            keys.policy_version("v").split("}")[0], keys.policy_versions("org").split("}")[0]} == {"{acme"}
+    assert {
+        keys.tokens.split("}")[0],
+        keys.token_lookup("x").split("}")[0],
+        keys.policy_current.split("}")[0],
+        keys.policy_version("v").split("}")[0],
+        keys.policy_versions("org").split("}")[0],
+    } == {"{acme"}
 
 
 @pytest.mark.parametrize(("spec", "expected"), [("0-3", (0, 1, 2, 3)), ("5", (5,)), ("0-1,4,6-7", (0, 1, 4, 6, 7))])
@@ -77,8 +87,13 @@ def test_cluster_flag_marks_the_url() -> None:
     assert "pw" not in repr(settings)
     with pytest.raises(ConfigError, match="HOOKBUS_QUEUE_REDIS_URL"):
         _ = settings.queue_url
-    queued = Settings.from_env({"HOOKBUS_REDIS_URL": "redis://10.0.0.1:7000", "HOOKBUS_REDIS_CLUSTER": "yes",
-                                "HOOKBUS_QUEUE_REDIS_URL": "redis://10.0.0.9:6379"})
+    queued = Settings.from_env(
+        {
+            "HOOKBUS_REDIS_URL": "redis://10.0.0.1:7000",
+            "HOOKBUS_REDIS_CLUSTER": "yes",
+            "HOOKBUS_QUEUE_REDIS_URL": "redis://10.0.0.9:6379",
+        }
+    )
     assert queued.queue_url == "redis://10.0.0.9:6379"
     assert Settings.from_env({"HOOKBUS_REDIS_URL": "redis://h:1"}).queue_url == "redis://h:1"
 

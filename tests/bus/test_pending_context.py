@@ -23,8 +23,11 @@ def test_only_events_that_carry_additional_context_take_it_and_only_under_async_
 
 def test_items_come_from_a_popped_list_or_from_the_entrys_json_array() -> None:
     items = [b'{"additionalContext":"a"}', b'{"systemMessage":"b"}']
-    assert parse_items(items) == parse_items(b"[" + b",".join(items) + b"]") == [
-        {"additionalContext": "a"}, {"systemMessage": "b"}]
+    assert (
+        parse_items(items)
+        == parse_items(b"[" + b",".join(items) + b"]")
+        == [{"additionalContext": "a"}, {"systemMessage": "b"}]
+    )
     assert parse_items(b"[]") == []
 
 
@@ -35,13 +38,29 @@ def test_anything_but_json_objects_is_refused(raw: bytes | list[bytes]) -> None:
 
 
 def test_context_and_messages_follow_the_events_own() -> None:
-    own: dict[str, Any] = {"systemMessage": "own", "hookSpecificOutput": {
-        "hookEventName": "PreToolUse", "permissionDecision": "deny", "additionalContext": "mine"}}
-    merged = with_context(own, "PreToolUse", [{"additionalContext": "later", "systemMessage": "note"},
-                                              {"additionalContext": None, "systemMessage": ""}])
-    assert merged == {"systemMessage": "own\nnote", "hookSpecificOutput": {
-        "hookEventName": "PreToolUse", "permissionDecision": "deny", "additionalContext": "mine\n\nlater"}}
+    own: dict[str, Any] = {
+        "systemMessage": "own",
+        "hookSpecificOutput": {
+            "hookEventName": "PreToolUse",
+            "permissionDecision": "deny",
+            "additionalContext": "mine",
+        },
+    }
+    merged = with_context(
+        own,
+        "PreToolUse",
+        [{"additionalContext": "later", "systemMessage": "note"}, {"additionalContext": None, "systemMessage": ""}],
+    )
+    assert merged == {
+        "systemMessage": "own\nnote",
+        "hookSpecificOutput": {
+            "hookEventName": "PreToolUse",
+            "permissionDecision": "deny",
+            "additionalContext": "mine\n\nlater",
+        },
+    }
     assert own["hookSpecificOutput"]["additionalContext"] == "mine"  # not changed in place
     assert with_context({}, "UserPromptSubmit", [{"systemMessage": ""}]) == {}
     assert with_context({}, "UserPromptSubmit", [{"additionalContext": "x"}]) == {
-        "hookSpecificOutput": {"hookEventName": "UserPromptSubmit", "additionalContext": "x"}}
+        "hookSpecificOutput": {"hookEventName": "UserPromptSubmit", "additionalContext": "x"}
+    }

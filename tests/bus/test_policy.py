@@ -57,9 +57,7 @@ def test_full_claude_settings_file_loads_unchanged_with_notes() -> None:
         "Stop": 1,
         "Notification": 1,
     }
-    ignored = [
-        re.sub(r"^.*: ignored Claude Code settings key ", "", n) for n in policy.notes if "ignored" in n
-    ]
+    ignored = [re.sub(r"^.*: ignored Claude Code settings key ", "", n) for n in policy.notes if "ignored" in n]
     assert ignored == [
         "'model'",
         "'permissions'",
@@ -69,9 +67,7 @@ def test_full_claude_settings_file_loads_unchanged_with_notes() -> None:
         "'cleanupPeriodDays'",
         "'includeCoAuthoredBy'",
     ]
-    assert (
-        f"{HERE / 'claude_settings.json'}:4: ignored Claude Code settings key 'permissions'" in policy.notes
-    )
+    assert f"{HERE / 'claude_settings.json'}:4: ignored Claude Code settings key 'permissions'" in policy.notes
     assert policy.allowed_http_hook_urls == ("https://hooks.example.com/*",)
     assert policy.http_hook_allowed_env_vars == ("HOOK_TOKEN",)
     assert policy.disable_all_hooks is False
@@ -161,10 +157,7 @@ def test_every_problem_of_a_file_is_reported_with_its_line() -> None:
     assert messages[1] == "must not be empty"
     assert messages[2] == "unknown field 'bogus'"
     assert messages[3] == "must be 'bash' or 'powershell' (got string 'zsh')"
-    assert (
-        messages[4]
-        == "unknown handler type 'foo' (expected command, http, prompt, agent, mcp_tool, rule, function)"
-    )
+    assert messages[4] == "unknown handler type 'foo' (expected command, http, prompt, agent, mcp_tool, rule, function)"
     assert messages[5].startswith("missing required field 'type'")
     assert messages[6] == "missing required field 'url'"
     assert "'Bash('" in messages[7]
@@ -356,9 +349,7 @@ def test_at_least_as_strict_as_the_schemastore_schema(handler: dict[str, Any]) -
         ("$schema: 5\n", 1, "$schema", "must be a string (got integer 5)"),
     ],
 )
-def test_structural_problems_have_line_path_and_message(
-    text: str, line: int, path: str, message: str
-) -> None:
+def test_structural_problems_have_line_path_and_message(text: str, line: int, path: str, message: str) -> None:
     problem = only_problem(text)
     assert (problem.line, problem.path, problem.message) == (line, path, message)
 
@@ -471,9 +462,7 @@ def test_unknown_event_is_accepted_with_a_note() -> None:
     ],
 )
 def test_likely_typo_of_a_known_event_is_an_error(typo: str, known: str) -> None:
-    problem = only_problem(
-        f"# fleet policy\nhooks:\n  {typo}:\n    - hooks: [{{type: command, command: x}}]\n"
-    )
+    problem = only_problem(f"# fleet policy\nhooks:\n  {typo}:\n    - hooks: [{{type: command, command: x}}]\n")
     assert (problem.line, problem.path) == (3, f"hooks.{typo}")
     assert problem.message == f"unknown event {typo!r} (did you mean {known!r}?)"
 
@@ -569,9 +558,7 @@ def test_identical_handlers_in_one_file_run_once() -> None:
             - hooks: [{type: command, command: ./s.sh}]
     """)
     assert [(e.group_index, e.handler_index) for e in policy.entries("Stop")] == [(0, 0), (0, 1)]
-    assert policy.notes == (
-        "policy.yaml: hooks.Stop[1].hooks[0] duplicates a handler of policy.yaml: it runs once",
-    )
+    assert policy.notes == ("policy.yaml: hooks.Stop[1].hooks[0] duplicates a handler of policy.yaml: it runs once",)
 
 
 def test_two_files_layer_hooks_append_and_hookbus_overrides() -> None:
@@ -579,9 +566,7 @@ def test_two_files_layer_hooks_append_and_hookbus_overrides() -> None:
     policy = load_policy([base, team])
     assert policy.sources == (str(base), str(team))
     pre = policy.entries("PreToolUse")
-    assert [
-        (Path(e.source).name, e.group_index, e.handler_index, e.matcher, e.handler.type) for e in pre
-    ] == [
+    assert [(Path(e.source).name, e.group_index, e.handler_index, e.matcher, e.handler.type) for e in pre] == [
         ("layer_base.yaml", 0, 0, "Bash", "rule"),
         ("layer_base.yaml", 0, 1, "Bash", "command"),  # team's identical ./audit.sh is deduplicated
         ("layer_team.json", 1, 0, "Edit|Write", "command"),
@@ -603,9 +588,7 @@ def test_two_files_layer_hooks_append_and_hookbus_overrides() -> None:
 def test_three_files_disable_all_hooks_last_wins() -> None:
     policy = load_policy([HERE / "layer_base.yaml", HERE / "layer_team.json", HERE / "layer_local.yaml"])
     assert policy.disable_all_hooks is True
-    assert (
-        policy.entries("PreToolUse") == () and policy.entries("Stop") == () and policy.events() == frozenset()
-    )
+    assert policy.entries("PreToolUse") == () and policy.entries("Stop") == () and policy.events() == frozenset()
     assert policy.settings.stop_block_limit == 2 and policy.settings.deadlines["Stop"] == 5.0
     assert "disableAllHooks is true: no handler runs" in policy.notes
 
@@ -627,9 +610,7 @@ def test_http_allow_lists_are_none_unless_some_file_defines_them(tmp_path: Path)
     assert load_policy([none]).allowed_http_hook_urls is None
     assert load_policy([none]).http_hook_allowed_env_vars is None
     assert load_policy([none, block_all]).allowed_http_hook_urls == ()  # defined and empty: blocks all
-    assert load_policy([block_all, HERE / "layer_base.yaml"]).allowed_http_hook_urls == (
-        "https://hooks.acme.test/*",
-    )
+    assert load_policy([block_all, HERE / "layer_base.yaml"]).allowed_http_hook_urls == ("https://hooks.acme.test/*",)
 
 
 def test_hookbus_section_defaults() -> None:
@@ -685,7 +666,8 @@ def test_unknown_top_level_keys_are_notes_but_near_typos_are_errors() -> None:
     ]
     assert str(only_problem("hoks: {}\n")) == "policy.yaml:1: unknown key 'hoks' (did you mean 'hooks'?)"
     assert only_problem("hooks:\n  PreToolUsee: []\n").message == (
-        "unknown event 'PreToolUsee' (did you mean 'PreToolUse'?)")
+        "unknown event 'PreToolUsee' (did you mean 'PreToolUse'?)"
+    )
     assert only_problem("hookbus:\n  plugin: []\n").message == "unknown key 'plugin'"  # hookbus: stays strict
 
 
@@ -727,14 +709,46 @@ def test_handler_count_and_empty() -> None:
 
 
 def test_exec_form_that_reparses_placeholders_is_warned_about() -> None:
-    risky = policy_from_text(yaml.safe_dump({"hooks": {"PreToolUse": [{"hooks": [
-        {"type": "command", "command": "/bin/sh", "args": ["-c", "echo ${tool_input.command}"]},
-        {"type": "command", "command": "bash", "args": ["-c", "eval \"$1\"", "x", "${tool_input.command}"]},
-        {"type": "command", "command": "sh", "args": ["-c", "eval", "${tool_input.command}"]},
-    ]}]}}))
+    risky = policy_from_text(
+        yaml.safe_dump(
+            {
+                "hooks": {
+                    "PreToolUse": [
+                        {
+                            "hooks": [
+                                {"type": "command", "command": "/bin/sh", "args": ["-c", "echo ${tool_input.command}"]},
+                                {
+                                    "type": "command",
+                                    "command": "bash",
+                                    "args": ["-c", 'eval "$1"', "x", "${tool_input.command}"],
+                                },
+                                {"type": "command", "command": "sh", "args": ["-c", "eval", "${tool_input.command}"]},
+                            ]
+                        }
+                    ]
+                }
+            }
+        )
+    )
     warned = [note for note in risky.notes if "inject" in note]
     assert len(warned) == 2  # the positional argument ($1) is safe; -c with the value and eval are not
-    safe = policy_from_text(yaml.safe_dump({"hooks": {"PreToolUse": [{"hooks": [
-        {"type": "command", "command": "sh", "args": ["-c", 'printf %s "$1"', "x", "${tool_input.command}"]},
-    ]}]}}))
+    safe = policy_from_text(
+        yaml.safe_dump(
+            {
+                "hooks": {
+                    "PreToolUse": [
+                        {
+                            "hooks": [
+                                {
+                                    "type": "command",
+                                    "command": "sh",
+                                    "args": ["-c", 'printf %s "$1"', "x", "${tool_input.command}"],
+                                },
+                            ]
+                        }
+                    ]
+                }
+            }
+        )
+    )
     assert not [note for note in safe.notes if "inject" in note]

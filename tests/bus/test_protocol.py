@@ -7,11 +7,26 @@ import pytest
 
 from bus.protocol import ProtocolError, Request
 
-BLOCKING = Request(event_id="e1", event="PreToolUse", tenant="acme", payload=b'{"session_id":"s"}',
-                   received_ms=1_700_000_000_000, deadline_ms=1_700_000_001_500, reply_to="hookbus:reply:g1",
-                   dialect="cursor", fail_open="", policy="org-3|acme-7")
-RECORDED = Request(event_id="e2", event="Notification", tenant="default", payload=b"not json",
-                   received_ms=1_700_000_000_000, fail_open="redis_unavailable")
+BLOCKING = Request(
+    event_id="e1",
+    event="PreToolUse",
+    tenant="acme",
+    payload=b'{"session_id":"s"}',
+    received_ms=1_700_000_000_000,
+    deadline_ms=1_700_000_001_500,
+    reply_to="hookbus:reply:g1",
+    dialect="cursor",
+    fail_open="",
+    policy="org-3|acme-7",
+)
+RECORDED = Request(
+    event_id="e2",
+    event="Notification",
+    tenant="default",
+    payload=b"not json",
+    received_ms=1_700_000_000_000,
+    fail_open="redis_unavailable",
+)
 
 
 def as_read(fields: dict[str, bytes | str | int]) -> dict[bytes, bytes]:
@@ -38,14 +53,17 @@ def test_a_job_carries_the_named_fields_and_reads_back() -> None:
     assert Request.from_job(orjson.loads(orjson.dumps(job))) == BLOCKING
 
 
-@pytest.mark.parametrize("meta", [
-    b"not json",
-    b'{"id": "e1"}',
-    b'["e1", "PreToolUse", "acme", 1, "", 0, "", ""]',  # one value short
-    b'["e1", "PreToolUse", "acme", "1700000000000", "", 0, "", "", ""]',  # the time as text
-    b'["e1", 7, "acme", 1, "", 0, "", "", ""]',  # the event as a number
-    b'["e1", "PreToolUse", null, 1, "", 0, "", "", ""]',
-])
+@pytest.mark.parametrize(
+    "meta",
+    [
+        b"not json",
+        b'{"id": "e1"}',
+        b'["e1", "PreToolUse", "acme", 1, "", 0, "", ""]',  # one value short
+        b'["e1", "PreToolUse", "acme", "1700000000000", "", 0, "", "", ""]',  # the time as text
+        b'["e1", 7, "acme", 1, "", 0, "", "", ""]',  # the event as a number
+        b'["e1", "PreToolUse", null, 1, "", 0, "", "", ""]',
+    ],
+)
 def test_a_malformed_entry_is_a_protocol_error_not_a_crash(meta: bytes) -> None:
     with pytest.raises(ProtocolError, match="malformed stream entry"):
         Request.decode({b"m": meta, b"p": b"{}"})

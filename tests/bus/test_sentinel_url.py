@@ -13,8 +13,13 @@ from bus.settings import Settings, mask_url
 def test_every_part_of_a_sentinel_url_is_read() -> None:
     url = "redis+sentinel://queue:p%40ss%2Fw@s1:26380,s2,[::1]:26381/my%20master/3?sentinel_password=sp"
     assert parse_sentinel_url(url) == SentinelURL(
-        sentinels=(("s1", 26380), ("s2", 26379), ("::1", 26381)), service_name="my master", db=3,
-        username="queue", password="p@ss/w", sentinel_password="sp")
+        sentinels=(("s1", 26380), ("s2", 26379), ("::1", 26381)),
+        service_name="my master",
+        db=3,
+        username="queue",
+        password="p@ss/w",
+        sentinel_password="sp",
+    )
     assert parse_sentinel_url("redis+sentinel://s1/mymaster") == SentinelURL((("s1", 26379),), "mymaster")
     assert parse_sentinel_url("REDIS+SENTINEL://:pw@s1/mymaster/").password == "pw"
 
@@ -29,18 +34,21 @@ def test_the_passwords_stay_out_of_reprs_and_logs() -> None:
     assert mask_url("redis://h:6379/0") == "redis://h:6379/0"
 
 
-@pytest.mark.parametrize(("url", "why"), [
-    ("redis+sentinel://s1", "the service name"),
-    ("redis+sentinel:///mymaster", "no Sentinel given"),
-    ("redis+sentinel://s1,,s2/mymaster", "has no host"),
-    ("redis+sentinel://s1:port/mymaster", "'s1:port' has no valid port"),
-    ("redis+sentinel://s1:70000/mymaster", "has no valid port"),
-    ("redis+sentinel://[::1/mymaster", "[IPv6 address]:port"),
-    ("redis+sentinel://s1/mymaster/zero", "the database 'zero' is not a number"),
-    ("redis+sentinel://s1/mymaster/0/1", "more than the service name and the database"),
-    ("redis+sentinel://s1/mymaster?password=x", "unknown option password"),
-    ("redis+sentinel://s1/mymaster#top", "fragment"),
-])
+@pytest.mark.parametrize(
+    ("url", "why"),
+    [
+        ("redis+sentinel://s1", "the service name"),
+        ("redis+sentinel:///mymaster", "no Sentinel given"),
+        ("redis+sentinel://s1,,s2/mymaster", "has no host"),
+        ("redis+sentinel://s1:port/mymaster", "'s1:port' has no valid port"),
+        ("redis+sentinel://s1:70000/mymaster", "has no valid port"),
+        ("redis+sentinel://[::1/mymaster", "[IPv6 address]:port"),
+        ("redis+sentinel://s1/mymaster/zero", "the database 'zero' is not a number"),
+        ("redis+sentinel://s1/mymaster/0/1", "more than the service name and the database"),
+        ("redis+sentinel://s1/mymaster?password=x", "unknown option password"),
+        ("redis+sentinel://s1/mymaster#top", "fragment"),
+    ],
+)
 def test_a_malformed_sentinel_url_is_a_one_line_config_error_at_settings_time(url: str, why: str) -> None:
     with pytest.raises(ConfigError) as raised:
         Settings.from_env({"HOOKBUS_REDIS_URL": "redis://h:1", "HOOKBUS_QUEUE_REDIS_URL": url})
@@ -63,8 +71,9 @@ def test_a_cluster_bus_without_a_queue_redis_names_the_urls_it_takes() -> None:
         _ = settings.queue_url
     assert "HOOKBUS_QUEUE_REDIS_URL" in str(raised.value) and SENTINEL_SYNTAX in str(raised.value)
     sentinel = "redis+sentinel://s1:26379,s2:26379/mymaster"
-    on_sentinel = Settings.from_env({"HOOKBUS_REDIS_URL": "redis://h:1", "HOOKBUS_REDIS_CLUSTER": "1",
-                                     "HOOKBUS_QUEUE_REDIS_URL": sentinel})
+    on_sentinel = Settings.from_env(
+        {"HOOKBUS_REDIS_URL": "redis://h:1", "HOOKBUS_REDIS_CLUSTER": "1", "HOOKBUS_QUEUE_REDIS_URL": sentinel}
+    )
     assert on_sentinel.queue_url == sentinel
 
 

@@ -31,25 +31,43 @@ class Harness:
         self.claim_script = bus.redis.register_script(CLAIM)
         self.channel = f"{self.keys.prefix}reply:test"
 
-    async def entry(self, *, blocking: bool = True, deadline_in_ms: int = 5000, fail_open: str = "") -> tuple[
-            Request, bytes]:
-        request = Request(event_id=uuid.uuid4().hex, event="PreToolUse" if blocking else "Notification",
-                          tenant="default", payload=b'{"session_id":"s"}', received_ms=now_ms(),
-                          deadline_ms=now_ms() + deadline_in_ms if blocking else 0,
-                          reply_to=self.channel if blocking else "", fail_open=fail_open)
+    async def entry(
+        self, *, blocking: bool = True, deadline_in_ms: int = 5000, fail_open: str = ""
+    ) -> tuple[Request, bytes]:
+        request = Request(
+            event_id=uuid.uuid4().hex,
+            event="PreToolUse" if blocking else "Notification",
+            tenant="default",
+            payload=b'{"session_id":"s"}',
+            received_ms=now_ms(),
+            deadline_ms=now_ms() + deadline_in_ms if blocking else 0,
+            reply_to=self.channel if blocking else "",
+            fail_open=fail_open,
+        )
         stream = self.keys.blocking_stream()
-        await self.bus.redis.xgroup_create(stream, DISPATCH_GROUP, id="0", mkstream=True) if not await \
-            self.bus.redis.exists(stream) else None
+        await self.bus.redis.xgroup_create(
+            stream, DISPATCH_GROUP, id="0", mkstream=True
+        ) if not await self.bus.redis.exists(stream) else None
         await self.bus.redis.xadd(stream, request.encode())  # type: ignore[arg-type]
         read = await self.bus.redis.xreadgroup(DISPATCH_GROUP, "c", {stream: ">"}, count=1)
         return request, read[0][1][0][0]
 
-    async def settle(self, request: Request, entry_id: bytes, reply: Reply | None, outcome: str = "decided",
-                     reason: str = "") -> None:
-        record = LogRecord(event_id=request.event_id, event=request.event, tenant="default", session_id="s",
-                           outcome=outcome, fail_open=reason, decision=reply.decision if reply else "none",
-                           output=reply.output if reply else {}, payload=request.payload,
-                           received_ms=request.received_ms, decided_ms=now_ms())
+    async def settle(
+        self, request: Request, entry_id: bytes, reply: Reply | None, outcome: str = "decided", reason: str = ""
+    ) -> None:
+        record = LogRecord(
+            event_id=request.event_id,
+            event=request.event,
+            tenant="default",
+            session_id="s",
+            outcome=outcome,
+            fail_open=reason,
+            decision=reply.decision if reply else "none",
+            output=reply.output if reply else {},
+            payload=request.payload,
+            received_ms=request.received_ms,
+            decided_ms=now_ms(),
+        )
         self.outbox.settle(Settle(self.keys.blocking_stream(), entry_id, request, record, reply, 1000))
         await self.outbox.flushed()
 
@@ -139,10 +157,27 @@ async def test_at_maxmemory_nothing_is_written_or_acknowledged_until_it_fits(
     try:
         request, entry_id = await h.entry()
         await admin.config_set("maxmemory", 1)  # every write is refused from now on
-        h.outbox.settle(Settle(h.keys.blocking_stream(), entry_id, request, LogRecord(
-            event_id=request.event_id, event="PreToolUse", tenant="default", session_id="s", outcome="decided",
-            decision="deny", output=DENY, payload=request.payload, received_ms=request.received_ms,
-            decided_ms=now_ms()), Reply(request.event_id, DENY, "deny"), 1000))
+        h.outbox.settle(
+            Settle(
+                h.keys.blocking_stream(),
+                entry_id,
+                request,
+                LogRecord(
+                    event_id=request.event_id,
+                    event="PreToolUse",
+                    tenant="default",
+                    session_id="s",
+                    outcome="decided",
+                    decision="deny",
+                    output=DENY,
+                    payload=request.payload,
+                    received_ms=request.received_ms,
+                    decided_ms=now_ms(),
+                ),
+                Reply(request.event_id, DENY, "deny"),
+                1000,
+            )
+        )
         await async_wait_for(lambda: h.outbox._backoff.failures >= 2, timeout_s=5)
         assert await h.records(request) == []
         assert await h.pending() == 1

@@ -36,8 +36,13 @@ class Rig:
 
     async def entry(self) -> tuple[Request, bytes]:
         """A non-blocking event read from the work stream (pending until settled)."""
-        request = Request(uuid.uuid4().hex, "Notification", "default",
-                          json.dumps({"session_id": "s", "message": "built"}).encode(), now_ms())
+        request = Request(
+            uuid.uuid4().hex,
+            "Notification",
+            "default",
+            json.dumps({"session_id": "s", "message": "built"}).encode(),
+            now_ms(),
+        )
         if not await self.bus.redis.exists(self.stream):
             await self.bus.redis.xgroup_create(self.stream, DISPATCH_GROUP, id="0", mkstream=True)
         await self.bus.redis.xadd(self.stream, request.encode())  # type: ignore[arg-type]
@@ -45,9 +50,18 @@ class Rig:
         return request, read[0][1][0][0]
 
     def op(self, request: Request, entry_id: bytes, jobs: list[PreparedJob]) -> Settle:
-        record = LogRecord(event_id=request.event_id, event=request.event, tenant="default", session_id="s",
-                           outcome="recorded", decision="none", output={}, payload=request.payload,
-                           received_ms=request.received_ms, decided_ms=now_ms())
+        record = LogRecord(
+            event_id=request.event_id,
+            event=request.event,
+            tenant="default",
+            session_id="s",
+            outcome="recorded",
+            decision="none",
+            output={},
+            payload=request.payload,
+            received_ms=request.received_ms,
+            decided_ms=now_ms(),
+        )
         return Settle(self.stream, entry_id, request, record, None, 1000, jobs)
 
     async def settle(self, request: Request, entry_id: bytes, jobs: list[PreparedJob]) -> None:
@@ -87,13 +101,15 @@ async def test_the_first_settle_queues_the_jobs_as_arq_would_and_a_second_settle
     assert counted("queued") - queued_before == 2
     assert await rig.pending() == 0
     # arq reads the job as one it had queued itself: function, arguments, enqueue time, score.
-    info = await Job(f"{request.event_id}:h1", rig.bus.redis, _queue_name=rig.keys.arq_queue,
-                     _deserializer=orjson.loads).info()
+    info = await Job(
+        f"{request.event_id}:h1", rig.bus.redis, _queue_name=rig.keys.arq_queue, _deserializer=orjson.loads
+    ).info()
     assert info is not None and info.function == JOB_FUNCTION and info.job_try is None
     job, handler = info.args
     assert handler == "h1"
-    assert Request.from_job(job) == Request(request.event_id, request.event, request.tenant, request.payload,
-                                            request.received_ms)  # no reply channel, no deadline
+    assert Request.from_job(job) == Request(
+        request.event_id, request.event, request.tenant, request.payload, request.received_ms
+    )  # no reply channel, no deadline
     assert info.score is not None and info.score >= int(info.enqueue_time.timestamp() * 1000)
     ttl_ms = await rig.bus.redis.pttl(job_key_prefix + f"{request.event_id}:h1")
     assert 86_400_000 - 60_000 < ttl_ms <= 86_400_000  # maxAgeSeconds 3600 + 3600: arq's day at least
@@ -101,8 +117,10 @@ async def test_the_first_settle_queues_the_jobs_as_arq_would_and_a_second_settle
     arq = arq_pool(rig.bus.url)
     try:
         assert await put_job(arq, rig.keys, request, "h1", "via-arq", 3600)
-        ours, arqs = [orjson.loads(await rig.bus.redis.get(job_key_prefix + name))
-                      for name in (f"{request.event_id}:h1", "via-arq")]
+        ours, arqs = [
+            orjson.loads(await rig.bus.redis.get(job_key_prefix + name))
+            for name in (f"{request.event_id}:h1", "via-arq")
+        ]
         assert {**ours, "et": 0} == {**arqs, "et": 0}
     finally:
         await arq.aclose()
@@ -177,14 +195,17 @@ async def test_one_call_settles_events_with_and_without_jobs_each_with_its_own(r
     for (request, entry_id), names in zip(entries, handlers, strict=True):  # queued together: one call
         rig.outbox.settle(rig.op(request, entry_id, jobs_of(request, *names)))
     await asyncio.wait_for(rig.outbox.flushed(), 5)
-    expected = [f"{request.event_id}:{name}" for (request, _), names in zip(entries, handlers, strict=True)
-                for name in names]
+    expected = [
+        f"{request.event_id}:{name}" for (request, _), names in zip(entries, handlers, strict=True) for name in names
+    ]
     assert sorted(await rig.queued()) == sorted(expected)
     assert counted("queued") - queued_before == 3
     logged = [LogRecord.decode(fields) for _, fields in await rig.bus.redis.xrange(rig.keys.decision_log())]
     assert [r.event_id for r in logged] == [request.event_id for request, _ in entries]
-    assert all(r.outcome == "recorded" and r.payload == request.payload for r, (request, _) in zip(
-        logged, entries, strict=True))
+    assert all(
+        r.outcome == "recorded" and r.payload == request.payload
+        for r, (request, _) in zip(logged, entries, strict=True)
+    )
     for request, _ in entries:  # every event's own outcome key
         assert await rig.bus.redis.get(rig.keys.outcome(request.event_id)) == b"R"
     assert await rig.pending() == 0

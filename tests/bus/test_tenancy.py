@@ -107,9 +107,18 @@ async def test_a_bad_push_is_refused_before_anything_is_stored(store: PolicyStor
 
 def test_hooks_add_up_and_a_locked_org_cannot_be_weakened() -> None:
     org = [parse_policy_text(text(deny("Bash(rm *)"), orgLocked=True, tenantOverrides=["stopBlockLimit"]), "org")]
-    tenant = [parse_policy_text(yaml.safe_dump({
-        "disableAllHooks": True, "hooks": deny("Bash(curl *)"),
-        "hookbus": {"shadow": True, "deadlineSeconds": 9, "stopBlockLimit": 3, "orgLocked": False}}), "acme")]
+    tenant = [
+        parse_policy_text(
+            yaml.safe_dump(
+                {
+                    "disableAllHooks": True,
+                    "hooks": deny("Bash(curl *)"),
+                    "hookbus": {"shadow": True, "deadlineSeconds": 9, "stopBlockLimit": 3, "orgLocked": False},
+                }
+            ),
+            "acme",
+        )
+    ]
     policy = compose(org, tenant)
     assert len(policy.entries("PreToolUse")) == 2  # both layers' hooks run
     assert not policy.disable_all_hooks and not policy.settings.shadow  # could switch the org's hooks off
@@ -137,8 +146,15 @@ async def test_the_registry_follows_pushes_and_keeps_the_last_good_version(store
         assert len(acme.entries("PreToolUse")) == 2 and label.endswith(f"|{v1.id}")
         assert registry.for_tenant("beta")[0] is base  # another tenant is not touched
         # A version that does not load here (written past the push check) leaves the last good one.
-        await bus.redis.hset(KEYS.policy_version("broken"), mapping={  # type: ignore[misc]
-            "scope": "tenant:acme", "files": '[["x.yaml", "hooks: [1"]]', "author": "x", "created_ms": "0"})
+        await bus.redis.hset(
+            KEYS.policy_version("broken"),
+            mapping={  # type: ignore[misc]
+                "scope": "tenant:acme",
+                "files": '[["x.yaml", "hooks: [1"]]',
+                "author": "x",
+                "created_ms": "0",
+            },
+        )
         await bus.redis.hset(KEYS.policy_current, "tenant:acme", "broken")  # type: ignore[misc]
         await async_wait_for(lambda: "tenant:acme" in registry.errors, timeout_s=2)
         assert registry.versions("acme")[1] == v1.id

@@ -74,8 +74,13 @@ ARQ_IN_PROGRESS = "arq:in-progress:"
 
 
 #: What a ``make`` command's hook answers, after 0.3 s.
-SLOW_ALLOW = {"hookSpecificOutput": {"hookEventName": "PreToolUse", "permissionDecision": "allow",
-                                     "permissionDecisionReason": "chaos: slow but fine"}}
+SLOW_ALLOW = {
+    "hookSpecificOutput": {
+        "hookEventName": "PreToolUse",
+        "permissionDecision": "allow",
+        "permissionDecisionReason": "chaos: slow but fine",
+    }
+}
 
 
 def chaos_policy(ran_file: Path) -> str:
@@ -86,15 +91,28 @@ def chaos_policy(ran_file: Path) -> str:
     are) for the checks to inspect: which jobs finished, and which were given up."""
     append = f"cat >/dev/null; sleep 0.2; printf '%s\\n' \"$HOOKBUS_EVENT_ID\" >> {shlex.quote(str(ran_file))}"
     slow = f"cat >/dev/null; sleep 0.3; echo {shlex.quote(orjson.dumps(SLOW_ALLOW).decode())}"
-    return yaml.safe_dump({
-        "hookbus": {"deadlineSeconds": DEADLINE_S, "async": {"keepResultSeconds": 600}},
-        "hooks": {
-            "PreToolUse": [{"matcher": "Bash", "hooks": [
-                {"type": "rule", "deny": ["Bash(rm -rf *)"], "allow": ["Bash(ls *)"], "reason": "chaos: no rm -rf"},
-                {"type": "command", "if": "Bash(make *)", "timeout": 5, "command": slow}]}],
-            "Notification": [{"hooks": [{"type": "command", "async": True, "timeout": 10, "command": append}]}],
-        },
-    })
+    return yaml.safe_dump(
+        {
+            "hookbus": {"deadlineSeconds": DEADLINE_S, "async": {"keepResultSeconds": 600}},
+            "hooks": {
+                "PreToolUse": [
+                    {
+                        "matcher": "Bash",
+                        "hooks": [
+                            {
+                                "type": "rule",
+                                "deny": ["Bash(rm -rf *)"],
+                                "allow": ["Bash(ls *)"],
+                                "reason": "chaos: no rm -rf",
+                            },
+                            {"type": "command", "if": "Bash(make *)", "timeout": 5, "command": slow},
+                        ],
+                    }
+                ],
+                "Notification": [{"hooks": [{"type": "command", "async": True, "timeout": 10, "command": append}]}],
+            },
+        }
+    )
 
 
 async def poll(predicate: Callable[[], Any], timeout_s: float, interval_s: float = 0.05) -> Any:
@@ -166,8 +184,9 @@ class Cluster:
         self.roles: list[Role] = []
         self._numbers = itertools.count(1)
         self.probe: BusProbe | None = None
-        self.http = httpx.AsyncClient(timeout=10, limits=httpx.Limits(max_connections=1000,
-                                                                         max_keepalive_connections=200))
+        self.http = httpx.AsyncClient(
+            timeout=10, limits=httpx.Limits(max_connections=1000, max_keepalive_connections=200)
+        )
 
     # -- Redis --
 
@@ -204,8 +223,9 @@ class Cluster:
     # -- roles --
 
     def env(self) -> dict[str, str]:
-        return clean_env(HOOKBUS_REDIS_URL=self.redis.url, HOOKBUS_CLAIM_IDLE_MS=str(CLAIM_IDLE_MS),
-                         HOOKBUS_LOG_LEVEL="info")
+        return clean_env(
+            HOOKBUS_REDIS_URL=self.redis.url, HOOKBUS_CLAIM_IDLE_MS=str(CLAIM_IDLE_MS), HOOKBUS_LOG_LEVEL="info"
+        )
 
     def spawn(self, role: str, *args: str, metrics: bool = False) -> Role:
         name = f"{role}-{next(self._numbers)}"
@@ -213,9 +233,14 @@ class Cluster:
         metrics_port = free_port() if metrics else None
         extra = ["--metrics-port", str(metrics_port)] if metrics_port else []
         with log.open("wb") as out:
-            process = subprocess.Popen([sys.executable, "-m", "hookbus", role, "--config", str(self.policy),
-                                        *args, *extra], env=self.env(), stdin=subprocess.DEVNULL,
-                                       stdout=out, stderr=subprocess.STDOUT, cwd=REPO)
+            process = subprocess.Popen(
+                [sys.executable, "-m", "hookbus", role, "--config", str(self.policy), *args, *extra],
+                env=self.env(),
+                stdin=subprocess.DEVNULL,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                cwd=REPO,
+            )
         started = Role(name, process, log, metrics_port)
         self.roles.append(started)
         return started
@@ -305,7 +330,11 @@ class Cluster:
 
     async def scrape(self, role: Role) -> dict[str, float]:
         """``role``'s /metrics as ``{'name{a="b",...}': value}`` (labels sorted); {} if it cannot be read."""
-        url = f"{self.url}/metrics" if role.name.startswith("gateway") else f"http://127.0.0.1:{role.metrics_port}/metrics"
+        url = (
+            f"{self.url}/metrics"
+            if role.name.startswith("gateway")
+            else f"http://127.0.0.1:{role.metrics_port}/metrics"
+        )
         try:
             text = (await self.http.get(url, timeout=2)).text
         except httpx.HTTPError:
@@ -370,8 +399,10 @@ class Answer:
         return str((self.body.get("hookSpecificOutput") or {}).get("permissionDecision") or "none")
 
     def __str__(self) -> str:
-        return (f"#{self.n} {self.kind} at {self.sent_s:.2f}s: {self.status or self.error} {self.outcome} "
-                f"{self.event_id} {self.latency_s * 1000:.0f}ms {orjson.dumps(self.body).decode()[:120]}")
+        return (
+            f"#{self.n} {self.kind} at {self.sent_s:.2f}s: {self.status or self.error} {self.outcome} "
+            f"{self.event_id} {self.latency_s * 1000:.0f}ms {orjson.dumps(self.body).decode()[:120]}"
+        )
 
 
 KINDS = ("deny", "allow", "note", "slow", "allow", "note")
@@ -428,8 +459,9 @@ class Load:
 
     def stalled_s(self, from_s: float, to_s: float) -> float:
         """Seconds this process's loop was stalled between ``from_s`` and ``to_s``."""
-        return sum(min(to_s, at + late) - max(from_s, at) for at, late in self.stalls
-                   if at < to_s and at + late > from_s)
+        return sum(
+            min(to_s, at + late) - max(from_s, at) for at, late in self.stalls if at < to_s and at + late > from_s
+        )
 
     async def _pace(self) -> None:
         for n in itertools.count():
@@ -449,8 +481,9 @@ class Load:
         started = time.perf_counter()
         answer.sent_ms = time.time_ns() // 1_000_000
         try:
-            response = await self.cluster.http.post(f"{self.cluster.url}/v1/hooks",
-                                                    json=hook_input(answer.n, answer.kind))
+            response = await self.cluster.http.post(
+                f"{self.cluster.url}/v1/hooks", json=hook_input(answer.n, answer.kind)
+            )
         except httpx.HTTPError as exc:
             answer.error = f"{type(exc).__name__}: {exc}"
             answer.latency_s = time.perf_counter() - started
@@ -518,16 +551,20 @@ async def run_chaos(cluster: Cluster, fault: Fault, *, warm_up_s: float = 1.0, t
         lifted_s = load.now_s()
         # Recovered: `tail` blocking events sent after the fault was lifted were decided.
         recovered = await poll(lambda: load.answered(since_s=lifted_s) >= tail, 20)
-        run.check(bool(recovered), f"no recovery: {load.answered(since_s=lifted_s)} decided since the fault "
-                                   f"was lifted at {lifted_s:.2f}s")
+        run.check(
+            bool(recovered),
+            f"no recovery: {load.answered(since_s=lifted_s)} decided since the fault was lifted at {lifted_s:.2f}s",
+        )
         run.notes.append(f"fault {fault_s:.2f}s..{lifted_s:.2f}s; load stopped at {load.now_s():.2f}s")
     finally:
         await load.stop()
     run.answers = load.answers
     run.stalled_s = load.stalled_s
     if load.stalls:
-        run.notes.append(f"the load's own loop stalled {len(load.stalls)} times, "
-                         f"{max(late for _, late in load.stalls) * 1000:.0f} ms at most")
+        run.notes.append(
+            f"the load's own loop stalled {len(load.stalls)} times, "
+            f"{max(late for _, late in load.stalls) * 1000:.0f} ms at most"
+        )
     await verify(cluster, run, gateway_before)
     return run
 
@@ -556,7 +593,7 @@ async def async_results(cluster: Cluster) -> dict[str, dict[str, Any]]:
     async for key in redis_.scan_iter(match=f"{ARQ_RESULT}*", count=1000):
         raw = await redis_.get(key)
         if raw is not None:
-            results[key.decode()[len(ARQ_RESULT):].split(":", 1)[0]] = orjson.loads(raw)
+            results[key.decode()[len(ARQ_RESULT) :].split(":", 1)[0]] = orjson.loads(raw)
     return results
 
 
@@ -627,18 +664,27 @@ async def verify(cluster: Cluster, run: Run, gateway_before: dict[str, float], a
     total_key = 'hookbus_decision_latency_seconds_bucket{event="PreToolUse",le="+Inf"}'
     total = _sample(gateway_after, total_key) - _sample(gateway_before, total_key)
     within = _sample(gateway_after, within_key) - _sample(gateway_before, within_key)
-    run.check(total > 0 and within == total, f"gateway: {total - within:.0f} of {total:.0f} PreToolUse answers "
-                                             f"took longer than deadline + 50 ms (le={SERVER_BUCKET} histogram)")
+    run.check(
+        total > 0 and within == total,
+        f"gateway: {total - within:.0f} of {total:.0f} PreToolUse answers "
+        f"took longer than deadline + 50 ms (le={SERVER_BUCKET} histogram)",
+    )
 
     # The decision log: nothing missing, nothing twice, nothing that disagrees with the answer.
     answered = {a.event_id: a for a in answers if a.event_id}
     log = await settled_log(cluster, set(answered))
     missing = [answered[i] for i in answered if i not in log]
-    run.check(not missing, f"{len(missing)} answered events have no decision-log record: "
-                           + "; ".join(map(str, missing[:8])))
+    run.check(
+        not missing, f"{len(missing)} answered events have no decision-log record: " + "; ".join(map(str, missing[:8]))
+    )
     twice = {i: records for i, records in log.items() if len(records) > 1}
-    run.check(not twice, f"{len(twice)} events logged more than once: " + "; ".join(
-        f"{i}: {[(r.outcome, r.fail_open, r.decision) for r in records]}" for i, records in list(twice.items())[:5]))
+    run.check(
+        not twice,
+        f"{len(twice)} events logged more than once: "
+        + "; ".join(
+            f"{i}: {[(r.outcome, r.fail_open, r.decision) for r in records]}" for i, records in list(twice.items())[:5]
+        ),
+    )
     strangers = [i for i in log if i not in answered]
     run.check(not strangers, f"{len(strangers)} records of events nobody was answered for: {strangers[:5]}")
     disagree: list[str] = []
@@ -647,8 +693,10 @@ async def verify(cluster: Cluster, run: Run, gateway_before: dict[str, float], a
         if event_id not in log or answer.status != 200:
             continue
         record = log[event_id][0]
-        seen = f"{answer} <-> record {record.event} outcome={record.outcome} fail_open={record.fail_open!r} " \
-               f"decision={record.decision}"
+        seen = (
+            f"{answer} <-> record {record.event} outcome={record.outcome} fail_open={record.fail_open!r} "
+            f"decision={record.decision}"
+        )
         if answer.outcome == "decided":
             if record.outcome != "decided" or record.decision != answer.decision:
                 disagree.append(seen)
@@ -674,31 +722,51 @@ async def verify(cluster: Cluster, run: Run, gateway_before: dict[str, float], a
         records = log.get(a.event_id)
         return max(0.0, records[0].received_ms - a.sent_ms) / 1000 if records and a.sent_ms else 0.0
 
-    late = [a for a in answers if a.blocking and a.status == 200 and a.latency_s - unsent_s(a) - run.stalled_s(
-        a.sent_s, a.sent_s + a.latency_s) > DEADLINE_S + CLIENT_MARGIN_S]
-    run.check(not late, f"{len(late)} blocking answers later than deadline + {CLIENT_MARGIN_S * 1000:.0f} ms "
-                        "(client side): " + "; ".join(map(str, sorted(late, key=lambda a: -a.latency_s)[:8])))
+    late = [
+        a
+        for a in answers
+        if a.blocking
+        and a.status == 200
+        and a.latency_s - unsent_s(a) - run.stalled_s(a.sent_s, a.sent_s + a.latency_s) > DEADLINE_S + CLIENT_MARGIN_S
+    ]
+    run.check(
+        not late,
+        f"{len(late)} blocking answers later than deadline + {CLIENT_MARGIN_S * 1000:.0f} ms "
+        "(client side): " + "; ".join(map(str, sorted(late, key=lambda a: -a.latency_s)[:8])),
+    )
     blocking = [a for a in answers if a.blocking and a.status == 200]
     slowest = max((a.latency_s for a in blocking), default=0.0)
     held = max((unsent_s(a) for a in blocking), default=0.0)
-    run.notes.append(f"slowest blocking answer (client side): {slowest * 1000:.0f} ms; the longest a request waited "
-                     f"in this process before the gateway received it: {held * 1000:.0f} ms")
+    run.notes.append(
+        f"slowest blocking answer (client side): {slowest * 1000:.0f} ms; the longest a request waited "
+        f"in this process before the gateway received it: {held * 1000:.0f} ms"
+    )
 
     # Async hooks: each Notification's hook ran, or was counted dead; none lost.
     notes = {a.event_id for a in answers if a.kind == "note" and a.event_id}
     ran, dead, failed = await async_outcomes(cluster, notes, async_timeout_s)
     lost = notes - ran - dead - failed
-    run.check(not lost and not failed, f"async hooks lost: {len(lost)} never ran nor were counted dead, "
-                                       f"{len(failed)} given up by arq uncounted: "
-                                       + "; ".join([await job_state(cluster, i) for i in sorted(lost | failed)[:6]]))
+    run.check(
+        not lost and not failed,
+        f"async hooks lost: {len(lost)} never ran nor were counted dead, "
+        f"{len(failed)} given up by arq uncounted: "
+        + "; ".join([await job_state(cluster, i) for i in sorted(lost | failed)[:6]]),
+    )
     runs = Counter(ran_ids(cluster))
-    worker_dead = sum([_sample(await cluster.scrape(w), 'hookbus_async_jobs_total{status="dead"}')
-                       for w in cluster.running("worker")])
-    enqueue_failed = sum([_sample(await cluster.scrape(d), 'hookbus_async_jobs_total{status="failed"}')
-                          for d in cluster.running("dispatcher")])
-    run.notes.append(f"async: {len(notes)} Notifications, {len(ran)} ran ({sum(1 for c in runs.values() if c > 1)} "
-                     f"more than once), {len(dead)} dead (worker metric: {worker_dead:.0f}), {len(lost)} lost; "
-                     f"enqueue failures counted by the running dispatchers: {enqueue_failed:.0f}")
+    worker_dead = sum(
+        [_sample(await cluster.scrape(w), 'hookbus_async_jobs_total{status="dead"}') for w in cluster.running("worker")]
+    )
+    enqueue_failed = sum(
+        [
+            _sample(await cluster.scrape(d), 'hookbus_async_jobs_total{status="failed"}')
+            for d in cluster.running("dispatcher")
+        ]
+    )
+    run.notes.append(
+        f"async: {len(notes)} Notifications, {len(ran)} ran ({sum(1 for c in runs.values() if c > 1)} "
+        f"more than once), {len(dead)} dead (worker metric: {worker_dead:.0f}), {len(lost)} lost; "
+        f"enqueue failures counted by the running dispatchers: {enqueue_failed:.0f}"
+    )
 
     # Every role still running (the test replaced the ones it killed), Redis too.
     gone = [r for r in cluster.roles if not r.retired and not r.alive()]

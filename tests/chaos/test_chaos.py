@@ -84,10 +84,13 @@ async def test_dispatcher_sigstop_then_sigcont(chaos: Chaos) -> None:
     run = await run_chaos(cluster, fault)
     # Sent while it was stopped and due before it came back: nobody could decide them.
     frozen = [a for a in run.answers if a.blocking and stopped_s[0] + 0.05 < a.sent_s < stopped_s[1] - DEADLINE_S]
-    run.notes.append(f"{len(frozen)} blocking requests fell wholly within the stop; outcomes "
-                     f"{sorted({a.outcome for a in frozen})}")
-    run.check(bool(frozen) and all(a.outcome == "fail-open" for a in frozen),
-              "blocking requests during the stop were not failed open")
+    run.notes.append(
+        f"{len(frozen)} blocking requests fell wholly within the stop; outcomes {sorted({a.outcome for a in frozen})}"
+    )
+    run.check(
+        bool(frozen) and all(a.outcome == "fail-open" for a in frozen),
+        "blocking requests during the stop were not failed open",
+    )
     conclude(cluster, run)
 
 
@@ -116,7 +119,7 @@ async def test_worker_sigkill_while_async_jobs_run(chaos: Chaos) -> None:
 
     async def in_progress() -> list[str]:
         keys = [key.decode() async for key in cluster.bus.redis.scan_iter(match=f"{ARQ_IN_PROGRESS}*")]
-        return [key[len(ARQ_IN_PROGRESS):] for key in keys] if len(keys) >= 3 else []
+        return [key[len(ARQ_IN_PROGRESS) :] for key in keys] if len(keys) >= 3 else []
 
     async def fault(load: Load) -> None:
         running.extend(await poll(in_progress, 10, interval_s=0.01))
@@ -137,8 +140,10 @@ async def test_worker_sigkill_while_async_jobs_run(chaos: Chaos) -> None:
     rerun = await poll(finished, max(0.0, killed_at[0] + 30 - time.monotonic()), interval_s=0.2)
     took = time.monotonic() - killed_at[0]
     unfinished = [job for job in running if not await cluster.bus.redis.exists(f"{ARQ_RESULT}{job}")]
-    run.notes.append(f"{len(running)} jobs were running at the kill; {len(running) - len(unfinished)} finished "
-                     f"since (checked {took:.1f}s after the kill)")
+    run.notes.append(
+        f"{len(running)} jobs were running at the kill; {len(running) - len(unfinished)} finished "
+        f"since (checked {took:.1f}s after the kill)"
+    )
     run.check(bool(rerun), f"jobs of the killed worker not run again within 30 s: {unfinished}")
     conclude(cluster, run)
 

@@ -23,8 +23,9 @@ from hookbus.redis_server import free_port
 from tests.conftest import async_wait_for, hookbus_process, policy_yaml, pre_tool_use, ready, rm_rf, wait_for
 from tests.redis_cluster import LocalCluster
 
-DENY_RM = {"PreToolUse": [{"matcher": "Bash", "hooks": [
-    {"type": "rule", "deny": ["Bash(rm -rf *)"], "reason": "no rm -rf"}]}]}
+DENY_RM = {
+    "PreToolUse": [{"matcher": "Bash", "hooks": [{"type": "rule", "deny": ["Bash(rm -rf *)"], "reason": "no rm -rf"}]}]
+}
 
 
 def decision(answer: Any) -> str | None:
@@ -33,8 +34,9 @@ def decision(answer: Any) -> str | None:
 
 
 @pytest.mark.timeout(60)
-async def test_a_decision_round_trip_with_four_partitions(platform: Callable[..., Any], redis_cluster: LocalCluster,
-                                                          redis_cluster_url: str, redis_url: str) -> None:
+async def test_a_decision_round_trip_with_four_partitions(
+    platform: Callable[..., Any], redis_cluster: LocalCluster, redis_cluster_url: str, redis_url: str
+) -> None:
     policy = policy_yaml(DENY_RM, streams={"partitions": 4})
     async with platform(policy, on_redis=cluster_url(redis_cluster_url), queue_redis_url=redis_url) as p:
         sessions = [f"cluster-{i}" for i in range(40)]
@@ -70,16 +72,18 @@ async def test_a_decision_round_trip_with_four_partitions(platform: Callable[...
 
 
 @pytest.mark.timeout(120)
-async def test_decisions_resume_after_a_master_fails_over(platform: Callable[..., Any], redis_cluster: LocalCluster,
-                                                         redis_cluster_url: str, redis_url: str) -> None:
+async def test_decisions_resume_after_a_master_fails_over(
+    platform: Callable[..., Any], redis_cluster: LocalCluster, redis_cluster_url: str, redis_url: str
+) -> None:
     deadline_s = 1.0
     policy = policy_yaml(DENY_RM, streams={"partitions": 4}, deadlineSeconds=deadline_s)
     async with platform(policy, on_redis=cluster_url(redis_cluster_url), queue_redis_url=redis_url) as p:
         keys = p.settings.keys.with_partitions(4)
         victim = redis_cluster.master_for_key(keys.blocking_stream(0)).port
         sessions = [s for s in (f"fo-{i}" for i in range(400)) if keys.partition_of(s) == 0][:5]
-        elsewhere = [part for part in range(4)
-                     if redis_cluster.master_for_key(keys.blocking_stream(part)).port != victim]
+        elsewhere = [
+            part for part in range(4) if redis_cluster.master_for_key(keys.blocking_stream(part)).port != victim
+        ]
         others = [s for s in (f"fo-{i}" for i in range(400)) if keys.partition_of(s) in elsewhere][:5]
         answers: list[tuple[str, float, Any]] = []
         stop = asyncio.Event()
@@ -97,8 +101,12 @@ async def test_decisions_resume_after_a_master_fails_over(platform: Callable[...
         try:
             before = len(answers)
             # Decisions come back for the failed-over partition without restarting anything.
-            await async_wait_for(lambda: any(s in sessions and a.headers["X-Hookbus-Outcome"] == "decided"
-                                             for s, _, a in answers[before:]), 60)
+            await async_wait_for(
+                lambda: any(
+                    s in sessions and a.headers["X-Hookbus-Outcome"] == "decided" for s, _, a in answers[before:]
+                ),
+                60,
+            )
         finally:
             stop.set()
             await asyncio.gather(*agents)
@@ -120,35 +128,55 @@ async def test_decisions_resume_after_a_master_fails_over(platform: Callable[...
 
 @pytest.mark.timeout(90)
 def test_roles_run_on_a_cluster_with_the_queue_on_its_own_redis(
-        redis_cluster_url: str, redis_url: str, write_policy: Callable[..., Any], tmp_path: Any,
-        children: list[Any]) -> None:
+    redis_cluster_url: str, redis_url: str, write_policy: Callable[..., Any], tmp_path: Any, children: list[Any]
+) -> None:
     """Real gateway, dispatcher and worker processes: a decision, an async hook run by the worker
     from the queue Redis, and its context delivered on the session's next turn from the cluster."""
     marker = tmp_path / "ran"
     output = '{"hookSpecificOutput": {"hookEventName": "PostToolUse", "additionalContext": "seen by the worker"}}'
-    policy = write_policy(policy_yaml({
-        **DENY_RM,
-        "PostToolUse": [{"hooks": [{"type": "command", "async": True,
-                                    "command": f"touch {marker}; echo '{output}'"}]}],
-        "UserPromptSubmit": [{"hooks": [{"type": "rule", "allow": ["*"]}]}],
-    }, streams={"partitions": 4}))
+    policy = write_policy(
+        policy_yaml(
+            {
+                **DENY_RM,
+                "PostToolUse": [
+                    {"hooks": [{"type": "command", "async": True, "command": f"touch {marker}; echo '{output}'"}]}
+                ],
+                "UserPromptSubmit": [{"hooks": [{"type": "rule", "allow": ["*"]}]}],
+            },
+            streams={"partitions": 4},
+        )
+    )
     port = free_port()
-    env = {"HOOKBUS_REDIS_URL": redis_cluster_url, "HOOKBUS_REDIS_CLUSTER": "1", "HOOKBUS_QUEUE_REDIS_URL": redis_url,
-           "HOOKBUS_CONFIG": str(policy), "HOOKBUS_PORT": str(port)}
+    env = {
+        "HOOKBUS_REDIS_URL": redis_cluster_url,
+        "HOOKBUS_REDIS_CLUSTER": "1",
+        "HOOKBUS_QUEUE_REDIS_URL": redis_url,
+        "HOOKBUS_CONFIG": str(policy),
+        "HOOKBUS_PORT": str(port),
+    }
     children.extend(hookbus_process(role, env=env) for role in ("gateway", "dispatcher", "worker"))
     wait_for(lambda: ready(port), 30)
     url = f"http://127.0.0.1:{port}/v1/hooks"
     denied = httpx.post(url, json=rm_rf("roles-1"), timeout=10)
     assert decision(denied) == "deny"
-    done = httpx.post(url, timeout=10, json={"hook_event_name": "PostToolUse", "session_id": "roles-1",
-                                             "tool_name": "Bash", "tool_input": {"command": "ls"},
-                                             "tool_response": {"stdout": ""}})
+    done = httpx.post(
+        url,
+        timeout=10,
+        json={
+            "hook_event_name": "PostToolUse",
+            "session_id": "roles-1",
+            "tool_name": "Bash",
+            "tool_input": {"command": "ls"},
+            "tool_response": {"stdout": ""},
+        },
+    )
     assert done.headers["X-Hookbus-Outcome"] == "decided"  # PostToolUse may block: decided at once (async hook)
     wait_for(marker.exists, 30)
 
     def context() -> str:
-        answer = httpx.post(url, timeout=10, json={"hook_event_name": "UserPromptSubmit", "session_id": "roles-1",
-                                                   "prompt": "next"}).json()
+        answer = httpx.post(
+            url, timeout=10, json={"hook_event_name": "UserPromptSubmit", "session_id": "roles-1", "prompt": "next"}
+        ).json()
         return str(answer.get("hookSpecificOutput", {}).get("additionalContext", ""))
 
     assert wait_for(lambda: "seen by the worker" in context(), 30)
@@ -160,9 +188,13 @@ def test_roles_run_on_a_cluster_with_the_queue_on_its_own_redis(
 
 
 @pytest.mark.timeout(60)
-async def test_reply_subscriptions_survive_idle_pings(platform: Callable[..., Any], redis_cluster: LocalCluster,
-                                                      redis_cluster_url: str, redis_url: str,
-                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+async def test_reply_subscriptions_survive_idle_pings(
+    platform: Callable[..., Any],
+    redis_cluster: LocalCluster,
+    redis_cluster_url: str,
+    redis_url: str,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     """An idle gateway pings its shard subscriptions and keeps them (a read cancelled on a timer
     would drop the connection, and the ping would come back on a new one, unsubscribed)."""
     monkeypatch.setattr(shardreplies, "PING_EVERY_S", 0.1)
@@ -175,8 +207,10 @@ async def test_reply_subscriptions_survive_idle_pings(platform: Callable[..., An
             return sum(int(s.get("cmdstat_ping", {}).get("calls", 0)) for s in stats)
 
         def shard_channels() -> int:
-            answers: list[list[bytes]] = [m.execute_command("PUBSUB", "SHARDCHANNELS")  # type: ignore[no-untyped-call]
-                                          for m in masters]
+            answers: list[list[bytes]] = [
+                m.execute_command("PUBSUB", "SHARDCHANNELS")  # type: ignore[no-untyped-call]
+                for m in masters
+            ]
             return sum(len(answer) for answer in answers)
 
         try:

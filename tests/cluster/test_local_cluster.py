@@ -42,8 +42,7 @@ async def test_keys_spread_over_every_master_and_hash_tags_keep_keys_together(
     assert all(count > 0 for count in spread.values()), spread
     assert sum(spread.values()) == 300
     tagged_home = redis_cluster.master_for_key("{tagged}:0").port
-    assert redis_cluster.keys_per_master("{tagged}:*") == {
-        port: 50 if port == tagged_home else 0 for port in spread}
+    assert redis_cluster.keys_per_master("{tagged}:*") == {port: 50 if port == tagged_home else 0 for port in spread}
     home = redis_cluster.master_for_key("spread:7").port
     assert redis_cluster.slot_owner(keyslot) == home
     assert redis_cluster.keys_per_master("spread:7")[home] == 1

@@ -29,14 +29,25 @@ AT_MS = 1_700_000_000_000
 
 
 def record(i: int) -> LogRecord:
-    return LogRecord(event_id=f"ev-{i:03d}", event="PreToolUse", tenant="acme", session_id=f"s-{i % 4}",
-                     outcome="decided", decision="none", output={}, payload=orjson.dumps({"n": i}),
-                     received_ms=AT_MS + i, decided_ms=AT_MS + i, tool_name="Bash")
+    return LogRecord(
+        event_id=f"ev-{i:03d}",
+        event="PreToolUse",
+        tenant="acme",
+        session_id=f"s-{i % 4}",
+        outcome="decided",
+        decision="none",
+        output={},
+        payload=orjson.dumps({"n": i}),
+        received_ms=AT_MS + i,
+        decided_ms=AT_MS + i,
+        tool_name="Bash",
+    )
 
 
 @pytest.mark.timeout(60)
-async def test_every_reader_reads_four_partitions_of_a_cluster(redis_cluster_url: str, tmp_path: Path,
-                                                              capsys: pytest.CaptureFixture[str]) -> None:
+async def test_every_reader_reads_four_partitions_of_a_cluster(
+    redis_cluster_url: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     url = cluster_url(redis_cluster_url)
     redis = connect(url)
     try:
@@ -70,8 +81,9 @@ async def test_every_reader_reads_four_partitions_of_a_cluster(redis_cluster_url
         cursor = await log_tail.join(subscriber)
         try:
             assert cursor == Cursor.at([f"{AT_MS + 18 + p // 2}-0" for p in range(4)])
-            history = [item.entry_id async for item in log_tail.history(Cursor.after(f"{AT_MS + 17}-0", 4),
-                                                                         lambda item: True)]
+            history = [
+                item.entry_id async for item in log_tail.history(Cursor.after(f"{AT_MS + 17}-0", 4), lambda item: True)
+            ]
             assert history == [f"{AT_MS + 18}-0"] * 2 + [f"{AT_MS + 19}-0"] * 2
             for i in range(40, 44):
                 await redis.xadd(FOUR.decision_log(i % 4), record(i).encode())  # type: ignore[arg-type]

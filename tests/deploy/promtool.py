@@ -35,5 +35,6 @@ def required_binary(name: str) -> str:
 def promtool(*args: str, cwd: Path, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
     """Run ``promtool *args`` in ``cwd`` (``stdin`` as its input); skip (fail under CI) when promtool is missing."""
     path = required_binary("promtool")
-    return subprocess.run([path, *args], cwd=cwd, input=stdin, capture_output=True, text=True, timeout=TIMEOUT_S,
-                          check=False)
+    return subprocess.run(
+        [path, *args], cwd=cwd, input=stdin, capture_output=True, text=True, timeout=TIMEOUT_S, check=False
+    )

@@ -35,9 +35,24 @@ def start_role(role: str, policy: Path, redis_url: str, log: Path) -> tuple[subp
     port = free_port()
     with log.open("wb") as err:
         process = subprocess.Popen(
-            [sys.executable, "-m", "hookbus", role, "--config", str(policy), "--redis-url", redis_url,
-             "--metrics-port", str(port)],
-            env=clean_env(), cwd=REPO, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=err)
+            [
+                sys.executable,
+                "-m",
+                "hookbus",
+                role,
+                "--config",
+                str(policy),
+                "--redis-url",
+                redis_url,
+                "--metrics-port",
+                str(port),
+            ],
+            env=clean_env(),
+            cwd=REPO,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=err,
+        )
     wait_for(lambda: port_open(port) or process.poll() is not None, timeout_s=30)
     assert process.poll() is None, log.read_text()
     return process, port
@@ -55,7 +70,11 @@ def check_metrics(text: str) -> None:
 
 @pytest.mark.timeout(90)
 async def test_a_dispatchers_metrics_port_passes_promtool(
-    platform: Callable[..., Any], bus: BusProbe, redis_url: str, write_policy: Callable[..., Path], tmp_path: Path,
+    platform: Callable[..., Any],
+    bus: BusProbe,
+    redis_url: str,
+    write_policy: Callable[..., Path],
+    tmp_path: Path,
     children: list[subprocess.Popen[bytes]],
 ) -> None:
     async with platform(DENY_RM, dispatchers=0) as p:  # only the dispatcher process decides
@@ -66,8 +85,11 @@ async def test_a_dispatchers_metrics_port_passes_promtool(
     assert answer.json()["hookSpecificOutput"]["permissionDecision"] == "deny"
     text = scrape(port)
     samples = exposition_samples(text)
-    decided = {dict(labels)["decision"]: value for (name, labels), value in samples.items()
-               if name == "hookbus_handler_decisions_total"}
+    decided = {
+        dict(labels)["decision"]: value
+        for (name, labels), value in samples.items()
+        if name == "hookbus_handler_decisions_total"
+    }
     assert decided == {"deny": 1}
     assert samples[("hookbus_dispatch_batch_size_count", frozenset())] >= 1
     check_metrics(text)
@@ -75,14 +97,24 @@ async def test_a_dispatchers_metrics_port_passes_promtool(
 
 @pytest.mark.timeout(90)
 async def test_the_workers_metrics_port_passes_promtool(
-    platform: Callable[..., Any], redis_url: str, write_policy: Callable[..., Path], tmp_path: Path,
+    platform: Callable[..., Any],
+    redis_url: str,
+    write_policy: Callable[..., Path],
+    tmp_path: Path,
     children: list[subprocess.Popen[bytes]],
 ) -> None:
     process, port = start_role("worker", write_policy(ASYNC_HOOK, "async.yaml"), redis_url, tmp_path / "worker.log")
     children.append(process)
     async with platform(ASYNC_HOOK) as p:
-        await p.post({"hook_event_name": "PostToolUse", "session_id": "s-async", "tool_name": "Bash",
-                      "tool_input": {"command": "ls"}, "tool_response": {}})
+        await p.post(
+            {
+                "hook_event_name": "PostToolUse",
+                "session_id": "s-async",
+                "tool_name": "Bash",
+                "tool_input": {"command": "ls"},
+                "tool_response": {},
+            }
+        )
 
         def succeeded() -> bool:
             samples = exposition_samples(scrape(port))

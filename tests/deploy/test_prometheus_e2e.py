@@ -44,8 +44,14 @@ PROMETHEUS_DIR = REPO / "deploy" / "prometheus"
 
 POLICY = policy_yaml(
     {
-        "PreToolUse": [{"matcher": "Bash", "hooks": [{"type": "rule", "deny": ["Bash(rm -rf *)"],
-                                                      "ask": ["Bash(git push *)"], "allow": ["Bash(ls *)"]}]}],
+        "PreToolUse": [
+            {
+                "matcher": "Bash",
+                "hooks": [
+                    {"type": "rule", "deny": ["Bash(rm -rf *)"], "ask": ["Bash(git push *)"], "allow": ["Bash(ls *)"]}
+                ],
+            }
+        ],
         "UserPromptSubmit": [{"hooks": [{"type": "command", "command": "sleep 1"}]}],
     },
     deadlineSeconds=10.0,
@@ -131,12 +137,21 @@ def send_mix(port: int) -> tuple[Counter[str], int]:
     fail_opens = 0
     with httpx.Client(timeout=15) as client:
         for n, command in enumerate(command for commands in MIX.values() for command in commands):
-            answer = client.post(url, json={"hook_event_name": "PreToolUse", "session_id": f"s-{n}",
-                                            "tool_name": "Bash", "tool_input": {"command": command}})
+            answer = client.post(
+                url,
+                json={
+                    "hook_event_name": "PreToolUse",
+                    "session_id": f"s-{n}",
+                    "tool_name": "Bash",
+                    "tool_input": {"command": command},
+                },
+            )
             got[answer.json().get("hookSpecificOutput", {}).get("permissionDecision", "none")] += 1
         for n in range(FORCED_FAIL_OPENS):
-            answer = client.post(url, json={"hook_event_name": "UserPromptSubmit", "session_id": f"s-late-{n}",
-                                            "prompt": "take your time"})
+            answer = client.post(
+                url,
+                json={"hook_event_name": "UserPromptSubmit", "session_id": f"s-late-{n}", "prompt": "take your time"},
+            )
             assert answer.json() == {}
             got["none"] += 1
             fail_opens += answer.headers["X-Hookbus-Outcome"] == "fail-open"
@@ -150,9 +165,18 @@ def start_prometheus(folder: Path, port: int) -> tuple[subprocess.Popen[bytes], 
     listen = free_port()
     log = (folder / "prometheus.log").open("wb")
     process = subprocess.Popen(
-        [str(shutil.which("prometheus")), f"--config.file={folder / 'prometheus.yml'}",
-         f"--storage.tsdb.path={folder / 'data'}", f"--web.listen-address=127.0.0.1:{listen}", "--log.level=warn"],
-        cwd=folder, stdin=subprocess.DEVNULL, stdout=log, stderr=log)
+        [
+            str(shutil.which("prometheus")),
+            f"--config.file={folder / 'prometheus.yml'}",
+            f"--storage.tsdb.path={folder / 'data'}",
+            f"--web.listen-address=127.0.0.1:{listen}",
+            "--log.level=warn",
+        ],
+        cwd=folder,
+        stdin=subprocess.DEVNULL,
+        stdout=log,
+        stderr=log,
+    )
     log.close()
     url = f"http://127.0.0.1:{listen}"
 
@@ -187,9 +211,24 @@ def mixed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Mixed]:
     stdout, stderr = folder / "up.out", folder / "up.err"
     with stdout.open("wb") as out, stderr.open("wb") as err:
         up = subprocess.Popen(
-            [sys.executable, "-m", "hookbus", "up", "--config", str(folder / "policy.yaml"), "--port", str(port),
-             "--state-dir", str(state_dir)],
-            env=clean_env(), cwd=folder, stdin=subprocess.DEVNULL, stdout=out, stderr=err)
+            [
+                sys.executable,
+                "-m",
+                "hookbus",
+                "up",
+                "--config",
+                str(folder / "policy.yaml"),
+                "--port",
+                str(port),
+                "--state-dir",
+                str(state_dir),
+            ],
+            env=clean_env(),
+            cwd=folder,
+            stdin=subprocess.DEVNULL,
+            stdout=out,
+            stderr=err,
+        )
     prometheus: subprocess.Popen[bytes] | None = None
     try:
         wait_for(lambda: ready(port) or up.poll() is not None, timeout_s=60, interval_s=0.1)
@@ -220,10 +259,8 @@ def test_the_mix_was_answered_as_the_policy_says(mixed: Mixed) -> None:
 
 def test_prometheus_counts_the_decisions_by_decision(mixed: Mixed) -> None:
     prometheus = prometheus_url(mixed)
-    expected = {"allow": 4.0, "deny": 3.0, "ask": 2.0, "none": float(1 + FORCED_FAIL_OPENS), "defer": 0.0,
-                "block": 0.0}
-    eventually(lambda: by_label(query(prometheus, "sum by (decision) (hookbus_decisions_total)"), "decision"),
-               expected)
+    expected = {"allow": 4.0, "deny": 3.0, "ask": 2.0, "none": float(1 + FORCED_FAIL_OPENS), "defer": 0.0, "block": 0.0}
+    eventually(lambda: by_label(query(prometheus, "sum by (decision) (hookbus_decisions_total)"), "decision"), expected)
     # The handler that decided each one (the one rule), by its id in the policy.
     handlers = query(prometheus, "sum by (handler, decision) (hookbus_handler_decisions_total)")
     assert by_label(handlers, "decision") == {"allow": 4.0, "deny": 3.0, "ask": 2.0}
@@ -244,24 +281,31 @@ def test_prometheus_computes_the_block_rate_of_the_dashboard(mixed: Mixed) -> No
 
 def test_prometheus_counts_the_forced_fail_opens(mixed: Mixed) -> None:
     prometheus = prometheus_url(mixed)
-    eventually(lambda: by_label(query(prometheus, "sum(hookbus_fail_open_total)"), ""),
-               {"": float(FORCED_FAIL_OPENS)})
+    eventually(lambda: by_label(query(prometheus, "sum(hookbus_fail_open_total)"), ""), {"": float(FORCED_FAIL_OPENS)})
     # The reasons the gateway answered fail-open itself (the alert's) match the X-Hookbus-Outcome headers.
     answered = 'sum(hookbus_fail_open_total{reason=~"timeout|redis_unavailable|dispatcher_error"})'
     assert by_label(query(prometheus, answered), "") == {"": float(mixed.gateway_fail_opens)}
     assert by_label(query(prometheus, 'sum(hookbus_timeouts_total{stage="reply"})'), "") == {
-        "": float(mixed.gateway_fail_opens)}
+        "": float(mixed.gateway_fail_opens)
+    }
 
 
 def test_prometheus_evaluates_every_shipped_rule_without_error(mixed: Mixed) -> None:
     prometheus = prometheus_url(mixed)
-    shipped = {rule["alert"] for group in yaml.safe_load((PROMETHEUS_DIR / "alerts.yaml").read_text())["groups"]
-               for rule in group["rules"]}
+    shipped = {
+        rule["alert"]
+        for group in yaml.safe_load((PROMETHEUS_DIR / "alerts.yaml").read_text())["groups"]
+        for rule in group["rules"]
+    }
 
     def evaluated() -> dict[str, str]:
         groups = httpx.get(f"{prometheus}/api/v1/rules", timeout=5).json()["data"]["groups"]
-        return {rule["name"]: rule["health"] for group in groups for rule in group["rules"]
-                if not rule["lastEvaluation"].startswith("0001-")}
+        return {
+            rule["name"]: rule["health"]
+            for group in groups
+            for rule in group["rules"]
+            if not rule["lastEvaluation"].startswith("0001-")
+        }
 
     eventually(evaluated, dict.fromkeys(shipped, "ok"))
     assert not query(prometheus, 'ALERTS{alertname=~"HookbusNoDispatchers|HookbusRedisDown"}')

@@ -29,14 +29,24 @@ POLICY = REPO / "examples" / "async_policy.yaml"
 
 
 def post_tool_use(session: str = "s-ex", tool: str = "Bash", response: Any = "ok", **extra: Any) -> HookInput:
-    return HookInput.model_validate({"hook_event_name": "PostToolUse", "session_id": session, "tool_name": tool,
-                                     "tool_input": {"command": "ls"}, "tool_response": response, **extra})
+    return HookInput.model_validate(
+        {
+            "hook_event_name": "PostToolUse",
+            "session_id": session,
+            "tool_name": tool,
+            "tool_input": {"command": "ls"},
+            "tool_response": response,
+            **extra,
+        }
+    )
 
 
 def test_the_audit_line_is_one_json_object_with_secrets_masked_and_a_huge_response_as_its_size() -> None:
     token = "ghp_" + "Z9y8X7w6V5u4T3s2R1q0P9o8N7m6L5k4J3i2"
-    line = audit_line(post_tool_use(response="x" * 50_000, tool_input={"command": f"git push https://{token}@h/r"}),
-                      at_s=1_700_000_000.25)
+    line = audit_line(
+        post_tool_use(response="x" * 50_000, tool_input={"command": f"git push https://{token}@h/r"}),
+        at_s=1_700_000_000.25,
+    )
     record = json.loads(line)
     assert "\n" not in line
     assert record["time"] == "2023-11-14T22:13:20.250Z"
@@ -110,8 +120,12 @@ async def test_the_example_policy_runs_on_the_worker_and_leaves_its_warnings_for
             await worker.close()
     audit = [json.loads(line) for line in (tmp_path / "audit.jsonl").read_text().splitlines()]
     assert sorted(record["event"] for record in audit) == ["PostToolUse", "PostToolUse", "SessionStart", "Stop"]
-    pending = [orjson.loads(item) for item in await bus.redis.lrange(  # type: ignore[misc]
-        bus.keys.pending_context("default", session), 0, -1)]
+    pending = [
+        orjson.loads(item)
+        for item in await bus.redis.lrange(  # type: ignore[misc]
+            bus.keys.pending_context("default", session), 0, -1
+        )
+    ]
     messages = [item["systemMessage"] for item in pending if item.get("systemMessage")]
     assert any(m.startswith("Bash returned 120,") for m in messages)
     assert any(m.startswith("Bash took 31.0 s") for m in messages)

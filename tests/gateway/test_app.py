@@ -58,8 +58,10 @@ CORE_METRICS = (
         (b'{"hook_event_name": ["Stop"], "session_id": "s"}', "invalid_field"),
         (b'{"hook_event_name": "", "session_id": "s"}', "invalid_field"),
         (b'{"hook_event_name": "PreToolUse", "session_id": "s", "tool_name": 7}', "invalid_field"),
-        (b'{"hook_event_name": "PreToolUse", "session_id": "s", "tool_name": "Bash", "tool_input": [1]}',
-         "invalid_field"),
+        (
+            b'{"hook_event_name": "PreToolUse", "session_id": "s", "tool_name": "Bash", "tool_input": [1]}',
+            "invalid_field",
+        ),
         (b'{"hook_event_name": "PostToolUse", "session_id": "s", "tool_input": "rm -rf /"}', "invalid_field"),
     ],
 )
@@ -73,7 +75,7 @@ async def test_bodies_over_the_limit_are_413_with_or_without_content_length(plat
 
     async def chunked() -> AsyncIterator[bytes]:
         for start in range(0, len(big), 64 << 10):
-            yield big[start:start + (64 << 10)]
+            yield big[start : start + (64 << 10)]
 
     async with platform(DENY_RM) as p:
         declared = await p.post(big)
@@ -159,8 +161,13 @@ async def test_non_blocking_and_unknown_events_are_recorded(platform: Callable[.
 
 async def test_tokens(platform: Callable[..., Any], bus: BusProbe) -> None:
     async with platform(DENY_RM, tokens=Tokens.parse("acme:tok-a,beta:tok-b")) as p:
-        for headers in ({}, {"Authorization": "Bearer wrong"}, {"Authorization": "Basic tok-a"},
-                        {"Authorization": "Bearer"}, {"Authorization": "tok-a"}):
+        for headers in (
+            {},
+            {"Authorization": "Bearer wrong"},
+            {"Authorization": "Basic tok-a"},
+            {"Authorization": "Bearer"},
+            {"Authorization": "tok-a"},
+        ):
             response = await p.post(pre_tool_use("ls"), headers=headers)
             assert_error(response, 401, "unauthorized")
             assert response.headers["WWW-Authenticate"] == "Bearer"
@@ -171,8 +178,9 @@ async def test_tokens(platform: Callable[..., Any], bus: BusProbe) -> None:
         other = await p.post({"hook_event_name": "Stop", "session_id": "s"}, headers={"authorization": "bearer tok-b"})
         assert (await logged(bus, other)).tenant == "beta"
         # Two Authorization headers: whichever one a proxy checked, hookbus refuses.
-        twice = await p.post(pre_tool_use("ls"), headers=[("Authorization", "Bearer tok-a"),
-                                                          ("Authorization", "Bearer wrong")])
+        twice = await p.post(
+            pre_tool_use("ls"), headers=[("Authorization", "Bearer tok-a"), ("Authorization", "Bearer wrong")]
+        )
         assert_error(twice, 401, "unauthorized")
         assert "more than one" in twice.json()["detail"]
 
@@ -198,8 +206,7 @@ async def test_healthz_and_readyz(platform: Callable[..., Any]) -> None:
         health = await p.client.get(f"{p.url}/healthz")
         assert health.status_code == 200
         assert health.json() == {"status": "ok"}
-        ready = await async_wait_for(
-            lambda: _ready(p.client, p.url), timeout_s=5)  # the dispatcher's first heartbeat
+        ready = await async_wait_for(lambda: _ready(p.client, p.url), timeout_s=5)  # the dispatcher's first heartbeat
         checks = ready["checks"]
         assert ready["ready"] is True
         assert checks["redis"]["ok"] is True
@@ -245,15 +252,16 @@ def test_the_real_gateway_process_keeps_the_contract(
 ) -> None:
     """``hookbus gateway`` serves with uvloop + httptools (the fixture uses h11): same answers."""
     port = free_port()
-    gateway = hookbus_process("gateway", "--config", str(write_policy(DENY_RM)), "--redis-url", redis_url,
-                              "--port", str(port))
+    gateway = hookbus_process(
+        "gateway", "--config", str(write_policy(DENY_RM)), "--redis-url", redis_url, "--port", str(port)
+    )
     children.append(gateway)
     wait_for(lambda: port_open(port) or gateway.poll() is not None, timeout_s=20)
     assert gateway.poll() is None
     big = b'{"hook_event_name": "Stop", "session_id": "s", "pad": "' + b"x" * (5 << 20) + b'"}'
 
     def chunked() -> Iterator[bytes]:
-        yield from (big[start:start + (64 << 10)] for start in range(0, len(big), 64 << 10))
+        yield from (big[start : start + (64 << 10)] for start in range(0, len(big), 64 << 10))
 
     url = f"http://127.0.0.1:{port}/v1/hooks"
     with httpx.Client(timeout=10) as client:
@@ -269,8 +277,17 @@ def test_the_real_gateway_process_keeps_the_contract(
 
 
 def test_a_public_bind_without_tokens_is_refused(redis_url: str, write_policy: Callable[..., Path]) -> None:
-    gateway = hookbus_process("gateway", "--config", str(write_policy(DENY_RM)), "--redis-url", redis_url,
-                              "--host", "0.0.0.0", "--port", str(free_port()))
+    gateway = hookbus_process(
+        "gateway",
+        "--config",
+        str(write_policy(DENY_RM)),
+        "--redis-url",
+        redis_url,
+        "--host",
+        "0.0.0.0",
+        "--port",
+        str(free_port()),
+    )
     _, stderr = gateway.communicate(timeout=20)
     assert gateway.returncode == 1
     assert b"--insecure" in stderr and b"HOOKBUS_TOKENS" in stderr

@@ -24,8 +24,10 @@ def error_of(response: httpx.Response, status: int) -> dict[str, Any]:
 async def test_unknown_paths_and_methods_are_json(platform: Callable[..., Any]) -> None:
     async with platform(DENY_RM) as p:
         missing = error_of(await p.client.get(f"{p.url}/v1/hook"), 404)
-        assert missing == {"error": "not_found",
-                           "detail": "no such endpoint: GET /v1/hook (hook events go to POST /v1/hooks)"}
+        assert missing == {
+            "error": "not_found",
+            "detail": "no such endpoint: GET /v1/hook (hook events go to POST /v1/hooks)",
+        }
         assert error_of(await p.client.post(f"{p.url}/nope", json={}), 404)["error"] == "not_found"
         wrong = await p.client.post(f"{p.url}/healthz")
         assert error_of(wrong, 405) == {"error": "method_not_allowed", "detail": "/healthz does not take POST"}
@@ -34,14 +36,18 @@ async def test_unknown_paths_and_methods_are_json(platform: Callable[..., Any]) 
         assert error_of(await p.client.get(f"{p.url}/v1/hooks"), 405)["error"] == "method_not_allowed"
 
 
-@pytest.mark.parametrize(("fields", "named"), [
-    ({"tool_name": 7}, "'tool_name' must be a string"),
-    ({"tool_name": ["Bash"]}, "'tool_name' must be a string"),
-    ({"tool_name": "Bash", "tool_input": [1]}, "'tool_input' must be a JSON object"),
-    ({"tool_name": "Bash", "tool_input": "rm -rf /"}, "'tool_input' must be a JSON object"),
-])
+@pytest.mark.parametrize(
+    ("fields", "named"),
+    [
+        ({"tool_name": 7}, "'tool_name' must be a string"),
+        ({"tool_name": ["Bash"]}, "'tool_name' must be a string"),
+        ({"tool_name": "Bash", "tool_input": [1]}, "'tool_input' must be a JSON object"),
+        ({"tool_name": "Bash", "tool_input": "rm -rf /"}, "'tool_input' must be a JSON object"),
+    ],
+)
 async def test_tool_fields_of_the_wrong_type_are_a_400_naming_the_field(
-        platform: Callable[..., Any], fields: dict[str, Any], named: str) -> None:
+    platform: Callable[..., Any], fields: dict[str, Any], named: str
+) -> None:
     async with platform(DENY_RM) as p:
         body = {"hook_event_name": "PreToolUse", "session_id": "s", **fields}
         assert error_of(await p.post(body), 400) == {"error": "invalid_field", "detail": named}
@@ -50,8 +56,10 @@ async def test_tool_fields_of_the_wrong_type_are_a_400_naming_the_field(
 async def test_an_unknown_dialect_is_a_400_listing_the_known_ones(platform: Callable[..., Any]) -> None:
     async with platform(DENY_RM) as p:
         by_query = await p.client.post(f"{p.url}/v1/hooks?dialect=pery", json=pre_tool_use("ls"))
-        assert error_of(by_query, 400) == {"error": "unknown_dialect",
-                                           "detail": "unknown dialect 'pery' (known dialects: claude, peri)"}
+        assert error_of(by_query, 400) == {
+            "error": "unknown_dialect",
+            "detail": "unknown dialect 'pery' (known dialects: claude, peri)",
+        }
         by_header = await p.post(pre_tool_use("ls"), headers={"X-Hookbus-Dialect": "codex"})
         assert error_of(by_header, 400)["error"] == "unknown_dialect"
         for known in ("claude", "Claude", "PERI"):

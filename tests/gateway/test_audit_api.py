@@ -30,16 +30,22 @@ def bearer(token: str) -> dict[str, str]:
 
 
 async def fleet(bus: BusProbe) -> None:
-    await write(bus, *[(i, record(i, tenant="acme" if i % 2 else "globex", decision="deny" if i == 3 else "allow"))
-                       for i in range(8)])
+    await write(
+        bus,
+        *[
+            (i, record(i, tenant="acme" if i % 2 else "globex", decision="deny" if i == 3 else "allow"))
+            for i in range(8)
+        ],
+    )
 
 
 def ids(text: str) -> list[str]:
     return [orjson.loads(line)["id"][-1] for line in text.splitlines()]
 
 
-async def test_a_tenant_token_reads_its_tenant_and_an_admin_token_reads_all(platform: Callable[..., Any],
-                                                                            bus: BusProbe) -> None:
+async def test_a_tenant_token_reads_its_tenant_and_an_admin_token_reads_all(
+    platform: Callable[..., Any], bus: BusProbe
+) -> None:
     await fleet(bus)
     async with platform(**TOKENS) as p:
         url = f"{p.url}/v1/audit/events"
@@ -50,8 +56,7 @@ async def test_a_tenant_token_reads_its_tenant_and_an_admin_token_reads_all(plat
         assert ids((await p.client.get(url, headers=bearer("tok-admin"))).text) == list("01234567")
         admin_acme = await p.client.get(url, params={"tenant": "acme"}, headers=bearer("tok-admin"))
         assert ids(admin_acme.text) == list("1357")
-        assert_error(await p.client.get(url, params={"tenant": "globex"}, headers=bearer("tok-acme")), 403,
-                     "forbidden")
+        assert_error(await p.client.get(url, params={"tenant": "globex"}, headers=bearer("tok-acme")), 403, "forbidden")
         assert_error(await p.client.get(url), 401, "unauthorized")
         assert_error(await p.client.get(url, headers=bearer("tok-nobody")), 401, "unauthorized")
 
@@ -72,14 +77,17 @@ async def test_window_filters_resume_and_limit(platform: Callable[..., Any], bus
         assert await get(after=f"{AT_MS + 5000}-0") == ["6", "7"]
         first = orjson.loads((await p.client.get(url, headers=bearer("tok-admin"))).text.splitlines()[0])
         assert first["log_id"] == f"{AT_MS}-0" and first["tenant"] == "globex"
-        for params, code in (({"since": "yesterday-ish"}, "invalid_time"), ({"since": "1h", "until": "2h"},
-                             "invalid_time"), ({"tenants": "acme"}, "invalid_parameter"),
-                             ({"after": "x"}, "invalid_parameter"), ({"limit": "0"}, "invalid_parameter")):
+        for params, code in (
+            ({"since": "yesterday-ish"}, "invalid_time"),
+            ({"since": "1h", "until": "2h"}, "invalid_time"),
+            ({"tenants": "acme"}, "invalid_parameter"),
+            ({"after": "x"}, "invalid_parameter"),
+            ({"limit": "0"}, "invalid_parameter"),
+        ):
             assert_error(await p.client.get(url, params=params, headers=bearer("tok-admin")), 400, code)
 
 
-async def test_without_any_token_the_gateway_serves_every_tenant(platform: Callable[..., Any],
-                                                                bus: BusProbe) -> None:
+async def test_without_any_token_the_gateway_serves_every_tenant(platform: Callable[..., Any], bus: BusProbe) -> None:
     await fleet(bus)
     async with platform() as p:
         response = await p.client.get(f"{p.url}/v1/audit/events")
@@ -95,6 +103,7 @@ async def test_redis_down_is_a_503(platform: Callable[..., Any], private_redis: 
 
 
 # -- length, age and consumer lag -------------------------------------------------------------------
+
 
 async def test_log_state_and_the_observer_gauges(bus: BusProbe) -> None:
     now = now_ms()
@@ -132,13 +141,18 @@ async def test_an_empty_log_is_length_0_and_age_0(bus: BusProbe) -> None:
 
 # -- four partitions -------------------------------------------------------------------------------
 
-async def test_pages_of_a_four_partition_log_merge_by_id_and_resume_without_a_gap(platform: Callable[..., Any],
-                                                                                   bus: BusProbe) -> None:
+
+async def test_pages_of_a_four_partition_log_merge_by_id_and_resume_without_a_gap(
+    platform: Callable[..., Any], bus: BusProbe
+) -> None:
     four = Keyspace(partitions=4)
     # Record i goes to partition i % 4 with the id of millisecond i // 2: partitions 0 and 1 (2 and 3) share ids.
     for i in range(20):
-        await bus.redis.xadd(four.decision_log(i % 4), record(i, tenant="acme" if i % 3 else "globex").encode(),  # type: ignore[arg-type]
-                             id=f"{AT_MS + i // 2}-0")
+        await bus.redis.xadd(
+            four.decision_log(i % 4),
+            record(i, tenant="acme" if i % 3 else "globex").encode(),  # type: ignore[arg-type]
+            id=f"{AT_MS + i // 2}-0",
+        )
     async with platform(policy_yaml({}, streams={"partitions": 4}), **TOKENS) as p:
         url = f"{p.url}/v1/audit/events"
 
@@ -157,5 +171,4 @@ async def test_pages_of_a_four_partition_log_merge_by_id_and_resume_without_a_ga
             after = rows[-1]["log_id"]
         assert resumed == [r["id"] for r in everything]
         acme = await p.client.get(url, params={"limit": "5"}, headers=bearer("tok-acme"))
-        assert [orjson.loads(line)["id"] for line in acme.text.splitlines()] == [
-            f"ev-{i:04d}" for i in (1, 2, 4, 5, 7)]
+        assert [orjson.loads(line)["id"] for line in acme.text.splitlines()] == [f"ev-{i:04d}" for i in (1, 2, 4, 5, 7)]

@@ -39,8 +39,9 @@ async def numbers(probe: aioredis.Redis, stream: str = STREAM) -> list[int]:
 async def test_concurrent_appends_share_one_round_trip(batcher: AppendBatcher, probe: aioredis.Redis) -> None:
     await batcher.redis.ping()  # the batcher's connection is open before counting
     before = await redis_reads(probe)
-    results = await asyncio.gather(*(batcher.append(STREAM, {"n": n, "who": f"agent-{n}", "raw": b"\xff"})
-                                     for n in range(50)))
+    results = await asyncio.gather(
+        *(batcher.append(STREAM, {"n": n, "who": f"agent-{n}", "raw": b"\xff"}) for n in range(50))
+    )
     after = await redis_reads(probe)
     assert results == [None] * 50  # every caller is answered
     assert await numbers(probe) == list(range(50))  # in the order they were appended
@@ -92,8 +93,9 @@ async def test_redis_down_every_caller_gets_bus_unavailable_then_it_recovers(pri
         await batcher.append(STREAM, {"n": 0})
         private_redis.stop()
         async with asyncio.timeout(10):
-            outcomes = await asyncio.gather(*(batcher.append(STREAM, {"n": n}) for n in range(1, 6)),
-                                            return_exceptions=True)
+            outcomes = await asyncio.gather(
+                *(batcher.append(STREAM, {"n": n}) for n in range(1, 6)), return_exceptions=True
+            )
         assert all(isinstance(o, BusUnavailable) for o in outcomes), outcomes
         where = f"redis unavailable at redis://127.0.0.1:{private_redis.port}"
         assert all(str(o).startswith(where) for o in outcomes), outcomes
@@ -129,22 +131,29 @@ async def test_one_bad_append_does_not_fail_the_others_of_its_batch(
     batcher: AppendBatcher, probe: aioredis.Redis
 ) -> None:
     await probe.set("not-a-stream", "x")
-    outcomes = await asyncio.gather(batcher.append(STREAM, {"n": 1}), batcher.append("not-a-stream", {"n": 2}),
-                                    batcher.append(STREAM, {"n": 3}), return_exceptions=True)
+    outcomes = await asyncio.gather(
+        batcher.append(STREAM, {"n": 1}),
+        batcher.append("not-a-stream", {"n": 2}),
+        batcher.append(STREAM, {"n": 3}),
+        return_exceptions=True,
+    )
     assert await numbers(probe) == [1, 3]  # both were appended ...
     assert outcomes[0] is None and outcomes[2] is None  # ... so their callers must not be told otherwise
     assert isinstance(outcomes[1], Exception)
 
 
 async def test_an_append_takes_its_sessions_pending_context_into_the_entry(
-        batcher: AppendBatcher, probe: aioredis.Redis) -> None:
+    batcher: AppendBatcher, probe: aioredis.Redis
+) -> None:
     context = "hookbus:context:default:s-1"
     left = [b'{"additionalContext":"tests failed"}', b'{"systemMessage":"lint failed"}']
     await probe.rpush(context, *left)  # type: ignore[misc]
     await probe.script_load(APPEND_TAKING_CONTEXT)  # as the gateway does when it starts
-    await asyncio.gather(batcher.append(STREAM, {"n": 0}, context),
-                         batcher.append(STREAM, {"n": 1}),  # the same pipeline: a plain XADD
-                         batcher.append(STREAM, {"n": 2}, context))  # after the first: nothing left
+    await asyncio.gather(
+        batcher.append(STREAM, {"n": 0}, context),
+        batcher.append(STREAM, {"n": 1}),  # the same pipeline: a plain XADD
+        batcher.append(STREAM, {"n": 2}, context),
+    )  # after the first: nothing left
     entries = [fields for _, fields in await probe.xrange(STREAM)]
     assert entries == [{b"c": b"[" + b",".join(left) + b"]", b"n": b"0"}, {b"n": b"1"}, {b"c": b"[]", b"n": b"2"}]
     assert orjson.loads(entries[0][b"c"]) == [orjson.loads(item) for item in left]
@@ -152,7 +161,8 @@ async def test_an_append_takes_its_sessions_pending_context_into_the_entry(
 
 
 async def test_an_append_taking_context_survives_a_flushed_script_cache(
-        batcher: AppendBatcher, probe: aioredis.Redis) -> None:
+    batcher: AppendBatcher, probe: aioredis.Redis
+) -> None:
     context = "hookbus:context:default:s-2"
     await batcher.append(STREAM, {"n": 0}, context)  # the script is cached now
     await probe.script_flush()  # as after a Redis restart

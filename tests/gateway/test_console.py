@@ -14,8 +14,9 @@ from tests.conftest import DENY_RM, assert_error, logged, policy_yaml, pre_tool_
 TOKENS = Tokens.parse("acme:tok-a")
 ADMIN = Tokens.parse_admin("tok-admin")
 ADMIN_AUTH = {"Authorization": "Bearer tok-admin"}
-CURL_CANDIDATE = policy_yaml({"PreToolUse": [{"matcher": "Bash", "hooks": [
-    {"type": "rule", "deny": ["Bash(curl *)"], "reason": "no curl"}]}]})
+CURL_CANDIDATE = policy_yaml(
+    {"PreToolUse": [{"matcher": "Bash", "hooks": [{"type": "rule", "deny": ["Bash(curl *)"], "reason": "no curl"}]}]}
+)
 
 
 async def test_the_page_and_its_assets_are_served_from_the_package_with_a_strict_csp(
@@ -49,25 +50,45 @@ async def test_replay_needs_an_admin_token(platform: Callable[..., Any]) -> None
 async def test_replay_runs_the_candidate_over_the_recorded_window(platform: Callable[..., Any], bus: Any) -> None:
     async with platform(DENY_RM, tokens=TOKENS, admin_tokens=ADMIN) as p:
         auth = {"Authorization": "Bearer tok-a"}
-        for command, session in (("rm -rf /", "w-1"), ("curl https://x.example", "w-1"), ("curl y", "w-2"),
-                                 ("ls", "w-2")):
+        for command, session in (
+            ("rm -rf /", "w-1"),
+            ("curl https://x.example", "w-1"),
+            ("curl y", "w-2"),
+            ("ls", "w-2"),
+        ):
             await logged(bus, await p.post(pre_tool_use(command, session), headers=auth))
-        answer = await p.client.post(f"{p.url}/v1/policy/replay", headers=ADMIN_AUTH,
-                                     json={"policy": CURL_CANDIDATE, "since": "1h", "tenant": ["acme"]}, timeout=60)
+        answer = await p.client.post(
+            f"{p.url}/v1/policy/replay",
+            headers=ADMIN_AUTH,
+            json={"policy": CURL_CANDIDATE, "since": "1h", "tenant": ["acme"]},
+            timeout=60,
+        )
         assert answer.status_code == 200, answer.text
         report = answer.json()
         assert report["replayed"] == 4 and report["changed"] == 3
-        assert {(c["from"], c["to"]): c["count"] for c in report["changes"]} == {("none", "deny"): 2,
-                                                                                 ("deny", "none"): 1}
+        assert {(c["from"], c["to"]): c["count"] for c in report["changes"]} == {
+            ("none", "deny"): 2,
+            ("deny", "none"): 1,
+        }
         assert report["top_rules"][0]["rule"].startswith("rule Bash(curl *)")
         assert report["window"]["tenants"] == ["acme"] and report["run_handlers"] is False
         assert report["candidate"]["sources"] == ["candidate.yaml"]
 
 
 async def test_replay_imports_only_modules_the_running_policy_uses(platform: Callable[..., Any], bus: Any) -> None:
-    candidate = policy_yaml({"PreToolUse": [{"matcher": "Bash", "hooks": [
-        {"type": "function", "function": "tests.policy_functions_that_do_not_exist:deny"},
-        {"type": "command", "command": "exit 2"}]}]})
+    candidate = policy_yaml(
+        {
+            "PreToolUse": [
+                {
+                    "matcher": "Bash",
+                    "hooks": [
+                        {"type": "function", "function": "tests.policy_functions_that_do_not_exist:deny"},
+                        {"type": "command", "command": "exit 2"},
+                    ],
+                }
+            ]
+        }
+    )
     async with platform(DENY_RM) as p:
         await logged(bus, await p.post(pre_tool_use("ls", "m-1")))
         answer = await p.client.post(f"{p.url}/v1/policy/replay", json={"policy": candidate}, timeout=60)
@@ -80,8 +101,9 @@ async def test_replay_imports_only_modules_the_running_policy_uses(platform: Cal
 async def test_a_bad_candidate_or_body_is_a_400(platform: Callable[..., Any]) -> None:
     async with platform(DENY_RM) as p:
         url = f"{p.url}/v1/policy/replay"
-        broken = await p.client.post(url, json={"policy": "hooks:\n  PreToolUse: [{hooks: [{type: nope}]}]\n"},
-                                     timeout=60)
+        broken = await p.client.post(
+            url, json={"policy": "hooks:\n  PreToolUse: [{hooks: [{type: nope}]}]\n"}, timeout=60
+        )
         body = assert_error(broken, 400, "invalid_policy")
         assert "candidate.yaml" in body["detail"] and "/tmp" not in body["detail"]
         assert_error(await p.client.post(url, json={"policy": "", "limit": 5}), 400, "invalid_body")
@@ -91,8 +113,9 @@ async def test_a_bad_candidate_or_body_is_a_400(platform: Callable[..., Any]) ->
         assert_error(when, 400, "invalid_request")
 
 
-async def test_a_replay_past_its_time_limit_is_stopped(platform: Callable[..., Any], bus: Any,
-                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+async def test_a_replay_past_its_time_limit_is_stopped(
+    platform: Callable[..., Any], bus: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setattr(console_module, "REPLAY_TIMEOUT_S", 0.05)
     async with platform(DENY_RM) as p:
         slow = await p.client.post(f"{p.url}/v1/policy/replay", json={"policy": CURL_CANDIDATE}, timeout=60)

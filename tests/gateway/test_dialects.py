@@ -22,9 +22,11 @@ import pytest
 from gateway.dialects import claude_mode, from_dialect, peri_input, peri_output, to_dialect
 from tests.conftest import BusProbe, async_wait_for
 
-PERI_SPECIFIC = {"PreToolUse": {"permissionDecision", "permissionDecisionReason", "updatedInput", "additionalContext"},
-                 "UserPromptSubmit": {"additionalContext"},
-                 "SessionStart": {"additionalContext", "initialUserMessage", "watchPaths"}}
+PERI_SPECIFIC = {
+    "PreToolUse": {"permissionDecision", "permissionDecisionReason", "updatedInput", "additionalContext"},
+    "UserPromptSubmit": {"additionalContext"},
+    "SessionStart": {"additionalContext", "initialUserMessage", "watchPaths"},
+}
 
 
 def peri_reads(event: str, reply: dict[str, Any]) -> tuple[str, Any]:
@@ -40,8 +42,11 @@ def peri_reads(event: str, reply: dict[str, Any]) -> tuple[str, Any]:
         return "prevent", reply.get("stopReason")
     if reply.get("decision") == "block":
         return "block", reply.get("reason", "Blocked by hook")
-    if specific and event == "PreToolUse" and (specific.get("permissionDecision") or specific.get(
-            "additionalContext") or reply.get("systemMessage")):
+    if (
+        specific
+        and event == "PreToolUse"
+        and (specific.get("permissionDecision") or specific.get("additionalContext") or reply.get("systemMessage"))
+    ):
         return "permission", specific.get("permissionDecision", "passthrough")
     if reply.get("systemMessage"):
         return "system_message", reply["systemMessage"]
@@ -54,19 +59,38 @@ def peri_reads(event: str, reply: dict[str, Any]) -> tuple[str, Any]:
 
 def peri_event(event: str, **fields: Any) -> dict[str, Any]:
     """A hook input as Peri's HookInput serialises it."""
-    return {"session_id": f"peri-{event}", "transcript_path": "/home/u/.peri/t.json", "cwd": "/work",
-            "hook_event_name": event, **fields}
+    return {
+        "session_id": f"peri-{event}",
+        "transcript_path": "/home/u/.peri/t.json",
+        "cwd": "/work",
+        "hook_event_name": event,
+        **fields,
+    }
 
 
 # -- input ----------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize(("peri", "claude"), [
-    ("yolo", "bypassPermissions"), ("YOLO", "bypassPermissions"), ("BypassPermissions", "bypassPermissions"),
-    ("bypass", "bypassPermissions"), ("hitl", "default"), ("Default", "default"), ("ask", "default"),
-    ("AutoMode", "auto"), ("auto", "auto"), ("AcceptEdits", "acceptEdits"), ("auto-edit", "acceptEdits"),
-    ("DontAsk", "dontAsk"), ("no_ask", "dontAsk"), ("plan", "plan"), ("something-new", "default"),
-])
+@pytest.mark.parametrize(
+    ("peri", "claude"),
+    [
+        ("yolo", "bypassPermissions"),
+        ("YOLO", "bypassPermissions"),
+        ("BypassPermissions", "bypassPermissions"),
+        ("bypass", "bypassPermissions"),
+        ("hitl", "default"),
+        ("Default", "default"),
+        ("ask", "default"),
+        ("AutoMode", "auto"),
+        ("auto", "auto"),
+        ("AcceptEdits", "acceptEdits"),
+        ("auto-edit", "acceptEdits"),
+        ("DontAsk", "dontAsk"),
+        ("no_ask", "dontAsk"),
+        ("plan", "plan"),
+        ("something-new", "default"),
+    ],
+)
 def test_permission_modes_map_to_the_nearest_claude_mode(peri: str, claude: str) -> None:
     assert claude_mode(peri) == claude
     translated = peri_input(peri_event("PreToolUse", permission_mode=peri))
@@ -75,8 +99,15 @@ def test_permission_modes_map_to_the_nearest_claude_mode(peri: str, claude: str)
 
 
 def test_peri_input_becomes_claude_input() -> None:
-    raw = peri_event("PostToolUse", permission_mode="yolo", tool_name="Bash", tool_input={"command": "ls"},
-                     tool_output={"stdout": "a\nb"}, message_count=7, additional_data={"old_cwd": "/a", "cwd": "/x"})
+    raw = peri_event(
+        "PostToolUse",
+        permission_mode="yolo",
+        tool_name="Bash",
+        tool_input={"command": "ls"},
+        tool_output={"stdout": "a\nb"},
+        message_count=7,
+        additional_data={"old_cwd": "/a", "cwd": "/x"},
+    )
     translated, body = from_dialect("peri", raw, orjson.dumps(raw))
     assert translated["tool_response"] == {"stdout": "a\nb"} and "tool_output" not in translated
     assert translated["message_count"] == 7 and translated["old_cwd"] == "/a"
@@ -97,14 +128,27 @@ def test_peri_input_becomes_claude_input() -> None:
 
 
 def pre(decision: str, **more: Any) -> dict[str, Any]:
-    return {"hookSpecificOutput": {"hookEventName": "PreToolUse", "permissionDecision": decision,
-                                   "permissionDecisionReason": f"because {decision}", **more}}
+    return {
+        "hookSpecificOutput": {
+            "hookEventName": "PreToolUse",
+            "permissionDecision": decision,
+            "permissionDecisionReason": f"because {decision}",
+            **more,
+        }
+    }
 
 
 def test_pretooluse_outputs() -> None:
     deny = peri_output("PreToolUse", pre("deny"))
-    assert deny == {"decision": "block", "reason": "because deny", "hook_specific_output": {
-        "hookEventName": "PreToolUse", "permissionDecision": "deny", "permissionDecisionReason": "because deny"}}
+    assert deny == {
+        "decision": "block",
+        "reason": "because deny",
+        "hook_specific_output": {
+            "hookEventName": "PreToolUse",
+            "permissionDecision": "deny",
+            "permissionDecisionReason": "because deny",
+        },
+    }
     assert peri_reads("PreToolUse", deny) == ("block", "because deny")
     allow = peri_output("PreToolUse", pre("allow", updatedInput={"command": "ls -l"}, additionalContext="ctx"))
     assert allow["decision"] == "approve" and allow["hook_specific_output"]["updatedInput"] == {"command": "ls -l"}
@@ -112,48 +156,100 @@ def test_pretooluse_outputs() -> None:
     assert peri_reads("PreToolUse", peri_output("PreToolUse", pre("ask"))) == ("permission", "ask")
     defer = peri_output("PreToolUse", pre("defer"))
     assert defer["hook_specific_output"]["permissionDecision"] == "passthrough" and "decision" not in defer
-    modify = peri_output("PreToolUse", {"hookSpecificOutput": {"hookEventName": "PreToolUse",
-                                                              "updatedInput": {"a": 1}}})
+    modify = peri_output(
+        "PreToolUse", {"hookSpecificOutput": {"hookEventName": "PreToolUse", "updatedInput": {"a": 1}}}
+    )
     assert peri_reads("PreToolUse", modify) == ("modify", {"a": 1})
-    bare_deny = peri_output("PreToolUse", {"hookSpecificOutput": {"hookEventName": "PreToolUse",
-                                                                 "permissionDecision": "deny"}})
+    bare_deny = peri_output(
+        "PreToolUse", {"hookSpecificOutput": {"hookEventName": "PreToolUse", "permissionDecision": "deny"}}
+    )
     assert bare_deny["reason"] == "Denied by hookbus policy"
 
 
 def test_other_event_outputs() -> None:
-    prompt = peri_output("UserPromptSubmit", {"decision": "block", "reason": "no secrets", "systemMessage": "s",
-                                              "suppressOutput": True, "hookSpecificOutput": {
-                                                  "hookEventName": "UserPromptSubmit", "additionalContext": "c",
-                                                  "sessionTitle": "t"}})
-    assert prompt == {"decision": "block", "reason": "no secrets", "systemMessage": "s", "suppress_output": True,
-                      "hook_specific_output": {"hookEventName": "UserPromptSubmit", "additionalContext": "c"}}
-    start = peri_output("SessionStart", {"hookSpecificOutput": {"hookEventName": "SessionStart",
-                                                               "additionalContext": "fleet", "reloadSkills": True}})
+    prompt = peri_output(
+        "UserPromptSubmit",
+        {
+            "decision": "block",
+            "reason": "no secrets",
+            "systemMessage": "s",
+            "suppressOutput": True,
+            "hookSpecificOutput": {"hookEventName": "UserPromptSubmit", "additionalContext": "c", "sessionTitle": "t"},
+        },
+    )
+    assert prompt == {
+        "decision": "block",
+        "reason": "no secrets",
+        "systemMessage": "s",
+        "suppress_output": True,
+        "hook_specific_output": {"hookEventName": "UserPromptSubmit", "additionalContext": "c"},
+    }
+    start = peri_output(
+        "SessionStart",
+        {"hookSpecificOutput": {"hookEventName": "SessionStart", "additionalContext": "fleet", "reloadSkills": True}},
+    )
     assert peri_reads("SessionStart", start) == ("context", "fleet")
     assert start["hook_specific_output"] == {"hookEventName": "SessionStart", "additionalContext": "fleet"}
     stop_ctx = peri_output("Stop", {"hookSpecificOutput": {"hookEventName": "Stop", "additionalContext": "go on"}})
     assert stop_ctx == {"decision": "block", "reason": "go on"}
-    post = peri_output("PostToolUse", {"decision": "block", "reason": "r", "hookSpecificOutput": {
-        "hookEventName": "PostToolUse", "additionalContext": "dropped"}})
+    post = peri_output(
+        "PostToolUse",
+        {
+            "decision": "block",
+            "reason": "r",
+            "hookSpecificOutput": {"hookEventName": "PostToolUse", "additionalContext": "dropped"},
+        },
+    )
     assert post == {"decision": "block", "reason": "r"}  # no variant for PostToolUse: never sent
     halt = peri_output("Notification", {"continue": False, "stopReason": "halt", "terminalSequence": "\x07"})
     assert halt == {"continue": False, "stopReason": "halt"} and peri_reads("Notification", halt)[0] == "prevent"
-    denied = peri_output("PermissionRequest", {"hookSpecificOutput": {"hookEventName": "PermissionRequest",
-                                                                     "decision": {"behavior": "deny",
-                                                                                  "message": "no", "interrupt": True}}})
+    denied = peri_output(
+        "PermissionRequest",
+        {
+            "hookSpecificOutput": {
+                "hookEventName": "PermissionRequest",
+                "decision": {"behavior": "deny", "message": "no", "interrupt": True},
+            }
+        },
+    )
     assert denied == {"decision": "block", "reason": "no", "continue": False, "stopReason": "no"}
-    granted = peri_output("PermissionRequest", {"hookSpecificOutput": {"hookEventName": "PermissionRequest",
-                                                                      "decision": {"behavior": "allow"}}})
+    granted = peri_output(
+        "PermissionRequest",
+        {"hookSpecificOutput": {"hookEventName": "PermissionRequest", "decision": {"behavior": "allow"}}},
+    )
     assert granted == {"decision": "approve"}
     assert peri_output("Stop", {}) == {} and to_dialect("claude", "Stop", pre("deny")) == pre("deny")
 
 
-@pytest.mark.parametrize("event", ["PreToolUse", "PostToolUse", "UserPromptSubmit", "SessionStart", "Stop",
-                                   "SubagentStop", "PermissionRequest", "Notification", "PreCompact", "Unknown"])
+@pytest.mark.parametrize(
+    "event",
+    [
+        "PreToolUse",
+        "PostToolUse",
+        "UserPromptSubmit",
+        "SessionStart",
+        "Stop",
+        "SubagentStop",
+        "PermissionRequest",
+        "Notification",
+        "PreCompact",
+        "Unknown",
+    ],
+)
 def test_no_reply_is_ever_invalid_for_peri(event: str) -> None:
-    everything = {"continue": True, "decision": "block", "reason": "r", "systemMessage": "m",
-                  "hookSpecificOutput": {"hookEventName": event, "permissionDecision": "ask",
-                                         "additionalContext": "c", "updatedToolOutput": "x", "watchPaths": []}}
+    everything = {
+        "continue": True,
+        "decision": "block",
+        "reason": "r",
+        "systemMessage": "m",
+        "hookSpecificOutput": {
+            "hookEventName": event,
+            "permissionDecision": "ask",
+            "additionalContext": "c",
+            "updatedToolOutput": "x",
+            "watchPaths": [],
+        },
+    }
     _, detail = peri_reads(event, peri_output(event, everything))
     assert not str(detail).startswith("invalid"), (event, detail)
 
@@ -179,15 +275,21 @@ hooks:
         - {{type: rule, deny: ["Bash(rm -rf *)"], reason: "no rm -rf"}}
   PostToolUse:
     - hooks:
-        - {{type: command, command: "{shlex.quote(sys.executable)} {tmp_path / 'secret.py'}"}}
+        - {{type: command, command: "{shlex.quote(sys.executable)} {tmp_path / "secret.py"}"}}
 """
 
 
 async def test_peri_through_a_live_gateway(platform: Callable[..., Any], bus: BusProbe, tmp_path: Path) -> None:
-    rm = peri_event("PreToolUse", permission_mode="yolo", tool_name="Bash", tool_input={"command": "rm -rf /"},
-                    tool_use_id="c1")
-    leak = peri_event("PostToolUse", permission_mode="hitl", tool_name="Bash", tool_input={"command": "env"},
-                      tool_output="API_KEY=secret")
+    rm = peri_event(
+        "PreToolUse", permission_mode="yolo", tool_name="Bash", tool_input={"command": "rm -rf /"}, tool_use_id="c1"
+    )
+    leak = peri_event(
+        "PostToolUse",
+        permission_mode="hitl",
+        tool_name="Bash",
+        tool_input={"command": "env"},
+        tool_output="API_KEY=secret",
+    )
     async with platform(live_policy(tmp_path)) as p:
         by_query = await p.client.post(f"{p.url}/v1/hooks?dialect=peri", json=rm)
         by_header = await p.post(leak, headers={"X-Hookbus-Dialect": "peri"})

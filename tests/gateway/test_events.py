@@ -38,8 +38,13 @@ def bearer(token: str | None) -> dict[str, str]:
 class Watcher:
     """One open event stream, read in the background: every event it got, in order."""
 
-    def __init__(self, url: str, token: str | None = None, params: dict[str, Any] | None = None,
-                 headers: dict[str, str] | None = None) -> None:
+    def __init__(
+        self,
+        url: str,
+        token: str | None = None,
+        params: dict[str, Any] | None = None,
+        headers: dict[str, str] | None = None,
+    ) -> None:
         self.url = url
         self.headers = {**bearer(token), **(headers or {})}
         self.params = params or {}
@@ -52,8 +57,9 @@ class Watcher:
     async def _run(self) -> None:
         try:
             async with httpx.AsyncClient(timeout=httpx.Timeout(10, read=None)) as client:
-                async with aconnect_sse(client, "GET", f"{self.url}/v1/events/stream", params=self.params,
-                                        headers=self.headers) as source:
+                async with aconnect_sse(
+                    client, "GET", f"{self.url}/v1/events/stream", params=self.params, headers=self.headers
+                ) as source:
                     self.status = source.response.status_code
                     if self.status != 200:
                         self.body = await source.response.aread()
@@ -112,8 +118,7 @@ def stream_of(p: Platform) -> EventStream:
 
 async def test_a_tenant_token_sees_its_own_tenant_and_an_admin_token_sees_all(platform: Callable[..., Any]) -> None:
     async with platform(DENY_RM, tokens=TOKENS, admin_tokens=ADMIN) as p:
-        async with watching(p.url, "tok-a") as a, watching(p.url, "tok-b") as b, \
-                watching(p.url, "tok-admin") as admin:
+        async with watching(p.url, "tok-a") as a, watching(p.url, "tok-b") as b, watching(p.url, "tok-admin") as admin:
             assert a.events[0].event == "hello" and json.loads(a.events[0].data)["scope"] == "acme"
             assert json.loads(admin.events[0].data) == {"scope": None, "admin": True, "resumed_after": None}
             await post(p, "rm -rf /", "a-1", "tok-a")
@@ -156,11 +161,13 @@ async def test_with_no_tokens_configured_everyone_sees_every_tenant(platform: Ca
 async def test_filters_pick_tenant_session_event_decision_and_tool(platform: Callable[..., Any]) -> None:
     async with platform(DENY_RM, tokens=TOKENS, admin_tokens=ADMIN, max_streams_per_token=8) as p:
         url = p.url
-        async with watching(url, "tok-admin", params={"decision": "deny"}) as denies, \
-                watching(url, "tok-admin", params={"session": "keep-", "tenant": "acme"}) as sessions, \
-                watching(url, "tok-admin", params={"tool": "Read,Grep"}) as tools, \
-                watching(url, "tok-admin", params=[("event", "Stop"), ("event", "Notification")]) as stops, \
-                watching(url, "tok-admin") as everything:
+        async with (
+            watching(url, "tok-admin", params={"decision": "deny"}) as denies,
+            watching(url, "tok-admin", params={"session": "keep-", "tenant": "acme"}) as sessions,
+            watching(url, "tok-admin", params={"tool": "Read,Grep"}) as tools,
+            watching(url, "tok-admin", params=[("event", "Stop"), ("event", "Notification")]) as stops,
+            watching(url, "tok-admin") as everything,
+        ):
             await post(p, "rm -rf /", "keep-1", "tok-a")  # deny, acme, kept session
             await post(p, "ls", "keep-2", "tok-a", tool="Read")  # none, acme, Read
             await post(p, "rm -rf /", "keep-3", "tok-b")  # deny, but beta
@@ -182,8 +189,9 @@ async def test_bad_stream_parameters_are_a_400(platform: Callable[..., Any]) -> 
         assert_error(await p.client.get(stream, params={"sesion": "x"}), 400, "invalid_parameter")
         assert_error(await p.client.get(stream, params={"backlog": "lots"}), 400, "invalid_parameter")
         assert_error(await p.client.get(stream, params={"backlog": "2001"}), 400, "invalid_parameter")
-        assert_error(await p.client.get(stream, params={"tool": ",".join(f"T{i}" for i in range(65))}), 400,
-                     "invalid_filter")
+        assert_error(
+            await p.client.get(stream, params={"tool": ",".join(f"T{i}" for i in range(65))}), 400, "invalid_filter"
+        )
         assert_error(await p.client.get(stream, headers={"Last-Event-ID": "yesterday"}), 400, "invalid_last_event_id")
         head = await p.client.head(stream)
         assert head.status_code == 200 and head.content == b""
@@ -219,7 +227,8 @@ async def test_last_event_id_resumes_after_that_record_with_nothing_lost_or_repe
 
 
 async def test_a_resume_point_the_log_no_longer_holds_gets_a_gap_notice(
-    platform: Callable[..., Any], redis_url: str,
+    platform: Callable[..., Any],
+    redis_url: str,
 ) -> None:
     async with platform(DENY_RM) as p:
         async with watching(p.url) as first:
@@ -253,13 +262,25 @@ async def test_backlog_starts_with_the_newest_records(platform: Callable[..., An
 
 
 async def test_a_record_with_masked_fields_streams_exactly_as_the_log_holds_it(
-    platform: Callable[..., Any], redis_url: str,
+    platform: Callable[..., Any],
+    redis_url: str,
 ) -> None:
     masked_input = pre_tool_use("aws s3 ls --key [REDACTED:aws-access-key]", "red-1")
     masks = [{"pointer": "/input/tool_input/command", "detector": "aws-access-key"}]
-    record = LogRecord(event_id="e-red", event="PreToolUse", tenant="default", session_id="red-1", tool_name="Bash",
-                       outcome="decided", decision="none", output={}, payload=orjson.dumps(masked_input),
-                       received_ms=1, decided_ms=2, masked=masks)
+    record = LogRecord(
+        event_id="e-red",
+        event="PreToolUse",
+        tenant="default",
+        session_id="red-1",
+        tool_name="Bash",
+        outcome="decided",
+        decision="none",
+        output={},
+        payload=orjson.dumps(masked_input),
+        received_ms=1,
+        decided_ms=2,
+        masked=masks,
+    )
     async with platform(DENY_RM) as p, watching(p.url) as watcher:
         redis = connect(redis_url)
         await redis.xadd(Keyspace().decision_log(), record.encode())  # type: ignore[arg-type]
@@ -298,8 +319,9 @@ async def test_one_token_holds_a_bounded_number_of_streams(platform: Callable[..
             assert again.status == 200
 
 
-async def test_idle_streams_get_keep_alive_comments(platform: Callable[..., Any],
-                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+async def test_idle_streams_get_keep_alive_comments(
+    platform: Callable[..., Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setattr(events_module, "KEEPALIVE_S", 0.1)
     async with platform(DENY_RM) as p, p.client.stream("GET", f"{p.url}/v1/events/stream") as response:
         assert response.headers["content-type"].startswith("text/event-stream")
@@ -322,7 +344,9 @@ def _never_reading_stream(port: int) -> socket.socket:
 
 
 async def test_a_client_that_never_reads_holds_up_nobody_and_is_dropped(
-    platform: Callable[..., Any], redis_url: str, monkeypatch: pytest.MonkeyPatch,
+    platform: Callable[..., Any],
+    redis_url: str,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     monkeypatch.setattr(events_module, "SEND_TIMEOUT_S", 2.0)
     count = QUEUE_CAPACITY + 1500
@@ -335,9 +359,19 @@ async def test_a_client_that_never_reads_holds_up_nobody_and_is_dropped(
             await async_wait_for(lambda: stream.open == 2, 10)
             (slow_subscriber,) = stream.tail.subscribers - {fast_subscriber}
             redis = connect(redis_url)
-            template = LogRecord(event_id="", event="PreToolUse", tenant="default", session_id="", tool_name="Bash",
-                                 outcome="decided", decision="none", output={}, payload=b"", received_ms=1,
-                                 decided_ms=2)
+            template = LogRecord(
+                event_id="",
+                event="PreToolUse",
+                tenant="default",
+                session_id="",
+                tool_name="Bash",
+                outcome="decided",
+                decision="none",
+                output={},
+                payload=b"",
+                received_ms=1,
+                decided_ms=2,
+            )
             async with redis.pipeline(transaction=False) as pipe:
                 for i in range(count):
                     template.event_id, template.session_id = f"slow-{i}", f"s-{i}"
@@ -372,9 +406,19 @@ async def write_four(redis_url: str) -> list[str]:
     redis = connect(redis_url)
     for partition, times in WRITTEN.items():
         for ms in times:
-            entry = LogRecord(event_id=f"e-{partition}-{ms}", event="PreToolUse", tenant="default",
-                              session_id=f"p{partition}-{ms}", tool_name="Bash", outcome="decided", decision="none",
-                              output={}, payload=b"{}", received_ms=AT_MS + ms, decided_ms=AT_MS + ms)
+            entry = LogRecord(
+                event_id=f"e-{partition}-{ms}",
+                event="PreToolUse",
+                tenant="default",
+                session_id=f"p{partition}-{ms}",
+                tool_name="Bash",
+                outcome="decided",
+                decision="none",
+                output={},
+                payload=b"{}",
+                received_ms=AT_MS + ms,
+                decided_ms=AT_MS + ms,
+            )
             await redis.xadd(FOUR.decision_log(partition), entry.encode(), id=f"{AT_MS + ms}-0")  # type: ignore[arg-type]
     await redis.aclose()
     return [f"p{partition}-{ms}" for ms, partition in sorted((ms, p) for p, times in WRITTEN.items() for ms in times)]
@@ -388,8 +432,9 @@ async def blocked_log_reads(redis_url: str) -> int:
         await redis.aclose()
 
 
-async def test_with_four_partitions_the_stream_follows_every_partition(platform: Callable[..., Any],
-                                                                       redis_url: str) -> None:
+async def test_with_four_partitions_the_stream_follows_every_partition(
+    platform: Callable[..., Any], redis_url: str
+) -> None:
     sessions = [f"four-{i}" for i in range(12)]
     assert {FOUR.partition_of(s) for s in sessions} == {0, 1, 2, 3}
     async with platform(DENY_RM_FOUR) as p, watching(p.url) as watcher:
@@ -404,8 +449,18 @@ async def test_with_four_partitions_the_stream_follows_every_partition(platform:
         # A record read after one of another partition with a larger id is still sent: each
         # partition is tracked on its own (here partition 0's clock runs a minute ahead).
         redis = connect(redis_url)
-        template = LogRecord(event_id="", event="Stop", tenant="default", session_id="", outcome="recorded",
-                             decision="none", output={}, payload=b"{}", received_ms=1, decided_ms=2)
+        template = LogRecord(
+            event_id="",
+            event="Stop",
+            tenant="default",
+            session_id="",
+            outcome="recorded",
+            decision="none",
+            output={},
+            payload=b"{}",
+            received_ms=1,
+            decided_ms=2,
+        )
         for partition, session, entry_id in ((0, "ahead", f"{now_ms() + 60_000}-0"), (1, "behind", "*")):
             template.event_id = template.session_id = session
             await redis.xadd(FOUR.decision_log(partition), template.encode(), id=entry_id)  # type: ignore[arg-type]
@@ -414,13 +469,14 @@ async def test_with_four_partitions_the_stream_follows_every_partition(platform:
         assert watcher.sessions()[-2:] == ["ahead", "behind"]
 
 
-async def test_with_four_partitions_resume_gap_and_backlog_read_every_partition(platform: Callable[..., Any],
-                                                                                 redis_url: str) -> None:
+async def test_with_four_partitions_resume_gap_and_backlog_read_every_partition(
+    platform: Callable[..., Any], redis_url: str
+) -> None:
     merged = await write_four(redis_url)
     async with platform(DENY_RM_FOUR) as p:
         async with watching(p.url, headers={"Last-Event-ID": f"{AT_MS + 3}-0"}) as resumed:
             # Every partition from past that id, merged by id; a shared id in partition order.
-            assert resumed.sessions() == merged[merged.index("p2-3") + 1:]
+            assert resumed.sessions() == merged[merged.index("p2-3") + 1 :]
             assert resumed.sessions()[:2] == ["p0-4", "p1-4"] and "gap" not in [e.event for e in resumed.events]
             live_before = len(resumed.decisions())
             await post(p, "ls", "four-live")
@@ -432,6 +488,9 @@ async def test_with_four_partitions_resume_gap_and_backlog_read_every_partition(
         await redis.aclose()
         async with watching(p.url, headers={"Last-Event-ID": f"{AT_MS + 3}-0"}) as trimmed:
             gap = next(e for e in trimmed.events if e.event == "gap")
-            assert json.loads(gap.data) | {"detail": ""} == {"after": f"{AT_MS + 3}-0", "resumes_at": f"{AT_MS + 8}-0",
-                                                             "detail": ""}
+            assert json.loads(gap.data) | {"detail": ""} == {
+                "after": f"{AT_MS + 3}-0",
+                "resumes_at": f"{AT_MS + 8}-0",
+                "detail": "",
+            }
             assert trimmed.sessions()[:6] == ["p0-4", "p2-5", "p3-6", "p0-7", "p1-8", "p2-9"]

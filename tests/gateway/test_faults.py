@@ -139,8 +139,10 @@ async def test_redis_down_fails_open_spools_and_recovers(
             assert note.status_code == 200
             assert note.json() == {}
             assert note.headers["X-Hookbus-Outcome"] == "fail-open"
-            assert metric("hookbus_fail_open_total", event="Notification", reason="redis_unavailable") \
-                - note_unavailable == 1
+            assert (
+                metric("hookbus_fail_open_total", event="Notification", reason="redis_unavailable") - note_unavailable
+                == 1
+            )
             assert len(p.app.state.gateway.spool) == 2  # the Notification and the blocking event's audit record
 
             not_ready = await _readyz(p)
@@ -157,11 +159,19 @@ async def test_redis_down_fails_open_spools_and_recovers(
 
             spooled = await async_wait_for(lambda: probe.record(note.headers["X-Hookbus-Event-Id"]), timeout_s=10)
             assert (spooled.event, spooled.outcome, spooled.fail_open, spooled.session_id) == (
-                "Notification", "fail-open", "redis_unavailable", "s-down")
+                "Notification",
+                "fail-open",
+                "redis_unavailable",
+                "s-down",
+            )
             assert b"keep me" in spooled.payload
             audit = await async_wait_for(lambda: probe.record(blocking.headers["X-Hookbus-Event-Id"]), timeout_s=10)
             assert (audit.event, audit.outcome, audit.fail_open, audit.decision) == (
-                "PreToolUse", "fail-open", "redis_unavailable", "none")
+                "PreToolUse",
+                "fail-open",
+                "redis_unavailable",
+                "none",
+            )
             await async_wait_for(lambda: len(p.app.state.gateway.spool) == 0, timeout_s=5)
     finally:
         await probe.close()

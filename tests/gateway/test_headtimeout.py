@@ -29,8 +29,15 @@ async def hello(scope: dict[str, Any], receive: Any, send: Any) -> None:
 @contextlib.asynccontextmanager
 async def server() -> AsyncIterator[int]:
     port = free_port()
-    config = uvicorn.Config(hello, host="127.0.0.1", port=port, http=QuickTimeout, lifespan="off",
-                            log_level="warning", timeout_keep_alive=30)
+    config = uvicorn.Config(
+        hello,
+        host="127.0.0.1",
+        port=port,
+        http=QuickTimeout,
+        lifespan="off",
+        log_level="warning",
+        timeout_keep_alive=30,
+    )
     instance = uvicorn.Server(config)
     task = asyncio.create_task(instance.serve())
     try:

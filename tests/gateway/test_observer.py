@@ -62,8 +62,11 @@ async def test_the_lag_is_zero_once_every_entry_was_delivered(observer: Observer
     await bus.redis.xreadgroup(DISPATCH_GROUP, "reader", {stream: ">"})
     await bus.redis.xack(stream, DISPATCH_GROUP, *ids)  # acknowledged, not yet trimmed
     assert await observer.observe()
-    assert (stream_gauge("hookbus_stream_length", "events", None), stream_gauge("hookbus_stream_lag", "events"),
-            stream_gauge("hookbus_stream_pending", "events")) == (4, 0, 0)
+    assert (
+        stream_gauge("hookbus_stream_length", "events", None),
+        stream_gauge("hookbus_stream_lag", "events"),
+        stream_gauge("hookbus_stream_pending", "events"),
+    ) == (4, 0, 0)
     await bus.redis.xadd(stream, {"n": "new"})
     assert await observer.observe()
     assert stream_gauge("hookbus_stream_lag", "events") >= 1
@@ -71,8 +74,9 @@ async def test_the_lag_is_zero_once_every_entry_was_delivered(observer: Observer
 
 async def test_with_four_partitions_the_gauges_add_up_every_partition(bus: BusProbe) -> None:
     keys = Keyspace(partitions=4)
-    for partition, (blocking, delivered, dead, logged) in enumerate([(3, 1, 1, 2), (0, 0, 0, 1), (4, 4, 2, 0),
-                                                                      (1, 0, 0, 3)]):
+    for partition, (blocking, delivered, dead, logged) in enumerate(
+        [(3, 1, 1, 2), (0, 0, 0, 1), (4, 4, 2, 0), (1, 0, 0, 3)]
+    ):
         stream = keys.blocking_stream(partition)
         await bus.redis.xgroup_create(stream, DISPATCH_GROUP, id="0", mkstream=True)
         for n in range(blocking):
@@ -119,6 +123,7 @@ async def test_an_unreachable_redis_is_redis_up_0(silent_port: int) -> None:
 
 async def test_the_gateway_runs_the_observer(platform: Callable[..., Any]) -> None:
     async with platform() as p:
+
         async def scraped() -> dict[Any, float] | None:
             samples = exposition_samples((await p.client.get(f"{p.url}/metrics")).content)
             alive = samples.get(("hookbus_dispatchers_alive", frozenset()))
@@ -163,6 +168,7 @@ async def test_the_gateway_reads_the_async_gauges_on_the_queue_redis(
     try:
         await queue.redis.zadd(queue.keys.arq_queue, {f"job-{n}": n for n in range(4)})
         async with platform(queue_redis_url=private_redis.url) as p:
+
             async def queued_jobs_seen() -> bool:
                 samples = exposition_samples((await p.client.get(f"{p.url}/metrics")).content)
                 return samples.get(("hookbus_async_queue_depth", frozenset())) == 4

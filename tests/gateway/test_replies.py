@@ -93,17 +93,33 @@ async def test_gateway_readiness_reports_the_reply_channel(platform: Callable[..
         ready = (await p.client.get(f"{p.url}/readyz")).json()
         assert ready["checks"]["replies"] == {"ok": True, "error": None}
         assert gateway.waiter.channel == f"hookbus:reply:{gateway.gateway_id}"
-        denied = await p.post({"hook_event_name": "PreToolUse", "session_id": "s", "tool_name": "Bash",
-                               "tool_input": {"command": "rm -rf /"}})
+        denied = await p.post(
+            {
+                "hook_event_name": "PreToolUse",
+                "session_id": "s",
+                "tool_name": "Bash",
+                "tool_input": {"command": "rm -rf /"},
+            }
+        )
         assert denied.json()["hookSpecificOutput"]["permissionDecision"] == "deny"
         assert gateway.waiter.waiting == 0  # nothing left behind
 
 
 async def test_many_waiting_requests_share_one_subscription(platform: Callable[..., Any], bus: BusProbe) -> None:
     async with platform(DENY_RM, dispatchers=0) as p:
-        waiting = [asyncio.create_task(p.post({"hook_event_name": "PreToolUse", "session_id": f"s-{i}",
-                                               "tool_name": "Bash", "tool_input": {"command": f"rm -rf /{i}"}}))
-                   for i in range(50)]
+        waiting = [
+            asyncio.create_task(
+                p.post(
+                    {
+                        "hook_event_name": "PreToolUse",
+                        "session_id": f"s-{i}",
+                        "tool_name": "Bash",
+                        "tool_input": {"command": f"rm -rf /{i}"},
+                    }
+                )
+            )
+            for i in range(50)
+        ]
         await async_wait_for(lambda: _stream_length(bus, 50), timeout_s=10)
         assert p.app.state.gateway.waiter.waiting == 50
         subscribers = [c for c in await bus.redis.client_list() if c.get("sub") != "0"]

@@ -18,13 +18,21 @@ from tests.conftest import DENY_RM, REPO, clean_env, port_open, wait_for
 
 
 def gateway(*args: str, **popen: object) -> subprocess.Popen[str]:
-    return subprocess.Popen([sys.executable, "-m", "hookbus", "gateway", *args], env=clean_env(), cwd=REPO,
-                            stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    return subprocess.Popen(
+        [sys.executable, "-m", "hookbus", "gateway", *args],
+        env=clean_env(),
+        cwd=REPO,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
 
 
 def test_help_documents_host_port_and_insecure() -> None:
-    done = subprocess.run([sys.executable, "-m", "hookbus", "gateway", "--help"], capture_output=True, text=True,
-                          timeout=30, check=True)
+    done = subprocess.run(
+        [sys.executable, "-m", "hookbus", "gateway", "--help"], capture_output=True, text=True, timeout=30, check=True
+    )
     text = " ".join(done.stdout.split())
     assert "--host HOST address to bind (default $HOOKBUS_HOST or 127.0.0.1)" in text
     assert "--port PORT port to bind (default $HOOKBUS_PORT or 8787)" in text
@@ -32,7 +40,8 @@ def test_help_documents_host_port_and_insecure() -> None:
 
 
 def test_a_port_in_use_is_one_line_and_nothing_claims_to_listen(
-        redis_url: str, write_policy: Callable[..., Path]) -> None:
+    redis_url: str, write_policy: Callable[..., Path]
+) -> None:
     with socket.socket() as taken:
         taken.bind(("127.0.0.1", 0))
         taken.listen()
@@ -44,7 +53,8 @@ def test_a_port_in_use_is_one_line_and_nothing_claims_to_listen(
 
 
 def test_no_policy_is_loud_and_every_metric_exists_before_the_first_event(
-        redis_url: str, children: list[subprocess.Popen[bytes]]) -> None:
+    redis_url: str, children: list[subprocess.Popen[bytes]]
+) -> None:
     port = free_port()
     process = gateway("--redis-url", redis_url, "--port", str(port))
     children.append(process)  # type: ignore[arg-type]
@@ -57,13 +67,26 @@ def test_no_policy_is_loud_and_every_metric_exists_before_the_first_event(
     assert len(ours) >= 14
     for family in ours:
         assert family._name in families, family._name
-    for family in (metrics.DECISIONS, metrics.DECISION_LATENCY, metrics.FAIL_OPEN, metrics.HOOK_DURATION,
-                   metrics.ASYNC_JOBS, metrics.FAIL_CLOSED, metrics.SHADOW_DECISIONS, metrics.STOP_GUARD,
-                   metrics.HOOK_ERRORS, metrics.EXPIRED, metrics.DEAD_LETTERS, metrics.REJECTED, metrics.SPOOLED,
-                   metrics.ROLE_RESTARTS):
+    for family in (
+        metrics.DECISIONS,
+        metrics.DECISION_LATENCY,
+        metrics.FAIL_OPEN,
+        metrics.HOOK_DURATION,
+        metrics.ASYNC_JOBS,
+        metrics.FAIL_CLOSED,
+        metrics.SHADOW_DECISIONS,
+        metrics.STOP_GUARD,
+        metrics.HOOK_ERRORS,
+        metrics.EXPIRED,
+        metrics.DEAD_LETTERS,
+        metrics.REJECTED,
+        metrics.SPOOLED,
+        metrics.ROLE_RESTARTS,
+    ):
         assert families[family._name].samples, family._name  # series at 0, not just the HELP line
-    samples = {(s.name, tuple(sorted(s.labels.items()))): s.value
-               for family in families.values() for s in family.samples}
+    samples = {
+        (s.name, tuple(sorted(s.labels.items()))): s.value for family in families.values() for s in family.samples
+    }
     for key in (
         ("hookbus_fail_open_total", (("event", "PreToolUse"), ("reason", "timeout"))),
         ("hookbus_fail_open_total", (("event", "Stop"), ("reason", "hook_timeout"))),
@@ -74,11 +97,13 @@ def test_no_policy_is_loud_and_every_metric_exists_before_the_first_event(
     ):
         assert samples[key] == 0.0, key
     # Cardinality stays sane: non-blocking events are not pre-created.
-    assert not any(name == "hookbus_decisions_total" and ("event", "Notification") in labels
-                   for name, labels in samples)
+    assert not any(
+        name == "hookbus_decisions_total" and ("event", "Notification") in labels for name, labels in samples
+    )
     policy = httpx.get(f"{base}/readyz", timeout=5).json()["checks"]["policy"]
     assert (policy["empty"], policy["handlers"]) == (True, 0)
     process.terminate()
     _, err = process.communicate(timeout=30)
     assert err.splitlines()[0] == (
-        "hookbus: warning: no policy (no --config and no HOOKBUS_CONFIG): every event will get no opinion")
+        "hookbus: warning: no policy (no --config and no HOOKBUS_CONFIG): every event will get no opinion"
+    )

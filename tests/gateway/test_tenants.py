@@ -20,13 +20,33 @@ from tests.conftest import BusProbe, Platform, async_wait_for, logged, pre_tool_
 TOKENS = Tokens.parse("acme:tok-a,beta:tok-b")
 ACME = {"Authorization": "Bearer tok-a"}
 BETA = {"Authorization": "Bearer tok-b"}
-ORG = yaml.safe_dump({"hooks": {"PreToolUse": [{"matcher": "Bash", "hooks": [
-    {"type": "rule", "deny": ["Bash(rm -rf *)"], "reason": "org: no rm -rf"}]}]}})
+ORG = yaml.safe_dump(
+    {
+        "hooks": {
+            "PreToolUse": [
+                {"matcher": "Bash", "hooks": [{"type": "rule", "deny": ["Bash(rm -rf *)"], "reason": "org: no rm -rf"}]}
+            ]
+        }
+    }
+)
 
 
 def layer(rule: str, **extra: Any) -> list[tuple[str, str]]:
-    return [("team.yaml", yaml.safe_dump({"hooks": {"PreToolUse": [{"matcher": "Bash", "hooks": [
-        {"type": "rule", "deny": [rule], "reason": f"team: {rule}"}]}]}, **extra}))]
+    return [
+        (
+            "team.yaml",
+            yaml.safe_dump(
+                {
+                    "hooks": {
+                        "PreToolUse": [
+                            {"matcher": "Bash", "hooks": [{"type": "rule", "deny": [rule], "reason": f"team: {rule}"}]}
+                        ]
+                    },
+                    **extra,
+                }
+            ),
+        )
+    ]
 
 
 def decision(response: httpx.Response) -> str:
@@ -139,12 +159,17 @@ async def test_a_bad_push_is_refused_and_nothing_changes(platform: Callable[...,
 
 
 async def test_once_markers_and_stop_guard_counts_are_per_tenant(platform: Callable[..., Any]) -> None:
-    text = yaml.safe_dump({
-        "hookbus": {"stopBlockLimit": 1},
-        "hooks": {
-            "PreToolUse": [{"matcher": "Bash", "hooks": [{"type": "rule", "deny": ["Bash(echo *)"], "once": True}]}],
-            "Stop": [{"hooks": [{"type": "command", "command": "echo keep going >&2; exit 2"}]}],
-        }})
+    text = yaml.safe_dump(
+        {
+            "hookbus": {"stopBlockLimit": 1},
+            "hooks": {
+                "PreToolUse": [
+                    {"matcher": "Bash", "hooks": [{"type": "rule", "deny": ["Bash(echo *)"], "once": True}]}
+                ],
+                "Stop": [{"hooks": [{"type": "command", "command": "echo keep going >&2; exit 2"}]}],
+            },
+        }
+    )
     async with platform(text, tokens=TOKENS) as p:
         # The same session id in two tenants: acme's once-marker does not switch beta's hook off.
         assert await denies(p, "echo 1", ACME)
@@ -163,8 +188,12 @@ async def test_once_markers_and_stop_guard_counts_are_per_tenant(platform: Calla
 async def test_a_tenant_past_its_in_flight_byte_budget_gets_429_and_others_do_not(
     platform: Callable[..., Any],
 ) -> None:
-    slow = yaml.safe_dump({"hookbus": {"deadlineSeconds": 3}, "hooks": {"PreToolUse": [{"matcher": "Bash", "hooks": [
-        {"type": "command", "command": "sleep 0.5"}]}]}})
+    slow = yaml.safe_dump(
+        {
+            "hookbus": {"deadlineSeconds": 3},
+            "hooks": {"PreToolUse": [{"matcher": "Bash", "hooks": [{"type": "command", "command": "sleep 0.5"}]}]},
+        }
+    )
     big = pre_tool_use("echo " + "x" * 2_000)
     async with platform(slow, tokens=TOKENS, tenant_inflight_bytes=3_000) as p:
         first = asyncio.create_task(p.post(big, headers=ACME))
@@ -185,8 +214,7 @@ async def test_managed_tokens_guard_every_endpoint_not_only_hooks(platform: Call
         # With only managed tokens configured, nothing is open to a caller without one.
         for path in ("/v1/whoami", "/v1/audit/events"):
             assert (await p.client.get(f"{p.url}{path}")).status_code == 401
-        assert (await p.client.get(f"{p.url}/v1/whoami", headers=headers)).json() == {"tenant": "gamma",
-                                                                                      "tokens": True}
+        assert (await p.client.get(f"{p.url}/v1/whoami", headers=headers)).json() == {"tenant": "gamma", "tokens": True}
         answer = await p.post(pre_tool_use("rm -rf /"), headers=headers)
         await logged(bus, answer)
         listed = await p.client.get(f"{p.url}/v1/audit/events", headers=headers)

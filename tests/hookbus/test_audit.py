@@ -39,32 +39,75 @@ from tests.loopback import LoopbackServer, Received
 AT_MS = 1_700_000_000_000
 
 
-def record(i: int, *, tenant: str = "acme", session: str = "s-1", event: str = "PreToolUse",
-           decision: str = "allow", outcome: str = "decided") -> LogRecord:
-    hook_input = {"hook_event_name": event, "session_id": session, "tool_name": "Bash",
-                  "tool_input": {"command": f"echo {i}"}}
-    return LogRecord(event_id=f"ev-{i:04d}", event=event, tenant=tenant, session_id=session, outcome=outcome,
-                     decision=decision, output={}, payload=orjson.dumps(hook_input), received_ms=AT_MS + i * 1000 - 5,
-                     decided_ms=AT_MS + i * 1000, tool_name="Bash", revision="rev1")
+def record(
+    i: int,
+    *,
+    tenant: str = "acme",
+    session: str = "s-1",
+    event: str = "PreToolUse",
+    decision: str = "allow",
+    outcome: str = "decided",
+) -> LogRecord:
+    hook_input = {
+        "hook_event_name": event,
+        "session_id": session,
+        "tool_name": "Bash",
+        "tool_input": {"command": f"echo {i}"},
+    }
+    return LogRecord(
+        event_id=f"ev-{i:04d}",
+        event=event,
+        tenant=tenant,
+        session_id=session,
+        outcome=outcome,
+        decision=decision,
+        output={},
+        payload=orjson.dumps(hook_input),
+        received_ms=AT_MS + i * 1000 - 5,
+        decided_ms=AT_MS + i * 1000,
+        tool_name="Bash",
+        revision="rev1",
+    )
 
 
 async def write(bus: BusProbe, *records: tuple[int, LogRecord]) -> list[str]:
     """XADD each record with id ``AT_MS + i s``; returns the entry ids."""
     ids = []
     for i, entry in records:
-        ids.append((await bus.redis.xadd(bus.keys.decision_log(), entry.encode(),  # type: ignore[arg-type]
-                                         id=f"{AT_MS + i * 1000}-0")).decode())
+        ids.append(
+            (
+                await bus.redis.xadd(
+                    bus.keys.decision_log(),
+                    entry.encode(),  # type: ignore[arg-type]
+                    id=f"{AT_MS + i * 1000}-0",
+                )
+            ).decode()
+        )
     return ids
 
 
 async def ten(bus: BusProbe) -> list[str]:
     tenants = ["acme", "globex"]
-    return await write(bus, *[(i, record(i, tenant=tenants[i % 2], session=f"s-{i % 3}",
-                                         decision="deny" if i in (2, 7) else "allow",
-                                         event="Stop" if i == 9 else "PreToolUse")) for i in range(10)])
+    return await write(
+        bus,
+        *[
+            (
+                i,
+                record(
+                    i,
+                    tenant=tenants[i % 2],
+                    session=f"s-{i % 3}",
+                    decision="deny" if i in (2, 7) else "allow",
+                    event="Stop" if i == 9 else "PreToolUse",
+                ),
+            )
+            for i in range(10)
+        ],
+    )
 
 
 # -- export ------------------------------------------------------------------------------------------
+
 
 async def exported(bus: BusProbe, window: Window, passes: RecordFilter | None = None, fmt: str = "jsonl") -> str:
     out = io.StringIO()
@@ -110,7 +153,7 @@ async def test_a_window_read_while_records_arrive_has_each_record_once(bus: BusP
 
 async def test_csv_has_a_header_json_cells_and_no_live_formulas(bus: BusProbe) -> None:
     entry = record(1)
-    entry.reason = "=HYPERLINK(\"http://evil\")"
+    entry.reason = '=HYPERLINK("http://evil")'
     await write(bus, (1, entry))
     rows = list(csv.DictReader(io.StringIO(await exported(bus, Window(), fmt="csv"))))
     assert len(rows) == 1
@@ -139,6 +182,7 @@ def test_export_command_line_takes_iso_and_epoch_times(redis_url: str) -> None:
 
 
 # -- follow: the jsonl sink -------------------------------------------------------------------------
+
 
 class _Crash(Exception):
     pass
@@ -178,15 +222,18 @@ async def test_jsonl_follower_crashing_before_its_ack_writes_nothing_twice(bus: 
     assert (await bus.redis.xpending(bus.keys.decision_log(), "siem"))["pending"] == 0
 
 
-async def test_records_trimmed_while_pending_are_skipped_with_a_warning(bus: BusProbe, tmp_path: Path,
-                                                                       caplog: pytest.LogCaptureFixture) -> None:
+async def test_records_trimmed_while_pending_are_skipped_with_a_warning(
+    bus: BusProbe, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
     ids = await write(bus, *[(i, record(i)) for i in range(6)])
     await bus.redis.xgroup_create(bus.keys.decision_log(), "siem", id="0")
     await bus.redis.xreadgroup("siem", "follower", {bus.keys.decision_log(): ">"}, count=4)  # then it crashed
     await bus.redis.xtrim(bus.keys.decision_log(), minid=ids[2], approximate=False)  # retention took two
     path = tmp_path / "audit.jsonl"
-    await follow_until(Follower(bus.url, bus.keys, "siem", JsonlSink(str(path))),
-                       lambda: path.exists() and len(path.read_text().splitlines()) == 4)
+    await follow_until(
+        Follower(bus.url, bus.keys, "siem", JsonlSink(str(path))),
+        lambda: path.exists() and len(path.read_text().splitlines()) == 4,
+    )
     assert [json.loads(line)["log_id"] for line in path.read_text().splitlines()] == ids[2:]
     assert f"record {ids[0]} was trimmed from the log before it was delivered" in caplog.text
     assert (await bus.redis.xpending(bus.keys.decision_log(), "siem"))["pending"] == 0
@@ -208,8 +255,9 @@ async def test_a_deleted_log_or_group_is_created_again(bus: BusProbe, tmp_path: 
     assert [json.loads(line)["id"] for line in path.read_text().splitlines()] == ["ev-0000", "ev-0001"]
 
 
-async def test_a_redis_that_stops_answering_is_said_and_waited_out(private_redis: EmbeddedRedis, tmp_path: Path,
-                                                                    caplog: pytest.LogCaptureFixture) -> None:
+async def test_a_redis_that_stops_answering_is_said_and_waited_out(
+    private_redis: EmbeddedRedis, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
     """Frozen mid-follow: the follower logs the outage and, once Redis answers again, delivers
     what was written meanwhile."""
     redis = aioredis.Redis.from_url(private_redis.url)
@@ -232,8 +280,10 @@ async def test_a_redis_that_stops_answering_is_said_and_waited_out(private_redis
 async def test_groups_are_independent_and_start_where_asked(bus: BusProbe, tmp_path: Path) -> None:
     await write(bus, *[(i, record(i)) for i in range(3)])
     first, second = tmp_path / "a.jsonl", tmp_path / "b.jsonl"
-    await follow_until(Follower(bus.url, bus.keys, "a", JsonlSink(str(first))),
-                       lambda: first.exists() and len(first.read_text().splitlines()) == 3)
+    await follow_until(
+        Follower(bus.url, bus.keys, "a", JsonlSink(str(first))),
+        lambda: first.exists() and len(first.read_text().splitlines()) == 3,
+    )
     late = Follower(bus.url, bus.keys, "b", JsonlSink(str(second)), start="now")
     stop = asyncio.Event()
     task = asyncio.create_task(late.run(stop))
@@ -253,8 +303,11 @@ async def _has_group(bus: BusProbe, name: str) -> bool:
 def test_bad_sinks_and_secrets_are_refused_clearly(monkeypatch: pytest.MonkeyPatch) -> None:
     from bus.errors import ConfigError
 
-    for spec, message in (("kafka:x", "must be jsonl:PATH or http:URL"), ("http:ftp://x", r"http\(s\) URL"),
-                          ("jsonl:/nonexistent-dir/x.jsonl", "cannot write")):
+    for spec, message in (
+        ("kafka:x", "must be jsonl:PATH or http:URL"),
+        ("http:ftp://x", r"http\(s\) URL"),
+        ("jsonl:/nonexistent-dir/x.jsonl", "cannot write"),
+    ):
         with pytest.raises(ConfigError, match=message):
             open_sink(spec)
     with pytest.raises(ConfigError, match="not set"):
@@ -297,15 +350,36 @@ class Receiver:
 
 def follow_process(redis_url: str, url: str, *extra: str) -> subprocess.Popen[bytes]:
     return subprocess.Popen(
-        [sys.executable, "-m", "hookbus", "audit", "follow", "--redis-url", redis_url, "--group", "siem",
-         "--sink", f"http:{url}", "--secret-env", "SIEM_SECRET", "--allow-network", "127.0.0.0/8", *extra],
-        cwd=REPO, env=clean_env(SIEM_SECRET=SECRET), stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE)
+        [
+            sys.executable,
+            "-m",
+            "hookbus",
+            "audit",
+            "follow",
+            "--redis-url",
+            redis_url,
+            "--group",
+            "siem",
+            "--sink",
+            f"http:{url}",
+            "--secret-env",
+            "SIEM_SECRET",
+            "--allow-network",
+            "127.0.0.0/8",
+            *extra,
+        ],
+        cwd=REPO,
+        env=clean_env(SIEM_SECRET=SECRET),
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    )
 
 
 @pytest.mark.timeout(90)
 async def test_a_killed_follower_restarts_with_no_gap_and_no_duplicate(
-        bus: BusProbe, children: list[subprocess.Popen[bytes]]) -> None:
+    bus: BusProbe, children: list[subprocess.Popen[bytes]]
+) -> None:
     await write(bus, *[(i, record(i)) for i in range(20)])
     receiver = Receiver(hold_at=8)  # the 8th request is in flight when the follower is killed
     async with LoopbackServer(receiver) as server:
@@ -376,8 +450,11 @@ async def write_four(bus: BusProbe, count: int, start: int = 0) -> list[str]:
     Returns the event ids in merged order (which is ``i`` order)."""
     await claim_layout(bus.redis, FOUR)
     for i in range(start, start + count):
-        await bus.redis.xadd(FOUR.decision_log(i % 4), record(i, session=f"s-{i % 4}").encode(),  # type: ignore[arg-type]
-                             id=f"{AT_MS + i // 2 * 1000}-0")
+        await bus.redis.xadd(
+            FOUR.decision_log(i % 4),
+            record(i, session=f"s-{i % 4}").encode(),  # type: ignore[arg-type]
+            id=f"{AT_MS + i // 2 * 1000}-0",
+        )
     return [f"ev-{i:04d}" for i in range(start, start + count)]
 
 
@@ -403,7 +480,8 @@ async def all_acknowledged(bus: BusProbe, group: str) -> bool:
 
 
 async def test_a_follower_of_four_partitions_crashing_before_its_ack_delivers_each_record_once(
-    bus: BusProbe, tmp_path: Path,
+    bus: BusProbe,
+    tmp_path: Path,
 ) -> None:
     path = tmp_path / "audit.jsonl"
     events = await write_four(bus, 250)
@@ -428,7 +506,8 @@ async def test_a_follower_of_four_partitions_crashing_before_its_ack_delivers_ea
 
 
 async def test_records_another_consumer_left_pending_are_claimed_and_acknowledged_per_partition(
-    bus: BusProbe, tmp_path: Path,
+    bus: BusProbe,
+    tmp_path: Path,
 ) -> None:
     events = await write_four(bus, 16)
     for p in range(4):

@@ -56,10 +56,10 @@ hooks:
           allow: ["Bash(ls *)"]
     - matcher: Write
       hooks:
-        - {{type: command, command: "{py} {tmp_path / 'rewrite.py'}"}}
+        - {{type: command, command: "{py} {tmp_path / "rewrite.py"}"}}
   UserPromptSubmit:
     - hooks:
-        - {{type: command, command: "{py} {tmp_path / 'context.py'}"}}
+        - {{type: command, command: "{py} {tmp_path / "context.py"}"}}
 """
 
 
@@ -80,8 +80,9 @@ async def test_sync_client_decisions(platform: Callable[..., Any], bus: BusProbe
                     "ask": client.emit("PreToolUse", **bash("git push origin main")),
                     "allow": client.emit("PreToolUse", **bash("ls -la")),
                     "none": client.emit("PreToolUse", **bash("echo hi")),
-                    "rewrite": client.emit("PreToolUse", tool_name="Write",
-                                           tool_input={"file_path": "/etc/passwd", "content": "x"}),
+                    "rewrite": client.emit(
+                        "PreToolUse", tool_name="Write", tool_input={"file_path": "/etc/passwd", "content": "x"}
+                    ),
                     "context": client.emit("UserPromptSubmit", prompt="fix the bug"),
                     "recorded": client.emit("Notification", message="waiting", notification_type="idle_prompt"),
                     "session": client.emit("Notification", session_id="explicit-session", message="m"),
@@ -182,11 +183,23 @@ def test_decision_from_output() -> None:
     assert stop.blocked and stop.stop and stop.reason == "halt"
     block = Decision.from_output({"decision": "block", "reason": "keep going"})
     assert block.blocked and block.reason == "keep going" and not block.stop
-    request = Decision.from_output({"hookSpecificOutput": {"hookEventName": "PermissionRequest",
-                                                           "decision": {"behavior": "deny", "message": "no"}}})
+    request = Decision.from_output(
+        {
+            "hookSpecificOutput": {
+                "hookEventName": "PermissionRequest",
+                "decision": {"behavior": "deny", "message": "no"},
+            }
+        }
+    )
     assert request.blocked and request.reason == "no" and request.permission_decision == "deny"
-    grant = Decision.from_output({"hookSpecificOutput": {"hookEventName": "PermissionRequest", "decision": {
-        "behavior": "allow", "updatedInput": {"command": "ls"}}}})
+    grant = Decision.from_output(
+        {
+            "hookSpecificOutput": {
+                "hookEventName": "PermissionRequest",
+                "decision": {"behavior": "allow", "updatedInput": {"command": "ls"}},
+            }
+        }
+    )
     assert not grant.blocked and grant.updated_input == {"command": "ls"}
     assert Decision.from_output({"decision": "approve", "reason": "fine"}).permission_decision == "allow"
     assert Decision.from_output({}) == Decision()
@@ -221,8 +234,13 @@ def test_local_results_and_blocks_without_a_bus() -> None:
 
     def ask(hook_input: dict[str, Any]) -> dict[str, Any]:
         seen.append(hook_input["tool_input"])
-        return {"hookSpecificOutput": {"hookEventName": "PreToolUse", "permissionDecision": "ask",
-                                       "additionalContext": "local ctx"}}
+        return {
+            "hookSpecificOutput": {
+                "hookEventName": "PreToolUse",
+                "permissionDecision": "ask",
+                "additionalContext": "local ctx",
+            }
+        }
 
     engine.register("PreToolUse", ask)
     decision = engine.emit("PreToolUse", **bash("ls"))
@@ -239,8 +257,9 @@ def test_local_results_and_blocks_without_a_bus() -> None:
     assert "bug in a hook" in (closed.emit("Stop").reason or "")
 
 
-async def test_adapter_composes_local_hooks_with_the_bus(platform: Callable[..., Any], bus: BusProbe,
-                                                         tmp_path: Path) -> None:
+async def test_adapter_composes_local_hooks_with_the_bus(
+    platform: Callable[..., Any], bus: BusProbe, tmp_path: Path
+) -> None:
     async with platform(policy(tmp_path)) as p:
         client = AsyncHookBusClient(p.url, session_id="adapter")
         engine = LocalHooks(client)
@@ -275,8 +294,14 @@ async def test_example_agent_loop(platform: Callable[..., Any], bus: BusProbe) -
     policy_text = (REPO / "examples" / "agent_loop_policy.yaml").read_text()
     async with platform(policy_text) as p:
         process = await asyncio.create_subprocess_exec(
-            sys.executable, str(REPO / "examples" / "agent_loop.py"), "--url", p.url,
-            stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE, cwd=REPO)
+            sys.executable,
+            str(REPO / "examples" / "agent_loop.py"),
+            "--url",
+            p.url,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.PIPE,
+            cwd=REPO,
+        )
         out, err = await asyncio.wait_for(process.communicate(), 60)
     assert process.returncode == 0, err.decode()
     lines = out.decode().splitlines()
@@ -285,7 +310,9 @@ async def test_example_agent_loop(platform: Callable[..., Any], bus: BusProbe) -
     assert '[PreToolUse] Bash {"command": "rm -rf build /"} -> BLOCKED: Permission denied' in out.decode()
     assert '-> input modified -> {"file_path": "/tmp/agent-sandbox/notes/todo.md"' in out.decode()
     assert [line for line in lines if line.startswith("[Stop]")] == [
-        "[Stop] BLOCKED: Run the tests (pytest) before stopping.", "[Stop] allowed (decided)"]
+        "[Stop] BLOCKED: Run the tests (pytest) before stopping.",
+        "[Stop] allowed (decided)",
+    ]
     assert "[summary] 4 tool calls, 1 blocked, 1 modified, 2 context additions, 2 turns" in lines
     session = lines[0].split()[1]
     expected = {"PostToolUse", "PreToolUse", "SessionStart", "Stop", "UserPromptSubmit"}

@@ -56,8 +56,9 @@ def run(*args: str, capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
 # -- policy check ------------------------------------------------------------------------------------
 
 
-def test_policy_check_ok_prints_a_summary(write_policy: Callable[..., Path],
-                                          capsys: pytest.CaptureFixture[str]) -> None:
+def test_policy_check_ok_prints_a_summary(
+    write_policy: Callable[..., Path], capsys: pytest.CaptureFixture[str]
+) -> None:
     path = write_policy(GOOD)
     code, out, err = run("policy", "check", str(path), capsys=capsys)
     revision = load_policy([path]).revision
@@ -65,23 +66,28 @@ def test_policy_check_ok_prints_a_summary(write_policy: Callable[..., Path],
     assert out == f"ok: 3 handlers on 2 events (revision {revision})\n"
 
 
-def test_policy_check_layers_several_files(write_policy: Callable[..., Path],
-                                           capsys: pytest.CaptureFixture[str]) -> None:
+def test_policy_check_layers_several_files(
+    write_policy: Callable[..., Path], capsys: pytest.CaptureFixture[str]
+) -> None:
     base = write_policy(GOOD, "base.yaml")
-    extra = write_policy('{"hooks": {"Notification": [{"hooks": [{"type": "command", "command": "true"}]}]}}',
-                         "extra.json")
+    extra = write_policy(
+        '{"hooks": {"Notification": [{"hooks": [{"type": "command", "command": "true"}]}]}}', "extra.json"
+    )
     code, out, _ = run("policy", "check", str(base), str(extra), capsys=capsys)
     assert code == 0
     assert out.startswith("ok: 4 handlers on 3 events ")
 
 
-def test_policy_check_reports_every_problem_with_its_line(write_policy: Callable[..., Path],
-                                                          capsys: pytest.CaptureFixture[str]) -> None:
+def test_policy_check_reports_every_problem_with_its_line(
+    write_policy: Callable[..., Path], capsys: pytest.CaptureFixture[str]
+) -> None:
     path = write_policy(BAD)
     code, out, err = run("policy", "check", str(path), capsys=capsys)
     assert (code, out) == (1, "")
-    assert sorted(err.splitlines()) == [f"{path}:5: hooks.Stop[0].hooks[0].command: must not be empty",
-                                        f"{path}:5: hooks.Stop[0].hooks[0].timeout: must be > 0"]
+    assert sorted(err.splitlines()) == [
+        f"{path}:5: hooks.Stop[0].hooks[0].command: must not be empty",
+        f"{path}:5: hooks.Stop[0].hooks[0].timeout: must be > 0",
+    ]
 
 
 def test_policy_check_of_a_missing_file(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -91,8 +97,9 @@ def test_policy_check_of_a_missing_file(tmp_path: Path, capsys: pytest.CaptureFi
     assert err.startswith(f"{missing}: cannot read: ") and err.count("\n") == 1
 
 
-def test_policy_check_imports_function_handlers(write_policy: Callable[..., Path],
-                                                capsys: pytest.CaptureFixture[str]) -> None:
+def test_policy_check_imports_function_handlers(
+    write_policy: Callable[..., Path], capsys: pytest.CaptureFixture[str]
+) -> None:
     path = write_policy('hooks: {Stop: [{hooks: [{type: function, function: "no_such_module_q:check"}]}]}\n')
     code, _, err = run("policy", "check", str(path), capsys=capsys)
     assert code == 1
@@ -114,8 +121,9 @@ def test_policy_check_notes_and_strict(write_policy: Callable[..., Path], capsys
 
 def test_emit_to_no_gateway_is_a_one_line_error(capsys: pytest.CaptureFixture[str]) -> None:
     url = f"http://127.0.0.1:{free_port()}"
-    code, out, err = run("emit", "PreToolUse", "--tool", "Bash", "--input", '{"command": "ls"}', "--url", url,
-                         capsys=capsys)
+    code, out, err = run(
+        "emit", "PreToolUse", "--tool", "Bash", "--input", '{"command": "ls"}', "--url", url, capsys=capsys
+    )
     assert (code, out) == (1, "")
     assert err.startswith(f"hookbus: cannot reach the gateway at {url}/v1/hooks: ")
     assert err.count("\n") == 1 and "Traceback" not in err
@@ -124,8 +132,7 @@ def test_emit_to_no_gateway_is_a_one_line_error(capsys: pytest.CaptureFixture[st
 def test_emit_to_a_gateway_that_never_answers_gives_up_at_the_timeout(
     silent_port: int, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    code, _, err = run("emit", "Stop", "--url", f"http://127.0.0.1:{silent_port}", "--timeout", "0.3",
-                       capsys=capsys)
+    code, _, err = run("emit", "Stop", "--url", f"http://127.0.0.1:{silent_port}", "--timeout", "0.3", capsys=capsys)
     assert code == 1
     assert err.startswith(f"hookbus: cannot reach the gateway at http://127.0.0.1:{silent_port}/v1/hooks: ")
 
@@ -141,10 +148,22 @@ async def test_emit_prints_the_decision_of_a_live_gateway(
 ) -> None:
     async with platform(DENY_RM) as p:
         monkeypatch.setenv("HOOKBUS_URL", p.url)  # no --url: the environment's
-        code = await asyncio.to_thread(main, ["emit", "PreToolUse", "--tool", "Bash", "--session", "s-emit",
-                                              "--input", '{"command": "rm -rf /"}'])
-        stop_code = await asyncio.to_thread(main, ["emit", "Stop", "--url", f"{p.url}/v1/hooks", "--session",
-                                                   "s-emit", "--input", '{"stop_hook_active": true}'])
+        code = await asyncio.to_thread(
+            main, ["emit", "PreToolUse", "--tool", "Bash", "--session", "s-emit", "--input", '{"command": "rm -rf /"}']
+        )
+        stop_code = await asyncio.to_thread(
+            main,
+            [
+                "emit",
+                "Stop",
+                "--url",
+                f"{p.url}/v1/hooks",
+                "--session",
+                "s-emit",
+                "--input",
+                '{"stop_hook_active": true}',
+            ],
+        )
         records = await logged_session(bus, "s-emit", count=2)
     out, err = capsys.readouterr()
     assert (code, stop_code, err) == (0, 0, "")
@@ -189,8 +208,10 @@ async def test_emit_accepts_the_hooks_url_with_a_trailing_slash(
 def test_tail_without_redis_says_where_it_looked(tmp_path: Path) -> None:
     done = run_hookbus("tail", cwd=tmp_path)
     assert (done.returncode, done.stdout) == (1, "")
-    assert done.stderr == (f"hookbus: no Redis: nothing runs from {tmp_path / '.hookbus'}; pass --state-dir "
-                           "(where 'hookbus up' runs) or --redis-url\n")
+    assert done.stderr == (
+        f"hookbus: no Redis: nothing runs from {tmp_path / '.hookbus'}; pass --state-dir "
+        "(where 'hookbus up' runs) or --redis-url\n"
+    )
 
 
 def test_tail_with_redis_down_is_a_one_line_error(tmp_path: Path) -> None:
@@ -216,13 +237,16 @@ def test_a_role_with_no_policy_warns_that_every_event_gets_no_opinion(tmp_path: 
     ]
 
 
-def test_a_role_with_a_bad_policy_lists_its_problems(write_policy: Callable[..., Path], tmp_path: Path,
-                                                     redis_url: str) -> None:
+def test_a_role_with_a_bad_policy_lists_its_problems(
+    write_policy: Callable[..., Path], tmp_path: Path, redis_url: str
+) -> None:
     path = write_policy(BAD)
     done = run_hookbus("dispatcher", "--redis-url", redis_url, cwd=tmp_path, HOOKBUS_CONFIG=str(path))
     assert done.returncode == 1
-    assert sorted(done.stderr.splitlines()) == [f"{path}:5: hooks.Stop[0].hooks[0].command: must not be empty",
-                                                f"{path}:5: hooks.Stop[0].hooks[0].timeout: must be > 0"]
+    assert sorted(done.stderr.splitlines()) == [
+        f"{path}:5: hooks.Stop[0].hooks[0].command: must not be empty",
+        f"{path}:5: hooks.Stop[0].hooks[0].timeout: must be > 0",
+    ]
 
 
 def test_a_bad_environment_variable_is_named(tmp_path: Path) -> None:

@@ -36,12 +36,21 @@ ARTIFACTS = REPO / "tests" / "artifacts"
 POLICY = {
     "hookbus": {"deadlineSeconds": 2.0, "deadlines": {"UserPromptSubmit": 0.3}},
     "hooks": {
-        "PreToolUse": [{"matcher": "Bash", "hooks": [{
-            "type": "rule", "reason": "hookbus dangerous-commands pack",
-            "deny": ["Bash(rm -rf /)", "Bash(git push *--force)"],
-            "ask": ["Bash(git push *)"],
-            "allow": ["Bash(ls *)", "Bash(pytest *)", "Bash(git status)"]}]},
-            {"matcher": "Read|Edit", "hooks": [{"type": "rule", "allow": ["Read", "Edit"]}]}],
+        "PreToolUse": [
+            {
+                "matcher": "Bash",
+                "hooks": [
+                    {
+                        "type": "rule",
+                        "reason": "hookbus dangerous-commands pack",
+                        "deny": ["Bash(rm -rf /)", "Bash(git push *--force)"],
+                        "ask": ["Bash(git push *)"],
+                        "allow": ["Bash(ls *)", "Bash(pytest *)", "Bash(git status)"],
+                    }
+                ],
+            },
+            {"matcher": "Read|Edit", "hooks": [{"type": "rule", "allow": ["Read", "Edit"]}]},
+        ],
         # A hook slower than the event's deadline: the agent gets no decision (fail-open).
         "UserPromptSubmit": [{"hooks": [{"type": "command", "command": "sleep 2"}]}],
     },
@@ -69,9 +78,24 @@ class Platform:
         env = {**{k: v for k, v in os.environ.items() if not k.startswith("HOOKBUS_")}, **TOKENS}
         with self.out.open("wb") as out:
             self.process = subprocess.Popen(
-                [sys.executable, "-m", "hookbus", "up", "--config", str(policy), "--port", str(self.port),
-                 "--state-dir", str(self.state)],
-                env=env, cwd=tmp_path, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT)
+                [
+                    sys.executable,
+                    "-m",
+                    "hookbus",
+                    "up",
+                    "--config",
+                    str(policy),
+                    "--port",
+                    str(self.port),
+                    "--state-dir",
+                    str(self.state),
+                ],
+                env=env,
+                cwd=tmp_path,
+                stdin=subprocess.DEVNULL,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+            )
 
     def ready(self) -> bool:
         if self.process.poll() is not None:
@@ -83,8 +107,9 @@ class Platform:
         return bool(answer["ready"] and answer["checks"].get("dispatchers", {}).get("alive"))
 
     def emit(self, token: str, hook_input: dict[str, Any]) -> dict[str, Any]:
-        reply = httpx.post(f"{self.url}/v1/hooks", json=hook_input, headers={"Authorization": f"Bearer {token}"},
-                           timeout=10)
+        reply = httpx.post(
+            f"{self.url}/v1/hooks", json=hook_input, headers={"Authorization": f"Bearer {token}"}, timeout=10
+        )
         assert reply.status_code == 200, reply.text
         answer: dict[str, Any] = reply.json()
         return answer
@@ -112,8 +137,15 @@ def up(tmp_path: Path) -> Iterator[Platform]:
 def tool(session: str, name: str, tool_input: dict[str, Any], use: str, post: bool = False) -> dict[str, Any]:
     event = "PostToolUse" if post else "PreToolUse"
     extra = {"tool_response": {"ok": True}} if post else {}
-    return {"hook_event_name": event, "session_id": session, "tool_name": name, "tool_input": tool_input,
-            "tool_use_id": use, "cwd": "/srv/app", **extra}
+    return {
+        "hook_event_name": event,
+        "session_id": session,
+        "tool_name": name,
+        "tool_input": tool_input,
+        "tool_use_id": use,
+        "cwd": "/srv/app",
+        **extra,
+    }
 
 
 def fleet_traffic(up: Platform, round_: int) -> None:
@@ -124,8 +156,15 @@ def fleet_traffic(up: Platform, round_: int) -> None:
         steps += [
             (tool(session, "Read", {"file_path": f"src/module_{i}.py"}, f"r{i}-{round_}"), {}),
             (tool(session, "Bash", {"command": "ls -la src"}, f"l{i}-{round_}"), {}),
-            (tool(session, "Edit", {"file_path": f"src/module_{i}.py", "old_string": "a", "new_string": "b"},
-                  f"e{i}-{round_}"), {}),
+            (
+                tool(
+                    session,
+                    "Edit",
+                    {"file_path": f"src/module_{i}.py", "old_string": "a", "new_string": "b"},
+                    f"e{i}-{round_}",
+                ),
+                {},
+            ),
             (tool(session, "Bash", {"command": "pytest -q tests"}, f"t{i}-{round_}"), {}),
         ]
     tokens = dict((s, t) for t, s in sessions)
@@ -135,14 +174,20 @@ def fleet_traffic(up: Platform, round_: int) -> None:
         pending.append(hook_input)
         if len(pending) > 2:  # results arrive while the next calls start: calls take a while
             done = pending.pop(0)
-            up.emit(tokens[done["session_id"]], tool(done["session_id"], done["tool_name"], done["tool_input"],
-                                                      done["tool_use_id"], post=True))
+            up.emit(
+                tokens[done["session_id"]],
+                tool(done["session_id"], done["tool_name"], done["tool_input"], done["tool_use_id"], post=True),
+            )
     for done in pending:
-        up.emit(tokens[done["session_id"]], tool(done["session_id"], done["tool_name"], done["tool_input"],
-                                                  done["tool_use_id"], post=True))
+        up.emit(
+            tokens[done["session_id"]],
+            tool(done["session_id"], done["tool_name"], done["tool_input"], done["tool_use_id"], post=True),
+        )
     up.emit("tok-acme", tool("acme-2b81d4", "Bash", {"command": "git push origin feature/login"}, f"p{round_}"))
-    up.emit("tok-globex", {"hook_event_name": "UserPromptSubmit", "session_id": "globex-c4e019",
-                           "prompt": "ship it", "cwd": "/srv/app"})
+    up.emit(
+        "tok-globex",
+        {"hook_event_name": "UserPromptSubmit", "session_id": "globex-c4e019", "prompt": "ship it", "cwd": "/srv/app"},
+    )
 
 
 def flood(up: Platform, count: int) -> None:
@@ -152,11 +197,25 @@ def flood(up: Platform, count: int) -> None:
     try:
         with client.pipeline(transaction=False) as pipe:
             for i in range(count):
-                hook_input = {"hook_event_name": "PreToolUse", "session_id": f"flood-{i}", "tool_name": "Bash",
-                              "tool_input": {"command": f"echo {i}"}}
-                record = LogRecord(event_id=f"flood-{i}", event="PreToolUse", tenant="acme", session_id=f"flood-{i}",
-                                   tool_name="Bash", outcome="decided", decision="allow", output={},
-                                   payload=orjson.dumps(hook_input), received_ms=now_ms(), decided_ms=now_ms())
+                hook_input = {
+                    "hook_event_name": "PreToolUse",
+                    "session_id": f"flood-{i}",
+                    "tool_name": "Bash",
+                    "tool_input": {"command": f"echo {i}"},
+                }
+                record = LogRecord(
+                    event_id=f"flood-{i}",
+                    event="PreToolUse",
+                    tenant="acme",
+                    session_id=f"flood-{i}",
+                    tool_name="Bash",
+                    outcome="decided",
+                    decision="allow",
+                    output={},
+                    payload=orjson.dumps(hook_input),
+                    received_ms=now_ms(),
+                    decided_ms=now_ms(),
+                )
                 pipe.xadd(Keyspace().decision_log(), record.encode())  # type: ignore[arg-type]
             pipe.execute()
     finally:

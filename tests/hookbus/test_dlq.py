@@ -15,15 +15,30 @@ from workers import deadletters
 from workers.deadletters import Attempt
 
 
-async def seed(bus: BusProbe, *, tenant: str = "default", handler_id: str = "a1b2c3d4e5f60718",
-               handler_type: str = "http", n: int = 0) -> str:
+async def seed(
+    bus: BusProbe,
+    *,
+    tenant: str = "default",
+    handler_id: str = "a1b2c3d4e5f60718",
+    handler_type: str = "http",
+    n: int = 0,
+) -> str:
     hook_input = {"hook_event_name": "Notification", "session_id": f"s-{n}", "message": f"hello {n}"}
     request = Request(f"ev-{n}", "Notification", tenant, orjson.dumps(hook_input), now_ms())
-    attempts = [Attempt(1, now_ms(), "error", "http hook answered HTTP 503", True, 12, 1500),
-                Attempt(2, now_ms(), "error", "http hook answered HTTP 503", True, 10)]
-    letter = deadletters.letter_of(request, hook_input, DEFAULT, job_id=f"ev-{n}:{handler_id}",
-                                   handler_id=handler_id, handler_type=handler_type, why="out_of_tries",
-                                   attempts=attempts)
+    attempts = [
+        Attempt(1, now_ms(), "error", "http hook answered HTTP 503", True, 12, 1500),
+        Attempt(2, now_ms(), "error", "http hook answered HTTP 503", True, 10),
+    ]
+    letter = deadletters.letter_of(
+        request,
+        hook_input,
+        DEFAULT,
+        job_id=f"ev-{n}:{handler_id}",
+        handler_id=handler_id,
+        handler_type=handler_type,
+        why="out_of_tries",
+        attempts=attempts,
+    )
     return await deadletters.bury(bus.redis, bus.keys, letter)
 
 
@@ -97,8 +112,16 @@ async def test_purge_needs_yes(bus: BusProbe, redis_url: str) -> None:
 async def test_a_letter_keeps_the_policy_versions_its_event_ran_under_for_the_replay(bus: BusProbe) -> None:
     hook_input = {"hook_event_name": "Notification", "session_id": "s-v", "message": "x"}
     request = Request("ev-v", "Notification", "acme", orjson.dumps(hook_input), now_ms(), policy="org3|acme7")
-    letter = deadletters.letter_of(request, hook_input, DEFAULT, job_id="ev-v:h", handler_id="h", handler_type="http",
-                                   why="not_retryable", attempts=[Attempt(1, now_ms(), "error", "HTTP 404", False)])
+    letter = deadletters.letter_of(
+        request,
+        hook_input,
+        DEFAULT,
+        job_id="ev-v:h",
+        handler_id="h",
+        handler_type="http",
+        why="not_retryable",
+        attempts=[Attempt(1, now_ms(), "error", "HTTP 404", False)],
+    )
     stored = await deadletters.get(bus.redis, bus.keys, await deadletters.bury(bus.redis, bus.keys, letter))
     assert stored is not None and stored.request().policy == "org3|acme7"
     assert stored.request().payload == request.payload and stored.reason == "HTTP 404"
@@ -111,8 +134,9 @@ async def test_with_a_queue_redis_of_its_own_dlq_lists_shows_replays_and_purges_
     try:
         on_bus = await seed(bus, n=20)  # not where the worker of such a platform writes: left alone
         first, second = await seed(queue, n=21), await seed(queue, n=22)
-        listed = run_hookbus("dlq", "list", "--json", "--redis-url", redis_url,
-                             HOOKBUS_QUEUE_REDIS_URL=private_redis.url)
+        listed = run_hookbus(
+            "dlq", "list", "--json", "--redis-url", redis_url, HOOKBUS_QUEUE_REDIS_URL=private_redis.url
+        )
         assert listed.returncode == 0, listed.stderr
         assert [json.loads(line)["id"] for line in listed.stdout.splitlines()] == [first, second]
         shown = run_hookbus("dlq", "show", first, "--queue-redis-url", private_redis.url)  # no bus URL needed
@@ -133,9 +157,11 @@ async def test_with_a_queue_redis_of_its_own_dlq_lists_shows_replays_and_purges_
 def test_on_a_cluster_bus_without_a_queue_redis_dlq_says_what_to_set(redis_url: str) -> None:
     refused = run_hookbus("dlq", "list", "--redis-url", redis_url, HOOKBUS_REDIS_CLUSTER="1")
     assert refused.returncode == 1 and "Traceback" not in refused.stderr
-    assert refused.stderr.startswith("hookbus: the async queue (arq) cannot run on a Redis Cluster: set "
-                                     "HOOKBUS_QUEUE_REDIS_URL to a single Redis (redis://, rediss:// or unix://) "
-                                     "or to its Sentinels (redis+sentinel://")
+    assert refused.stderr.startswith(
+        "hookbus: the async queue (arq) cannot run on a Redis Cluster: set "
+        "HOOKBUS_QUEUE_REDIS_URL to a single Redis (redis://, rediss:// or unix://) "
+        "or to its Sentinels (redis+sentinel://"
+    )
     malformed = run_hookbus("dlq", "list", "--queue-redis-url", "redis+sentinel://s1:26379")
     assert malformed.returncode == 1 and malformed.stderr.count("\n") == 1
     assert "HOOKBUS_QUEUE_REDIS_URL is not a valid Sentinel URL: the service name" in malformed.stderr

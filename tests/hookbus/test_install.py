@@ -48,8 +48,18 @@ USER_SETTINGS: dict[str, Any] = {
         "PreToolUse": [
             {"matcher": "Bash", "hooks": [{"type": "command", "command": "~/bin/guard.sh", "timeout": 5}]},
         ],
-        "Stop": [{"hooks": [{"type": "http", "url": "http://audit.internal/stop",
-                             "headers": {"X-Key": "$AUDIT"}, "allowedEnvVars": ["AUDIT"]}]}],
+        "Stop": [
+            {
+                "hooks": [
+                    {
+                        "type": "http",
+                        "url": "http://audit.internal/stop",
+                        "headers": {"X-Key": "$AUDIT"},
+                        "allowedEnvVars": ["AUDIT"],
+                    }
+                ]
+            }
+        ],
         "Notification": [{"matcher": "idle_prompt", "hooks": [{"type": "command", "command": "say hi"}]}],
     },
 }
@@ -70,8 +80,10 @@ def install(path: Path, *args: str) -> tuple[int, dict[str, Any]]:
 
 def ours(settings: dict[str, Any]) -> dict[str, list[dict[str, Any]]]:
     """hookbus's handlers per event (events without any left out)."""
-    found = {event: [h for g in groups for h in g["hooks"] if is_hookbus_handler(h)]
-             for event, groups in settings.get("hooks", {}).items()}
+    found = {
+        event: [h for g in groups for h in g["hooks"] if is_hookbus_handler(h)]
+        for event, groups in settings.get("hooks", {}).items()
+    }
     return {event: handlers for event, handlers in found.items() if handlers}
 
 
@@ -90,16 +102,24 @@ def test_default_install_validates_and_covers_every_event(tmp_path: Path, valida
             command = f"{default_hook_command()} hook --url {URL}"
             assert handler == {"type": "command", "command": command, "timeout": 10}
         else:
-            assert handler == {"type": "http", "url": URL, "headers": {"Authorization": "Bearer $HOOKBUS_TOKEN"},
-                               "allowedEnvVars": ["HOOKBUS_TOKEN"], "timeout": 10}
+            assert handler == {
+                "type": "http",
+                "url": URL,
+                "headers": {"Authorization": "Bearer $HOOKBUS_TOKEN"},
+                "allowedEnvVars": ["HOOKBUS_TOKEN"],
+                "timeout": 10,
+            }
     assert "matcher" not in settings["hooks"]["FileChanged"][0]  # "*" would watch a file named '*'
 
 
-@pytest.mark.parametrize("args", [
-    ["--shim", "--fail-closed", "--timeout", "3", "--url", "http://gw.internal:9000"],
-    ["--events", "PreToolUse", "Stop,SessionStart", "--hook-command", "/opt/hookbus/bin/hookbus"],
-    ["--events", "WorktreeCreate", "--timeout", "2.5"],
-])
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["--shim", "--fail-closed", "--timeout", "3", "--url", "http://gw.internal:9000"],
+        ["--events", "PreToolUse", "Stop,SessionStart", "--hook-command", "/opt/hookbus/bin/hookbus"],
+        ["--events", "WorktreeCreate", "--timeout", "2.5"],
+    ],
+)
 def test_variants_validate(tmp_path: Path, validate: Callable[..., None], args: list[str]) -> None:
     path = tmp_path / "settings.json"
     path.write_text(json.dumps(USER_SETTINGS))
@@ -109,8 +129,9 @@ def test_variants_validate(tmp_path: Path, validate: Callable[..., None], args: 
     if "--shim" in args:
         assert {h["type"] for hs in ours(settings).values() for h in hs} == {"command"}
         command = settings["hooks"]["Stop"][1]["hooks"][0]["command"]
-        assert command == (f"{default_hook_command()} hook --url http://gw.internal:9000/v1/hooks --timeout 2.4 "
-                           "--fail-closed")
+        assert command == (
+            f"{default_hook_command()} hook --url http://gw.internal:9000/v1/hooks --timeout 2.4 --fail-closed"
+        )
     if "--hook-command" in args:
         assert list(ours(settings)) == ["PreToolUse", "Stop", "SessionStart"]
         assert ours(settings)["SessionStart"][0]["command"].startswith("/opt/hookbus/bin/hookbus hook --url ")
@@ -128,7 +149,8 @@ def test_scopes(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     assert main(["install", "claude", "--events", "Stop"]) == 0
     assert main(["install", "claude", "--scope", "user", "--events", "Stop"]) == 0
     assert ours(json.loads((tmp_path / ".claude" / "settings.json").read_text())) == ours(
-        json.loads((tmp_path / "home" / ".claude" / "settings.json").read_text()))
+        json.loads((tmp_path / "home" / ".claude" / "settings.json").read_text())
+    )
     managed = tmp_path / "etc" / "managed-settings.json"
     assert install(managed, "--scope", "managed", "--events", "Stop", "--create")[0] == 0 and managed.exists()
 
@@ -237,12 +259,19 @@ def test_errors_and_notes(tmp_path: Path, capsys: pytest.CaptureFixture[str]) ->
 
 
 def test_the_console_command(tmp_path: Path) -> None:
-    done = subprocess.run([sys.executable, "-m", "hookbus", "install", "claude", "--events", "Stop"], cwd=tmp_path,
-                          capture_output=True, text=True, timeout=60, check=False)
+    done = subprocess.run(
+        [sys.executable, "-m", "hookbus", "install", "claude", "--events", "Stop"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
     assert done.returncode == 0, done.stderr
     assert "1 http hooks and 0 command hooks" in done.stdout
-    assert ours(json.loads((tmp_path / ".claude" / "settings.json").read_text())) == {"Stop": [
-        InstallPlan(url=URL).handler("Stop")]}
+    assert ours(json.loads((tmp_path / ".claude" / "settings.json").read_text())) == {
+        "Stop": [InstallPlan(url=URL).handler("Stop")]
+    }
 
 
 # -- end to end: every installed event reaches the gateway as Claude Code would send it -----
@@ -271,12 +300,14 @@ EXTRA: dict[str, dict[str, Any]] = {
 
 def interpolate(value: str, allowed: list[str]) -> str:
     """Claude Code's header interpolation: $VAR / ${VAR}, unlisted variables become ''."""
-    return re.sub(r"\$\{(\w+)\}|\$(\w+)",
-                  lambda m: os.environ.get(m[1] or m[2], "") if (m[1] or m[2]) in allowed else "", value)
+    return re.sub(
+        r"\$\{(\w+)\}|\$(\w+)", lambda m: os.environ.get(m[1] or m[2], "") if (m[1] or m[2]) in allowed else "", value
+    )
 
 
 async def test_end_to_end_every_installed_event_reaches_the_gateway(
-        platform: Callable[..., Any], bus: BusProbe, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    platform: Callable[..., Any], bus: BusProbe, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setenv("HOOKBUS_TOKEN", "tok-e2e")
     async with platform(E2E_POLICY, tokens=Tokens.parse("fleet:tok-e2e")) as p:
         monkeypatch.chdir(tmp_path)
@@ -287,20 +318,32 @@ async def test_end_to_end_every_installed_event_reaches_the_gateway(
         async with httpx.AsyncClient() as http:
             for event, groups in settings["hooks"].items():
                 handler = groups[0]["hooks"][0]
-                body = {"session_id": f"e2e-{event}", "transcript_path": str(tmp_path / "t.jsonl"),
-                        "cwd": str(tmp_path), "hook_event_name": event, **EXTRA.get(event, {})}
+                body = {
+                    "session_id": f"e2e-{event}",
+                    "transcript_path": str(tmp_path / "t.jsonl"),
+                    "cwd": str(tmp_path),
+                    "hook_event_name": event,
+                    **EXTRA.get(event, {}),
+                }
                 if handler["type"] == "http":
-                    headers = {k: interpolate(v, handler.get("allowedEnvVars", []))
-                               for k, v in handler.get("headers", {}).items()}
+                    headers = {
+                        k: interpolate(v, handler.get("allowedEnvVars", []))
+                        for k, v in handler.get("headers", {}).items()
+                    }
                     reply = await http.post(handler["url"], json=body, headers=headers, timeout=handler["timeout"])
                     assert reply.status_code == 200, (event, reply.text)
                     replies[event] = reply.json()
                 else:
                     process = await asyncio.create_subprocess_shell(
-                        handler["command"], stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                        env=env)
-                    out, err = await asyncio.wait_for(process.communicate(json.dumps(body).encode()),
-                                                      handler["timeout"])
+                        handler["command"],
+                        stdin=subprocess.PIPE,
+                        stdout=subprocess.PIPE,
+                        stderr=subprocess.PIPE,
+                        env=env,
+                    )
+                    out, err = await asyncio.wait_for(
+                        process.communicate(json.dumps(body).encode()), handler["timeout"]
+                    )
                     assert process.returncode == 0 and b"failing" not in err, (event, err)
                     replies[event] = json.loads(out) if out.strip() else {}
         events = list(settings["hooks"])
@@ -358,19 +401,22 @@ def test_the_url_must_be_http(tmp_path: Path, capsys: pytest.CaptureFixture[str]
     code, _ = install(tmp_path / "settings.json", "--url", url)
     assert code == 1
     assert capsys.readouterr().err == (
-        f"hookbus: --url must be an http(s) URL such as http://hookbus.internal:8787 (got {url!r})\n")
+        f"hookbus: --url must be an http(s) URL such as http://hookbus.internal:8787 (got {url!r})\n"
+    )
     assert not (tmp_path / "settings.json").exists()
 
 
-@pytest.mark.parametrize("url", ["http://gw:9000", "http://gw:9000/", "http://gw:9000/v1/hooks/",
-                                 "http://gw:9000/v1/hooks//"])
+@pytest.mark.parametrize(
+    "url", ["http://gw:9000", "http://gw:9000/", "http://gw:9000/v1/hooks/", "http://gw:9000/v1/hooks//"]
+)
 def test_trailing_slashes_are_normalised(tmp_path: Path, url: str) -> None:
     _, settings = install(tmp_path / "settings.json", "--url", url, "--events", "Stop")
     assert settings["hooks"]["Stop"][0]["hooks"][0]["url"] == "http://gw:9000/v1/hooks"
 
 
-def test_a_missing_settings_folder_is_an_error_unless_create(tmp_path: Path,
-                                                             capsys: pytest.CaptureFixture[str]) -> None:
+def test_a_missing_settings_folder_is_an_error_unless_create(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     path = tmp_path / "typo" / "settings.json"
     assert install(path, "--events", "Stop")[0] == 1
     assert capsys.readouterr().err == f"hookbus: {path.parent} does not exist (a typo?); pass --create to make it\n"

@@ -32,8 +32,8 @@ async def check(*args: str, capsys: pytest.CaptureFixture[str]) -> tuple[int, st
 
 
 async def test_a_good_token_is_named_by_its_tenant_and_the_event_is_recorded(
-        platform: Callable[..., Any], bus: BusProbe, monkeypatch: pytest.MonkeyPatch,
-        capsys: pytest.CaptureFixture[str]) -> None:
+    platform: Callable[..., Any], bus: BusProbe, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
     monkeypatch.setenv("HOOKBUS_TOKEN", "tok-1")
     async with platform(DENY_RM, tokens=Tokens.parse("fleet:tok-1")) as p:
         code, out, err = await check("--check", "--url", p.url, capsys=capsys)
@@ -48,13 +48,20 @@ async def test_a_good_token_is_named_by_its_tenant_and_the_event_is_recorded(
     assert (record.tenant, record.outcome, record.decision) == ("fleet", "recorded", "none")
 
 
-@pytest.mark.parametrize(("token", "problem"), [
-    (None, "the gateway wants a token (401) and HOOKBUS_TOKEN is not set here"),
-    ("tok-2", "the gateway refused HOOKBUS_TOKEN (401): it is not one of the gateway's tokens"),
-])
+@pytest.mark.parametrize(
+    ("token", "problem"),
+    [
+        (None, "the gateway wants a token (401) and HOOKBUS_TOKEN is not set here"),
+        ("tok-2", "the gateway refused HOOKBUS_TOKEN (401): it is not one of the gateway's tokens"),
+    ],
+)
 async def test_a_missing_or_wrong_token_is_said_exactly(
-        platform: Callable[..., Any], monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str],
-        token: str | None, problem: str) -> None:
+    platform: Callable[..., Any],
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    token: str | None,
+    problem: str,
+) -> None:
     if token:
         monkeypatch.setenv("HOOKBUS_TOKEN", token)
     async with platform(DENY_RM, tokens=Tokens.parse("fleet:tok-1")) as p:
@@ -69,8 +76,11 @@ async def test_rate_limits_wrong_urls_and_open_gateways(platform: Callable[..., 
         assert not ok and message.startswith("the gateway is rate-limiting this token's tenant (429, retry after ")
     async with platform(DENY_RM) as p:
         ok, message = await asyncio.to_thread(check_gateway, f"{p.url}/hookbus")
-        assert (ok, message) == (False, f"{p.url}/hookbus/v1/hooks is not a hookbus hooks endpoint (HTTP 404); "
-                                        "give the gateway's base URL, e.g. http://hookbus.internal:8787")
+        assert (ok, message) == (
+            False,
+            f"{p.url}/hookbus/v1/hooks is not a hookbus hooks endpoint (HTTP 404); "
+            "give the gateway's base URL, e.g. http://hookbus.internal:8787",
+        )
         ok, message = await asyncio.to_thread(check_gateway, p.url, "any-token")
         assert (ok, message) == (True, f"{p.url}/v1/hooks reachable; the gateway checks no tokens (tenant default)")
 
@@ -89,8 +99,8 @@ def test_a_server_that_is_not_hookbus(silent_port: int) -> None:
 
 
 async def test_every_install_ends_with_the_check_and_check_alone_reads_the_installed_url(
-        platform: Callable[..., Any], tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
-        capsys: pytest.CaptureFixture[str]) -> None:
+    platform: Callable[..., Any], tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
     path = tmp_path / "settings.json"
     monkeypatch.setenv("HOOKBUS_TOKEN", "tok-1")
     async with platform(DENY_RM, tokens=Tokens.parse("fleet:tok-1")) as p:
@@ -99,8 +109,10 @@ async def test_every_install_ends_with_the_check_and_check_alone_reads_the_insta
         assert out.splitlines()[-1] == f"hookbus: check: {p.url}/v1/hooks reachable, token accepted as tenant fleet"
         before = path.read_text()
         code, out, _ = await check("--settings-file", str(path), "--check", capsys=capsys)  # no --url
-        assert (code, out.splitlines()) == (0, [
-            f"hookbus: check: {p.url}/v1/hooks reachable, token accepted as tenant fleet"])
+        assert (code, out.splitlines()) == (
+            0,
+            [f"hookbus: check: {p.url}/v1/hooks reachable, token accepted as tenant fleet"],
+        )
         assert path.read_text() == before  # --check writes nothing
     assert json.loads(before)["hooks"]["Stop"][0]["hooks"][0]["url"] == f"{p.url}/v1/hooks"
     # The gateway is gone: the install still succeeds, and says what it could not check.

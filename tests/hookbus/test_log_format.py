@@ -18,10 +18,13 @@ from tests.conftest import clean_env, hookbus_process, policy_yaml, ready, wait_
 
 TOKEN = "sekret-token-4f9a"
 MARKER = "PAYLOAD-MARKER-77c1"
-POLICY = policy_yaml({
-    "PreToolUse": [{"matcher": "Bash", "hooks": [{"type": "rule", "deny": ["Bash(rm -rf *)"]}]}],
-    "UserPromptSubmit": [{"hooks": [{"type": "command", "command": "sleep 1"}]}],
-}, deadlines={"UserPromptSubmit": 0.3})
+POLICY = policy_yaml(
+    {
+        "PreToolUse": [{"matcher": "Bash", "hooks": [{"type": "rule", "deny": ["Bash(rm -rf *)"]}]}],
+        "UserPromptSubmit": [{"hooks": [{"type": "command", "command": "sleep 1"}]}],
+    },
+    deadlines={"UserPromptSubmit": 0.3},
+)
 
 
 def lines(process: subprocess.Popen[bytes]) -> list[dict[str, Any]]:
@@ -40,20 +43,39 @@ def test_roles_log_one_json_object_per_line_with_the_event_ids(
     policy = tmp_path / "policy.yaml"
     policy.write_text(POLICY)
     port = free_port()
-    env = clean_env(HOOKBUS_REDIS_URL=redis_url, HOOKBUS_LOG_FORMAT="json", HOOKBUS_LOG_LEVEL="debug",
-                    HOOKBUS_TOKENS=f"acme:{TOKEN}")
+    env = clean_env(
+        HOOKBUS_REDIS_URL=redis_url,
+        HOOKBUS_LOG_FORMAT="json",
+        HOOKBUS_LOG_LEVEL="debug",
+        HOOKBUS_TOKENS=f"acme:{TOKEN}",
+    )
     gateway = hookbus_process("gateway", "--config", str(policy), "--port", str(port), env=env)
     dispatcher = hookbus_process("dispatcher", "--config", str(policy), env=env)
     children += [gateway, dispatcher]
-    wait_for(lambda: ready(port) or gateway.poll() is not None or dispatcher.poll() is not None, timeout_s=30,
-             interval_s=0.05)
+    wait_for(
+        lambda: ready(port) or gateway.poll() is not None or dispatcher.poll() is not None,
+        timeout_s=30,
+        interval_s=0.05,
+    )
     headers = {"Authorization": f"Bearer {TOKEN}"}
     url = f"http://127.0.0.1:{port}/v1/hooks"
-    deny = httpx.post(url, headers=headers, timeout=5, json={
-        "hook_event_name": "PreToolUse", "session_id": "s-deny", "tool_name": "Bash",
-        "tool_input": {"command": f"rm -rf /{MARKER}"}})
-    late = httpx.post(url, headers=headers, timeout=5, json={
-        "hook_event_name": "UserPromptSubmit", "session_id": "s-late", "prompt": MARKER})
+    deny = httpx.post(
+        url,
+        headers=headers,
+        timeout=5,
+        json={
+            "hook_event_name": "PreToolUse",
+            "session_id": "s-deny",
+            "tool_name": "Bash",
+            "tool_input": {"command": f"rm -rf /{MARKER}"},
+        },
+    )
+    late = httpx.post(
+        url,
+        headers=headers,
+        timeout=5,
+        json={"hook_event_name": "UserPromptSubmit", "session_id": "s-late", "prompt": MARKER},
+    )
     assert deny.json()["hookSpecificOutput"]["permissionDecision"] == "deny"
     assert late.headers["X-Hookbus-Outcome"] == "fail-open"
     deny_id, late_id = deny.headers["X-Hookbus-Event-Id"], late.headers["X-Hookbus-Event-Id"]
@@ -69,7 +91,11 @@ def test_roles_log_one_json_object_per_line_with_the_event_ids(
     (decided,) = [line for line in dispatcher_lines if line.get("event_id") == deny_id]
     assert decided["level"] == "debug"  # decisions at debug only
     assert (decided["message"], decided["decision"], decided["tenant"], decided["session_id"]) == (
-        "decided deny", "deny", "acme", "s-deny")
+        "decided deny",
+        "deny",
+        "acme",
+        "s-deny",
+    )
     assert len(decided["handler"]) == 16  # the deciding handler's id in the policy
 
     answered = [line for line in gateway_lines if line.get("event_id") == deny_id]
@@ -77,12 +103,17 @@ def test_roles_log_one_json_object_per_line_with_the_event_ids(
 
     (fail_open,) = [line for line in gateway_lines if line.get("event_id") == late_id]
     assert (fail_open["level"], fail_open["message"], fail_open["reason"]) == (
-        "info", "answered fail-open: timeout", "timeout")
+        "info",
+        "answered fail-open: timeout",
+        "timeout",
+    )
     assert (fail_open["tenant"], fail_open["session_id"], fail_open["event"]) == ("acme", "s-late", "UserPromptSubmit")
 
     late_lines = [line for line in dispatcher_lines if line.get("event_id") == late_id]
     assert [(line["level"], line["message"]) for line in late_lines] == [
-        ("info", "handler timeout"), ("debug", "decided none")]
+        ("info", "handler timeout"),
+        ("debug", "decided none"),
+    ]
     timed_out = late_lines[0]
     assert (timed_out["handler_type"], timed_out["session_id"], timed_out["tenant"]) == ("command", "s-late", "acme")
     assert timed_out["handler"] and timed_out["reason"].startswith("timed out after")

@@ -23,8 +23,18 @@ def modules(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 
 
 def test_import_errors_say_why(modules: Path) -> None:
-    found = import_errors(["good_hooks:check", "noisy_hooks:check", "good_hooks:LIMIT", "good_hooks:nope",
-                           "exiting_hooks:check", "broken_hooks:check", "missing_hooks", "good_hooks"])
+    found = import_errors(
+        [
+            "good_hooks:check",
+            "noisy_hooks:check",
+            "good_hooks:LIMIT",
+            "good_hooks:nope",
+            "exiting_hooks:check",
+            "broken_hooks:check",
+            "missing_hooks",
+            "good_hooks",
+        ]
+    )
     assert found == {
         "good_hooks:LIMIT": "not callable (it is int)",
         "good_hooks:nope": "AttributeError: module 'good_hooks' has no attribute 'nope'",
@@ -38,12 +48,14 @@ def test_import_errors_say_why(modules: Path) -> None:
 def test_the_search_path_is_the_working_directory(modules: Path, tmp_path_factory: pytest.TempPathFactory) -> None:
     elsewhere = tmp_path_factory.mktemp("elsewhere")
     assert import_errors(["good_hooks:check"], cwd=str(elsewhere)) == {
-        "good_hooks:check": "ModuleNotFoundError: No module named 'good_hooks'"}
+        "good_hooks:check": "ModuleNotFoundError: No module named 'good_hooks'"
+    }
     assert import_errors(["good_hooks:check"], cwd=os.getcwd()) == {}
 
 
 def test_import_problems_locate_functions_and_plugins(modules: Path) -> None:
-    policy = policy_from_text("""
+    policy = policy_from_text(
+        """
 hookbus:
   plugins: [good_hooks, missing_plugin]
 hooks:
@@ -52,7 +64,9 @@ hooks:
       hooks:
         - {type: function, function: "good_hooks:check"}
         - {type: function, function: "good_hooks:nope"}
-""", "policy.yaml")
+""",
+        "policy.yaml",
+    )
     assert [str(p) for p in import_problems(policy)] == [
         "policy.yaml: hookbus.plugins[1]: cannot import plugin 'missing_plugin': "
         "ModuleNotFoundError: No module named 'missing_plugin'",

@@ -29,20 +29,50 @@ from tests.conftest import DENY_RM, REPO, BusProbe, clean_env, logged_session
 NO_DISPATCHER = DENY_RM.replace("2.0", "0.3")
 CONSOLE = Path(sys.executable).with_name("hookbus")
 COMMAND = [str(CONSOLE)] if CONSOLE.exists() else [sys.executable, "-m", "hookbus"]
-HEAVY = ("pydantic", "redis", "httpx", "orjson", "yaml", "uvicorn", "starlette", "argparse", "typing",
-         "urllib.request", "http.client", "ssl", "email", "hookbus.commands", "bus.models")
+HEAVY = (
+    "pydantic",
+    "redis",
+    "httpx",
+    "orjson",
+    "yaml",
+    "uvicorn",
+    "starlette",
+    "argparse",
+    "typing",
+    "urllib.request",
+    "http.client",
+    "ssl",
+    "email",
+    "hookbus.commands",
+    "bus.models",
+)
 
 
 def bash(command: str, session: str) -> bytes:
-    return json.dumps({"hook_event_name": "PreToolUse", "session_id": session, "transcript_path": "/t.jsonl",
-                       "cwd": "/tmp", "tool_name": "Bash", "tool_input": {"command": command}}).encode()
+    return json.dumps(
+        {
+            "hook_event_name": "PreToolUse",
+            "session_id": session,
+            "transcript_path": "/t.jsonl",
+            "cwd": "/tmp",
+            "tool_name": "Bash",
+            "tool_input": {"command": command},
+        }
+    ).encode()
 
 
 async def shim(*args: str, stdin: bytes, env: dict[str, str] | None = None) -> tuple[int, bytes, bytes]:
     """Run ``hookbus hook ARGS`` with ``stdin``; (exit code, stdout, stderr)."""
     process = await asyncio.create_subprocess_exec(
-        *COMMAND, "hook", *args, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-        env=env or clean_env(), cwd=REPO)
+        *COMMAND,
+        "hook",
+        *args,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env=env or clean_env(),
+        cwd=REPO,
+    )
     out, err = await asyncio.wait_for(process.communicate(stdin), 30)
     assert process.returncode is not None
     return process.returncode, out, err
@@ -132,8 +162,9 @@ class _Odd(http.server.BaseHTTPRequestHandler):
 
     def do_POST(self) -> None:
         self.rfile.read(int(self.headers["Content-Length"]))
-        body = {"/chunked/v1/hooks": b'{"systemMessage": "hi"}', "/text/v1/hooks": b"hello",
-                "/array/v1/hooks": b"[1]"}[self.path]
+        body = {"/chunked/v1/hooks": b'{"systemMessage": "hi"}', "/text/v1/hooks": b"hello", "/array/v1/hooks": b"[1]"}[
+            self.path
+        ]
         self.send_response(200)
         if self.path.startswith("/chunked"):
             self.send_header("Transfer-Encoding", "chunked")
@@ -190,19 +221,30 @@ def test_the_hook_path_imports_only_the_standard_library() -> None:
         "print(' '.join(sorted(sys.modules)), file=sys.stderr)\n"
     )
     url = f"http://127.0.0.1:{free_port()}"
-    done = subprocess.run([sys.executable, "-c", probe, url], input=bash("ls", "s"), capture_output=True,
-                          env=clean_env(), cwd=REPO, timeout=30, check=True)
+    done = subprocess.run(
+        [sys.executable, "-c", probe, url],
+        input=bash("ls", "s"),
+        capture_output=True,
+        env=clean_env(),
+        cwd=REPO,
+        timeout=30,
+        check=True,
+    )
     loaded = set(done.stderr.decode().splitlines()[-1].split())
     assert "hookbus.shim" in loaded and "_socket" in loaded
     # Not even socket.py (4 ms of enum conversions) nor the idna codec: _socket and a bytes host.
-    assert not {m for m in loaded for heavy in (*HEAVY, "socket", "encodings.idna")
-                if m == heavy or m.startswith(heavy + ".")}
+    assert not {
+        m for m in loaded for heavy in (*HEAVY, "socket", "encodings.idna") if m == heavy or m.startswith(heavy + ".")
+    }
 
 
 def test_importing_the_cli_and_shim_pulls_in_nothing_heavy() -> None:
     probe = "import sys, hookbus.cli, hookbus.shim, hookbus.install; print(' '.join(sorted(sys.modules)))"
-    loaded = set(subprocess.run([sys.executable, "-c", probe], capture_output=True, check=True, cwd=REPO,
-                                timeout=30).stdout.decode().split())
+    loaded = set(
+        subprocess.run([sys.executable, "-c", probe], capture_output=True, check=True, cwd=REPO, timeout=30)
+        .stdout.decode()
+        .split()
+    )
     assert not loaded & {"pydantic", "redis", "httpx", "orjson", "yaml"}
 
 

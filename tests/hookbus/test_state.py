@@ -25,8 +25,7 @@ sys.stdin.read()
 
 def holder(path: Path, children: list[subprocess.Popen[bytes]]) -> subprocess.Popen[bytes]:
     """A process that takes the lock on ``path`` and keeps it until its stdin closes or it is killed."""
-    process = subprocess.Popen([sys.executable, "-c", HOLD, str(path)], stdin=subprocess.PIPE,
-                               stdout=subprocess.PIPE)
+    process = subprocess.Popen([sys.executable, "-c", HOLD, str(path)], stdin=subprocess.PIPE, stdout=subprocess.PIPE)
     children.append(process)
     assert process.stdout is not None and process.stdout.readline() == b"held\n"
     return process
@@ -49,7 +48,8 @@ def test_the_lock_is_exclusive_and_never_stale(tmp_path: Path, children: list[su
 
 
 def test_running_believes_the_state_file_only_while_the_lock_is_held(
-        tmp_path: Path, children: list[subprocess.Popen[bytes]]) -> None:
+    tmp_path: Path, children: list[subprocess.Popen[bytes]]
+) -> None:
     write_json(tmp_path / STATE_NAME, {"pid": 4242, "port": 8787})
     assert running(tmp_path) is None  # a crashed run's file means nothing
     process = holder(tmp_path / LOCK_NAME, children)
@@ -66,8 +66,10 @@ def test_one_embedded_redis_per_folder(tmp_path: Path) -> None:
     try:
         with pytest.raises(RedisServerError) as refused:
             EmbeddedRedis(tmp_path / "redis", persistent=False).start()
-        assert str(refused.value) == (f"an embedded Redis already runs in {tmp_path / 'redis'} (pid {first.pid}); "
-                                      "pass another --state-dir to run a second one")
+        assert str(refused.value) == (
+            f"an embedded Redis already runs in {tmp_path / 'redis'} (pid {first.pid}); "
+            "pass another --state-dir to run a second one"
+        )
         assert first._answers_ping()  # the refused one did not touch the running server's socket
     finally:
         first.stop()

@@ -47,25 +47,51 @@ def test_up_serves_decisions_and_stops_every_child(tmp_path: Path, stop_signal: 
     port = free_port()
     env = {k: v for k, v in os.environ.items() if not k.startswith("HOOKBUS_")}
     up = subprocess.Popen(
-        [sys.executable, "-m", "hookbus", "up", "--config", str(POLICY), "--port", str(port), "--dispatchers", "2",
-         "--state-dir", str(tmp_path / "state")],
-        env=env, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        [
+            sys.executable,
+            "-m",
+            "hookbus",
+            "up",
+            "--config",
+            str(POLICY),
+            "--port",
+            str(port),
+            "--dispatchers",
+            "2",
+            "--state-dir",
+            str(tmp_path / "state"),
+        ],
+        env=env,
+        cwd=tmp_path,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
     )
     try:
         wait_for(lambda: ready(port) or up.poll() is not None, timeout_s=60, interval_s=0.1)
         assert up.poll() is None, up.communicate()
         family = children_of(up.pid)
         assert len(family) >= 5  # redis, gateway, 2 dispatchers, worker
-        deny = httpx.post(f"http://127.0.0.1:{port}/v1/hooks", json={
-            "hook_event_name": "PreToolUse", "session_id": "s-up", "tool_name": "Bash",
-            "tool_input": {"command": "sudo rm -rf /"}}, timeout=5).json()
+        deny = httpx.post(
+            f"http://127.0.0.1:{port}/v1/hooks",
+            json={
+                "hook_event_name": "PreToolUse",
+                "session_id": "s-up",
+                "tool_name": "Bash",
+                "tool_input": {"command": "sudo rm -rf /"},
+            },
+            timeout=5,
+        ).json()
         assert deny["hookSpecificOutput"]["permissionDecision"] == "deny"
         metrics = httpx.get(f"http://127.0.0.1:{port}/metrics", timeout=5).text
         assert 'hookbus_hook_duration_seconds_count{type="rule"}' in metrics  # the dispatchers' metrics too
 
-        tail = subprocess.run([sys.executable, "-m", "hookbus", "tail", "--from-start", "--count", "1", "--json"],
-                              env={**env, "HOOKBUS_STATE_DIR": str(tmp_path / "state")}, capture_output=True,
-                              timeout=30, cwd=REPO)
+        tail = subprocess.run(
+            [sys.executable, "-m", "hookbus", "tail", "--from-start", "--count", "1", "--json"],
+            env={**env, "HOOKBUS_STATE_DIR": str(tmp_path / "state")},
+            capture_output=True,
+            timeout=30,
+            cwd=REPO,
+        )
         record = json.loads(tail.stdout)
         assert (record["event"], record["decision"], record["session_id"]) == ("PreToolUse", "deny", "s-up")
 
@@ -90,24 +116,50 @@ def _alive(pid: int) -> bool:
 def test_up_refuses_a_broken_policy_with_its_errors(tmp_path: Path) -> None:
     bad = tmp_path / "bad.yaml"
     bad.write_text("hooks:\n  PreToolUse:\n    - hooks:\n        - {type: command, command: x, timeout: 0}\n")
-    result = subprocess.run([sys.executable, "-m", "hookbus", "up", "--config", str(bad), "--port", str(free_port()),
-                             "--state-dir", str(tmp_path / "state")], capture_output=True, timeout=30, cwd=tmp_path)
+    result = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "hookbus",
+            "up",
+            "--config",
+            str(bad),
+            "--port",
+            str(free_port()),
+            "--state-dir",
+            str(tmp_path / "state"),
+        ],
+        capture_output=True,
+        timeout=30,
+        cwd=tmp_path,
+    )
     assert result.returncode == 1
     assert b"bad.yaml:4" in result.stderr and b"timeout" in result.stderr
 
 
 def test_policy_check_reports_every_error_with_its_line(tmp_path: Path) -> None:
     bad = tmp_path / "bad.json"
-    bad.write_text(json.dumps({"hooks": {"PreToolUse": [{"hooks": [{"type": "command", "command": "x", "bogus": 1}]}],
-                                         "Stop": [{"hooks": [{"type": "nope"}]}]}}, indent=2))
-    result = subprocess.run([sys.executable, "-m", "hookbus", "policy", "check", str(bad)], capture_output=True,
-                            timeout=30)
+    bad.write_text(
+        json.dumps(
+            {
+                "hooks": {
+                    "PreToolUse": [{"hooks": [{"type": "command", "command": "x", "bogus": 1}]}],
+                    "Stop": [{"hooks": [{"type": "nope"}]}],
+                }
+            },
+            indent=2,
+        )
+    )
+    result = subprocess.run(
+        [sys.executable, "-m", "hookbus", "policy", "check", str(bad)], capture_output=True, timeout=30
+    )
     assert result.returncode == 1
     lines = result.stderr.decode().splitlines()
     assert any("bogus" in line and line.startswith(f"{bad}:") for line in lines)
     assert any("nope" in line for line in lines)
-    ok = subprocess.run([sys.executable, "-m", "hookbus", "policy", "check", str(POLICY)], capture_output=True,
-                        timeout=30)
+    ok = subprocess.run(
+        [sys.executable, "-m", "hookbus", "policy", "check", str(POLICY)], capture_output=True, timeout=30
+    )
     assert ok.returncode == 0 and ok.stdout.startswith(b"ok: ")
 
 
@@ -118,22 +170,35 @@ DENY_A = 'hooks:\n  PreToolUse:\n    - hooks: [{type: rule, deny: ["Bash(rm -rf 
 
 def hookbus_cli(*args: str, cwd: Path = REPO, timeout_s: float = 60) -> subprocess.CompletedProcess[str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("HOOKBUS_")}
-    return subprocess.run([sys.executable, "-m", "hookbus", *args], env=env, cwd=cwd, capture_output=True,
-                          text=True, timeout=timeout_s, check=False)
+    return subprocess.run(
+        [sys.executable, "-m", "hookbus", *args],
+        env=env,
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=timeout_s,
+        check=False,
+    )
 
 
 class Up:
     """A ``hookbus up`` child whose output goes to files (a pipe nobody reads could fill up)."""
 
-    def __init__(self, tmp_path: Path, state: Path, port: int, *args: str, name: str = "up",
-                 env: dict[str, str] | None = None) -> None:
+    def __init__(
+        self, tmp_path: Path, state: Path, port: int, *args: str, name: str = "up", env: dict[str, str] | None = None
+    ) -> None:
         self.port, self.state = port, state
         self.out, self.err = tmp_path / f"{name}.out", tmp_path / f"{name}.err"
         env = {**{k: v for k, v in os.environ.items() if not k.startswith("HOOKBUS_")}, **(env or {})}
         with self.out.open("wb") as out, self.err.open("wb") as err:
             self.process = subprocess.Popen(
                 [sys.executable, "-m", "hookbus", "up", "--port", str(port), "--state-dir", str(state), *args],
-                env=env, cwd=tmp_path, stdin=subprocess.DEVNULL, stdout=out, stderr=err)
+                env=env,
+                cwd=tmp_path,
+                stdin=subprocess.DEVNULL,
+                stdout=out,
+                stderr=err,
+            )
 
     @property
     def pid(self) -> int:
@@ -168,9 +233,16 @@ def ups() -> Iterator[list[Up]]:
 
 
 def deny_of(port: int, command: str) -> str | None:
-    reply = httpx.post(f"http://127.0.0.1:{port}/v1/hooks", json={
-        "hook_event_name": "PreToolUse", "session_id": "s-up", "tool_name": "Bash",
-        "tool_input": {"command": command}}, timeout=5).json()
+    reply = httpx.post(
+        f"http://127.0.0.1:{port}/v1/hooks",
+        json={
+            "hook_event_name": "PreToolUse",
+            "session_id": "s-up",
+            "tool_name": "Bash",
+            "tool_input": {"command": command},
+        },
+        timeout=5,
+    ).json()
     decision: str | None = (reply.get("hookSpecificOutput") or {}).get("permissionDecision")
     return decision
 
@@ -229,17 +301,31 @@ def test_one_platform_per_folder_restarts_reloads_and_stops(tmp_path: Path, ups:
     wait_for(lambda: deny_of(port, "rm -rf /bbbb") == "deny", timeout_s=20, interval_s=0.1)
     assert deny_of(port, "rm -rf /aaaa") is None
     pids = [pid for group in before.values() for pid in group]
-    wait_for(lambda: all(f"hookbus.policy[{pid}]: policy reloaded: revision {new_revision}" in up.stderr()
-                         for pid in pids), timeout_s=20)
+    wait_for(
+        lambda: all(f"hookbus.policy[{pid}]: policy reloaded: revision {new_revision}" in up.stderr() for pid in pids),
+        timeout_s=20,
+    )
     assert up.process.poll() is None and up.roles() == before  # nothing was restarted
-    wait_for(lambda: f"revision {new_revision}" in hookbus_cli("status", "--state-dir", str(state)).stdout,
-             timeout_s=10)
+    wait_for(
+        lambda: f"revision {new_revision}" in hookbus_cli("status", "--state-dir", str(state)).stdout, timeout_s=10
+    )
 
     # tail finds the platform's Redis from any directory, through the state folder.
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir()
-    tail = hookbus_cli("tail", "--state-dir", str(state), "--from-start", "--count", "1", "--decision", "deny",
-                       "--json", cwd=elsewhere, timeout_s=30)
+    tail = hookbus_cli(
+        "tail",
+        "--state-dir",
+        str(state),
+        "--from-start",
+        "--count",
+        "1",
+        "--decision",
+        "deny",
+        "--json",
+        cwd=elsewhere,
+        timeout_s=30,
+    )
     assert json.loads(tail.stdout)["decision"] == "deny", tail.stderr
 
     stop = hookbus_cli("stop", "--state-dir", str(state))
@@ -270,15 +356,18 @@ def test_a_crash_loop_stops_everything_with_a_message(tmp_path: Path, ups: list[
     up.wait_ready()
     family = children_of(up.pid)
     assert "hookbus: warning: no policy (no --config and no HOOKBUS_CONFIG): every event will get no opinion" in (
-        up.stderr())
+        up.stderr()
+    )
     (first,) = up.roles()["worker"]
     assert first is not None
     os.kill(first, signal.SIGKILL)
     second = wait_for(lambda: (pid := up.roles()["worker"][0]) not in (None, first) and pid, timeout_s=30)
     os.kill(second, signal.SIGKILL)
     assert up.process.wait(timeout=60) == 1
-    assert (f"hookbus: worker exited 2 times within 60s (last: pid {second}, killed by SIGKILL); "
-            "giving up and stopping everything") in up.stderr()
+    assert (
+        f"hookbus: worker exited 2 times within 60s (last: pid {second}, killed by SIGKILL); "
+        "giving up and stopping everything"
+    ) in up.stderr()
     wait_for(lambda: not any(_alive(pid) for pid in family), timeout_s=10)
     assert hookbus_cli("status", "--state-dir", str(up.state)).returncode == 1
 
@@ -316,11 +405,14 @@ def test_up_on_a_port_in_use_is_one_line_before_anything_starts(tmp_path: Path) 
 def test_up_with_a_missing_plugin_is_one_line(tmp_path: Path) -> None:
     policy = tmp_path / "plugins.yaml"
     policy.write_text("hookbus:\n  plugins: [no_such_plugin_here]\n")
-    result = hookbus_cli("up", "--config", str(policy), "--port", str(free_port()), "--state-dir",
-                         str(tmp_path / "state"), cwd=tmp_path)
+    result = hookbus_cli(
+        "up", "--config", str(policy), "--port", str(free_port()), "--state-dir", str(tmp_path / "state"), cwd=tmp_path
+    )
     assert (result.returncode, result.stdout) == (1, "")
-    assert result.stderr == (f"{policy}: hookbus.plugins[0]: cannot import plugin 'no_such_plugin_here': "
-                             "ModuleNotFoundError: No module named 'no_such_plugin_here'\n")
+    assert result.stderr == (
+        f"{policy}: hookbus.plugins[0]: cannot import plugin 'no_such_plugin_here': "
+        "ModuleNotFoundError: No module named 'no_such_plugin_here'\n"
+    )
 
 
 def test_a_dispatcher_with_a_missing_plugin_is_one_line(tmp_path: Path, redis_url: str) -> None:
@@ -331,4 +423,5 @@ def test_a_dispatcher_with_a_missing_plugin_is_one_line(tmp_path: Path, redis_ur
     assert "Traceback" not in result.stderr
     assert result.stderr.splitlines()[-1] == (
         "hookbus: cannot load plugin(s): no_such_plugin_here: ModuleNotFoundError: No module named "
-        "'no_such_plugin_here'")
+        "'no_such_plugin_here'"
+    )

@@ -26,18 +26,50 @@ from hookbus.tail import Filters, format_record, tail
 from tests.conftest import BusProbe, async_wait_for, clean_env, frozen_during, run_hookbus
 
 AT_MS = 1_700_000_000_000  # 22:13:20 UTC
-DENY = {"hookSpecificOutput": {"hookEventName": "PreToolUse", "permissionDecision": "deny",
-                               "permissionDecisionReason": "no rm -rf\nsecond line"}}
+DENY = {
+    "hookSpecificOutput": {
+        "hookEventName": "PreToolUse",
+        "permissionDecision": "deny",
+        "permissionDecisionReason": "no rm -rf\nsecond line",
+    }
+}
 
 
-def record(event_id: str, *, session: str = "s-1", tenant: str = "default", event: str = "PreToolUse",
-           decision: str = "deny", output: dict[str, Any] | None = None, tool: str = "Bash",
-           outcome: str = "decided", fail_open: str = "", latency_ms: int = 12, **more: Any) -> LogRecord:
-    hook_input = {"hook_event_name": event, "session_id": session, "tool_name": tool,
-                  "tool_input": {"command": "rm -rf /"}}
-    return LogRecord(event_id=event_id, event=event, tenant=tenant, session_id=session, outcome=outcome,
-                     decision=decision, output=DENY if output is None else output, payload=orjson.dumps(hook_input),
-                     received_ms=AT_MS, decided_ms=AT_MS + latency_ms, tool_name=tool, fail_open=fail_open, **more)
+def record(
+    event_id: str,
+    *,
+    session: str = "s-1",
+    tenant: str = "default",
+    event: str = "PreToolUse",
+    decision: str = "deny",
+    output: dict[str, Any] | None = None,
+    tool: str = "Bash",
+    outcome: str = "decided",
+    fail_open: str = "",
+    latency_ms: int = 12,
+    **more: Any,
+) -> LogRecord:
+    hook_input = {
+        "hook_event_name": event,
+        "session_id": session,
+        "tool_name": tool,
+        "tool_input": {"command": "rm -rf /"},
+    }
+    return LogRecord(
+        event_id=event_id,
+        event=event,
+        tenant=tenant,
+        session_id=session,
+        outcome=outcome,
+        decision=decision,
+        output=DENY if output is None else output,
+        payload=orjson.dumps(hook_input),
+        received_ms=AT_MS,
+        decided_ms=AT_MS + latency_ms,
+        tool_name=tool,
+        fail_open=fail_open,
+        **more,
+    )
 
 
 async def write(bus: BusProbe, *records: LogRecord | dict[str, bytes], keys: Keyspace | None = None) -> None:
@@ -66,13 +98,16 @@ def test_a_line_says_when_who_what_decision_outcome_latency_and_why() -> None:
     assert line == f"{stamp()} acme/0123456789ab PreToolUse(Bash) -> deny [decided, 12 ms] no rm -rf ..."
 
 
-@pytest.mark.parametrize(("output", "reason"), [
-    ({"decision": "block", "reason": "keep going"}, "keep going"),
-    ({"continue": False, "stopReason": "stopped by policy"}, "stopped by policy"),
-    ({"systemMessage": "just so you know"}, "just so you know"),
-    ({"reason": "  ", "systemMessage": "blank reasons are skipped"}, "blank reasons are skipped"),
-    ({"reason": "x" * 200}, "x" * 160 + " ..."),
-])
+@pytest.mark.parametrize(
+    ("output", "reason"),
+    [
+        ({"decision": "block", "reason": "keep going"}, "keep going"),
+        ({"continue": False, "stopReason": "stopped by policy"}, "stopped by policy"),
+        ({"systemMessage": "just so you know"}, "just so you know"),
+        ({"reason": "  ", "systemMessage": "blank reasons are skipped"}, "blank reasons are skipped"),
+        ({"reason": "x" * 200}, "x" * 160 + " ..."),
+    ],
+)
 def test_the_reason_is_the_first_that_says_something(output: dict[str, Any], reason: str) -> None:
     line = format_record(record("e1", event="Stop", tool="", decision="block", output=output))
     assert line == f"{stamp()} default/s-1 Stop -> block [decided, 12 ms] {reason}"
@@ -91,17 +126,28 @@ def test_fail_open_outcomes_say_why() -> None:
 
 def test_shadow_decisions_and_context_follow_the_line() -> None:
     context = {"hookSpecificOutput": {"hookEventName": "UserPromptSubmit", "additionalContext": "\nfleet rules\n!"}}
-    line = format_record(record("e1", event="UserPromptSubmit", tool="", decision="none", output=context,
-                                shadow=[{"decision": "deny"}, {"decision": "none"}]))
-    assert line == (f"{stamp()} default/s-1 UserPromptSubmit -> none [decided, 12 ms]"
-                    " | shadow: would deny | shadow: no opinion | context: fleet rules ...")
+    line = format_record(
+        record(
+            "e1",
+            event="UserPromptSubmit",
+            tool="",
+            decision="none",
+            output=context,
+            shadow=[{"decision": "deny"}, {"decision": "none"}],
+        )
+    )
+    assert line == (
+        f"{stamp()} default/s-1 UserPromptSubmit -> none [decided, 12 ms]"
+        " | shadow: would deny | shadow: no opinion | context: fleet rules ..."
+    )
 
 
 # -- tail() ------------------------------------------------------------------------------------------
 
 
-async def test_from_start_prints_the_retained_log_up_to_count(bus: BusProbe,
-                                                             capsys: pytest.CaptureFixture[str]) -> None:
+async def test_from_start_prints_the_retained_log_up_to_count(
+    bus: BusProbe, capsys: pytest.CaptureFixture[str]
+) -> None:
     await write(bus, record("e1", session="s-a"), record("e2", session="s-b"), record("e3", session="s-c"))
     lines, err = await run_tail(bus, capsys, from_start=True, count=2)
     assert err == ""
@@ -116,27 +162,33 @@ async def test_json_lines_are_the_records(bus: BusProbe, capsys: pytest.CaptureF
     assert json.loads(lines[0])["input"]["tool_input"] == {"command": "rm -rf /"}
 
 
-async def test_malformed_entries_are_skipped_and_said_on_stderr(bus: BusProbe,
-                                                                capsys: pytest.CaptureFixture[str]) -> None:
+async def test_malformed_entries_are_skipped_and_said_on_stderr(
+    bus: BusProbe, capsys: pytest.CaptureFixture[str]
+) -> None:
     await write(bus, {"r": b"not json", "in": b"{}"}, record("e2"))
     lines, err = await run_tail(bus, capsys, from_start=True, count=1)
     assert lines == [format_record(record("e2"))]
     assert err.startswith("# skipped ") and "malformed decision-log entry" in err
 
 
-async def test_filters_pick_the_records_and_count_counts_only_those(bus: BusProbe,
-                                                                    capsys: pytest.CaptureFixture[str]) -> None:
-    await write(bus, record("e1", session="alpha-1", tenant="acme"),
-                record("e2", session="beta-1", tenant="acme", decision="allow", output={}),
-                record("e3", session="alpha-2", tenant="beta", event="Stop", decision="block", output={}),
-                record("e4", session="alpha-3", tenant="acme", decision="allow", output={}))
+async def test_filters_pick_the_records_and_count_counts_only_those(
+    bus: BusProbe, capsys: pytest.CaptureFixture[str]
+) -> None:
+    await write(
+        bus,
+        record("e1", session="alpha-1", tenant="acme"),
+        record("e2", session="beta-1", tenant="acme", decision="allow", output={}),
+        record("e3", session="alpha-2", tenant="beta", event="Stop", decision="block", output={}),
+        record("e4", session="alpha-3", tenant="acme", decision="allow", output={}),
+    )
     filters = Filters.of(sessions=["alpha"], tenants=["acme, beta"], decisions=["allow", "block"], events=None)
     lines, _ = await run_tail(bus, capsys, from_start=True, count=2, as_json=True, filters=filters)
     assert [json.loads(line)["id"] for line in lines] == ["e3", "e4"]
 
 
-async def test_without_from_start_only_new_records_are_printed(bus: BusProbe,
-                                                               capsys: pytest.CaptureFixture[str]) -> None:
+async def test_without_from_start_only_new_records_are_printed(
+    bus: BusProbe, capsys: pytest.CaptureFixture[str]
+) -> None:
     await write(bus, record("old"))
     following = asyncio.create_task(tail(bus.url, bus.keys, count=1, as_json=True))
     written = 0
@@ -163,13 +215,17 @@ async def blocked_readers(bus: BusProbe) -> int:
 FOUR = Keyspace(partitions=4)
 
 
-async def test_from_start_merges_the_partitions_of_the_bus_in_id_order(bus: BusProbe,
-                                                                      capsys: pytest.CaptureFixture[str]) -> None:
+async def test_from_start_merges_the_partitions_of_the_bus_in_id_order(
+    bus: BusProbe, capsys: pytest.CaptureFixture[str]
+) -> None:
     await claim_layout(bus.redis, FOUR)  # what the first gateway or dispatcher records
     # (partition, ms): partitions 1 and 3 share an id; partition 2 stays empty.
     for n, (partition, ms) in enumerate([(3, 4), (0, 1), (1, 2), (3, 5), (0, 9), (1, 4)]):
-        await bus.redis.xadd(FOUR.decision_log(partition), record(f"e{n}").encode(),  # type: ignore[arg-type]
-                             id=f"{AT_MS + ms}-0")
+        await bus.redis.xadd(
+            FOUR.decision_log(partition),
+            record(f"e{n}").encode(),  # type: ignore[arg-type]
+            id=f"{AT_MS + ms}-0",
+        )
     lines, err = await run_tail(bus, capsys, from_start=True, count=6, as_json=True)  # the CLI's keys: 1 partition
     assert err == ""
     assert [json.loads(line)["id"] for line in lines] == ["e1", "e2", "e5", "e0", "e3", "e4"]
@@ -209,8 +265,9 @@ async def test_another_key_prefix_is_another_log(bus: BusProbe, capsys: pytest.C
 
 async def test_the_command_prints_lines_and_stops_at_count(bus: BusProbe, tmp_path: Path) -> None:
     await write(bus, record("e1", session="s-a", tenant="acme"), record("e2", session="s-b"), record("e3"))
-    done = await asyncio.to_thread(run_hookbus, "tail", "--redis-url", bus.url, "--from-start", "--count", "2",
-                                   cwd=tmp_path, TZ="UTC")
+    done = await asyncio.to_thread(
+        run_hookbus, "tail", "--redis-url", bus.url, "--from-start", "--count", "2", cwd=tmp_path, TZ="UTC"
+    )
     assert (done.returncode, done.stderr) == (0, "")
     assert done.stdout.splitlines() == [
         "22:13:20 acme/s-a PreToolUse(Bash) -> deny [decided, 12 ms] no rm -rf ...",
@@ -222,10 +279,33 @@ async def test_the_command_takes_filters_json_and_the_prefix_from_flags_or_env(b
     fleet = Keyspace("fleet-b:")
     await write(bus, record("e1", session="s-a"), record("e2", session="s-b"), keys=fleet)
     await write(bus, record("default-prefix", session="s-b"))
-    by_flag = await asyncio.to_thread(run_hookbus, "tail", "--redis-url", bus.url, "--key-prefix", "fleet-b:",
-                                      "--from-start", "--count", "1", "--json", "--session", "s-b", cwd=tmp_path)
-    by_env = await asyncio.to_thread(run_hookbus, "tail", "--from-start", "--count", "1", "--json", "--session=s-b",
-                                     cwd=tmp_path, HOOKBUS_REDIS_URL=bus.url, HOOKBUS_KEY_PREFIX="fleet-b:")
+    by_flag = await asyncio.to_thread(
+        run_hookbus,
+        "tail",
+        "--redis-url",
+        bus.url,
+        "--key-prefix",
+        "fleet-b:",
+        "--from-start",
+        "--count",
+        "1",
+        "--json",
+        "--session",
+        "s-b",
+        cwd=tmp_path,
+    )
+    by_env = await asyncio.to_thread(
+        run_hookbus,
+        "tail",
+        "--from-start",
+        "--count",
+        "1",
+        "--json",
+        "--session=s-b",
+        cwd=tmp_path,
+        HOOKBUS_REDIS_URL=bus.url,
+        HOOKBUS_KEY_PREFIX="fleet-b:",
+    )
     for done in (by_flag, by_env):
         assert done.returncode == 0, done.stderr
         assert [json.loads(line)["id"] for line in done.stdout.splitlines()] == ["e2"]
@@ -240,8 +320,17 @@ async def test_the_command_finds_the_redis_of_hookbus_up_in_the_state_folder(
         (state / "redis" / "redis.sock").symlink_to(redis_server.socket_path)
     await write(bus, record("e1"))
     from_cwd = await asyncio.to_thread(run_hookbus, "tail", "--from-start", "--count", "1", "--json", cwd=tmp_path)
-    by_flag = await asyncio.to_thread(run_hookbus, "tail", "--state-dir", str(tmp_path / "elsewhere"), "--from-start",
-                                      "--count", "1", "--json", cwd=Path("/"))
+    by_flag = await asyncio.to_thread(
+        run_hookbus,
+        "tail",
+        "--state-dir",
+        str(tmp_path / "elsewhere"),
+        "--from-start",
+        "--count",
+        "1",
+        "--json",
+        cwd=Path("/"),
+    )
     for done in (from_cwd, by_flag):
         assert done.returncode == 0, done.stderr
         assert json.loads(done.stdout)["id"] == "e1"
@@ -261,9 +350,14 @@ async def test_a_reader_that_leaves_early_is_not_an_error(bus: BusProbe, tmp_pat
 
 def read_one_line_and_leave(redis_url: str, cwd: Path) -> tuple[int, bytes, bytes]:
     """``hookbus tail --from-start | head -1``: (tail's exit code, the line read, tail's stderr)."""
-    process = subprocess.Popen([sys.executable, "-m", "hookbus", "tail", "--redis-url", redis_url, "--from-start"],
-                               cwd=cwd, env=clean_env(), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                               stderr=subprocess.PIPE)
+    process = subprocess.Popen(
+        [sys.executable, "-m", "hookbus", "tail", "--redis-url", redis_url, "--from-start"],
+        cwd=cwd,
+        env=clean_env(),
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
     try:
         assert process.stdout is not None and process.stderr is not None
         first = process.stdout.readline()
@@ -279,12 +373,22 @@ def read_one_line_and_leave(redis_url: str, cwd: Path) -> tuple[int, bytes, byte
                 stream.close()
 
 
-async def test_a_redis_that_stops_answering_is_an_error_not_a_silent_wait(private_redis: EmbeddedRedis,
-                                                                          tmp_path: Path) -> None:
+async def test_a_redis_that_stops_answering_is_an_error_not_a_silent_wait(
+    private_redis: EmbeddedRedis, tmp_path: Path
+) -> None:
     """Frozen mid-follow: tail says so and exits 1 instead of waiting forever."""
     process = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "hookbus", "tail", "--redis-url", private_redis.url, cwd=tmp_path, env=clean_env(),
-        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
+        sys.executable,
+        "-m",
+        "hookbus",
+        "tail",
+        "--redis-url",
+        private_redis.url,
+        cwd=tmp_path,
+        env=clean_env(),
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+    )
     try:
         async with frozen_during(private_redis, "xread"):
             _, err = await asyncio.wait_for(process.communicate(), 30)

@@ -11,14 +11,16 @@ from tests.conftest import run_hookbus
 
 def policy_file(tmp_path: Path, name: str, rule: str) -> Path:
     path = tmp_path / name
-    path.write_text(yaml.safe_dump({"hooks": {"PreToolUse": [{"matcher": "Bash", "hooks": [
-        {"type": "rule", "deny": [rule]}]}]}}))
+    path.write_text(
+        yaml.safe_dump({"hooks": {"PreToolUse": [{"matcher": "Bash", "hooks": [{"type": "rule", "deny": [rule]}]}]}})
+    )
     return path
 
 
 def test_tokens_create_list_revoke(redis_url: str) -> None:
-    created = run_hookbus("tokens", "create", "--tenant", "acme", "--name", "ci", "--expires", "30d",
-                          HOOKBUS_REDIS_URL=redis_url)
+    created = run_hookbus(
+        "tokens", "create", "--tenant", "acme", "--name", "ci", "--expires", "30d", HOOKBUS_REDIS_URL=redis_url
+    )
     assert created.returncode == 0, created.stderr
     token = created.stdout.strip()
     assert token.startswith("hb_") and "shown only now" in created.stderr
@@ -38,8 +40,11 @@ def test_policy_push_versions_show_diff_rollback(redis_url: str, tmp_path: Path)
     pushed = run_hookbus("policy", "push", str(first), "--tenant", "acme", "-m", "first", HOOKBUS_REDIS_URL=redis_url)
     assert pushed.returncode == 0 and "is now current" in pushed.stdout, pushed.stderr
     v1 = pushed.stdout.split("version ")[1].split()[0]
-    v2 = run_hookbus("policy", "push", str(second), "--tenant", "acme", HOOKBUS_REDIS_URL=redis_url
-                     ).stdout.split("version ")[1].split()[0]
+    v2 = (
+        run_hookbus("policy", "push", str(second), "--tenant", "acme", HOOKBUS_REDIS_URL=redis_url)
+        .stdout.split("version ")[1]
+        .split()[0]
+    )
     versions = run_hookbus("policy", "versions", "--tenant", "acme", HOOKBUS_REDIS_URL=redis_url).stdout
     assert versions.splitlines()[0].startswith(f"  {v1}") and versions.splitlines()[1].startswith(f"* {v2}")
     assert "Bash(curl *)" in run_hookbus("policy", "show", v2, HOOKBUS_REDIS_URL=redis_url).stdout

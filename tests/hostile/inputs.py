@@ -57,11 +57,28 @@ OPEN_UNITS: Final = {
 
 #: Texts that start a redaction detector, repeated to the size wanted.
 SECRET_UNITS: Final = {
-    "curl": "curl ", "mysql": "mysql ", "mariadb": "mariadb ", "wget": "wget ", "sshpass": "sshpass -p ",
-    "curl -u": "curl -u a:", "=a": "=a", "x=": "x=", "password=": "password=", "TOKEN=": "TOKEN=",
-    "Authorization:": "Authorization:", "Bearer": "Bearer ", "sk-": "sk-", "ghp_": "ghp_", "eyJ": "eyJ.",
-    "://a:": "://a:", "-----BEGIN": "-----BEGIN ", "--password": "--password ", "AKIA": "AKIA", "xoxb-": "xoxb-",
-    ": ": "a: ", "key=": "apiKey=",
+    "curl": "curl ",
+    "mysql": "mysql ",
+    "mariadb": "mariadb ",
+    "wget": "wget ",
+    "sshpass": "sshpass -p ",
+    "curl -u": "curl -u a:",
+    "=a": "=a",
+    "x=": "x=",
+    "password=": "password=",
+    "TOKEN=": "TOKEN=",
+    "Authorization:": "Authorization:",
+    "Bearer": "Bearer ",
+    "sk-": "sk-",
+    "ghp_": "ghp_",
+    "eyJ": "eyJ.",
+    "://a:": "://a:",
+    "-----BEGIN": "-----BEGIN ",
+    "--password": "--password ",
+    "AKIA": "AKIA",
+    "xoxb-": "xoxb-",
+    ": ": "a: ",
+    "key=": "apiKey=",
 }
 
 

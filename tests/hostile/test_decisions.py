@@ -34,8 +34,13 @@ SIZES = (60 * 1024, 1_000_000)
 
 
 def bash(text: str) -> dict[str, Any]:
-    return {"hook_event_name": "PreToolUse", "session_id": "s", "cwd": "/work", "tool_name": "Bash",
-            "tool_input": {"command": text}}
+    return {
+        "hook_event_name": "PreToolUse",
+        "session_id": "s",
+        "cwd": "/work",
+        "tool_name": "Bash",
+        "tool_input": {"command": text},
+    }
 
 
 async def verdicts(hook_input: dict[str, Any], policy: Policy = POLICY) -> list[str]:
@@ -75,8 +80,9 @@ hooks:
     assert await verdicts(bash(long_echo), allowing) == ["deny"]
     assert await verdicts(bash("echo hi"), allowing) == ["allow"]
     entry = allowing.entries("PreToolUse")[0]
-    request = Request(event_id="e", event="PreToolUse", tenant="t", payload=orjson.dumps(bash(long_echo)),
-                      received_ms=now_ms())
+    request = Request(
+        event_id="e", event="PreToolUse", tenant="t", payload=orjson.dumps(bash(long_echo)), received_ms=now_ms()
+    )
     found = await judge_command(bash(long_echo), allowing.settings.limits, 1.5)
     with judged(found, allowing.settings.limits):
         result = await run_rule(HookContext(request, bash(long_echo), entry, allowing, 1.0, None))

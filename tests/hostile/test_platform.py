@@ -42,9 +42,24 @@ class Up:
         env = {**{k: v for k, v in os.environ.items() if not k.startswith("HOOKBUS_")}, **TOKENS}
         with self.out.open("wb") as out:
             self.process = subprocess.Popen(
-                [sys.executable, "-m", "hookbus", "up", "--config", str(REPO / "examples" / "policy.yaml"),
-                 "--port", self.url.rsplit(":", 1)[1], "--state-dir", str(self.state)],
-                env=env, cwd=tmp_path, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT)
+                [
+                    sys.executable,
+                    "-m",
+                    "hookbus",
+                    "up",
+                    "--config",
+                    str(REPO / "examples" / "policy.yaml"),
+                    "--port",
+                    self.url.rsplit(":", 1)[1],
+                    "--state-dir",
+                    str(self.state),
+                ],
+                env=env,
+                cwd=tmp_path,
+                stdin=subprocess.DEVNULL,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+            )
 
     def ready(self) -> bool:
         if self.process.poll() is not None:
@@ -79,8 +94,15 @@ def up(tmp_path: Path) -> Iterator[Up]:
 
 
 def bash(session: str, text: str) -> bytes:
-    return orjson.dumps({"hook_event_name": "PreToolUse", "session_id": session, "cwd": "/work",
-                         "tool_name": "Bash", "tool_input": {"command": text}})
+    return orjson.dumps(
+        {
+            "hook_event_name": "PreToolUse",
+            "session_id": session,
+            "cwd": "/work",
+            "tool_name": "Bash",
+            "tool_input": {"command": text},
+        }
+    )
 
 
 #: The gateway's body limit, less room for the JSON around the command.
@@ -104,15 +126,18 @@ def hostile_bodies() -> Iterator[tuple[str, bytes, str]]:
     for name, unit in SECRET_UNITS.items():
         yield f"{name} in a command", bash("m-sec", fill(unit, 900_000) + "\n$(rm -rf /)"), "deny"
     for depth in (60, 62, 63, 64, 65, 200, 254, 255, 990, 1023, 1030):
-        body = (b'{"hook_event_name": "PreToolUse", "session_id": "m-deep", "tool_name": "Bash", '
-                b'"tool_input": {"command": "rm -rf /", "pad": ' + nested_json(depth - 2) + b"}}")
+        body = (
+            b'{"hook_event_name": "PreToolUse", "session_id": "m-deep", "tool_name": "Bash", '
+            b'"tool_input": {"command": "rm -rf /", "pad": ' + nested_json(depth - 2) + b"}}"
+        )
         # The object is depth 1, tool_input 2, the pad's lists the rest: this body is ``depth`` deep.
         yield f"nested {depth}", body, "deny" if depth <= 64 else ("too_deep" if depth <= 1024 else "invalid_json")
 
 
 def send(client: httpx.Client, token: str, body: bytes) -> httpx.Response:
-    return client.post("/v1/hooks", content=body, headers={"Authorization": f"Bearer {token}",
-                                                            "Content-Type": "application/json"})
+    return client.post(
+        "/v1/hooks", content=body, headers={"Authorization": f"Bearer {token}", "Content-Type": "application/json"}
+    )
 
 
 def test_no_hostile_input_buys_a_fail_open_and_the_other_tenant_keeps_flowing(up: Up) -> None:
@@ -146,13 +171,17 @@ def test_no_hostile_input_buys_a_fail_open_and_the_other_tenant_keeps_flowing(up
             wrong.append(f"{name}: wanted 400 {expected}, got {reply.status_code} {reply.text[:200]}")
     assert wrong == []
     assert len(alice) >= 10
-    assert {(r.status_code, r.headers.get("x-hookbus-outcome"),
-             r.json()["hookSpecificOutput"]["permissionDecision"]) for r in alice} == {(200, "decided", "deny")}
+    assert {
+        (r.status_code, r.headers.get("x-hookbus-outcome"), r.json()["hookSpecificOutput"]["permissionDecision"])
+        for r in alice
+    } == {(200, "decided", "deny")}
 
     answered = [r.headers["x-hookbus-event-id"] for r in alice] + [
-        r.headers["x-hookbus-event-id"] for _, _, r in mallory if r.is_success]
+        r.headers["x-hookbus-event-id"] for _, _, r in mallory if r.is_success
+    ]
     keys = Keyspace()
     with redis_sync.Redis.from_url(up.redis_url()) as redis:
+
         def all_recorded() -> bool:
             return int(redis.xlen(keys.decision_log(0))) >= len(answered)
 

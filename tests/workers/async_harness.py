@@ -35,8 +35,9 @@ def notification(session: str = "s-async", n: int = 0) -> dict[str, Any]:
     return {"hook_event_name": "Notification", "session_id": session, "message": f"build finished #{n}"}
 
 
-def sink_policy(url: str, *, handler: dict[str, Any] | None = None, event: str = "Notification",
-                **async_settings: Any) -> str:
+def sink_policy(
+    url: str, *, handler: dict[str, Any] | None = None, event: str = "Notification", **async_settings: Any
+) -> str:
     """An async ``http`` hook on ``event`` posting to ``url`` (loopback allowed), ``hookbus.async`` as given."""
     hook = {"type": "http", "url": url, "async": True, "timeout": 5, **(handler or {})}
     platform: dict[str, Any] = {"deadlineSeconds": 5.0, "http": {"allowedNetworks": LOOPBACK}}
@@ -48,8 +49,9 @@ def sink_policy(url: str, *, handler: dict[str, Any] | None = None, event: str =
 class Sink:
     """Answers request n with ``plan[n]`` (then ``default``); keeps ``(arrival, request)`` of each."""
 
-    def __init__(self, plan: list[int] | None = None, default: int = 200,
-                 headers: dict[str, str] | None = None) -> None:
+    def __init__(
+        self, plan: list[int] | None = None, default: int = 200, headers: dict[str, str] | None = None
+    ) -> None:
         self.plan = list(plan or [])
         self.default = default
         self.headers = headers or {}
@@ -114,8 +116,9 @@ class WorkerProcess:
         return exposition_samples(response.text)
 
 
-async def start_worker(redis: aioredis.Redis, redis_url: str, policy_path: Path | str, log: Path,
-                       keys: Keyspace = KEYS, **env: str) -> WorkerProcess:
+async def start_worker(
+    redis: aioredis.Redis, redis_url: str, policy_path: Path | str, log: Path, keys: Keyspace = KEYS, **env: str
+) -> WorkerProcess:
     """Start ``hookbus worker`` and wait until it polls the queue (arq writes its health key then)."""
     health = f"{keys.arq_queue}:health-check"
     await redis.delete(health)
@@ -123,8 +126,12 @@ async def start_worker(redis: aioredis.Redis, redis_url: str, policy_path: Path 
     with log.open("ab") as out:
         process = subprocess.Popen(
             [sys.executable, "-m", "hookbus", "worker", "--config", str(policy_path), "--metrics-port", str(port)],
-            env=clean_env(**{"HOOKBUS_REDIS_URL": redis_url, "HOOKBUS_LOG_LEVEL": "info", **env}), cwd=REPO,
-            stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT)
+            env=clean_env(**{"HOOKBUS_REDIS_URL": redis_url, "HOOKBUS_LOG_LEVEL": "info", **env}),
+            cwd=REPO,
+            stdin=subprocess.DEVNULL,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+        )
     worker = WorkerProcess(process, log, port)
 
     async def polling() -> bool:

@@ -39,9 +39,19 @@ class Scripted:
 
 
 def message(*blocks: dict[str, Any], stop_reason: str = "end_turn") -> Scripted:
-    return Scripted(body=orjson.dumps({"id": f"msg_{uuid.uuid4().hex[:8]}", "type": "message", "role": "assistant",
-                                       "model": "fake-model", "content": list(blocks), "stop_reason": stop_reason,
-                                       "usage": {"input_tokens": 1, "output_tokens": 1}}))
+    return Scripted(
+        body=orjson.dumps(
+            {
+                "id": f"msg_{uuid.uuid4().hex[:8]}",
+                "type": "message",
+                "role": "assistant",
+                "model": "fake-model",
+                "content": list(blocks),
+                "stop_reason": stop_reason,
+                "usage": {"input_tokens": 1, "output_tokens": 1},
+            }
+        )
+    )
 
 
 def text(reply: str) -> Scripted:
@@ -53,8 +63,7 @@ def answer(**verdict: Any) -> Scripted:
 
 
 def tool_call(name: str, tool_input: dict[str, Any] | None = None, call_id: str = "toolu_1") -> Scripted:
-    return message({"type": "tool_use", "id": call_id, "name": name, "input": tool_input or {}},
-                   stop_reason="tool_use")
+    return message({"type": "tool_use", "id": call_id, "name": name, "input": tool_input or {}}, stop_reason="tool_use")
 
 
 HANG = Scripted(hang=True)
@@ -113,8 +122,11 @@ class FakeLlm:
                 body = await reader.readexactly(int(headers.get("content-length", "0")))
                 scripted = await self.answer(method, path, headers, body)
                 phrase = "OK" if scripted.status == 200 else "Scripted"
-                writer.write(f"HTTP/1.1 {scripted.status} {phrase}\r\ncontent-type: application/json\r\n"
-                             f"content-length: {len(scripted.body)}\r\n\r\n".encode() + scripted.body)
+                writer.write(
+                    f"HTTP/1.1 {scripted.status} {phrase}\r\ncontent-type: application/json\r\n"
+                    f"content-length: {len(scripted.body)}\r\n\r\n".encode()
+                    + scripted.body
+                )
                 await writer.drain()
         except (asyncio.IncompleteReadError, ConnectionError):
             pass  # the client went away
@@ -141,14 +153,24 @@ async def serve_llm() -> AsyncIterator[FakeLlm]:
         await server.wait_closed()
 
 
-def llm_policy(url: str, event: str, handler: dict[str, Any], *, networks: tuple[str, ...] = ("127.0.0.0/8",),
-               extra_hooks: dict[str, Any] | None = None) -> str:
+def llm_policy(
+    url: str,
+    event: str,
+    handler: dict[str, Any],
+    *,
+    networks: tuple[str, ...] = ("127.0.0.0/8",),
+    extra_hooks: dict[str, Any] | None = None,
+) -> str:
     """A policy YAML with one handler on ``event`` and the LLM at ``url``."""
-    return yaml.safe_dump({
-        "hookbus": {"http": {"allowedNetworks": list(networks)},
-                    "llm": {"baseUrl": url, "apiKeyEnv": KEY_ENV, "model": "default-test-model"}},
-        "hooks": {event: [{"hooks": [handler]}], **(extra_hooks or {})},
-    })
+    return yaml.safe_dump(
+        {
+            "hookbus": {
+                "http": {"allowedNetworks": list(networks)},
+                "llm": {"baseUrl": url, "apiKeyEnv": KEY_ENV, "model": "default-test-model"},
+            },
+            "hooks": {event: [{"hooks": [handler]}], **(extra_hooks or {})},
+        }
+    )
 
 
 def event_input(event: str, session: str = "s-prompt", **fields: Any) -> dict[str, Any]:
@@ -163,7 +185,12 @@ def context(policy_text: str, event: str, services: Services, hook_input: dict[s
     policy = policy_from_text(policy_text)
     entry = policy.entries(event)[0]
     hook_input = event_input(event) if hook_input is None else hook_input
-    request = Request(event_id=f"evt-{uuid.uuid4().hex[:8]}", event=event, tenant="default",
-                      payload=orjson.dumps(hook_input), received_ms=now_ms())
+    request = Request(
+        event_id=f"evt-{uuid.uuid4().hex[:8]}",
+        event=event,
+        tenant="default",
+        payload=orjson.dumps(hook_input),
+        received_ms=now_ms(),
+    )
     timeout_s = entry.handler.timeout or default_timeout_s(entry.handler.type, event)
     return HookContext(request, hook_input, entry, policy, timeout_s, services)

@@ -21,10 +21,15 @@ from tests.workers.async_harness import drained, notification, start_worker
 from workers.queue import JobQueue, arq_pool, prepare_job
 
 BURST = 5_000
-POLICY = yaml.safe_dump({
-    "hooks": {"Notification": [{"hooks": [
-        {"type": "function", "function": "tests.workers.async_harness:noop", "async": True}]}]},
-})
+POLICY = yaml.safe_dump(
+    {
+        "hooks": {
+            "Notification": [
+                {"hooks": [{"type": "function", "function": "tests.workers.async_harness:noop", "async": True}]}
+            ]
+        },
+    }
+)
 
 
 async def used_memory(bus: BusProbe) -> int:
@@ -55,8 +60,7 @@ async def test_after_a_drained_burst_redis_holds_a_few_keys_and_its_memory_is_ba
         slots = asyncio.Semaphore(8)
 
         async def put(n: int) -> None:
-            request = Request(f"burst-{n}", "Notification", "default", json.dumps(notification(n=n)).encode(),
-                              now_ms())
+            request = Request(f"burst-{n}", "Notification", "default", json.dumps(notification(n=n)).encode(), now_ms())
             async with slots:
                 await jobs.put(request, [prepare_job(request, handler_id, 3600, BURST)])
 
@@ -74,8 +78,13 @@ async def test_after_a_drained_burst_redis_holds_a_few_keys_and_its_memory_is_ba
     finally:
         worker.stop()
     assert len(left) <= keys_before + 5, sorted(left)[:20]
-    assert not [k for k in left if k.startswith((b"arq:job:", b"arq:retry:", b"arq:in-progress:", b"arq:result:",
-                                                 bus.keys.async_attempts("").encode()))]
+    assert not [
+        k
+        for k in left
+        if k.startswith(
+            (b"arq:job:", b"arq:retry:", b"arq:in-progress:", b"arq:result:", bus.keys.async_attempts("").encode())
+        )
+    ]
     assert samples[("hookbus_async_jobs_total", frozenset({("status", "succeeded")}))] == BURST
 
 

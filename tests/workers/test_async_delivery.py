@@ -35,9 +35,11 @@ def only_handler(p: Any) -> str:
 async def job_keys(bus: BusProbe) -> list[bytes]:
     """The keys arq and hookbus keep per job: a finished (or dead-lettered) job leaves none behind
     (no result either: ``keepResultSeconds`` is 0 by default)."""
-    return [key for pattern in ("arq:job:*", "arq:retry:*", "arq:in-progress:*", "arq:result:*",
-                                bus.keys.async_attempts("*"))
-            async for key in bus.redis.scan_iter(match=pattern)]
+    return [
+        key
+        for pattern in ("arq:job:*", "arq:retry:*", "arq:in-progress:*", "arq:result:*", bus.keys.async_attempts("*"))
+        async for key in bus.redis.scan_iter(match=pattern)
+    ]
 
 
 async def no_job_keys(bus: BusProbe) -> bool:
@@ -88,9 +90,16 @@ async def test_a_sink_that_always_fails_is_dead_lettered_after_max_tries_and_rep
                 assert len(sink.hits) == 3
                 [letter] = letters
                 assert (letter.why, letter.event, letter.session_id, letter.handler_type) == (
-                    "out_of_tries", "Notification", "s-dead", "http")
+                    "out_of_tries",
+                    "Notification",
+                    "s-dead",
+                    "http",
+                )
                 assert [(a.number, a.outcome, a.retryable) for a in letter.attempts] == [
-                    (1, "error", True), (2, "error", True), (3, "error", True)]
+                    (1, "error", True),
+                    (2, "error", True),
+                    (3, "error", True),
+                ]
                 assert all("HTTP 500" in a.error for a in letter.attempts)
                 assert [a.at_ms for a in letter.attempts] == sorted(a.at_ms for a in letter.attempts)
                 assert json.loads(letter.payload) == notification(session="s-dead")
@@ -138,11 +147,17 @@ async def test_4xx_is_not_retried_and_429_waits_for_retry_after(
     platform: Callable[..., Any], bus: BusProbe, tmp_path: Path
 ) -> None:
     async with Sink(default=404) as refusing, Sink(plan=[429], headers={"Retry-After": "1"}) as busy:
-        hooks = {"Notification": [{"hooks": [
-            {"type": "http", "url": refusing.url(), "async": True, "timeout": 5},
-            {"type": "http", "url": busy.url(), "async": True, "timeout": 5}]}]}
-        text = policy_yaml(hooks, http={"allowedNetworks": ["127.0.0.0/8"]},
-                           **{"async": {"retryDelaySeconds": 0.05}})
+        hooks = {
+            "Notification": [
+                {
+                    "hooks": [
+                        {"type": "http", "url": refusing.url(), "async": True, "timeout": 5},
+                        {"type": "http", "url": busy.url(), "async": True, "timeout": 5},
+                    ]
+                }
+            ]
+        }
+        text = policy_yaml(hooks, http={"allowedNetworks": ["127.0.0.0/8"]}, **{"async": {"retryDelaySeconds": 0.05}})
         async with platform(text) as p:
             worker = await start_worker(bus.redis, p.settings.redis_url or "", p.policy.sources[0], tmp_path / "w.log")
             try:
@@ -170,14 +185,16 @@ async def test_an_event_settled_again_runs_its_async_hook_once_with_no_result_ke
             again = Outbox(bus.redis, p.settings.keys)  # another dispatcher, given the entry again
             await again.start()
             try:
+
                 async def settle_again() -> None:
                     again.settle(Settle(f"{bus.keys.prefix}redelivered", b"0-1", request, record, None, 1000, [job]))
                     await again.flushed()
 
                 await settle_again()  # before the job ran
                 assert await bus.redis.zcard(bus.keys.arq_queue) == 1
-                worker = await start_worker(bus.redis, p.settings.redis_url or "", p.policy.sources[0],
-                                            tmp_path / "w.log")
+                worker = await start_worker(
+                    bus.redis, p.settings.redis_url or "", p.policy.sources[0], tmp_path / "w.log"
+                )
                 try:
                     await async_wait_for(lambda: len(sink.hits) == 1, timeout_s=20)
                     await async_wait_for(lambda: drained(bus.redis), timeout_s=10)
@@ -221,8 +238,9 @@ async def test_a_sigkilled_workers_job_runs_again_and_the_receiver_deduplicates(
                 await async_wait_for(lambda: sink.hits, timeout_s=20)
                 first.kill()
                 release[0] = True
-                second = await start_worker(bus.redis, p.settings.redis_url or "", p.policy.sources[0],
-                                            tmp_path / "2.log")
+                second = await start_worker(
+                    bus.redis, p.settings.redis_url or "", p.policy.sources[0], tmp_path / "2.log"
+                )
                 try:
                     await async_wait_for(lambda: len(sink.hits) == 2, timeout_s=40)  # once the lease (15 s) ends
                     await async_wait_for(lambda: drained(bus.redis), timeout_s=10)
@@ -240,8 +258,14 @@ async def test_a_signed_delivery_verifies_with_standardwebhooks_and_the_secret_s
     async with Sink() as sink:
         text = sink_policy(sink.url(), handler={"secret": "$SINK_SECRET"})
         async with platform(text) as p:
-            worker = await start_worker(bus.redis, p.settings.redis_url or "", p.policy.sources[0], tmp_path / "w.log",
-                                        SINK_SECRET=SECRET, HOOKBUS_LOG_LEVEL="debug")
+            worker = await start_worker(
+                bus.redis,
+                p.settings.redis_url or "",
+                p.policy.sources[0],
+                tmp_path / "w.log",
+                SINK_SECRET=SECRET,
+                HOOKBUS_LOG_LEVEL="debug",
+            )
             try:
                 answer = await p.post(notification())
                 await async_wait_for(lambda: sink.hits, timeout_s=20)
@@ -255,7 +279,8 @@ async def test_a_signed_delivery_verifies_with_standardwebhooks_and_the_secret_s
     assert request.headers["webhook-signature"].startswith("v1,")
     with pytest.raises(Exception, match="signature"):
         Webhook("whsec_" + base64.b64encode(b"another-secret-another-secret-32").decode()).verify(
-            request.body, request.headers)
+            request.body, request.headers
+        )
     assert SECRET not in worker.output() and SECRET.removeprefix("whsec_") not in worker.output()
 
 
@@ -278,18 +303,34 @@ async def test_a_secret_that_is_not_set_is_never_sent_unsigned(
 async def test_past_max_queued_async_work_is_dropped_and_counted_and_every_answer_arrives(
     platform: Callable[..., Any], bus: BusProbe
 ) -> None:
-    hooks = {"Notification": [{"hooks": [{"type": "command", "command": "true", "async": True}]}],
-             "PreToolUse": [{"matcher": "Bash", "hooks": [
-                 {"type": "rule", "deny": ["Bash(rm -rf *)"]},
-                 {"type": "command", "command": "true", "async": True}]}]}
+    hooks = {
+        "Notification": [{"hooks": [{"type": "command", "command": "true", "async": True}]}],
+        "PreToolUse": [
+            {
+                "matcher": "Bash",
+                "hooks": [
+                    {"type": "rule", "deny": ["Bash(rm -rf *)"]},
+                    {"type": "command", "command": "true", "async": True},
+                ],
+            }
+        ],
+    }
     dropped = metric("hookbus_async_jobs_total", status="dropped")
     queued = metric("hookbus_async_jobs_total", status="queued")
     async with platform(policy_yaml(hooks, **{"async": {"maxQueued": 5}})) as p:  # and no worker at all
         notes = [await p.post(notification(n=n)) for n in range(20)]
-        denied = [await p.post({"hook_event_name": "PreToolUse", "session_id": "s-q", "tool_name": "Bash",
-                                "tool_input": {"command": f"rm -rf /tmp/{n}"}}) for n in range(10)]
-        await async_wait_for(lambda: metric("hookbus_async_jobs_total", status="dropped") - dropped == 25,
-                             timeout_s=30)
+        denied = [
+            await p.post(
+                {
+                    "hook_event_name": "PreToolUse",
+                    "session_id": "s-q",
+                    "tool_name": "Bash",
+                    "tool_input": {"command": f"rm -rf /tmp/{n}"},
+                }
+            )
+            for n in range(10)
+        ]
+        await async_wait_for(lambda: metric("hookbus_async_jobs_total", status="dropped") - dropped == 25, timeout_s=30)
     assert [(r.status_code, r.headers["X-Hookbus-Outcome"]) for r in notes] == [(200, "recorded")] * 20
     assert {(r.status_code, r.headers["X-Hookbus-Outcome"]) for r in denied} == {(200, "decided")}
     assert all(r.json()["hookSpecificOutput"]["permissionDecision"] == "deny" for r in denied)

@@ -52,36 +52,74 @@ def echoes_the_command(hook_input: HookInput) -> str:
     return f"would block: {command}"
 
 
-POLICY = policy_yaml({
-    "PreToolUse": [
-        {"matcher": "Bash", "hooks": [
-            {"type": "rule", "deny": ["Bash(curl *)"], "reason": "no curl"},
-            {"type": "function", "function": f"{__name__}:echoes_the_command", "shadow": True}]},
-        {"matcher": "WebFetch", "hooks": [{"type": "function", "function": f"{__name__}:fails_quoting_the_url"}]},
-        {"matcher": "Write", "hooks": [{"type": "rule", "allow": ["Write(*)"]}]},
-    ],
-})
+POLICY = policy_yaml(
+    {
+        "PreToolUse": [
+            {
+                "matcher": "Bash",
+                "hooks": [
+                    {"type": "rule", "deny": ["Bash(curl *)"], "reason": "no curl"},
+                    {"type": "function", "function": f"{__name__}:echoes_the_command", "shadow": True},
+                ],
+            },
+            {"matcher": "WebFetch", "hooks": [{"type": "function", "function": f"{__name__}:fails_quoting_the_url"}]},
+            {"matcher": "Write", "hooks": [{"type": "rule", "allow": ["Write(*)"]}]},
+        ],
+    }
+)
 
 
 def inputs() -> list[dict[str, Any]]:
-    base = {"session_id": "leak-1", "cwd": "/home/dev/app", "permission_mode": "default",
-            "transcript_path": f"/home/dev/.claude/projects/{SECRETS['transcript_path']}/t.jsonl"}
+    base = {
+        "session_id": "leak-1",
+        "cwd": "/home/dev/app",
+        "permission_mode": "default",
+        "transcript_path": f"/home/dev/.claude/projects/{SECRETS['transcript_path']}/t.jsonl",
+    }
     tool = {**base, "hook_event_name": "PreToolUse"}
     return [
-        {**tool, "tool_name": "Bash", "tool_use_id": "toolu_1",
-         "tool_input": {"command": f"curl -H 'Authorization: Bearer {SECRETS['command']}' https://api.acme.dev"}},
-        {**tool, "tool_name": "Write", "tool_use_id": "toolu_2",
-         "tool_input": {"file_path": "/home/dev/app/.env", "content": f"ANTHROPIC_API_KEY={SECRETS['content']}\n"}},
-        {**tool, "tool_name": "WebFetch", "tool_use_id": "toolu_3", "agent_id": "agent-7", "agent_type": "Explore",
-         "tool_input": {"url": f"https://bob:{SECRETS['url']}@intranet.acme.dev/wiki", "prompt": "summarise"}},
-        {**tool, "tool_name": "Bash", "tool_use_id": "toolu_4",
-         "tool_input": {"command": "./deploy.sh", "env": {"DATABASE_PASSWORD": SECRETS["env"],
-                                                          "NESTED": {"DEPLOY_KEY_B64": SECRETS["nested_env"]}}}},
+        {
+            **tool,
+            "tool_name": "Bash",
+            "tool_use_id": "toolu_1",
+            "tool_input": {"command": f"curl -H 'Authorization: Bearer {SECRETS['command']}' https://api.acme.dev"},
+        },
+        {
+            **tool,
+            "tool_name": "Write",
+            "tool_use_id": "toolu_2",
+            "tool_input": {"file_path": "/home/dev/app/.env", "content": f"ANTHROPIC_API_KEY={SECRETS['content']}\n"},
+        },
+        {
+            **tool,
+            "tool_name": "WebFetch",
+            "tool_use_id": "toolu_3",
+            "agent_id": "agent-7",
+            "agent_type": "Explore",
+            "tool_input": {"url": f"https://bob:{SECRETS['url']}@intranet.acme.dev/wiki", "prompt": "summarise"},
+        },
+        {
+            **tool,
+            "tool_name": "Bash",
+            "tool_use_id": "toolu_4",
+            "tool_input": {
+                "command": "./deploy.sh",
+                "env": {"DATABASE_PASSWORD": SECRETS["env"], "NESTED": {"DEPLOY_KEY_B64": SECRETS["nested_env"]}},
+            },
+        },
         {**base, "hook_event_name": "UserPromptSubmit", "prompt": f"push with my token {SECRETS['prompt']}"},
-        {**base, "hook_event_name": "PostToolUse", "tool_name": "Bash", "tool_use_id": "toolu_5",
-         "tool_input": {"command": "cat ~/.aws/credentials"},
-         "tool_response": {"stdout": f"[default]\naws_secret_access_key = {SECRETS['tool_response']}\n",
-                           "stderr": "", "interrupted": False}},
+        {
+            **base,
+            "hook_event_name": "PostToolUse",
+            "tool_name": "Bash",
+            "tool_use_id": "toolu_5",
+            "tool_input": {"command": "cat ~/.aws/credentials"},
+            "tool_response": {
+                "stdout": f"[default]\naws_secret_access_key = {SECRETS['tool_response']}\n",
+                "stderr": "",
+                "interrupted": False,
+            },
+        },
     ]
 
 
@@ -126,7 +164,8 @@ def assert_no_secret(where: str, blob: str | bytes) -> None:
 
 @pytest.mark.timeout(120)
 async def test_no_secret_reaches_the_log_tail_export_api_dead_letters_redis_or_logs(
-        platform: Callable[..., Any], bus: BusProbe, redis_url: str, caplog: pytest.LogCaptureFixture) -> None:
+    platform: Callable[..., Any], bus: BusProbe, redis_url: str, caplog: pytest.LogCaptureFixture
+) -> None:
     caplog.set_level(logging.DEBUG)
     keys = Keyspace()
     async with platform(POLICY) as p:
@@ -136,8 +175,10 @@ async def test_no_secret_reaches_the_log_tail_export_api_dead_letters_redis_or_l
             assert response.status_code == 200, response.text
             ids.append(response.headers["X-Hookbus-Event-Id"])
         # An entry that is not a hookbus event (no id): the dispatcher moves it to the dead letters.
-        await bus.redis.xadd(keys.blocking_stream(), {"ev": "PreToolUse", "p": orjson.dumps(
-            {"prompt": f"Authorization: Bearer {SECRETS['dead_letter']}"})})
+        await bus.redis.xadd(
+            keys.blocking_stream(),
+            {"ev": "PreToolUse", "p": orjson.dumps({"prompt": f"Authorization: Bearer {SECRETS['dead_letter']}"})},
+        )
 
         async def settled() -> bool:
             logged = {r.event_id for r in await bus.log()}
@@ -159,21 +200,27 @@ async def test_no_secret_reaches_the_log_tail_export_api_dead_letters_redis_or_l
 
     # What was masked is listed, by pointer and detector, never by value.
     masked = {(m["pointer"], m["detector"]) for r in records.values() for m in r.masked}
-    assert {("/input/tool_input/command", "authorization"), ("/input/tool_input/content", "anthropic"),
-            ("/input/tool_input/url", "url-credentials"), ("/input/prompt", "github"),
-            ("/input/tool_response/stdout", "aws-secret"), ("/input/transcript_path", "slack"),
-            ("/input/tool_input/env/DATABASE_PASSWORD", "env-secret"),
-            ("/input/tool_input/env/NESTED/DEPLOY_KEY_B64", "env-secret"),
-            ("/hooks/0/reason", "url-credentials"), ("/shadow/0/output/hookSpecificOutput/permissionDecisionReason",
-                                                     "authorization")} <= masked
+    assert {
+        ("/input/tool_input/command", "authorization"),
+        ("/input/tool_input/content", "anthropic"),
+        ("/input/tool_input/url", "url-credentials"),
+        ("/input/prompt", "github"),
+        ("/input/tool_response/stdout", "aws-secret"),
+        ("/input/transcript_path", "slack"),
+        ("/input/tool_input/env/DATABASE_PASSWORD", "env-secret"),
+        ("/input/tool_input/env/NESTED/DEPLOY_KEY_B64", "env-secret"),
+        ("/hooks/0/reason", "url-credentials"),
+        ("/shadow/0/output/hookSpecificOutput/permissionDecisionReason", "authorization"),
+    } <= masked
     assert records[ids[2]].agent_id == "agent-7" and records[ids[2]].tool_use_id == "toolu_3"
 
     assert_no_secret("the Redis keyspace", await everything_in_redis(redis_url))
     dead = (await bus.dead())[0]
     assert b"[REDACTED:" in dead[b"p"]
 
-    tail = run_hookbus("tail", "--redis-url", redis_url, "--json", "--from-start", "--count", str(len(ids)),
-                       timeout_s=30)
+    tail = run_hookbus(
+        "tail", "--redis-url", redis_url, "--json", "--from-start", "--count", str(len(ids)), timeout_s=30
+    )
     assert tail.returncode == 0, tail.stderr
     assert len(tail.stdout.splitlines()) == len(ids) and "[REDACTED:" in tail.stdout
     assert_no_secret("hookbus tail", tail.stdout + tail.stderr)

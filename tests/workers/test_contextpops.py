@@ -51,9 +51,7 @@ async def test_concurrent_pops_of_different_keys_get_their_own_items_in_one_roun
     assert left == [items(key, 4)[3:] if n % 4 == 3 else [] for n, key in enumerate(keys)]
 
 
-async def test_concurrent_pops_of_one_key_share_no_item_and_lose_none(
-    pops: ContextPops, probe: aioredis.Redis
-) -> None:
+async def test_concurrent_pops_of_one_key_share_no_item_and_lose_none(pops: ContextPops, probe: aioredis.Redis) -> None:
     everything = items("ctx:s-1", 500)
     await probe.rpush("ctx:s-1", *everything)  # type: ignore[misc]
     taken: list[bytes] = []
@@ -115,8 +113,7 @@ async def test_redis_unreachable_every_caller_gets_bus_unavailable() -> None:
     pops = ContextPops(client, f"redis://127.0.0.1:{port}")
     try:
         async with asyncio.timeout(10):
-            outcomes = await asyncio.gather(*(pops.pop(f"ctx:s-{n}", 10) for n in range(5)),
-                                            return_exceptions=True)
+            outcomes = await asyncio.gather(*(pops.pop(f"ctx:s-{n}", 10) for n in range(5)), return_exceptions=True)
         assert all(isinstance(o, BusUnavailable) for o in outcomes), outcomes
         assert all(str(o).startswith(f"redis unavailable at redis://127.0.0.1:{port}") for o in outcomes), outcomes
     finally:
@@ -130,8 +127,7 @@ async def test_redis_down_then_back_the_pops_recover(private_redis: EmbeddedRedi
         assert await pops.pop("ctx:s-1", 10) == []
         private_redis.stop()
         async with asyncio.timeout(10):
-            outcomes = await asyncio.gather(*(pops.pop(f"ctx:s-{n}", 10) for n in range(5)),
-                                            return_exceptions=True)
+            outcomes = await asyncio.gather(*(pops.pop(f"ctx:s-{n}", 10) for n in range(5)), return_exceptions=True)
         assert all(isinstance(o, BusUnavailable) for o in outcomes), outcomes
         private_redis.start()
         await async_wait_for(lambda: _pops(pops, "ctx:s-1"), timeout_s=10)  # no restart of the pops needed
@@ -149,14 +145,13 @@ async def _pops(pops: ContextPops, key: str) -> bool:
     return True
 
 
-async def test_a_key_of_the_wrong_type_fails_only_its_own_caller(
-    pops: ContextPops, probe: aioredis.Redis
-) -> None:
+async def test_a_key_of_the_wrong_type_fails_only_its_own_caller(pops: ContextPops, probe: aioredis.Redis) -> None:
     await probe.rpush("ctx:s-1", b"one")  # type: ignore[misc]
     await probe.rpush("ctx:s-3", b"three")  # type: ignore[misc]
     await probe.set("ctx:s-2", "a string")
-    outcomes = await asyncio.gather(pops.pop("ctx:s-1", 10), pops.pop("ctx:s-2", 10), pops.pop("ctx:s-3", 10),
-                                    return_exceptions=True)
+    outcomes = await asyncio.gather(
+        pops.pop("ctx:s-1", 10), pops.pop("ctx:s-2", 10), pops.pop("ctx:s-3", 10), return_exceptions=True
+    )
     assert outcomes[0] == [b"one"] and outcomes[2] == [b"three"]
     assert isinstance(outcomes[1], redis.exceptions.ResponseError)
     assert "WRONGTYPE" in str(outcomes[1])

@@ -31,8 +31,9 @@ def timeouts(stage: str) -> float:
 
 def _request(event: str, session: str, **fields: Any) -> dict[Any, Any]:
     payload = json.dumps({"hook_event_name": event, "session_id": session}).encode()
-    request = Request(event_id=f"evt-{session}", event=event, tenant="default", payload=payload,
-                      received_ms=now_ms(), **fields)
+    request = Request(
+        event_id=f"evt-{session}", event=event, tenant="default", payload=payload, received_ms=now_ms(), **fields
+    )
     return dict(request.encode())
 
 
@@ -50,7 +51,8 @@ async def test_each_decision_is_counted_for_the_handlers_that_made_it(platform: 
     assert decisions == ["deny", "ask", "allow", None]
     counted = {key: handler_decisions(*key) - value for key, value in before.items()}
     assert {key: n for key, n in counted.items() if n} == {
-        (a, "deny"): 1, (b, "deny"): 1,  # both rules denied rm -rf: both decided
+        (a, "deny"): 1,
+        (b, "deny"): 1,  # both rules denied rm -rf: both decided
         (b, "ask"): 1,
         (a, "allow"): 1,
     }  # the failing command hook decided nothing, and "echo hi" got no decision from anyone
@@ -72,7 +74,7 @@ def test_deciders_are_the_handlers_whose_own_answer_won() -> None:
 
 
 async def test_a_handler_past_the_deadline_times_out_at_the_dispatcher_and_at_the_gateway(
-    platform: Callable[..., Any]
+    platform: Callable[..., Any],
 ) -> None:
     text = policy_yaml({"PreToolUse": [{"hooks": [{"type": "command", "command": "sleep 1"}]}]}, deadlineSeconds=0.2)
     handler, reply, queue = timeouts("handler"), timeouts("reply"), timeouts("queue_wait")
@@ -93,8 +95,13 @@ async def test_an_entry_read_after_its_deadline_is_a_queue_wait_timeout(
     async with platform(text):
         late = _request("PreToolUse", "late", reply_to="hookbus:reply:gone", deadline_ms=now_ms() - 1000)
         # Spooled by a gateway while Redis was down: expired too, but it never waited in the stream.
-        spooled = _request("PreToolUse", "spooled", reply_to="hookbus:reply:gone", deadline_ms=now_ms() - 1000,
-                           fail_open="redis_unavailable")
+        spooled = _request(
+            "PreToolUse",
+            "spooled",
+            reply_to="hookbus:reply:gone",
+            deadline_ms=now_ms() - 1000,
+            fail_open="redis_unavailable",
+        )
         for fields in (late, spooled):
             await bus.redis.xadd(bus.keys.blocking_stream(), fields)
         await async_wait_for(lambda: _nothing_pending_after(bus, 2), timeout_s=5)
@@ -119,7 +126,9 @@ async def test_a_dispatcher_read_is_observed_as_one_batch(
             await running
     # The five entries waited in the stream, so the first read returned them all.
     assert (metric("hookbus_dispatch_batch_size_count") - count, metric("hookbus_dispatch_batch_size_sum") - total) == (
-        1, 5)
+        1,
+        5,
+    )
 
 
 async def _nothing_pending_after(bus: BusProbe, records: int) -> bool:

@@ -41,13 +41,16 @@ def test_a_retryable_failure_with_tries_and_time_left_is_retried() -> None:
     assert decided.give_up is None and decided.delay_s is not None and 1.0 <= decided.delay_s <= 2.0
 
 
-@pytest.mark.parametrize(("result", "job_try", "age_s", "why"), [
-    (error(retryable=False), 1, 0.0, GiveUp.NOT_RETRYABLE),
-    (HandlerResult(Outcome.BLOCK, reason="exit 2"), 1, 0.0, GiveUp.NOT_RETRYABLE),
-    (error(), 4, 0.0, GiveUp.OUT_OF_TRIES),
-    (error(), 2, 59.0, GiveUp.TOO_OLD),  # the next try (>= 2 s later) would start past 60 s
-    (error(retry_after_s=120.0), 1, 0.0, GiveUp.TOO_OLD),  # the sink asks for a wait past maxAgeSeconds
-])
+@pytest.mark.parametrize(
+    ("result", "job_try", "age_s", "why"),
+    [
+        (error(retryable=False), 1, 0.0, GiveUp.NOT_RETRYABLE),
+        (HandlerResult(Outcome.BLOCK, reason="exit 2"), 1, 0.0, GiveUp.NOT_RETRYABLE),
+        (error(), 4, 0.0, GiveUp.OUT_OF_TRIES),
+        (error(), 2, 59.0, GiveUp.TOO_OLD),  # the next try (>= 2 s later) would start past 60 s
+        (error(retry_after_s=120.0), 1, 0.0, GiveUp.TOO_OLD),  # the sink asks for a wait past maxAgeSeconds
+    ],
+)
 def test_what_is_given_up(result: HandlerResult, job_try: int, age_s: float, why: GiveUp) -> None:
     assert verdict(result, job_try, age_s, LIMITS).give_up is why
 

@@ -27,20 +27,31 @@ from hookbus.redis_server import EmbeddedRedis
 from tests.conftest import BusProbe, Platform, async_wait_for, frozen_during, hookbus_process, metric, rm_rf
 from workers.dispatcher import Dispatcher
 
-DENY = {"hookSpecificOutput": {"hookEventName": "PreToolUse", "permissionDecision": "deny",
-                               "permissionDecisionReason": "slow no"}}
+DENY = {
+    "hookSpecificOutput": {
+        "hookEventName": "PreToolUse",
+        "permissionDecision": "deny",
+        "permissionDecisionReason": "slow no",
+    }
+}
 
 
 def slow_policy(deadline_s: float, *, notification: str = "sleep 1; echo ok") -> str:
     """PreToolUse: a command hook that denies after 1 s; Notification: a slow command too."""
-    return yaml.safe_dump({
-        "hookbus": {"deadlineSeconds": deadline_s},
-        "hooks": {
-            "PreToolUse": [{"matcher": "Bash", "hooks": [
-                {"type": "command", "command": f"sleep 1; echo '{json.dumps(DENY)}'"}]}],
-            "Notification": [{"hooks": [{"type": "command", "command": notification}]}],
-        },
-    })
+    return yaml.safe_dump(
+        {
+            "hookbus": {"deadlineSeconds": deadline_s},
+            "hooks": {
+                "PreToolUse": [
+                    {
+                        "matcher": "Bash",
+                        "hooks": [{"type": "command", "command": f"sleep 1; echo '{json.dumps(DENY)}'"}],
+                    }
+                ],
+                "Notification": [{"hooks": [{"type": "command", "command": notification}]}],
+            },
+        }
+    )
 
 
 def note(session: str = "s-d") -> dict[str, Any]:
@@ -51,8 +62,14 @@ async def start_dispatcher_process(
     policy_file: Path, redis_url: str, bus: BusProbe, children: list[subprocess.Popen[bytes]]
 ) -> tuple[subprocess.Popen[bytes], str]:
     """``hookbus dispatcher`` as a child process; returns it once its first heartbeat is in Redis."""
-    process = hookbus_process("dispatcher", "--config", str(policy_file), "--redis-url", redis_url,
-                              env={"HOOKBUS_CLAIM_IDLE_MS": "200", "HOOKBUS_LOG_LEVEL": "info"})
+    process = hookbus_process(
+        "dispatcher",
+        "--config",
+        str(policy_file),
+        "--redis-url",
+        redis_url,
+        env={"HOOKBUS_CLAIM_IDLE_MS": "200", "HOOKBUS_LOG_LEVEL": "info"},
+    )
     children.append(process)
     consumer = f"{socket.gethostname()}-{process.pid}"
 
@@ -83,7 +100,10 @@ async def dispatcher(p: Platform, consumer: str, **overrides: Any) -> AsyncItera
 
 
 async def test_killed_dispatcher_work_is_claimed_and_nothing_is_lost(
-    platform: Callable[..., Any], write_policy: Callable[..., Path], redis_url: str, bus: BusProbe,
+    platform: Callable[..., Any],
+    write_policy: Callable[..., Path],
+    redis_url: str,
+    bus: BusProbe,
     children: list[subprocess.Popen[bytes]],
 ) -> None:
     text = slow_policy(0.5)
@@ -107,7 +127,11 @@ async def test_killed_dispatcher_work_is_claimed_and_nothing_is_lost(
         async with dispatcher(p, "B"):
             expired = await async_wait_for(lambda: bus.record(answer.headers["X-Hookbus-Event-Id"]), timeout_s=10)
             assert (expired.event, expired.outcome, expired.fail_open, expired.decision) == (
-                    "PreToolUse", "fail-open", "timeout", "none")
+                "PreToolUse",
+                "fail-open",
+                "timeout",
+                "none",
+            )
             finished = await async_wait_for(lambda: bus.record(recorded.headers["X-Hookbus-Event-Id"]), timeout_s=10)
             assert (finished.event, finished.outcome) == ("Notification", "recorded")
             assert [(h["type"], h["outcome"]) for h in finished.hooks] == [("command", "ok")]
@@ -120,7 +144,10 @@ async def _nothing_pending(bus: BusProbe) -> bool:
 
 
 async def test_sigterm_finishes_in_flight_work_and_exits_0(
-    platform: Callable[..., Any], write_policy: Callable[..., Path], redis_url: str, bus: BusProbe,
+    platform: Callable[..., Any],
+    write_policy: Callable[..., Path],
+    redis_url: str,
+    bus: BusProbe,
     children: list[subprocess.Popen[bytes]],
 ) -> None:
     text = slow_policy(5.0)
@@ -200,8 +227,9 @@ async def _ghost_reads(bus: BusProbe, stream: str, *entries: dict[Any, Any]) -> 
 
 def _request(event: str = "Notification", session: str = "s-g", **fields: Any) -> dict[Any, Any]:
     payload = json.dumps({"hook_event_name": event, "session_id": session}).encode()
-    request = Request(event_id=f"evt-{session}", event=event, tenant="default", payload=payload,
-                      received_ms=now_ms(), **fields)
+    request = Request(
+        event_id=f"evt-{session}", event=event, tenant="default", payload=payload, received_ms=now_ms(), **fields
+    )
     return dict(request.encode())
 
 
@@ -233,8 +261,10 @@ async def test_malformed_entries_are_dead_lettered(platform: Callable[..., Any],
         await bus.redis.xadd(bus.keys.events_stream(), {b"\xff\xfe": b"\x00", b"id": b"\xff"})  # not even UTF-8
         dead = await async_wait_for(lambda: _dead_count(bus, 2), timeout_s=5)
         assert all(b"malformed" in entry[b"_why"] for entry in dead)
-        assert {entry[b"_stream"] for entry in dead} == {bus.keys.blocking_stream().encode(),
-                                                          bus.keys.events_stream().encode()}
+        assert {entry[b"_stream"] for entry in dead} == {
+            bus.keys.blocking_stream().encode(),
+            bus.keys.events_stream().encode(),
+        }
         await async_wait_for(lambda: _nothing_pending(bus), timeout_s=5)
         assert (await p.post(note())).status_code == 200  # and the dispatcher carries on
         assert await async_wait_for(bus.log, timeout_s=5)
@@ -281,11 +311,13 @@ async def test_expired_blocking_entries_are_logged_not_evaluated(
 async def test_two_dispatchers_share_the_group_and_handle_each_event_once(
     platform: Callable[..., Any], bus: BusProbe
 ) -> None:
-    text = yaml.safe_dump({"hooks": {"PreToolUse": [{"matcher": "Bash", "hooks": [
-        {"type": "rule", "deny": ["Bash(rm *)"]}]}]}})
+    text = yaml.safe_dump(
+        {"hooks": {"PreToolUse": [{"matcher": "Bash", "hooks": [{"type": "rule", "deny": ["Bash(rm *)"]}]}]}}
+    )
     async with platform(text, dispatchers=2) as p:
-        answers = await asyncio.gather(*[p.post(rm_rf(f"s-{i}")) for i in range(20)],
-                                       *[p.post(note(f"n-{i}")) for i in range(20)])
+        answers = await asyncio.gather(
+            *[p.post(rm_rf(f"s-{i}")) for i in range(20)], *[p.post(note(f"n-{i}")) for i in range(20)]
+        )
         assert [a.headers["X-Hookbus-Outcome"] for a in answers] == ["decided"] * 20 + ["recorded"] * 20
         assert all(a.json()["hookSpecificOutput"]["permissionDecision"] == "deny" for a in answers[:20])
         ids = {a.headers["X-Hookbus-Event-Id"] for a in answers}
@@ -299,12 +331,22 @@ async def _logged(bus: BusProbe, count: int) -> bool:
 
 
 async def test_a_killed_dispatcher_takes_its_running_hooks_with_it(
-    platform: Callable[..., Any], write_policy: Callable[..., Path], redis_url: str, bus: BusProbe,
-    children: list[subprocess.Popen[bytes]], tmp_path: Path,
+    platform: Callable[..., Any],
+    write_policy: Callable[..., Path],
+    redis_url: str,
+    bus: BusProbe,
+    children: list[subprocess.Popen[bytes]],
+    tmp_path: Path,
 ) -> None:
     pid_file = tmp_path / "hook.pid"
-    text = yaml.safe_dump({"hookbus": {"deadlineSeconds": 0.5}, "hooks": {"PreToolUse": [{"hooks": [
-        {"type": "command", "command": f"echo $$ > {pid_file}; exec sleep 30"}]}]}})
+    text = yaml.safe_dump(
+        {
+            "hookbus": {"deadlineSeconds": 0.5},
+            "hooks": {
+                "PreToolUse": [{"hooks": [{"type": "command", "command": f"echo $$ > {pid_file}; exec sleep 30"}]}]
+            },
+        }
+    )
     async with platform(text, dispatchers=0) as p:
         a, _ = await start_dispatcher_process(write_policy(text, "a.yaml"), redis_url, bus, children)
         blocking = asyncio.create_task(p.post(rm_rf("s-d")))
@@ -325,11 +367,13 @@ async def test_a_killed_dispatcher_takes_its_running_hooks_with_it(
 
 
 async def test_settled_entries_leave_the_work_streams(platform: Callable[..., Any], bus: BusProbe) -> None:
-    text = yaml.safe_dump({"hooks": {"PreToolUse": [{"matcher": "Bash", "hooks": [
-        {"type": "rule", "deny": ["Bash(rm *)"]}]}]}})
+    text = yaml.safe_dump(
+        {"hooks": {"PreToolUse": [{"matcher": "Bash", "hooks": [{"type": "rule", "deny": ["Bash(rm *)"]}]}]}}
+    )
     async with platform(text) as p:
-        await asyncio.gather(*[p.post(rm_rf(f"t-{i}")) for i in range(10)],
-                             *[p.post(note(f"tn-{i}")) for i in range(10)])
+        await asyncio.gather(
+            *[p.post(rm_rf(f"t-{i}")) for i in range(10)], *[p.post(note(f"tn-{i}")) for i in range(10)]
+        )
         await async_wait_for(lambda: _logged(bus, 20), timeout_s=10)
 
         async def drained() -> bool:

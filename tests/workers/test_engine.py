@@ -34,8 +34,9 @@ def decision(response: httpx.Response) -> str | None:
 
 
 async def test_group_matcher_and_if_select_handlers(platform: Callable[..., Any], bus: BusProbe) -> None:
-    hooks = bash_group({"type": "rule", "if": "Bash(git push *)", "deny": ["Bash(*)"], "reason": "no pushing"},
-                       matcher="Bash|Write")
+    hooks = bash_group(
+        {"type": "rule", "if": "Bash(git push *)", "deny": ["Bash(*)"], "reason": "no pushing"}, matcher="Bash|Write"
+    )
     async with platform(policy_yaml(hooks)) as p:
         push = await p.post(pre_tool_use("git push origin main"))
         assert decision(push) == "deny"
@@ -50,9 +51,11 @@ async def test_group_matcher_and_if_select_handlers(platform: Callable[..., Any]
 
 
 async def test_handlers_are_merged_and_deny_beats_allow(platform: Callable[..., Any], bus: BusProbe) -> None:
-    hooks = bash_group({"type": "rule", "allow": ["Bash(*)"]},
-                       {"type": "rule", "ask": ["Bash(curl *)"]},
-                       {"type": "rule", "deny": ["Bash(rm *)"], "reason": "rm is off"})
+    hooks = bash_group(
+        {"type": "rule", "allow": ["Bash(*)"]},
+        {"type": "rule", "ask": ["Bash(curl *)"]},
+        {"type": "rule", "deny": ["Bash(rm *)"], "reason": "rm is off"},
+    )
     async with platform(policy_yaml(hooks)) as p:
         assert decision(await p.post(pre_tool_use("ls"))) == "allow"
         assert decision(await p.post(pre_tool_use("curl example.com"))) == "ask"
@@ -83,8 +86,7 @@ async def test_shadow_handler_is_logged_not_enforced(platform: Callable[..., Any
 
 
 async def test_shadow_and_enforced_handlers_side_by_side(platform: Callable[..., Any], bus: BusProbe) -> None:
-    hooks = bash_group({"type": "rule", "allow": ["Bash(ls *)"]},
-                       {"type": "rule", "deny": ["Bash(*)"], "shadow": True})
+    hooks = bash_group({"type": "rule", "allow": ["Bash(ls *)"]}, {"type": "rule", "deny": ["Bash(*)"], "shadow": True})
     async with platform(policy_yaml(hooks)) as p:
         response = await p.post(pre_tool_use("ls -la"))
         assert decision(response) == "allow"
@@ -109,10 +111,10 @@ async def test_whole_policy_shadow(platform: Callable[..., Any], bus: BusProbe) 
 
 
 async def test_fail_closed_handlers_deny_on_error_and_timeout(platform: Callable[..., Any], bus: BusProbe) -> None:
-    hooks = bash_group({"type": "command", "command": "echo broken >&2; exit 1", "failMode": "closed",
-                        "if": "Bash(err *)"},
-                       {"type": "command", "command": "sleep 5", "timeout": 0.3, "failMode": "closed",
-                        "if": "Bash(slow *)"})
+    hooks = bash_group(
+        {"type": "command", "command": "echo broken >&2; exit 1", "failMode": "closed", "if": "Bash(err *)"},
+        {"type": "command", "command": "sleep 5", "timeout": 0.3, "failMode": "closed", "if": "Bash(slow *)"},
+    )
     closed = metric("hookbus_fail_closed_total", event="PreToolUse", type="command")
     async with platform(policy_yaml(hooks)) as p:
         errored = await p.post(pre_tool_use("err now"))
@@ -128,8 +130,10 @@ async def test_fail_closed_handlers_deny_on_error_and_timeout(platform: Callable
 
 
 async def test_fail_open_handlers_are_ignored_and_counted(platform: Callable[..., Any], bus: BusProbe) -> None:
-    hooks = bash_group({"type": "command", "command": "exit 1", "if": "Bash(err *)"},
-                       {"type": "command", "command": "sleep 5", "timeout": 0.3, "if": "Bash(slow *)"})
+    hooks = bash_group(
+        {"type": "command", "command": "exit 1", "if": "Bash(err *)"},
+        {"type": "command", "command": "sleep 5", "timeout": 0.3, "if": "Bash(slow *)"},
+    )
     errors = metric("hookbus_fail_open_total", event="PreToolUse", reason="hook_error")
     timeouts = metric("hookbus_fail_open_total", event="PreToolUse", reason="hook_timeout")
     async with platform(policy_yaml(hooks)) as p:
@@ -198,8 +202,14 @@ async def test_once_is_claimed_only_for_the_run_and_kept_after_success(
     platform: Callable[..., Any], tmp_path: Path, bus: Any
 ) -> None:
     go = tmp_path / "go"
-    hooks = bash_group({"type": "command", "timeout": 5, "once": True,
-                        "command": f"cat >/dev/null; while [ ! -f {go} ]; do sleep 0.01; done"})
+    hooks = bash_group(
+        {
+            "type": "command",
+            "timeout": 5,
+            "once": True,
+            "command": f"cat >/dev/null; while [ ! -f {go} ]; do sleep 0.01; done",
+        }
+    )
     async with platform(policy_yaml(hooks, deadlineSeconds=10.0)) as p:
         entry = p.policy.entries("PreToolUse")[0]
         key = p.settings.keys.once("default", "s-ttl", entry.handler_id)

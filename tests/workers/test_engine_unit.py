@@ -94,8 +94,9 @@ class Commands:
             return HandlerResult(Outcome.OK, output={"decision": "block", "reason": "keep going"})
         if name == "context":
             event = ctx.request.event
-            return HandlerResult(Outcome.OK, output={"hookSpecificOutput": {"hookEventName": event,
-                                                                            "additionalContext": argument}})
+            return HandlerResult(
+                Outcome.OK, output={"hookSpecificOutput": {"hookEventName": event, "additionalContext": argument}}
+            )
         raise AssertionError(f"unknown test command {name!r}")
 
 
@@ -110,9 +111,15 @@ def on_bash(*handlers: dict[str, Any], matcher: str = "Bash") -> dict[str, Any]:
 def request(hook_input: dict[str, Any], *, deadline_s: float | None = None, tenant: str = "default") -> Request:
     """The request a gateway would append for ``hook_input`` (blocking when it has a deadline)."""
     received = now_ms()
-    return Request(f"evt-{uuid.uuid4().hex[:8]}", hook_input["hook_event_name"], tenant, orjson.dumps(hook_input),
-                   received, deadline_ms=received + int(deadline_s * 1000) if deadline_s else 0,
-                   reply_to="gw-test" if deadline_s else "")
+    return Request(
+        f"evt-{uuid.uuid4().hex[:8]}",
+        hook_input["hook_event_name"],
+        tenant,
+        orjson.dumps(hook_input),
+        received,
+        deadline_ms=received + int(deadline_s * 1000) if deadline_s else 0,
+        reply_to="gw-test" if deadline_s else "",
+    )
 
 
 @dataclasses.dataclass
@@ -150,8 +157,13 @@ def _no_plugins() -> Iterator[None]:
 def rig(bus: BusProbe) -> MakeRig:
     """``rig(hooks, runners=..., async_handlers=..., **platform)``: an Engine on the suite's Redis."""
 
-    def make(hooks: dict[str, Any], *, runners: dict[str, Runner] | None = None,
-             async_handlers: AsyncHandlers = "inline", **platform: Any) -> Rig:
+    def make(
+        hooks: dict[str, Any],
+        *,
+        runners: dict[str, Runner] | None = None,
+        async_handlers: AsyncHandlers = "inline",
+        **platform: Any,
+    ) -> Rig:
         policy = policy_from_text(policy_yaml(hooks, **platform))
         commands = Commands()
         table: dict[str, Runner] = {"command": commands, **(runners or {})}
@@ -169,23 +181,32 @@ def specific(evaluation: Evaluation) -> dict[str, Any]:
 
 
 async def test_matchers_and_if_select_which_handlers_run(rig: MakeRig) -> None:
-    r = rig({PRE: [{"matcher": "Bash", "hooks": [cmd("noop bash")]},
-                   {"matcher": "Write|Edit", "hooks": [cmd("noop write")]},
-                   {"hooks": [cmd("noop every tool")]},
-                   {"matcher": "Bash", "hooks": [cmd("noop push", **{"if": "Bash(git push *)"})]}],
-             "PostToolUse": [{"matcher": "*", "hooks": [cmd("noop post")]}]})
-    cases = [(pre_tool_use("ls"), ["noop bash", "noop every tool"]),
-             (pre_tool_use("git push origin main"), ["noop bash", "noop every tool", "noop push"]),
-             (pre_tool_use("x", tool="Edit"), ["noop write", "noop every tool"]),
-             (pre_tool_use("git push origin main", tool="Read"), ["noop every tool"]),
-             ({**pre_tool_use("ls"), "hook_event_name": "PostToolUse"}, ["noop post"])]
+    r = rig(
+        {
+            PRE: [
+                {"matcher": "Bash", "hooks": [cmd("noop bash")]},
+                {"matcher": "Write|Edit", "hooks": [cmd("noop write")]},
+                {"hooks": [cmd("noop every tool")]},
+                {"matcher": "Bash", "hooks": [cmd("noop push", **{"if": "Bash(git push *)"})]},
+            ],
+            "PostToolUse": [{"matcher": "*", "hooks": [cmd("noop post")]}],
+        }
+    )
+    cases = [
+        (pre_tool_use("ls"), ["noop bash", "noop every tool"]),
+        (pre_tool_use("git push origin main"), ["noop bash", "noop every tool", "noop push"]),
+        (pre_tool_use("x", tool="Edit"), ["noop write", "noop every tool"]),
+        (pre_tool_use("git push origin main", tool="Read"), ["noop every tool"]),
+        ({**pre_tool_use("ls"), "hook_event_name": "PostToolUse"}, ["noop post"]),
+    ]
     for hook_input, expected in cases:
         r.commands.ran.clear()
         evaluation = await r.evaluate(hook_input)
         assert sorted(r.commands.commands()) == sorted(expected), hook_input
         # Results come back in policy order, one per handler that ran, each with its id and type.
-        assert [res.handler_id for res in evaluation.results] == [r.handler_id(c, hook_input["hook_event_name"])
-                                                                   for c in expected]
+        assert [res.handler_id for res in evaluation.results] == [
+            r.handler_id(c, hook_input["hook_event_name"]) for c in expected
+        ]
         assert {res.handler_type for res in evaluation.results} == {"command"}
         assert (evaluation.merged.output, evaluation.merged.decision, evaluation.fail_open) == ({}, "none", None)
 
@@ -205,12 +226,21 @@ async def test_the_runner_is_chosen_by_handler_type(rig: MakeRig) -> None:
         seen.append(ctx.entry.handler.type)
         return HandlerResult(Outcome.OK, output={"systemMessage": "from http"})
 
-    r = rig(on_bash(cmd("noop"), {"type": "http", "url": "http://127.0.0.1:9/hook"},
-                    {"type": "prompt", "prompt": "judge $ARGUMENTS"}), runners={"http": http_runner})
+    r = rig(
+        on_bash(
+            cmd("noop"),
+            {"type": "http", "url": "http://127.0.0.1:9/hook"},
+            {"type": "prompt", "prompt": "judge $ARGUMENTS"},
+        ),
+        runners={"http": http_runner},
+    )
     evaluation = await r.evaluate(pre_tool_use("ls"))
     assert r.commands.commands() == ["noop"] and seen == ["http"]
     assert [(res.handler_type, res.outcome) for res in evaluation.results] == [
-        ("command", Outcome.OK), ("http", Outcome.OK), ("prompt", Outcome.ERROR)]
+        ("command", Outcome.OK),
+        ("http", Outcome.OK),
+        ("prompt", Outcome.ERROR),
+    ]
     assert evaluation.results[2].reason == "handler type 'prompt' is not available here"
     assert evaluation.merged.output == {"systemMessage": "from http"}
     assert evaluation.fail_open == "hook_error"  # the prompt handler failed and nothing decided
@@ -220,12 +250,16 @@ async def test_the_runner_is_chosen_by_handler_type(rig: MakeRig) -> None:
 
 
 async def test_results_are_merged_deny_beats_allow_and_updated_input_is_kept(rig: MakeRig) -> None:
-    r = rig(on_bash(cmd("allow"),
-                    cmd("rewrite first", **{"if": "Bash(cat *)"}),
-                    cmd("rewrite last", **{"if": "Bash(cat *)"}),
-                    cmd("deny no secrets", **{"if": "Bash(cat /etc/*)"}),
-                    cmd("ask really?", **{"if": "Bash(curl *)"}),
-                    cmd("exit2 no sudo", **{"if": "Bash(sudo *)"})))
+    r = rig(
+        on_bash(
+            cmd("allow"),
+            cmd("rewrite first", **{"if": "Bash(cat *)"}),
+            cmd("rewrite last", **{"if": "Bash(cat *)"}),
+            cmd("deny no secrets", **{"if": "Bash(cat /etc/*)"}),
+            cmd("ask really?", **{"if": "Bash(curl *)"}),
+            cmd("exit2 no sudo", **{"if": "Bash(sudo *)"}),
+        )
+    )
     assert specific(await r.evaluate(pre_tool_use("ls"))) == {"hookEventName": PRE, "permissionDecision": "allow"}
 
     rewritten = await r.evaluate(pre_tool_use("cat notes.txt"))
@@ -236,8 +270,11 @@ async def test_results_are_merged_deny_beats_allow_and_updated_input_is_kept(rig
     denied = await r.evaluate(pre_tool_use("cat /etc/shadow"))
     assert len(denied.results) == 4
     assert denied.merged.decision == "deny"
-    assert specific(denied) == {"hookEventName": PRE, "permissionDecision": "deny",
-                                "permissionDecisionReason": "no secrets"}  # no updatedInput on a deny
+    assert specific(denied) == {
+        "hookEventName": PRE,
+        "permissionDecision": "deny",
+        "permissionDecisionReason": "no secrets",
+    }  # no updatedInput on a deny
     assert denied.merged.reason == "no secrets"
 
     assert specific(await r.evaluate(pre_tool_use("curl example.com")))["permissionDecision"] == "ask"
@@ -267,7 +304,8 @@ async def test_a_handler_past_its_timeout_is_cancelled_and_fails_open(rig: MakeR
 
 
 async def test_an_http_handler_past_its_timeout_times_out_under_its_own_deadline(
-        bus: BusProbe, services: Services) -> None:
+    bus: BusProbe, services: Services
+) -> None:
     # The engine sets no timer of its own for http handlers: run_http's deadline must hold alone.
     async with LoopbackServer(hang) as server:
         hooks = on_bash({"type": "http", "url": server.url(), "timeout": 0.2})
@@ -313,9 +351,13 @@ async def test_the_event_deadline_caps_every_handler_timeout(rig: MakeRig) -> No
 
 
 async def test_fail_closed_handlers_deny_on_timeout_and_error(rig: MakeRig) -> None:
-    r = rig(on_bash(cmd("allow"),
-                    cmd("hang", timeout=0.2, failMode="closed", **{"if": "Bash(slow *)"}),
-                    cmd("raise broken", failMode="closed", **{"if": "Bash(err *)"})))
+    r = rig(
+        on_bash(
+            cmd("allow"),
+            cmd("hang", timeout=0.2, failMode="closed", **{"if": "Bash(slow *)"}),
+            cmd("raise broken", failMode="closed", **{"if": "Bash(err *)"}),
+        )
+    )
     closed = metric("hookbus_fail_closed_total", event=PRE, type="command")
     slow = await r.evaluate(pre_tool_use("slow thing"))
     err = await r.evaluate(pre_tool_use("err thing"))
@@ -324,9 +366,11 @@ async def test_fail_closed_handlers_deny_on_timeout_and_error(rig: MakeRig) -> N
         assert evaluation.fail_open is None
         assert evaluation.results[1].fail_closed is True
     assert specific(slow)["permissionDecisionReason"] == (
-        "hookbus: command hook failed (fail-closed): timed out after 0.2s")
+        "hookbus: command hook failed (fail-closed): timed out after 0.2s"
+    )
     assert specific(err)["permissionDecisionReason"] == (
-        "hookbus: command hook failed (fail-closed): RuntimeError: broken")
+        "hookbus: command hook failed (fail-closed): RuntimeError: broken"
+    )
     assert metric("hookbus_fail_closed_total", event=PRE, type="command") - closed == 2
 
 
@@ -334,8 +378,10 @@ async def test_fail_closed_blocks_a_stop(rig: MakeRig) -> None:
     r = rig({"Stop": [{"hooks": [cmd("error exit 1", failMode="closed")]}]})
     evaluation = await r.evaluate({"hook_event_name": "Stop", "session_id": "s-1"})
     assert evaluation.merged.decision == "block"
-    assert evaluation.merged.output == {"decision": "block",
-                                        "reason": "hookbus: command hook failed (fail-closed): exit 1"}
+    assert evaluation.merged.output == {
+        "decision": "block",
+        "reason": "hookbus: command hook failed (fail-closed): exit 1",
+    }
 
 
 # -- shadow --------------------------------------------------------------------------------------------
@@ -363,7 +409,8 @@ async def test_a_whole_policy_in_shadow_enforces_nothing(rig: MakeRig) -> None:
     (shadow,) = evaluation.shadow  # ... and what they would have done is reported
     assert shadow["decision"] == "deny"
     assert shadow["output"]["hookSpecificOutput"]["permissionDecisionReason"] == (
-        "no\nhookbus: command hook failed (fail-closed): boom")
+        "no\nhookbus: command hook failed (fail-closed): boom"
+    )
 
 
 # -- once ----------------------------------------------------------------------------------------------
@@ -387,8 +434,12 @@ async def test_once_handlers_run_once_per_session(rig: MakeRig) -> None:
 
 
 async def test_a_once_handler_that_fails_or_blocks_runs_again(rig: MakeRig) -> None:
-    r = rig(on_bash(cmd("error broken", once=True, **{"if": "Bash(err *)"}),
-                    cmd("exit2 stop", once=True, **{"if": "Bash(block *)"})))
+    r = rig(
+        on_bash(
+            cmd("error broken", once=True, **{"if": "Bash(err *)"}),
+            cmd("exit2 stop", once=True, **{"if": "Bash(block *)"}),
+        )
+    )
     for command in ("err 1", "err 2", "block 1", "block 2"):
         await r.evaluate(pre_tool_use(command, "s-1"))
     assert r.commands.commands() == ["error broken", "error broken", "exit2 stop", "exit2 stop"]
@@ -435,7 +486,8 @@ async def test_the_stop_guard_lets_the_agent_stop_past_the_limit(rig: MakeRig, e
     assert (forced.decision, set(forced.output)) == ("none", {"systemMessage"})
     assert forced.output["systemMessage"] == (
         f"hookbus: a hook blocked {event} 3 times in a row; overriding and letting the agent stop "
-        "(stopBlockLimit 2). Last reason: keep going")
+        "(stopBlockLimit 2). Last reason: keep going"
+    )
     assert await r.bus.redis.exists(key) == 0
     assert metric("hookbus_stop_guard_overrides_total", event=event) - overrides == 1
     # The count starts again after an override; an allowed stop resets it; sessions count apart.
@@ -458,8 +510,11 @@ async def test_a_stop_block_limit_of_zero_never_overrides(rig: MakeRig) -> None:
 
 
 async def test_async_handlers_become_jobs_and_do_not_block_the_decision(rig: MakeRig) -> None:
-    r = rig(on_bash(cmd("hang", **{"async": True, "maxAgeSeconds": 90_000}), cmd("deny not now")),
-            async_handlers="jobs", **{"async": {"maxQueued": 7}})
+    r = rig(
+        on_bash(cmd("hang", **{"async": True, "maxAgeSeconds": 90_000}), cmd("deny not now")),
+        async_handlers="jobs",
+        **{"async": {"maxQueued": 7}},
+    )
     hook_input = pre_tool_use("ls")
     started = time.monotonic()
     evaluation = await r.evaluate(hook_input, deadline_s=3.0)
@@ -493,11 +548,18 @@ async def test_a_replay_leaves_async_handlers_out(rig: MakeRig) -> None:
 
 
 async def test_context_left_by_async_hooks_is_delivered_on_the_next_turn(rig: MakeRig) -> None:
-    r = rig({"PostToolUse": [{"hooks": [cmd("noop", **{"async": True})]}],
-             "UserPromptSubmit": [{"hooks": [cmd("context live context")]}]}, async_handlers="jobs")
+    r = rig(
+        {
+            "PostToolUse": [{"hooks": [cmd("noop", **{"async": True})]}],
+            "UserPromptSubmit": [{"hooks": [cmd("context live context")]}],
+        },
+        async_handlers="jobs",
+    )
     keys, redis = r.bus.keys, r.bus.redis
-    left = [orjson.dumps({"additionalContext": "tests failed"}),
-            orjson.dumps({"additionalContext": "lint failed", "systemMessage": "2 async hooks reported"})]
+    left = [
+        orjson.dumps({"additionalContext": "tests failed"}),
+        orjson.dumps({"additionalContext": "lint failed", "systemMessage": "2 async hooks reported"}),
+    ]
     await redis.rpush(keys.pending_context("default", "s-1"), *left)  # type: ignore[misc]
     await redis.rpush(keys.pending_context("default", "s-2"), b'{"additionalContext": "no"}')  # type: ignore[misc]
     prompt = {"hook_event_name": "UserPromptSubmit", "session_id": "s-1", "prompt": "go on"}
@@ -507,8 +569,11 @@ async def test_context_left_by_async_hooks_is_delivered_on_the_next_turn(rig: Ma
     first = await r.evaluate(prompt, deadline_s=30)
     assert first.merged.output == {
         "systemMessage": "2 async hooks reported",
-        "hookSpecificOutput": {"hookEventName": "UserPromptSubmit",
-                               "additionalContext": "live context\n\ntests failed\n\nlint failed"}}
+        "hookSpecificOutput": {
+            "hookEventName": "UserPromptSubmit",
+            "additionalContext": "live context\n\ntests failed\n\nlint failed",
+        },
+    }
     assert await redis.exists(keys.pending_context("default", "s-1")) == 0
     second = await r.evaluate(prompt, deadline_s=30)  # delivered once
     assert specific(second)["additionalContext"] == "live context"
@@ -516,8 +581,13 @@ async def test_context_left_by_async_hooks_is_delivered_on_the_next_turn(rig: Ma
 
 
 async def test_context_the_gateway_took_is_delivered_without_a_pop(rig: MakeRig) -> None:
-    r = rig({"PostToolUse": [{"hooks": [cmd("noop", **{"async": True})]}],
-             "UserPromptSubmit": [{"hooks": [cmd("context live context")]}]}, async_handlers="jobs")
+    r = rig(
+        {
+            "PostToolUse": [{"hooks": [cmd("noop", **{"async": True})]}],
+            "UserPromptSubmit": [{"hooks": [cmd("context live context")]}],
+        },
+        async_handlers="jobs",
+    )
     keys, redis = r.bus.keys, r.bus.redis
     await redis.rpush(keys.pending_context("default", "s-1"), b'{"additionalContext": "next time"}')  # type: ignore[misc]
     prompt = {"hook_event_name": "UserPromptSubmit", "session_id": "s-1", "prompt": "go on"}
@@ -526,8 +596,11 @@ async def test_context_the_gateway_took_is_delivered_without_a_pop(rig: MakeRig)
     evaluation = await r.engine.evaluate(taken, prompt)
     assert evaluation.merged.output == {
         "systemMessage": "from the entry",
-        "hookSpecificOutput": {"hookEventName": "UserPromptSubmit",
-                               "additionalContext": "live context\n\ntaken at append"}}
+        "hookSpecificOutput": {
+            "hookEventName": "UserPromptSubmit",
+            "additionalContext": "live context\n\ntaken at append",
+        },
+    }
     taken.context = b"[]"  # the gateway looked and found none: the list is not looked at again
     assert specific(await r.engine.evaluate(taken, prompt))["additionalContext"] == "live context"
     assert await redis.llen(keys.pending_context("default", "s-1")) == 1  # type: ignore[misc]
@@ -544,7 +617,10 @@ async def test_context_of_an_expired_event_goes_back_to_the_head_of_the_list(rig
     expired.context = b'[{"additionalContext":"first"},{"additionalContext":"second"}]'
     await r.engine.restore_context(expired)
     assert [orjson.loads(item) for item in await redis.lrange(key, 0, -1)] == [  # type: ignore[misc]
-        {"additionalContext": "first"}, {"additionalContext": "second"}, {"additionalContext": "newer"}]
+        {"additionalContext": "first"},
+        {"additionalContext": "second"},
+        {"additionalContext": "newer"},
+    ]
     assert 0 < await redis.ttl(key)
     expired.context = b"[]"
     await r.engine.restore_context(expired)
@@ -554,4 +630,3 @@ async def test_context_of_an_expired_event_goes_back_to_the_head_of_the_list(rig
     expired.context = b'[{"additionalContext":"first"}]'
     await r.engine.restore_context(expired)
     assert await redis.get(key) == b"not a list"
-

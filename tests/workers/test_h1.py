@@ -52,8 +52,14 @@ class Peer:
         """The next request (head and body), or None once the client has closed the connection."""
         try:
             head = await self.reader.readuntil(b"\r\n\r\n")
-            length = next((int(line.split(b":", 1)[1]) for line in head.split(b"\r\n")
-                           if line.lower().startswith(b"content-length:")), 0)
+            length = next(
+                (
+                    int(line.split(b":", 1)[1])
+                    for line in head.split(b"\r\n")
+                    if line.lower().startswith(b"content-length:")
+                ),
+                0,
+            )
             request = head + await self.reader.readexactly(length)
         except (asyncio.IncompleteReadError, ConnectionError):
             self.hung_up = True
@@ -270,7 +276,7 @@ async def test_a_head_answer_declaring_a_length_ends_with_its_headers(guarded: M
 @pytest.mark.parametrize("status", [b"204 No Content", b"304 Not Modified"])
 async def test_bodiless_statuses_without_a_length_keep_the_connection(guarded: MakeClient, status: bytes) -> None:
     client, _ = guarded()
-    async with RawServer(keep_alive(b"HTTP/1.1 " + status + b"\r\nETag: \"x\"\r\n\r\n")) as server:
+    async with RawServer(keep_alive(b"HTTP/1.1 " + status + b'\r\nETag: "x"\r\n\r\n')) as server:
         for _ in range(3):
             response = await asyncio.wait_for(client.get(server.url()), 5.0)
             assert response.status_code == int(status[:3]) and response.content == b""
@@ -280,10 +286,17 @@ async def test_bodiless_statuses_without_a_length_keep_the_connection(guarded: M
 # ---- requests that must not be sent ----------------------------------------------------------
 
 
-@pytest.mark.parametrize(("name", "value"), [
-    (b"X-A", b"v\r\nInjected: 1"), (b"X-A", b"v\nInjected: 1"), (b"X-A", b"v\rInjected: 1"), (b"X-A", b"v\x00Injected"),
-    (b"X-A: v\r\nInjected", b"1"), (b"X Injected", b"1"),
-])
+@pytest.mark.parametrize(
+    ("name", "value"),
+    [
+        (b"X-A", b"v\r\nInjected: 1"),
+        (b"X-A", b"v\nInjected: 1"),
+        (b"X-A", b"v\rInjected: 1"),
+        (b"X-A", b"v\x00Injected"),
+        (b"X-A: v\r\nInjected", b"1"),
+        (b"X Injected", b"1"),
+    ],
+)
 async def test_a_header_that_could_split_the_request_is_refused_before_connecting(
     guarded: MakeClient, name: bytes, value: bytes
 ) -> None:
@@ -323,7 +336,7 @@ async def test_a_server_talking_after_its_answer_loses_the_connection(guarded: M
 
 
 async def test_a_second_response_in_the_same_segment_neither_corrupts_the_first_nor_is_reused(
-    guarded: MakeClient
+    guarded: MakeClient,
 ) -> None:
     async def serve(peer: Peer) -> None:
         if peer is not server.peers[0]:
@@ -389,7 +402,7 @@ async def test_a_large_body_is_streamed_in_full_under_the_cap(guarded: MakeClien
         await peer.request()
         await peer.send(b"HTTP/1.1 200 OK\r\nContent-Length: %d\r\n\r\n" % len(body) + body[:1000])
         await rest.wait()
-        await peer.send(*(body[start:start + 30_000] for start in range(1000, len(body), 30_000)))
+        await peer.send(*(body[start : start + 30_000] for start in range(1000, len(body), 30_000)))
         await keep_alive(answer(b"next"))(peer)
 
     client, transport = guarded()
@@ -505,7 +518,7 @@ async def test_the_global_limit_evicts_an_idle_connection_of_another_host(guarde
 
 
 async def test_a_request_queued_on_the_global_limit_gets_the_slot_of_a_connection_gone_idle(
-    guarded: MakeClient
+    guarded: MakeClient,
 ) -> None:
     release = asyncio.Event()
 
@@ -575,10 +588,18 @@ def test_request_head_serialises_the_request_line_and_headers() -> None:
     assert head == b"GET /hook?a=1 HTTP/1.1\r\nHost: example.test\r\nX-Tab: a\tb\r\n\r\n"
 
 
-@pytest.mark.parametrize(("method", "expected"), [
-    (b"POST", b"Content-Length: 0\r\n"), (b"PUT", b"Content-Length: 0\r\n"), (b"PATCH", b"Content-Length: 0\r\n"),
-    (b"GET", b""), (b"HEAD", b""), (b"DELETE", b""), (b"OPTIONS", b""),
-])
+@pytest.mark.parametrize(
+    ("method", "expected"),
+    [
+        (b"POST", b"Content-Length: 0\r\n"),
+        (b"PUT", b"Content-Length: 0\r\n"),
+        (b"PATCH", b"Content-Length: 0\r\n"),
+        (b"GET", b""),
+        (b"HEAD", b""),
+        (b"DELETE", b""),
+        (b"OPTIONS", b""),
+    ],
+)
 def test_request_head_sends_a_zero_length_only_for_methods_that_expect_a_body(method: bytes, expected: bytes) -> None:
     head = request_head(method, b"/", [(b"Host", b"h")], 0)
     assert head == method + b" / HTTP/1.1\r\nHost: h\r\n" + expected + b"\r\n"
@@ -591,10 +612,20 @@ def test_request_head_states_the_real_length_and_drops_the_callers_framing() -> 
     assert request_head(b"GET", b"/", headers[:2], 3) == b"GET / HTTP/1.1\r\nHost: h\r\nContent-Length: 3\r\n\r\n"
 
 
-@pytest.mark.parametrize(("name", "value"), [
-    (b"Secret Name", b"v"), (b"Secret:", b"v"), (b"", b"Secret"), (b"Secret-\xe9", b"v"), (b"Secret\r\n", b"v"),
-    (b"X-A", b"Secret\r\nInjected: 1"), (b"X-A", b"Secret\x00"), (b"X-A", b"Secret\x7f"), (b"X-A", b"Secret\x1b"),
-])
+@pytest.mark.parametrize(
+    ("name", "value"),
+    [
+        (b"Secret Name", b"v"),
+        (b"Secret:", b"v"),
+        (b"", b"Secret"),
+        (b"Secret-\xe9", b"v"),
+        (b"Secret\r\n", b"v"),
+        (b"X-A", b"Secret\r\nInjected: 1"),
+        (b"X-A", b"Secret\x00"),
+        (b"X-A", b"Secret\x7f"),
+        (b"X-A", b"Secret\x1b"),
+    ],
+)
 def test_request_head_refuses_names_and_values_that_could_split_the_head(name: bytes, value: bytes) -> None:
     with pytest.raises(httpx.LocalProtocolError) as raised:
         request_head(b"GET", b"/", [(b"Host", b"h"), (name, value)], 0)

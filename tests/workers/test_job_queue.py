@@ -35,9 +35,15 @@ async def arq(private_redis: EmbeddedRedis) -> AsyncIterator[ArqRedis]:
 
 
 def event(*, deadline_in_ms: int = 0) -> Request:
-    return Request(uuid.uuid4().hex, "Notification", "default", json.dumps({"session_id": "s"}).encode(), now_ms(),
-                   deadline_ms=now_ms() + deadline_in_ms if deadline_in_ms else 0,
-                   reply_to="gw" if deadline_in_ms else "")
+    return Request(
+        uuid.uuid4().hex,
+        "Notification",
+        "default",
+        json.dumps({"session_id": "s"}).encode(),
+        now_ms(),
+        deadline_ms=now_ms() + deadline_in_ms if deadline_in_ms else 0,
+        reply_to="gw" if deadline_in_ms else "",
+    )
 
 
 def jobs_of(request: Request, *handlers: str, max_queued: int = 100) -> list[PreparedJob]:
@@ -52,8 +58,9 @@ async def queued(arq: ArqRedis) -> list[str]:
     return sorted(m.decode() for m in await arq.zrange(KEYS.arq_queue, 0, -1))
 
 
-async def test_an_events_jobs_are_queued_in_one_round_trip_and_once(arq: ArqRedis,
-                                                                    private_redis: EmbeddedRedis) -> None:
+async def test_an_events_jobs_are_queued_in_one_round_trip_and_once(
+    arq: ArqRedis, private_redis: EmbeddedRedis
+) -> None:
     jobs = JobQueue(arq, KEYS, private_redis.url)
     request = event()
     before = counted("queued")
@@ -100,7 +107,8 @@ async def test_a_blocking_event_gives_up_by_its_deadline_and_a_non_blocking_one_
 
 
 async def test_arq_connections_over_tcp_are_watched_by_keepalive_not_a_timer_per_command(
-        arq: ArqRedis, tmp_path: Path) -> None:
+    arq: ArqRedis, tmp_path: Path
+) -> None:
     assert await arq.ping()
     [connection] = arq.connection_pool._available_connections
     assert connection.socket_timeout is None  # no task and timers around every command

@@ -48,8 +48,15 @@ def event(name: str, session: str, **fields: Any) -> dict[str, Any]:
 
 def fixed_keys(keys: Keyspace) -> set[str]:
     """Keys that exist once per platform, not per session or event (bounded by their own caps)."""
-    return {keys.blocking_stream(), keys.events_stream(), keys.dead_letter_stream(), keys.decision_log(),
-            keys.arq_queue, keys.dispatchers, keys.layout}
+    return {
+        keys.blocking_stream(),
+        keys.events_stream(),
+        keys.dead_letter_stream(),
+        keys.decision_log(),
+        keys.arq_queue,
+        keys.dispatchers,
+        keys.layout,
+    }
 
 
 async def test_every_per_session_key_has_a_ttl(platform: Callable[..., Any], private_redis: EmbeddedRedis) -> None:
@@ -58,15 +65,26 @@ async def test_every_per_session_key_has_a_ttl(platform: Callable[..., Any], pri
         once_id = p.policy.entries("PreToolUse")[0].handler_id
         for session in SESSIONS:
             assert (await p.post(pre_tool_use("ls", session=session))).status_code == 200  # once: marked
-            assert (await p.post(event("PostToolUse", session, tool_name="Edit", tool_input={"file_path": "/a.py"},
-                                       tool_response={"success": True}))).json() == {}  # async: queued
+            assert (
+                await p.post(
+                    event(
+                        "PostToolUse",
+                        session,
+                        tool_name="Edit",
+                        tool_input={"file_path": "/a.py"},
+                        tool_response={"success": True},
+                    )
+                )
+            ).json() == {}  # async: queued
             assert (await p.post(event("Stop", session, stop_hook_active=False))).json() == BLOCK  # guard: counted
         await run_worker(p)  # the async hooks run and leave context for each session
         probe = aioredis.Redis.from_url(private_redis.url)
         try:
-            expected = ({keys.once("default", s, once_id) for s in SESSIONS}
-                        | {keys.stop_guard("default", s) for s in SESSIONS}
-                        | {keys.pending_context("default", s) for s in SESSIONS})
+            expected = (
+                {keys.once("default", s, once_id) for s in SESSIONS}
+                | {keys.stop_guard("default", s) for s in SESSIONS}
+                | {keys.pending_context("default", s) for s in SESSIONS}
+            )
 
             async def all_created() -> bool:
                 return bool(await probe.exists(*expected) == len(expected))
@@ -74,7 +92,7 @@ async def test_every_per_session_key_has_a_ttl(platform: Callable[..., Any], pri
             await async_wait_for(all_created, 10)
             for name in expected:
                 ttl = await probe.ttl(name)
-                family = name[len(keys.prefix):].split(":")[0]
+                family = name[len(keys.prefix) :].split(":")[0]
                 limit = {"once": ONCE_TTL_S, "stopguard": STOP_GUARD_TTL_S, "context": CONTEXT_TTL_S}[family]
                 assert 0 < ttl <= limit, f"{name}: TTL {ttl}, expected 1..{limit}"
             without_ttl = []

@@ -55,11 +55,14 @@ async def test_jobs_finishing_together_are_written_in_one_transaction(worker: Le
 
 
 async def test_a_retried_job_goes_back_to_the_queue_later_and_a_kept_result_expires(
-        worker: LeasedWorker, redis_url: str) -> None:
+    worker: LeasedWorker, redis_url: str
+) -> None:
     client = aioredis.Redis.from_url(redis_url)
     await running(client, "retried", "kept")
-    await asyncio.gather(worker.finish_job("retried", False, None, None, False, 5_000, None),
-                         worker.finish_job("kept", True, b'{"s": true}', 30, False, None, None))
+    await asyncio.gather(
+        worker.finish_job("retried", False, None, None, False, 5_000, None),
+        worker.finish_job("kept", True, b'{"s": true}', 30, False, None, None),
+    )
     assert await client.zscore(QUEUE, "retried") == 5_001  # deferred by 5 s: arq's ZINCRBY
     assert await client.exists(job_key_prefix + "retried", retry_key_prefix + "retried") == 2  # tried again later
     assert not await client.exists(in_progress_key_prefix + "retried")
@@ -74,8 +77,11 @@ async def test_a_write_redis_refuses_fails_every_job_it_carried(worker: LeasedWo
     await running(client, "a", "b")
     await client.delete(QUEUE)
     await client.set(QUEUE, b"not a sorted set")  # ZREM on it fails the transaction's EXEC
-    results = await asyncio.gather(worker.finish_job("a", True, None, 0, False, None, None),
-                                   worker.finish_job("b", True, None, 0, False, None, None), return_exceptions=True)
+    results = await asyncio.gather(
+        worker.finish_job("a", True, None, 0, False, None, None),
+        worker.finish_job("b", True, None, 0, False, None, None),
+        return_exceptions=True,
+    )
     assert all(isinstance(r, Exception) and "WRONGTYPE" in str(r) for r in results), results
     await client.delete(QUEUE)
     await client.zadd(QUEUE, {"c": 1})

@@ -101,8 +101,14 @@ class KeepAliveServer:
         try:
             while not self.close_after or served < self.close_after:
                 head = await reader.readuntil(b"\r\n\r\n")
-                length = next((int(line.split(b":", 1)[1]) for line in head.split(b"\r\n")
-                               if line.lower().startswith(b"content-length:")), 0)
+                length = next(
+                    (
+                        int(line.split(b":", 1)[1])
+                        for line in head.split(b"\r\n")
+                        if line.lower().startswith(b"content-length:")
+                    ),
+                    0,
+                )
                 await reader.readexactly(length)
                 writer.write(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 2\r\n\r\n{}")
                 await writer.drain()
@@ -131,11 +137,24 @@ async def run_hook(policy: Policy, services: Services) -> Any:
 # ---- the guard on the new transport ---------------------------------------------------------
 
 
-@pytest.mark.parametrize("url", [
-    "http://127.0.0.1/", "http://10.0.0.1/", "http://169.254.169.254/latest/meta-data/", "http://[::ffff:10.0.0.1]/",
-    "http://[fd00::1]:8080/", "https://192.168.0.1/", "http://0.0.0.0:8080/", "http://2130706433/", "http://127.1/",
-    "http://100.64.0.1/", "http://[64:ff9b::a9fe:a9fe]/", "http://[::1]/", "http://localhost/",
-])
+@pytest.mark.parametrize(
+    "url",
+    [
+        "http://127.0.0.1/",
+        "http://10.0.0.1/",
+        "http://169.254.169.254/latest/meta-data/",
+        "http://[::ffff:10.0.0.1]/",
+        "http://[fd00::1]:8080/",
+        "https://192.168.0.1/",
+        "http://0.0.0.0:8080/",
+        "http://2130706433/",
+        "http://127.1/",
+        "http://100.64.0.1/",
+        "http://[64:ff9b::a9fe:a9fe]/",
+        "http://[::1]/",
+        "http://localhost/",
+    ],
+)
 async def test_blocked_urls_never_reach_the_network(guarded: Any, url: str) -> None:
     client, transport = guarded()
     with pytest.raises((SSRFBlocked, httpx.InvalidURL)) as raised:
@@ -158,8 +177,9 @@ async def test_other_schemes_are_refused(guarded: Any, url: str) -> None:
 async def test_a_name_resolving_to_a_private_address_is_refused_at_connect_time(
     guarded: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    asked = fake_dns(monkeypatch, {"rebind.test": [["127.0.0.1"], ["10.0.0.1"]],
-                                   "mixed.test": [["127.0.0.1", "10.0.0.1"]]})
+    asked = fake_dns(
+        monkeypatch, {"rebind.test": [["127.0.0.1"], ["10.0.0.1"]], "mixed.test": [["127.0.0.1", "10.0.0.1"]]}
+    )
     client, transport = guarded(["127.0.0.0/8"])
     async with LoopbackServer(respond_ok) as server:  # it closes every connection: each request connects anew
         first = await client.get(f"http://rebind.test:{server.port}/x")
@@ -290,8 +310,9 @@ async def test_a_replaced_transport_closes_once_idle(guarded: Any) -> None:
     async with KeepAliveServer() as server:
         assert (await client.post(server.url(), content=b"{}")).status_code == 200
         transport.close_when_idle()
-        await async_wait_for(lambda: transport.closing and transport._closer is not None
-                             and transport._closer.done(), 5.0)
+        await async_wait_for(
+            lambda: transport.closing and transport._closer is not None and transport._closer.done(), 5.0
+        )
         with pytest.raises(httpx.TransportError, match="closed"):
             await client.post(server.url(), content=b"{}")
 
@@ -306,8 +327,10 @@ async def test_http_hook_refuses_loopback_unless_allowed(services: Services) -> 
         assert server.connections == 0
         allowed = await run_hook(http_policy(server.url(), ["127.0.0.0/8"]), services)
     assert allowed.outcome is Outcome.OK and allowed.output == DENY
-    assert isinstance(outbound_client(services, http_policy(server.url(), ["127.0.0.0/8"])).guard,  # type: ignore[attr-defined]
-                      GuardedTransport)
+    assert isinstance(
+        outbound_client(services, http_policy(server.url(), ["127.0.0.0/8"])).guard,  # type: ignore[attr-defined]
+        GuardedTransport,
+    )
 
 
 async def test_http_hook_refuses_a_name_resolving_to_a_private_address(

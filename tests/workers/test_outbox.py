@@ -55,9 +55,18 @@ async def pending(redis: aioredis.Redis) -> list[bytes]:
 def settle(entry_id: bytes, n: int) -> Settle:
     """Settling a non-blocking event read from STREAM: its record, then its acknowledgement."""
     request = Request(f"evt-{n}", "Notification", "default", b'{"session_id": "s-1"}', now_ms())
-    record = LogRecord(event_id=request.event_id, event=request.event, tenant="default", session_id="s-1",
-                       outcome="recorded", decision="none", output={}, payload=request.payload,
-                       received_ms=request.received_ms, decided_ms=now_ms())
+    record = LogRecord(
+        event_id=request.event_id,
+        event=request.event,
+        tenant="default",
+        session_id="s-1",
+        outcome="recorded",
+        decision="none",
+        output={},
+        payload=request.payload,
+        received_ms=request.received_ms,
+        decided_ms=now_ms(),
+    )
     return Settle(STREAM, entry_id, request, record, None, 1000)
 
 
@@ -166,12 +175,22 @@ async def test_stop_gives_up_after_its_timeout_and_says_what_is_left(
 
 def blocking_settle(entry_id: bytes, n: int, channel: str) -> Settle:
     """Settling a blocking event read from STREAM in time: its record, its reply on ``channel``."""
-    request = Request(f"evt-{n}", "PreToolUse", "default", b'{"session_id": "s-1"}', now_ms(), now_ms() + 30_000,
-                      channel)
+    request = Request(
+        f"evt-{n}", "PreToolUse", "default", b'{"session_id": "s-1"}', now_ms(), now_ms() + 30_000, channel
+    )
     reply = Reply(request.event_id, {}, "allow")
-    record = LogRecord(event_id=request.event_id, event=request.event, tenant="default", session_id="s-1",
-                       outcome="decided", decision="allow", output={}, payload=request.payload,
-                       received_ms=request.received_ms, decided_ms=now_ms())
+    record = LogRecord(
+        event_id=request.event_id,
+        event=request.event,
+        tenant="default",
+        session_id="s-1",
+        outcome="decided",
+        decision="allow",
+        output={},
+        payload=request.payload,
+        received_ms=request.received_ms,
+        decided_ms=now_ms(),
+    )
     return Settle(STREAM, entry_id, request, record, reply, 1000)
 
 

@@ -16,20 +16,26 @@ from bus.settings import Settings
 from tests.conftest import async_wait_for, policy_yaml, pre_tool_use, rm_rf
 from workers.dispatcher import Dispatcher
 
-DENY_RM = {"PreToolUse": [{"matcher": "Bash", "hooks": [
-    {"type": "rule", "deny": ["Bash(rm -rf *)"], "reason": "no rm -rf"}]}]}
+DENY_RM = {
+    "PreToolUse": [{"matcher": "Bash", "hooks": [{"type": "rule", "deny": ["Bash(rm -rf *)"], "reason": "no rm -rf"}]}]
+}
 PARTITIONED = policy_yaml(DENY_RM, streams={"partitions": 4})
 
 
 async def test_sessions_are_decided_in_their_partitions(platform: Callable[..., Any], redis_url: str) -> None:
     async with platform(PARTITIONED) as p:
         sessions = [f"part-{i}" for i in range(24)]
-        answers = await asyncio.gather(*(p.post(rm_rf(s)) for s in sessions),
-                                       *(p.post(pre_tool_use("ls", s)) for s in sessions))
+        answers = await asyncio.gather(
+            *(p.post(rm_rf(s)) for s in sessions), *(p.post(pre_tool_use("ls", s)) for s in sessions)
+        )
         denied = [a.json().get("hookSpecificOutput", {}).get("permissionDecision") for a in answers[:24]]
         assert denied == ["deny"] * 24
-        assert all(a.json() == {} or "hookSpecificOutput" not in a.json() or
-                   a.json()["hookSpecificOutput"].get("permissionDecision") != "deny" for a in answers[24:])
+        assert all(
+            a.json() == {}
+            or "hookSpecificOutput" not in a.json()
+            or a.json()["hookSpecificOutput"].get("permissionDecision") != "deny"
+            for a in answers[24:]
+        )
         keys = p.settings.keys.with_partitions(4)
         redis = connect(redis_url)
         try:
@@ -61,8 +67,9 @@ async def test_a_dispatcher_consumes_only_its_partitions(platform: Callable[...,
 
 
 @pytest.mark.timeout(30)
-async def test_a_node_with_another_partition_count_refuses_to_run(redis_url: str, write_policy: Callable[..., Any]
-                                                                 ) -> None:
+async def test_a_node_with_another_partition_count_refuses_to_run(
+    redis_url: str, write_policy: Callable[..., Any]
+) -> None:
     from bus.policy import load_policy
 
     four = load_policy([write_policy(PARTITIONED, "four.yaml")])

@@ -25,6 +25,7 @@ async def test_records_older_than_max_age_are_trimmed(platform: Callable[..., An
     for i in range(3, 5):  # a minute old
         await bus.redis.xadd(bus.keys.decision_log(), record(i).encode(), id=f"{now - 60_000 + i}-0")  # type: ignore[arg-type]
     async with platform(policy_yaml({}, decisionLog={"maxLength": 1000, "maxAgeSeconds": 3600})):
+
         async def kept() -> list[str] | None:
             found = [r.event_id for r in await bus.log()]
             return found if len(found) == 2 else None

@@ -90,8 +90,9 @@ async def test_a_real_worker_runs_an_async_hook_queued_through_sentinel_and_dlq_
     queue = connect(url)
     try:
         async with Sink(plan=[200], default=404) as sink, platform(sink_policy(sink.url()), queue_redis_url=url) as p:
-            worker = await start_worker(queue, p.settings.redis_url or "", p.policy.sources[0], tmp_path / "w.log",
-                                        HOOKBUS_QUEUE_REDIS_URL=url)
+            worker = await start_worker(
+                queue, p.settings.redis_url or "", p.policy.sources[0], tmp_path / "w.log", HOOKBUS_QUEUE_REDIS_URL=url
+            )
             try:
                 assert (await p.post(notification(n=1))).status_code == 200
                 await async_wait_for(lambda: len(sink.hits) == 1, timeout_s=30)
@@ -99,8 +100,10 @@ async def test_a_real_worker_runs_an_async_hook_queued_through_sentinel_and_dlq_
                 await async_wait_for(lambda: deadletters.size(queue, KEYS), timeout_s=30)
             finally:
                 worker.stop()
-        assert [json.loads(request.body)["message"] for request in sink.requests] == ["build finished #1",
-                                                                                       "build finished #2"]
+        assert [json.loads(request.body)["message"] for request in sink.requests] == [
+            "build finished #1",
+            "build finished #2",
+        ]
     finally:
         await queue.aclose()
     with sentinel.master(db=1) as master:

@@ -33,16 +33,34 @@ def listening_on(port: int) -> set[str]:
 
 @pytest.mark.parametrize("role", ["dispatcher", "worker"])
 def test_a_role_serves_metrics_on_loopback_with_a_token_and_reloads_on_sighup(
-        role: str, redis_url: str, write_policy: Callable[..., Path], tmp_path: Path,
-        children: list[subprocess.Popen[bytes]]) -> None:
+    role: str,
+    redis_url: str,
+    write_policy: Callable[..., Path],
+    tmp_path: Path,
+    children: list[subprocess.Popen[bytes]],
+) -> None:
     port = free_port()
     log = tmp_path / "role.log"
     with log.open("wb") as err:
         process = subprocess.Popen(
-            [sys.executable, "-m", "hookbus", role, "--config", str(write_policy(DENY_RM)), "--redis-url", redis_url,
-             "--metrics-port", str(port)],
-            env=clean_env(HOOKBUS_METRICS_TOKEN="m-secret"), cwd=REPO, stdin=subprocess.DEVNULL,
-            stdout=subprocess.DEVNULL, stderr=err)
+            [
+                sys.executable,
+                "-m",
+                "hookbus",
+                role,
+                "--config",
+                str(write_policy(DENY_RM)),
+                "--redis-url",
+                redis_url,
+                "--metrics-port",
+                str(port),
+            ],
+            env=clean_env(HOOKBUS_METRICS_TOKEN="m-secret"),
+            cwd=REPO,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=err,
+        )
     children.append(process)
     wait_for(lambda: port_open(port) or process.poll() is not None, timeout_s=30)
     assert process.poll() is None, log.read_text()
@@ -66,21 +84,42 @@ def test_a_role_serves_metrics_on_loopback_with_a_token_and_reloads_on_sighup(
 def test_metrics_host_binds_where_asked(redis_url: str, children: list[subprocess.Popen[bytes]]) -> None:
     port = free_port()
     process = subprocess.Popen(
-        [sys.executable, "-m", "hookbus", "dispatcher", "--redis-url", redis_url, "--metrics-port", str(port),
-         "--metrics-host", "0.0.0.0"],
-        env=clean_env(), cwd=REPO, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        [
+            sys.executable,
+            "-m",
+            "hookbus",
+            "dispatcher",
+            "--redis-url",
+            redis_url,
+            "--metrics-port",
+            str(port),
+            "--metrics-host",
+            "0.0.0.0",
+        ],
+        env=clean_env(),
+        cwd=REPO,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     children.append(process)
     wait_for(lambda: port_open(port) or process.poll() is not None, timeout_s=30)
     assert listening_on(port) == {"0.0.0.0"}
 
 
-def test_sighup_without_a_policy_file_is_harmless(redis_url: str, tmp_path: Path,
-                                                  children: list[subprocess.Popen[bytes]]) -> None:
+def test_sighup_without_a_policy_file_is_harmless(
+    redis_url: str, tmp_path: Path, children: list[subprocess.Popen[bytes]]
+) -> None:
     log = tmp_path / "role.log"
     with log.open("wb") as err:
-        process = subprocess.Popen([sys.executable, "-m", "hookbus", "dispatcher", "--redis-url", redis_url],
-                                   env=clean_env(), cwd=REPO, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                                   stderr=err)
+        process = subprocess.Popen(
+            [sys.executable, "-m", "hookbus", "dispatcher", "--redis-url", redis_url],
+            env=clean_env(),
+            cwd=REPO,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=err,
+        )
     children.append(process)
     wait_for(lambda: "serving" in log.read_text() or process.poll() is not None, timeout_s=30)
     process.send_signal(signal.SIGHUP)  # its default action would end the process
@@ -91,16 +130,23 @@ def test_sighup_without_a_policy_file_is_harmless(redis_url: str, tmp_path: Path
 
 
 def test_the_console_script_finds_plugins_in_its_working_directory(
-        redis_url: str, tmp_path: Path, children: list[subprocess.Popen[bytes]]) -> None:
+    redis_url: str, tmp_path: Path, children: list[subprocess.Popen[bytes]]
+) -> None:
     (tmp_path / "local_guard.py").write_text(
-        "from bus.plugins import register_hook\nregister_hook('PreToolUse', lambda hook_input: None)\n")
+        "from bus.plugins import register_hook\nregister_hook('PreToolUse', lambda hook_input: None)\n"
+    )
     (tmp_path / "policy.yaml").write_text("hookbus:\n  plugins: [local_guard]\n")
     log = tmp_path / "role.log"
     console = Path(sys.executable).parent / "hookbus"  # not `python -m`: its sys.path has no working directory
     with log.open("wb") as err:
-        process = subprocess.Popen([str(console), "dispatcher", "--config", "policy.yaml", "--redis-url", redis_url],
-                                   env=clean_env(), cwd=tmp_path, stdin=subprocess.DEVNULL,
-                                   stdout=subprocess.DEVNULL, stderr=err)
+        process = subprocess.Popen(
+            [str(console), "dispatcher", "--config", "policy.yaml", "--redis-url", redis_url],
+            env=clean_env(),
+            cwd=tmp_path,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=err,
+        )
     children.append(process)
     wait_for(lambda: "serving" in log.read_text() or process.poll() is not None, timeout_s=30)
     assert process.poll() is None, log.read_text()
@@ -134,15 +180,23 @@ release.set()
 
 @pytest.mark.parametrize(("choice", "expected"), [("idle", "SCHED_IDLE"), ("normal", "SCHED_OTHER")])
 def test_set_cpu_priority_covers_every_thread(choice: str, expected: str) -> None:
-    done = subprocess.run([sys.executable, "-c", SCHEDULERS.format(choice=choice)], cwd=REPO, env=clean_env(),
-                          capture_output=True, text=True, timeout=30, check=True)
+    done = subprocess.run(
+        [sys.executable, "-c", SCHEDULERS.format(choice=choice)],
+        cwd=REPO,
+        env=clean_env(),
+        capture_output=True,
+        text=True,
+        timeout=30,
+        check=True,
+    )
     policy = getattr(os, expected)
     # this thread, one started before the call, one started after it
     assert done.stdout.split() == [str(policy)] * 3, done.stderr
 
 
-def test_a_system_without_sched_idle_gets_one_warning(monkeypatch: pytest.MonkeyPatch,
-                                                      caplog: pytest.LogCaptureFixture) -> None:
+def test_a_system_without_sched_idle_gets_one_warning(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
     def refuse(*_: object) -> None:
         raise PermissionError(1, "Operation not permitted")
 

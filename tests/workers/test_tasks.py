@@ -31,8 +31,13 @@ hooks:
 
 
 def post_tool_use(session: str = "s-async") -> dict[str, Any]:
-    return {"hook_event_name": "PostToolUse", "session_id": session, "tool_name": "Edit",
-            "tool_input": {"file_path": "/repo/a.py"}, "tool_response": {"success": True}}
+    return {
+        "hook_event_name": "PostToolUse",
+        "session_id": session,
+        "tool_name": "Edit",
+        "tool_input": {"file_path": "/repo/a.py"},
+        "tool_response": {"success": True},
+    }
 
 
 async def run_worker(p: Any) -> None:
@@ -48,8 +53,10 @@ async def test_async_hook_runs_on_the_worker_and_its_context_arrives_next_turn(
 ) -> None:
     ran = tmp_path / "ran.txt"
     command = f"cat >/dev/null; echo ran >> {ran}; echo '{json.dumps(CONTEXT)}'"
-    queued, succeeded = metric("hookbus_async_jobs_total", status="queued"), metric(
-        "hookbus_async_jobs_total", status="succeeded")
+    queued, succeeded = (
+        metric("hookbus_async_jobs_total", status="queued"),
+        metric("hookbus_async_jobs_total", status="succeeded"),
+    )
     async with platform(policy(tmp_path, command)) as p:
         answer = await p.post(post_tool_use())
         assert answer.json() == {}  # an async hook's decision fields have no effect
@@ -58,7 +65,7 @@ async def test_async_hook_runs_on_the_worker_and_its_context_arrives_next_turn(
         assert ran.read_text() == "ran\n"
         nxt = (await p.post(pre_tool_use("ls", "s-async", cwd=None))).json()
         assert nxt["hookSpecificOutput"]["additionalContext"] == "lint: 2 warnings"
-        (_, entry), = await bus.redis.xrevrange(bus.keys.blocking_stream(), count=1)
+        ((_, entry),) = await bus.redis.xrevrange(bus.keys.blocking_stream(), count=1)
         assert b"lint: 2 warnings" in entry[b"c"]  # the gateway took it into the event as it appended it
         again = (await p.post(pre_tool_use("ls", "s-async", cwd=None))).json()
         assert "additionalContext" not in again.get("hookSpecificOutput", {})  # delivered once
@@ -72,15 +79,18 @@ async def test_a_failing_async_hook_is_retried_then_dead(
     platform: Callable[..., Any], tmp_path: Path, bus: BusProbe
 ) -> None:
     tries = tmp_path / "tries.txt"
-    retried, dead = metric("hookbus_async_jobs_total", status="retried"), metric(
-        "hookbus_async_jobs_total", status="dead")
+    retried, dead = (
+        metric("hookbus_async_jobs_total", status="retried"),
+        metric("hookbus_async_jobs_total", status="dead"),
+    )
     fast = "hookbus: {async: {maxTries: 3, retryDelaySeconds: 0.01}}\n"
     async with platform(fast + policy(tmp_path, f"cat >/dev/null; echo x >> {tries}; echo oops >&2; exit 1")) as p:
         await p.post(post_tool_use())
         await run_worker(p)
     letters = [letter async for letter in deadletters.scan(bus.redis, bus.keys)]
     assert [(letter.why, len(letter.attempts), letter.reason) for letter in letters] == [
-        ("out_of_tries", 3, "Failed with non-blocking status code: oops")]
+        ("out_of_tries", 3, "Failed with non-blocking status code: oops")
+    ]
     assert [a.number for a in letters[0].attempts] == [1, 2, 3]
     assert not await bus.redis.exists(bus.keys.async_attempts(letters[0].job_id))  # the tries moved into the letter
     assert tries.read_text().count("x") == 3

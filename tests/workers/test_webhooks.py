@@ -29,11 +29,14 @@ def test_the_id_is_the_event_and_the_handler() -> None:
     assert variable_name("$X") == variable_name("${X}") == "X"
 
 
-@pytest.mark.parametrize(("environ", "message"), [
-    ({}, "HOOK_SECRET is not set here"),
-    ({"HOOK_SECRET": "plain-text-secret"}, "not a Standard Webhooks secret"),
-    ({"HOOK_SECRET": "whsec_!!!!"}, "not valid base64"),
-])
+@pytest.mark.parametrize(
+    ("environ", "message"),
+    [
+        ({}, "HOOK_SECRET is not set here"),
+        ({"HOOK_SECRET": "plain-text-secret"}, "not a Standard Webhooks secret"),
+        ({"HOOK_SECRET": "whsec_!!!!"}, "not valid base64"),
+    ],
+)
 def test_a_secret_that_cannot_be_used_stops_the_request_and_never_shows_its_value(
     environ: dict[str, str], message: str
 ) -> None:

@@ -61,15 +61,27 @@ SYSTEM_PROMPT: Final = (
 REMINDER: Final = 'Answer now with only the JSON object: {"ok": true} or {"ok": false, "reason": "..."}.'
 
 TOOLS: Final = (
-    {"name": "recent_events",
-     "description": "This session's most recent hook events (oldest first) with the decision hookbus returned: "
-                    "event, tool_name, decision, reason, time and the tool input or prompt.",
-     "input_schema": {"type": "object", "properties": {
-         "limit": {"type": "integer", "minimum": 1, "maximum": MAX_EVENTS,
-                   "description": f"how many events (default {DEFAULT_EVENTS})"}}}},
-    {"name": "hook_input",
-     "description": "The full input JSON of the hook event being evaluated.",
-     "input_schema": {"type": "object", "properties": {}}},
+    {
+        "name": "recent_events",
+        "description": "This session's most recent hook events (oldest first) with the decision hookbus returned: "
+        "event, tool_name, decision, reason, time and the tool input or prompt.",
+        "input_schema": {
+            "type": "object",
+            "properties": {
+                "limit": {
+                    "type": "integer",
+                    "minimum": 1,
+                    "maximum": MAX_EVENTS,
+                    "description": f"how many events (default {DEFAULT_EVENTS})",
+                }
+            },
+        },
+    },
+    {
+        "name": "hook_input",
+        "description": "The full input JSON of the hook event being evaluated.",
+        "input_schema": {"type": "object", "properties": {}},
+    },
 )
 
 
@@ -86,8 +98,12 @@ def _reason(output: dict[str, Any]) -> str | None:
     specific = output.get("hookSpecificOutput")
     specific = specific if isinstance(specific, dict) else {}
     request = specific.get("decision")
-    for value in (output.get("reason"), specific.get("permissionDecisionReason"), output.get("stopReason"),
-                  request.get("message") if isinstance(request, dict) else None):
+    for value in (
+        output.get("reason"),
+        specific.get("permissionDecisionReason"),
+        output.get("stopReason"),
+        request.get("message") if isinstance(request, dict) else None,
+    ):
         if isinstance(value, str) and value:
             return value
     return None
@@ -131,8 +147,12 @@ async def recent_events(ctx: HookContext, limit: int = DEFAULT_EVENTS) -> list[d
                     record = LogRecord.decode(entry.fields)
                 except ProtocolError:
                     record = None
-                if (record is not None and record.tenant == ctx.request.tenant and record.session_id == session
-                        and record.event_id != ctx.request.event_id):
+                if (
+                    record is not None
+                    and record.tenant == ctx.request.tenant
+                    and record.session_id == session
+                    and record.event_id != ctx.request.event_id
+                ):
                     found.append(compact_record(record))
                 if len(found) >= limit or scanned >= SCAN_LIMIT:
                     break
@@ -158,12 +178,17 @@ async def call_tool(ctx: HookContext, use: ToolUse) -> dict[str, Any]:
 
 
 async def _loop(ctx: HookContext, handler: AgentHandler, client: LlmClient) -> HandlerResult:
-    messages: list[dict[str, Any]] = [
-        {"role": "user", "content": render_prompt(handler.prompt, input_json(ctx))}]
+    messages: list[dict[str, Any]] = [{"role": "user", "content": render_prompt(handler.prompt, input_json(ctx))}]
     reminded = False
     for _ in range(MAX_TURNS):
-        reply = await client.create(system=SYSTEM_PROMPT, messages=messages, model=handler.model,
-                                    max_tokens=MAX_TOKENS, tools=TOOLS, timeout_s=ctx.timeout_s)
+        reply = await client.create(
+            system=SYSTEM_PROMPT,
+            messages=messages,
+            model=handler.model,
+            max_tokens=MAX_TOKENS,
+            tools=TOOLS,
+            timeout_s=ctx.timeout_s,
+        )
         if not reply.content:
             return HandlerResult(Outcome.ERROR, reason="agent hook: the model sent an empty reply")
         messages.append({"role": "assistant", "content": reply.content})
@@ -199,5 +224,4 @@ async def run(ctx: HookContext) -> HandlerResult:
         return HandlerResult(Outcome.ERROR, reason=f"agent hook: {exc}")
 
 
-__all__ = ["MAX_TURNS", "SYSTEM_PROMPT", "TOOLS", "ToolError", "call_tool", "compact_record", "recent_events",
-           "run"]
+__all__ = ["MAX_TURNS", "SYSTEM_PROMPT", "TOOLS", "ToolError", "call_tool", "compact_record", "recent_events", "run"]

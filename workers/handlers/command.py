@@ -55,9 +55,22 @@ _EVENT_VARS = ("CLAUDE_PROJECT_DIR", "CLAUDE_CODE_SESSION_ID", "CLAUDE_EFFORT")
 
 
 #: Variables a command hook gets from the dispatcher's environment without asking.
-DEFAULT_ENV_VARS = frozenset({
-    "PATH", "HOME", "LANG", "LANGUAGE", "LC_ALL", "LC_CTYPE", "TZ", "TMPDIR", "USER", "LOGNAME", "SHELL", "TERM",
-})
+DEFAULT_ENV_VARS = frozenset(
+    {
+        "PATH",
+        "HOME",
+        "LANG",
+        "LANGUAGE",
+        "LC_ALL",
+        "LC_CTYPE",
+        "TZ",
+        "TMPDIR",
+        "USER",
+        "LOGNAME",
+        "SHELL",
+        "TERM",
+    }
+)
 
 
 def hook_env(
@@ -71,8 +84,7 @@ def hook_env(
     """The environment of a command hook for this event (see the module docstring)."""
     inherited = os.environ if base is None else base
     names = DEFAULT_ENV_VARS.union(allowed)
-    env = {k: v for k, v in inherited.items()
-           if k in names and not k.startswith("HOOKBUS_") and k not in _EVENT_VARS}
+    env = {k: v for k, v in inherited.items() if k in names and not k.startswith("HOOKBUS_") and k not in _EVENT_VARS}
     env.update(literal or {})
     if project_dir(hook_input):
         env["CLAUDE_PROJECT_DIR"] = project_dir(hook_input)
@@ -157,12 +169,20 @@ async def run_process(
     if any("\x00" in part for part in (*argv, *env.keys(), *env.values())):
         raise ValueError("embedded null byte in a command argument or environment value")
     pipe = subprocess.PIPE
-    spawn = asyncio.ensure_future(loop.subprocess_exec(
-        lambda: _Capture(loop, max_output_bytes), *argv, stdin=pipe, stdout=pipe, stderr=pipe,
-        env=dict(env), cwd=cwd, start_new_session=True,
-        # A dispatcher killed with -9 cannot reap its hooks: the kernel kills the direct child.
-        preexec_fn=kill_with_parent,
-    ))
+    spawn = asyncio.ensure_future(
+        loop.subprocess_exec(
+            lambda: _Capture(loop, max_output_bytes),
+            *argv,
+            stdin=pipe,
+            stdout=pipe,
+            stderr=pipe,
+            env=dict(env),
+            cwd=cwd,
+            start_new_session=True,
+            # A dispatcher killed with -9 cannot reap its hooks: the kernel kills the direct child.
+            preexec_fn=kill_with_parent,
+        )
+    )
     try:
         transport, proto = await asyncio.shield(spawn)
     except asyncio.CancelledError:
@@ -244,8 +264,7 @@ async def run_command(
         result.retryable = retryable and result.outcome is not Outcome.BLOCK
         return result
 
-    env = hook_env(hook_input, event_id, extra_env, allowed=handler.allowed_env_vars or (),
-                   literal=handler.env)
+    env = hook_env(hook_input, event_id, extra_env, allowed=handler.allowed_env_vars or (), literal=handler.env)
     if handler.args is not None:
         argv = render_exec(handler.command, handler.args, hook_input)
     else:
@@ -255,14 +274,19 @@ async def run_command(
         if powershell:
             pwsh = shutil.which("pwsh", path=env.get("PATH", os.defpath))
             if pwsh is None:
-                return done(HandlerResult(Outcome.ERROR, reason="shell 'powershell': pwsh not found on PATH"),
-                            retryable=False)
+                return done(
+                    HandlerResult(Outcome.ERROR, reason="shell 'powershell': pwsh not found on PATH"), retryable=False
+                )
             argv = [pwsh, "-NoProfile", "-NonInteractive", "-Command", script]
         else:
             argv = ["/bin/sh", "-c", script]
     try:
         run = await run_process(
-            argv, payload, env=env, cwd=_workdir(hook_input), timeout_s=timeout_s,
+            argv,
+            payload,
+            env=env,
+            cwd=_workdir(hook_input),
+            timeout_s=timeout_s,
             max_output_bytes=max_output_bytes,
         )
     except FileNotFoundError:
@@ -276,12 +300,18 @@ async def run_command(
     return done(result_from_exit(event, run.returncode, run.stdout, run.stderr))
 
 
-
 async def run(ctx: HookContext) -> HandlerResult:
     """The dispatcher's entry point for a ``command`` handler."""
     handler = ctx.entry.handler
     assert isinstance(handler, CommandHandler)
-    return await run_command(handler, ctx.event, ctx.request.payload, ctx.hook_input,
-                             timeout_s=min(ctx.timeout_s, ctx.request.remaining_s()), event_id=ctx.request.event_id)
+    return await run_command(
+        handler,
+        ctx.event,
+        ctx.request.payload,
+        ctx.hook_input,
+        timeout_s=min(ctx.timeout_s, ctx.request.remaining_s()),
+        event_id=ctx.request.event_id,
+    )
+
 
 __all__ = ["DRAIN_S", "KILL_GRACE_S", "ProcessRun", "hook_env", "run", "run_command", "run_process"]

@@ -154,8 +154,10 @@ def result_from_return(event: str, value: Any) -> HandlerResult:
             return HandlerResult(Outcome.OK, output=check_output(event, value))
     except OutputSchemaError as exc:
         return HandlerResult(Outcome.ERROR, reason=f"function output failed schema validation: {exc}")
-    return HandlerResult(Outcome.ERROR, reason=f"function returned {type(value).__name__}; expected None, a string, "
-                                               "a dict or a HookOutput")
+    return HandlerResult(
+        Outcome.ERROR,
+        reason=f"function returned {type(value).__name__}; expected None, a string, a dict or a HookOutput",
+    )
 
 
 def block_output(event: str, reason: str) -> dict[str, Any]:
@@ -178,8 +180,12 @@ def _seed_result(event: str, value: dict[str, Any]) -> HandlerResult:
         return HandlerResult(Outcome.ERROR, reason=f"unknown action {action!r} (expected continue, block or modify)")
     if action == "block":
         message = value.get("message")
-        return HandlerResult(Outcome.OK, output=block_output(event, message if isinstance(message, str) and message
-                                                             else "Blocked by a function hook"))
+        return HandlerResult(
+            Outcome.OK,
+            output=block_output(
+                event, message if isinstance(message, str) and message else "Blocked by a function hook"
+            ),
+        )
     modifications = value.get("modifications") or {}
     if action == "continue" or not modifications:
         return HandlerResult(Outcome.OK)
@@ -191,11 +197,13 @@ def _seed_result(event: str, value: dict[str, Any]) -> HandlerResult:
         if where is None:
             return HandlerResult(Outcome.ERROR, reason=f"unknown modification {key!r} (expected args or messages)")
         if where[0] != event:
-            return HandlerResult(Outcome.ERROR, reason=f"modifications.{key} is only supported on {where[0]}, "
-                                                       f"not on {event}")
+            return HandlerResult(
+                Outcome.ERROR, reason=f"modifications.{key} is only supported on {where[0]}, not on {event}"
+            )
         specific[where[1]] = change
-    return HandlerResult(Outcome.OK, output=check_output(event, {"hookSpecificOutput": {"hookEventName": event,
-                                                                                        **specific}}))
+    return HandlerResult(
+        Outcome.OK, output=check_output(event, {"hookSpecificOutput": {"hookEventName": event, **specific}})
+    )
 
 
 __all__ = ["MAX_THREADS", "block_output", "call", "resolve", "result_from_return", "run", "run_plugins"]

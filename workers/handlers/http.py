@@ -56,10 +56,23 @@ logger = logging.getLogger("hookbus.http")
 _VAR = re.compile(r"\$(?:\{([A-Za-z_][A-Za-z0-9_]*)\}|([A-Za-z_][A-Za-z0-9_]*))")
 _UNSAFE = re.compile(r"[\x00-\x08\x0a-\x1f\x7f]")
 #: Headers a policy may not set: request framing, hop-by-hop, and the ones hookbus sets itself.
-_RESERVED_HEADERS = frozenset({
-    "host", "content-length", "transfer-encoding", "connection", "keep-alive", "te", "trailer", "upgrade",
-    "proxy-connection", "content-type", "webhook-id", "webhook-timestamp", "webhook-signature",
-})
+_RESERVED_HEADERS = frozenset(
+    {
+        "host",
+        "content-length",
+        "transfer-encoding",
+        "connection",
+        "keep-alive",
+        "te",
+        "trailer",
+        "upgrade",
+        "proxy-connection",
+        "content-type",
+        "webhook-id",
+        "webhook-timestamp",
+        "webhook-signature",
+    }
+)
 #: Failures that would fail the same way on every try: an address the guard refuses, a body
 #: over the cap, a delivery that cannot be signed.
 _FINAL_ERRORS = (SSRFBlocked, ResponseTooLarge, SigningError)
@@ -90,8 +103,11 @@ def render_headers(
     """The request headers of ``handler`` (see the module docstring); the result holds secrets."""
     allowed = allowed_env_vars(handler, top_level)
     env = os.environ if environ is None else environ
-    headers = {name: interpolate(value, allowed, env) for name, value in handler.headers.items()
-               if name.strip().lower() not in _RESERVED_HEADERS}
+    headers = {
+        name: interpolate(value, allowed, env)
+        for name, value in handler.headers.items()
+        if name.strip().lower() not in _RESERVED_HEADERS
+    }
     headers["Content-Type"] = "application/json"
     return headers
 
@@ -186,15 +202,17 @@ async def run_http(
         return result
 
     if not url_allowed(handler.url, policy.allowed_http_hook_urls):
-        return done(Outcome.ERROR, "blocked by allowedHttpHookUrls: the hook URL matches no allowed pattern",
-                    retryable=False)
+        return done(
+            Outcome.ERROR, "blocked by allowedHttpHookUrls: the hook URL matches no allowed pattern", retryable=False
+        )
     env = os.environ if environ is None else environ
     headers = render_headers(handler, policy.http_hook_allowed_env_vars, env)
     try:
         if message_id is not None:
             headers.update(webhook_headers(message_id, payload, handler.secret, env))
-        response = await guarded_request(services, policy, "POST", handler.url, content=payload,
-                                         headers=headers, timeout_s=timeout_s)
+        response = await guarded_request(
+            services, policy, "POST", handler.url, content=payload, headers=headers, timeout_s=timeout_s
+        )
     except HookTimeout as exc:
         return done(Outcome.TIMEOUT, str(exc))
     except HookError as exc:
@@ -202,8 +220,11 @@ async def run_http(
     if not response.ok:
         logger.debug("http hook answered %s", response.status_code)
         status = response.status_code
-        result = done(Outcome.ERROR, f"http hook answered HTTP {status} {response.reason_phrase}".rstrip(),
-                      retryable=status >= 500 or status in _RETRYABLE_STATUSES)
+        result = done(
+            Outcome.ERROR,
+            f"http hook answered HTTP {status} {response.reason_phrase}".rstrip(),
+            retryable=status >= 500 or status in _RETRYABLE_STATUSES,
+        )
         if result.retryable:
             result.retry_after_s = retry_after_s(response.headers.get("retry-after"))
         return result
@@ -218,9 +239,16 @@ async def run(ctx: HookContext) -> HandlerResult:
     handler = ctx.entry.handler
     assert isinstance(handler, HttpHandler)
     message_id = ctx.delivery_id or (webhook_id(ctx.request.event_id, ctx.entry.handler_id) if handler.secret else None)
-    return await run_http(handler, ctx.event, ctx.request.payload, policy=ctx.policy, services=ctx.services,
-                          timeout_s=min(ctx.timeout_s, ctx.request.remaining_s()), message_id=message_id,
-                          delivery=bool(ctx.delivery_id))
+    return await run_http(
+        handler,
+        ctx.event,
+        ctx.request.payload,
+        policy=ctx.policy,
+        services=ctx.services,
+        timeout_s=min(ctx.timeout_s, ctx.request.remaining_s()),
+        message_id=message_id,
+        delivery=bool(ctx.delivery_id),
+    )
 
 
 __all__ = ["allowed_env_vars", "interpolate", "render_headers", "retry_after_s", "run", "run_http", "url_allowed"]

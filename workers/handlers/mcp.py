@@ -168,9 +168,14 @@ async def guarded_client(
     own = GuardedClient(guard_key(ctx.policy)) if ctx.services is None else None
     shared = own or outbound_client(ctx.services, ctx.policy)
     assert isinstance(shared, GuardedClient)
-    client = httpx.AsyncClient(transport=shared.guard, timeout=httpx.Timeout(timeout_s), follow_redirects=False,
-                               trust_env=False, headers={"User-Agent": USER_AGENT, "Accept-Encoding": "identity"},
-                               event_hooks={"response": [on_response]})
+    client = httpx.AsyncClient(
+        transport=shared.guard,
+        timeout=httpx.Timeout(timeout_s),
+        follow_redirects=False,
+        trust_env=False,
+        headers={"User-Agent": USER_AGENT, "Accept-Encoding": "identity"},
+        event_hooks={"response": [on_response]},
+    )
     try:
         yield client
     finally:
@@ -184,13 +189,18 @@ async def run(ctx: HookContext) -> HandlerResult:
     assert isinstance(handler, McpToolHandler)
     url = handler.url
     if not url:
-        return HandlerResult(Outcome.ERROR, reason=(
-            f"MCP server '{handler.server}' is not connected: the mcp_tool hook has no 'url' "
-            "(hookbus reaches MCP servers over streamable HTTP)"))
+        return HandlerResult(
+            Outcome.ERROR,
+            reason=(
+                f"MCP server '{handler.server}' is not connected: the mcp_tool hook has no 'url' "
+                "(hookbus reaches MCP servers over streamable HTTP)"
+            ),
+        )
     parts = urlsplit(url)
     if parts.scheme not in ("http", "https") or not parts.hostname:
-        return HandlerResult(Outcome.ERROR, reason=f"MCP server '{handler.server}': url must be http(s) "
-                                                   f"(got scheme {parts.scheme!r})")
+        return HandlerResult(
+            Outcome.ERROR, reason=f"MCP server '{handler.server}': url must be http(s) (got scheme {parts.scheme!r})"
+        )
     arguments = substitute(handler.input, ctx.hook_input)
     statuses: list[int] = []
 
@@ -207,15 +217,18 @@ async def run(ctx: HookContext) -> HandlerResult:
             async with guarded_client(ctx, ctx.timeout_s, note_status) as client:
                 result = await call_tool(url, handler.tool, arguments, client)
     except TimeoutError:
-        return HandlerResult(Outcome.TIMEOUT, reason=f"MCP tool '{handler.tool}' on server '{handler.server}' "
-                                                     f"did not answer within {ctx.timeout_s:.3g}s")
+        return HandlerResult(
+            Outcome.TIMEOUT,
+            reason=f"MCP tool '{handler.tool}' on server '{handler.server}' did not answer within {ctx.timeout_s:.3g}s",
+        )
     except Exception as exc:
         return HandlerResult(Outcome.ERROR, reason=_failure(handler, url, exc, statuses))
     text = _text(result)
     if result.isError:
         detail = cap_text(text.strip())[:_REASON_CHARS] or "no details"
-        return HandlerResult(Outcome.ERROR, reason=f"MCP tool '{handler.tool}' on server '{handler.server}' "
-                                                   f"returned an error: {detail}")
+        return HandlerResult(
+            Outcome.ERROR, reason=f"MCP tool '{handler.tool}' on server '{handler.server}' returned an error: {detail}"
+        )
     return result_from_body(ctx.event, text, plain_text_ok=True)
 
 

@@ -121,7 +121,7 @@ def parse_verdict(text: str) -> Verdict:
     """The verdict in a model's reply text; ValueError when there is none."""
     obj = _first_verdict_object(text)
     if obj is None:
-        raise ValueError("the model's reply holds no {\"ok\": ...} JSON object")
+        raise ValueError('the model\'s reply holds no {"ok": ...} JSON object')
     reason = obj.get("reason")
     if reason is not None and not isinstance(reason, str):
         reason = json.dumps(reason)
@@ -159,8 +159,11 @@ def verdict_output(event: str, verdict: Verdict, *, continue_on_block: bool, imp
         else:
             out.update(block)
     elif event == "PreToolUse":
-        out["hookSpecificOutput"] = {"hookEventName": event, "permissionDecision": "deny",
-                                     "permissionDecisionReason": reason}
+        out["hookSpecificOutput"] = {
+            "hookEventName": event,
+            "permissionDecision": "deny",
+            "permissionDecisionReason": reason,
+        }
         if not continue_on_block:
             stop()
     elif event in ("PostToolUse", "TaskCompleted"):
@@ -207,8 +210,9 @@ async def run(ctx: HookContext) -> HandlerResult:
     try:
         client = LlmClient.for_policy(ctx.services, ctx.policy)
         async with asyncio.timeout(ctx.timeout_s):
-            reply = await client.create(system=system, messages=messages, model=handler.model,
-                                        max_tokens=MAX_TOKENS, timeout_s=ctx.timeout_s)
+            reply = await client.create(
+                system=system, messages=messages, model=handler.model, max_tokens=MAX_TOKENS, timeout_s=ctx.timeout_s
+            )
     except (TimeoutError, LlmTimeout):
         return HandlerResult(Outcome.TIMEOUT, reason=f"prompt hook: no LLM answer within {ctx.timeout_s:g}s")
     except LlmError as exc:
@@ -220,5 +224,13 @@ async def run(ctx: HookContext) -> HandlerResult:
     return verdict_result(ctx.event, verdict, continue_on_block=handler.continue_on_block)
 
 
-__all__ = ["SYSTEM_PROMPT", "Verdict", "input_json", "parse_verdict", "render_prompt", "run", "verdict_output",
-           "verdict_result"]
+__all__ = [
+    "SYSTEM_PROMPT",
+    "Verdict",
+    "input_json",
+    "parse_verdict",
+    "render_prompt",
+    "run",
+    "verdict_output",
+    "verdict_result",
+]

@@ -62,8 +62,11 @@ class RuleList:
             texts = None
             powershell = tool_name == "PowerShell"
             if isinstance(command, str) and unjudged(command, powershell) is None:
-                texts = (_texts(command, powershell) if len(command) <= CACHED_COMMAND_CHARS
-                         else _sorted_texts(command, powershell))
+                texts = (
+                    _texts(command, powershell)
+                    if len(command) <= CACHED_COMMAND_CHARS
+                    else _sorted_texts(command, powershell)
+                )
             if texts is not None:  # statically known: one regex pass per subcommand text decides
                 for text in texts:
                     found = shell.combined.fullmatch(text)
@@ -89,8 +92,12 @@ _texts = functools.lru_cache(maxsize=1024)(_sorted_texts)
 
 def _is_shell_rule(rule: PermissionRule, tool: str) -> bool:
     """A plain shell pattern of ``tool`` that one regex matches in linear time."""
-    return (rule.tool == tool and rule.content is not None and ":" not in rule.content.split(" ", 1)[0]
-            and shell_regex(rule, tool == "PowerShell") is not None)
+    return (
+        rule.tool == tool
+        and rule.content is not None
+        and ":" not in rule.content.split(" ", 1)[0]
+        and shell_regex(rule, tool == "PowerShell") is not None
+    )
 
 
 def _compile(verdict: RuleKind, texts: tuple[str, ...]) -> RuleList:
@@ -100,8 +107,10 @@ def _compile(verdict: RuleKind, texts: tuple[str, ...]) -> RuleList:
         mine = tuple(item for item in rules if _is_shell_rule(item[0], tool))
         if mine:
             patterns = [shell_regex(rule, tool == "PowerShell") for rule, _ in mine]
-            combined = re.compile("|".join(f"(?P<r{i}>{p.pattern})" for i, p in enumerate(patterns) if p),
-                                  patterns[0].flags if patterns[0] else 0)
+            combined = re.compile(
+                "|".join(f"(?P<r{i}>{p.pattern})" for i, p in enumerate(patterns) if p),
+                patterns[0].flags if patterns[0] else 0,
+            )
             others = tuple(item for item in rules if not _is_shell_rule(item[0], tool))
             shell[tool] = ShellRules(combined, mine, others)
     return RuleList(verdict, rules, shell)
@@ -140,8 +149,13 @@ def rule_output(event: str, verdict: str, rule: str, reason: str | None, unjudge
     if unjudged:
         text += f"; {unjudged}, so it cannot be judged and meets every deny and ask rule of its tool"
     if event == "PreToolUse":
-        return {"hookSpecificOutput": {"hookEventName": event, "permissionDecision": verdict,
-                                       "permissionDecisionReason": text}}
+        return {
+            "hookSpecificOutput": {
+                "hookEventName": event,
+                "permissionDecision": verdict,
+                "permissionDecisionReason": text,
+            }
+        }
     if event == "PermissionRequest" and verdict in ("allow", "deny"):
         decision: dict[str, Any] = {"behavior": verdict}
         if verdict == "deny":
@@ -163,8 +177,9 @@ async def run_rule(ctx: HookContext) -> HandlerResult:
     tool_name, tool_input = ctx.hook_input.get("tool_name"), ctx.hook_input.get("tool_input")
     command = tool_input.get("command") if tool_name in SHELL_TOOLS and isinstance(tool_input, dict) else None
     why = unjudged(command, tool_name == "PowerShell") if isinstance(command, str) else None
-    return HandlerResult(Outcome.OK, output=rule_output(ctx.event, verdict, rule, handler.reason, why),
-                         handler_type="rule")
+    return HandlerResult(
+        Outcome.OK, output=rule_output(ctx.event, verdict, rule, handler.reason, why), handler_type="rule"
+    )
 
 
 run = run_rule

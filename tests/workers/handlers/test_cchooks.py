@@ -35,8 +35,11 @@ def readme_example(heading: str) -> str:
 def scripts(tmp_path: Path) -> dict[str, str]:
     """The README's hooks as files, and the shell command that runs each one."""
     commands = {}
-    for name, heading in (("guard", "PreToolUse (Security Guard)"), ("stop", "Stop (Task Manager)"),
-                          ("prompt", "UserPromptSubmit (Prompt Filter)")):
+    for name, heading in (
+        ("guard", "PreToolUse (Security Guard)"),
+        ("stop", "Stop (Task Manager)"),
+        ("prompt", "UserPromptSubmit (Prompt Filter)"),
+    ):
         path = tmp_path / f"{name}.py"
         path.write_text(readme_example(heading))
         commands[name] = f"{shlex.quote(sys.executable)} {shlex.quote(str(path))}"
@@ -49,17 +52,23 @@ hookbus: {{deadlineSeconds: 10.0}}
 hooks:
   PreToolUse:
     - matcher: Bash
-      hooks: [{{type: command, command: {commands['guard']!r}}}]
+      hooks: [{{type: command, command: {commands["guard"]!r}}}]
   Stop:
-    - hooks: [{{type: command, command: {commands['stop']!r}}}]
+    - hooks: [{{type: command, command: {commands["stop"]!r}}}]
   UserPromptSubmit:
-    - hooks: [{{type: command, command: {commands['prompt']!r}}}]
+    - hooks: [{{type: command, command: {commands["prompt"]!r}}}]
 """
 
 
 def event(name: str, **fields: Any) -> dict[str, Any]:
-    return {"hook_event_name": name, "session_id": f"cchooks-{name}", "transcript_path": "/tmp/t.jsonl",
-            "cwd": "/tmp", "permission_mode": "default", **fields}
+    return {
+        "hook_event_name": name,
+        "session_id": f"cchooks-{name}",
+        "transcript_path": "/tmp/t.jsonl",
+        "cwd": "/tmp",
+        "permission_mode": "default",
+        **fields,
+    }
 
 
 def test_the_readme_examples_are_unmodified_cchooks_code(scripts: dict[str, str]) -> None:
@@ -68,17 +77,19 @@ def test_the_readme_examples_are_unmodified_cchooks_code(scripts: dict[str, str]
     assert "c.output.prevent(" in readme_example("Stop (Task Manager)")
 
 
-async def test_pretooluse_deny_and_allow(platform: Callable[..., Any], bus: BusProbe,
-                                         scripts: dict[str, str]) -> None:
+async def test_pretooluse_deny_and_allow(platform: Callable[..., Any], bus: BusProbe, scripts: dict[str, str]) -> None:
     async with platform(policy(scripts)) as p:
-        denied = await p.post(event("PreToolUse", tool_name="Bash", tool_input={"command": "rm -rf /tmp/x"},
-                                    tool_use_id="t1"))
+        denied = await p.post(
+            event("PreToolUse", tool_name="Bash", tool_input={"command": "rm -rf /tmp/x"}, tool_use_id="t1")
+        )
         allowed = await p.post(event("PreToolUse", tool_name="Bash", tool_input={"command": "ls"}, tool_use_id="t2"))
     assert denied.status_code == 200 and denied.headers["X-Hookbus-Outcome"] == "decided"
     body = denied.json()
     assert body["hookSpecificOutput"] == {
-        "hookEventName": "PreToolUse", "permissionDecision": "deny",
-        "permissionDecisionReason": "You should not execute this command: System protection: rm -rf blocked"}
+        "hookEventName": "PreToolUse",
+        "permissionDecision": "deny",
+        "permissionDecisionReason": "You should not execute this command: System protection: rm -rf blocked",
+    }
     assert body["systemMessage"].endswith("This command could permanently delete files. Please use caution.")
     assert allowed.json()["hookSpecificOutput"]["permissionDecision"] == "allow"
     record = await async_wait_for(lambda: bus.record(denied.headers["X-Hookbus-Event-Id"]), timeout_s=5)

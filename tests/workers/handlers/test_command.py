@@ -30,18 +30,32 @@ def handler(command: str, **fields: Any) -> CommandHandler:
 
 
 def event_input(tmp_path: Path, **fields: Any) -> dict[str, Any]:
-    base = {"session_id": "sess-1", "cwd": str(tmp_path), "hook_event_name": PRE, "tool_name": "Bash",
-            "tool_input": {"command": "ls", "file_path": "a b.txt"}, "effort": {"level": "high"}}
+    base = {
+        "session_id": "sess-1",
+        "cwd": str(tmp_path),
+        "hook_event_name": PRE,
+        "tool_name": "Bash",
+        "tool_input": {"command": "ls", "file_path": "a b.txt"},
+        "effort": {"level": "high"},
+    }
     return base | fields
 
 
-async def run(tmp_path: Path, command: str | CommandHandler, event: str = PRE, *,
-              hook_input: dict[str, Any] | None = None, timeout_s: float = 5.0, **kw: Any) -> HandlerResult:
+async def run(
+    tmp_path: Path,
+    command: str | CommandHandler,
+    event: str = PRE,
+    *,
+    hook_input: dict[str, Any] | None = None,
+    timeout_s: float = 5.0,
+    **kw: Any,
+) -> HandlerResult:
     hook_input = event_input(tmp_path) if hook_input is None else hook_input
     h = handler(command) if isinstance(command, str) else command
     kw.setdefault("extra_env", {"OUT": str(tmp_path / "out")})
-    return await run_command(h, event, json.dumps(hook_input).encode(), hook_input,
-                             timeout_s=timeout_s, event_id="evt-1", **kw)
+    return await run_command(
+        h, event, json.dumps(hook_input).encode(), hook_input, timeout_s=timeout_s, event_id="evt-1", **kw
+    )
 
 
 async def wait_until(cond: Callable[[], bool], deadline_s: float = 3.0) -> None:
@@ -66,12 +80,14 @@ def pids(path: Path) -> list[int]:
     return [int(line) for line in path.read_text().split()] if path.exists() else []
 
 
-DENY = ('{"hookSpecificOutput":{"hookEventName":"PreToolUse","permissionDecision":"deny",'
-        '"permissionDecisionReason":"no"}}')
+DENY = (
+    '{"hookSpecificOutput":{"hookEventName":"PreToolUse","permissionDecision":"deny","permissionDecisionReason":"no"}}'
+)
 ALLOW = '{"hookSpecificOutput":{"hookEventName":"PreToolUse","permissionDecision":"allow"}}'
 
 
 # --- exit-code paths, end to end -------------------------------------------------------------
+
 
 async def test_exit0_json_deny(tmp_path: Path) -> None:
     result = await run(tmp_path, f"printf '%s' '{DENY}'")
@@ -125,6 +141,7 @@ async def test_stdin_received_exactly(tmp_path: Path) -> None:
 
 # --- exec form and spawn failures -------------------------------------------------------------
 
+
 async def test_exec_form_substitutes_verbatim_without_a_shell(tmp_path: Path) -> None:
     value = "x; touch pwned $(id) `id` 'q' \"d\""
     hook_input = event_input(tmp_path, hook_event_name="UserPromptSubmit", prompt=value)
@@ -134,10 +151,13 @@ async def test_exec_form_substitutes_verbatim_without_a_shell(tmp_path: Path) ->
     assert not (tmp_path / "pwned").exists()
 
 
-@pytest.mark.parametrize(("make", "reason"), [
-    (lambda p: handler("hookbus-no-such-binary", args=[]), "command not found: hookbus-no-such-binary"),
-    (lambda p: handler(str(p / "plain.txt"), args=["x"]), "permission denied"),
-])
+@pytest.mark.parametrize(
+    ("make", "reason"),
+    [
+        (lambda p: handler("hookbus-no-such-binary", args=[]), "command not found: hookbus-no-such-binary"),
+        (lambda p: handler(str(p / "plain.txt"), args=["x"]), "permission denied"),
+    ],
+)
 async def test_exec_spawn_failure_is_an_error(tmp_path: Path, make: Any, reason: str) -> None:
     (tmp_path / "plain.txt").write_text("#!/bin/sh\nexit 0\n")
     result = await run(tmp_path, make(tmp_path))
@@ -159,6 +179,7 @@ async def test_powershell_without_pwsh_is_an_error(tmp_path: Path, monkeypatch: 
 
 
 # --- environment and working directory ----------------------------------------------------------
+
 
 async def test_env_vars_set_and_secrets_not_leaked(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("HOOKBUS_TOKENS", "s3cr3t-token")
@@ -186,18 +207,30 @@ async def test_cwd_missing_on_this_machine_falls_back(tmp_path: Path) -> None:
 def test_hook_env_drops_stale_event_vars() -> None:
     base = {"PATH": "/bin", "CLAUDE_PROJECT_DIR": "/old", "CLAUDE_EFFORT": "max", "HOOKBUS_X": "1"}
     env = hook_env({"session_id": "s"}, "e", {"HOOKBUS_MINE": "ok"}, base=base)
-    assert env == {"PATH": "/bin", "CLAUDE_CODE_SESSION_ID": "s", "CLAUDECODE": "1",
-                   "HOOKBUS_EVENT_ID": "e", "HOOKBUS_MINE": "ok"}
+    assert env == {
+        "PATH": "/bin",
+        "CLAUDE_CODE_SESSION_ID": "s",
+        "CLAUDECODE": "1",
+        "HOOKBUS_EVENT_ID": "e",
+        "HOOKBUS_MINE": "ok",
+    }
 
 
 def test_hook_env_is_an_allowlist() -> None:
-    base = {"PATH": "/bin", "HOME": "/root", "ANTHROPIC_API_KEY": "sk-secret", "AWS_SECRET_ACCESS_KEY": "x",
-            "TEAM_TOKEN": "t", "HOOKBUS_TOKENS": "a:b"}
+    base = {
+        "PATH": "/bin",
+        "HOME": "/root",
+        "ANTHROPIC_API_KEY": "sk-secret",
+        "AWS_SECRET_ACCESS_KEY": "x",
+        "TEAM_TOKEN": "t",
+        "HOOKBUS_TOKENS": "a:b",
+    }
     env = hook_env({"session_id": "s"}, "e", base=base)
     assert "ANTHROPIC_API_KEY" not in env and "AWS_SECRET_ACCESS_KEY" not in env and "TEAM_TOKEN" not in env
     assert (env["PATH"], env["HOME"]) == ("/bin", "/root")
-    allowed = hook_env({"session_id": "s"}, "e", base=base, allowed=["TEAM_TOKEN", "HOOKBUS_TOKENS"],
-                       literal={"STAGE": "prod"})
+    allowed = hook_env(
+        {"session_id": "s"}, "e", base=base, allowed=["TEAM_TOKEN", "HOOKBUS_TOKENS"], literal={"STAGE": "prod"}
+    )
     assert (allowed["TEAM_TOKEN"], allowed["STAGE"]) == ("t", "prod")
     assert "HOOKBUS_TOKENS" not in allowed  # the service's own settings never reach a hook
 
@@ -214,14 +247,22 @@ async def test_a_command_hook_sees_only_allowed_variables(tmp_path: Path, monkey
 
 TEMPLATES = {
     "unquoted": ("printf '%s' ${tool_input.file_path} > \"$OUT\"", "{}"),
-    "double-quoted": ("printf '%s' \"<${tool_input.file_path}>\" > \"$OUT\"", "<{}>"),
+    "double-quoted": ('printf \'%s\' "<${tool_input.file_path}>" > "$OUT"', "<{}>"),
     "single-quoted": ("printf '%s' '<${args.file_path}>' > \"$OUT\"", "<{}>"),
     "seed-001 audit": ("echo '[AUDIT] bash: ${args.file_path}' > \"$OUT\"", "[AUDIT] bash: {}\n"),
     "command substitution": ("printf '%s' \"$(printf '%s' ${args.file_path})\" > \"$OUT\"", "{}"),
     "backticks": ("printf '%s' \"`printf '%s' ${args.file_path}`\" > \"$OUT\"", "{}"),
 }
-VALUES = ["x; touch {p}", "$(touch {p})", "`touch {p}`", "a\ntouch {p}", "'; touch {p}; '",
-          "\"; touch {p}; \"", "*", "${{IFS}}$(touch {p})&&touch {p}|touch {p}"]
+VALUES = [
+    "x; touch {p}",
+    "$(touch {p})",
+    "`touch {p}`",
+    "a\ntouch {p}",
+    "'; touch {p}; '",
+    '"; touch {p}; "',
+    "*",
+    "${{IFS}}$(touch {p})&&touch {p}|touch {p}",
+]
 
 
 @pytest.mark.parametrize("template", TEMPLATES, ids=list(TEMPLATES))
@@ -271,8 +312,11 @@ def test_render_exec_only_substitutes_project_dir_in_the_program() -> None:
 SPAWN_TREE = 'sleep 100 & echo $! > "$OUT"; echo $$ >> "$OUT"; '
 
 
-@pytest.mark.parametrize("prefix", ["", "trap 'echo TERM > \"$OUT.t\"; exit 3' TERM; ", "trap '' TERM; "],
-                         ids=["plain", "handles-TERM", "ignores-TERM"])
+@pytest.mark.parametrize(
+    "prefix",
+    ["", "trap 'echo TERM > \"$OUT.t\"; exit 3' TERM; ", "trap '' TERM; "],
+    ids=["plain", "handles-TERM", "ignores-TERM"],
+)
 async def test_timeout_kills_the_whole_group(tmp_path: Path, prefix: str) -> None:
     started = time.monotonic()
     result = await run(tmp_path, prefix + SPAWN_TREE + "sleep 100; sleep 100", timeout_s=0.5)
@@ -318,12 +362,19 @@ async def test_flooding_hook_that_ignores_stdin_does_not_deadlock(tmp_path: Path
 
 async def test_large_stdin_round_trip_and_output_cap(tmp_path: Path) -> None:
     payload = os.urandom(3 << 20)
-    full = await run_process(["/bin/sh", "-c", "cat; printf x >&2"], payload, env=dict(os.environ), cwd=None,
-                             timeout_s=5, max_output_bytes=8 << 20)
+    full = await run_process(
+        ["/bin/sh", "-c", "cat; printf x >&2"],
+        payload,
+        env=dict(os.environ),
+        cwd=None,
+        timeout_s=5,
+        max_output_bytes=8 << 20,
+    )
     assert full.stdout == payload.decode("utf-8", errors="replace") and full.returncode == 0
     flood = "cat; head -c 5000 /dev/zero >&2; printf '\\377ok'"
-    capped = await run_process(["/bin/sh", "-c", flood], payload, env=dict(os.environ), cwd=None, timeout_s=5,
-                               max_output_bytes=100)
+    capped = await run_process(
+        ["/bin/sh", "-c", flood], payload, env=dict(os.environ), cwd=None, timeout_s=5, max_output_bytes=100
+    )
     assert capped.stdout == payload[:100].decode("utf-8", errors="replace") and capped.stdout_truncated
     assert capped.stderr == "\0" * 100 and capped.stderr_truncated
     small = await run_process(["/bin/sh", "-c", "printf '\\377ok'"], b"", env={}, cwd=None, timeout_s=5)
@@ -360,7 +411,8 @@ async def test_a_nul_byte_cannot_switch_a_guard_off(tmp_path: Path) -> None:
     result = await run(tmp_path, guard, hook_input=hook_input)
     assert result.outcome is Outcome.BLOCK
     assert "rm -rf /tmp/x\\0" in (result.reason or "")
-    exec_form = CommandHandler.model_validate({"type": "command", "command": "sh",
-                                              "args": ["-c", 'printf %s "$1" > "$OUT"', "x", "${tool_input.command}"]})
+    exec_form = CommandHandler.model_validate(
+        {"type": "command", "command": "sh", "args": ["-c", 'printf %s "$1" > "$OUT"', "x", "${tool_input.command}"]}
+    )
     assert (await run(tmp_path, exec_form, hook_input=hook_input)).outcome is Outcome.OK
     assert (tmp_path / "out").read_text() == "rm -rf /tmp/x\\0"

@@ -72,14 +72,14 @@ async_object = AsyncCallable()
 
 
 def returns_hook_output(hook_input: HookInput) -> HookOutput:
-    specific = HookSpecificOutput(hookEventName="PreToolUse", permissionDecision="ask",
-                                  permissionDecisionReason="model says ask")
+    specific = HookSpecificOutput(
+        hookEventName="PreToolUse", permissionDecision="ask", permissionDecisionReason="model says ask"
+    )
     return HookOutput(hookSpecificOutput=specific)
 
 
 def returns_dict(hook_input: HookInput) -> dict[str, Any]:
-    return {"hookSpecificOutput": {"hookEventName": "PreToolUse", "permissionDecision": "allow"},
-            "unknownKey": 1}
+    return {"hookSpecificOutput": {"hookEventName": "PreToolUse", "permissionDecision": "allow"}, "unknownKey": 1}
 
 
 def returns_bad_dict(hook_input: HookInput) -> dict[str, Any]:
@@ -137,14 +137,21 @@ def no_opinion(hook_input: HookInput) -> None:
 
 
 def bash(command: str = "ls", event: str = "PreToolUse", **extra: Any) -> dict[str, Any]:
-    return {"hook_event_name": event, "session_id": "s-fn", "cwd": "/tmp", "tool_name": "Bash",
-            "tool_input": {"command": command}, **extra}
+    return {
+        "hook_event_name": event,
+        "session_id": "s-fn",
+        "cwd": "/tmp",
+        "tool_name": "Bash",
+        "tool_input": {"command": command},
+        **extra,
+    }
 
 
 def context(function_name: str, hook_input: dict[str, Any]) -> HookContext:
     event = hook_input["hook_event_name"]
-    policy = policy_from_text(yaml.safe_dump(
-        {"hooks": {event: [{"hooks": [{"type": "function", "function": function_name}]}]}}))
+    policy = policy_from_text(
+        yaml.safe_dump({"hooks": {event: [{"hooks": [{"type": "function", "function": function_name}]}]}})
+    )
     request = Request(event_id="e-1", event=event, tenant="t", payload=b"{}", received_ms=now_ms())
     return HookContext(request, hook_input, policy.entries(event)[0], policy, 5.0)
 
@@ -195,21 +202,42 @@ async def test_none_and_empty_string_are_no_opinion() -> None:
 
 async def test_hook_output_and_dict_are_checked_output() -> None:
     asked = specific(await run(f"{ME}:returns_hook_output"))
-    assert asked == {"hookEventName": "PreToolUse", "permissionDecision": "ask",
-                     "permissionDecisionReason": "model says ask"}
+    assert asked == {
+        "hookEventName": "PreToolUse",
+        "permissionDecision": "ask",
+        "permissionDecisionReason": "model says ask",
+    }
     allowed = await run(f"{ME}:returns_dict")
     assert allowed.output == {"hookSpecificOutput": {"hookEventName": "PreToolUse", "permissionDecision": "allow"}}
     bad = await run(f"{ME}:returns_bad_dict")
     assert bad.outcome is Outcome.ERROR and "permissionDecision" in (bad.reason or "")
 
 
-@pytest.mark.parametrize(("event", "expected"), [
-    ("PreToolUse", {"hookSpecificOutput": {"hookEventName": "PreToolUse", "permissionDecision": "deny",
-                                           "permissionDecisionReason": "Permission denied: not today"}}),
-    ("PermissionRequest", {"hookSpecificOutput": {"hookEventName": "PermissionRequest", "decision": {
-        "behavior": "deny", "message": "Permission denied: not today"}}}),
-    ("Stop", {"decision": "block", "reason": "Permission denied: not today"}),
-])
+@pytest.mark.parametrize(
+    ("event", "expected"),
+    [
+        (
+            "PreToolUse",
+            {
+                "hookSpecificOutput": {
+                    "hookEventName": "PreToolUse",
+                    "permissionDecision": "deny",
+                    "permissionDecisionReason": "Permission denied: not today",
+                }
+            },
+        ),
+        (
+            "PermissionRequest",
+            {
+                "hookSpecificOutput": {
+                    "hookEventName": "PermissionRequest",
+                    "decision": {"behavior": "deny", "message": "Permission denied: not today"},
+                }
+            },
+        ),
+        ("Stop", {"decision": "block", "reason": "Permission denied: not today"}),
+    ],
+)
 async def test_a_string_blocks_with_that_reason(event: str, expected: dict[str, Any]) -> None:
     assert (await run(f"{ME}:returns_string", bash(event=event))).output == expected
 
@@ -217,13 +245,18 @@ async def test_a_string_blocks_with_that_reason(event: str, expected: dict[str, 
 async def test_seed_results_map_to_claude_code_output() -> None:
     blocked = specific(await run(f"{ME}:seed_block"))
     assert (blocked["permissionDecision"], blocked["permissionDecisionReason"]) == (
-        "deny", "sensitive variable in command")
+        "deny",
+        "sensitive variable in command",
+    )
     assert (await run(f"{ME}:seed_block", bash(event="UserPromptSubmit"))).output == {
-        "decision": "block", "reason": "sensitive variable in command"}
+        "decision": "block",
+        "reason": "sensitive variable in command",
+    }
     modified = specific(await run(f"{ME}:seed_modify_args", bash("make deploy")))
     assert modified["updatedInput"] == {"command": "make deploy --dry-run"}
-    messages = specific(await run(f"{ME}:seed_modify_messages", {"hook_event_name": "PreSampling",
-                                                                 "session_id": "s-fn"}))
+    messages = specific(
+        await run(f"{ME}:seed_modify_messages", {"hook_event_name": "PreSampling", "session_id": "s-fn"})
+    )
     assert messages["updatedMessages"] == [{"role": "user", "content": "short"}]
 
 
@@ -255,7 +288,8 @@ async def test_import_errors_are_errors_and_imported_once(tmp_path: Path, monkey
     assert not_callable.outcome is Outcome.ERROR and "not callable" in (not_callable.reason or "")
     name = f"broken_{uuid.uuid4().hex[:8]}"
     (tmp_path / f"{name}.py").write_text(
-        f"import {ME} as t\nt.IMPORT_ATTEMPTS.append(1)\nraise ValueError('bad config')\n")
+        f"import {ME} as t\nt.IMPORT_ATTEMPTS.append(1)\nraise ValueError('bad config')\n"
+    )
     monkeypatch.syspath_prepend(str(tmp_path))
     first, second = await run(f"{name}:fn"), await run(f"{name}:fn")
     assert first.outcome is second.outcome is Outcome.ERROR
@@ -267,8 +301,12 @@ async def test_import_errors_are_errors_and_imported_once(tmp_path: Path, monkey
 
 
 async def test_blocking_sync_function_does_not_stall_other_events(platform: Callable[..., Any]) -> None:
-    hooks = {"PreToolUse": [{"matcher": "Bash", "hooks": [{"type": "function", "function": f"{ME}:blocker"}]},
-                            {"matcher": "Write", "hooks": [{"type": "function", "function": f"{ME}:returns_string"}]}]}
+    hooks = {
+        "PreToolUse": [
+            {"matcher": "Bash", "hooks": [{"type": "function", "function": f"{ME}:blocker"}]},
+            {"matcher": "Write", "hooks": [{"type": "function", "function": f"{ME}:returns_string"}]},
+        ]
+    }
     async with platform(policy_yaml(hooks)) as p:
         slow = asyncio.create_task(p.post(bash("sleep")))
         await async_wait_for(BLOCKER_STARTED.is_set)
@@ -291,7 +329,8 @@ async def test_fail_closed_function_error_denies(platform: Callable[..., Any], b
 
 
 async def test_example_permission_plugin_blocks_through_the_full_path(
-        platform: Callable[..., Any], bus: BusProbe) -> None:
+    platform: Callable[..., Any], bus: BusProbe
+) -> None:
     text = policy_yaml(fn_group("no_opinion"), plugins=["examples.plugins.permission"])
     async with platform(text) as p:
         denied = await p.post(bash("sudo rm -rf /"))
@@ -301,7 +340,9 @@ async def test_example_permission_plugin_blocks_through_the_full_path(
         assert (await p.post(bash("ls -la"))).json() == {}
         record = await async_wait_for(lambda: bus.record(denied.headers["X-Hookbus-Event-Id"]))
         assert [(h["type"], h["id"]) for h in record.hooks][-1] == (
-            "function", "plugin:examples.plugins.permission.permission_hook")
+            "function",
+            "plugin:examples.plugins.permission.permission_hook",
+        )
 
 
 async def test_registered_callbacks_intercept_in_order(platform: Callable[..., Any], bus: BusProbe) -> None:

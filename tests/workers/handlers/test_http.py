@@ -31,19 +31,31 @@ from workers.outbound import guarded_request as send_guarded
 
 PRE = "PreToolUse"
 LOOPBACK = ["127.0.0.0/8"]
-INPUT = {"session_id": "s-1", "hook_event_name": PRE, "tool_name": "Bash", "tool_input": {"command": "rm -rf /"},
-         "cwd": "/tmp", "note": "ünïcödé"}
+INPUT = {
+    "session_id": "s-1",
+    "hook_event_name": PRE,
+    "tool_name": "Bash",
+    "tool_input": {"command": "rm -rf /"},
+    "cwd": "/tmp",
+    "note": "ünïcödé",
+}
 # Deliberately not what json.dumps would write, so "the exact bytes" is checked.
 PAYLOAD = json.dumps(INPUT, indent=1, ensure_ascii=False).encode()
-DENY = {"hookSpecificOutput": {"hookEventName": PRE, "permissionDecision": "deny",
-                               "permissionDecisionReason": "nope from http"}}
+DENY = {
+    "hookSpecificOutput": {
+        "hookEventName": PRE,
+        "permissionDecision": "deny",
+        "permissionDecisionReason": "nope from http",
+    }
+}
 
 
 # ---- helpers --------------------------------------------------------------------------------
 
 
-def http_policy(url: str, *, networks: list[str] | None = LOOPBACK, top: dict[str, Any] | None = None,
-                **handler: Any) -> Policy:
+def http_policy(
+    url: str, *, networks: list[str] | None = LOOPBACK, top: dict[str, Any] | None = None, **handler: Any
+) -> Policy:
     """A policy with one PreToolUse http hook (JSON is YAML)."""
     doc: dict[str, Any] = {"hooks": {PRE: [{"matcher": "Bash", "hooks": [{"type": "http", "url": url, **handler}]}]}}
     if networks is not None:
@@ -52,12 +64,24 @@ def http_policy(url: str, *, networks: list[str] | None = LOOPBACK, top: dict[st
     return policy_from_text(json.dumps(doc))
 
 
-def context(policy: Policy, services: Services | None, *, timeout_s: float = 5.0, deadline_s: float | None = None,
-            payload: bytes = PAYLOAD) -> HookContext:
+def context(
+    policy: Policy,
+    services: Services | None,
+    *,
+    timeout_s: float = 5.0,
+    deadline_s: float | None = None,
+    payload: bytes = PAYLOAD,
+) -> HookContext:
     received = now_ms()
-    request = Request("evt-1", PRE, "default", payload, received,
-                      deadline_ms=received + int(deadline_s * 1000) if deadline_s else 0,
-                      reply_to="gw-1" if deadline_s else "")
+    request = Request(
+        "evt-1",
+        PRE,
+        "default",
+        payload,
+        received,
+        deadline_ms=received + int(deadline_s * 1000) if deadline_s else 0,
+        reply_to="gw-1" if deadline_s else "",
+    )
     return HookContext(request, json.loads(payload), policy.entries(PRE)[0], policy, timeout_s, services)
 
 
@@ -100,11 +124,17 @@ async def test_non_2xx_is_an_error_even_with_a_deny_body(services: Services, sta
     assert result.output is None
 
 
-@pytest.mark.parametrize(("body", "why"), [
-    ("permission denied", "not a JSON object"), ('["deny"]', "not a JSON object"), ('"deny"', "not a JSON object"),
-    ('{"decision": "block"', "not a JSON object"), ('{"decision": "block",}', "JSON"),
-    ('{"hookSpecificOutput": {"hookEventName": "Stop", "permissionDecision": "deny"}}', "schema"),
-])
+@pytest.mark.parametrize(
+    ("body", "why"),
+    [
+        ("permission denied", "not a JSON object"),
+        ('["deny"]', "not a JSON object"),
+        ('"deny"', "not a JSON object"),
+        ('{"decision": "block"', "not a JSON object"),
+        ('{"decision": "block",}', "JSON"),
+        ('{"hookSpecificOutput": {"hookEventName": "Stop", "permissionDecision": "deny"}}', "schema"),
+    ],
+)
 async def test_2xx_that_is_not_a_valid_json_object_is_an_error(services: Services, body: str, why: str) -> None:
     async with LoopbackServer(reply(200, body)) as server:
         result = await call(server, services)
@@ -133,8 +163,9 @@ async def test_the_event_deadline_bounds_the_timeout(services: Services) -> None
 
 async def test_a_declared_huge_body_is_refused_before_reading(services: Services) -> None:
     async with LoopbackServer(reply(200, "{" + " " * 5000 + "}")) as server:
-        result = await call(server, services, top={"hookbus": {"http": {"allowedNetworks": LOOPBACK,
-                                                                         "maxResponseBytes": 1024}}})
+        result = await call(
+            server, services, top={"hookbus": {"http": {"allowedNetworks": LOOPBACK, "maxResponseBytes": 1024}}}
+        )
     assert result.outcome is Outcome.ERROR
     assert "over 1024 bytes" in (result.reason or "")
 
@@ -142,8 +173,9 @@ async def test_a_declared_huge_body_is_refused_before_reading(services: Services
 async def test_an_endless_body_is_cut_at_the_cap(services: Services) -> None:
     async with LoopbackServer(flood) as server:
         started = time.monotonic()
-        result = await call(server, services, top={"hookbus": {"http": {"allowedNetworks": LOOPBACK,
-                                                                         "maxResponseBytes": 100_000}}})
+        result = await call(
+            server, services, top={"hookbus": {"http": {"allowedNetworks": LOOPBACK, "maxResponseBytes": 100_000}}}
+        )
         assert result.outcome is Outcome.ERROR
         assert "over 100000 bytes" in (result.reason or "")
         assert time.monotonic() - started < 5.0
@@ -153,8 +185,9 @@ async def test_an_endless_body_is_cut_at_the_cap(services: Services) -> None:
 async def test_a_compressed_body_is_capped_after_decoding(services: Services) -> None:
     bomb = gzip.compress(b"{" + b" " * 1_000_000 + b"}")
     async with LoopbackServer(reply(200, bomb, headers={"Content-Encoding": "gzip"})) as server:
-        result = await call(server, services, top={"hookbus": {"http": {"allowedNetworks": LOOPBACK,
-                                                                         "maxResponseBytes": 100_000}}})
+        result = await call(
+            server, services, top={"hookbus": {"http": {"allowedNetworks": LOOPBACK, "maxResponseBytes": 100_000}}}
+        )
     assert len(bomb) < 100_000
     assert server.requests[0].headers["accept-encoding"] == "identity"
     assert result.outcome is Outcome.ERROR and "over 100000 bytes" in (result.reason or "")
@@ -224,11 +257,16 @@ async def test_header_interpolation_resolves_only_allowed_variables(
     monkeypatch.setenv("HOOK_SECRET", "do-not-send")
     monkeypatch.setenv("HOOK_EVIL", "x\r\nX-Injected: yes\n")
     monkeypatch.delenv("HOOK_UNSET", raising=False)
-    headers = {"Authorization": "Bearer ${HOOK_TOKEN}", "X-Plain": "$HOOK_TOKEN/v1", "X-Unlisted": "[$HOOK_SECRET]",
-               "X-Evil": "a${HOOK_EVIL}b", "X-Unset": "<${HOOK_UNSET}>", "X-Literal": "line\r\nX-Also: 1"}
+    headers = {
+        "Authorization": "Bearer ${HOOK_TOKEN}",
+        "X-Plain": "$HOOK_TOKEN/v1",
+        "X-Unlisted": "[$HOOK_SECRET]",
+        "X-Evil": "a${HOOK_EVIL}b",
+        "X-Unset": "<${HOOK_UNSET}>",
+        "X-Literal": "line\r\nX-Also: 1",
+    }
     async with LoopbackServer(reply(204)) as server:
-        result = await call(server, services, headers=headers,
-                            allowedEnvVars=["HOOK_TOKEN", "HOOK_EVIL", "HOOK_UNSET"])
+        result = await call(server, services, headers=headers, allowedEnvVars=["HOOK_TOKEN", "HOOK_EVIL", "HOOK_UNSET"])
     assert result.outcome is Outcome.OK, result.reason
     [got] = server.requests
     assert got.headers["authorization"] == "Bearer tok-123"
@@ -244,12 +282,22 @@ async def test_header_interpolation_resolves_only_allowed_variables(
 async def test_http_hook_allowed_env_vars_is_an_outer_limit(services: Services) -> None:
     env = {"HOOK_TOKEN": "tok-123", "HOOK_OTHER": "other", "HOOK_NOT_IN_HOOK": "x"}
     async with LoopbackServer(reply(204)) as server:
-        policy = http_policy(server.url(), headers={"A": "$HOOK_TOKEN", "B": "$HOOK_OTHER", "C": "$HOOK_NOT_IN_HOOK"},
-                             allowedEnvVars=["HOOK_TOKEN", "HOOK_OTHER"],
-                             top={"httpHookAllowedEnvVars": ["HOOK_OTHER", "HOOK_NOT_IN_HOOK"]})
+        policy = http_policy(
+            server.url(),
+            headers={"A": "$HOOK_TOKEN", "B": "$HOOK_OTHER", "C": "$HOOK_NOT_IN_HOOK"},
+            allowedEnvVars=["HOOK_TOKEN", "HOOK_OTHER"],
+            top={"httpHookAllowedEnvVars": ["HOOK_OTHER", "HOOK_NOT_IN_HOOK"]},
+        )
         handler = policy.entries(PRE)[0].handler
-        result = await run_http(handler, PRE, b"{}", policy=policy, services=services,  # type: ignore[arg-type]
-                                timeout_s=5, environ=env)
+        result = await run_http(
+            handler,  # type: ignore[arg-type]
+            PRE,
+            b"{}",
+            policy=policy,
+            services=services,
+            timeout_s=5,
+            environ=env,
+        )
     assert result.outcome is Outcome.OK
     [got] = server.requests
     assert (got.headers["a"], got.headers["b"], got.headers["c"], got.body) == ("", "other", "", b"{}")
@@ -263,8 +311,16 @@ def test_no_allowed_env_vars_means_no_interpolation() -> None:
 
 async def test_framing_headers_cannot_be_overridden(services: Services) -> None:
     async with LoopbackServer(reply(204)) as server:
-        result = await call(server, services, headers={"Host": "internal.example", "Content-Type": "text/plain",
-                                                       "Content-Length": "1", "Transfer-Encoding": "chunked"})
+        result = await call(
+            server,
+            services,
+            headers={
+                "Host": "internal.example",
+                "Content-Type": "text/plain",
+                "Content-Length": "1",
+                "Transfer-Encoding": "chunked",
+            },
+        )
     assert result.outcome is Outcome.OK, result.reason
     [got] = server.requests
     assert got.headers["host"] == f"127.0.0.1:{server.port}"
@@ -279,11 +335,13 @@ async def test_header_values_are_never_logged_or_reported(
     monkeypatch.setenv("HOOK_TOKEN", "sekrit-\u00e9")  # not ASCII: the request cannot be sent
     caplog.set_level(logging.DEBUG)
     async with LoopbackServer(reply(500, "boom")) as server:
-        bad = await call(server, services, headers={"Authorization": "Bearer $HOOK_TOKEN"},
-                         allowedEnvVars=["HOOK_TOKEN"])
+        bad = await call(
+            server, services, headers={"Authorization": "Bearer $HOOK_TOKEN"}, allowedEnvVars=["HOOK_TOKEN"]
+        )
         monkeypatch.setenv("HOOK_TOKEN", "sekrit-ascii")
-        failed = await call(server, services, headers={"Authorization": "Bearer $HOOK_TOKEN"},
-                            allowedEnvVars=["HOOK_TOKEN"])
+        failed = await call(
+            server, services, headers={"Authorization": "Bearer $HOOK_TOKEN"}, allowedEnvVars=["HOOK_TOKEN"]
+        )
     assert bad.outcome is Outcome.ERROR and "not ASCII" in (bad.reason or "")
     assert failed.outcome is Outcome.ERROR
     assert server.requests[-1].headers["authorization"] == "Bearer sekrit-ascii"
@@ -296,26 +354,29 @@ async def test_header_values_are_never_logged_or_reported(
 # ---- allowedHttpHookUrls --------------------------------------------------------------------
 
 
-@pytest.mark.parametrize(("url", "patterns", "allowed"), [
-    ("https://hooks.example.com/a", None, True),
-    ("https://hooks.example.com/a", [], False),
-    ("https://hooks.example.com/a", ["https://hooks.example.com/*"], True),
-    ("https://HOOKS.Example.COM/a", ["https://hooks.example.com/*"], True),
-    ("HTTPS://hooks.example.com./a", ["https://hooks.example.com/*"], True),
-    ("https://hooks.example.com/a", ["https://Hooks.Example.com./*"], True),
-    ("https://hooks.example.com/A", ["https://hooks.example.com/a"], False),
-    ("http://hooks.example.com/a", ["https://hooks.example.com/*"], False),
-    ("https://a.example.com/x", ["https://*.example.com/*"], True),
-    ("https://evil.test/.example.com/x", ["https://*.example.com/*"], False),
-    ("https://hooks.example.com@evil.test/x", ["https://hooks.example.com/*"], False),
-    ("https://x@evil.test/.example.com/", ["https://*.example.com/*"], False),
-    ("http://localhost:8080/hook", ["http://localhost:*"], True),
-    ("http://localhost/hook", ["http://localhost:*"], False),
-    ("http://localhost:1@evil.test/hook", ["http://localhost:*"], False),
-    ("https://anything.test/x?y=1", ["*"], True),
-    ("https://anything.test/x", ["https://*"], True),
-    ("https://other.test/a", ["https://hooks.example.com/*", "https://other.test/*"], True),
-])
+@pytest.mark.parametrize(
+    ("url", "patterns", "allowed"),
+    [
+        ("https://hooks.example.com/a", None, True),
+        ("https://hooks.example.com/a", [], False),
+        ("https://hooks.example.com/a", ["https://hooks.example.com/*"], True),
+        ("https://HOOKS.Example.COM/a", ["https://hooks.example.com/*"], True),
+        ("HTTPS://hooks.example.com./a", ["https://hooks.example.com/*"], True),
+        ("https://hooks.example.com/a", ["https://Hooks.Example.com./*"], True),
+        ("https://hooks.example.com/A", ["https://hooks.example.com/a"], False),
+        ("http://hooks.example.com/a", ["https://hooks.example.com/*"], False),
+        ("https://a.example.com/x", ["https://*.example.com/*"], True),
+        ("https://evil.test/.example.com/x", ["https://*.example.com/*"], False),
+        ("https://hooks.example.com@evil.test/x", ["https://hooks.example.com/*"], False),
+        ("https://x@evil.test/.example.com/", ["https://*.example.com/*"], False),
+        ("http://localhost:8080/hook", ["http://localhost:*"], True),
+        ("http://localhost/hook", ["http://localhost:*"], False),
+        ("http://localhost:1@evil.test/hook", ["http://localhost:*"], False),
+        ("https://anything.test/x?y=1", ["*"], True),
+        ("https://anything.test/x", ["https://*"], True),
+        ("https://other.test/a", ["https://hooks.example.com/*", "https://other.test/*"], True),
+    ],
+)
 def test_url_allowed(url: str, patterns: list[str] | None, allowed: bool) -> None:
     assert url_allowed(url, patterns) is allowed
 
@@ -377,8 +438,12 @@ async def test_a_replaced_client_finishes_its_request_first(services: Services) 
 
 async def test_full_path_gateway_reply_carries_the_http_hooks_deny(platform: Any) -> None:
     async with LoopbackServer(reply(200, DENY)) as server:
-        text = json.dumps({"hookbus": {"http": {"allowedNetworks": LOOPBACK}},
-                           "hooks": {PRE: [{"matcher": "Bash", "hooks": [{"type": "http", "url": server.url()}]}]}})
+        text = json.dumps(
+            {
+                "hookbus": {"http": {"allowedNetworks": LOOPBACK}},
+                "hooks": {PRE: [{"matcher": "Bash", "hooks": [{"type": "http", "url": server.url()}]}]},
+            }
+        )
         async with platform(text) as p:
             response = await p.post(PAYLOAD, headers={"Content-Type": "application/json"})
         assert response.status_code == 200

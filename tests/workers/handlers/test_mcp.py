@@ -46,8 +46,15 @@ def build_server(calls: list[tuple[str, dict[str, Any]]], release: asyncio.Event
     @server.tool()
     def check_path(file_path: str, tool_input: dict[str, Any], size: int, label: str) -> str:
         calls.append(("check_path", {"file_path": file_path, "tool_input": tool_input, "size": size, "label": label}))
-        return json.dumps({"hookSpecificOutput": {"hookEventName": "PreToolUse", "permissionDecision": "deny",
-                                                  "permissionDecisionReason": f"{file_path} is protected"}})
+        return json.dumps(
+            {
+                "hookSpecificOutput": {
+                    "hookEventName": "PreToolUse",
+                    "permissionDecision": "deny",
+                    "permissionDecisionReason": f"{file_path} is protected",
+                }
+            }
+        )
 
     @server.tool()
     def advise(note: str) -> str:
@@ -74,8 +81,9 @@ async def mcp_server() -> AsyncIterator[McpServer]:
     release = asyncio.Event()
     port = free_port()
     app = build_server(calls, release).streamable_http_app()
-    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning", lifespan="on",
-                                           loop="asyncio", http="h11"))
+    server = uvicorn.Server(
+        uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning", lifespan="on", loop="asyncio", http="h11")
+    )
     serving = asyncio.create_task(server.serve())
     await async_wait_for(lambda: server.started or serving.done())
     assert not serving.done(), "the MCP server did not start"
@@ -86,33 +94,53 @@ async def mcp_server() -> AsyncIterator[McpServer]:
 
 
 def pre_tool_use(**fields: Any) -> dict[str, Any]:
-    return {"hook_event_name": "PreToolUse", "session_id": "s-mcp", "cwd": "/tmp", "tool_name": "Write",
-            "tool_input": {"file_path": "/etc/hosts", "size": 12, "tags": ["a", "b"]}, **fields}
+    return {
+        "hook_event_name": "PreToolUse",
+        "session_id": "s-mcp",
+        "cwd": "/tmp",
+        "tool_name": "Write",
+        "tool_input": {"file_path": "/etc/hosts", "size": 12, "tags": ["a", "b"]},
+        **fields,
+    }
 
 
 def policy_text(handler: dict[str, Any], platform: dict[str, Any] | None = None) -> str:
     handler = {"type": "mcp_tool", "server": "guard", **handler}
-    return yaml.safe_dump({"hookbus": {"deadlineSeconds": 5.0, **(platform or {})},
-                           "hooks": {"PreToolUse": [{"matcher": "*", "hooks": [handler]}]}})
+    return yaml.safe_dump(
+        {
+            "hookbus": {"deadlineSeconds": 5.0, **(platform or {})},
+            "hooks": {"PreToolUse": [{"matcher": "*", "hooks": [handler]}]},
+        }
+    )
 
 
-async def run(handler: dict[str, Any], platform: dict[str, Any] | None = LOOPBACK, *,
-              hook_input: dict[str, Any] | None = None, timeout_s: float = 5.0) -> HandlerResult:
+async def run(
+    handler: dict[str, Any],
+    platform: dict[str, Any] | None = LOOPBACK,
+    *,
+    hook_input: dict[str, Any] | None = None,
+    timeout_s: float = 5.0,
+) -> HandlerResult:
     """Run one mcp_tool handler directly, with the process services a dispatcher would pass."""
     policy = policy_from_text(policy_text(handler, platform))
     request = Request(event_id="e-1", event="PreToolUse", tenant="t", payload=b"{}", received_ms=now_ms())
     services = Services(Settings())
     try:
-        ctx = HookContext(request, hook_input or pre_tool_use(), policy.entries("PreToolUse")[0], policy,
-                          timeout_s, services)
+        ctx = HookContext(
+            request, hook_input or pre_tool_use(), policy.entries("PreToolUse")[0], policy, timeout_s, services
+        )
         return await mcp.run(ctx)
     finally:
         await services.aclose()
 
 
-CHECK_INPUT = {"file_path": "${tool_input.file_path}", "tool_input": "${tool_input}", "size": "${tool_input.size}",
-               "label": "${tool_name} of ${tool_input.file_path} (${tool_input.size} B, ${tool_input.tags}) "
-                        "by ${session_id}${no.such.path}"}
+CHECK_INPUT = {
+    "file_path": "${tool_input.file_path}",
+    "tool_input": "${tool_input}",
+    "size": "${tool_input.size}",
+    "label": "${tool_name} of ${tool_input.file_path} (${tool_input.size} B, ${tool_input.tags}) "
+    "by ${session_id}${no.such.path}",
+}
 
 
 # -- substitution ----------------------------------------------------------------------------------
@@ -120,13 +148,28 @@ CHECK_INPUT = {"file_path": "${tool_input.file_path}", "tool_input": "${tool_inp
 
 def test_substitution_keeps_whole_values_typed_and_stringifies_embedded_ones() -> None:
     source = pre_tool_use(flag=True)
-    template = {"whole": "${tool_input}", "number": "${tool_input.size}", "item": "${tool_input.tags.1}",
-                "flag": "${flag}", "missing": "${nope}", "nested": [{"p": "path=${tool_input.file_path}"}],
-                "embedded": "${flag}/${tool_input.tags}/${nope}", "literal": 3, "plain": "no placeholders"}
+    template = {
+        "whole": "${tool_input}",
+        "number": "${tool_input.size}",
+        "item": "${tool_input.tags.1}",
+        "flag": "${flag}",
+        "missing": "${nope}",
+        "nested": [{"p": "path=${tool_input.file_path}"}],
+        "embedded": "${flag}/${tool_input.tags}/${nope}",
+        "literal": 3,
+        "plain": "no placeholders",
+    }
     assert mcp.substitute(template, source) == {
-        "whole": {"file_path": "/etc/hosts", "size": 12, "tags": ["a", "b"]}, "number": 12, "item": "b",
-        "flag": True, "missing": "", "nested": [{"p": "path=/etc/hosts"}], "embedded": 'true/["a","b"]/',
-        "literal": 3, "plain": "no placeholders"}
+        "whole": {"file_path": "/etc/hosts", "size": 12, "tags": ["a", "b"]},
+        "number": 12,
+        "item": "b",
+        "flag": True,
+        "missing": "",
+        "nested": [{"p": "path=/etc/hosts"}],
+        "embedded": 'true/["a","b"]/',
+        "literal": 3,
+        "plain": "no placeholders",
+    }
 
 
 # -- calling a real server -------------------------------------------------------------------------
@@ -135,11 +178,24 @@ def test_substitution_keeps_whole_values_typed_and_stringifies_embedded_ones() -
 async def test_deny_json_answer_and_the_substituted_input_reached_the_tool(mcp_server: McpServer) -> None:
     result = await run({"tool": "check_path", "input": CHECK_INPUT, "url": mcp_server.url})
     assert result.outcome is Outcome.OK, result.reason
-    assert result.output == {"hookSpecificOutput": {"hookEventName": "PreToolUse", "permissionDecision": "deny",
-                                                    "permissionDecisionReason": "/etc/hosts is protected"}}
-    assert mcp_server.calls == [("check_path", {
-        "file_path": "/etc/hosts", "tool_input": {"file_path": "/etc/hosts", "size": 12, "tags": ["a", "b"]},
-        "size": 12, "label": 'Write of /etc/hosts (12 B, ["a","b"]) by s-mcp'})]
+    assert result.output == {
+        "hookSpecificOutput": {
+            "hookEventName": "PreToolUse",
+            "permissionDecision": "deny",
+            "permissionDecisionReason": "/etc/hosts is protected",
+        }
+    }
+    assert mcp_server.calls == [
+        (
+            "check_path",
+            {
+                "file_path": "/etc/hosts",
+                "tool_input": {"file_path": "/etc/hosts", "size": 12, "tags": ["a", "b"]},
+                "size": 12,
+                "label": 'Write of /etc/hosts (12 B, ["a","b"]) by s-mcp',
+            },
+        )
+    ]
 
 
 async def test_plain_text_answer_is_kept_as_text(mcp_server: McpServer) -> None:
@@ -188,15 +244,18 @@ async def test_full_path_mcp_tool_denies(mcp_server: McpServer, platform: Callab
     async with platform(text) as p:
         response = await p.post(pre_tool_use())
         assert response.json()["hookSpecificOutput"] == {
-            "hookEventName": "PreToolUse", "permissionDecision": "deny",
-            "permissionDecisionReason": "/etc/hosts is protected"}
+            "hookEventName": "PreToolUse",
+            "permissionDecision": "deny",
+            "permissionDecisionReason": "/etc/hosts is protected",
+        }
         record = await async_wait_for(lambda: bus.record(response.headers["X-Hookbus-Event-Id"]))
         assert [(h["type"], h["outcome"]) for h in record.hooks] == [("mcp_tool", "ok")]
     assert [name for name, _ in mcp_server.calls] == ["check_path"]
 
 
 async def test_full_path_loopback_refused_fails_open(
-        mcp_server: McpServer, platform: Callable[..., Any], bus: BusProbe) -> None:
+    mcp_server: McpServer, platform: Callable[..., Any], bus: BusProbe
+) -> None:
     async with platform(policy_text({"tool": "check_path", "input": CHECK_INPUT, "url": mcp_server.url})) as p:
         response = await p.post(pre_tool_use())
         assert response.json() == {}

@@ -42,8 +42,9 @@ Prompt = Callable[..., Any]
 def prompt(llm: FakeLlm, services: Services) -> Prompt:
     """``await prompt(event, reply, **handler_fields)``: run one prompt handler; the HandlerResult."""
 
-    async def call(event: str, *replies: Scripted, hook_input: dict[str, Any] | None = None,
-                   **fields: Any) -> HandlerResult:
+    async def call(
+        event: str, *replies: Scripted, hook_input: dict[str, Any] | None = None, **fields: Any
+    ) -> HandlerResult:
         llm.reply(*replies)
         handler = {"type": "prompt", "prompt": "Check this: $ARGUMENTS", **fields}
         return await run(context(llm_policy(llm.url, event, handler), event, services, hook_input))
@@ -56,8 +57,9 @@ def prompt(llm: FakeLlm, services: Services) -> Prompt:
 
 async def test_request_is_messages_api_with_key_model_and_substituted_input(llm: FakeLlm, prompt: Prompt) -> None:
     hook_input = event_input("PreToolUse")
-    result = await prompt("PreToolUse", answer(ok=True), hook_input=hook_input,
-                          prompt="Costs \\$5. Judge $ARGUMENTS carefully")
+    result = await prompt(
+        "PreToolUse", answer(ok=True), hook_input=hook_input, prompt="Costs \\$5. Judge $ARGUMENTS carefully"
+    )
     assert result.outcome is Outcome.OK and result.output == {}
     (seen,) = llm.seen
     assert seen.path == "/v1/messages"
@@ -90,15 +92,25 @@ def test_render_prompt_escapes() -> None:
 
 BLOCK = {"decision": "block", "reason": REASON}
 STOP = {"continue": False, "stopReason": REASON}
-DENY = {"hookSpecificOutput": {"hookEventName": "PreToolUse", "permissionDecision": "deny",
-                               "permissionDecisionReason": REASON}}
+DENY = {
+    "hookSpecificOutput": {
+        "hookEventName": "PreToolUse",
+        "permissionDecision": "deny",
+        "permissionDecisionReason": REASON,
+    }
+}
 
 TABLE = [
     ("Stop", False, {}, BLOCK, "block"),
     ("Stop", False, {"impossible": True}, {"systemMessage": f"The stop condition cannot be met: {REASON}"}, "none"),
     ("SubagentStop", False, {}, BLOCK, "block"),
-    ("SubagentStop", False, {"impossible": True}, {"systemMessage": f"The stop condition cannot be met: {REASON}"},
-     "none"),
+    (
+        "SubagentStop",
+        False,
+        {"impossible": True},
+        {"systemMessage": f"The stop condition cannot be met: {REASON}"},
+        "none",
+    ),
     ("PreToolUse", False, {}, DENY | STOP, "block"),
     ("PreToolUse", True, {}, DENY, "deny"),
     ("PostToolUse", False, {}, BLOCK | STOP, "block"),
@@ -119,8 +131,9 @@ TABLE = [
 
 
 @pytest.mark.parametrize(("event", "continue_on_block", "more", "expected", "label"), TABLE)
-async def test_not_ok_per_event(prompt: Prompt, event: str, continue_on_block: bool, more: dict[str, Any],
-                                expected: dict[str, Any], label: str) -> None:
+async def test_not_ok_per_event(
+    prompt: Prompt, event: str, continue_on_block: bool, more: dict[str, Any], expected: dict[str, Any], label: str
+) -> None:
     result = await prompt(event, answer(ok=False, reason=REASON, **more), continueOnBlock=continue_on_block)
     assert result.outcome is Outcome.OK
     assert result.output == expected
@@ -137,24 +150,33 @@ async def test_ok_is_no_opinion(prompt: Prompt, event: str) -> None:
 # ---- reading the model's reply ------------------------------------------------------------
 
 
-@pytest.mark.parametrize(("event", "reply", "expected"), [
-    ("Stop", {"decision": "block", "reason": REASON}, BLOCK),
-    ("Stop", {"decision": "approve", "reason": "fine"}, {}),
-    ("Stop", {"decision": "approve", "systemMessage": "note to the user"}, {"systemMessage": "note to the user"}),
-    ("PermissionDenied", {"decision": "block", "reason": REASON, "systemMessage": "discarded"}, {}),
-    ("Stop", {"decision": "block", "reason": REASON, "continue": False, "stopReason": "halt"},
-     BLOCK | {"continue": False, "stopReason": "halt"}),
-])
+@pytest.mark.parametrize(
+    ("event", "reply", "expected"),
+    [
+        ("Stop", {"decision": "block", "reason": REASON}, BLOCK),
+        ("Stop", {"decision": "approve", "reason": "fine"}, {}),
+        ("Stop", {"decision": "approve", "systemMessage": "note to the user"}, {"systemMessage": "note to the user"}),
+        ("PermissionDenied", {"decision": "block", "reason": REASON, "systemMessage": "discarded"}, {}),
+        (
+            "Stop",
+            {"decision": "block", "reason": REASON, "continue": False, "stopReason": "halt"},
+            BLOCK | {"continue": False, "stopReason": "halt"},
+        ),
+    ],
+)
 async def test_legacy_reply(prompt: Prompt, event: str, reply: dict[str, Any], expected: dict[str, Any]) -> None:
     result = await prompt(event, text(json.dumps(reply)))
     assert (result.outcome, result.output) == (Outcome.OK, expected)
 
 
-@pytest.mark.parametrize("reply", [
-    f'```json\n{{"ok": false, "reason": "{REASON}"}}\n```',
-    f'Let me think. The answer is {{"ok": false, "reason": "{REASON}"}} as requested.',
-    f'Notes {{not json}} then {{"meta": 1}} and finally {{"ok": false, "reason": "{REASON}", "x": {{"y": 2}}}}',
-])
+@pytest.mark.parametrize(
+    "reply",
+    [
+        f'```json\n{{"ok": false, "reason": "{REASON}"}}\n```',
+        f'Let me think. The answer is {{"ok": false, "reason": "{REASON}"}} as requested.',
+        f'Notes {{not json}} then {{"meta": 1}} and finally {{"ok": false, "reason": "{REASON}", "x": {{"y": 2}}}}',
+    ],
+)
 async def test_fenced_or_wrapped_reply(prompt: Prompt, reply: str) -> None:
     result = await prompt("Stop", text(reply))
     assert (result.outcome, result.output) == (Outcome.OK, BLOCK)
@@ -175,14 +197,19 @@ async def test_not_ok_without_reason_still_blocks(prompt: Prompt) -> None:
 # ---- failures -----------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize(("scripted", "words"), [
-    (Scripted(529, b'{"type":"error","error":{"type":"overloaded_error","message":"Overloaded"}}'),
-     "529: Overloaded"),
-    (Scripted(401, b"nope"), "401: nope"),
-    (Scripted(200, b"<html>not json</html>"), "not JSON"),
-    (Scripted(200, b'{"type": "message", "content": "text"}'), "content blocks"),
-    (Scripted(200, b'{"type": "message", "content": [{"type": "tool_use", "id": 1}]}'), "tool_use"),
-])
+@pytest.mark.parametrize(
+    ("scripted", "words"),
+    [
+        (
+            Scripted(529, b'{"type":"error","error":{"type":"overloaded_error","message":"Overloaded"}}'),
+            "529: Overloaded",
+        ),
+        (Scripted(401, b"nope"), "401: nope"),
+        (Scripted(200, b"<html>not json</html>"), "not JSON"),
+        (Scripted(200, b'{"type": "message", "content": "text"}'), "content blocks"),
+        (Scripted(200, b'{"type": "message", "content": [{"type": "tool_use", "id": 1}]}'), "tool_use"),
+    ],
+)
 async def test_bad_llm_answer_is_a_non_blocking_error(prompt: Prompt, scripted: Scripted, words: str) -> None:
     result = await prompt("PreToolUse", scripted)
     assert result.outcome is Outcome.ERROR and words in (result.reason or "")
@@ -195,8 +222,9 @@ async def test_timeout(prompt: Prompt, llm: FakeLlm) -> None:
     assert len(llm.seen) == 1
 
 
-async def test_missing_api_key_is_an_error_without_a_call(prompt: Prompt, llm: FakeLlm,
-                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+async def test_missing_api_key_is_an_error_without_a_call(
+    prompt: Prompt, llm: FakeLlm, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.delenv(KEY_ENV)
     result = await prompt("PreToolUse", answer(ok=False, reason=REASON))
     assert result.outcome is Outcome.ERROR and KEY_ENV in (result.reason or "")
@@ -223,15 +251,20 @@ def test_client_repr_masks_the_key(llm: FakeLlm, services: Services) -> None:
 async def test_full_path_gateway_to_llm_and_back(llm: FakeLlm, platform: Callable[..., Any]) -> None:
     pre = {"matcher": "Bash", "hooks": [{"type": "prompt", "prompt": "Is this safe? $ARGUMENTS"}]}
     text_ = llm_policy(llm.url, "Stop", {"type": "prompt", "prompt": "Done?"}, extra_hooks={"PreToolUse": [pre]})
-    llm.reply(answer(ok=False, reason="force pushes are not allowed"), text("```json\n{\"ok\": true}\n```"))
+    llm.reply(answer(ok=False, reason="force pushes are not allowed"), text('```json\n{"ok": true}\n```'))
     async with platform(text_) as p:
         denied = await p.post(event_input("PreToolUse", session="s-full"))
         stopped = await p.post(event_input("Stop", session="s-full", stop_hook_active=False))
     assert denied.status_code == 200 and denied.headers["x-hookbus-outcome"] == "decided"
     assert denied.json() == {
-        "continue": False, "stopReason": "force pushes are not allowed",
-        "hookSpecificOutput": {"hookEventName": "PreToolUse", "permissionDecision": "deny",
-                               "permissionDecisionReason": "force pushes are not allowed"}}
+        "continue": False,
+        "stopReason": "force pushes are not allowed",
+        "hookSpecificOutput": {
+            "hookEventName": "PreToolUse",
+            "permissionDecision": "deny",
+            "permissionDecisionReason": "force pushes are not allowed",
+        },
+    }
     assert stopped.json() == {}
     assert [s.headers["x-api-key"] for s in llm.seen] == [SECRET, SECRET]
     assert '"command":"git push --force"' in llm.seen[0].prompt and llm.seen[1].prompt.startswith("Done?\n\n")

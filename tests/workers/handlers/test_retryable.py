@@ -29,8 +29,11 @@ SECRET = "whsec_" + base64.b64encode(b"retryable-test-secret-0123456789").decode
 
 def policy(url: str, **handler: Any) -> Policy:
     hook = {"type": "http", "url": url, **handler}
-    return policy_from_text(json.dumps({"hookbus": {"http": {"allowedNetworks": ["127.0.0.0/8"]}},
-                                        "hooks": {"Notification": [{"hooks": [hook]}]}}))
+    return policy_from_text(
+        json.dumps(
+            {"hookbus": {"http": {"allowedNetworks": ["127.0.0.0/8"]}}, "hooks": {"Notification": [{"hooks": [hook]}]}}
+        )
+    )
 
 
 def ctx(p: Policy, services: Services, delivery_id: str = "") -> HookContext:
@@ -38,9 +41,21 @@ def ctx(p: Policy, services: Services, delivery_id: str = "") -> HookContext:
     return HookContext(request, NOTE, p.entries("Notification")[0], p, 5.0, services, delivery_id=delivery_id)
 
 
-@pytest.mark.parametrize(("status", "retryable"), [(500, True), (502, True), (503, True), (408, True), (429, True),
-                                                   (400, False), (401, False), (404, False), (410, False),
-                                                   (302, False)])
+@pytest.mark.parametrize(
+    ("status", "retryable"),
+    [
+        (500, True),
+        (502, True),
+        (503, True),
+        (408, True),
+        (429, True),
+        (400, False),
+        (401, False),
+        (404, False),
+        (410, False),
+        (302, False),
+    ],
+)
 async def test_5xx_408_and_429_are_worth_another_try_other_statuses_are_not(
     services: Services, status: int, retryable: bool
 ) -> None:
@@ -96,13 +111,17 @@ async def test_a_hook_with_a_secret_is_signed_even_when_it_is_not_async(
     assert request.headers["webhook-id"] == f"ev-r:{p.entries('Notification')[0].handler_id}"
 
 
-@pytest.mark.parametrize(("script", "outcome", "retryable"), [
-    ("echo nope >&2; exit 1", Outcome.ERROR, True),
-    ("echo refused >&2; exit 2", Outcome.BLOCK, False),
-    ("exit 0", Outcome.OK, True),
-])
-async def test_a_commands_exit_2_is_final_and_other_failures_are_not(script: str, outcome: Outcome,
-                                                                      retryable: bool) -> None:
+@pytest.mark.parametrize(
+    ("script", "outcome", "retryable"),
+    [
+        ("echo nope >&2; exit 1", Outcome.ERROR, True),
+        ("echo refused >&2; exit 2", Outcome.BLOCK, False),
+        ("exit 0", Outcome.OK, True),
+    ],
+)
+async def test_a_commands_exit_2_is_final_and_other_failures_are_not(
+    script: str, outcome: Outcome, retryable: bool
+) -> None:
     handler = CommandHandler(type="command", command=f"cat >/dev/null; {script}")
     result = await run_command(handler, "Notification", PAYLOAD, NOTE, timeout_s=5, event_id="ev-r")
     assert (result.outcome, result.retryable) == (outcome, retryable)
