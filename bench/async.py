@@ -44,9 +44,9 @@ from async_burst import run_burst
 from loadgen import Connection, saturate, steady_rate, summarize
 from run import BODIES, start_roles
 
-from bus.connection import connect
-from bus.keys import Keyspace
-from hookbus.redis_server import EmbeddedRedis, free_port
+from bus.redis.connection import connect
+from bus.redis.keys import Keyspace
+from hookbus.platform.redis_server import EmbeddedRedis, free_port
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -4,7 +4,7 @@
     python bench/async_burst.py --jobs 20000 --keep-result 30
 
 On a private embedded Redis: N trivial async jobs (a ``function`` hook that does nothing) are
-queued with the script step a dispatcher's settle runs for them (:class:`workers.queue.JobQueue`,
+queued with the script step a dispatcher's settle runs for them (:class:`workers.jobs.enqueue.JobQueue`,
 one event's job per round trip, 8 connections), with no worker running; then one ``hookbus
 worker`` process drains them. Reported: the queueing rate, Redis memory per queued job, the
 worker's drain rate (jobs/s from the first job taken to the queue empty), and the keys and
@@ -73,10 +73,10 @@ async def queue_jobs(redis_url: str, policy_path: Path, jobs: int, connections: 
     """Queue ``jobs`` Notification jobs as a dispatcher would; returns the seconds it took."""
     import orjson
 
-    from bus.keys import Keyspace
-    from bus.policy import load_policy
-    from bus.protocol import Request, now_ms
-    from workers.queue import JobQueue, arq_pool, prepare_job
+    from bus.policy.loading import load_policy
+    from bus.redis.keys import Keyspace
+    from bus.stream.protocol import Request, now_ms
+    from workers.jobs.enqueue import JobQueue, arq_pool, prepare_job
 
     policy = load_policy([policy_path])
     handler_id = policy.entries("Notification")[0].handler_id
@@ -108,7 +108,7 @@ async def queue_jobs(redis_url: str, policy_path: Path, jobs: int, connections: 
 
 async def drain(redis: Any, jobs: int, timeout_s: float) -> tuple[float, float]:
     """Wait until the queue is empty and nothing runs; (seconds from the first job taken, until then)."""
-    from bus.keys import Keyspace
+    from bus.redis.keys import Keyspace
 
     queue = Keyspace().arq_queue
     first = end = 0.0
@@ -129,7 +129,7 @@ async def drain(redis: Any, jobs: int, timeout_s: float) -> tuple[float, float]:
 
 async def run_burst(redis_url: str, jobs: int, keep_result_s: float, workdir: Path) -> dict[str, Any]:
     """One burst on the Redis at ``redis_url`` (empty); the figures of the module docstring."""
-    from bus.connection import connect
+    from bus.redis.connection import connect
 
     policy = workdir / "burst-policy.yaml"
     policy.write_text(burst_policy(keep_result_s))
@@ -187,7 +187,7 @@ def report(result: dict[str, Any]) -> str:
 
 
 async def main(args: argparse.Namespace) -> dict[str, Any]:
-    from hookbus.redis_server import EmbeddedRedis
+    from hookbus.platform.redis_server import EmbeddedRedis
 
     with tempfile.TemporaryDirectory() as state, EmbeddedRedis(state, persistent=False) as server:
         return await run_burst(server.url, args.jobs, args.keep_result, Path(state))

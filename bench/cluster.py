@@ -64,9 +64,9 @@ from mixed import open_loop, stop_all
 from plain_redis import PlainRedis
 from procstat import CpuMeter
 
-from bus.children import kill_with_parent
-from bus.keys import Keyspace
-from hookbus.redis_server import free_port
+from bus.redis.keys import Keyspace
+from bus.runtime.children import kill_with_parent
+from hookbus.platform.redis_server import free_port
 from tests.redis_cluster import LocalCluster, find_cluster_binaries
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -17,7 +17,7 @@ from mixed import HeadConnection, open_loop
 from redis.asyncio.connection import Connection
 from run import COMMANDS
 
-from bus.keys import Keyspace
+from bus.redis.keys import Keyspace
 
 
 def hook_input(command: str, session: str, i: int) -> bytes:

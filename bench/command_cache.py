@@ -15,7 +15,7 @@ from pathlib import Path
 ROOT = Path(sys.argv[1]).resolve() if len(sys.argv) > 1 else Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from bus.policy import load_policy  # noqa: E402
+from bus.policy.loading import load_policy  # noqa: E402
 from workers.handlers.rule import evaluate_rules  # noqa: E402
 
 COMMANDS = 3000

@@ -1,6 +1,6 @@
 """What the console costs, and whether it keeps up: ``python bench/console.py [--skip-page]``.
 
-1. **The log tail** (``gateway/logtail.py``): K subscribers follow the decision log while
+1. **The log tail** (``gateway/decisionlog/tail.py``): K subscribers follow the decision log while
    another process writes N records. *Shared*: one tail per gateway, fanned out (what the
    gateway does). *Per connection*: one tail, one ``XREAD`` loop and one decode per
    subscriber (the simple design it replaced). Reported: the reader process's CPU time per
@@ -34,10 +34,10 @@ import redis as redis_sync
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bus.keys import Keyspace
-from bus.protocol import LogRecord, now_ms
-from gateway.logtail import LogTail, Subscriber
-from hookbus.redis_server import EmbeddedRedis, free_port
+from bus.redis.keys import Keyspace
+from bus.stream.protocol import LogRecord, now_ms
+from gateway.decisionlog.tail import LogTail, Subscriber
+from hookbus.platform.redis_server import EmbeddedRedis, free_port
 
 KEYS = Keyspace()
 RESULTS = Path(__file__).resolve().parent / "results" / "console.json"

@@ -6,7 +6,7 @@ policy (``examples/policy.yaml``, or ``--policy``), timed in this process, three
 * **parse**: ``orjson.loads`` of the hook input, what any JSON endpoint does per request (the
   baseline the other two are divided by);
 * **select**: parse, then pick the handlers that run (group matchers and ``if``);
-* **evaluate**: parse, then :meth:`workers.engine.Engine.evaluate`: the rule handlers, the
+* **evaluate**: parse, then :meth:`workers.engine.evaluation.Engine.evaluate`: the rule handlers, the
   merge into one hook output, who decided, the metrics. Pending context (a Redis round trip,
   and only with async hooks in the policy) is left out.
 
@@ -32,11 +32,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from run import BODIES
 
-from bus.keys import Keyspace
-from bus.policy import Policy, load_policy
-from bus.protocol import Request
-from workers.engine import Engine, selected
-from workers.runners import default_runners
+from bus.policy.loading import Policy, load_policy
+from bus.redis.keys import Keyspace
+from bus.stream.protocol import Request
+from workers.engine.evaluation import Engine, selected
+from workers.handlers.runners import default_runners
 
 ROOT = Path(__file__).resolve().parent.parent
 

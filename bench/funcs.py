@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from bus.models import HookInput
+from bus.hooks.models import HookInput
 
 
 def deny_rm(hook: HookInput) -> str | None:

@@ -32,7 +32,7 @@ from platform_cost import run_wrk, wrk_script
 from procstat import CpuMeter
 from run import BODIES, start_roles
 
-from hookbus.redis_server import EmbeddedRedis, free_port
+from hookbus.platform.redis_server import EmbeddedRedis, free_port
 
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "bench" / "results"

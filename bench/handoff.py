@@ -7,7 +7,7 @@ dispatcher runs) in groups of ``--concurrency`` at once, four ways, interleaved 
 * **inline**: called on the loop (the floor: what ``asyncio.gather`` itself costs);
 * **run_in_executor**: ``loop.run_in_executor`` with a ``ThreadPoolExecutor`` of 32 threads
   (what the dispatcher did before);
-* **ThreadHandoff**: :class:`workers.threads.ThreadHandoff` (what it does now);
+* **ThreadHandoff**: :class:`workers.handlers.threads.ThreadHandoff` (what it does now);
 * **anyio.to_thread**: ``anyio.to_thread.run_sync`` with a limiter of 32.
 
 Reported per way: process CPU µs per call (both threads) and its ratio to ``run_in_executor``
@@ -34,7 +34,7 @@ import uvloop
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from workers.threads import ThreadHandoff
+from workers.handlers.threads import ThreadHandoff
 
 MAX_THREADS = 32
 

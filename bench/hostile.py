@@ -23,14 +23,14 @@ from typing import Any
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from bus.bashsplit import parse_commands, strip_wrappers  # noqa: E402
-from bus.policy import load_policy  # noqa: E402
-from bus.redact import DEFAULT  # noqa: E402
-from bus.schema import RuleHandler  # noqa: E402
+from bus.policy.loading import load_policy  # noqa: E402
+from bus.policy.schema import RuleHandler  # noqa: E402
+from bus.redaction.redact import DEFAULT  # noqa: E402
+from bus.rules.bashsplit import parse_commands, strip_wrappers  # noqa: E402
 from tests.hostile.inputs import COMMAND_UNITS, OPEN_UNITS, SECRET_UNITS, command, fill  # noqa: E402
-from workers.engine import selected  # noqa: E402
+from workers.engine.evaluation import selected  # noqa: E402
+from workers.engine.judging import judge_command, judged  # noqa: E402
 from workers.handlers.rule import evaluate_rules  # noqa: E402
-from workers.judging import judge_command, judged  # noqa: E402
 
 POLICY = load_policy([REPO / "examples" / "policy.yaml"])
 

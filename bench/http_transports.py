@@ -9,9 +9,9 @@ hook server in a process of its own, through each candidate:
   to an h2c server (``h2``);
 * aiohttp through ``httpx-aiohttp`` (the engine hookbus used before its own pool), and
   aiohttp's ``ClientSession`` alone;
-* :class:`workers.transport.GuardedTransport` (pooled HTTP/1.1 connections, ``httptools``
+* :class:`workers.outbound.transport.GuardedTransport` (pooled HTTP/1.1 connections, ``httptools``
   parser, SSRF guard with ``127.0.0.0/8`` allowed): through ``AsyncClient.send``, and through
-  :func:`workers.outbound.guarded_request` as shipped, with per-host pools of 4, 16, 32 and 64.
+  :func:`workers.outbound.client.guarded_request` as shipped, with per-host pools of 4, 16, 32 and 64.
 
 The httpcore and aiohttp rows have no SSRF guard, so they are each engine's floor.
 
@@ -42,12 +42,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from httpx_aiohttp import AiohttpTransport
 from loadgen import percentile
 
-from bus.policy import policy_from_text
-from bus.ssrf import parse_networks
-from hookbus.redis_server import free_port
-from workers.context import Services
-from workers.outbound import USER_AGENT, GuardedClient, guarded_request
-from workers.transport import GuardedTransport
+from bus.policy.loading import policy_from_text
+from bus.runtime.ssrf import parse_networks
+from hookbus.platform.redis_server import free_port
+from workers.outbound.client import USER_AGENT, GuardedClient, guarded_request
+from workers.outbound.transport import GuardedTransport
+from workers.services import Services
 
 ROOT = Path(__file__).resolve().parent.parent
 BODY = (
@@ -125,7 +125,7 @@ def via_client(transport: httpx.AsyncBaseTransport, url: str) -> tuple[One, Call
 
 
 def via_guarded_request(url: str, per_host: int) -> tuple[One, Callable[[], Awaitable[None]]]:
-    """The shipped path: workers.outbound.guarded_request on workers.transport.GuardedTransport."""
+    """The shipped path: workers.outbound.client.guarded_request on workers.outbound.transport.GuardedTransport."""
     policy = policy_from_text("hookbus: {http: {allowedNetworks: ['127.0.0.0/8']}}\n")
     services = Services(settings=None)  # type: ignore[arg-type]  # the outbound path reads no setting
     client = GuardedClient((("127.0.0.0/8",), policy.settings.http.max_response_bytes))

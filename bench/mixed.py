@@ -47,9 +47,9 @@ from loadgen import Connection, percentile
 from procstat import CpuMeter
 from run import start_roles
 
-from bus.children import kill_with_parent
-from bus.keys import DISPATCH_GROUP, Keyspace
-from hookbus.redis_server import EmbeddedRedis, free_port
+from bus.redis.keys import DISPATCH_GROUP, Keyspace
+from bus.runtime.children import kill_with_parent
+from hookbus.platform.redis_server import EmbeddedRedis, free_port
 
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "bench" / "results"

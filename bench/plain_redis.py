@@ -8,8 +8,8 @@ from pathlib import Path
 
 import redis
 
-from bus.children import die_with_parent
-from hookbus.redis_server import free_port
+from bus.runtime.children import die_with_parent
+from hookbus.platform.redis_server import free_port
 from tests.redis_cluster import find_cluster_binaries
 
 

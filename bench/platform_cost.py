@@ -51,7 +51,7 @@ from loadgen import Connection, saturate
 from procstat import CpuMeter
 from run import BODIES, start_roles
 
-from hookbus.redis_server import EmbeddedRedis, free_port
+from hookbus.platform.redis_server import EmbeddedRedis, free_port
 
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "bench" / "results"

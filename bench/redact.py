@@ -8,7 +8,7 @@ all three running at once on one Redis (each with its own key prefix), with one 
 of requests dealt to them in turn: whatever else loads the machine loads all three alike. Two
 mixes: the §1 commands (no secret: the common case, every string still scanned) and the same
 commands each carrying a secret (every record re-serialised). Then the cost of
-:func:`bus.redact.redact_record` alone, in-process, on the same inputs, for a figure that the
+:func:`bus.decisionlog.masking.redact_record` alone, in-process, on the same inputs, for a figure that the
 ±15 % run-to-run noise of the end-to-end p50 cannot hide. Results: stdout (markdown) and
 ``bench/results/redact.json``.
 """
@@ -39,9 +39,10 @@ from loadgen import Connection, saturate, steady_rate, summarize
 from procstat import cpu_s
 from run import BODIES, POLICY, hook_input, start_roles
 
-from bus.protocol import LogRecord
-from bus.redact import Redactor, redact_record
-from hookbus.redis_server import EmbeddedRedis, free_port
+from bus.decisionlog.masking import redact_record
+from bus.redaction.redact import Redactor
+from bus.stream.protocol import LogRecord
+from hookbus.platform.redis_server import EmbeddedRedis, free_port
 
 ROOT = Path(__file__).resolve().parent.parent
 MASKS: dict[str, Any] = {
@@ -182,7 +183,7 @@ async def main(args: argparse.Namespace) -> dict[str, Any]:
             {
                 **orjson.loads(BODIES[0]),
                 "tool_name": "Write",
-                "tool_input": {"file_path": "src/app.py", "content": (ROOT / "bus" / "retry.py").read_text()[:4096]},
+                "tool_input": {"file_path": "src/app.py", "content": (ROOT / "bus" / "runtime" / "retry.py").read_text()[:4096]},
             }
         )
     ]

@@ -33,7 +33,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from loadgen import LAG, Connection, percentile, saturate, steady_rate, summarize
 
-from hookbus.redis_server import EmbeddedRedis, free_port
+from hookbus.platform.redis_server import EmbeddedRedis, free_port
 
 ROOT = Path(__file__).resolve().parent.parent
 POLICY = ROOT / "examples" / "policy.yaml"

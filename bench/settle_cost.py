@@ -4,8 +4,8 @@
 B events (B is how many events finish while the previous pipeline is in flight: 1 at low
 load, tens at saturation), two ways, against one Redis:
 
-* **settle script, one call per pipeline** (now, :mod:`bus.settle` through
-  :class:`workers.outbox.Outbox`): one ``EVALSHA`` for the whole pipeline that, per event,
+* **settle script, one call per pipeline** (now, :mod:`bus.stream.settle` through
+  :class:`workers.dispatcher.outbox.Outbox`): one ``EVALSHA`` for the whole pipeline that, per event,
   reads the outcome key, appends the record and sets the outcome key, then acknowledges the
   entries with one ``XACK`` and publishes the replies as one message per gateway;
 * **settle script, one call per event** (the outbox before, ``Outbox._flush(max_events=1)``);
@@ -36,17 +36,17 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from procstat import cpu_s
 from run import BODIES
 
-from bus.keys import DISPATCH_GROUP, Keyspace
-from bus.protocol import LogRecord, RecordOutcome, Reply, Request, now_ms
-from bus.settle import SETTLE_MAX_EVENTS
-from hookbus.redis_server import EmbeddedRedis
-from workers.outbox import Outbox, Settle, Write
+from bus.redis.keys import DISPATCH_GROUP, Keyspace
+from bus.stream.protocol import LogRecord, RecordOutcome, Reply, Request, now_ms
+from bus.stream.settle import SETTLE_MAX_EVENTS
+from hookbus.platform.redis_server import EmbeddedRedis
+from workers.dispatcher.outbox import Outbox, Settle, Write
 
 CHANNEL = "hookbus:reply:bench-gateway"
 ROOT = Path(__file__).resolve().parent.parent
 SUBSCRIBER = """
 import sys, time, redis
-from bus.protocol import Reply
+from bus.stream.protocol import Reply
 expected, deadline = int(sys.argv[2]), time.monotonic() + float(sys.argv[3])
 client = redis.Redis.from_url(sys.argv[1])
 pubsub = client.pubsub(ignore_subscribe_messages=True)

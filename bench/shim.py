@@ -34,7 +34,7 @@ import time
 import urllib.request
 from pathlib import Path
 
-from hookbus.redis_server import free_port
+from hookbus.platform.redis_server import free_port
 from hookbus.shim import post
 
 ROOT = Path(__file__).resolve().parent.parent

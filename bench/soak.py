@@ -40,9 +40,9 @@ from mixed import stop_all
 from procstat import fd_count, rss_bytes
 from run import start_roles
 
-from bus.children import kill_with_parent
-from bus.keys import Keyspace
-from hookbus.redis_server import EmbeddedRedis, free_port
+from bus.redis.keys import Keyspace
+from bus.runtime.children import kill_with_parent
+from hookbus.platform.redis_server import EmbeddedRedis, free_port
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -64,7 +64,7 @@ hooks:
 """
 #: Per 10 events: 6 Bash, 1 Read (once), 2 PostToolUse (async, context), 1 Stop (blocked).
 KINDS = ["bash", "read", "bash", "post", "bash", "bash", "stop", "bash", "post", "bash"]
-#: Per-session key families (bus.keys) that must always carry a TTL.
+#: Per-session key families (bus.redis.keys) that must always carry a TTL.
 PER_SESSION = ("once:", "stopguard:", "context:", "outcome:")
 
 

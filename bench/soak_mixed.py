@@ -47,7 +47,7 @@ from loadgen import percentile
 from mixed import RESULTS, hook_input, open_loop, platform, queue_depths, schedule
 from procstat import usage
 
-from bus.keys import Keyspace
+from bus.redis.keys import Keyspace
 
 MIB = 1 / (1 << 20)
 #: How many period-end samples the plateau verdict compares with the one before them.

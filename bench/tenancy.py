@@ -28,15 +28,15 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from loadgen import percentile
 from run import start_roles
 
-from bus.connection import connect
-from bus.keys import Keyspace
-from bus.policy import policy_from_text
-from bus.policy_registry import PolicyRegistry
-from bus.policy_store import PolicyStore
-from bus.protocol import Request, now_ms
-from hookbus.redis_server import EmbeddedRedis, free_port
-from workers.engine import Engine
-from workers.runners import default_runners
+from bus.policy.loading import policy_from_text
+from bus.policy.registry import PolicyRegistry
+from bus.policy.store import PolicyStore
+from bus.redis.connection import connect
+from bus.redis.keys import Keyspace
+from bus.stream.protocol import Request, now_ms
+from hookbus.platform.redis_server import EmbeddedRedis, free_port
+from workers.engine.evaluation import Engine
+from workers.handlers.runners import default_runners
 
 
 def layer(rules: list[str], **extra: Any) -> str:

@@ -31,7 +31,7 @@ import redis
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from hookbus.redis_server import EmbeddedRedis
+from hookbus.platform.redis_server import EmbeddedRedis
 
 WARMUP_PINGS = 20
 

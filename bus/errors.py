@@ -9,7 +9,7 @@
     ├── HookError              a handler failed: non-blocking, counted as ``hook_error``
     │   ├── HookTimeout        a handler ran past its timeout
     │   └── OutputSchemaError  a handler's JSON output does not fit the event's schema
-    │   ├── PluginCallbackError a plugin callback raised (bus.plugins)
+    │   ├── PluginCallbackError a plugin callback raised (bus.hooks.plugins)
     │   └── ToolError          an agent hook's tool call failed (workers.handlers.agent)
     └── RedisServerError       the embedded Redis server would not start
 

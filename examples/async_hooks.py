@@ -30,8 +30,8 @@ import threading
 import time
 from typing import Any, Final
 
-from bus.models import HookInput
-from bus.redact import DEFAULT as REDACTOR
+from bus.hooks.models import HookInput
+from bus.redaction.redact import DEFAULT as REDACTOR
 
 logger = logging.getLogger("hookbus.examples")
 

@@ -9,7 +9,7 @@ A caller is one of:
 * **anyone**, when no token of any kind is configured (a loopback gateway for one person):
   sees everything, like an admin.
 
-Tokens are compared in constant time (:class:`bus.settings.Tokens`) and never kept: a caller
+Tokens are compared in constant time (:class:`bus.runtime.settings.Tokens`) and never kept: a caller
 is identified for per-token limits by a digest of its token.
 """
 
@@ -21,8 +21,8 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from bus.errors import BusUnavailable, RequestRejected
-from bus.settings import Settings
-from bus.token_store import TokenStore
+from bus.redis.tokens import TokenStore
+from bus.runtime.settings import Settings
 
 
 @dataclasses.dataclass(frozen=True, slots=True)

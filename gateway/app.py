@@ -19,11 +19,11 @@ from starlette.requests import Request as HTTPRequest
 from starlette.responses import Response
 from starlette.types import Receive, Scope, Send
 
-from bus import metrics
 from bus.errors import RequestRejected
-from bus.policy import Policy
-from bus.settings import Settings
-from gateway.audit import audit_routes
+from bus.policy.loading import Policy
+from bus.runtime import metrics
+from bus.runtime.settings import Settings
+from gateway.decisionlog.export import audit_routes
 from gateway.hooks import Gateway
 from gateway.observer import Observer
 
@@ -139,7 +139,7 @@ def create_app(settings: Settings, policy: Policy, redis_url: str) -> HookbusApp
 
     from starlette.routing import Route
 
-    from gateway.events import console_routes  # the console: /v1/events/stream, /ui, /v1/policy/replay
+    from gateway.decisionlog.sse import console_routes  # the console: /v1/events/stream, /ui, /v1/policy/replay
 
     router = Starlette(
         routes=[

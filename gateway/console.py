@@ -29,11 +29,11 @@ from starlette.routing import BaseRoute, Mount, Route
 from starlette.staticfiles import StaticFiles
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from bus.children import die_with_parent
 from bus.errors import RequestRejected
-from bus.policy import Policy
-from bus.schema import FunctionHandler
-from bus.settings import Settings
+from bus.policy.loading import Policy
+from bus.policy.schema import FunctionHandler
+from bus.runtime.children import die_with_parent
+from bus.runtime.settings import Settings
 from gateway.access import check_single_authorization, request_caller
 
 #: A replay that runs longer is stopped (504).

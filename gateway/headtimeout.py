@@ -14,7 +14,7 @@ from typing import Any
 
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
-from bus import metrics
+from bus.runtime import metrics
 
 #: Seconds a client has to send a whole request head (line and headers).
 HEAD_TIMEOUT_S = 5.0

@@ -24,29 +24,29 @@ from urllib.parse import parse_qs
 
 import orjson
 
-from bus import metrics
-from bus.connection import PartitionClients, connect, is_cluster, redis_errors
 from bus.errors import BusUnavailable, RequestRejected
-from bus.events import event_spec
-from bus.keys import WORK_STREAM_MAXLEN, Keyspace
-from bus.limits import depth_over
-from bus.logs import event_fields
-from bus.partitions import warn_partitions_changed
-from bus.pending_context import APPEND_TAKING_CONTEXT, takes_context
-from bus.policy import Policy
-from bus.policy_registry import PolicyRegistry
-from bus.protocol import FailOpenReason, ProtocolError, Reply, Request, StreamFields, now_ms
-from bus.reload import PolicyWatcher
-from bus.settings import Settings, Tokens
-from bus.settle import CLAIM, OUTCOME_GRACE_MS
-from bus.token_store import TokenStore
+from bus.hooks.events import event_spec
+from bus.policy.loading import Policy
+from bus.policy.registry import PolicyRegistry
+from bus.policy.reload import PolicyWatcher
+from bus.redis.connection import PartitionClients, connect, is_cluster, redis_errors
+from bus.redis.keys import WORK_STREAM_MAXLEN, Keyspace
+from bus.redis.tokens import TokenStore
+from bus.rules.limits import depth_over
+from bus.runtime import metrics
+from bus.runtime.logs import event_fields
+from bus.runtime.settings import Settings, Tokens
+from bus.stream.partitions import warn_partitions_changed
+from bus.stream.pending_context import APPEND_TAKING_CONTEXT, takes_context
+from bus.stream.protocol import FailOpenReason, ProtocolError, Reply, Request, StreamFields, now_ms
+from bus.stream.settle import CLAIM, OUTCOME_GRACE_MS
 from gateway.access import bearer_token, caller_for
-from gateway.batcher import AppendBatcher
+from gateway.appends.batcher import AppendBatcher
+from gateway.appends.spool import Spool
 from gateway.dialects import from_dialect, to_dialect
 from gateway.ratelimit import SharedRateLimiter
-from gateway.replies import ReplyWaiter
-from gateway.shardreplies import ShardedReplyWaiter
-from gateway.spool import Spool
+from gateway.replies.reader import ReplyWaiter
+from gateway.replies.sharded import ShardedReplyWaiter
 
 logger = logging.getLogger("hookbus.gateway")
 
@@ -346,7 +346,7 @@ class Gateway:
 
     async def _claim(self, request: Request, reason: FailOpenReason, partition: int) -> Reply | None:
         """Past the deadline: the decision if a dispatcher settled the event in time (its
-        reply was lost or late), else mark the event as answered fail-open (:mod:`bus.settle`)."""
+        reply was lost or late), else mark the event as answered fail-open (:mod:`bus.stream.settle`)."""
         ttl_ms = OUTCOME_GRACE_MS + max(0, request.deadline_ms - now_ms())
         try:
             async with asyncio.timeout(CLAIM_TIMEOUT_S):

@@ -8,7 +8,7 @@ those of every partition, added up (lags and pending entries too; the decision l
 its oldest record's). The arq queue and the async dead letters live where the worker writes
 them, on the queue's Redis: with one of its own (``HOOKBUS_QUEUE_REDIS_URL``, also a Sentinel
 URL) they are read there, in a second round trip. It sets the gauges of
-:func:`bus.metrics.observed`, and ``hookbus_redis_up`` to 1, or to 0 when a Redis did not answer
+:func:`bus.runtime.metrics.observed`, and ``hookbus_redis_up`` to 1, or to 0 when a Redis did not answer
 in time (the gauges read there then keep their last values).
 
 Only gateways run it: one process answers for the platform's shared state, and under
@@ -27,13 +27,13 @@ from typing import Any
 import redis.exceptions
 from redis.exceptions import ResponseError
 
-from bus import metrics
-from bus.auditlog import log_state
-from bus.connection import connect, is_transient, redis_errors
+from bus.decisionlog.audit import log_state
 from bus.errors import BusUnavailable
-from bus.keys import DISPATCH_GROUP, Keyspace
-from bus.protocol import now_ms
-from bus.retry import BackgroundTask
+from bus.redis.connection import connect, is_transient, redis_errors
+from bus.redis.keys import DISPATCH_GROUP, Keyspace
+from bus.runtime import metrics
+from bus.runtime.retry import BackgroundTask
+from bus.stream.protocol import now_ms
 
 logger = logging.getLogger("hookbus.gateway")
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from bus.keys import Keyspace
+from bus.redis.keys import Keyspace
 
 # KEYS: one bucket per limit (tenant, token); ARGV: per limit, rate/s and burst, in KEYS order.
 # Takes one token from every bucket, or from none; returns {allowed, retry_after_ms}.

@@ -11,11 +11,11 @@ import socket
 
 import uvicorn
 
-from bus.connection import connect, redis_errors
 from bus.errors import BusUnavailable, ConfigError
-from bus.partitions import claim_layout
-from bus.policy import Policy
-from bus.settings import Settings
+from bus.policy.loading import Policy
+from bus.redis.connection import connect, redis_errors
+from bus.runtime.settings import Settings
+from bus.stream.partitions import claim_layout
 from gateway.app import create_app
 from gateway.headtimeout import HeadTimeoutProtocol
 
@@ -85,7 +85,7 @@ def serve(settings: Settings, policy: Policy, redis_url: str) -> None:
         http=HeadTimeoutProtocol,
         lifespan="on",
         access_log=False,
-        log_config=None,  # uvicorn's records go through hookbus's handler (text or JSON, bus.logs)
+        log_config=None,  # uvicorn's records go through hookbus's handler (text or JSON, bus.runtime.logs)
         log_level=settings.log_level.lower(),
         server_header=False,
         # Nothing reads the client's address: no X-Forwarded-* rewriting middleware per request.

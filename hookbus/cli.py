@@ -58,7 +58,7 @@ def _state_dir(parser: argparse.ArgumentParser) -> None:
 def build_parser() -> argparse.ArgumentParser:
     import argparse
 
-    from hookbus.install import add_install_arguments
+    from hookbus.install.command import add_install_arguments
     from hookbus.tenancy import add_policy_arguments, add_tokens_arguments
 
     parser = argparse.ArgumentParser(prog="hookbus", description="A central hook platform for coding agents.")

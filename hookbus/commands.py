@@ -11,11 +11,11 @@ import sys
 from typing import TYPE_CHECKING, Any
 
 from bus.errors import ConfigError, HookBusError, PolicyError
-from bus.settings import Settings
-from hookbus.state import EXIT_CONFIG, SUPERVISOR_ENV
+from bus.runtime.settings import Settings
+from hookbus.platform.state import EXIT_CONFIG, SUPERVISOR_ENV
 
 if TYPE_CHECKING:
-    from bus.policy import Policy
+    from bus.policy.loading import Policy
 
 logger = logging.getLogger("hookbus")
 
@@ -38,8 +38,8 @@ def _settings(args: argparse.Namespace) -> Settings:
 
 
 def _setup_logging(settings: Settings) -> None:
-    from bus.logs import setup_logging
-    from bus.redact import install_log_redaction
+    from bus.redaction.redact import install_log_redaction
+    from bus.runtime.logs import setup_logging
 
     setup_logging(settings.log_level, settings.log_format)
     install_log_redaction()  # no secret in a log line, a traceback included
@@ -49,7 +49,7 @@ def _require_redis(settings: Settings, *, embedded_ok: bool = False) -> str:
     if settings.redis_url:
         return settings.redis_url
     if embedded_ok:  # the Redis of the `hookbus up` that runs from the state folder
-        from hookbus.state import running
+        from hookbus.platform.state import running
 
         state = running(settings.state_dir)
         url = ((state or {}).get("redis") or {}).get("url")
@@ -109,7 +109,7 @@ def run_command_line(args: argparse.Namespace) -> int:
 
 def _dispatch(args: argparse.Namespace) -> int:
     if args.command == "policy" and args.policy_command == "replay":
-        from hookbus.replay import replay_command
+        from hookbus.replay.run import replay_command
 
         settings = _settings(args)
         return replay_command(args, settings, _require_redis(settings, embedded_ok=True))
@@ -128,7 +128,7 @@ def _dispatch(args: argparse.Namespace) -> int:
     if args.command == "emit":
         return emit(args)
     if args.command == "install":
-        from hookbus.install import run_install
+        from hookbus.install.command import run_install
 
         return run_install(args)
     settings = _settings(args)
@@ -156,7 +156,7 @@ def _dispatch(args: argparse.Namespace) -> int:
         )
         return 0
     if args.command == "audit":
-        from hookbus.audit import export_command, follow_command
+        from hookbus.audit.command import export_command, follow_command
 
         run = export_command if args.audit_command == "export" else follow_command
         return run(args, _require_redis(settings, embedded_ok=True), settings.keys)
@@ -164,7 +164,7 @@ def _dispatch(args: argparse.Namespace) -> int:
         return status(settings.state_dir)
     if args.command == "stop":
         return stop(settings.state_dir, args.timeout)
-    from bus.policy import load_policy
+    from bus.policy.loading import load_policy
 
     if args.command in ("dispatcher", "worker"):
         _import_path()
@@ -173,8 +173,8 @@ def _dispatch(args: argparse.Namespace) -> int:
         logger.info("policy: %s", note)
     warning = _empty_warning(settings, policy)
     if args.command == "up":
-        from hookbus.preflight import import_problems
-        from hookbus.supervisor import run_platform
+        from hookbus.platform.preflight import import_problems
+        from hookbus.platform.supervisor import run_platform
 
         if problems := import_problems(policy):
             raise PolicyError(problems)
@@ -192,14 +192,14 @@ def _dispatch(args: argparse.Namespace) -> int:
     if args.command == "dispatcher":
         import uvloop
 
-        from workers.service import serve_dispatcher
+        from workers.dispatcher.service import serve_dispatcher
 
         uvloop.run(serve_dispatcher(settings, policy, _require_redis(settings), args.metrics_port))
         return 0
     if args.command == "worker":
         import uvloop
 
-        from workers.tasks import serve_worker
+        from workers.jobs.worker import serve_worker
 
         uvloop.run(serve_worker(settings, policy, _require_redis(settings), args.metrics_port))
         return 0
@@ -212,8 +212,8 @@ def policy_check(files: list[str], *, strict: bool = False) -> int:
     Besides validating, it imports every ``function`` handler and plugin (in a child process,
     with this directory and ``PYTHONPATH`` as the search path). ``strict`` makes notes errors.
     """
-    from bus.policy import load_policy
-    from hookbus.preflight import import_problems
+    from bus.policy.loading import load_policy
+    from hookbus.platform.preflight import import_problems
 
     policy = load_policy(files)
     if problems := import_problems(policy):
@@ -230,7 +230,7 @@ def policy_check(files: list[str], *, strict: bool = False) -> int:
 
 def status(state_dir: str) -> int:
     """``hookbus status``: what runs from ``state_dir``; exit 1 when nothing does."""
-    from hookbus.state import running
+    from hookbus.platform.state import running
 
     where = os.path.abspath(state_dir)
     state = running(state_dir)
@@ -260,7 +260,7 @@ def stop(state_dir: str, timeout_s: float) -> int:
     import signal
     import time
 
-    from hookbus.state import LOCK_NAME, is_held, running
+    from hookbus.platform.state import LOCK_NAME, is_held, running
 
     where = os.path.abspath(state_dir)
     state = running(state_dir)

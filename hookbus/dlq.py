@@ -5,7 +5,7 @@ letter (oldest first); ``show ID`` the whole letter as JSON (the masked event, e
 its time and error); ``replay ID... | --all [filters]`` queues each again as a fresh job with
 the same ``webhook-id`` and removes it from the stream (a replay that fails again comes back
 as a new letter); ``purge [ID...] --yes`` deletes letters (every one without IDs). The store
-itself is :mod:`workers.deadletters`. The letters are where the worker writes them, on the
+itself is :mod:`workers.jobs.deadletters`. The letters are where the worker writes them, on the
 async queue's Redis: its own (``--queue-redis-url``, ``HOOKBUS_QUEUE_REDIS_URL``; a
 ``redis+sentinel://`` URL too) when it has one, else the bus's.
 """
@@ -21,13 +21,13 @@ from typing import TextIO
 
 import redis.asyncio as aioredis
 
-from bus.connection import connect, redis_errors
 from bus.errors import ConfigError, HookBusError
-from bus.keys import Keyspace
-from bus.protocol import iso_time
-from workers import deadletters
-from workers.deadletters import DeadLetter, Filters
-from workers.queue import arq_pool
+from bus.redis.connection import connect, redis_errors
+from bus.redis.keys import Keyspace
+from bus.stream.protocol import iso_time
+from workers.jobs import deadletters
+from workers.jobs.deadletters import DeadLetter, Filters
+from workers.jobs.enqueue import arq_pool
 
 _ENTRY_ID = re.compile(r"^\d+-\d+$")
 _ERROR_CHARS = 80
@@ -38,8 +38,8 @@ def _values(given: list[str] | None) -> frozenset[str]:
 
 
 def filters_of(args: argparse.Namespace) -> Filters:
-    """The ``--tenant``/``--handler``/``--since`` flags as :class:`~workers.deadletters.Filters`."""
-    from hookbus.replay import parse_time
+    """The ``--tenant``/``--handler``/``--since`` flags as :class:`~workers.jobs.deadletters.Filters`."""
+    from hookbus.replay.run import parse_time
 
     since = getattr(args, "since", None)
     return Filters(

@@ -1,8 +1,8 @@
 """``hookbus tail``: follow the live decision log, from any directory, filtered if asked.
 
 The log has one stream per partition of the bus (the count is read from Redis,
-:func:`bus.partitions.bus_keyspace`): ``--from-start`` prints what they hold merged by entry
-id, then every partition is followed with a read of its own (:mod:`bus.logreader`).
+:func:`bus.stream.partitions.bus_keyspace`): ``--from-start`` prints what they hold merged by entry
+id, then every partition is followed with a read of its own (:mod:`bus.decisionlog.reader`).
 """
 
 from __future__ import annotations
@@ -15,11 +15,11 @@ import time
 from collections.abc import Iterable
 from typing import Any
 
-from bus.connection import connect, redis_errors
-from bus.keys import Keyspace
-from bus.logreader import LogEntry, LogFollower, newest_ids, read_merged
-from bus.partitions import bus_keyspace
-from bus.protocol import LogRecord, ProtocolError
+from bus.decisionlog.reader import LogEntry, LogFollower, newest_ids, read_merged
+from bus.redis.connection import connect, redis_errors
+from bus.redis.keys import Keyspace
+from bus.stream.partitions import bus_keyspace
+from bus.stream.protocol import LogRecord, ProtocolError
 
 
 @dataclasses.dataclass(frozen=True)

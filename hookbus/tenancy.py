@@ -1,8 +1,8 @@
 """``hookbus tokens ...`` and ``hookbus policy push|versions|show|diff|rollback``.
 
 Both work on the platform's Redis (``--redis-url``, ``$HOOKBUS_REDIS_URL`` or the embedded
-Redis of a ``hookbus up`` in ``--state-dir``); see :mod:`bus.token_store` and
-:mod:`bus.policy_store` for what is stored.
+Redis of a ``hookbus up`` in ``--state-dir``); see :mod:`bus.redis.tokens` and
+:mod:`bus.policy.store` for what is stored.
 """
 
 from __future__ import annotations
@@ -15,11 +15,11 @@ import os
 import sys
 from pathlib import Path
 
-from bus.connection import connect
 from bus.errors import ConfigError
-from bus.keys import Keyspace
-from bus.policy_store import PolicyStore, diff, scope_for
-from bus.token_store import TokenStore, parse_duration_s
+from bus.policy.store import PolicyStore, diff, scope_for
+from bus.redis.connection import connect
+from bus.redis.keys import Keyspace
+from bus.redis.tokens import TokenStore, parse_duration_s
 
 POLICY_ACTIONS = ("push", "versions", "show", "diff", "rollback")
 

@@ -33,16 +33,16 @@ import redis.asyncio as aioredis
 import uvicorn
 import yaml
 
-from bus.connection import connect
-from bus.keys import DISPATCH_GROUP, Keyspace
-from bus.policy import Policy, load_policy
-from bus.protocol import LogRecord
-from bus.settings import Settings
+from bus.policy.loading import Policy, load_policy
+from bus.redis.connection import connect
+from bus.redis.keys import DISPATCH_GROUP, Keyspace
+from bus.runtime.settings import Settings
+from bus.stream.protocol import LogRecord
 from gateway.app import create_app
-from hookbus.redis_server import EmbeddedRedis, free_port
-from tests.workers.llm_server import KEY_ENV, SECRET, FakeLlm, serve_llm
-from workers.context import Services
-from workers.dispatcher import Dispatcher
+from hookbus.platform.redis_server import EmbeddedRedis, free_port
+from tests.workers.outbound.llm_server import KEY_ENV, SECRET, FakeLlm, serve_llm
+from workers.dispatcher.answering import Dispatcher
+from workers.services import Services
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -386,7 +386,7 @@ def llm_api_key(monkeypatch: pytest.MonkeyPatch) -> None:
 
 @pytest_asyncio.fixture
 async def llm() -> AsyncIterator[FakeLlm]:
-    """A Messages-API-shaped server on 127.0.0.1 (:mod:`tests.workers.llm_server`)."""
+    """A Messages-API-shaped server on 127.0.0.1 (:mod:`tests.workers.outbound.llm_server`)."""
     async with serve_llm() as fake:
         yield fake
 

@@ -26,8 +26,8 @@ from typing import TypeVar
 import redis
 from redis.crc import key_slot
 
-from bus.children import die_with_parent
-from hookbus.redis_server import free_port
+from bus.runtime.children import die_with_parent
+from hookbus.platform.redis_server import free_port
 
 HOST = "127.0.0.1"
 SLOTS = 16384

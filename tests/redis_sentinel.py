@@ -21,8 +21,8 @@ from urllib.parse import quote
 
 import redis
 
-from bus.children import die_with_parent
-from hookbus.redis_server import free_port
+from bus.runtime.children import die_with_parent
+from hookbus.platform.redis_server import free_port
 
 HOST = "127.0.0.1"
 SERVICE = "mymaster"

@@ -8,9 +8,9 @@ Load it from a policy::
 The module must be importable by the dispatcher: run hookbus from the repository root, or
 put the root on the path (``PYTHONPATH=/path/to/hookbus hookbus dispatcher ...``). Your own
 plugins work the same way: any module on ``PYTHONPATH`` that calls
-:func:`bus.plugins.register_hook` when imported.
+:func:`bus.hooks.plugins.register_hook` when imported.
 
-Each callback receives the typed hook input (:class:`bus.models.HookInput`) and returns
+Each callback receives the typed hook input (:class:`bus.hooks.models.HookInput`) and returns
 ``None`` to let the call through, or a string to block it with that reason (a PreToolUse
 ``deny``). Callbacks run in registration order and the first non-``None`` answer wins, so
 the permission check is registered first and the log hook only sees calls it let through.
@@ -22,8 +22,8 @@ import logging
 import re
 from typing import Final
 
-from bus.models import HookInput
-from bus.plugins import register_hook
+from bus.hooks.models import HookInput
+from bus.hooks.plugins import register_hook
 
 logger = logging.getLogger("hookbus.plugins.permission")
 

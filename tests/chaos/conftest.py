@@ -1,6 +1,6 @@
 """The chaos harness: a platform of real processes on a Redis of its own, a steady load, the checks.
 
-Each test starts an :class:`~hookbus.redis_server.EmbeddedRedis` on a loopback TCP port with
+Each test starts an :class:`~hookbus.platform.redis_server.EmbeddedRedis` on a loopback TCP port with
 the append-only file on, a ``hookbus gateway``, dispatcher(s) and a ``hookbus worker`` as
 ``python -m hookbus <role>`` subprocesses (``HOOKBUS_REDIS_URL``), drives a steady load over
 real HTTP on 127.0.0.1 (:class:`Load`) while one fault happens, and then checks what every
@@ -36,8 +36,8 @@ import pytest_asyncio
 import redis.exceptions
 import yaml
 
-from bus.protocol import LogRecord
-from hookbus.redis_server import EmbeddedRedis, free_port
+from bus.stream.protocol import LogRecord
+from hookbus.platform.redis_server import EmbeddedRedis, free_port
 from tests.conftest import REPO, BusProbe, clean_env, pre_tool_use
 
 #: The blocking deadline: 0.95 s, so that the gateway's 1.0 s latency bucket is exactly

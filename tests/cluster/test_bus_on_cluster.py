@@ -15,11 +15,11 @@ import httpx
 import pytest
 import redis as redis_sync
 
-from bus.connection import connect
-from bus.keys import DISPATCH_GROUP
-from bus.settings import cluster_url
-from gateway import shardreplies
-from hookbus.redis_server import free_port
+from bus.redis.connection import connect
+from bus.redis.keys import DISPATCH_GROUP
+from bus.redis.urls import cluster_url
+from gateway.replies import sharded
+from hookbus.platform.redis_server import free_port
 from tests.conftest import async_wait_for, hookbus_process, policy_yaml, pre_tool_use, ready, rm_rf, wait_for
 from tests.redis_cluster import LocalCluster
 
@@ -197,7 +197,7 @@ async def test_reply_subscriptions_survive_idle_pings(
 ) -> None:
     """An idle gateway pings its shard subscriptions and keeps them (a read cancelled on a timer
     would drop the connection, and the ping would come back on a new one, unsubscribed)."""
-    monkeypatch.setattr(shardreplies, "PING_EVERY_S", 0.1)
+    monkeypatch.setattr(sharded, "PING_EVERY_S", 0.1)
     policy = policy_yaml(DENY_RM, streams={"partitions": 4})
     async with platform(policy, on_redis=cluster_url(redis_cluster_url), queue_redis_url=redis_url) as p:
         masters = [redis_sync.Redis.from_url(master.url) for master in redis_cluster.masters()]

@@ -11,16 +11,16 @@ from pathlib import Path
 import orjson
 import pytest
 
-from bus.auditlog import RecordFilter, Window, log_state, read_window
-from bus.connection import connect
-from bus.keys import Keyspace
-from bus.partitions import claim_layout
-from bus.protocol import LogRecord
-from bus.settings import cluster_url
-from gateway.logtail import Cursor, LogTail, Subscriber
+from bus.decisionlog.audit import RecordFilter, Window, log_state, read_window
+from bus.redis.connection import connect
+from bus.redis.keys import Keyspace
+from bus.redis.urls import cluster_url
+from bus.stream.partitions import claim_layout
+from bus.stream.protocol import LogRecord
+from gateway.decisionlog.tail import Cursor, LogTail, Subscriber
 from gateway.observer import Observer
-from hookbus.audit import Follower, export
-from hookbus.audit_sinks import JsonlSink
+from hookbus.audit.command import Follower, export
+from hookbus.audit.sinks import JsonlSink
 from hookbus.tail import tail
 from tests.conftest import async_wait_for, metric
 

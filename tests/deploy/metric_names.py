@@ -1,6 +1,6 @@
 """The hookbus metric names the Prometheus rules and the Grafana dashboard may use.
 
-``DEFINED_METRICS`` are the families ``bus/metrics.py`` defines (``tests/bus/test_metrics_families.py``
+``DEFINED_METRICS`` are the families ``bus/runtime/metrics.py`` defines (``tests/bus/runtime/test_metrics_families.py``
 checks the list against the code both ways). ``PLANNED_METRICS`` is for a family that an alert or a
 panel uses before the code exports it; it is empty: everything the deploy files use exists. A
 name in neither set is a typo.

@@ -1,7 +1,7 @@
 """docker-compose.yml and the Dockerfile, checked against the code they run.
 
 No container engine is available where these tests run, so nothing is built or started: the
-files are parsed and held against the CLI parser, bus/settings.py, the Prometheus scrape
+files are parsed and held against the CLI parser, bus/runtime/settings.py, the Prometheus scrape
 configuration and the files they mount.
 """
 
@@ -23,7 +23,7 @@ DOCKERFILE = REPO / "Dockerfile"
 DOCKERIGNORE = REPO / ".dockerignore"
 ENV_EXAMPLE = REPO / "deploy" / "compose" / "hookbus.env.example"
 PROMETHEUS = REPO / "deploy" / "prometheus" / "prometheus-compose.yml"
-SETTINGS_SOURCE = REPO / "bus" / "settings.py"
+SETTINGS_SOURCE = REPO / "bus" / "runtime" / "settings.py"
 ROLES = ("gateway", "dispatcher", "worker")
 PACKAGES = ("bus", "gateway", "workers", "hookbus")
 
@@ -171,11 +171,11 @@ def test_every_hookbus_variable_is_one_the_settings_read(hookbus_services: dict[
     hookbus_names = {n for n in names if n.startswith("HOOKBUS_")}
     assert "HOOKBUS_TOKENS" in hookbus_names
     unknown = sorted(n for n in hookbus_names if f'"{n}"' not in source)
-    assert unknown == [], f"not read by bus/settings.py: {unknown}"
+    assert unknown == [], f"not read by bus/runtime/settings.py: {unknown}"
 
 
 def test_env_example_gives_working_settings(hookbus_services: dict[str, dict[str, Any]]) -> None:
-    from bus.settings import Settings
+    from bus.runtime.settings import Settings
 
     for name, svc in hookbus_services.items():
         files = env_files(svc)

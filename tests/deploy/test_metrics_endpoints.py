@@ -12,7 +12,7 @@ from typing import Any
 import httpx
 import pytest
 
-from hookbus.redis_server import free_port
+from hookbus.platform.redis_server import free_port
 from tests.conftest import (
     DENY_RM,
     REPO,

@@ -31,7 +31,7 @@ import httpx
 import pytest
 import yaml
 
-from hookbus.redis_server import free_port
+from hookbus.platform.redis_server import free_port
 from tests.conftest import clean_env, exposition_samples, policy_yaml, ready, wait_for
 from tests.deploy.metric_names import metric_names
 from tests.deploy.promtool import promtool, required_binary
@@ -124,7 +124,7 @@ def prometheus_config(port: int) -> dict[str, Any]:
 
 def plant_stale_metrics(metrics_dir: Path) -> None:
     metrics_dir.mkdir(parents=True)
-    script = f"from bus import metrics; metrics.child(metrics.DECISIONS, 'PreToolUse', 'deny').inc({STALE_DENIES})"
+    script = f"from bus.runtime import metrics; metrics.child(metrics.DECISIONS, 'PreToolUse', 'deny').inc({STALE_DENIES})"
     env = {**clean_env(), "PROMETHEUS_MULTIPROC_DIR": str(metrics_dir)}
     subprocess.run([sys.executable, "-c", script], env=env, cwd=REPO, check=True, timeout=30)
     assert list(metrics_dir.glob("counter_*.db"))

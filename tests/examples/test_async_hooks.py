@@ -12,7 +12,7 @@ from typing import Any
 import orjson
 import pytest
 
-from bus.models import HookInput
+from bus.hooks.models import HookInput
 from examples import async_hooks
 from examples.async_hooks import (
     SessionCounts,
@@ -23,7 +23,7 @@ from examples.async_hooks import (
     summary_text,
 )
 from tests.conftest import REPO, BusProbe
-from workers.tasks import build_worker
+from workers.jobs.worker import build_worker
 
 POLICY = REPO / "examples" / "async_policy.yaml"
 

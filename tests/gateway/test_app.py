@@ -15,8 +15,8 @@ import httpx
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from bus.settings import Tokens
-from hookbus.redis_server import free_port
+from bus.runtime.settings import Tokens
+from hookbus.platform.redis_server import free_port
 from tests.conftest import (
     DENY_RM,
     BusProbe,

@@ -9,7 +9,7 @@ from typing import Any
 import httpx
 import pytest
 
-from bus.settings import Tokens
+from bus.runtime.settings import Tokens
 from tests.conftest import DENY_RM, pre_tool_use
 
 

@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from bus.settings import Tokens
+from bus.runtime.settings import Tokens
 from gateway import console as console_module
 from tests.conftest import DENY_RM, assert_error, logged, policy_yaml, pre_tool_use
 

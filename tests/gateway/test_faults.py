@@ -16,8 +16,8 @@ from typing import Any
 import httpx
 
 from bus.errors import BusUnavailable
-from gateway.spool import Spool
-from hookbus.redis_server import EmbeddedRedis
+from gateway.appends.spool import Spool
+from hookbus.platform.redis_server import EmbeddedRedis
 from tests.conftest import BusProbe, Platform, async_wait_for, metric, rm_rf
 
 #: The deadline of the no-dispatcher test: 0.45 s, so that the 0.5 s latency bucket is

@@ -11,7 +11,7 @@ import pytest
 import uvicorn
 
 from gateway.headtimeout import HeadTimeoutProtocol
-from hookbus.redis_server import free_port
+from hookbus.platform.redis_server import free_port
 from tests.conftest import metric
 
 

@@ -8,10 +8,10 @@ from typing import Any
 import pytest
 import pytest_asyncio
 
-from bus.keys import DISPATCH_GROUP, Keyspace
-from bus.protocol import now_ms
+from bus.redis.keys import DISPATCH_GROUP, Keyspace
+from bus.stream.protocol import now_ms
 from gateway.observer import Observer, group_lag
-from hookbus.redis_server import EmbeddedRedis, free_port
+from hookbus.platform.redis_server import EmbeddedRedis, free_port
 from tests.conftest import BusProbe, async_wait_for, exposition_samples, metric
 
 

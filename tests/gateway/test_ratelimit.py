@@ -4,7 +4,7 @@ gateway replica. The 429 they lead to is tested over HTTP in ``test_app``.
 
 from __future__ import annotations
 
-from bus.keys import Keyspace
+from bus.redis.keys import Keyspace
 from gateway.ratelimit import SharedRateLimiter
 from tests.conftest import BusProbe
 

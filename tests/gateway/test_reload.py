@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from bus.policy import load_policy
+from bus.policy.loading import load_policy
 from tests.conftest import async_wait_for, run_platform
 
 ALLOW_ALL = "hooks:\n  PreToolUse:\n    - matcher: Bash\n      hooks:\n        - {type: rule, deny: ['Bash(sudo *)']}\n"

@@ -12,8 +12,8 @@ import httpx
 from prometheus_client import Counter, Histogram
 from prometheus_client.parser import text_string_to_metric_families
 
-from bus import metrics
-from hookbus.redis_server import free_port
+from bus.runtime import metrics
+from hookbus.platform.redis_server import free_port
 from tests.conftest import DENY_RM, REPO, clean_env, port_open, wait_for
 
 

@@ -12,9 +12,9 @@ import httpx
 import pytest
 import yaml
 
-from bus.policy_store import PolicyStore
-from bus.settings import Tokens
-from bus.token_store import TokenStore
+from bus.policy.store import PolicyStore
+from bus.redis.tokens import TokenStore
+from bus.runtime.settings import Tokens
 from tests.conftest import BusProbe, Platform, async_wait_for, logged, pre_tool_use
 
 TOKENS = Tokens.parse("acme:tok-a,beta:tok-b")

@@ -18,10 +18,10 @@ from typing import Any
 
 import pytest
 
-from bus.settings import Tokens
+from bus.runtime.settings import Tokens
 from hookbus.client import AsyncHookBusClient, Decision, HookBusClient
 from hookbus.local_hooks import LocalHooks, as_decision
-from hookbus.redis_server import free_port
+from hookbus.platform.redis_server import free_port
 from tests.conftest import REPO, BusProbe, async_wait_for, logged_session
 
 REWRITE = """\

@@ -15,10 +15,10 @@ from typing import Any
 
 import pytest
 
-from bus.policy import load_policy
-from bus.settings import Tokens
+from bus.policy.loading import load_policy
+from bus.runtime.settings import Tokens
 from hookbus.cli import main
-from hookbus.redis_server import free_port
+from hookbus.platform.redis_server import free_port
 from tests.conftest import DENY_RM, BusProbe, logged_session, run_hookbus
 
 GOOD = """

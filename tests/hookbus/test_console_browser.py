@@ -26,9 +26,9 @@ import pytest
 import redis as redis_sync
 import yaml
 
-from bus.keys import Keyspace
-from bus.protocol import LogRecord, now_ms
-from hookbus.redis_server import free_port
+from bus.redis.keys import Keyspace
+from bus.stream.protocol import LogRecord, now_ms
+from hookbus.platform.redis_server import free_port
 from tests.conftest import REPO, wait_for
 
 CHROMIUM = Path("/usr/bin/chromium")

@@ -7,12 +7,12 @@ import json
 
 import orjson
 
-from bus.protocol import Request, now_ms
-from bus.redact import DEFAULT
-from hookbus.redis_server import EmbeddedRedis
+from bus.redaction.redact import DEFAULT
+from bus.stream.protocol import Request, now_ms
+from hookbus.platform.redis_server import EmbeddedRedis
 from tests.conftest import BusProbe, run_hookbus
-from workers import deadletters
-from workers.deadletters import Attempt
+from workers.jobs import deadletters
+from workers.jobs.deadletters import Attempt
 
 
 async def seed(

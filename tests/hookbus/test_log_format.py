@@ -12,8 +12,8 @@ from typing import Any, cast
 import httpx
 import pytest
 
-from bus.keys import Keyspace
-from hookbus.redis_server import free_port
+from bus.redis.keys import Keyspace
+from hookbus.platform.redis_server import free_port
 from tests.conftest import clean_env, hookbus_process, policy_yaml, ready, wait_for
 
 TOKEN = "sekret-token-4f9a"

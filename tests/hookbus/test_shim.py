@@ -21,8 +21,8 @@ from typing import Any
 
 import pytest
 
-from bus.settings import Tokens
-from hookbus.redis_server import free_port
+from bus.runtime.settings import Tokens
+from hookbus.platform.redis_server import free_port
 from hookbus.shim import _split, _unchunk, hook_url, parse_args
 from tests.conftest import DENY_RM, REPO, BusProbe, clean_env, logged_session
 
@@ -44,7 +44,7 @@ HEAVY = (
     "ssl",
     "email",
     "hookbus.commands",
-    "bus.models",
+    "bus.hooks.models",
 )
 
 
@@ -239,7 +239,7 @@ def test_the_hook_path_imports_only_the_standard_library() -> None:
 
 
 def test_importing_the_cli_and_shim_pulls_in_nothing_heavy() -> None:
-    probe = "import sys, hookbus.cli, hookbus.shim, hookbus.install; print(' '.join(sorted(sys.modules)))"
+    probe = "import sys, hookbus.cli, hookbus.shim, hookbus.install.settings_file; print(' '.join(sorted(sys.modules)))"
     loaded = set(
         subprocess.run([sys.executable, "-c", probe], capture_output=True, check=True, cwd=REPO, timeout=30)
         .stdout.decode()

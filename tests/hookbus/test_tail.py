@@ -1,6 +1,6 @@
 """``hookbus tail`` (:mod:`hookbus.tail`): the decision log as lines, from a real Redis.
 
-Records are written with XADD of :class:`bus.protocol.LogRecord` entries, as the dispatchers
+Records are written with XADD of :class:`bus.stream.protocol.LogRecord` entries, as the dispatchers
 write them. :func:`tail` runs in-process for what it prints; the command line runs as a real
 ``python -m hookbus tail`` child for its flags, its exit and a reader that leaves early.
 """
@@ -18,10 +18,10 @@ from typing import Any
 import orjson
 import pytest
 
-from bus.keys import Keyspace
-from bus.partitions import claim_layout
-from bus.protocol import LogRecord
-from hookbus.redis_server import EmbeddedRedis
+from bus.redis.keys import Keyspace
+from bus.stream.partitions import claim_layout
+from bus.stream.protocol import LogRecord
+from hookbus.platform.redis_server import EmbeddedRedis
 from hookbus.tail import Filters, format_record, tail
 from tests.conftest import BusProbe, async_wait_for, clean_env, frozen_during, run_hookbus
 

@@ -13,18 +13,18 @@ from typing import Any
 import orjson
 import pytest
 
-from bus.bashsplit import parse_commands
-from bus.limits import DEFAULT_LIMITS, Limits, depth_over
-from bus.policy import Policy, load_policy, policy_from_text
-from bus.protocol import VIEW_DEPTH, Request, now_ms, payload_json
-from bus.redact import DEFAULT
-from bus.schema import RuleHandler
+from bus.policy.loading import Policy, load_policy, policy_from_text
+from bus.policy.schema import RuleHandler
+from bus.redaction.redact import DEFAULT
+from bus.rules.bashsplit import parse_commands
+from bus.rules.limits import DEFAULT_LIMITS, Limits, depth_over
+from bus.stream.protocol import VIEW_DEPTH, Request, now_ms, payload_json
 from tests.conftest import REPO
 from tests.hostile.inputs import COMMAND_UNITS, OPEN_UNITS, SECRET_UNITS, command, fill, nested, nested_json
-from workers.context import HookContext
-from workers.engine import selected
+from workers.engine.evaluation import selected
+from workers.engine.judging import judge_command, judged
+from workers.handlers.context import HookContext
 from workers.handlers.rule import evaluate_rules, run_rule
-from workers.judging import judge_command, judged
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -92,7 +92,7 @@ hooks:
 
 
 async def test_a_split_that_runs_out_of_time_cannot_be_judged() -> None:
-    from bus.bashsplit import split_within
+    from bus.rules.bashsplit import split_within
 
     assert split_within(command("a | ", 60 * 1024), False, 0.0) == "the command could not be split within 0 s"
     assert isinstance(split_within(command("a | ", 60 * 1024), False, 5.0), tuple)
@@ -116,8 +116,8 @@ async def test_the_event_loop_keeps_running_while_a_long_command_is_split() -> N
 
 
 def test_paths_and_urls_over_the_string_limit_cannot_be_judged() -> None:
-    from bus.limits import using_limits
-    from bus.permissions import parse_rule, rule_matches
+    from bus.rules.limits import using_limits
+    from bus.rules.permissions import parse_rule, rule_matches
 
     path = "/work/" + "a/" * 3000 + ".env"
     with using_limits(Limits(stringBytes=1024)):
@@ -157,7 +157,7 @@ def test_a_stored_input_too_deep_to_write_again_is_shown_as_text(depth: int) -> 
 
 
 def test_a_long_command_splits_the_same_with_and_without_a_deadline() -> None:
-    from bus.bashsplit import split_within
+    from bus.rules.bashsplit import split_within
 
     text = command("a && b | `c` $(d) 'e' \"f $g\" ", 20_000)
     assert split_within(text, False, 10.0) == parse_commands(text)

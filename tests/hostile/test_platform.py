@@ -22,8 +22,8 @@ import orjson
 import pytest
 import redis as redis_sync
 
-from bus.keys import Keyspace
-from hookbus.redis_server import free_port
+from bus.redis.keys import Keyspace
+from hookbus.platform.redis_server import free_port
 from tests.conftest import REPO, wait_for
 from tests.hostile.inputs import COMMAND_UNITS, OPEN_UNITS, SECRET_UNITS, command, fill, nested_json
 

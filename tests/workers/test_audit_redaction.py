@@ -20,8 +20,8 @@ from typing import Any
 import orjson
 import pytest
 
-from bus.keys import Keyspace
-from bus.models import HookInput
+from bus.hooks.models import HookInput
+from bus.redis.keys import Keyspace
 from tests.conftest import BusProbe, async_wait_for, policy_yaml, run_hookbus
 
 GITHUB = "ghp_Zq8Lm2Vx7Rt4Wn3Bc5Yz1Hd6Jf0Gs9Pa2Ue8k"
@@ -125,7 +125,7 @@ def inputs() -> list[dict[str, Any]]:
 
 async def everything_in_redis(url: str) -> bytes:
     """Every key's value as Redis returns it, and its DUMP, as one blob to search."""
-    from bus.connection import connect
+    from bus.redis.connection import connect
 
     client = connect(url, socket_timeout_s=5.0)
     parts: list[bytes] = []

@@ -10,11 +10,11 @@ from typing import Any
 
 import yaml
 
-from bus.keys import DISPATCH_GROUP
-from bus.protocol import Request, now_ms
+from bus.redis.keys import DISPATCH_GROUP
+from bus.stream.protocol import Request, now_ms
 from tests.conftest import BusProbe, async_wait_for, logged, metric, policy_yaml, pre_tool_use
-from workers.dispatcher import Dispatcher
-from workers.engine import deciders
+from workers.dispatcher.answering import Dispatcher
+from workers.engine.evaluation import deciders
 
 RULE_A = {"type": "rule", "deny": ["Bash(rm -rf *)"], "allow": ["Bash(ls *)"]}
 RULE_B = {"type": "rule", "deny": ["Bash(rm -rf *)"], "ask": ["Bash(git push *)"]}
@@ -59,7 +59,7 @@ async def test_each_decision_is_counted_for_the_handlers_that_made_it(platform: 
 
 
 def test_deciders_are_the_handlers_whose_own_answer_won() -> None:
-    from bus.results import HandlerResult, Outcome
+    from bus.hooks.results import HandlerResult, Outcome
 
     def vote(handler_id: str, decision: str) -> HandlerResult:
         output = {"hookSpecificOutput": {"hookEventName": "PreToolUse", "permissionDecision": decision}}

@@ -14,12 +14,12 @@ from typing import Any
 
 import redis.asyncio as aioredis
 
-from bus.keys import Keyspace
-from bus.pending_context import CONTEXT_TTL_S
-from hookbus.redis_server import EmbeddedRedis
+from bus.redis.keys import Keyspace
+from bus.stream.pending_context import CONTEXT_TTL_S
+from hookbus.platform.redis_server import EmbeddedRedis
 from tests.conftest import async_wait_for, pre_tool_use
-from tests.workers.test_tasks import run_worker
-from workers.engine import ONCE_TTL_S, STOP_GUARD_TTL_S
+from tests.workers.jobs.test_worker import run_worker
+from workers.engine.evaluation import ONCE_TTL_S, STOP_GUARD_TTL_S
 
 CONTEXT = {"hookSpecificOutput": {"hookEventName": "PostToolUse", "additionalContext": "lint: 2 warnings"}}
 BLOCK = {"decision": "block", "reason": "keep going"}

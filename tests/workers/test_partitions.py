@@ -8,13 +8,13 @@ from typing import Any
 
 import pytest
 
-from bus.connection import connect
 from bus.errors import ConfigError
-from bus.keys import DISPATCH_GROUP
-from bus.protocol import LogRecord
-from bus.settings import Settings
+from bus.redis.connection import connect
+from bus.redis.keys import DISPATCH_GROUP
+from bus.runtime.settings import Settings
+from bus.stream.protocol import LogRecord
 from tests.conftest import async_wait_for, policy_yaml, pre_tool_use, rm_rf
-from workers.dispatcher import Dispatcher
+from workers.dispatcher.answering import Dispatcher
 
 DENY_RM = {
     "PreToolUse": [{"matcher": "Bash", "hooks": [{"type": "rule", "deny": ["Bash(rm -rf *)"], "reason": "no rm -rf"}]}]
@@ -70,7 +70,7 @@ async def test_a_dispatcher_consumes_only_its_partitions(platform: Callable[...,
 async def test_a_node_with_another_partition_count_refuses_to_run(
     redis_url: str, write_policy: Callable[..., Any]
 ) -> None:
-    from bus.policy import load_policy
+    from bus.policy.loading import load_policy
 
     four = load_policy([write_policy(PARTITIONED, "four.yaml")])
     two = load_policy([write_policy(policy_yaml({}, streams={"partitions": 2}), "two.yaml")])

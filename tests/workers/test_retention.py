@@ -9,9 +9,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from bus.protocol import now_ms
+from bus.stream.protocol import now_ms
 from tests.conftest import BusProbe, async_wait_for, policy_yaml
-from tests.hookbus.test_audit import record
+from tests.hookbus.audit.test_command import record
 
 
 def notification(i: int) -> dict[str, Any]:

@@ -30,16 +30,16 @@ from typing import Any, Final
 
 import orjson
 
-from bus.connection import redis_errors
+from bus.decisionlog.reader import read_merged
 from bus.errors import BusUnavailable, HookError
-from bus.logreader import read_merged
-from bus.partitions import bus_keyspace
-from bus.protocol import LogRecord, ProtocolError
-from bus.results import HandlerResult, Outcome
-from bus.schema import AgentHandler
-from workers.context import HookContext
+from bus.hooks.results import HandlerResult, Outcome
+from bus.policy.schema import AgentHandler
+from bus.redis.connection import redis_errors
+from bus.stream.partitions import bus_keyspace
+from bus.stream.protocol import LogRecord, ProtocolError
+from workers.handlers.context import HookContext
 from workers.handlers.prompt import input_json, parse_verdict, render_prompt, verdict_result
-from workers.llm import LlmClient, LlmError, LlmTimeout, ToolUse
+from workers.outbound.llm import LlmClient, LlmError, LlmTimeout, ToolUse
 
 MAX_TURNS: Final = 50
 MAX_TOKENS: Final = 1024

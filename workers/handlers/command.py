@@ -3,9 +3,9 @@
 Shell form runs ``/bin/sh -c <command>`` (``pwsh -NoProfile -NonInteractive -Command`` when
 ``shell: "powershell"``); exec form (``args`` set) spawns ``command`` directly with ``args``
 as its argv, no shell. The hook input JSON goes to stdin, which is then closed; the exit code,
-stdout and stderr are read by :func:`bus.output.result_from_exit`.
+stdout and stderr are read by :func:`bus.hooks.output.result_from_exit`.
 
-**Placeholders** are filled by :mod:`bus.placeholders` (values never pasted into a shell
+**Placeholders** are filled by :mod:`bus.policy.placeholders` (values never pasted into a shell
 script).
 
 **Where it runs.** Central hooks don't run on the agent's machine: the working directory is
@@ -39,12 +39,12 @@ import time
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from bus.children import kill_with_parent
-from bus.output import result_from_exit
-from bus.placeholders import project_dir, render_exec, render_shell
-from bus.results import HandlerResult, Outcome
-from bus.schema import CommandHandler
-from workers.context import HookContext
+from bus.hooks.output import result_from_exit
+from bus.hooks.results import HandlerResult, Outcome
+from bus.policy.placeholders import project_dir, render_exec, render_shell
+from bus.policy.schema import CommandHandler
+from bus.runtime.children import kill_with_parent
+from workers.handlers.context import HookContext
 
 #: Seconds between SIGTERM and SIGKILL for a timed-out hook's process group.
 KILL_GRACE_S = 0.2

@@ -2,9 +2,9 @@
 
 The callable is imported once per process (successes and failures are cached; an import
 that fails is a non-blocking ``ERROR`` naming the reason, on every event, never a crash) and
-is called with one argument, the typed hook input (:class:`bus.models.HookInput`, a fresh
+is called with one argument, the typed hook input (:class:`bus.hooks.models.HookInput`, a fresh
 copy per call). A coroutine function is awaited on the loop; any other callable runs in a
-worker thread of hookbus's own (:mod:`workers.threads`, a cheaper hand-off than the loop's
+worker thread of hookbus's own (:mod:`workers.handlers.threads`, a cheaper hand-off than the loop's
 executor, and not the loop's default executor, which DNS lookups need), as are imports and
 plugin callbacks, so a slow or blocking function never stalls the dispatcher. A thread cannot
 be killed: on timeout the answer is dropped, the thread runs on.
@@ -12,8 +12,8 @@ be killed: on timeout the answer is dropped, the thread runs on.
 The return value (see :func:`result_from_return`) may be
 
 * ``None`` — no opinion;
-* a :class:`bus.models.HookOutput` or a dict — Claude Code output JSON, checked with
-  :func:`bus.output.check_output` like an http hook's body;
+* a :class:`bus.hooks.models.HookOutput` or a dict — Claude Code output JSON, checked with
+  :func:`bus.hooks.output.check_output` like an http hook's body;
 * a string — block with that reason (as a plugin interceptor's string does): a ``deny`` on PreToolUse and
   PermissionRequest, ``decline`` on Elicitation, ``decision: "block"`` elsewhere; an empty
   string is no opinion;
@@ -23,7 +23,7 @@ The return value (see :func:`result_from_return`) may be
   ``modifications.messages`` → PreSampling ``updatedMessages``.
 
 An exception raised by the callable is a non-blocking ``ERROR`` (``failMode: closed`` is
-applied by the engine). Plugin callbacks (:mod:`bus.plugins`) are run by
+applied by the engine). Plugin callbacks (:mod:`bus.hooks.plugins`) are run by
 :func:`run_plugins` and read the same way.
 """
 
@@ -38,15 +38,15 @@ from typing import Any, Final
 
 from pydantic import ValidationError
 
-from bus import metrics
 from bus.errors import OutputSchemaError
-from bus.models import HookInput, HookOutput
-from bus.output import UNIVERSAL_FIELDS, check_output
-from bus.plugins import PluginCallbackError, atrigger_hooks, callback_name, hooks_for
-from bus.results import HandlerResult, Outcome
-from bus.schema import FunctionHandler
-from workers.context import HookContext
-from workers.threads import ThreadHandoff
+from bus.hooks.models import HookInput, HookOutput
+from bus.hooks.output import UNIVERSAL_FIELDS, check_output
+from bus.hooks.plugins import PluginCallbackError, atrigger_hooks, callback_name, hooks_for
+from bus.hooks.results import HandlerResult, Outcome
+from bus.policy.schema import FunctionHandler
+from bus.runtime import metrics
+from workers.handlers.context import HookContext
+from workers.handlers.threads import ThreadHandoff
 
 #: Threads for synchronous functions, imports and plugin callbacks (per process).
 MAX_THREADS: Final = 32

@@ -2,10 +2,10 @@
 
 **Request.** ``POST`` to the handler's ``url`` with the exact hook input bytes the agent sent
 and ``Content-Type: application/json``, through the SSRF-guarded client of
-:mod:`workers.outbound` (no redirects followed, body capped at ``maxResponseBytes``).
+:mod:`workers.outbound.client` (no redirects followed, body capped at ``maxResponseBytes``).
 
 **Answer.** Only a 2xx response counts: an empty body is no opinion, a JSON object is parsed
-and checked like command stdout (:func:`bus.output.result_from_body`), any other body is a
+and checked like command stdout (:func:`bus.hooks.output.result_from_body`), any other body is a
 non-blocking error. Non-2xx (redirects included), a connection failure, a refused address
 and a body over the cap are :attr:`Outcome.ERROR` with a reason saying which; no answer
 within the handler's ``timeout`` (bounded by the event's deadline) is
@@ -20,7 +20,7 @@ and the other framing / hop-by-hop headers cannot be set; ``Content-Type`` is al
 Header values carry secrets: they are never logged and appear in no reason or repr.
 
 **Signed deliveries.** An async delivery (and any hook with ``secret: $VAR``) carries the
-Standard Webhooks headers of :mod:`workers.webhooks`; a policy cannot set them itself.
+Standard Webhooks headers of :mod:`workers.outbound.webhooks`; a policy cannot set them itself.
 
 **allowedHttpHookUrls.** When the policy defines it (``[]`` blocks every http hook), a hook
 whose URL matches no pattern is not run. ``*`` is the only wildcard. Scheme and host compare
@@ -42,14 +42,15 @@ import time
 from collections.abc import Iterable, Mapping
 
 from bus.errors import HookError, HookTimeout
-from bus.output import result_from_body
-from bus.policy import Policy
-from bus.results import HandlerResult, Outcome
-from bus.schema import HttpHandler
-from bus.ssrf import ResponseTooLarge, SSRFBlocked
-from workers.context import HookContext, Services
-from workers.outbound import guarded_request
-from workers.webhooks import SigningError, webhook_headers, webhook_id
+from bus.hooks.output import result_from_body
+from bus.hooks.results import HandlerResult, Outcome
+from bus.policy.loading import Policy
+from bus.policy.schema import HttpHandler
+from bus.runtime.ssrf import ResponseTooLarge, SSRFBlocked
+from workers.handlers.context import HookContext
+from workers.outbound.client import guarded_request
+from workers.outbound.webhooks import SigningError, webhook_headers, webhook_id
+from workers.services import Services
 
 logger = logging.getLogger("hookbus.http")
 
@@ -185,7 +186,7 @@ async def run_http(
 ) -> HandlerResult:
     """POST ``payload`` to ``handler.url`` and read the answer as Claude Code does. Never raises for hook failures.
 
-    ``message_id`` adds the Standard Webhooks headers (:mod:`workers.webhooks`), signed when the
+    ``message_id`` adds the Standard Webhooks headers (:mod:`workers.outbound.webhooks`), signed when the
     handler has a ``secret``. ``delivery`` (async hooks) counts any 2xx as delivered: a body that
     is not a hook answer (a webhook's ``ok``) is then no opinion rather than an error. A failure's
     ``retryable`` says whether another try may help (connection errors, timeouts, 5xx, 408, 429

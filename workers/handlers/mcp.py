@@ -13,7 +13,7 @@ rules, and the HTTP connections are what is worth keeping anyway.
   a longer string are stringified (strings as they are, everything else as JSON). A path
   that names nothing becomes ``""``.
 * The result's text content (its ``text`` items joined by newlines) is parsed like command
-  stdout on exit 0 (:func:`bus.output.result_from_body` with ``plain_text_ok``): a JSON
+  stdout on exit 0 (:func:`bus.hooks.output.result_from_body` with ``plain_text_ok``): a JSON
   object is hook output, other text is plain text.
 * ``isError: true``, an unknown tool, a server that cannot be reached or answers non-2xx,
   a missing or non-http ``url``, a URL the SSRF guard refuses: non-blocking ``ERROR`` with
@@ -40,12 +40,12 @@ from mcp.shared.exceptions import McpError
 from mcp.types import CallToolResult, TextContent
 
 from bus.errors import HookError
-from bus.output import cap_text, result_from_body
-from bus.results import HandlerResult, Outcome
-from bus.schema import McpToolHandler
-from bus.ssrf import parse_networks, resolve_checked
-from workers.context import HookContext
-from workers.outbound import USER_AGENT, GuardedClient, guard_key, outbound_client
+from bus.hooks.output import cap_text, result_from_body
+from bus.hooks.results import HandlerResult, Outcome
+from bus.policy.schema import McpToolHandler
+from bus.runtime.ssrf import parse_networks, resolve_checked
+from workers.handlers.context import HookContext
+from workers.outbound.client import USER_AGENT, GuardedClient, guard_key, outbound_client
 
 _PLACEHOLDER: Final = re.compile(r"\$\{([A-Za-z_][\w-]*(?:\.[\w-]+)*)\}")
 _MISSING: Final = object()
@@ -161,7 +161,7 @@ async def guarded_client(
     """An httpx client for one MCP session, on the process's SSRF-guarded transport.
 
     It shares the transport (connection pool, guard, size cap) of
-    :func:`workers.outbound.outbound_client` and adds this call's timeout and a response
+    :func:`workers.outbound.client.outbound_client` and adds this call's timeout and a response
     hook; it is not closed afterwards, since closing it would close the shared transport.
     Without ``Services`` (a bare context) it gets a guarded transport of its own, closed after.
     """

@@ -51,12 +51,12 @@ from typing import Any, Final
 import orjson
 
 from bus.errors import OutputSchemaError
-from bus.events import STOP_EVENTS, event_spec
-from bus.output import check_output
-from bus.results import HandlerResult, Outcome
-from bus.schema import PromptHandler
-from workers.context import HookContext
-from workers.llm import LlmClient, LlmError, LlmTimeout
+from bus.hooks.events import STOP_EVENTS, event_spec
+from bus.hooks.output import check_output
+from bus.hooks.results import HandlerResult, Outcome
+from bus.policy.schema import PromptHandler
+from workers.handlers.context import HookContext
+from workers.outbound.llm import LlmClient, LlmError, LlmTimeout
 
 MAX_TOKENS: Final = 1024
 DEFAULT_REASON: Final = "a prompt hook rejected this without giving a reason"

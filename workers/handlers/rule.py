@@ -18,8 +18,10 @@ import functools
 import re
 from typing import Any
 
-from bus.bashsplit import CACHED_COMMAND_CHARS, unjudged
-from bus.permissions import (
+from bus.hooks.results import HandlerResult, Outcome
+from bus.policy.schema import RuleHandler
+from bus.rules.bashsplit import CACHED_COMMAND_CHARS, unjudged
+from bus.rules.permissions import (
     SHELL_TOOLS,
     PermissionRule,
     RuleKind,
@@ -28,9 +30,7 @@ from bus.permissions import (
     shell_regex,
     shell_texts,
 )
-from bus.results import HandlerResult, Outcome
-from bus.schema import RuleHandler
-from workers.context import HookContext
+from workers.handlers.context import HookContext
 
 _BLOCK_EVENTS = frozenset({"PostToolUse", "PostToolUseFailure"})
 _VERDICTS: tuple[RuleKind, ...] = ("deny", "ask", "allow")

@@ -1,7 +1,7 @@
 """``agent`` hooks: the tool loop against the fake Messages API of ``test_prompt``, on the suite's Redis.
 
 The ``recent_events`` tool reads the real decision-log stream: tests write it with XADD of
-:class:`~bus.protocol.LogRecord` entries, or through the whole platform.
+:class:`~bus.stream.protocol.LogRecord` entries, or through the whole platform.
 """
 
 from __future__ import annotations
@@ -15,14 +15,14 @@ import orjson
 import pytest
 import pytest_asyncio
 
-from bus.connection import connect
-from bus.keys import Keyspace
-from bus.partitions import claim_layout
-from bus.protocol import LogRecord, Request, now_ms
-from bus.results import HandlerResult, Outcome
-from bus.settings import Settings
+from bus.hooks.results import HandlerResult, Outcome
+from bus.redis.connection import connect
+from bus.redis.keys import Keyspace
+from bus.runtime.settings import Settings
+from bus.stream.partitions import claim_layout
+from bus.stream.protocol import LogRecord, Request, now_ms
 from tests.conftest import BusProbe, async_wait_for
-from tests.workers.llm_server import (
+from tests.workers.outbound.llm_server import (
     HANG,
     KEY_ENV,
     REASON,
@@ -37,9 +37,9 @@ from tests.workers.llm_server import (
     text,
     tool_call,
 )
-from workers.context import Services
 from workers.handlers.agent import MAX_TURNS, PAGE, REMINDER, call_tool, recent_events, run
-from workers.llm import ToolUse
+from workers.outbound.llm import ToolUse
+from workers.services import Services
 
 pytestmark = pytest.mark.usefixtures("llm_api_key")
 

@@ -17,9 +17,9 @@ from typing import Any
 
 import pytest
 
-from bus.placeholders import lookup, render_exec, render_shell
-from bus.results import HandlerResult, Outcome
-from bus.schema import CommandHandler
+from bus.hooks.results import HandlerResult, Outcome
+from bus.policy.placeholders import lookup, render_exec, render_shell
+from bus.policy.schema import CommandHandler
 from workers.handlers.command import KILL_GRACE_S, hook_env, run_command, run_process
 
 PRE = "PreToolUse"

@@ -1,4 +1,4 @@
-"""``function`` handlers and plugin callbacks (:mod:`workers.handlers.function`, :mod:`bus.plugins`).
+"""``function`` handlers and plugin callbacks (:mod:`workers.handlers.function`, :mod:`bus.hooks.plugins`).
 
 The callables under test live in this module and are named ``tests.workers.handlers.test_function:<attr>``
 in policies: the runner imports this very module, so tests and callables share its globals.
@@ -19,14 +19,14 @@ from typing import Any
 import pytest
 import yaml
 
-from bus.models import HookInput, HookOutput, HookSpecificOutput
-from bus.plugins import clear_hooks, register_hook
-from bus.policy import policy_from_text
-from bus.protocol import Request, now_ms
-from bus.results import HandlerResult, Outcome
+from bus.hooks.models import HookInput, HookOutput, HookSpecificOutput
+from bus.hooks.plugins import clear_hooks, register_hook
+from bus.hooks.results import HandlerResult, Outcome
+from bus.policy.loading import policy_from_text
+from bus.stream.protocol import Request, now_ms
 from tests.conftest import BusProbe, async_wait_for, policy_yaml
-from workers.context import HookContext
 from workers.handlers import function
+from workers.handlers.context import HookContext
 
 ME = "tests.workers.handlers.test_function"
 SEEN: list[HookInput] = []

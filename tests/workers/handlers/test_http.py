@@ -1,4 +1,4 @@
-"""Tests of :mod:`workers.handlers.http` and :mod:`workers.outbound` against real HTTP servers on 127.0.0.1.
+"""Tests of :mod:`workers.handlers.http` and :mod:`workers.outbound.client` against real HTTP servers on 127.0.0.1.
 
 Every server is an ``asyncio.start_server`` in the test's own loop, stopped when its ``async
 with`` ends; the guard is told to allow ``127.0.0.0/8`` unless the test is about refusing it.
@@ -18,16 +18,17 @@ from typing import Any
 import httpx
 import pytest
 
-from bus.policy import Policy, policy_from_text
-from bus.protocol import Request, now_ms
-from bus.results import HandlerResult, Outcome
-from hookbus.redis_server import free_port
+from bus.hooks.results import HandlerResult, Outcome
+from bus.policy.loading import Policy, policy_from_text
+from bus.stream.protocol import Request, now_ms
+from hookbus.platform.redis_server import free_port
 from tests.conftest import async_wait_for
 from tests.loopback import LoopbackServer, Received, flood, hang, reply
-from workers.context import HookContext, Services
+from workers.handlers.context import HookContext
 from workers.handlers.http import render_headers, run, run_http, url_allowed
-from workers.outbound import GuardedClient, OutboundError, OutboundResponse, outbound_client
-from workers.outbound import guarded_request as send_guarded
+from workers.outbound.client import GuardedClient, OutboundError, OutboundResponse, outbound_client
+from workers.outbound.client import guarded_request as send_guarded
+from workers.services import Services
 
 PRE = "PreToolUse"
 LOOPBACK = ["127.0.0.0/8"]

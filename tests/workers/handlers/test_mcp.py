@@ -19,14 +19,15 @@ import uvicorn
 import yaml
 from mcp.server.fastmcp import FastMCP
 
-from bus.policy import policy_from_text
-from bus.protocol import Request, now_ms
-from bus.results import HandlerResult, Outcome
-from bus.settings import Settings
-from hookbus.redis_server import free_port
+from bus.hooks.results import HandlerResult, Outcome
+from bus.policy.loading import policy_from_text
+from bus.runtime.settings import Settings
+from bus.stream.protocol import Request, now_ms
+from hookbus.platform.redis_server import free_port
 from tests.conftest import BusProbe, async_wait_for
-from workers.context import HookContext, Services
 from workers.handlers import mcp
+from workers.handlers.context import HookContext
+from workers.services import Services
 
 LOOPBACK = {"http": {"allowedNetworks": ["127.0.0.0/8"]}}
 

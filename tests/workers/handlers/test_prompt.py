@@ -1,6 +1,6 @@
 """``prompt`` hooks against a real Messages-API-shaped server on 127.0.0.1.
 
-The server is :func:`tests.workers.llm_server.serve_llm` (``test_agent`` uses it too). Nothing
+The server is :func:`tests.workers.outbound.llm_server.serve_llm` (``test_agent`` uses it too). Nothing
 leaves 127.0.0.1.
 """
 
@@ -13,10 +13,10 @@ from typing import Any
 import orjson
 import pytest
 
-from bus.merge import merge_results
-from bus.policy import policy_from_text
-from bus.results import HandlerResult, Outcome
-from tests.workers.llm_server import (
+from bus.hooks.merge import merge_results
+from bus.hooks.results import HandlerResult, Outcome
+from bus.policy.loading import policy_from_text
+from tests.workers.outbound.llm_server import (
     HANG,
     KEY_ENV,
     REASON,
@@ -29,9 +29,9 @@ from tests.workers.llm_server import (
     llm_policy,
     text,
 )
-from workers.context import Services
 from workers.handlers.prompt import DEFAULT_REASON, render_prompt, run
-from workers.llm import LlmClient
+from workers.outbound.llm import LlmClient
+from workers.services import Services
 
 pytestmark = pytest.mark.usefixtures("llm_api_key")
 

@@ -13,14 +13,15 @@ from typing import Any
 import pytest
 from standardwebhooks import Webhook
 
-from bus.policy import Policy, policy_from_text
-from bus.protocol import Request, now_ms
-from bus.results import Outcome
-from bus.schema import CommandHandler
+from bus.hooks.results import Outcome
+from bus.policy.loading import Policy, policy_from_text
+from bus.policy.schema import CommandHandler
+from bus.stream.protocol import Request, now_ms
 from tests.loopback import LoopbackServer, reply
-from workers.context import HookContext, Services
 from workers.handlers.command import run_command
+from workers.handlers.context import HookContext
 from workers.handlers.http import retry_after_s, run
+from workers.services import Services
 
 NOTE = {"hook_event_name": "Notification", "session_id": "s-r", "message": "done"}
 PAYLOAD = json.dumps(NOTE).encode()

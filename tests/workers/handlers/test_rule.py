@@ -6,9 +6,9 @@ from typing import Any
 
 import pytest
 
-from bus.permissions import parse_rule, rule_matches
-from bus.policy import load_policy
-from bus.schema import RuleHandler
+from bus.policy.loading import load_policy
+from bus.policy.schema import RuleHandler
+from bus.rules.permissions import parse_rule, rule_matches
 from tests.conftest import REPO
 from workers.handlers.rule import evaluate_rules, rule_output
 
@@ -27,7 +27,7 @@ def bash(command: str, cwd: str = "/home/dev/project") -> dict[str, Any]:
 
 def pack_verdict(hook_input: dict[str, Any]) -> str | None:
     """The strictest verdict of the example policy's rule handlers for this call."""
-    from bus.matching import compile_matcher, matcher_value
+    from bus.hooks.matching import compile_matcher, matcher_value
 
     verdicts = []
     for entry in PACK.entries("PreToolUse"):

@@ -1,0 +1,8 @@
+"""The decision log read back: ranges merged across partitions, audit windows and filters, records made fit to store.
+
+``reader`` reads the partitioned log as one log and follows it live, ``audit`` gives windows,
+filters and consumer-group state to every reader (``hookbus tail``, ``hookbus audit``, the
+gateway's export and stream), and ``masking`` masks a record before the dispatcher writes it.
+
+Imports: bus.errors, bus.redaction, bus.redis, bus.runtime, bus.stream.
+"""

@@ -1,0 +1,269 @@
+"""Reading the decision log as an audit trail: time windows, filters, consumer groups, state.
+
+The log is a Redis stream whose entry ids start with the millisecond Redis wrote the record
+(when the event was settled), so a time window is an ``XRANGE`` between two ids, read in
+pages with exclusive starts: each record once, in order, however long the window, while new
+records keep arriving. What readers get is what the dispatchers wrote, masked already
+(:mod:`bus.redaction.redact`). ``hookbus audit export``, ``hookbus audit follow`` and
+``GET /v1/audit/events`` are built on this module.
+
+With several partitions (``hookbus.streams.partitions``) the log is one stream per partition;
+a window is then every partition's range, merged by entry id (:mod:`bus.decisionlog.reader`), and an
+``after`` cursor (an entry id) resumes every partition just past it. Two partitions may hold
+the same id (written in the same millisecond): merged, they come in partition order, and a
+page (``limit``) never ends between them.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime
+import re
+from collections.abc import AsyncGenerator, Iterable, Mapping
+from typing import Any, Final
+
+import redis.asyncio as aioredis
+
+from bus.decisionlog.reader import read_merged
+from bus.errors import ConfigError
+from bus.redis.keys import Keyspace
+from bus.stream.protocol import LogRecord, ProtocolError, now_ms
+
+#: Entries per ``XRANGE`` page.
+PAGE: Final = 500
+#: The largest sequence number of a stream id (the end of a millisecond).
+MAX_SEQ: Final = 18446744073709551615
+_RELATIVE = re.compile(r"^(\d+(?:\.\d+)?)\s*(ms|s|m|h|d|w)$")
+_UNIT_MS: Final = {"ms": 1, "s": 1000, "m": 60_000, "h": 3_600_000, "d": 86_400_000, "w": 604_800_000}
+#: Values the ``decision`` filter may take besides a decision: the record's outcome.
+OUTCOMES: Final = ("decided", "recorded", "fail-open")
+
+
+class TimeError(ConfigError):
+    """A time that cannot be read (``--since``, ``?until=``)."""
+
+
+def parse_time(text: str, now: int | None = None) -> int:
+    """A point in time as epoch milliseconds: ``now``; ``90s``, ``15m``, ``1h``, ``7d``, ``2w`` ago;
+    epoch seconds or milliseconds; or ISO 8601 (``2025-01-07T09:30:00Z``; without a zone, local time)."""
+    now = now_ms() if now is None else now
+    value = text.strip()
+    if value == "now":
+        return now
+    if found := _RELATIVE.match(value):
+        return now - int(float(found[1]) * _UNIT_MS[found[2]])
+    if value.isdigit():
+        number = int(value)
+        return number if number >= 100_000_000_000 else number * 1000
+    try:
+        parsed = datetime.datetime.fromisoformat(value)
+    except ValueError:
+        raise TimeError(
+            f"cannot read the time {text!r}: use now, 15m, 2h, 7d, epoch seconds or ISO 8601 (2025-01-07T09:30:00Z)"
+        ) from None
+    if parsed.tzinfo is None:
+        parsed = parsed.astimezone()
+    return int(parsed.timestamp() * 1000)
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Window:
+    """``[since_ms, until_ms]`` (both inclusive; None: open) of record write times."""
+
+    since_ms: int | None = None
+    until_ms: int | None = None
+
+    @classmethod
+    def parse(cls, since: str | None, until: str | None, now: int | None = None) -> Window:
+        now = now_ms() if now is None else now
+        window = cls(parse_time(since, now) if since else None, parse_time(until, now) if until else None)
+        if window.since_ms is not None and window.until_ms is not None and window.since_ms > window.until_ms:
+            raise TimeError("the window ends before it starts (since is after until)")
+        return window
+
+    @property
+    def low(self) -> str:
+        return "-" if self.since_ms is None else f"{max(0, self.since_ms)}-0"
+
+    @property
+    def high(self) -> str:
+        return "+" if self.until_ms is None else f"{max(0, self.until_ms)}-{MAX_SEQ}"
+
+
+def _values(given: Iterable[str] | None) -> frozenset[str]:
+    return frozenset(v.strip() for chunk in given or () for v in chunk.split(",") if v.strip())
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class RecordFilter:
+    """Which records pass: every non-empty set must match (sessions by prefix; ``decisions``
+    also matches an outcome such as ``fail-open``). ``scope`` is a tenant no filter can leave."""
+
+    tenants: frozenset[str] = frozenset()
+    sessions: frozenset[str] = frozenset()
+    events: frozenset[str] = frozenset()
+    decisions: frozenset[str] = frozenset()
+    scope: str | None = None
+
+    @classmethod
+    def of(cls, scope: str | None = None, **given: Iterable[str] | None) -> RecordFilter:
+        """From repeated / comma-separated values (``tenants=``, ``sessions=``, ``events=``, ``decisions=``)."""
+        return cls(scope=scope, **{name: _values(values) for name, values in given.items()})
+
+    def __call__(self, record: LogRecord) -> bool:
+        return (
+            (self.scope is None or record.tenant == self.scope)
+            and (not self.tenants or record.tenant in self.tenants)
+            and (not self.sessions or any(record.session_id.startswith(s) for s in self.sessions))
+            and (not self.events or record.event in self.events)
+            and (not self.decisions or record.decision in self.decisions or record.outcome in self.decisions)
+        )
+
+
+async def read_window(
+    redis: aioredis.Redis,
+    keys: Keyspace,
+    window: Window,
+    passes: RecordFilter | None = None,
+    *,
+    page: int = PAGE,
+    after: str | None = None,
+    limit: int | None = None,
+) -> AsyncGenerator[tuple[str, LogRecord], None]:
+    """``(entry id, record)`` of every record in ``window`` that ``passes``, oldest first, each once.
+
+    Every partition's log is read in ``XRANGE`` pages starting just after the last id read
+    from it, and the pages are merged by id: records written while the window is read appear
+    once if they fall in it, never twice. ``after`` resumes after an entry id (in every
+    partition). Entries that are not decision-log records are skipped.
+
+    ``limit`` stops after that many records, and the records that have the same entry id as
+    the last one (other partitions'): a page never ends between two of them, so resuming
+    ``after`` its last id skips nothing.
+    """
+    low = f"({after}" if after else window.low
+    sent, last = 0, b""
+    async for entry in read_merged(redis, keys.decision_logs, low=low, high=window.high, page=page):
+        if limit is not None and sent >= limit and entry.entry_id != last:
+            return
+        try:
+            record = LogRecord.decode(entry.fields)
+        except ProtocolError:
+            continue
+        if passes is None or passes(record):
+            yield entry.log_id, record
+            sent, last = sent + 1, entry.entry_id
+
+
+def entry_ms(entry_id: bytes | str) -> int:
+    """The millisecond part of a stream entry id."""
+    text = entry_id.decode() if isinstance(entry_id, bytes) else entry_id
+    return int(text.partition("-")[0])
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class GroupState:
+    """One consumer group on the decision log."""
+
+    name: str
+    #: Records delivered to the group and not acknowledged yet.
+    pending: int
+    #: Records not acknowledged yet: pending ones, plus those not delivered (on Redis < 7 the
+    #: undelivered ones are counted up to :data:`LAG_COUNT_LIMIT`).
+    lag: int
+    #: Age of the oldest record the group has not acknowledged (0 when it has them all).
+    lag_s: float
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class LogState:
+    """The decision log's size and age, and its consumer groups."""
+
+    length: int
+    #: Age of the oldest record kept, in seconds (0 for an empty log).
+    age_s: float
+    groups: tuple[GroupState, ...]
+
+
+#: How many undelivered records a Redis < 7 (no ``lag`` in XINFO GROUPS) counts per group.
+LAG_COUNT_LIMIT: Final = 1000
+
+
+def _text(value: Any) -> str:
+    return value.decode() if isinstance(value, bytes) else str(value)
+
+
+async def log_state(redis: aioredis.Redis, keys: Keyspace, now: int | None = None) -> LogState:
+    """Read :class:`LogState` over every partition's log (a few round trips; a missing log reads as empty).
+
+    Lengths add up and the age is the oldest record's. A consumer group has one group of its
+    name on each partition's log (:mod:`hookbus.audit.command`): their counts add up, their lag in
+    seconds is the largest.
+    """
+    now = now_ms() if now is None else now
+    logs = keys.decision_logs
+    async with redis.pipeline(transaction=False) as pipe:
+        for log in logs:
+            pipe.xlen(log)
+            pipe.xrange(log, count=1)
+            pipe.xinfo_groups(log)
+        answers = await pipe.execute(raise_on_error=False)
+    length, oldest_ms = 0, None
+    by_name: dict[str, list[GroupState]] = {}
+    for index, log in enumerate(logs):
+        count, oldest, groups = answers[3 * index : 3 * index + 3]
+        if isinstance(count, Exception) or isinstance(oldest, Exception):
+            raise count if isinstance(count, Exception) else oldest
+        length += int(count)
+        if oldest:
+            oldest_ms = min(entry_ms(oldest[0][0]), oldest_ms if oldest_ms is not None else now)
+        if isinstance(groups, Exception):  # no stream yet
+            continue
+        for group in groups:
+            if isinstance(group, Mapping):
+                state = await _group_state(redis, log, group, now)
+                by_name.setdefault(state.name, []).append(state)
+    states = tuple(
+        GroupState(name, sum(s.pending for s in parts), sum(s.lag for s in parts), max(s.lag_s for s in parts))
+        for name, parts in by_name.items()
+    )
+    age_s = max(0.0, (now - oldest_ms) / 1000) if oldest_ms is not None else 0.0
+    return LogState(length, age_s, states)
+
+
+async def _group_state(redis: aioredis.Redis, log: str, group: Mapping[Any, Any], now: int) -> GroupState:
+    name = _text(group.get("name", ""))
+    pending = int(group.get("pending") or 0)
+    last = _text(group.get("last-delivered-id") or "0-0")
+    first_undelivered = await redis.xrange(log, min=f"({last}", max="+", count=1)
+    if group.get("lag") is not None:
+        undelivered = int(group["lag"])
+    elif not first_undelivered:
+        undelivered = 0
+    else:
+        undelivered = len(await redis.xrange(log, min=f"({last}", max="+", count=LAG_COUNT_LIMIT))
+    oldest_ms: int | None = None
+    if pending:
+        summary = await redis.xpending(log, name)
+        if summary.get("min"):
+            oldest_ms = entry_ms(summary["min"])
+    if oldest_ms is None and first_undelivered:
+        oldest_ms = entry_ms(first_undelivered[0][0])
+    lag_s = max(0.0, (now - oldest_ms) / 1000) if oldest_ms is not None else 0.0
+    return GroupState(name, pending, pending + undelivered, lag_s)
+
+
+__all__ = [
+    "LAG_COUNT_LIMIT",
+    "OUTCOMES",
+    "PAGE",
+    "GroupState",
+    "LogState",
+    "RecordFilter",
+    "TimeError",
+    "Window",
+    "entry_ms",
+    "log_state",
+    "parse_time",
+    "read_window",
+]

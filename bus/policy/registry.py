@@ -1,0 +1,194 @@
+"""The policies one node enforces: the org layer and each tenant's, kept in step with Redis.
+
+Every gateway and dispatcher holds a :class:`PolicyRegistry`. Its org layer is the pushed
+``org`` version when there is one, else the policy files the node was started with (the
+simple mode; their reloads keep working). A tenant with a pushed layer runs under
+:func:`bus.policy.layers.compose` of the org layer and its own; every other tenant under the org
+layer alone. A background task re-reads the current versions every :data:`POLL_S` seconds
+(one HGETALL) and switches to new ones; a version that will not load leaves the node on its
+last good one, says so in :attr:`errors` (``/readyz``), the log and
+``hookbus_policy_load_failures_total``.
+
+A request carries the versions the gateway chose (``org|tenant``), and a dispatcher
+evaluates it with exactly those: no event is answered by a mix of two versions.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import logging
+from collections.abc import Callable
+
+import redis.asyncio as aioredis
+
+from bus.errors import BusUnavailable, HookBusError
+from bus.policy.layers import compose
+from bus.policy.loading import Policy
+from bus.policy.store import ORG, PolicyStore, PolicyVersion, scope_for
+from bus.redis.keys import Keyspace
+from bus.runtime import metrics
+from bus.runtime.retry import BackgroundTask
+
+logger = logging.getLogger("hookbus.policy")
+
+#: Seconds between two reads of the current versions.
+POLL_S = 0.25
+#: Composed policies kept for requests still naming an older version.
+MAX_COMPOSED = 256
+
+
+class PolicyRegistry:
+    """Org and tenant policies by version; see the module docstring."""
+
+    def __init__(
+        self,
+        base: Policy,
+        redis: aioredis.Redis | None = None,
+        keys: Keyspace | None = None,
+        on_change: Callable[[], None] | None = None,
+    ) -> None:
+        self.keys = keys or Keyspace()
+        self.store = PolicyStore(redis, self.keys) if redis is not None else None
+        self._base = base
+        self._versions: dict[str, PolicyVersion] = {}  # version id -> version (immutable, so cached)
+        self._current: dict[str, str] = {}  # scope -> version id in force here
+        self._composed: collections.OrderedDict[tuple[str, str], Policy] = collections.OrderedDict()
+        #: scope -> why its newest version is not in force here.
+        self.errors: dict[str, str] = {}
+        self._on_change = on_change
+        self._task = BackgroundTask(self._run, "hookbus-policy-registry")
+
+    # -- what a request runs under ------------------------------------------------------------
+
+    @property
+    def base(self) -> Policy:
+        return self._base
+
+    def org_version(self) -> str:
+        return self._current.get(ORG) or f"file:{self._base.revision}"
+
+    def versions(self, tenant: str) -> tuple[str, str]:
+        """``(org version, tenant version)`` in force for ``tenant`` ("" when it has no layer)."""
+        return self.org_version(), self._current.get(scope_for(tenant), "")
+
+    def for_tenant(self, tenant: str) -> tuple[Policy, str]:
+        """The policy ``tenant`` runs under now, and its version label ``org|tenant``."""
+        org_v, tenant_v = self.versions(tenant)
+        return self._policy(org_v, tenant_v), f"{org_v}|{tenant_v}"
+
+    async def resolve(self, tenant: str, label: str) -> Policy:
+        """The policy of a version label a gateway chose (loading versions this node lacks)."""
+        org_v, _, tenant_v = label.partition("|")
+        if not label or (org_v.startswith("file:") and org_v != f"file:{self._base.revision}"):
+            return self.for_tenant(tenant)[0]  # the files changed since; they are what there is
+        try:
+            for version in (org_v, tenant_v):
+                if version and not version.startswith("file:") and version not in self._versions:
+                    await self._fetch(version)
+            return self._policy(org_v, tenant_v)
+        except (HookBusError, KeyError) as exc:
+            logger.warning("policy %s of tenant %s cannot be used (%s); using the current one", label, tenant, exc)
+            return self.for_tenant(tenant)[0]
+
+    def _policy(self, org_v: str, tenant_v: str) -> Policy:
+        if not tenant_v and org_v.startswith("file:"):
+            return self._base
+        key = (org_v, tenant_v)
+        policy = self._composed.get(key)
+        if policy is None:
+            org_files = self._base.files if org_v.startswith("file:") else self._versions[org_v].parsed()
+            tenant_files = self._versions[tenant_v].parsed() if tenant_v else []
+            policy = compose(org_files, tenant_files)
+            self._composed[key] = policy
+            while len(self._composed) > MAX_COMPOSED:
+                self._composed.popitem(last=False)
+        else:
+            self._composed.move_to_end(key)
+        return policy
+
+    # -- keeping up --------------------------------------------------------------------------
+
+    def set_base(self, policy: Policy) -> None:
+        """The node's own files were reloaded (file watch or SIGHUP)."""
+        self._base = policy
+        self._composed.clear()
+        self._report()
+
+    async def start(self) -> None:
+        if self.store is not None:
+            try:
+                await self.refresh()
+            except BusUnavailable as exc:
+                logger.warning("cannot read pushed policies yet: %s", exc)
+            self._task.start()
+        self._report()
+
+    async def stop(self) -> None:
+        await self._task.stop()
+
+    async def refresh(self) -> bool:
+        """Switch to the current versions in Redis; True when anything changed here."""
+        assert self.store is not None
+        changed = False
+        for scope, version_id in (await self.store.current_ids()).items():
+            if self._current.get(scope) == version_id:
+                continue
+            try:
+                version = self._versions.get(version_id) or await self._fetch(version_id)
+                self._check(scope, version)
+            except HookBusError as exc:
+                if self.errors.get(scope, "").startswith(version_id):
+                    continue
+                self.errors[scope] = f"{version_id}: {exc}"
+                metrics.POLICY_LOAD_FAILURES.inc()
+                logger.error(
+                    "policy %s version %s does not load here; keeping %s: %s",
+                    scope,
+                    version_id,
+                    self._current.get(scope, "the previous one"),
+                    exc,
+                )
+                continue
+            self.errors.pop(scope, None)
+            self._current[scope] = version_id
+            changed = True
+            logger.info("policy %s is now version %s", scope, version_id)
+        if changed:
+            self._report()
+            if self._on_change is not None:
+                self._on_change()
+        return changed
+
+    def _check(self, scope: str, version: PolicyVersion) -> None:
+        """Raise (PolicyError) unless ``version`` composes under the org layer in force."""
+        if scope == ORG:
+            compose(version.parsed(), [])
+        else:
+            org_v = self.org_version()
+            compose(self._base.files if org_v.startswith("file:") else self._versions[org_v].parsed(), version.parsed())
+
+    async def _fetch(self, version_id: str) -> PolicyVersion:
+        assert self.store is not None
+        version = await self.store.get(version_id)
+        if version is None:
+            raise HookBusError(f"policy version {version_id} is not in Redis")
+        self._versions[version_id] = version
+        return version
+
+    async def _run(self) -> None:
+        while True:
+            await asyncio.sleep(POLL_S)
+            try:
+                await self.refresh()
+            except BusUnavailable as exc:
+                logger.debug("policy refresh: %s", exc)
+
+    def _report(self) -> None:
+        metrics.set_policy_revision(self.org_version(), "org")
+        for scope, version_id in self._current.items():
+            if scope != ORG:
+                metrics.set_policy_revision(version_id, scope.removeprefix("tenant:"))
+
+
+__all__ = ["POLL_S", "PolicyRegistry"]

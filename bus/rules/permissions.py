@@ -1,0 +1,444 @@
+"""Claude Code permission rules (``Tool`` / ``Tool(specifier)``), as used by ``if`` and ``rule``.
+
+A handler's ``if`` field holds one rule in the syntax of Claude Code's ``permissions`` lists;
+hookbus's ``rule`` handlers use the same syntax for their allow/deny lists.
+:func:`parse_rule` reads a rule and :func:`rule_matches` tests it against one tool call:
+
+* **Tool part**: the exact tool name; ``mcp__server`` and ``mcp__server__*`` cover a server,
+  ``*`` is a wildcard (``mcp__*``). ``Edit`` covers Write, MultiEdit and NotebookEdit, ``Read``
+  covers Grep, Glob and LS; ``Task`` is ``Agent``. A rule without a specifier matches any call.
+* **Bash / PowerShell**: any subcommand (see :mod:`bus.rules.bashsplit`), also with wrappers such as
+  ``timeout 30`` removed. ``*`` matches any text; a trailing `` *`` (or legacy ``:*``) also
+  matches the bare prefix (``ls *`` matches ``ls``, not ``lsof``); no ``*``: exact match.
+  PowerShell ignores case and knows the common aliases.
+* **File tools**: gitignore globs anchored at ``//`` (root), ``~/`` (home) or the working
+  directory (``/x``, ``./x``, ``x/y``); a pattern without a slash matches at any depth below it.
+* **WebFetch(domain:host)**: the URL's host is that domain or a subdomain of it.
+* **Tool(param:value)**: a scalar input parameter equals ``value`` (``*`` wildcards allowed).
+* **Agent / Skill / WebSearch**: a glob on ``subagent_type`` / ``skill`` / ``query``.
+
+Everything is compiled once (``functools.lru_cache``): this runs on every PreToolUse.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import posixpath
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, Final, Literal
+from urllib.parse import urlsplit
+
+from bus.rules.bashsplit import CACHED_COMMAND_CHARS, SimpleCommand, parse_commands, split_bash, strip_wrappers
+from bus.rules.globs import Glob, gitignore_regex, glob, glob_regex
+from bus.rules.limits import PATH_MAX_CHARS, current_limits
+
+EDIT_TOOLS: Final = frozenset({"Edit", "Write", "MultiEdit", "NotebookEdit"})
+READ_TOOLS: Final = frozenset({"Read", "Grep", "Glob", "LS", "NotebookRead"})
+SHELL_TOOLS: Final = frozenset({"Bash", "PowerShell"})
+_TOOL_ALIASES: Final = {"Task": "Agent"}
+_TOOL_NAME: Final = re.compile(r"[A-Za-z0-9_*.\-]+")
+_PARAM_RULE: Final = re.compile(r"\s*([A-Za-z_][A-Za-z0-9_]*)\s*:\s*(.*?)\s*", re.DOTALL)
+#: Scalar parameters ``Tool(param:value)`` may name (never a tool's primary content field).
+_PARAMS: Final = {
+    tool: frozenset(names.split())
+    for tool, names in {
+        "Bash": "description timeout run_in_background dangerouslyDisableSandbox",
+        "PowerShell": "description timeout run_in_background",
+        "Agent": "description prompt subagent_type model isolation run_in_background name team_name mode",
+        "Read": "offset limit pages",
+        "Edit": "old_string new_string replace_all",
+        "Write": "content",
+        "Grep": "pattern glob output_mode multiline type head_limit",
+        "Glob": "pattern",
+        "WebFetch": "prompt",
+        "WebSearch": "query",
+    }.items()
+}
+_PATH_FIELDS: Final = {"Glob": ("path",), "Grep": ("path",), "LS": ("path",)}
+_CONTENT_FIELDS: Final = {"Agent": ("subagent_type",), "Skill": ("skill", "name"), "WebSearch": ("query",)}
+_PS_ALIASES: Final = {
+    alias: cmdlet
+    for cmdlet, aliases in {
+        "get-childitem": "ls dir gci",
+        "remove-item": "rm del erase rd rmdir ri",
+        "copy-item": "cp copy cpi",
+        "move-item": "mv move mi",
+        "get-content": "cat gc type",
+        "set-content": "sc",
+        "new-item": "ni",
+        "set-location": "cd chdir sl",
+        "get-location": "pwd gl",
+        "write-output": "echo write",
+        "invoke-webrequest": "iwr curl wget",
+        "invoke-restmethod": "irm",
+        "invoke-expression": "iex",
+        "start-process": "saps start",
+        "stop-process": "kill spps",
+    }.items()
+    for alias in aliases.split()
+}
+#: Leading assignments an ``allow`` rule may match past (any is stripped for ``if``/deny/ask).
+_SAFE_ENV: Final = frozenset(
+    {
+        "NODE_ENV",
+        "RUST_LOG",
+        "RUST_BACKTRACE",
+        "CI",
+        "NO_COLOR",
+        "FORCE_COLOR",
+        "TZ",
+        "LANG",
+        "LC_ALL",
+        "PYTHONUNBUFFERED",
+        "DEBUG",
+    }
+)
+RuleKind = Literal["if", "allow", "ask", "deny"]
+_WINDOWS_DRIVE: Final = re.compile(r"([A-Za-z]):[\\/]")
+
+
+@dataclass(frozen=True, slots=True)
+class PermissionRule:
+    """One parsed rule: ``Bash(git push *)`` is ``("Bash", "git push *")``, ``Bash`` is ``("Bash", None)``."""
+
+    tool: str
+    content: str | None = None
+
+    def __str__(self) -> str:
+        return self.tool if self.content is None else f"{self.tool}({self.content})"
+
+
+@functools.lru_cache(maxsize=4096)
+def parse_rule(text: str) -> PermissionRule:
+    """Parse ``Tool`` or ``Tool(specifier)``; :class:`ValueError` says what is wrong with bad syntax."""
+    rule = text.strip()
+    if not rule:
+        raise ValueError("empty permission rule")
+    opening = rule.find("(")
+    if opening < 0:
+        if ")" in rule:
+            raise ValueError(f"unbalanced parentheses in permission rule {text!r}")
+        tool, content = rule, None
+    else:
+        if not rule.endswith(")"):
+            raise ValueError(f"permission rule {text!r} must end with ')' after its specifier")
+        tool, content = rule[:opening].strip(), rule[opening + 1 : -1]
+        if not _balanced(content):
+            raise ValueError(f"unbalanced parentheses in permission rule {text!r}")
+        content = content.strip()
+        if not content:
+            raise ValueError(f"empty specifier in permission rule {text!r}: write {tool!r} without '()'")
+    if not tool:
+        raise ValueError(f"permission rule {text!r} has no tool name")
+    if not _TOOL_NAME.fullmatch(tool):
+        raise ValueError(f"invalid tool name {tool!r} in permission rule {text!r}")
+    return PermissionRule(tool, content)
+
+
+def _balanced(content: str) -> bool:
+    """Parentheses balance outside quotes and backslash escapes (all counted if a quote is open)."""
+    unescaped = re.sub(r"\\.", "", content, flags=re.DOTALL)
+    unquoted = re.sub(r"'[^']*'|\"[^\"]*\"", "", unescaped)
+    depth = 0
+    for c in unescaped if "'" in unquoted or '"' in unquoted else unquoted:
+        depth += (c == "(") - (c == ")")
+        if depth < 0:
+            return False
+    return depth == 0
+
+
+def rule_matches(
+    rule: PermissionRule,
+    tool_name: str,
+    tool_input: Mapping[str, Any],
+    cwd: str | None = None,
+    *,
+    fail_open: bool | None = None,
+    kind: RuleKind = "if",
+) -> bool:
+    """Whether ``rule`` matches a call of ``tool_name`` with ``tool_input`` made in ``cwd``.
+
+    ``kind`` is how the rule is used. ``"if"`` (a handler filter), ``"deny"`` and ``"ask"``
+    match when any subcommand matches; ``"allow"`` only when every subcommand does, and never
+    past a leading assignment of a variable outside a small safe set. ``"deny"``/``"ask"``
+    also read a one-directory pattern such as ``secrets/**`` at any depth and let ``Read``
+    path rules cover Edit and Write. ``fail_open`` is the answer when a shell command cannot be
+    judged (unparsable, or ``$VAR``/``$(...)``/backticks meet a pattern more specific than a
+    command name); by default ``True``, except ``False`` for ``"allow"``.
+    """
+    deny_rule = kind in ("deny", "ask")
+    if fail_open is None:
+        fail_open = kind != "allow"
+    tool = _TOOL_ALIASES.get(tool_name, tool_name)
+    rule_tool = _TOOL_ALIASES.get(rule.tool, rule.tool)
+    if not _tool_applies(rule_tool, tool, rule.content is not None and deny_rule):
+        return False
+    content = rule.content
+    if content is None:
+        return True
+    param = _PARAM_RULE.fullmatch(content)
+    params = _PARAMS.get(tool, frozenset()) | _PARAMS.get(rule_tool, frozenset())
+    if param and (param.group(1) in params or tool.startswith("mcp__")):
+        return _param_matches(tool_input.get(param.group(1)), param.group(2))
+    if tool in SHELL_TOOLS:
+        command = tool_input.get("command")
+        return isinstance(command, str) and _shell_matches(
+            content, command, tool == "PowerShell", fail_open, every=kind == "allow"
+        )
+    limits = current_limits()
+    if tool in EDIT_TOOLS or tool in READ_TOOLS:
+        fields = _PATH_FIELDS.get(tool, ("file_path", "notebook_path"))
+        default = cwd if tool in _PATH_FIELDS else None  # Glob/Grep/LS search the cwd by default
+        path = next((tool_input[f] for f in fields if tool_input.get(f)), default)
+        if not isinstance(path, str):
+            return False
+        if limits.string_too_long(path) or len(path) > PATH_MAX_CHARS or (cwd and len(cwd) > PATH_MAX_CHARS):
+            return fail_open  # cannot be judged
+        return _path_matches(content, path, cwd, deny_rule)
+    if tool == "WebFetch":
+        url = tool_input.get("url")
+        return fail_open if isinstance(url, str) and limits.string_too_long(url) else _url_matches(content, url)
+    for field in _CONTENT_FIELDS.get(tool, ()):
+        if isinstance(value := tool_input.get(field), str):
+            return fail_open if limits.string_too_long(value) else glob(content).fullmatch(value)
+    return False
+
+
+def _tool_applies(rule_tool: str, tool: str, read_covers_edits: bool) -> bool:
+    if rule_tool == tool:
+        return True
+    if rule_tool == "Edit":
+        return tool in EDIT_TOOLS
+    if rule_tool == "Read":
+        return tool in READ_TOOLS or (read_covers_edits and tool in ("Edit", "Write", "MultiEdit"))
+    if "*" in rule_tool:
+        return glob(rule_tool).fullmatch(tool)
+    return rule_tool.startswith("mcp__") and "__" not in rule_tool[5:] and tool.startswith(rule_tool + "__")
+
+
+def _param_matches(value: object, expected: str) -> bool:
+    if isinstance(value, bool):
+        text = "true" if value else "false"
+    elif isinstance(value, (str, int, float)):
+        text = str(value)
+    else:
+        return False  # omitted, null, or not a scalar
+    return glob(expected).fullmatch(text)
+
+
+# --- Bash / PowerShell ------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class _ShellPattern:
+    #: The pattern as a regex when one matches in linear time (at most two ``*``), else ``None``.
+    regex: re.Pattern[str] | None
+    glob: Glob | None  # the pattern, when it has no regex
+    head: Glob  # the pattern's first word, for the "$VAR present" rule
+    name_only: bool  # no more specific than a command name: ``git``, ``git *``, ``git*``
+    match_all: bool
+
+    def fullmatch(self, text: str) -> bool:
+        if self.regex is not None:
+            return self.regex.fullmatch(text) is not None
+        assert self.glob is not None
+        return self.glob.fullmatch(text)
+
+
+@functools.lru_cache(maxsize=4096)
+def _shell_pattern(content: str, ignore_case: bool) -> _ShellPattern:
+    pattern = " ".join(content.split())
+    if pattern.endswith(":*"):  # legacy prefix form: ``npm run test:*`` == ``npm run test *``
+        pattern = (pattern[:-2].rstrip() + " *").lstrip()
+    flags = re.DOTALL | (re.IGNORECASE if ignore_case else 0)
+    regex: re.Pattern[str] | None = None
+    linear: Glob | None = None
+    if pattern.endswith(" *") and pattern.count("*") == 1:
+        regex = re.compile(re.escape(pattern[:-2]) + r"(?: .*)?", flags)
+    elif pattern.count("*") <= 2:  # ``a.*b.*`` backtracks linearly; a third ``.*`` makes it quadratic
+        regex = glob_regex(pattern, ignore_case)
+    else:
+        linear = glob(pattern, ignore_case)
+    head = pattern.split(" ", 1)[0]
+    name_only = " " not in pattern.removesuffix(" *")
+    return _ShellPattern(regex, linear, glob(head, ignore_case), name_only, pattern == "*")
+
+
+def _shell_matches(content: str, command: str, powershell: bool, fail_open: bool, every: bool) -> bool:
+    pattern = _shell_pattern(content, powershell)
+    if pattern.match_all:
+        return True
+    commands = parse_commands(command, powershell=powershell)
+    if commands is None:
+        return fail_open
+    if every:  # allow rules: every subcommand, no unsafe leading assignment
+        return bool(commands) and all(
+            _SAFE_ENV.issuperset(cmd.assigned) and _command_matches(pattern, cmd, powershell, fail_open)
+            for cmd in commands
+        )
+    return any(_command_matches(pattern, cmd, powershell, fail_open) for cmd in commands)
+
+
+def _command_matches(pattern: _ShellPattern, cmd: SimpleCommand, powershell: bool, fail_open: bool) -> bool:
+    if any(pattern.fullmatch(text) for text in _variants(cmd, powershell)):
+        return True
+    return fail_open and cmd.dynamic and _dynamic_could_match(pattern, cmd)
+
+
+def _variants(cmd: SimpleCommand, powershell: bool) -> frozenset[str]:
+    """The texts a subcommand is matched as: as written, unquoted, and with wrappers removed."""
+    if len(cmd.text) > CACHED_COMMAND_CHARS:  # a long one is not kept (the cache stays small)
+        return _make_variants(cmd, powershell)
+    return _cached_variants(cmd, powershell)
+
+
+def _make_variants(cmd: SimpleCommand, powershell: bool) -> frozenset[str]:
+    forms = [cmd]
+    stripped = strip_wrappers(cmd.words)
+    if stripped != cmd.words:
+        forms.append(SimpleCommand(stripped))
+    texts: set[str] = set()
+    for form in forms:
+        texts.update((form.text, form.plain, " ".join(form.text.split())))
+        alias = _PS_ALIASES.get(form.words[0].value.lower()) if powershell else None
+        if alias is not None:
+            texts.add(" ".join((alias, *(word.value for word in form.words[1:]))))
+    return frozenset(texts)
+
+
+_cached_variants = functools.lru_cache(maxsize=4096)(_make_variants)
+
+
+def _dynamic_could_match(pattern: _ShellPattern, cmd: SimpleCommand) -> bool:
+    """Spec: patterns more specific than the command name run anyway when expansions are present."""
+    heads = {cmd.words[0], strip_wrappers(cmd.words)[0]}
+    if any(word.dynamic for word in heads):
+        return True  # the program itself is only known at run time
+    return not pattern.name_only and any(pattern.head.fullmatch(word.value) for word in heads)
+
+
+# --- File paths -------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class _PathPattern:
+    anchor: Literal["root", "home", "cwd"]
+    regex: re.Pattern[str]  # matched against the path relative to the anchor
+
+
+@functools.lru_cache(maxsize=4096)
+def _path_pattern(content: str, deny_rule: bool) -> _PathPattern:
+    pattern = content.strip()
+    anchor: Literal["root", "home", "cwd"] = "cwd"
+    if pattern.startswith("//"):
+        anchor, rel, anchored = "root", pattern[2:], True
+    elif pattern == "~" or pattern.startswith("~/"):
+        anchor, rel, anchored = "home", pattern[2:], True
+    elif pattern.startswith(("/", "./")):  # ``/x`` is settings-relative in Claude Code: cwd here
+        rel, anchored = pattern[pattern.index("/") + 1 :], True
+    else:
+        rel = pattern
+        anchored = "/" in rel.rstrip("/")
+        if deny_rule and re.fullmatch(r"[^/]+/\*\*", rel):
+            anchored = False  # deny/ask: ``secrets/**`` matches a ``secrets`` dir at any depth
+    if rel.endswith("/"):
+        rel += "**"
+    if not rel.strip("/"):
+        return _PathPattern(anchor, re.compile(r".*", re.DOTALL))
+    if not anchored:
+        rel = "**/" + rel
+    return _PathPattern(anchor, re.compile(gitignore_regex(rel) + r"(?:/.*)?", re.DOTALL))
+
+
+def _normalize_path(path: str) -> str:
+    """POSIX form: ``C:\\Users\\a`` -> ``/c/Users/a``; ``..`` and doubled slashes resolved."""
+    drive = _WINDOWS_DRIVE.match(path)
+    if drive:
+        path = f"/{drive.group(1).lower()}/{path[3:]}".replace("\\", "/")
+    path = posixpath.normpath(path)
+    return "/" + path.lstrip("/") if path.startswith("//") else path
+
+
+def _path_matches(content: str, path: str, cwd: str | None, deny_rule: bool) -> bool:
+    pattern = _path_pattern(content, deny_rule)
+    base_cwd = _normalize_path(cwd) if cwd else None
+    path = _normalize_path(path)
+    if not path.startswith("/") and base_cwd is not None:
+        path = posixpath.normpath(posixpath.join(base_cwd, path))
+    if pattern.anchor == "root":
+        base: str | None = "/"
+    elif pattern.anchor == "home":
+        base = _normalize_path(os.path.expanduser("~"))
+    else:
+        base = base_cwd
+    if base is None:  # no cwd: try the path as given and every tail of it
+        parts = path.strip("/").split("/")
+        return any(pattern.regex.fullmatch("/".join(parts[k:])) for k in range(len(parts)))
+    if base == "/":
+        rel = path[1:] if path.startswith("/") else None
+    elif path == base:
+        rel = ""
+    else:
+        rel = path[len(base) + 1 :] if path.startswith(base + "/") else None
+    return rel is not None and pattern.regex.fullmatch(rel) is not None
+
+
+# --- WebFetch ---------------------------------------------------------------------------
+
+
+@functools.lru_cache(maxsize=1024)
+def _domain_regex(domain: str) -> re.Pattern[str]:
+    """``example.com`` and its subdomains; ``*.x`` subdomains only; other ``*`` within a label."""
+    domain = domain.strip().lower().rstrip(".")
+    if domain == "*":
+        return re.compile(r".*")
+    prefix = r"(?:[^.]+\.)+" if domain.startswith("*.") else r"(?:[^.]+\.)*"
+    labels = domain[2:] if domain.startswith("*.") else domain
+    return re.compile(prefix + "[^.]*".join(re.escape(part) for part in labels.split("*")))
+
+
+def _url_matches(content: str, url: object) -> bool:
+    if not isinstance(url, str):
+        return False
+    if not content.startswith("domain:"):
+        return glob(content).fullmatch(url)
+    try:
+        host = urlsplit(url if "//" in url else "//" + url).hostname
+    except ValueError:
+        return False
+    return bool(host) and _domain_regex(content[7:]).fullmatch(str(host).rstrip(".")) is not None
+
+
+def shell_texts(command: str, powershell: bool = False) -> frozenset[str] | None:
+    """Every text the subcommands of ``command`` are matched as, for a combined pre-check.
+
+    ``None`` when that is not enough to decide: the command cannot be parsed, or run-time
+    expansions make its final text unknowable (then call :func:`rule_matches` per rule).
+    """
+    commands = parse_commands(command, powershell=powershell)
+    if commands is None or any(cmd.dynamic for cmd in commands):
+        return None
+    return frozenset().union(*(_variants(cmd, powershell) for cmd in commands))
+
+
+def shell_regex(rule: PermissionRule, powershell: bool = False) -> re.Pattern[str] | None:
+    """The regex a ``Bash(...)``/``PowerShell(...)`` rule's content is matched with; ``None`` when
+    it is matched another way (three or more ``*``, which a regex would match in quadratic time)."""
+    return _shell_pattern(rule.content or "*", powershell).regex
+
+
+__all__ = [
+    "EDIT_TOOLS",
+    "READ_TOOLS",
+    "SHELL_TOOLS",
+    "PermissionRule",
+    "RuleKind",
+    "parse_rule",
+    "rule_matches",
+    "shell_regex",
+    "shell_texts",
+    "split_bash",
+]

@@ -1,0 +1,125 @@
+"""Logs of every hookbus process: one line per event of note, as text or JSON.
+
+``--log-format json`` (or ``HOOKBUS_LOG_FORMAT=json``) writes one JSON object per line
+(``time``, ``level``, ``logger``, ``pid``, ``message`` and the event's fields); ``text``, the
+default, writes ``time LEVEL logger[pid]: message`` followed by the same fields as
+``key=value``. Call sites pass what they know about the event with ``extra=``, under the
+names of :data:`FIELDS` (:func:`event_fields` builds them). Per-event decisions are logged
+at debug level only; no line carries a hook input, a handler's output or a secret.
+"""
+
+from __future__ import annotations
+
+import datetime
+import logging
+import sys
+from typing import Any, Final
+
+import orjson
+
+LOG_FORMATS: Final = ("text", "json")
+
+#: The names call sites use in ``extra=`` (any other extra is written too).
+FIELDS: Final = (
+    "event_id",
+    "event",
+    "session_id",
+    "tenant",
+    "handler",
+    "handler_type",
+    "decision",
+    "reason",
+    "stream",
+    "entry_id",
+    "revision",
+)
+
+#: Attributes every LogRecord has (and uvicorn's coloured copy of the message); anything else
+#: on a record came from ``extra=``.
+_STANDARD: Final = frozenset(vars(logging.LogRecord("", 0, "", 0, "", None, None))) | {
+    "message",
+    "asctime",
+    "color_message",
+}
+_TEXT_FORMAT: Final = "%(asctime)s %(levelname)s %(name)s[%(process)d]: %(message)s"
+#: A field a client chose (a session id may be as long as the request body) is cut here.
+MAX_FIELD_CHARS: Final = 200
+
+
+def event_fields(
+    event_id: str, event: str, tenant: str, session_id: Any = None, handler: str | None = None, **more: Any
+) -> dict[str, Any]:
+    """The ``extra=`` of a line about one event (None values left out).
+
+    Strings a client sent (the event name, the session id) are cut at :data:`MAX_FIELD_CHARS`.
+    """
+    fields = {
+        "event_id": event_id,
+        "event": event,
+        "tenant": tenant,
+        "session_id": session_id,
+        "handler": handler,
+        **more,
+    }
+    return {
+        key: value[:MAX_FIELD_CHARS] if isinstance(value, str) else value
+        for key, value in fields.items()
+        if value is not None
+    }
+
+
+def extras(record: logging.LogRecord) -> dict[str, Any]:
+    """What ``extra=`` added to ``record``."""
+    return {key: value for key, value in vars(record).items() if key not in _STANDARD and not key.startswith("_")}
+
+
+class JsonFormatter(logging.Formatter):
+    """One JSON object per record, on one line."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        line: dict[str, Any] = {
+            "time": datetime.datetime.fromtimestamp(record.created, datetime.UTC).isoformat(timespec="milliseconds"),
+            "level": record.levelname.lower(),
+            "logger": record.name,
+            "pid": record.process,
+            "message": record.getMessage(),
+            **extras(record),
+        }
+        if record.exc_info:  # exc_text when set: bus.redaction.redact has masked it already
+            line["exc_info"] = record.exc_text or self.formatException(record.exc_info)
+        if record.stack_info:
+            line["stack_info"] = self.formatStack(record.stack_info)
+        return orjson.dumps(line, default=str).decode()
+
+
+class TextFormatter(logging.Formatter):
+    """The classic line, then the event's fields as ``key=value``."""
+
+    def __init__(self) -> None:
+        super().__init__(_TEXT_FORMAT)
+
+    def formatMessage(self, record: logging.LogRecord) -> str:
+        line = super().formatMessage(record)
+        fields = extras(record)
+        if fields:
+            line += " " + " ".join(f"{key}={value}" for key, value in fields.items())
+        return line
+
+
+def setup_logging(level: str, log_format: str) -> None:
+    """Send every logger's records to stderr at ``level``, formatted as ``log_format``."""
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(JsonFormatter() if log_format == "json" else TextFormatter())
+    logging.basicConfig(level=level.upper(), handlers=[handler])
+
+
+__all__ = [
+    "FIELDS",
+    "LOG_FORMATS",
+    "MAX_FIELD_CHARS",
+    "JsonFormatter",
+    "TextFormatter",
+    "event_fields",
+    "extras",
+    "setup_logging",
+]

@@ -1,0 +1,299 @@
+"""Process settings, built once at start-up from ``HOOKBUS_*`` variables and flags, then passed down.
+
+The policy file holds what the fleet shares (handlers, deadlines); these settings hold what
+one process needs to run (where Redis is, which address to bind, tokens). Secrets (tokens,
+the Redis password) never appear in a repr.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hmac
+import os
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any, Final
+from urllib.parse import urlsplit
+
+from bus.errors import ConfigError
+from bus.redis.keys import DEFAULT_PREFIX, Keyspace
+from bus.redis.urls import CLUSTER_SCHEMES, SENTINEL_SYNTAX, cluster_url, is_sentinel_url, mask_url, parse_sentinel_url
+
+DEFAULT_HOST = "127.0.0.1"
+DEFAULT_PORT = 8787
+DEFAULT_MAX_BODY_BYTES = 1 << 20
+#: The async worker's CPU scheduling choices (``HOOKBUS_WORKER_CPU``).
+WORKER_CPU: Final = ("normal", "idle")
+
+
+def parse_partitions(spec: str) -> tuple[int, ...]:
+    """``0-3,6`` as ``(0, 1, 2, 3, 6)`` (a dispatcher's ``--partitions``)."""
+    chosen: set[int] = set()
+    try:
+        for item in filter(None, (part.strip() for part in spec.split(","))):
+            low, sep, high = item.partition("-")
+            first, last = int(low), int(high) if sep else int(low)
+            if first < 0 or last < first:
+                raise ValueError(item)
+            chosen.update(range(first, last + 1))
+    except ValueError as exc:
+        raise ConfigError(f"partitions {spec!r} are not a list of numbers and ranges like 0-3,6") from exc
+    if not chosen:
+        raise ConfigError("no partitions given (like 0-3,6)")
+    return tuple(sorted(chosen))
+
+
+class Tokens:
+    """Bearer tokens, each mapped to a tenant; compared in constant time."""
+
+    def __init__(self, token_to_tenant: Mapping[str, str]) -> None:
+        self._pairs = [(t.encode(), tenant) for t, tenant in token_to_tenant.items()]
+
+    def __bool__(self) -> bool:
+        return bool(self._pairs)
+
+    def __len__(self) -> int:
+        return len(self._pairs)
+
+    def __repr__(self) -> str:
+        return f"Tokens(<{len(self._pairs)} tokens>)"
+
+    def tenant_for(self, token: str) -> str | None:
+        """The tenant of ``token``, or None. Every configured token is compared, always."""
+        given = token.encode()
+        found: str | None = None
+        for known, tenant in self._pairs:
+            if hmac.compare_digest(known, given):
+                found = tenant
+        return found
+
+    @classmethod
+    def parse(cls, spec: str) -> Tokens:
+        """Parse ``tenant:token,tenant2:token2`` (also newline separated, ``#`` comments)."""
+        pairs: dict[str, str] = {}
+        for raw in spec.replace(",", "\n").splitlines():
+            item = raw.strip()
+            if not item or item.startswith("#"):
+                continue
+            tenant, sep, token = item.partition(":")
+            if not sep or not tenant.strip() or not token.strip():
+                raise ConfigError("tokens must look like 'tenant:token' (one per line or comma separated)")
+            pairs[token.strip()] = tenant.strip()
+        return cls(pairs)
+
+    @classmethod
+    def parse_admin(cls, spec: str) -> Tokens:
+        """Parse org-admin tokens: ``token1,token2`` (also newline separated, ``#`` comments), tenant ``*``."""
+        items = [raw.strip() for raw in spec.replace(",", "\n").splitlines()]
+        return cls({item: "*" for item in items if item and not item.startswith("#")})
+
+
+@dataclasses.dataclass(frozen=True)
+class Settings:
+    """Everything one hookbus process needs to run."""
+
+    #: The bus's Redis; a ``redis+cluster://`` URL for a Redis Cluster (``HOOKBUS_REDIS_CLUSTER=1``).
+    redis_url: str | None = None
+    #: The async queue's Redis (arq needs a single Redis, or a ``redis+sentinel://`` URL: see
+    #: :mod:`bus.redis.urls`); the bus's when not set.
+    queue_redis_url: str | None = None
+    #: The partitions this dispatcher consumes (``--partitions 0-3``); all of them when not set.
+    dispatch_partitions: tuple[int, ...] | None = None
+    key_prefix: str = DEFAULT_PREFIX
+    policy_paths: tuple[str, ...] = ()
+    host: str = DEFAULT_HOST
+    port: int = DEFAULT_PORT
+    tokens: Tokens = dataclasses.field(default_factory=lambda: Tokens({}))
+    #: Org-admin tokens (``HOOKBUS_ADMIN_TOKENS``): read every tenant's decisions, run policy replays.
+    admin_tokens: Tokens = dataclasses.field(default_factory=lambda: Tokens({}))
+    #: Concurrent ``/v1/events/stream`` connections one token may hold.
+    max_streams_per_token: int = 4
+    insecure: bool = False
+    max_body_bytes: int = DEFAULT_MAX_BODY_BYTES
+    #: Bytes of events one tenant may have in flight at a gateway at once (0: no budget): past
+    #: it, 429. Bounds the memory (Redis's and the gateway's) one tenant can hold.
+    tenant_inflight_bytes: int = 64 * 1024 * 1024
+    rate_limit_per_s: float = 0.0
+    rate_limit_burst: int = 0
+    #: Requests per second per token (0: no per-token limit); buckets shared in Redis.
+    token_rate_limit_per_s: float = 0.0
+    token_rate_limit_burst: int = 0
+    #: Accept tokens created with ``hookbus tokens create`` (kept in Redis), beside ``tokens``.
+    managed_tokens: bool = False
+    dispatch_batch: int = 64
+    dispatch_concurrency: int = 256
+    #: The async worker's CPU scheduling: ``normal``, or ``idle`` (Linux ``SCHED_IDLE``: it runs
+    #: on cores nothing else wants, and yields at once to a gateway, dispatcher or Redis that wakes).
+    worker_cpu: str = "normal"
+    claim_idle_ms: int = 5_000
+    max_deliveries: int = 5
+    state_dir: str = ".hookbus"
+    log_level: str = "info"
+    log_format: str = "text"
+    metrics_host: str = DEFAULT_HOST
+    metrics_token: str | None = None
+
+    def __repr__(self) -> str:
+        fields = []
+        for f in dataclasses.fields(self):
+            value: Any = getattr(self, f.name)
+            if f.name in ("redis_url", "queue_redis_url") and value:
+                value = mask_url(value)
+            elif f.name == "metrics_token" and value:
+                value = "***"
+            fields.append(f"{f.name}={value!r}")
+        return f"Settings({', '.join(fields)})"
+
+    @property
+    def keys(self) -> Keyspace:
+        return Keyspace(self.key_prefix)
+
+    @property
+    def queue_url(self) -> str:
+        """The async queue's Redis: ``HOOKBUS_QUEUE_REDIS_URL``, else the bus's own (not a cluster's)."""
+        if not self.redis_url and not self.queue_redis_url:
+            raise ConfigError("no Redis: pass --redis-url or set HOOKBUS_REDIS_URL")
+        return self.queue_url_for(self.redis_url or "")
+
+    def queue_url_for(self, bus_url: str) -> str:
+        """The async queue's Redis when the bus is at ``bus_url``; ConfigError for a cluster's."""
+        url = self.queue_redis_url or bus_url
+        if urlsplit(url).scheme in CLUSTER_SCHEMES:
+            raise ConfigError(
+                "the async queue (arq) cannot run on a Redis Cluster: set HOOKBUS_QUEUE_REDIS_URL "
+                "to a single Redis (redis://, rediss:// or unix://) or to its Sentinels "
+                f"({SENTINEL_SYNTAX})"
+            )
+        return url
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str] | None = None, **overrides: Any) -> Settings:
+        """Settings from ``HOOKBUS_*`` variables; non-None ``overrides`` (from flags) win."""
+        env = os.environ if env is None else env
+        values: dict[str, Any] = {}
+        if url := env.get("HOOKBUS_REDIS_URL"):
+            values["redis_url"] = url
+        if url := env.get("HOOKBUS_QUEUE_REDIS_URL"):
+            values["queue_redis_url"] = url
+        if env.get("HOOKBUS_REDIS_CLUSTER", "").lower() in {"1", "true", "yes"}:
+            values["redis_cluster"] = True
+        if spec := env.get("HOOKBUS_DISPATCH_PARTITIONS"):
+            values["dispatch_partitions"] = spec
+        if prefix := env.get("HOOKBUS_KEY_PREFIX"):
+            values["key_prefix"] = prefix
+        if policy := env.get("HOOKBUS_CONFIG"):
+            values["policy_paths"] = tuple(p for p in policy.split(os.pathsep) if p)
+        if host := env.get("HOOKBUS_HOST"):
+            values["host"] = host
+        for name, key, kind in (
+            ("port", "HOOKBUS_PORT", int),
+            ("max_body_bytes", "HOOKBUS_MAX_BODY_BYTES", int),
+            ("tenant_inflight_bytes", "HOOKBUS_TENANT_INFLIGHT_BYTES", int),
+            ("rate_limit_per_s", "HOOKBUS_RATE_LIMIT", float),
+            ("rate_limit_burst", "HOOKBUS_RATE_LIMIT_BURST", int),
+            ("token_rate_limit_per_s", "HOOKBUS_TOKEN_RATE_LIMIT", float),
+            ("token_rate_limit_burst", "HOOKBUS_TOKEN_RATE_LIMIT_BURST", int),
+            ("dispatch_batch", "HOOKBUS_DISPATCH_BATCH", int),
+            ("dispatch_concurrency", "HOOKBUS_DISPATCH_CONCURRENCY", int),
+            ("claim_idle_ms", "HOOKBUS_CLAIM_IDLE_MS", int),
+            ("max_deliveries", "HOOKBUS_MAX_DELIVERIES", int),
+            ("max_streams_per_token", "HOOKBUS_MAX_STREAMS_PER_TOKEN", int),
+        ):
+            if key in env:
+                try:
+                    values[name] = kind(env[key])
+                except ValueError as exc:
+                    raise ConfigError(f"{key}={env[key]!r} is not a valid {kind.__name__}") from exc
+        if state := env.get("HOOKBUS_STATE_DIR"):
+            values["state_dir"] = state
+        if level := env.get("HOOKBUS_LOG_LEVEL"):
+            values["log_level"] = level
+        if log_format := env.get("HOOKBUS_LOG_FORMAT"):
+            values["log_format"] = log_format.strip().lower()
+        if worker_cpu := env.get("HOOKBUS_WORKER_CPU"):
+            values["worker_cpu"] = worker_cpu.strip().lower()
+        if metrics_host := env.get("HOOKBUS_METRICS_HOST"):
+            values["metrics_host"] = metrics_host
+        if metrics_token := env.get("HOOKBUS_METRICS_TOKEN"):
+            values["metrics_token"] = metrics_token
+        if env.get("HOOKBUS_INSECURE", "").lower() in {"1", "true", "yes"}:
+            values["insecure"] = True
+        if env.get("HOOKBUS_MANAGED_TOKENS", "").lower() in {"1", "true", "yes"}:
+            values["managed_tokens"] = True
+        tokens = env.get("HOOKBUS_TOKENS", "")
+        if path := env.get("HOOKBUS_TOKENS_FILE"):
+            try:
+                tokens += "\n" + Path(path).read_text()
+            except OSError as exc:
+                raise ConfigError(f"cannot read HOOKBUS_TOKENS_FILE {path}: {exc.strerror}") from exc
+        if tokens.strip():
+            values["tokens"] = Tokens.parse(tokens)
+        if admin := env.get("HOOKBUS_ADMIN_TOKENS", "").strip():
+            values["admin_tokens"] = Tokens.parse_admin(admin)
+        values.update({k: v for k, v in overrides.items() if v is not None})
+        if values.pop("redis_cluster", False) and values.get("redis_url"):
+            values["redis_url"] = cluster_url(values["redis_url"])
+        if isinstance(spec := values.get("dispatch_partitions"), str):
+            values["dispatch_partitions"] = parse_partitions(spec)
+        settings = cls(**values)
+        settings.validate()
+        return settings
+
+    def validate(self) -> None:
+        """Raise ConfigError for settings that cannot work."""
+        if not 0 < self.port < 65536:
+            raise ConfigError(f"port {self.port} is out of range")
+        if self.max_body_bytes <= 0:
+            raise ConfigError("max body size must be positive")
+        if self.dispatch_batch <= 0 or self.dispatch_concurrency <= 0:
+            raise ConfigError("dispatch batch and concurrency must be positive")
+        if self.max_streams_per_token <= 0:
+            raise ConfigError("HOOKBUS_MAX_STREAMS_PER_TOKEN must be positive")
+        if self.log_format not in ("text", "json"):
+            raise ConfigError(f"log format {self.log_format!r} is not one of: text, json (HOOKBUS_LOG_FORMAT)")
+        if self.worker_cpu not in WORKER_CPU:
+            raise ConfigError(f"HOOKBUS_WORKER_CPU={self.worker_cpu!r} is not one of: {', '.join(WORKER_CPU)}")
+        if self.redis_url and is_sentinel_url(self.redis_url):
+            raise ConfigError(
+                "HOOKBUS_REDIS_URL: a redis+sentinel:// URL names the async queue's Redis only "
+                "(HOOKBUS_QUEUE_REDIS_URL); give the bus a redis://, rediss:// or unix:// URL"
+            )
+        if self.queue_redis_url:
+            check_queue_url(self.queue_redis_url)
+
+
+#: The schemes of a queue Redis's URL besides a Sentinel's (redis-py's own).
+QUEUE_SCHEMES: Final = ("redis", "rediss", "unix")
+
+
+def check_queue_url(url: str) -> None:
+    """ConfigError (one line) for a queue Redis URL that cannot work: a cluster's, an unknown
+    scheme, a malformed Sentinel URL."""
+    scheme = url.partition("://")[0].lower() if "://" in url else ""
+    if scheme in CLUSTER_SCHEMES:
+        raise ConfigError(
+            "HOOKBUS_QUEUE_REDIS_URL: the async queue (arq) cannot run on a Redis Cluster; "
+            f"give a single Redis (redis://, rediss:// or unix://) or its Sentinels ({SENTINEL_SYNTAX})"
+        )
+    if is_sentinel_url(url):
+        try:
+            parse_sentinel_url(url)
+        except ConfigError as exc:
+            raise ConfigError(f"HOOKBUS_QUEUE_REDIS_URL is {exc}") from None
+    elif scheme not in QUEUE_SCHEMES:
+        raise ConfigError(
+            f"HOOKBUS_QUEUE_REDIS_URL: {scheme or 'no'} scheme; a queue Redis is redis://, rediss://, "
+            f"unix:// or its Sentinels ({SENTINEL_SYNTAX})"
+        )
+
+
+__all__ = [
+    "CLUSTER_SCHEMES",
+    "DEFAULT_HOST",
+    "DEFAULT_PORT",
+    "QUEUE_SCHEMES",
+    "Settings",
+    "Tokens",
+    "check_queue_url",
+    "parse_partitions",
+]

@@ -1,0 +1,413 @@
+"""The stream protocol between gateways and dispatchers.
+
+A gateway appends each event to a stream: blocking events to ``stream:blocking`` with the
+reply channel of the gateway process and an absolute deadline, non-blocking events to
+``stream:events``. Dispatchers read both through one consumer group, run the policy and,
+for blocking events, PUBLISH a :class:`Reply` on the gateway's channel; one reader per
+gateway process resolves all of its waiting requests. Every event, with its decision, is
+then appended to the decision log.
+
+Entries are flat maps of short ASCII keys to bytes; the hook input travels as the exact
+JSON bytes the agent sent.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import enum
+import logging
+import time
+from collections.abc import Mapping
+from typing import Any, Final
+
+import orjson
+
+from bus.errors import HookBusError
+from bus.rules.limits import depth_over
+
+logger = logging.getLogger("hookbus")
+
+#: A stream entry as written: short ASCII field names to values.
+StreamFields = dict[str, bytes | str | int]
+
+
+class ProtocolError(HookBusError):
+    """A stream entry or reply that hookbus did not write (or a newer, incompatible one)."""
+
+
+class FailOpenReason(enum.StrEnum):
+    """Why an agent got no decision (the action proceeds), as counted in ``hookbus_fail_open_total``."""
+
+    #: No decision by the deadline.
+    TIMEOUT = "timeout"
+    #: Redis could not be reached or refused the write.
+    REDIS_UNAVAILABLE = "redis_unavailable"
+    #: The dispatcher failed while evaluating the event.
+    DISPATCHER_ERROR = "dispatcher_error"
+    #: A handler failed (non-blocking error); the others decided.
+    HOOK_ERROR = "hook_error"
+    #: A handler ran past its timeout; the others decided.
+    HOOK_TIMEOUT = "hook_timeout"
+
+    @property
+    def answered_by_gateway(self) -> bool:
+        """True when the agent got the gateway's empty fail-open answer, not a decision."""
+        return self in (FailOpenReason.TIMEOUT, FailOpenReason.REDIS_UNAVAILABLE, FailOpenReason.DISPATCHER_ERROR)
+
+
+class RecordOutcome(enum.StrEnum):
+    """What the agent received for an event, as the decision log records it."""
+
+    #: A blocking event answered with the dispatchers' decision.
+    DECIDED = "decided"
+    #: A non-blocking event, recorded (its answer is always ``{}``).
+    RECORDED = "recorded"
+    #: Answered with no decision because something failed; the record names the reason. For a
+    #: non-blocking event: answered while Redis was down, held in the gateway's spool.
+    FAIL_OPEN = "fail-open"
+
+
+#: The deepest value a view shows as JSON: every writer of views (orjson stops at 254) can write it.
+VIEW_DEPTH: Final = 200
+
+
+def payload_json(payload: bytes) -> Any:
+    """A stored hook input as JSON, or as text when it is not JSON or nested too deep to write
+    again (for views, never decisions: a reader goes on past such a record, and says so)."""
+    try:
+        value = orjson.loads(payload)
+    except orjson.JSONDecodeError:
+        return payload.decode("utf-8", "replace")
+    if payload.count(b"[") + payload.count(b"{") > VIEW_DEPTH and depth_over(value, VIEW_DEPTH) is not None:
+        logger.warning("a stored hook input is nested over %s deep: it is shown as text", VIEW_DEPTH)
+        return payload.decode("utf-8", "replace")
+    return value
+
+
+def now_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+def iso_time(ms: int) -> str:
+    """``ms`` (milliseconds since the epoch) as ISO 8601 UTC with milliseconds: ``2025-01-07T09:30:00.123Z``."""
+    return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(ms // 1000)) + f".{ms % 1000:03d}Z"
+
+
+@dataclasses.dataclass(slots=True)
+class Request:
+    """One event on its way from a gateway to a dispatcher."""
+
+    event_id: str
+    event: str
+    tenant: str
+    payload: bytes
+    received_ms: int
+    deadline_ms: int = 0
+    reply_to: str = ""
+    dialect: str = ""
+    #: Set when the gateway already answered fail-open (Redis was down when it arrived).
+    fail_open: str = ""
+    #: The policy versions the gateway chose (``org|tenant``, :mod:`bus.policy.registry`).
+    policy: str = ""
+    #: The session's pending context the gateway took when it appended the event (a JSON array,
+    #: :mod:`bus.stream.pending_context`); None when it took none (the dispatcher looks itself).
+    context: bytes | None = None
+
+    @property
+    def blocking(self) -> bool:
+        return bool(self.reply_to)
+
+    def expired(self, at_ms: int | None = None) -> bool:
+        return self.blocking and (now_ms() if at_ms is None else at_ms) >= self.deadline_ms
+
+    def remaining_s(self) -> float:
+        return max(0.0, (self.deadline_ms - now_ms()) / 1000) if self.blocking else float("inf")
+
+    def encode(self) -> StreamFields:
+        """The stream entry: the metadata as one JSON array (``m``) and the hook input (``p``).
+
+        Two fields, not one per value: redis-py packs every argument of a command on its own,
+        and that packing was the larger part of the gateway's cost per append.
+        """
+        meta = [
+            self.event_id,
+            self.event,
+            self.tenant,
+            self.received_ms,
+            self.reply_to,
+            self.deadline_ms,
+            self.dialect,
+            self.fail_open,
+            self.policy,
+        ]
+        return {"m": orjson.dumps(meta), "p": self.payload}
+
+    def named_fields(self) -> StreamFields:
+        """The entry with one field per value (how gateways before the ``m`` field appended
+        events; still used for arq jobs and dead letters, which people read)."""
+        fields: StreamFields = {
+            "id": self.event_id,
+            "ev": self.event,
+            "tn": self.tenant,
+            "ts": self.received_ms,
+            "p": self.payload,
+        }
+        if self.reply_to:
+            fields["rp"] = self.reply_to
+            fields["dl"] = self.deadline_ms
+        if self.dialect:
+            fields["dc"] = self.dialect
+        if self.fail_open:
+            fields["fo"] = self.fail_open
+        if self.policy:
+            fields["pv"] = self.policy
+        return fields
+
+    def to_job(self) -> dict[str, str | int]:
+        """:meth:`named_fields` as JSON-safe values (for arq jobs)."""
+        fields = self.named_fields()
+        return {key: value.decode() if isinstance(value, bytes) else value for key, value in fields.items()}
+
+    @classmethod
+    def from_job(cls, data: Mapping[str, Any]) -> Request:
+        """Inverse of :meth:`to_job`."""
+        return cls.decode({key.encode(): str(value).encode() for key, value in data.items()})
+
+    @classmethod
+    def decode(cls, fields: Mapping[bytes, bytes]) -> Request:
+        """A request from its stream entry (:meth:`encode`, or :meth:`named_fields`)."""
+        meta = fields.get(b"m")
+        if meta is None:
+            return cls._decode_named(fields)
+        try:
+            event_id, event, tenant, received_ms, reply_to, deadline_ms, dialect, fail_open, policy = orjson.loads(meta)
+            request = cls(
+                event_id=event_id,
+                event=event,
+                tenant=tenant,
+                payload=fields[b"p"],
+                received_ms=received_ms,
+                deadline_ms=deadline_ms,
+                reply_to=reply_to,
+                dialect=dialect,
+                fail_open=fail_open,
+                policy=policy,
+                context=fields.get(b"c"),
+            )
+        except (KeyError, ValueError, TypeError) as exc:  # orjson.JSONDecodeError is a ValueError
+            raise ProtocolError(f"malformed stream entry: {exc!r}") from exc
+        texts = (event_id, event, tenant, reply_to, dialect, fail_open, policy)
+        if not all(type(text) is str for text in texts) or type(received_ms) is not int or type(deadline_ms) is not int:
+            raise ProtocolError(f"malformed stream entry: unexpected types in {meta[:200]!r}")
+        return request
+
+    @classmethod
+    def _decode_named(cls, fields: Mapping[bytes, bytes]) -> Request:
+        try:
+            return cls(
+                event_id=fields[b"id"].decode(),
+                event=fields[b"ev"].decode(),
+                tenant=fields[b"tn"].decode(),
+                payload=fields[b"p"],
+                received_ms=int(fields[b"ts"]),
+                deadline_ms=int(fields.get(b"dl", b"0")),
+                reply_to=fields.get(b"rp", b"").decode(),
+                dialect=fields.get(b"dc", b"").decode(),
+                fail_open=fields.get(b"fo", b"").decode(),
+                policy=fields.get(b"pv", b"").decode(),
+            )
+        except (KeyError, ValueError, UnicodeDecodeError) as exc:
+            raise ProtocolError(f"malformed stream entry: {exc!r}") from exc
+
+
+@dataclasses.dataclass(slots=True)
+class Reply:
+    """A dispatcher's answer to one blocking request."""
+
+    event_id: str
+    output: dict[str, Any]
+    decision: str = "none"
+    #: Why the answer is a fail-open one (``hook_error``, ``hook_timeout``, ``dispatcher_error``), if it is.
+    fail_open: str | None = None
+    #: ``(handler type, duration in seconds, outcome)`` for every handler that ran.
+    hooks: list[tuple[str, float, str]] = dataclasses.field(default_factory=list)
+
+    def encode(self) -> bytes:
+        return orjson.dumps(
+            {"id": self.event_id, "out": self.output, "dec": self.decision, "fo": self.fail_open, "h": self.hooks}
+        )
+
+    @classmethod
+    def decode(cls, data: bytes) -> Reply:
+        try:
+            return cls._from_raw(orjson.loads(data))
+        except orjson.JSONDecodeError as exc:
+            raise ProtocolError(f"malformed reply: {exc!r}") from exc
+
+    @classmethod
+    def decode_many(cls, data: bytes) -> list[Reply]:
+        """One reply, or a JSON array of replies published together."""
+        try:
+            raw = orjson.loads(data)
+        except orjson.JSONDecodeError as exc:
+            raise ProtocolError(f"malformed reply: {exc!r}") from exc
+        if not isinstance(raw, list):
+            return [cls._from_raw(raw)]
+        replies = []
+        for item in raw:  # one malformed item must not cost the others their answer
+            with contextlib.suppress(ProtocolError):
+                replies.append(cls._from_raw(item))
+        return replies
+
+    @classmethod
+    def _from_raw(cls, raw: Any) -> Reply:
+        try:
+            return cls(
+                event_id=raw["id"],
+                output=raw["out"],
+                decision=raw.get("dec", "none"),
+                fail_open=raw.get("fo"),
+                hooks=[tuple(h) for h in raw.get("h", [])],
+            )
+        except (KeyError, TypeError, AttributeError) as exc:
+            raise ProtocolError(f"malformed reply: {exc!r}") from exc
+
+
+@dataclasses.dataclass(slots=True)
+class LogRecord:
+    """One entry of the decision log (the audit trail)."""
+
+    event_id: str
+    event: str
+    tenant: str
+    session_id: str
+    outcome: str
+    decision: str
+    output: dict[str, Any]
+    payload: bytes
+    received_ms: int
+    decided_ms: int
+    revision: str = ""
+    hooks: list[dict[str, Any]] = dataclasses.field(default_factory=list)
+    shadow: list[dict[str, Any]] = dataclasses.field(default_factory=list)
+    tool_name: str = ""
+    #: Why the agent got no decision, if it did not (a :class:`FailOpenReason`), else "".
+    fail_open: str = ""
+    #: The subagent that sent the event (``agent_id`` / ``agent_type`` of the hook input), if any.
+    agent_id: str = ""
+    agent_type: str = ""
+    tool_use_id: str = ""
+    #: Why the decision was made (a deny or block reason), if one was given.
+    reason: str = ""
+    #: What :mod:`bus.redaction.redact` masked: ``{"pointer": "/input/...", "detector": "github"}`` (never the value).
+    masked: list[dict[str, str]] = dataclasses.field(default_factory=list)
+
+    def meta(self) -> bytes:
+        """The record as JSON, without the hook input (the ``r`` field)."""
+        meta: dict[str, Any] = {
+            "id": self.event_id,
+            "ev": self.event,
+            "tn": self.tenant,
+            "sid": self.session_id,
+            "tool": self.tool_name,
+            "outcome": self.outcome,
+            "dec": self.decision,
+            "out": self.output,
+            "ts": self.received_ms,
+            "dms": self.decided_ms,
+            "rev": self.revision,
+            "hooks": self.hooks,
+            "shadow": self.shadow,
+        }
+        for key, value in (
+            ("aid", self.agent_id),
+            ("aty", self.agent_type),
+            ("tuid", self.tool_use_id),
+            ("rsn", self.reason),
+            ("mask", self.masked),
+        ):
+            if value:  # absent when empty: records stay small, and older readers ignore them
+                meta[key] = value
+        return orjson.dumps(meta)
+
+    def encode(self) -> StreamFields:
+        """The record as JSON, the hook input exactly as the agent sent it, the outcome and
+        the fail-open reason (the last two are set by :mod:`bus.stream.settle` when it writes)."""
+        return {"r": self.meta(), "in": self.payload, "o": self.outcome, "fo": self.fail_open}
+
+    @classmethod
+    def decode(cls, fields: Mapping[bytes, bytes]) -> LogRecord:
+        try:
+            meta = orjson.loads(fields[b"r"])
+            return cls(
+                event_id=meta["id"],
+                event=meta["ev"],
+                tenant=meta["tn"],
+                session_id=meta["sid"],
+                tool_name=meta.get("tool", ""),
+                outcome=fields.get(b"o", b"").decode() or meta["outcome"],
+                fail_open=fields.get(b"fo", b"").decode(),
+                decision=meta["dec"],
+                output=meta["out"],
+                payload=fields[b"in"],
+                received_ms=int(meta["ts"]),
+                decided_ms=int(meta["dms"]),
+                revision=meta.get("rev", ""),
+                hooks=meta.get("hooks", []),
+                shadow=meta.get("shadow", []),
+                agent_id=meta.get("aid", ""),
+                agent_type=meta.get("aty", ""),
+                tool_use_id=meta.get("tuid", ""),
+                reason=meta.get("rsn", ""),
+                masked=meta.get("mask", []),
+            )
+        except (KeyError, ValueError, TypeError, orjson.JSONDecodeError) as exc:
+            raise ProtocolError(f"malformed decision-log entry: {exc!r}") from exc
+
+    @property
+    def latency_ms(self) -> int:
+        """From the gateway receiving the event to the dispatcher deciding it."""
+        return self.decided_ms - self.received_ms
+
+    def to_json(self) -> dict[str, Any]:
+        """A JSON-friendly view (for ``hookbus tail`` and exports)."""
+        hook_input = payload_json(self.payload)
+        return {
+            "id": self.event_id,
+            "time": iso_time(self.received_ms),
+            "event": self.event,
+            "tenant": self.tenant,
+            "session_id": self.session_id,
+            "agent_id": self.agent_id or None,
+            "agent_type": self.agent_type or None,
+            "tool_name": self.tool_name or None,
+            "tool_use_id": self.tool_use_id or None,
+            "outcome": self.outcome,
+            "fail_open": self.fail_open or None,
+            "decision": self.decision,
+            "reason": self.reason or None,
+            "output": self.output,
+            "input": hook_input,
+            "received_ms": self.received_ms,
+            "decided_ms": self.decided_ms,
+            "latency_ms": self.latency_ms,
+            "revision": self.revision,
+            "hooks": self.hooks,
+            "shadow": self.shadow,
+            "masked": self.masked,
+        }
+
+
+__all__ = [
+    "FailOpenReason",
+    "LogRecord",
+    "ProtocolError",
+    "RecordOutcome",
+    "Reply",
+    "Request",
+    "StreamFields",
+    "iso_time",
+    "now_ms",
+    "payload_json",
+]

@@ -1,0 +1,221 @@
+"""Settling an event: one atomic step decides what the agent got and what the log says.
+
+A blocking event has two parties that may answer it: the dispatcher (with a decision) and
+the gateway (fail-open, when the deadline passes first). Without coordination the decision
+log can say ``decided`` while the agent received ``{}``: a reply published while the
+gateway's reader was reconnecting, or one that arrived a millisecond late. So every event
+has a small *outcome key* (``{p}outcome:{event_id}``), and each party settles it with a
+Lua script, atomically:
+
+* the dispatcher's :data:`SETTLE` appends the decision-log record and acknowledges the work
+  entry in the same step. Before the deadline it stores the reply (``D<reply>``),
+  publishes it to the waiting gateway and the record says ``decided``; past the deadline,
+  or when the gateway got there first (``G<reason>``), nothing is published and the record
+  says ``fail-open`` with the reason;
+* the gateway's :data:`CLAIM` runs when its deadline passes: it returns a stored reply (the
+  decision was made in time; the gateway answers with it), or marks the event ``G<reason>``
+  and answers fail-open.
+
+The record is written before the acknowledgement, in one script, so a crash leaves either
+both or neither: a re-delivered entry is written once (a second settle sees ``D``/``F``/``R``
+and only acknowledges, re-publishing a stored reply still in time). Redis checks
+``maxmemory`` only before a script's first write: under OOM nothing is written at all, and
+the entry stays pending until a retry succeeds.
+
+One :data:`SETTLE` call settles a batch of events (the dispatcher sends everything that
+finished while its previous write was in flight, up to :data:`SETTLE_MAX_EVENTS`): the rules
+above hold per event, the batch's replies to one gateway go out as one message and its
+entries are acknowledged by one ``XACK`` per stream, so the cost per event falls with load.
+
+The first settle also queues the event's async hook jobs (:mod:`workers.jobs.enqueue`), after the
+XADD, as arq's own enqueue would: a job whose ``arq:job:<id>`` or ``arq:result:<id>`` exists
+is skipped; past ``maxQueued`` jobs in the queue (``ZCARD``) it is dropped; otherwise its
+record is written (``PSETEX``) and it joins the queue (``ZADD``, score: now in ms, arq's
+score for a job not deferred). So the jobs are queued exactly when the record is written:
+a re-delivered event queues nothing again, with no arq result kept to tell. The script
+returns how many jobs it queued and dropped. :data:`QUEUE_JOBS` is the same step alone, for
+a queue on a Redis of its own.
+
+Key values: ``G<reason>`` gateway answered fail-open, not logged yet; ``D<reply>`` decided
+and logged; ``F<reason>`` logged as fail-open; ``R`` a non-blocking event, logged.
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+#: How long an outcome key outlives its event's deadline (and a non-blocking event's
+#: de-duplication window), in milliseconds.
+OUTCOME_GRACE_MS: Final = 10_000
+
+#: Arguments of one job after the fixed ones (:data:`QUEUE_JOBS_LUA`): id, lifetime ms, maxQueued, record.
+JOB_ARGS: Final = 4
+#: Arguments of one event in :data:`SETTLE`, before its jobs' (see the script's comment).
+EVENT_ARGS: Final = 11
+#: Keys of one event in :data:`SETTLE` without jobs (with jobs: the arq queue, and two per job).
+EVENT_KEYS: Final = 3
+#: The most events one :data:`SETTLE` call takes (a script blocks Redis while it runs).
+SETTLE_MAX_EVENTS: Final = 128
+
+# Queues the jobs named by KEYS[first_key..last_key] (job key, result key per job) and
+# ARGV[first_arg..] (JOB_ARGS per job) on the arq queue ``queue``, as arq's enqueue does;
+# returns queued, dropped.
+QUEUE_JOBS_LUA: Final = """
+local function queue_jobs(queue, first_key, last_key, first_arg, now_ms)
+  local queued, dropped, depth = 0, 0, nil
+  local arg = first_arg
+  for k = first_key, last_key - 1, 2 do
+    if redis.call('EXISTS', KEYS[k], KEYS[k + 1]) == 0 then
+      depth = depth or redis.call('ZCARD', queue)
+      if depth >= tonumber(ARGV[arg + 2]) then
+        dropped = dropped + 1
+      else
+        redis.call('PSETEX', KEYS[k], ARGV[arg + 1], ARGV[arg + 3])
+        redis.call('ZADD', queue, now_ms, ARGV[arg])
+        depth = depth + 1
+        queued = queued + 1
+      end
+    end
+    arg = arg + JOB_ARGS
+  end
+  return queued, dropped
+end
+""".replace("JOB_ARGS", str(JOB_ARGS))
+
+# Settles a batch of events (one or many), each by the rules of the module docstring.
+# KEYS: per event its outcome key, decision log and work stream, then (only for an event with
+#       jobs) the arq queue and a job key and result key per job
+# ARGV: the group and the publish command (PUBLISH, or SPUBLISH for a shard channel on a
+#       cluster), then per event: entry id, log maxlen, record meta, hook input, deadline ms
+#       (0: non-blocking), reply (may be empty), outcome if decided, fail-open reason if
+#       decided, forced reason, reply channel, number of jobs; then JOB_ARGS per job
+# The replies of one channel go out as one message (a JSON array when there are several), and
+# the entries of one stream are acknowledged by one XACK, after every record is written.
+# Returns, per event, {1, outcome, jobs queued, jobs dropped} when it wrote the record, else
+# {0, state, 0, 0}, flattened.
+SETTLE: Final = (
+    QUEUE_JOBS_LUA
+    + """
+local clock = redis.call('TIME')
+local now_ms = tonumber(clock[1]) * 1000 + math.floor(tonumber(clock[2]) / 1000)
+local now_text = string.format('%d', now_ms)
+local results, acks, streams, replies, channels = {}, {}, {}, {}, {}
+local function add_reply(channel, reply)
+  if not replies[channel] then
+    replies[channel] = {}
+    channels[#channels + 1] = channel
+  end
+  table.insert(replies[channel], reply)
+end
+local k, a = 1, 3
+while a <= #ARGV do
+  local stream, jobs = KEYS[k + 2], tonumber(ARGV[a + 10])
+  if not acks[stream] then
+    acks[stream] = {}
+    streams[#streams + 1] = stream
+  end
+  table.insert(acks[stream], ARGV[a])
+  local prior = redis.call('GET', KEYS[k])
+  local state = prior and string.sub(prior, 1, 1)
+  if state == 'D' or state == 'F' or state == 'R' then
+    if state == 'D' and now_ms < tonumber(ARGV[a + 4]) then
+      -- Logged by a call that failed on a later event of its batch, before publishing: answer now.
+      add_reply(ARGV[a + 9], string.sub(prior, 2))
+    end
+    table.insert(results, 0)
+    table.insert(results, state)
+    table.insert(results, 0)
+    table.insert(results, 0)
+  else
+    local deadline = tonumber(ARGV[a + 4])
+    local reply = ARGV[a + 5]
+    local outcome, reason, value
+    if deadline == 0 then
+      outcome, reason, value = ARGV[a + 6], ARGV[a + 7], 'R'
+    elseif prior then
+      outcome, reason = 'fail-open', string.sub(prior, 2)
+    elseif ARGV[a + 8] ~= '' then
+      outcome, reason = 'fail-open', ARGV[a + 8]
+    elseif now_ms >= deadline or reply == '' then
+      outcome, reason = 'fail-open', 'timeout'
+    else
+      outcome, reason, value = ARGV[a + 6], ARGV[a + 7], 'D' .. reply
+    end
+    if value == nil then
+      value = 'F' .. reason
+    end
+    redis.call('XADD', KEYS[k + 1], 'MAXLEN', '~', ARGV[a + 1], '*', 'r', ARGV[a + 2], 'in', ARGV[a + 3],
+               'o', outcome, 'fo', reason)
+    redis.call('SET', KEYS[k], value, 'PX', math.max(deadline - now_ms, 0) + GRACE_MS)
+    if string.sub(value, 1, 1) == 'D' then
+      add_reply(ARGV[a + 9], reply)
+    end
+    local queued, dropped = 0, 0
+    if jobs > 0 then
+      queued, dropped = queue_jobs(KEYS[k + 3], k + 4, k + 4 + 2 * jobs, a + EVENT_ARGS, now_text)
+    end
+    table.insert(results, 1)
+    table.insert(results, outcome)
+    table.insert(results, queued)
+    table.insert(results, dropped)
+  end
+  if jobs > 0 then
+    k = k + EVENT_KEYS + 1 + 2 * jobs
+  else
+    k = k + EVENT_KEYS
+  end
+  a = a + EVENT_ARGS + JOB_ARGS * jobs
+end
+for _, stream in ipairs(streams) do
+  local ids = acks[stream]
+  for first = 1, #ids, 1000 do
+    redis.call('XACK', stream, ARGV[1], unpack(ids, first, math.min(first + 999, #ids)))
+  end
+end
+for _, channel in ipairs(channels) do
+  local list = replies[channel]
+  redis.call(ARGV[2], channel, #list == 1 and list[1] or '[' .. table.concat(list, ',') .. ']')
+end
+return results
+""".replace("GRACE_MS", str(OUTCOME_GRACE_MS))
+    .replace("EVENT_ARGS", str(EVENT_ARGS))
+    .replace("EVENT_KEYS", str(EVENT_KEYS))
+    .replace("JOB_ARGS", str(JOB_ARGS))
+)
+
+# KEYS: the arq queue, then a job key and result key per job; ARGV: JOB_ARGS per job.
+# Returns {jobs queued, jobs dropped}.
+QUEUE_JOBS: Final = (
+    QUEUE_JOBS_LUA
+    + """
+local clock = redis.call('TIME')
+local now_ms = tonumber(clock[1]) * 1000 + math.floor(tonumber(clock[2]) / 1000)
+local queued, dropped = queue_jobs(KEYS[1], 2, #KEYS + 1, 1, string.format('%d', now_ms))
+return {queued, dropped}
+"""
+)
+
+# KEYS: outcome; ARGV: fail-open reason, ttl ms. Returns the stored reply, or nil (fail open).
+CLAIM: Final = """
+local prior = redis.call('GET', KEYS[1])
+if prior then
+  if string.sub(prior, 1, 1) == 'D' then
+    return string.sub(prior, 2)
+  end
+  return false
+end
+redis.call('SET', KEYS[1], 'G' .. ARGV[1], 'PX', ARGV[2])
+return false
+"""
+
+__all__ = [
+    "CLAIM",
+    "EVENT_ARGS",
+    "EVENT_KEYS",
+    "JOB_ARGS",
+    "OUTCOME_GRACE_MS",
+    "QUEUE_JOBS",
+    "QUEUE_JOBS_LUA",
+    "SETTLE",
+    "SETTLE_MAX_EVENTS",
+]

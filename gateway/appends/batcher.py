@@ -1,0 +1,97 @@
+"""Auto-pipelining of the gateway's stream appends (:class:`bus.redis.autopipeline.AutoPipeline`).
+
+Every request that arrives while an append round trip is in flight joins the next one:
+under load one pipeline carries dozens of XADDs (one write, one read, one connection),
+at low load an append leaves at once. Each caller still gets its own result or error: one
+refused XADD must not make the others look lost (they would be spooled and appended twice).
+An append whose request gave up waiting is still sent: its event must reach the log. On a
+Redis Cluster each stream (one partition's, one slot) has its round trips of its own, so a
+master that fails over holds up its own partition's appends only.
+
+An append may also take its session's pending context (:mod:`bus.stream.pending_context`): it is
+then the script :data:`~bus.stream.pending_context.APPEND_TAKING_CONTEXT` instead of an ``XADD``,
+in the same pipeline (single Redis only; the caller passes no context key on a cluster).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Hashable
+from typing import Any
+
+import redis.asyncio as aioredis
+import redis.exceptions
+
+from bus.redis.autopipeline import AutoPipeline
+from bus.redis.connection import is_cluster, redis_errors
+from bus.redis.keys import WORK_STREAM_MAXLEN
+from bus.stream.pending_context import APPEND_TAKING_CONTEXT, CONTEXT_BATCH
+from bus.stream.protocol import StreamFields
+
+_CONNECTION_ERRORS = (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError)
+#: One append: the stream, the entry, the session's context list to take (or None).
+_Append = tuple[str, StreamFields, str | None]
+
+
+class AppendBatcher:
+    """Coalesces concurrent XADDs into pipelined round trips."""
+
+    def __init__(
+        self,
+        redis: aioredis.Redis,
+        redis_url: str = "",
+        maxlen: int = WORK_STREAM_MAXLEN,
+        client_for: Callable[[str], aioredis.Redis] | None = None,
+    ) -> None:
+        """``client_for(stream)``: a stream's partition's client (:class:`bus.redis.connection.PartitionClients`)."""
+        self.redis = redis
+        self.client_for = client_for or (lambda stream: redis)
+        self.redis_url = redis_url
+        self.maxlen = maxlen
+        self._per_stream = is_cluster(redis)
+        #: Whether an append can take its session's pending context (one script: a single Redis only).
+        self.can_take_context = not self._per_stream
+        self._append_sha = redis.register_script(APPEND_TAKING_CONTEXT).sha
+        self._pipeline: AutoPipeline[_Append] = AutoPipeline(self._send, redis_url, what="append")
+
+    async def append(self, stream: str, fields: StreamFields, context_key: str | None = None) -> None:
+        """Append one entry; with ``context_key``, take that session's pending context into it
+        (single Redis only). Raises :class:`BusUnavailable` if Redis cannot take it."""
+        await self._pipeline.call(stream if self._per_stream else "", (stream, fields, context_key))
+
+    async def _send(self, group: Hashable, batch: list[_Append]) -> list[Any]:
+        """One pipeline; per entry, its id or the error Redis answered with."""
+        client = self.client_for(batch[0][0])
+        with redis_errors(self.redis_url):
+            results = await self._pipelined(client, batch, load=False)
+            unloaded = [n for n, result in enumerate(results) if isinstance(result, redis.exceptions.NoScriptError)]
+            if unloaded:
+                # A restarted or flushed Redis: those appends did not run. Sent again with the
+                # script, they land after the rest of their pipeline (other sessions' events).
+                for n, result in zip(
+                    unloaded, await self._pipelined(client, [batch[n] for n in unloaded], load=True), strict=True
+                ):
+                    results[n] = result
+        if self._per_stream and any(isinstance(r, _CONNECTION_ERRORS) for r in results):
+            # A cluster pipeline that does not raise keeps its map of the slots: after a failover
+            # it would go on sending to the dead master. Closing it makes the next use re-read it.
+            await client.aclose()
+        return results
+
+    async def _pipelined(self, client: aioredis.Redis, batch: list[_Append], load: bool) -> list[Any]:
+        async with client.pipeline(transaction=False) as pipe:
+            for stream, fields, context_key in batch:
+                if context_key is None:
+                    pipe.xadd(stream, fields, maxlen=self.maxlen, approximate=True)  # type: ignore[arg-type]
+                    continue
+                args: list[Any] = [self.maxlen, CONTEXT_BATCH]
+                for field, value in fields.items():
+                    args += (field, value)
+                if load:  # EVAL caches the script: the next EVALSHA finds it
+                    pipe.eval(APPEND_TAKING_CONTEXT, 2, stream, context_key, *args)
+                else:
+                    pipe.evalsha(self._append_sha, 2, stream, context_key, *args)
+            results: list[Any] = await pipe.execute(raise_on_error=False)
+        return results
+
+
+__all__ = ["AppendBatcher"]

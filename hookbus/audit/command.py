@@ -1,0 +1,318 @@
+"""``hookbus audit``: export a window of the decision log, or follow it as a durable consumer group.
+
+``export`` reads ``[--since, --until]`` page by page (:func:`bus.decisionlog.audit.read_window`) and
+writes JSON Lines or CSV: every record in the window once, on a live system too.
+
+``follow`` is one audit pipeline: a consumer group of its own on the decision log (created
+at the start of the retained log, or at its end with ``--start now``), delivering to a sink
+(:mod:`hookbus.audit.sinks`) and acknowledging a record (``XACK``) only once the sink has
+accepted it. On start it first re-reads the entries it was given and did not acknowledge
+(``XREADGROUP ... 0``), then takes over entries another consumer of the group left pending
+for longer than ``claim_idle_s``, then reads new ones (``>``): a pipeline killed at any point
+and started again has no gap, and repeats only records it had not acknowledged.
+
+With several partitions the group is one consumer group of that name on each partition's
+log (the count is read from Redis, :func:`bus.stream.partitions.bus_keyspace`): each step above runs
+on every partition, new records are read with one blocking read in flight per partition
+(:class:`bus.decisionlog.reader.PartitionReads`), and each record is acknowledged on its own
+partition's log. Records of one partition are delivered in order.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import csv
+import logging
+import signal
+import sys
+from collections.abc import Sequence
+from typing import IO, Any, Final
+
+import orjson
+import redis.asyncio as aioredis
+import redis.exceptions
+
+from bus.decisionlog.audit import RecordFilter, Window, read_window
+from bus.decisionlog.reader import LogEntry, PartitionReads, RawEntry
+from bus.errors import BusUnavailable, ConfigError
+from bus.redis.connection import connect, read_streams, redis_errors
+from bus.redis.keys import Keyspace
+from bus.runtime.retry import Backoff
+from bus.stream.partitions import bus_keyspace
+from bus.stream.protocol import LogRecord, ProtocolError
+from hookbus.audit.sinks import Item, Sink, Stopping
+
+logger = logging.getLogger("hookbus.audit.command")
+
+#: The columns of ``--format csv``; nested values are JSON text.
+CSV_COLUMNS: Final = (
+    "log_id",
+    "id",
+    "time",
+    "tenant",
+    "session_id",
+    "agent_id",
+    "agent_type",
+    "event",
+    "tool_name",
+    "tool_use_id",
+    "decision",
+    "reason",
+    "outcome",
+    "fail_open",
+    "latency_ms",
+    "revision",
+    "hooks",
+    "shadow",
+    "masked",
+    "input",
+    "output",
+)
+_FORMULA_START: Final = ("=", "+", "-", "@", "\t", "\r")
+_READ_BLOCK_MS: Final = 1000
+
+
+def record_json(log_id: str, record: LogRecord) -> dict[str, Any]:
+    """A record as exported: its log entry id, then :meth:`LogRecord.to_json`."""
+    return {"log_id": log_id, **record.to_json()}
+
+
+def _cell(value: Any) -> str:
+    if value is None:
+        return ""
+    if isinstance(value, dict | list):
+        return orjson.dumps(value).decode()
+    text = str(value)
+    # A spreadsheet runs a cell that starts like a formula: agents choose these strings.
+    return "'" + text if text.startswith(_FORMULA_START) else text
+
+
+async def export(
+    redis_url: str, keys: Keyspace, window: Window, passes: RecordFilter, out: IO[str], *, fmt: str = "jsonl"
+) -> int:
+    """Write every record of ``window`` that ``passes`` to ``out``; returns how many."""
+    if fmt not in ("jsonl", "csv"):
+        raise ConfigError(f"--format must be jsonl or csv (got {fmt!r})")
+    client = connect(redis_url, socket_timeout_s=30.0)
+    writer = csv.writer(out, lineterminator="\n") if fmt == "csv" else None
+    if writer is not None:
+        writer.writerow(CSV_COLUMNS)
+    written = 0
+    try:
+        with redis_errors(redis_url):
+            keys = await bus_keyspace(client, keys)
+            async for log_id, record in read_window(client, keys, window, passes):
+                data = record_json(log_id, record)
+                if writer is not None:
+                    writer.writerow([_cell(data.get(column)) for column in CSV_COLUMNS])
+                else:
+                    out.write(orjson.dumps(data).decode() + "\n")
+                written += 1
+    finally:
+        await client.aclose()
+    out.flush()
+    return written
+
+
+class Follower:
+    """One consumer of group ``group`` on the decision log (every partition's), delivering to ``sink``."""
+
+    def __init__(
+        self,
+        redis_url: str,
+        keys: Keyspace,
+        group: str,
+        sink: Sink,
+        *,
+        consumer: str = "follower",
+        start: str = "oldest",
+        claim_idle_s: float = 60.0,
+    ) -> None:
+        if not group.strip():
+            raise ConfigError("--group must not be empty")
+        if start not in ("oldest", "now"):
+            raise ConfigError(f"--start must be oldest or now (got {start!r})")
+        self.redis_url = redis_url
+        self.keys = keys
+        self.group = group
+        self.consumer = consumer
+        self.sink = sink
+        self.start = start
+        self.claim_idle_ms = int(claim_idle_s * 1000)
+        # The live reads block for _READ_BLOCK_MS; a Redis that stops answering is an outage to
+        # say and wait out after the socket timeout, not a silent wait.
+        self.redis: aioredis.Redis = connect(redis_url)
+        #: Records acknowledged by this process.
+        self.delivered = 0
+
+    async def run(self, stop: asyncio.Event) -> None:
+        """Deliver until ``stop`` is set (then stop after the record in hand); Redis outages are waited out."""
+        backoff = Backoff(cap_s=5.0)
+        logger.info("following the decision log as group %s (consumer %s)", self.group, self.consumer)
+        try:
+            while not stop.is_set():
+                try:
+                    with redis_errors(self.redis_url):
+                        self.keys = await bus_keyspace(self.redis, self.keys)
+                        await self._ensure_groups()
+                        await self._drain_own_pending(stop)
+                        await self._claim_abandoned(stop)
+                        await self._follow(stop)
+                    return
+                except BusUnavailable as exc:
+                    if backoff.failures == 0:
+                        logger.warning("%s; retrying", exc)
+                    await backoff.wait(stop)
+                except redis.exceptions.ResponseError as exc:
+                    if "NOGROUP" not in str(exc):
+                        raise
+                    logger.warning("the decision log or group %s was deleted; creating it again", self.group)
+                    await backoff.wait(stop)
+                except Stopping:
+                    return
+        finally:
+            await self.sink.aclose()
+            await self.redis.aclose()
+
+    async def _ensure_groups(self) -> None:
+        for partition in self.keys.all_partitions:
+            try:
+                await self.redis.xgroup_create(
+                    self.keys.decision_log(partition), self.group, id="$" if self.start == "now" else "0", mkstream=True
+                )
+                logger.info(
+                    "created consumer group %s at the %s of the log%s",
+                    self.group,
+                    "end" if self.start == "now" else "start",
+                    f" of partition {partition}" if self.keys.partitions > 1 else "",
+                )
+            except redis.exceptions.ResponseError as exc:
+                if "BUSYGROUP" not in str(exc):
+                    raise
+
+    async def _read(self, partition: int, from_id: str, block_ms: int | None) -> list[RawEntry]:
+        response = await read_streams(
+            self.redis,
+            {self.keys.decision_log(partition): from_id},
+            group=self.group,
+            consumer=self.consumer,
+            count=self.sink.batch,
+            block_ms=block_ms,
+        )
+        return [entry for _, entries in response or () for entry in entries]
+
+    async def _drain_own_pending(self, stop: asyncio.Event) -> None:
+        for partition in self.keys.all_partitions:
+            after = "0"
+            while not stop.is_set():
+                entries = await self._read(partition, after, None)
+                if not entries:
+                    break
+                await self._deliver([LogEntry(partition, entry_id, fields) for entry_id, fields in entries], stop)
+                after = entries[-1][0].decode()
+
+    async def _claim_abandoned(self, stop: asyncio.Event) -> None:
+        """Take over what other consumers of the group left pending (JUSTID: Redis 6.2 answers an
+        entry trimmed while pending with a nil that has no id; read each entry by its id instead)."""
+        for partition in self.keys.all_partitions:
+            if stop.is_set():
+                return
+            log = self.keys.decision_log(partition)
+            ids: list[bytes] = await self.redis.xautoclaim(
+                log, self.group, self.consumer, self.claim_idle_ms, "0-0", count=1000, justid=True
+            )
+            if not ids:
+                continue
+            logger.info("took over %d records another consumer of %s left unacknowledged", len(ids), self.group)
+            for start in range(0, len(ids), self.sink.batch):
+                entries: list[LogEntry] = []
+                for entry_id in ids[start : start + self.sink.batch]:
+                    found = await self.redis.xrange(log, min=entry_id, max=entry_id)
+                    entries.append(LogEntry(partition, entry_id, found[0][1] if found else None))
+                await self._deliver(entries, stop)
+
+    async def _follow(self, stop: asyncio.Event) -> None:
+        reads = PartitionReads(self.keys.all_partitions, lambda partition: self._read(partition, ">", _READ_BLOCK_MS))
+        try:
+            while not stop.is_set():
+                entries = await reads.next()
+                for start in range(0, len(entries), self.sink.batch):
+                    await self._deliver(entries[start : start + self.sink.batch], stop)
+        finally:
+            # Records a cancelled read was given stay pending for this consumer: read again at the next start.
+            await reads.aclose()
+
+    async def _deliver(self, entries: Sequence[LogEntry], stop: asyncio.Event) -> None:
+        items: list[Item] = []
+        for entry in entries:
+            if not entry.fields:  # trimmed from the log (retention) while it was pending
+                logger.warning("record %s was trimmed from the log before it was delivered", entry.log_id)
+                continue
+            try:
+                items.append((entry.log_id, record_json(entry.log_id, LogRecord.decode(entry.fields))))
+            except ProtocolError as exc:
+                logger.warning("skipping %s: %s", entry.log_id, exc)
+        if items:
+            await self.sink.deliver(items, stop)  # raises Stopping, and then nothing is acknowledged
+        by_partition: dict[int, list[bytes]] = {}
+        for entry in entries:
+            by_partition.setdefault(entry.partition, []).append(entry.entry_id)
+        for partition, ids in by_partition.items():
+            await self.redis.xack(self.keys.decision_log(partition), self.group, *ids)
+        self.delivered += len(items)
+
+
+def _on_signals(stop: asyncio.Event) -> None:
+    loop = asyncio.get_running_loop()
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        with contextlib.suppress(NotImplementedError, RuntimeError):
+            loop.add_signal_handler(signum, stop.set)
+
+
+async def follow(follower: Follower) -> int:
+    """Run ``follower`` until SIGINT or SIGTERM; returns how many records it delivered."""
+    stop = asyncio.Event()
+    _on_signals(stop)
+    await follower.run(stop)
+    logger.info("stopped following as group %s: %d records delivered", follower.group, follower.delivered)
+    return follower.delivered
+
+
+def export_command(args: Any, redis_url: str, keys: Keyspace) -> int:
+    """``hookbus audit export``."""
+    window = Window.parse(args.since, args.until)
+    passes = RecordFilter.of(tenants=args.tenant, sessions=args.session, events=args.event, decisions=args.decision)
+    count = asyncio.run(export(redis_url, keys, window, passes, sys.stdout, fmt=args.format))
+    print(f"hookbus: exported {count} records", file=sys.stderr)
+    return 0
+
+
+def follow_command(args: Any, redis_url: str, keys: Keyspace) -> int:
+    """``hookbus audit follow``."""
+    from hookbus.audit.sinks import open_sink
+
+    async def main() -> None:  # the sink's HTTP client belongs to the running loop
+        sink = open_sink(
+            args.sink,
+            secret_env=args.secret_env,
+            allow_networks=tuple(args.allow_network or ()),
+            timeout_s=args.timeout,
+        )
+        await follow(
+            Follower(
+                redis_url,
+                keys,
+                args.group,
+                sink,
+                consumer=args.consumer,
+                start=args.start,
+                claim_idle_s=args.claim_idle,
+            )
+        )
+
+    asyncio.run(main())
+    return 0
+
+
+__all__ = ["CSV_COLUMNS", "Follower", "export", "export_command", "follow", "follow_command", "record_json"]

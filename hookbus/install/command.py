@@ -1,0 +1,142 @@
+"""The ``hookbus install claude`` command: its flags, and what a run does with the settings file."""
+
+from __future__ import annotations
+
+import difflib
+import os
+import re
+import sys
+from pathlib import Path
+from typing import Any
+
+from bus.errors import ConfigError
+from hookbus.install.settings_file import (
+    DEFAULT_EVENTS,
+    DEFAULT_TIMEOUT_S,
+    OPT_IN_EVENTS,
+    TOKEN_ENV,
+    InstallPlan,
+    default_hook_command,
+    installed_url,
+    merge,
+    notes,
+    read_settings,
+    render,
+    settings_path,
+    write_atomically,
+)
+from hookbus.shim import hook_url
+
+
+def _check(url: str, *, after_install: bool) -> int:
+    from hookbus.install.check import check_gateway
+
+    ok, message = check_gateway(url, os.environ.get(TOKEN_ENV) or None)
+    if ok:
+        print(f"hookbus: check: {message}")
+        return 0
+    if after_install:  # the settings are written; the gateway may simply not run yet
+        print(f"hookbus: warning: check failed: {message}", file=sys.stderr)
+        return 0
+    print(f"hookbus: check failed: {message}", file=sys.stderr)
+    return 1
+
+
+def run_install(args: Any) -> int:
+    """``hookbus install claude``: returns the exit code (errors raise ConfigError)."""
+    path = Path(args.settings_file) if args.settings_file else settings_path(args.scope)
+    if args.settings_file and not path.parent.is_dir() and not args.create and not args.dry_run and not args.check:
+        raise ConfigError(f"{path.parent} does not exist (a typo?); pass --create to make it")
+    old_text, settings = read_settings(path)
+    if args.check:
+        url = args.url or installed_url(settings) or os.environ.get("HOOKBUS_URL") or ""
+        if args.url:
+            InstallPlan(url=args.url)  # the same URL rules as an install
+        return _check(hook_url(url), after_install=False)
+    plan: InstallPlan | None = None
+    if args.uninstall:
+        updated = merge(settings, None, only_url=args.url)
+    else:
+        named = dict.fromkeys(e for chunk in (args.events or []) for e in re.split(r"[,\s]+", chunk) if e)
+        events = tuple(named) or DEFAULT_EVENTS
+        plan = InstallPlan(
+            url=args.url or "",
+            events=events,
+            shim_everywhere=args.shim,
+            timeout_s=args.timeout,
+            hook_command=args.hook_command or default_hook_command(),
+            fail_closed=args.fail_closed,
+        )
+        updated = merge(settings, plan)
+    if updated == settings and (old_text is not None or args.uninstall):
+        print(f"hookbus: {path} is already up to date; nothing to change")
+        return _check(plan.url, after_install=True) if plan is not None and not args.no_check else 0
+    new_text = render(updated)
+    if args.dry_run:
+        diff = difflib.unified_diff(
+            (old_text or "").splitlines(keepends=True),
+            new_text.splitlines(keepends=True),
+            fromfile=str(path) if old_text is not None else "/dev/null",
+            tofile=str(path),
+        )
+        sys.stdout.writelines(diff)
+        return 0
+    write_atomically(path, new_text, backup=old_text is not None)
+    backup = f" (previous version: {path}.bak)" if old_text is not None else ""
+    if plan is None:
+        print(f"hookbus: removed hookbus's hooks from {path}{backup}")
+        return 0
+    shims = sum(plan.uses_shim(event) for event in plan.events)
+    print(f"hookbus: {path}: {len(plan.events) - shims} http hooks and {shims} command hooks -> {plan.url}{backup}")
+    print(f"hookbus: Claude Code sends ${TOKEN_ENV} as the bearer token: export it where Claude Code runs")
+    for note in notes(updated, plan):
+        print(f"hookbus: note: {note}")
+    return 0 if args.no_check else _check(plan.url, after_install=True)
+
+
+def add_install_arguments(parser: Any) -> None:
+    """Add ``hookbus install``'s arguments to an argparse (sub)parser."""
+    parser.add_argument("agent", choices=["claude"], help="the agent to connect (Claude Code)")
+    parser.add_argument(
+        "--scope",
+        choices=["project", "user", "managed"],
+        default="project",
+        help="settings file: project .claude/settings.json (default), user ~/.claude/settings.json, "
+        "or the OS's managed-settings.json",
+    )
+    parser.add_argument("--settings-file", metavar="PATH", help="write this settings file instead of the scope's")
+    parser.add_argument("--url", help="gateway URL (default $HOOKBUS_URL or http://127.0.0.1:8787)")
+    parser.add_argument(
+        "--events",
+        nargs="+",
+        metavar="EVENT",
+        help=f"events to hook (default: every Claude Code event but {', '.join(OPT_IN_EVENTS)})",
+    )
+    parser.add_argument("--shim", action="store_true", help="use the 'hookbus hook' command for every event")
+    parser.add_argument(
+        "--timeout",
+        type=float,
+        default=DEFAULT_TIMEOUT_S,
+        metavar="S",
+        help=f"handler timeout in seconds (default {DEFAULT_TIMEOUT_S:g})",
+    )
+    parser.add_argument("--fail-closed", action="store_true", help="shim hooks block when the gateway can't answer")
+    parser.add_argument(
+        "--hook-command",
+        metavar="CMD",
+        help="how Claude Code starts the shim (default: the absolute path of this hookbus, or "
+        "'hookbus' when that is the one on PATH)",
+    )
+    parser.add_argument("--create", action="store_true", help="create the --settings-file's folder if missing")
+    parser.add_argument("--dry-run", action="store_true", help="print a unified diff and write nothing")
+    parser.add_argument("--uninstall", action="store_true", help="remove what 'hookbus install' added")
+    parser.add_argument(
+        "--check",
+        action="store_true",
+        help="only check: post a test event with $HOOKBUS_TOKEN and report the tenant or the problem "
+        "(also done after every install)",
+    )
+    parser.add_argument("--no-check", action="store_true", help="skip the check after installing")
+
+
+__all__ = ["add_install_arguments", "run_install"]

@@ -1,0 +1,343 @@
+"""The Claude Code settings file that ``hookbus install claude`` writes: which handlers, merged how.
+
+It merges hook handlers into one Claude Code settings file (project ``.claude/settings.json``,
+user ``~/.claude/settings.json`` or the OS's managed-settings file; ``--settings-file`` picks
+any file): a ``type: "http"`` handler posting to the gateway for every event that supports
+http, and a ``type: "command"`` handler running ``hookbus hook --url ...`` for SessionStart
+and Setup (for every event with ``--shim``). Everything else in the file is left as it was.
+
+**Which handlers are hookbus's.** Claude Code's settings schema allows no unknown fields on
+a handler, so there is no marker field; a handler is hookbus's by its exact shape: an http
+handler whose headers are exactly ``{"Authorization": "Bearer $HOOKBUS_TOKEN"}`` and whose
+``allowedEnvVars`` is exactly ``["HOOKBUS_TOKEN"]``, posting to a ``/v1/hooks`` URL; a
+command handler whose command is ``hookbus hook ... --url ...`` (any path to ``hookbus``, or
+``python -m hookbus hook``). Installing again updates those handlers in place (same position),
+so a second run changes nothing; ``--uninstall`` removes exactly them, plus the matcher
+groups and event lists that only held them (``--url`` narrows it to one gateway). The one
+thing an uninstall cannot tell apart is an event list that was already empty before the
+install (it means nothing to Claude Code): it goes too.
+
+**Events left out unless named with ``--events``.** WorktreeCreate and WorktreeRemove: a
+configured hook *replaces* Claude Code's git worktree handling, so a policy service that
+has no path to return would break worktrees. PreModelSwitch and PostModelSwitch: Claude
+Code v2.1.251+ only, and not in the published settings schema yet.
+
+The file is written atomically (temporary file in the same folder, then rename) and the
+previous version is kept as ``<file>.bak``; ``--dry-run`` prints a unified diff instead. The
+shim command names the ``hookbus`` that ran the installer by its absolute path (Claude Code's
+``PATH`` may not have it), unless ``hookbus`` on ``PATH`` is that same file. After writing, and
+alone with ``--check``, it posts a harmless test event to the gateway with ``$HOOKBUS_TOKEN``
+(:mod:`hookbus.install.check`) and says whether the token is accepted, as which tenant.
+This module uses only the standard library.
+"""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+import json
+import os
+import re
+import shlex
+import shutil
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
+
+from bus.errors import ConfigError
+from bus.hooks.events import CLAUDE_EVENTS, NO_HTTP_EVENTS
+from hookbus.shim import hook_url
+
+TOKEN_ENV = "HOOKBUS_TOKEN"  # noqa: S105 (a variable name, not a secret)
+AUTH_HEADERS = {"Authorization": f"Bearer ${TOKEN_ENV}"}
+DEFAULT_TIMEOUT_S = 10.0
+SHIM_DEFAULT_TIMEOUT_S = 5.0
+#: Events installed only when named with ``--events``, and why.
+OPT_IN_EVENTS = {
+    "WorktreeCreate": "a WorktreeCreate hook replaces git's worktree creation",
+    "WorktreeRemove": "a WorktreeRemove hook replaces git's worktree removal",
+    "PreModelSwitch": "needs Claude Code v2.1.251+ and is not in the settings schema yet",
+    "PostModelSwitch": "needs Claude Code v2.1.251+ and is not in the settings schema yet",
+}
+DEFAULT_EVENTS = tuple(event for event in CLAUDE_EVENTS if event not in OPT_IN_EVENTS)
+MANAGED_SETTINGS = {
+    "linux": "/etc/claude-code/managed-settings.json",
+    "darwin": "/Library/Application Support/ClaudeCode/managed-settings.json",
+    "win32": "C:\\Program Files\\ClaudeCode\\managed-settings.json",
+}
+
+
+def settings_path(
+    scope: str, *, cwd: Path | None = None, home: Path | None = None, platform: str = sys.platform
+) -> Path:
+    """The settings file Claude Code reads for ``scope`` (``project``, ``user`` or ``managed``)."""
+    if scope == "project":
+        return (cwd or Path.cwd()) / ".claude" / "settings.json"
+    if scope == "user":
+        return (home or Path.home()) / ".claude" / "settings.json"
+    if scope == "managed":
+        key = "linux" if platform.startswith("linux") else platform
+        if key not in MANAGED_SETTINGS:
+            raise ConfigError(f"no known managed-settings location on {platform}; use --settings-file")
+        return Path(MANAGED_SETTINGS[key])
+    raise ConfigError(f"unknown scope {scope!r} (project, user or managed)")
+
+
+@dataclasses.dataclass(frozen=True)
+class InstallPlan:
+    """What to install: the gateway URL, the events, and how each handler looks."""
+
+    url: str
+    events: tuple[str, ...] = DEFAULT_EVENTS
+    shim_everywhere: bool = False
+    timeout_s: float = DEFAULT_TIMEOUT_S
+    hook_command: str = "hookbus"
+    fail_closed: bool = False
+
+    def __post_init__(self) -> None:
+        parts = urlsplit(hook_url(self.url))
+        if parts.scheme not in ("http", "https") or not parts.hostname:
+            raise ConfigError(f"--url must be an http(s) URL such as http://hookbus.internal:8787 (got {self.url!r})")
+        object.__setattr__(self, "url", hook_url(self.url))
+        unknown = [event for event in self.events if event not in CLAUDE_EVENTS]
+        if unknown:
+            raise ConfigError(f"not Claude Code events: {', '.join(unknown)}")
+        if not self.timeout_s > 0:
+            raise ConfigError("--timeout must be more than 0 seconds")
+
+    def uses_shim(self, event: str) -> bool:
+        """Whether ``event`` gets the command shim (no http support, or ``--shim``)."""
+        return self.shim_everywhere or event in NO_HTTP_EVENTS
+
+    def shim_command(self) -> str:
+        """The shell command Claude Code runs for shim events."""
+        parts = [self.hook_command, "hook", "--url", shlex.quote(self.url)]
+        shim_timeout = min(SHIM_DEFAULT_TIMEOUT_S, round(self.timeout_s * 0.8, 1))
+        if shim_timeout != SHIM_DEFAULT_TIMEOUT_S:
+            parts += ["--timeout", f"{shim_timeout:g}"]
+        if self.fail_closed:
+            parts.append("--fail-closed")
+        return " ".join(parts)
+
+    def handler(self, event: str) -> dict[str, Any]:
+        """The handler object hookbus installs for ``event``."""
+        timeout: float | int = int(self.timeout_s) if self.timeout_s == int(self.timeout_s) else self.timeout_s
+        if self.uses_shim(event):
+            return {"type": "command", "command": self.shim_command(), "timeout": timeout}
+        return {
+            "type": "http",
+            "url": self.url,
+            "headers": dict(AUTH_HEADERS),
+            "allowedEnvVars": [TOKEN_ENV],
+            "timeout": timeout,
+        }
+
+
+def default_hook_command(argv0: str | None = None, executable: str | None = None, path: str | None = None) -> str:
+    """How Claude Code should start the shim: the ``hookbus`` that runs now, by absolute path.
+
+    That is ``argv0`` when it is the ``hookbus`` console script, else the one next to the
+    Python ``executable`` (``python -m hookbus`` from a virtualenv), else ``python -m hookbus``.
+    Plain ``hookbus`` when the one on ``path`` (default ``$PATH``) is that same file.
+    """
+    argv0 = sys.argv[0] if argv0 is None else argv0
+    executable = sys.executable if executable is None else executable
+    candidates = [argv0] if os.path.basename(argv0) == "hookbus" else []
+    candidates.append(os.path.join(os.path.dirname(executable), "hookbus"))
+    for candidate in candidates:
+        found = os.path.abspath(candidate)
+        if os.path.isfile(found) and os.access(found, os.X_OK):
+            on_path = shutil.which("hookbus", path=path)
+            if on_path is not None and os.path.samefile(on_path, found):
+                return "hookbus"
+            return shlex.quote(found)
+    return f"{shlex.quote(executable)} -m hookbus"
+
+
+def _handler_url(handler: dict[str, Any]) -> str | None:
+    """The gateway URL a hookbus handler talks to, or None when it is not hookbus's."""
+    if handler.get("type") == "http":
+        url = handler.get("url")
+        if (
+            isinstance(url, str)
+            and url.split("?")[0].rstrip("/").endswith("/v1/hooks")
+            and handler.get("headers") == AUTH_HEADERS
+            and handler.get("allowedEnvVars") == [TOKEN_ENV]
+        ):
+            return url
+        return None
+    if handler.get("type") != "command" or not isinstance(handler.get("command"), str):
+        return None
+    try:
+        argv = shlex.split(handler["command"])
+    except ValueError:
+        return None
+    if len(argv) >= 2 and os.path.basename(argv[0]) == "hookbus" and argv[1] == "hook":
+        flags = argv[2:]
+    elif len(argv) >= 4 and argv[1:4] == ["-m", "hookbus", "hook"]:
+        flags = argv[4:]
+    else:
+        return None
+    for index, flag in enumerate(flags):
+        if flag == "--url" and index + 1 < len(flags):
+            return flags[index + 1]
+        if flag.startswith("--url="):
+            return flag.partition("=")[2]
+    return None
+
+
+def is_hookbus_handler(handler: Any, url: str | None = None) -> bool:
+    """Whether ``handler`` was installed by hookbus (for ``url``'s gateway when given)."""
+    if not isinstance(handler, dict):
+        return False
+    found = _handler_url(handler)
+    return found is not None and (url is None or hook_url(found) == hook_url(url))
+
+
+def merge(settings: dict[str, Any], plan: InstallPlan | None, *, only_url: str | None = None) -> dict[str, Any]:
+    """``settings`` with hookbus's handlers set to ``plan`` (removed everywhere when None).
+
+    The input is not modified. Handlers already installed are replaced where they stand;
+    missing ones are appended as a new matcher group with no matcher (= every value).
+    """
+    result = copy.deepcopy(settings)
+    hooks = result.get("hooks")
+    if hooks is None:
+        if plan is None:
+            return result
+        hooks = result["hooks"] = {}
+    if not isinstance(hooks, dict):
+        raise ConfigError("the settings file's 'hooks' is not an object; fix it by hand first")
+    wanted = {event: plan.handler(event) for event in plan.events} if plan else {}
+    placed: set[str] = set()
+    for event in list(hooks):
+        groups = hooks[event]
+        if not isinstance(groups, list):
+            continue
+        kept_groups, removed_any = [], False
+        for group in groups:
+            handlers = group.get("hooks") if isinstance(group, dict) else None
+            if not isinstance(handlers, list):
+                kept_groups.append(group)
+                continue
+            kept: list[Any] = []
+            for handler in handlers:
+                if not is_hookbus_handler(handler, only_url):
+                    kept.append(handler)
+                elif event in wanted and event not in placed:
+                    kept.append(wanted[event])
+                    placed.add(event)
+                else:
+                    removed_any = True
+            if kept or len(kept) == len(handlers):
+                kept_groups.append({**group, "hooks": kept})
+        if kept_groups or not removed_any:
+            hooks[event] = kept_groups
+        else:
+            del hooks[event]
+    for event, handler in wanted.items():
+        if event in placed:
+            continue
+        if not isinstance(hooks.setdefault(event, []), list):
+            raise ConfigError(f"the settings file's hooks.{event} is not a list; fix it by hand first")
+        hooks[event].append({"hooks": [handler]})
+    if not hooks and settings.get("hooks") != {}:
+        del result["hooks"]  # it held only hookbus's handlers (or was just created for none)
+    return result
+
+
+def render(settings: dict[str, Any]) -> str:
+    """The settings as Claude Code's own files look: two-space JSON, trailing newline."""
+    return json.dumps(settings, indent=2, ensure_ascii=False) + "\n"
+
+
+def read_settings(path: Path) -> tuple[str | None, dict[str, Any]]:
+    """The file's text (None when absent) and its parsed object (``{}`` when absent or empty)."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        return None, {}
+    except OSError as exc:
+        raise ConfigError(f"cannot read {path}: {exc.strerror or exc}") from exc
+    if not text.strip():
+        return text, {}
+    try:
+        settings = json.loads(text)
+    except ValueError as exc:
+        raise ConfigError(f"{path} is not valid JSON ({exc}); fix it by hand first") from exc
+    if not isinstance(settings, dict):
+        raise ConfigError(f"{path} does not hold a JSON object")
+    return text, settings
+
+
+def write_atomically(path: Path, text: str, *, backup: bool) -> None:
+    """Replace ``path`` with ``text`` via a temporary file and a rename; keep ``<path>.bak``."""
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        mode = path.stat().st_mode & 0o7777 if path.exists() else 0o644
+        if backup and path.exists():
+            bak = path.with_name(path.name + ".bak")
+            bak.write_bytes(path.read_bytes())
+            os.chmod(bak, mode)
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+        try:
+            with os.fdopen(fd, "w", encoding="utf-8") as handle:
+                handle.write(text)
+                handle.flush()
+                os.fsync(handle.fileno())
+            os.chmod(tmp, mode)
+            os.replace(tmp, path)
+        except BaseException:
+            Path(tmp).unlink(missing_ok=True)
+            raise
+    except PermissionError as exc:
+        raise ConfigError(f"cannot write {path}: permission denied (managed settings need root)") from exc
+    except OSError as exc:
+        raise ConfigError(f"cannot write {path}: {exc.strerror or exc}") from exc
+
+
+def _wildcard(pattern: str, url: str) -> bool:
+    return re.fullmatch(".*".join(map(re.escape, pattern.split("*"))), url, re.IGNORECASE) is not None
+
+
+def notes(settings: dict[str, Any], plan: InstallPlan) -> list[str]:
+    """Settings in the same file that would stop the installed hooks from working."""
+    found = []
+    if settings.get("disableAllHooks") is True:
+        found.append("this file sets disableAllHooks: true, so no hook runs")
+    allowed_urls = settings.get("allowedHttpHookUrls")
+    if isinstance(allowed_urls, list) and not any(isinstance(p, str) and _wildcard(p, plan.url) for p in allowed_urls):
+        found.append(f"allowedHttpHookUrls does not admit {plan.url}; add it or the http hooks are blocked")
+    allowed_env = settings.get("httpHookAllowedEnvVars")
+    if isinstance(allowed_env, list) and TOKEN_ENV not in allowed_env:
+        found.append(f"httpHookAllowedEnvVars does not list {TOKEN_ENV}; the bearer token would be sent empty")
+    return found
+
+
+def installed_url(settings: dict[str, Any]) -> str | None:
+    """The gateway URL of the first hookbus handler in ``settings``, if any."""
+    hooks = settings.get("hooks")
+    for groups in hooks.values() if isinstance(hooks, dict) else ():
+        for group in groups if isinstance(groups, list) else ():
+            for handler in group.get("hooks") or () if isinstance(group, dict) else ():
+                if isinstance(handler, dict) and (url := _handler_url(handler)) is not None:
+                    return url
+    return None
+
+
+__all__ = [
+    "DEFAULT_EVENTS",
+    "OPT_IN_EVENTS",
+    "InstallPlan",
+    "default_hook_command",
+    "installed_url",
+    "is_hookbus_handler",
+    "merge",
+    "notes",
+    "read_settings",
+    "render",
+    "settings_path",
+    "write_atomically",
+]

@@ -1,0 +1,74 @@
+"""Stream entries of events (:class:`bus.stream.protocol.Request`): what gateways append, dispatchers read."""
+
+from __future__ import annotations
+
+import orjson
+import pytest
+
+from bus.stream.protocol import ProtocolError, Request
+
+BLOCKING = Request(
+    event_id="e1",
+    event="PreToolUse",
+    tenant="acme",
+    payload=b'{"session_id":"s"}',
+    received_ms=1_700_000_000_000,
+    deadline_ms=1_700_000_001_500,
+    reply_to="hookbus:reply:g1",
+    dialect="cursor",
+    fail_open="",
+    policy="org-3|acme-7",
+)
+RECORDED = Request(
+    event_id="e2",
+    event="Notification",
+    tenant="default",
+    payload=b"not json",
+    received_ms=1_700_000_000_000,
+    fail_open="redis_unavailable",
+)
+
+
+def as_read(fields: dict[str, bytes | str | int]) -> dict[bytes, bytes]:
+    """Fields as Redis hands them back: names and values as bytes."""
+    return {name.encode(): value if isinstance(value, bytes) else str(value).encode() for name, value in fields.items()}
+
+
+@pytest.mark.parametrize("request_", [BLOCKING, RECORDED])
+def test_an_entry_is_two_fields_and_reads_back_as_the_same_request(request_: Request) -> None:
+    fields = request_.encode()
+    assert sorted(fields) == ["m", "p"]
+    assert fields["p"] == request_.payload  # the hook input as the agent sent it
+    assert Request.decode(as_read(fields)) == request_
+
+
+@pytest.mark.parametrize("request_", [BLOCKING, RECORDED])
+def test_an_entry_appended_by_an_older_gateway_still_reads(request_: Request) -> None:
+    assert Request.decode(as_read(request_.named_fields())) == request_
+
+
+def test_a_job_carries_the_named_fields_and_reads_back() -> None:
+    job = BLOCKING.to_job()
+    assert job["id"] == "e1" and job["rp"] == "hookbus:reply:g1" and job["p"] == '{"session_id":"s"}'
+    assert Request.from_job(orjson.loads(orjson.dumps(job))) == BLOCKING
+
+
+@pytest.mark.parametrize(
+    "meta",
+    [
+        b"not json",
+        b'{"id": "e1"}',
+        b'["e1", "PreToolUse", "acme", 1, "", 0, "", ""]',  # one value short
+        b'["e1", "PreToolUse", "acme", "1700000000000", "", 0, "", "", ""]',  # the time as text
+        b'["e1", 7, "acme", 1, "", 0, "", "", ""]',  # the event as a number
+        b'["e1", "PreToolUse", null, 1, "", 0, "", "", ""]',
+    ],
+)
+def test_a_malformed_entry_is_a_protocol_error_not_a_crash(meta: bytes) -> None:
+    with pytest.raises(ProtocolError, match="malformed stream entry"):
+        Request.decode({b"m": meta, b"p": b"{}"})
+
+
+def test_an_entry_without_its_hook_input_is_a_protocol_error() -> None:
+    with pytest.raises(ProtocolError, match="malformed stream entry"):
+        Request.decode({b"m": BLOCKING.encode()["m"]})  # type: ignore[dict-item]

@@ -1,0 +1,192 @@
+"""The settle scripts: one record per event, and it says what the agent received.
+
+Driven through the dispatcher's :class:`workers.dispatcher.outbox.Outbox` (the real writer) and the
+gateway's claim script, on a real Redis.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import AsyncIterator
+from typing import Any
+
+import pytest_asyncio
+
+from bus.redis.connection import connect
+from bus.redis.keys import DISPATCH_GROUP, Keyspace
+from bus.stream.protocol import LogRecord, Reply, Request, now_ms
+from bus.stream.settle import CLAIM
+from hookbus.platform.redis_server import EmbeddedRedis
+from tests.conftest import BusProbe, async_wait_for
+from workers.dispatcher.outbox import Outbox, Settle
+
+DENY = {"hookSpecificOutput": {"hookEventName": "PreToolUse", "permissionDecision": "deny"}}
+
+
+class Harness:
+    def __init__(self, bus: BusProbe) -> None:
+        self.bus = bus
+        self.keys = Keyspace(f"t{uuid.uuid4().hex[:8]}:")
+        self.outbox = Outbox(bus.redis, self.keys)
+        self.claim_script = bus.redis.register_script(CLAIM)
+        self.channel = f"{self.keys.prefix}reply:test"
+
+    async def entry(
+        self, *, blocking: bool = True, deadline_in_ms: int = 5000, fail_open: str = ""
+    ) -> tuple[Request, bytes]:
+        request = Request(
+            event_id=uuid.uuid4().hex,
+            event="PreToolUse" if blocking else "Notification",
+            tenant="default",
+            payload=b'{"session_id":"s"}',
+            received_ms=now_ms(),
+            deadline_ms=now_ms() + deadline_in_ms if blocking else 0,
+            reply_to=self.channel if blocking else "",
+            fail_open=fail_open,
+        )
+        stream = self.keys.blocking_stream()
+        await self.bus.redis.xgroup_create(
+            stream, DISPATCH_GROUP, id="0", mkstream=True
+        ) if not await self.bus.redis.exists(stream) else None
+        await self.bus.redis.xadd(stream, request.encode())  # type: ignore[arg-type]
+        read = await self.bus.redis.xreadgroup(DISPATCH_GROUP, "c", {stream: ">"}, count=1)
+        return request, read[0][1][0][0]
+
+    async def settle(
+        self, request: Request, entry_id: bytes, reply: Reply | None, outcome: str = "decided", reason: str = ""
+    ) -> None:
+        record = LogRecord(
+            event_id=request.event_id,
+            event=request.event,
+            tenant="default",
+            session_id="s",
+            outcome=outcome,
+            fail_open=reason,
+            decision=reply.decision if reply else "none",
+            output=reply.output if reply else {},
+            payload=request.payload,
+            received_ms=request.received_ms,
+            decided_ms=now_ms(),
+        )
+        self.outbox.settle(Settle(self.keys.blocking_stream(), entry_id, request, record, reply, 1000))
+        await self.outbox.flushed()
+
+    async def claim(self, request: Request) -> Any:
+        return await self.claim_script([self.keys.outcome(request.event_id)], ["timeout", 10_000])
+
+    async def records(self, request: Request) -> list[LogRecord]:
+        entries = await self.bus.redis.xrange(self.keys.decision_log())
+        return [r for r in (LogRecord.decode(f) for _, f in entries) if r.event_id == request.event_id]
+
+    async def pending(self) -> int:
+        summary = await self.bus.redis.xpending(self.keys.blocking_stream(), DISPATCH_GROUP)
+        return int(summary["pending"])
+
+
+@pytest_asyncio.fixture
+async def harness(bus: BusProbe) -> AsyncIterator[Harness]:
+    h = Harness(bus)
+    await h.outbox.start()
+    yield h
+    await h.outbox.stop()
+
+
+async def test_in_time_the_reply_is_published_and_logged_as_decided(harness: Harness) -> None:
+    pubsub = harness.bus.redis.pubsub()
+    await pubsub.subscribe(harness.channel)
+    try:
+        request, entry_id = await harness.entry()
+        await harness.settle(request, entry_id, Reply(request.event_id, DENY, "deny"))
+        message = await async_wait_for(lambda: pubsub.get_message(ignore_subscribe_messages=True, timeout=0.1))
+        assert Reply.decode(message["data"]).decision == "deny"
+    finally:
+        await pubsub.aclose()  # type: ignore[no-untyped-call]
+    [record] = await harness.records(request)
+    assert (record.outcome, record.fail_open, record.decision) == ("decided", "", "deny")
+    assert await harness.pending() == 0
+    # The gateway's claim after the deadline recovers the same decision (a lost reply).
+    recovered = await harness.claim(request)
+    assert Reply.decode(recovered).decision == "deny"
+
+
+async def test_gateway_first_means_fail_open_in_the_log_and_no_reply(harness: Harness) -> None:
+    request, entry_id = await harness.entry()
+    assert await harness.claim(request) is None
+    await harness.settle(request, entry_id, Reply(request.event_id, DENY, "deny"))
+    [record] = await harness.records(request)
+    assert (record.outcome, record.fail_open) == ("fail-open", "timeout")
+    assert await harness.claim(request) is None  # still fail-open: the gateway never turns
+    assert await harness.pending() == 0
+
+
+async def test_past_the_deadline_the_record_is_fail_open(harness: Harness) -> None:
+    request, entry_id = await harness.entry(deadline_in_ms=-1)
+    await harness.settle(request, entry_id, Reply(request.event_id, DENY, "deny"))
+    [record] = await harness.records(request)
+    assert (record.outcome, record.fail_open) == ("fail-open", "timeout")
+    assert await harness.claim(request) is None
+
+
+async def test_a_gateway_that_failed_open_on_redis_names_its_reason(harness: Harness) -> None:
+    request, entry_id = await harness.entry(fail_open="redis_unavailable")
+    await harness.settle(request, entry_id, Reply(request.event_id, DENY, "deny"))
+    [record] = await harness.records(request)
+    assert (record.outcome, record.fail_open) == ("fail-open", "redis_unavailable")
+
+
+async def test_a_second_settle_writes_nothing_but_acknowledges(harness: Harness) -> None:
+    request, entry_id = await harness.entry()
+    await harness.settle(request, entry_id, Reply(request.event_id, DENY, "deny"))
+    await harness.settle(request, entry_id, Reply(request.event_id, DENY, "deny"))
+    assert len(await harness.records(request)) == 1
+    nonblocking, nb_id = await harness.entry(blocking=False)
+    await harness.settle(nonblocking, nb_id, None, outcome="recorded")
+    await harness.settle(nonblocking, nb_id, None, outcome="recorded")
+    [record] = await harness.records(nonblocking)
+    assert record.outcome == "recorded"
+    assert await harness.pending() == 0
+
+
+async def test_at_maxmemory_nothing_is_written_or_acknowledged_until_it_fits(
+    private_redis: EmbeddedRedis,
+) -> None:
+    probe = BusProbe(private_redis.url)
+    h = Harness(probe)
+    await h.outbox.start()
+    admin = connect(private_redis.url)
+    try:
+        request, entry_id = await h.entry()
+        await admin.config_set("maxmemory", 1)  # every write is refused from now on
+        h.outbox.settle(
+            Settle(
+                h.keys.blocking_stream(),
+                entry_id,
+                request,
+                LogRecord(
+                    event_id=request.event_id,
+                    event="PreToolUse",
+                    tenant="default",
+                    session_id="s",
+                    outcome="decided",
+                    decision="deny",
+                    output=DENY,
+                    payload=request.payload,
+                    received_ms=request.received_ms,
+                    decided_ms=now_ms(),
+                ),
+                Reply(request.event_id, DENY, "deny"),
+                1000,
+            )
+        )
+        await async_wait_for(lambda: h.outbox._backoff.failures >= 2, timeout_s=5)
+        assert await h.records(request) == []
+        assert await h.pending() == 1
+        assert not await probe.redis.exists(h.keys.outcome(request.event_id))
+        await admin.config_set("maxmemory", 0)
+        await async_wait_for(lambda: h.records(request), timeout_s=10)
+        assert len(await h.records(request)) == 1
+        assert await h.pending() == 0
+    finally:
+        await h.outbox.stop()
+        await admin.aclose()
+        await probe.close()

@@ -1,0 +1,330 @@
+"""Coalesces a dispatcher's writes (settled events, dead letters, acks) into pipelined round trips.
+
+Under load, everything finished while the previous pipeline was in flight goes out in the
+next one; at low load each write leaves at once. The events of a flush are settled by one
+:data:`bus.stream.settle.SETTLE` call (per partition on a cluster, up to
+:data:`bus.stream.settle.SETTLE_MAX_EVENTS` each), which writes each event's decision-log record,
+publishes the replies (one message per gateway), queues the async hook jobs
+(:mod:`workers.jobs.enqueue`) and acknowledges the entries atomically: nothing is acknowledged
+before its record is stored, and the jobs are queued once. A write that fails (Redis down,
+or refusing writes at ``maxmemory``) is logged and retried with backoff; its entries stay
+pending meanwhile, and the script is idempotent by event id. A call Redis refuses for good
+(a key of the wrong type) is re-sent one event per call, so that only the event it cannot
+take stays pending.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import dataclasses
+import logging
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Any
+
+import redis.asyncio as aioredis
+import redis.exceptions
+
+from bus.errors import BusUnavailable
+from bus.redis.connection import PartitionClients, is_cluster, is_transient, redis_errors
+from bus.redis.keys import DISPATCH_GROUP, Keyspace
+from bus.runtime import metrics
+from bus.runtime.retry import BackgroundTask, Backoff
+from bus.stream.protocol import LogRecord, Reply, Request, StreamFields
+from bus.stream.settle import SETTLE, SETTLE_MAX_EVENTS
+from workers.jobs.enqueue import JobTally, PreparedJob, queue_script_args
+
+logger = logging.getLogger("hookbus.dispatcher")
+
+
+@dataclasses.dataclass(slots=True)
+class Settle:
+    """Write ``record``, answer ``request`` with ``reply`` (if in time), acknowledge the entry."""
+
+    stream: str
+    entry_id: bytes
+    request: Request
+    record: LogRecord
+    reply: Reply | None
+    log_maxlen: int
+    #: The event's async hook jobs, queued by the settle that writes the record (none when the
+    #: dispatcher queued them itself, on a queue Redis of its own).
+    jobs: Sequence[PreparedJob] = ()
+    #: The partition of ``stream`` (its outcome key and decision log are the partition's).
+    partition: int = 0
+
+
+@dataclasses.dataclass(slots=True)
+class Write:
+    """A plain write: a dead letter (``fields`` set) or an acknowledgement."""
+
+    stream: str
+    entry_id: bytes = b""
+    fields: StreamFields | None = None
+    maxlen: int = 0
+
+
+class Outbox:
+    """Queued Redis writes, flushed by one background task."""
+
+    def __init__(
+        self,
+        redis: aioredis.Redis,
+        keys: Keyspace,
+        redis_url: str = "",
+        on_written: Callable[[str, bytes], None] | None = None,
+        on_refused: Callable[[str, bytes], None] | None = None,
+    ) -> None:
+        """``on_written(stream, entry_id)`` is called once an entry's settlement (or its
+        dead letter, or acknowledgement) is stored; ``on_refused`` when Redis refused it for
+        good (not a transient error): the entry is left pending for a later claim."""
+        self.redis = redis
+        self._on_written = on_written
+        self._on_refused = on_refused
+        self.keys = keys
+        self.redis_url = redis_url
+        self._settle_sha = redis.register_script(SETTLE).sha
+        self.clients = PartitionClients(redis, redis_url, socket_timeout_s=None)
+        # The script is sent by its digest (EVALSHA). A single Redis gets it loaded before the
+        # first flush and after a NOSCRIPT (a restart). On a cluster each partition's first
+        # settle, and its first after a NOSCRIPT (a replica promoted by a failover), is an EVAL,
+        # which caches the script on that master only: SCRIPT LOAD would go to every master.
+        self._cluster = is_cluster(redis)
+        self._load_script = not self._cluster
+        self._loaded_partitions: set[int] = set()
+        self.job_tally = JobTally()
+        self._ops: list[Settle | Write] = []
+        self._wake = asyncio.Event()
+        self._idle = asyncio.Event()
+        self._idle.set()
+        self._task = BackgroundTask(self._run, "hookbus-outbox")
+        self._backoff = Backoff()
+        #: Writes that failed, waiting for their retry.
+        self._deferred = 0
+        #: The last error Redis answered a write with.
+        self.last_error = ""
+
+    def settle(self, op: Settle) -> None:
+        self._push(op)
+
+    def ack(self, stream: str, entry_id: bytes) -> None:
+        self._push(Write(stream, entry_id))
+
+    def xadd(self, stream: str, fields: StreamFields, maxlen: int) -> None:
+        self._push(Write(stream, fields=fields, maxlen=maxlen))
+
+    def __len__(self) -> int:
+        return len(self._ops) + self._deferred
+
+    def _push(self, op: Settle | Write) -> None:
+        self._ops.append(op)
+        self._idle.clear()
+        self._wake.set()
+
+    async def start(self) -> None:
+        self._task.start()
+
+    async def flushed(self) -> None:
+        await self._idle.wait()
+
+    async def stop(self, timeout_s: float = 5.0) -> None:
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(timeout_s):
+                await self.flushed()
+        await self._task.stop()
+        await self.clients.aclose()
+        if self._ops or self._deferred:
+            # Their entries stay pending: another dispatcher claims and settles them.
+            logger.warning(
+                "stopping with %d unflushed writes; their entries stay pending", len(self._ops) + self._deferred
+            )
+
+    async def _run(self) -> None:
+        while True:
+            await self._wake.wait()
+            self._wake.clear()
+            while self._ops:
+                ops, self._ops = self._ops, []
+                error: BusUnavailable | None = None
+                try:
+                    failed = await self._flush(ops)
+                except BusUnavailable as exc:
+                    failed, error = ops, exc
+                except Exception:
+                    # Never let the one writer task die: its entries stay unacknowledged, so
+                    # they are claimed again later (and dead-lettered if they keep failing).
+                    logger.exception("outbox: %d writes could not be sent; their entries stay pending", len(ops))
+                    failed = []
+                if failed:
+                    # Only the failed writes wait: on a cluster, the other partitions' go on.
+                    delay_s = self._backoff.next_delay_s()
+                    logger.warning(
+                        "outbox: %d writes failed (%s); retrying in %.2fs",
+                        len(failed),
+                        error or self.last_error,
+                        delay_s,
+                    )
+                    self._deferred += len(failed)
+                    asyncio.get_running_loop().call_later(delay_s, self._retry, failed)
+                else:
+                    self._backoff.reset()
+            if not self._deferred:
+                self._idle.set()
+
+    def _retry(self, ops: list[Settle | Write]) -> None:
+        self._deferred -= len(ops)
+        self._ops = ops + self._ops
+        self._idle.clear()
+        self._wake.set()
+
+    def _settle_call(self, ops: Sequence[Settle]) -> tuple[list[str], list[Any]]:
+        """The KEYS and ARGV of one :data:`bus.stream.settle.SETTLE` call for ``ops``."""
+        keys: list[str] = []
+        # On a cluster the gateway listens on its partition's shard channel (gateway.replies.sharded).
+        args: list[Any] = [DISPATCH_GROUP, "SPUBLISH" if self._cluster else "PUBLISH"]
+        for op in ops:
+            request, reply = op.request, op.reply
+            keys += [self.keys.outcome(request.event_id, op.partition), self.keys.decision_log(op.partition), op.stream]
+            args += [
+                op.entry_id,
+                op.log_maxlen,
+                op.record.meta(),
+                op.record.payload,
+                request.deadline_ms if request.blocking else 0,
+                reply.encode() if reply is not None else b"",
+                op.record.outcome,
+                op.record.fail_open,
+                request.fail_open,
+                request.reply_to,
+                len(op.jobs),
+            ]
+            if op.jobs:
+                job_keys, job_args = queue_script_args(self.keys.arq_queue, op.jobs)
+                keys += job_keys
+                args += job_args
+        return keys, args
+
+    def _batches(self, settles: list[Settle], max_events: int) -> list[list[Settle]]:
+        """``settles`` in calls of at most ``max_events``; on a cluster, one partition's per call
+        (its keys share one slot)."""
+        groups: dict[int, list[Settle]] = {}
+        for op in settles:
+            groups.setdefault(op.partition if self._cluster else 0, []).append(op)
+        return [
+            group[first : first + max_events] for group in groups.values() for first in range(0, len(group), max_events)
+        ]
+
+    async def _send_pipelined(
+        self, batches: list[list[Settle]], writes: list[Write], acks: dict[str, list[bytes]]
+    ) -> list[Any]:
+        async with self.redis.pipeline(transaction=False) as pipe:
+            for batch in batches:
+                keys, args = self._settle_call(batch)
+                pipe.evalsha(self._settle_sha, len(keys), *keys, *args)  # no SCRIPT EXISTS per flush
+            for write in writes:
+                pipe.xadd(write.stream, write.fields, maxlen=write.maxlen, approximate=True)  # type: ignore[arg-type]
+            for stream, ids in acks.items():
+                pipe.xack(stream, DISPATCH_GROUP, *ids)
+            return await pipe.execute(raise_on_error=False)
+
+    async def _send_each(
+        self, batches: list[list[Settle]], writes: list[Write], acks: dict[str, list[bytes]]
+    ) -> list[Any]:
+        """The writes as separate concurrent commands: a cluster pipeline cannot carry scripts
+        (each command still goes to its slot's node, following a failover)."""
+        calls: list[Awaitable[Any]] = []
+        for batch in batches:
+            keys, args = self._settle_call(batch)
+            partition = batch[0].partition
+            client = self.clients.get(partition)
+            if partition in self._loaded_partitions:
+                calls.append(client.evalsha(self._settle_sha, len(keys), *keys, *args))  # type: ignore[arg-type]
+            else:
+                calls.append(client.eval(SETTLE, len(keys), *keys, *args))  # type: ignore[arg-type]
+        calls.extend(
+            self.redis.xadd(
+                write.stream,
+                write.fields,  # type: ignore[arg-type]
+                maxlen=write.maxlen,
+                approximate=True,
+            )
+            for write in writes
+        )
+        calls.extend(self.redis.xack(stream, DISPATCH_GROUP, *ids) for stream, ids in acks.items())
+        results = await asyncio.gather(*calls, return_exceptions=True)
+        # "No node serves this slot" (mid-failover) is not a RedisError: retried like one.
+        return [
+            redis.exceptions.ConnectionError(str(r)) if isinstance(r, redis.exceptions.RedisClusterException) else r
+            for r in results
+        ]
+
+    async def _flush(self, ops: list[Settle | Write], max_events: int = SETTLE_MAX_EVENTS) -> list[Settle | Write]:
+        """One pipeline; returns the writes that Redis refused (to retry)."""
+        settles = [op for op in ops if isinstance(op, Settle)]
+        writes = [op for op in ops if isinstance(op, Write) and op.fields is not None]
+        acks: dict[str, list[bytes]] = {}
+        for op in ops:
+            if isinstance(op, Write) and op.fields is None:
+                acks.setdefault(op.stream, []).append(op.entry_id)
+        batches = self._batches(settles, max_events)
+        with redis_errors(self.redis_url):
+            if self._load_script:
+                await self.redis.script_load(SETTLE)
+                self._load_script = False
+            if self._cluster:
+                results = await self._send_each(batches, writes, acks)
+            else:
+                results = await self._send_pipelined(batches, writes, acks)
+        failed: list[Settle | Write] = []
+        refused: list[Settle] = []
+        for batch, result in zip(batches, results, strict=False):
+            if isinstance(result, redis.exceptions.NoScriptError):
+                self._load_script = not self._cluster
+                self._loaded_partitions.discard(batch[0].partition)
+                failed += batch
+            elif isinstance(result, redis.exceptions.RedisError):
+                self.last_error = str(result)
+                metrics.child(metrics.REDIS_ERRORS, "settle").inc()
+                if is_transient(result):
+                    failed += batch
+                elif len(batch) > 1:
+                    refused += batch  # settled one by one below: only the culprit stays pending
+                else:
+                    self._refused(batch[0], result)
+            else:
+                self._loaded_partitions.add(batch[0].partition)
+                for n, op in enumerate(batch):
+                    wrote, _, queued, dropped = result[4 * n : 4 * n + 4]
+                    if op.jobs and wrote == 1:
+                        self.job_tally.count(op.request.event_id, op.jobs, int(queued), int(dropped))
+                    if self._on_written is not None:
+                        self._on_written(op.stream, op.entry_id)
+        for write, result in zip(writes, results[len(batches) :], strict=False):
+            if isinstance(result, redis.exceptions.RedisError):
+                self.last_error = str(result)
+                metrics.child(metrics.REDIS_ERRORS, "xadd").inc()
+                if is_transient(result):
+                    failed.append(write)
+                else:
+                    self._refused(write, result)
+            elif self._on_written is not None and write.entry_id:
+                self._on_written(write.stream, write.entry_id)
+        if any(isinstance(result, redis.exceptions.RedisError) for result in results[len(batches) + len(writes) :]):
+            failed.extend(Write(stream, entry_id) for stream, ids in acks.items() for entry_id in ids)
+        elif self._on_written is not None:
+            for stream, ids in acks.items():
+                for entry_id in ids:
+                    self._on_written(stream, entry_id)
+        if refused:
+            failed += await self._flush(list(refused), max_events=1)
+        return failed
+
+    def _refused(self, op: Settle | Write, error: redis.exceptions.RedisError) -> None:
+        # Retrying a write Redis will never take would wedge the outbox. The entry stays
+        # pending: it is claimed again and, if it keeps failing, dead-lettered.
+        logger.error("outbox: Redis refused a write for %s %s: %s", op.stream, op.entry_id.decode(), error)
+        if self._on_refused is not None and op.entry_id:
+            self._on_refused(op.stream, op.entry_id)
+
+
+__all__ = ["Outbox", "Settle", "Write"]

@@ -1,0 +1,364 @@
+"""Evaluating one event against the policy: select, run concurrently, merge, guard.
+
+Handlers are selected by the group matcher and the handler's ``if``; ``async`` handlers
+become jobs for the arq queue (:attr:`Evaluation.jobs`, queued when the event is settled, see
+:mod:`workers.jobs.enqueue`); the rest run concurrently, each bounded by its own timeout and by the
+event's deadline. Their results are merged by :func:`bus.hooks.merge.merge_results`. Platform
+rules follow: ``failMode: closed``, ``shadow`` handlers (logged, never enforced), ``once``
+across the fleet, and the Stop guard.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import dataclasses
+import functools
+import logging
+import time
+from collections.abc import Mapping, Sequence
+from typing import Any, Literal
+
+import orjson
+import redis.asyncio as aioredis
+import redis.exceptions
+
+from bus.errors import BusUnavailable
+from bus.hooks.events import IF_EVENTS, STOP_EVENTS
+from bus.hooks.matching import compile_matcher, matcher_value
+from bus.hooks.merge import MergedDecision, merge_results
+from bus.hooks.plugins import hooks_for
+from bus.hooks.results import HandlerResult, Outcome
+from bus.policy.loading import HandlerEntry, Policy
+from bus.redis.connection import redis_errors
+from bus.redis.keys import Keyspace
+from bus.rules.limits import current_limits
+from bus.rules.permissions import PermissionRule, parse_rule, rule_matches
+from bus.runtime import metrics
+from bus.runtime.logs import event_fields
+from bus.stream.pending_context import CONTEXT_BATCH, CONTEXT_TTL_S, parse_items, takes_context, with_context
+from bus.stream.protocol import Request
+from workers.engine.judging import judge_command, judged
+from workers.handlers.context import HookContext, Runner, default_timeout_s
+from workers.engine.contextpops import ContextPops
+from workers.handlers.function import run_plugins
+from workers.handlers.runners import SELF_TIMED_TYPES
+from workers.jobs.enqueue import PreparedJob, prepare_job
+from workers.services import Services
+
+logger = logging.getLogger("hookbus.dispatcher")
+
+ONCE_TTL_S = 7 * 86400
+ONCE_CLAIM_GRACE_S = 30
+#: Handler types evaluated in-process without I/O: no task, no timer.
+INLINE_TYPES = frozenset({"rule"})
+STOP_GUARD_TTL_S = 3600
+
+#: What the engine does with ``async`` handlers: make them jobs (:attr:`Evaluation.jobs`, the
+#: dispatcher's), leave them out (a policy replay: they never decide), or run them like the others.
+AsyncHandlers = Literal["jobs", "skip", "inline"]
+
+
+@dataclasses.dataclass(slots=True)
+class Evaluation:
+    """What the policy said about one event."""
+
+    merged: MergedDecision
+    results: list[HandlerResult]
+    shadow: list[dict[str, Any]]
+    fail_open: str | None = None
+    #: The jobs of the selected ``async`` handlers, for the settlement to queue.
+    jobs: list[PreparedJob] = dataclasses.field(default_factory=list)
+    #: The ids of the handlers that made the decision (none for ``none``).
+    decided_by: list[str] = dataclasses.field(default_factory=list)
+
+
+def deciders(event: str, results: Sequence[HandlerResult], decision: str) -> list[str]:
+    """The ids of the handlers among ``results`` (the enforced ones) whose own answer is ``decision``.
+
+    Every handler that voted the winning decision counts (two rules denying the same call
+    both decided it); a handler that failed open decided nothing.
+    """
+    if decision == "none":
+        return []
+    # An OK answer with nothing in it takes no part in the merge: with one answer that says
+    # something, the merged decision is its own; only several cost a merge each.
+    voters = [r for r in results if r.outcome is not Outcome.OK or r.output or r.text]
+    if len(voters) == 1:
+        return [voters[0].handler_id]
+    return [r.handler_id for r in voters if merge_results(event, [r]).decision == decision]
+
+
+@functools.lru_cache(maxsize=4096)
+def _if_rule(text: str) -> PermissionRule | None:
+    try:
+        return parse_rule(text)
+    except ValueError:
+        return None
+
+
+def selected(entry: HandlerEntry, event: str, hook_input: Mapping[str, Any]) -> bool:
+    """Does ``entry`` run on this event (group matcher, then ``if``)?
+
+    A matcher value over ``hookbus.limits.stringBytes`` cannot be judged: the handler runs."""
+    value = matcher_value(event, hook_input)
+    too_long = value is not None and current_limits().string_too_long(value)
+    if not too_long and not compile_matcher(entry.matcher, event).matches(value):
+        return False
+    condition = entry.handler.if_
+    if condition is None:
+        return True
+    if event not in IF_EVENTS:
+        return False
+    rule = _if_rule(condition)
+    if rule is None:
+        return True  # an `if` that cannot be parsed fails open: the hook runs
+    tool_input = hook_input.get("tool_input")
+    cwd = hook_input.get("cwd")
+    return rule_matches(
+        rule,
+        str(hook_input.get("tool_name", "")),
+        tool_input if isinstance(tool_input, dict) else {},
+        cwd if isinstance(cwd, str) else None,
+    )
+
+
+async def _unsupported(ctx: HookContext) -> HandlerResult:
+    return HandlerResult(Outcome.ERROR, reason=f"handler type '{ctx.entry.handler.type}' is not available here")
+
+
+class Engine:
+    """Runs the policy for one event at a time; shared by all of a dispatcher's tasks."""
+
+    def __init__(
+        self,
+        policy: Policy,
+        redis: aioredis.Redis,
+        keys: Keyspace,
+        runners: Mapping[str, Runner],
+        async_handlers: AsyncHandlers = "inline",
+        services: Services | None = None,
+    ) -> None:
+        self.policy = policy
+        self.redis = redis
+        #: Pending-context pops of concurrent events, pipelined together.
+        self.context_pops = ContextPops(redis)
+        self.keys = keys
+        self.runners = dict(runners)
+        self.async_handlers = async_handlers
+        self.services = services
+
+    async def evaluate(self, request: Request, hook_input: dict[str, Any], policy: Policy | None = None) -> Evaluation:
+        """Run ``policy`` (default: the engine's own) on one event.
+
+        A long shell command is split first, off the event loop and within a budget (or not at
+        all past ``hookbus.limits``); every rule and ``if`` of the event sees that judgement."""
+        policy = policy or self.policy
+        limits = policy.settings.limits
+        found = await judge_command(hook_input, limits, request.remaining_s())
+        with judged(found, limits):
+            return await self._evaluate(request, hook_input, policy)
+
+    async def _evaluate(self, request: Request, hook_input: dict[str, Any], policy: Policy) -> Evaluation:
+        event = request.event
+        contexts: list[HookContext] = []
+        jobs: list[PreparedJob] = []
+        for entry in policy.entries(event):
+            if not selected(entry, event, hook_input):
+                continue
+            if entry.handler.async_ and self.async_handlers != "inline":
+                if self.async_handlers == "jobs":
+                    settings = policy.settings.async_
+                    jobs.append(
+                        prepare_job(
+                            request,
+                            entry.handler_id,
+                            entry.handler.max_age_seconds or settings.max_age_seconds,
+                            settings.max_queued,
+                        )
+                    )
+                continue
+            timeout_s = entry.handler.timeout or default_timeout_s(entry.handler.type, event)
+            contexts.append(HookContext(request, hook_input, entry, policy, timeout_s, self.services))
+        if len(contexts) == 1 or all(ctx.entry.handler.type in INLINE_TYPES for ctx in contexts):
+            # In-process handlers finish without yielding: running them in turn skips a task each.
+            results = [await self._run(ctx) for ctx in contexts]
+        else:
+            results = list(await asyncio.gather(*(self._run(ctx) for ctx in contexts)))
+        if hooks_for(event) and not policy.disable_all_hooks:  # bus.hooks.plugins callbacks, after the policy's
+            timeout_s = min(default_timeout_s("function", event), request.remaining_s())
+            results.append(await run_plugins(event, hook_input, timeout_s))
+        whole_shadow = policy.settings.shadow
+        shadow_results = [r for r in results if r.shadow or whole_shadow]
+        shadow: list[dict[str, Any]] = []
+        if shadow_results:
+            would = merge_results(event, [dataclasses.replace(r, shadow=False) for r in shadow_results])
+            metrics.SHADOW_DECISIONS.labels(event, would.decision).inc()
+            shadow.append(
+                {"decision": would.decision, "output": would.output, "handlers": [r.handler_id for r in shadow_results]}
+            )
+        enforced = [] if whole_shadow else [r for r in results if not r.shadow]
+        merged = merge_results(event, enforced)
+        fail_open = None
+        for result in results:
+            if result.outcome is Outcome.TIMEOUT:
+                metrics.child(metrics.TIMEOUTS, "handler").inc()
+        for result in enforced:
+            if result.failed and result.fail_closed:
+                metrics.FAIL_CLOSED.labels(event, result.handler_type).inc()
+            elif result.failed and merged.decision in ("none", "allow"):
+                # Counted only when the failure may have let the action through.
+                fail_open = "hook_timeout" if result.outcome is Outcome.TIMEOUT else "hook_error"
+        if event in STOP_EVENTS:
+            merged = await self._stop_guard(request, hook_input, merged, policy.settings.stop_block_limit)
+        if request.context is not None or (request.blocking and takes_context(policy, event)):
+            merged = await self._deliver_async_context(request, hook_input, merged)
+        decided_by = deciders(event, enforced, merged.decision)
+        for handler_id in decided_by:
+            metrics.child(metrics.HANDLER_DECISIONS, metrics.event_label(event), handler_id, merged.decision).inc()
+        return Evaluation(merged, results, shadow, fail_open, jobs, decided_by)
+
+    async def _deliver_async_context(
+        self, request: Request, hook_input: dict[str, Any], merged: MergedDecision
+    ) -> MergedDecision:
+        """Add what async hooks left for this session (Claude Code delivers it on the next turn):
+        what the gateway took into the entry, or else what is in the session's list now."""
+        try:
+            if request.context is not None:
+                items = parse_items(request.context)
+            else:
+                key = self.keys.pending_context(request.tenant, str(hook_input.get("session_id")))
+                # One atomic command (also on a Redis Cluster, which has no MULTI); what is left
+                # past the count waits for the next turn.
+                popped = await self.context_pops.pop(key, CONTEXT_BATCH)
+                items = parse_items(popped) if popped else []
+        except BusUnavailable:
+            return merged
+        except ValueError as exc:  # orjson.JSONDecodeError is one
+            logger.warning("pending context of event %s dropped: %s", request.event_id, exc)
+            return merged
+        if not items:
+            return merged
+        return dataclasses.replace(merged, output=with_context(merged.output, request.event, items))
+
+    async def restore_context(self, request: Request) -> None:
+        """Put back what the gateway took into an event that will not deliver it (it expired
+        waiting): at the head of the session's list, for the session's next turn."""
+        if not request.context or request.context == b"[]":
+            return
+        try:
+            items = [orjson.dumps(item) for item in parse_items(request.context)]
+            key = self.keys.pending_context(request.tenant, str(orjson.loads(request.payload).get("session_id")))
+            with redis_errors():
+                async with self.redis.pipeline(transaction=False) as pipe:  # one key: one node of a cluster
+                    pipe.lpush(key, *reversed(items))
+                    pipe.expire(key, CONTEXT_TTL_S)
+                    await pipe.execute()
+        except (BusUnavailable, redis.exceptions.ResponseError, ValueError, AttributeError) as exc:
+            # AttributeError: the hook input is no object; ResponseError: the key is no list.
+            logger.warning("pending context of event %s could not be put back: %s", request.event_id, exc)
+
+    async def _run(self, ctx: HookContext) -> HandlerResult:
+        handler = ctx.entry.handler
+        once_key = None
+        if handler.once:
+            once_key = self.keys.once(ctx.request.tenant, str(ctx.hook_input.get("session_id")), ctx.entry.handler_id)
+            # Claimed for the run only (a dispatcher that dies mid-run must not keep it forever);
+            # a successful run makes it last.
+            claim_s = int(min(ctx.timeout_s, ctx.request.remaining_s())) + ONCE_CLAIM_GRACE_S
+            try:
+                with redis_errors():
+                    claimed = await self.redis.set(once_key, b"running", nx=True, ex=claim_s)
+            except BusUnavailable:
+                claimed = True  # cannot tell: run it (fail open)
+            if not claimed:
+                return HandlerResult(
+                    Outcome.OK,
+                    output={},
+                    handler_type=handler.type,
+                    handler_id=ctx.entry.handler_id,
+                    reason="once: already ran",
+                )
+        runner = self.runners.get(handler.type, _unsupported)
+        timeout_s = 0.0
+        started = time.perf_counter()
+        try:
+            if handler.type in INLINE_TYPES or handler.type in SELF_TIMED_TYPES:
+                result = await runner(ctx)
+            else:
+                timeout_s = min(ctx.timeout_s, ctx.request.remaining_s())
+                async with asyncio.timeout(timeout_s):
+                    result = await runner(ctx)
+        except TimeoutError:
+            result = HandlerResult(Outcome.TIMEOUT, reason=f"timed out after {timeout_s:.3g}s")
+        except Exception as exc:  # a broken handler must never break the dispatcher
+            logger.exception(
+                "handler raised",
+                extra=_fields(ctx.request, ctx.hook_input, ctx.entry.handler_id, handler_type=handler.type),
+            )
+            result = HandlerResult(Outcome.ERROR, reason=f"{type(exc).__name__}: {exc}")
+        result.duration_s = time.perf_counter() - started
+        result.handler_type = handler.type
+        result.handler_id = ctx.entry.handler_id
+        result.fail_closed = handler.fail_mode == "closed"
+        result.shadow = handler.shadow
+        metrics.hook_duration(handler.type).observe(result.duration_s)
+        if result.failed:
+            metrics.HOOK_ERRORS.labels(handler.type, result.outcome.value).inc()
+            closed = " (failMode: closed, so it blocks)" if result.fail_closed else ""
+            logger.info(
+                "handler %s%s",
+                result.outcome.value,
+                closed,
+                extra=_fields(
+                    ctx.request, ctx.hook_input, ctx.entry.handler_id, handler_type=handler.type, reason=result.reason
+                ),
+            )
+        if once_key is not None:
+            # Only a successful run counts; a failing or blocking one may run again.
+            with contextlib.suppress(BusUnavailable), redis_errors():
+                if result.failed or result.outcome is Outcome.BLOCK:
+                    await self.redis.delete(once_key)
+                else:
+                    await self.redis.set(once_key, b"done", ex=ONCE_TTL_S)
+        return result
+
+    async def _stop_guard(
+        self, request: Request, hook_input: dict[str, Any], merged: MergedDecision, limit: int
+    ) -> MergedDecision:
+        """Past ``stopBlockLimit`` consecutive blocks per session, let the agent stop."""
+        key = self.keys.stop_guard(request.tenant, str(hook_input.get("session_id")))
+        try:
+            with redis_errors():
+                if merged.decision != "block":
+                    await self.redis.delete(key)
+                    return merged
+                if limit == 0:
+                    return merged
+                async with self.redis.pipeline(transaction=False) as pipe:  # one key: one node, in order
+                    pipe.incr(key)
+                    pipe.expire(key, STOP_GUARD_TTL_S)
+                    count, _ = await pipe.execute()
+                if int(count) <= limit:
+                    return merged
+                await self.redis.delete(key)
+        except BusUnavailable:
+            return merged
+        metrics.STOP_GUARD.labels(request.event).inc()
+        logger.info(
+            "stop guard: let the agent stop after %s blocks in a row",
+            count,
+            extra=_fields(request, hook_input, None, decision="none"),
+        )
+        message = (
+            f"hookbus: a hook blocked {request.event} {count} times in a row; overriding and letting the agent stop "
+            f"(stopBlockLimit {limit}). Last reason: {merged.reason or 'none'}"
+        )
+        return MergedDecision(output={"systemMessage": message}, decision="none", reason=merged.reason)
+
+
+def _fields(request: Request, hook_input: Mapping[str, Any], handler: str | None, **more: Any) -> dict[str, Any]:
+    return event_fields(request.event_id, request.event, request.tenant, hook_input.get("session_id"), handler, **more)
+
+
+__all__ = ["AsyncHandlers", "Engine", "Evaluation", "deciders", "selected"]
