@@ -183,7 +183,10 @@ async def main(args: argparse.Namespace) -> dict[str, Any]:
             {
                 **orjson.loads(BODIES[0]),
                 "tool_name": "Write",
-                "tool_input": {"file_path": "src/app.py", "content": (ROOT / "bus" / "runtime" / "retry.py").read_text()[:4096]},
+                "tool_input": {
+                    "file_path": "src/app.py",
+                    "content": (ROOT / "bus" / "runtime" / "retry.py").read_text()[:4096],
+                },
             }
         )
     ]

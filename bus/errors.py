@@ -1,17 +1,29 @@
 """The one exception hierarchy of hookbus.
 
     HookBusError
-    ├── ConfigError            bad settings or CLI arguments
-    │   └── PolicyError        a policy file that does not load or validate
-    │   └── PluginError        a plugin module that cannot be loaded
-    ├── BusUnavailable         Redis cannot be reached (the caller fails open)
-    ├── RequestRejected        the gateway refuses a request (4xx with a JSON body)
-    ├── HookError              a handler failed: non-blocking, counted as ``hook_error``
-    │   ├── HookTimeout        a handler ran past its timeout
-    │   └── OutputSchemaError  a handler's JSON output does not fit the event's schema
-    │   ├── PluginCallbackError a plugin callback raised (bus.hooks.plugins)
-    │   └── ToolError          an agent hook's tool call failed (workers.handlers.agent)
-    └── RedisServerError       the embedded Redis server would not start
+    ├── ConfigError              bad settings or CLI arguments
+    │   ├── PolicyError          a policy file that does not load or validate
+    │   ├── PluginError          a plugin module that cannot be loaded
+    │   └── TimeError            a time that cannot be read (--since, ?until=)
+    ├── BusUnavailable           Redis cannot be reached (the caller fails open)
+    ├── RequestRejected          the gateway refuses a request (4xx with a JSON body)
+    ├── ProtocolError            a stream entry or reply hookbus did not write
+    ├── HookError                a handler failed: non-blocking, counted as ``hook_error``
+    │   ├── HookTimeout          a handler ran past its timeout
+    │   ├── OutputSchemaError    a handler's JSON output does not fit the event's schema
+    │   ├── PluginCallbackError  a plugin callback raised (bus.hooks.plugins)
+    │   ├── ToolError            an agent hook's tool call failed (workers.handlers.agent)
+    │   ├── OutboundError        an outbound request failed (workers.outbound)
+    │   │                        and, from the SSRF guard (bus.runtime.ssrf):
+    │   ├── SSRFBlocked          a blocked address or scheme
+    │   ├── ResolveError         a host name that does not resolve
+    │   ├── ResponseTooLarge     a response past maxResponseBytes
+    │   ├── LlmError             an LLM call failed (prompt and agent hooks)
+    │   └── SigningError         an http hook delivery that cannot be signed
+    └── RedisServerError         the embedded Redis server would not start
+
+Every class hookbus raises on purpose is here. Exceptions that only carry control inside
+one module (a parse that gives up, a scan past its budget) stay private to it.
 
 Dependency errors (redis-py, httpx, OSError) are mapped to these at the boundary with
 ``raise ... from exc`` so callers never catch a library's exceptions.
@@ -20,6 +32,7 @@ Dependency errors (redis-py, httpx, OSError) are mapped to these at the boundary
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 
 class HookBusError(Exception):
@@ -28,6 +41,10 @@ class HookBusError(Exception):
 
 class ConfigError(HookBusError):
     """Settings, flags or environment variables that cannot be used."""
+
+
+class TimeError(ConfigError):
+    """A time that cannot be read (``--since``, ``?until=``)."""
 
 
 @dataclass(frozen=True)
@@ -81,6 +98,46 @@ class OutputSchemaError(HookError):
     """A handler's JSON output does not fit the schema of the event it answered."""
 
 
+class PluginCallbackError(HookError):
+    """A plugin callback raised; ``callback`` is it, the original exception is the cause."""
+
+    def __init__(self, name: str, callback: Any, exc: BaseException) -> None:
+        super().__init__(f"{name}: {type(exc).__name__}: {exc}")
+        self.callback = callback
+
+
+class ToolError(HookError):
+    """A tool call that cannot be answered; its message goes back to the model."""
+
+
+class OutboundError(HookError):
+    """An outbound request that failed: bad URL, connection refused, TLS or protocol error."""
+
+
+class SSRFBlocked(HookError):
+    """An outbound request refused by the SSRF guard (blocked address or scheme)."""
+
+
+class ResolveError(HookError):
+    """A host name that does not resolve to any address."""
+
+
+class ResponseTooLarge(HookError):
+    """A response body longer than the policy's ``maxResponseBytes``."""
+
+
+class LlmError(HookError):
+    """An LLM call failed (configuration, transport, status or reply shape); non-blocking."""
+
+
+class SigningError(HookError):
+    """A delivery that cannot be signed: the secret's variable is unset or does not hold a secret."""
+
+
+class ProtocolError(HookBusError):
+    """A stream entry or reply that hookbus did not write (or a newer, incompatible one)."""
+
+
 class RedisServerError(HookBusError):
     """The embedded Redis server could not be started."""
 
@@ -91,10 +148,20 @@ __all__ = [
     "HookBusError",
     "HookError",
     "HookTimeout",
+    "LlmError",
+    "OutboundError",
     "OutputSchemaError",
+    "PluginCallbackError",
     "PluginError",
     "PolicyError",
     "PolicyProblem",
+    "ProtocolError",
     "RedisServerError",
     "RequestRejected",
+    "ResolveError",
+    "ResponseTooLarge",
+    "SSRFBlocked",
+    "SigningError",
+    "TimeError",
+    "ToolError",
 ]

@@ -24,7 +24,7 @@ from urllib.parse import parse_qs
 
 import orjson
 
-from bus.errors import BusUnavailable, RequestRejected
+from bus.errors import BusUnavailable, ProtocolError, RequestRejected
 from bus.hooks.events import event_spec
 from bus.policy.loading import Policy
 from bus.policy.registry import PolicyRegistry
@@ -38,7 +38,7 @@ from bus.runtime.logs import event_fields
 from bus.runtime.settings import Settings, Tokens
 from bus.stream.partitions import warn_partitions_changed
 from bus.stream.pending_context import APPEND_TAKING_CONTEXT, takes_context
-from bus.stream.protocol import FailOpenReason, ProtocolError, Reply, Request, StreamFields, now_ms
+from bus.stream.protocol import FailOpenReason, Reply, Request, StreamFields, now_ms
 from bus.stream.settle import CLAIM, OUTCOME_GRACE_MS
 from gateway.access import bearer_token, caller_for
 from gateway.appends.batcher import AppendBatcher

@@ -8,46 +8,18 @@ id, then every partition is followed with a read of its own (:mod:`bus.decisionl
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import json
 import sys
 import time
-from collections.abc import Iterable
 from typing import Any
 
+from bus.decisionlog.audit import RecordFilter
 from bus.decisionlog.reader import LogEntry, LogFollower, newest_ids, read_merged
+from bus.errors import ProtocolError
 from bus.redis.connection import connect, redis_errors
 from bus.redis.keys import Keyspace
 from bus.stream.partitions import bus_keyspace
-from bus.stream.protocol import LogRecord, ProtocolError
-
-
-@dataclasses.dataclass(frozen=True)
-class Filters:
-    """Which records to show: each non-empty set must match (sessions by prefix)."""
-
-    sessions: frozenset[str] = frozenset()
-    tenants: frozenset[str] = frozenset()
-    events: frozenset[str] = frozenset()
-    decisions: frozenset[str] = frozenset()
-
-    @classmethod
-    def of(cls, **given: Iterable[str] | None) -> Filters:
-        """From repeated / comma-separated flag values (``None`` for a flag not given)."""
-        return cls(
-            **{
-                name: frozenset(v.strip() for chunk in values or () for v in chunk.split(",") if v.strip())
-                for name, values in given.items()
-            }
-        )
-
-    def match(self, record: LogRecord) -> bool:
-        return (
-            (not self.sessions or any(record.session_id.startswith(s) for s in self.sessions))
-            and (not self.tenants or record.tenant in self.tenants)
-            and (not self.events or record.event in self.events)
-            and (not self.decisions or record.decision in self.decisions)
-        )
+from bus.stream.protocol import LogRecord
 
 
 def format_record(record: LogRecord) -> str:
@@ -100,7 +72,7 @@ def _reason(output: dict[str, Any]) -> str:
 class _Printer:
     """Prints the records ``filters`` pass, up to ``count``."""
 
-    def __init__(self, as_json: bool, count: int | None, filters: Filters) -> None:
+    def __init__(self, as_json: bool, count: int | None, filters: RecordFilter) -> None:
         self.as_json = as_json
         self.count = count
         self.filters = filters
@@ -116,7 +88,7 @@ class _Printer:
         except ProtocolError as exc:
             print(f"# skipped {entry.log_id}: {exc}", file=sys.stderr)
             return
-        if self.filters.match(record):
+        if self.filters.matches(record):
             print(json.dumps(record.to_json()) if self.as_json else format_record(record), flush=True)
             self.seen += 1
 
@@ -128,10 +100,10 @@ async def tail(
     as_json: bool = False,
     from_start: bool = False,
     count: int | None = None,
-    filters: Filters | None = None,
+    filters: RecordFilter | None = None,
 ) -> None:
     """Print decision-log records (those ``filters`` pass) as they arrive (Ctrl-C stops)."""
-    printer = _Printer(as_json, count, filters or Filters())
+    printer = _Printer(as_json, count, filters or RecordFilter())
     # The live reads block for 1 s; a Redis that stops answering (frozen, or its network gone) is
     # an error after the socket timeout, not a silent wait.
     client = connect(redis_url)
@@ -170,4 +142,4 @@ async def tail(
         await client.aclose()
 
 
-__all__ = ["Filters", "format_record", "tail"]
+__all__ = ["format_record", "tail"]

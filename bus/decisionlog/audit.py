@@ -20,14 +20,14 @@ import dataclasses
 import datetime
 import re
 from collections.abc import AsyncGenerator, Iterable, Mapping
-from typing import Any, Final
+from typing import Any, Final, Protocol
 
 import redis.asyncio as aioredis
 
 from bus.decisionlog.reader import read_merged
-from bus.errors import ConfigError
+from bus.errors import ProtocolError, TimeError
 from bus.redis.keys import Keyspace
-from bus.stream.protocol import LogRecord, ProtocolError, now_ms
+from bus.stream.protocol import LogRecord, now_ms
 
 #: Entries per ``XRANGE`` page.
 PAGE: Final = 500
@@ -37,10 +37,6 @@ _RELATIVE = re.compile(r"^(\d+(?:\.\d+)?)\s*(ms|s|m|h|d|w)$")
 _UNIT_MS: Final = {"ms": 1, "s": 1000, "m": 60_000, "h": 3_600_000, "d": 86_400_000, "w": 604_800_000}
 #: Values the ``decision`` filter may take besides a decision: the record's outcome.
 OUTCOMES: Final = ("decided", "recorded", "fail-open")
-
-
-class TimeError(ConfigError):
-    """A time that cannot be read (``--since``, ``?until=``)."""
 
 
 def parse_time(text: str, now: int | None = None) -> int:
@@ -94,29 +90,51 @@ def _values(given: Iterable[str] | None) -> frozenset[str]:
     return frozenset(v.strip() for chunk in given or () for v in chunk.split(",") if v.strip())
 
 
+class Filterable(Protocol):
+    """What a filter reads of a record: a :class:`LogRecord`, or a reader's view of one."""
+
+    @property
+    def tenant(self) -> str: ...
+    @property
+    def session_id(self) -> str: ...
+    @property
+    def event(self) -> str: ...
+    @property
+    def decision(self) -> str: ...
+    @property
+    def outcome(self) -> str: ...
+    @property
+    def tool_name(self) -> str: ...
+
+
 @dataclasses.dataclass(frozen=True, slots=True)
 class RecordFilter:
-    """Which records pass: every non-empty set must match (sessions by prefix; ``decisions``
-    also matches an outcome such as ``fail-open``). ``scope`` is a tenant no filter can leave."""
+    """Which decision-log records pass, the same for every reader (``hookbus tail``, ``hookbus
+    audit export``, the gateway's export and stream): every non-empty set must match (sessions
+    by prefix; ``decisions`` also matches an outcome such as ``fail-open``). ``scope`` is a
+    tenant no filter can leave."""
 
     tenants: frozenset[str] = frozenset()
     sessions: frozenset[str] = frozenset()
     events: frozenset[str] = frozenset()
     decisions: frozenset[str] = frozenset()
+    tools: frozenset[str] = frozenset()
     scope: str | None = None
 
     @classmethod
     def of(cls, scope: str | None = None, **given: Iterable[str] | None) -> RecordFilter:
-        """From repeated / comma-separated values (``tenants=``, ``sessions=``, ``events=``, ``decisions=``)."""
+        """From repeated / comma-separated values (``tenants=``, ``sessions=``, ``events=``,
+        ``decisions=``, ``tools=``; ``None`` for one not given)."""
         return cls(scope=scope, **{name: _values(values) for name, values in given.items()})
 
-    def __call__(self, record: LogRecord) -> bool:
+    def matches(self, record: Filterable) -> bool:
         return (
             (self.scope is None or record.tenant == self.scope)
             and (not self.tenants or record.tenant in self.tenants)
             and (not self.sessions or any(record.session_id.startswith(s) for s in self.sessions))
             and (not self.events or record.event in self.events)
             and (not self.decisions or record.decision in self.decisions or record.outcome in self.decisions)
+            and (not self.tools or record.tool_name in self.tools)
         )
 
 
@@ -150,7 +168,7 @@ async def read_window(
             record = LogRecord.decode(entry.fields)
         except ProtocolError:
             continue
-        if passes is None or passes(record):
+        if passes is None or passes.matches(record):
             yield entry.log_id, record
             sent, last = sent + 1, entry.entry_id
 
@@ -257,10 +275,10 @@ __all__ = [
     "LAG_COUNT_LIMIT",
     "OUTCOMES",
     "PAGE",
+    "Filterable",
     "GroupState",
     "LogState",
     "RecordFilter",
-    "TimeError",
     "Window",
     "entry_ms",
     "log_state",

@@ -39,7 +39,7 @@ from collections.abc import Awaitable, Callable, Iterable
 from types import ModuleType
 from typing import Any
 
-from bus.errors import HookError, PluginError
+from bus.errors import PluginCallbackError, PluginError
 
 logger = logging.getLogger("hookbus.plugins")
 
@@ -48,14 +48,6 @@ Callback = Callable[..., Any]
 
 #: The registry: event name -> callbacks in registration order.
 HOOKS: dict[str, list[Callback]] = {}
-
-
-class PluginCallbackError(HookError):
-    """A plugin callback raised; ``callback`` names it, the original exception is the cause."""
-
-    def __init__(self, callback: Callback, exc: BaseException) -> None:
-        super().__init__(f"{callback_name(callback)}: {type(exc).__name__}: {exc}")
-        self.callback = callback
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -146,7 +138,7 @@ async def atrigger_hooks(event: str, *args: Any, run_sync: RunSync = _default_ex
                 if inspect.isawaitable(result):
                     result = await _awaited(result)
         except Exception as exc:
-            raise PluginCallbackError(callback, exc) from exc
+            raise PluginCallbackError(callback_name(callback), callback, exc) from exc
         if result is not None:
             return Interception(tuple(ran), callback, result)
     return Interception(tuple(ran))
@@ -191,7 +183,6 @@ __all__ = [
     "HOOKS",
     "Callback",
     "Interception",
-    "PluginCallbackError",
     "PluginError",
     "atrigger_hooks",
     "callback_name",

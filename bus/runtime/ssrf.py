@@ -36,24 +36,12 @@ import ipaddress
 import socket
 from collections.abc import Iterable, Sequence
 
-from bus.errors import ConfigError, HookError
+from bus.errors import ConfigError, ResolveError, SSRFBlocked
 
 IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
 IPNetwork = ipaddress.IPv4Network | ipaddress.IPv6Network
 
 _ALLOW_HINT = "(allow it with hookbus.http.allowedNetworks)"
-
-
-class SSRFBlocked(HookError):
-    """An outbound request refused by the SSRF guard (blocked address or scheme)."""
-
-
-class ResolveError(HookError):
-    """A host name that does not resolve to any address."""
-
-
-class ResponseTooLarge(HookError):
-    """A response body longer than the policy's ``maxResponseBytes``."""
 
 
 def _table(*rows: tuple[str, str]) -> tuple[tuple[IPNetwork, str], ...]:
@@ -192,9 +180,6 @@ async def resolve_checked(host: str, port: int, allowed: Sequence[IPNetwork] = (
 __all__ = [
     "IPAddress",
     "IPNetwork",
-    "ResolveError",
-    "ResponseTooLarge",
-    "SSRFBlocked",
     "blocked_reason",
     "embedded_ipv4",
     "literal_ip",

@@ -23,17 +23,13 @@ from typing import Any, Final
 
 import orjson
 
-from bus.errors import HookBusError
+from bus.errors import ProtocolError
 from bus.rules.limits import depth_over
 
 logger = logging.getLogger("hookbus")
 
 #: A stream entry as written: short ASCII field names to values.
 StreamFields = dict[str, bytes | str | int]
-
-
-class ProtocolError(HookBusError):
-    """A stream entry or reply that hookbus did not write (or a newer, incompatible one)."""
 
 
 class FailOpenReason(enum.StrEnum):
@@ -402,7 +398,6 @@ class LogRecord:
 __all__ = [
     "FailOpenReason",
     "LogRecord",
-    "ProtocolError",
     "RecordOutcome",
     "Reply",
     "Request",

@@ -26,8 +26,8 @@ from starlette.requests import Request as HTTPRequest
 from starlette.responses import Response, StreamingResponse
 from starlette.routing import Route
 
-from bus.decisionlog.audit import RecordFilter, TimeError, Window, read_window
-from bus.errors import BusUnavailable, RequestRejected
+from bus.decisionlog.audit import RecordFilter, Window, read_window
+from bus.errors import BusUnavailable, RequestRejected, TimeError
 from bus.redis.connection import redis_errors
 from bus.redis.keys import Keyspace
 from bus.runtime.settings import Settings

@@ -31,11 +31,11 @@ import redis.asyncio as aioredis
 import redis.exceptions
 
 from bus.decisionlog.reader import LogEntry, LogFollower, merge_order, newest_ids, newest_pages, oldest_ids, read_merged
-from bus.errors import BusUnavailable
+from bus.errors import BusUnavailable, ProtocolError
 from bus.redis.connection import connect, redis_errors
 from bus.redis.keys import Keyspace
 from bus.runtime.retry import BackgroundTask, Backoff
-from bus.stream.protocol import LogRecord, ProtocolError
+from bus.stream.protocol import LogRecord
 
 logger = logging.getLogger("hookbus.gateway")
 

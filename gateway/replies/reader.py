@@ -16,9 +16,10 @@ import time
 import redis.asyncio as aioredis
 import redis.exceptions
 
+from bus.errors import ProtocolError
 from bus.redis.connection import connect
 from bus.runtime.retry import BackgroundTask, Backoff
-from bus.stream.protocol import ProtocolError, Reply
+from bus.stream.protocol import Reply
 
 logger = logging.getLogger("hookbus.gateway")
 

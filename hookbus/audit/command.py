@@ -35,12 +35,12 @@ import redis.exceptions
 
 from bus.decisionlog.audit import RecordFilter, Window, read_window
 from bus.decisionlog.reader import LogEntry, PartitionReads, RawEntry
-from bus.errors import BusUnavailable, ConfigError
+from bus.errors import BusUnavailable, ConfigError, ProtocolError
 from bus.redis.connection import connect, read_streams, redis_errors
 from bus.redis.keys import Keyspace
 from bus.runtime.retry import Backoff
 from bus.stream.partitions import bus_keyspace
-from bus.stream.protocol import LogRecord, ProtocolError
+from bus.stream.protocol import LogRecord
 from hookbus.audit.sinks import Item, Sink, Stopping
 
 logger = logging.getLogger("hookbus.audit.command")

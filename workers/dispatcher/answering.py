@@ -23,6 +23,7 @@ from typing import Any
 import orjson
 
 from bus.decisionlog.masking import redact_record
+from bus.errors import ProtocolError
 from bus.hooks.merge import MergedDecision
 from bus.hooks.plugins import PluginError, load_plugins
 from bus.policy.loading import Policy
@@ -36,7 +37,7 @@ from bus.runtime import metrics
 from bus.runtime.logs import event_fields
 from bus.runtime.settings import Settings
 from bus.stream.partitions import warn_partitions_changed
-from bus.stream.protocol import FailOpenReason, LogRecord, ProtocolError, RecordOutcome, Reply, Request, now_ms
+from bus.stream.protocol import FailOpenReason, LogRecord, RecordOutcome, Reply, Request, now_ms
 from workers.dispatcher.outbox import Outbox, Settle
 from workers.dispatcher.streams import WorkStreams, log_maxlen
 from workers.engine.evaluation import Engine, Evaluation

@@ -22,7 +22,7 @@ from typing import Any
 import redis.asyncio as aioredis
 import redis.exceptions
 
-from bus.errors import BusUnavailable, ConfigError
+from bus.errors import BusUnavailable, ConfigError, ProtocolError
 from bus.policy.schema import DecisionLogSettings
 from bus.redis.connection import PartitionClients, connect, is_cluster, read_streams, redis_errors
 from bus.redis.keys import DEAD_LETTER_MAXLEN, DISPATCH_GROUP, Keyspace
@@ -30,7 +30,7 @@ from bus.runtime import metrics
 from bus.runtime.retry import Backoff
 from bus.runtime.settings import Settings
 from bus.stream.partitions import claim_layout
-from bus.stream.protocol import ProtocolError, Request, StreamFields, now_ms
+from bus.stream.protocol import Request, StreamFields, now_ms
 from workers.dispatcher.outbox import Outbox
 
 logger = logging.getLogger("hookbus.dispatcher")

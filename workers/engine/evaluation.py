@@ -38,9 +38,9 @@ from bus.runtime import metrics
 from bus.runtime.logs import event_fields
 from bus.stream.pending_context import CONTEXT_BATCH, CONTEXT_TTL_S, parse_items, takes_context, with_context
 from bus.stream.protocol import Request
+from workers.engine.contextpops import ContextPops
 from workers.engine.judging import judge_command, judged
 from workers.handlers.context import HookContext, Runner, default_timeout_s
-from workers.engine.contextpops import ContextPops
 from workers.handlers.function import run_plugins
 from workers.handlers.runners import SELF_TIMED_TYPES
 from workers.jobs.enqueue import PreparedJob, prepare_job

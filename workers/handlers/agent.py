@@ -31,15 +31,15 @@ from typing import Any, Final
 import orjson
 
 from bus.decisionlog.reader import read_merged
-from bus.errors import BusUnavailable, HookError
+from bus.errors import BusUnavailable, LlmError, ProtocolError, ToolError
 from bus.hooks.results import HandlerResult, Outcome
 from bus.policy.schema import AgentHandler
 from bus.redis.connection import redis_errors
 from bus.stream.partitions import bus_keyspace
-from bus.stream.protocol import LogRecord, ProtocolError
+from bus.stream.protocol import LogRecord
 from workers.handlers.context import HookContext
 from workers.handlers.prompt import input_json, parse_verdict, render_prompt, verdict_result
-from workers.outbound.llm import LlmClient, LlmError, LlmTimeout, ToolUse
+from workers.outbound.llm import LlmClient, LlmTimeout, ToolUse
 
 MAX_TURNS: Final = 50
 MAX_TOKENS: Final = 1024
@@ -83,10 +83,6 @@ TOOLS: Final = (
         "input_schema": {"type": "object", "properties": {}},
     },
 )
-
-
-class ToolError(HookError):
-    """A tool call that cannot be answered; its message goes back to the model."""
 
 
 def _cut(value: Any) -> str:

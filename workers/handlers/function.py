@@ -38,10 +38,10 @@ from typing import Any, Final
 
 from pydantic import ValidationError
 
-from bus.errors import OutputSchemaError
+from bus.errors import OutputSchemaError, PluginCallbackError
 from bus.hooks.models import HookInput, HookOutput
 from bus.hooks.output import UNIVERSAL_FIELDS, check_output
-from bus.hooks.plugins import PluginCallbackError, atrigger_hooks, callback_name, hooks_for
+from bus.hooks.plugins import atrigger_hooks, callback_name, hooks_for
 from bus.hooks.results import HandlerResult, Outcome
 from bus.policy.schema import FunctionHandler
 from bus.runtime import metrics

@@ -41,15 +41,14 @@ import re
 import time
 from collections.abc import Iterable, Mapping
 
-from bus.errors import HookError, HookTimeout
+from bus.errors import HookError, HookTimeout, ResponseTooLarge, SigningError, SSRFBlocked
 from bus.hooks.output import result_from_body
 from bus.hooks.results import HandlerResult, Outcome
 from bus.policy.loading import Policy
 from bus.policy.schema import HttpHandler
-from bus.runtime.ssrf import ResponseTooLarge, SSRFBlocked
 from workers.handlers.context import HookContext
 from workers.outbound.client import guarded_request
-from workers.outbound.webhooks import SigningError, webhook_headers, webhook_id
+from workers.outbound.webhooks import webhook_headers, webhook_id
 from workers.services import Services
 
 logger = logging.getLogger("hookbus.http")

@@ -23,9 +23,10 @@ import orjson
 import redis.asyncio as aioredis
 from arq.connections import ArqRedis
 
+from bus.errors import ProtocolError
 from bus.redaction.redact import Masked, Redactor, masked_list
 from bus.redis.keys import ASYNC_DEAD_LETTER_MAXLEN, Keyspace
-from bus.stream.protocol import ProtocolError, Request, iso_time, now_ms, payload_json
+from bus.stream.protocol import Request, iso_time, now_ms, payload_json
 from workers.jobs.enqueue import put_job, replay_job_id, replay_number
 
 #: Failed tries kept per job at most (the first ones and the last ones survive a long run).

@@ -34,9 +34,9 @@ import functools
 
 import httpx
 
-from bus.errors import HookError, HookTimeout
+from bus.errors import HookError, HookTimeout, OutboundError, ResponseTooLarge
 from bus.policy.loading import Policy
-from bus.runtime.ssrf import ResponseTooLarge, parse_networks
+from bus.runtime.ssrf import parse_networks
 from workers.outbound.transport import Buffered, GuardedTransport
 from workers.services import Services
 
@@ -45,10 +45,6 @@ USER_AGENT = "hookbus/0.1"
 DEFAULT_TIMEOUT = httpx.Timeout(30.0, connect=10.0)
 
 GuardKey = tuple[tuple[str, ...], int]
-
-
-class OutboundError(HookError):
-    """An outbound request that failed: bad URL, connection refused, TLS or protocol error."""
 
 
 class OutboundTimeout(HookTimeout):
@@ -218,7 +214,6 @@ __all__ = [
     "USER_AGENT",
     "GuardKey",
     "GuardedClient",
-    "OutboundError",
     "OutboundResponse",
     "OutboundTimeout",
     "guard_key",

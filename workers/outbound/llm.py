@@ -30,7 +30,7 @@ from typing import Any, Final
 
 import orjson
 
-from bus.errors import HookError, HookTimeout
+from bus.errors import HookError, HookTimeout, LlmError
 from bus.policy.loading import Policy
 from bus.redis.urls import mask_url
 from workers.outbound.client import guarded_request
@@ -42,10 +42,6 @@ ANTHROPIC_VERSION: Final = "2023-06-01"
 MESSAGES_PATH: Final = "/v1/messages"
 #: How much of an error body is quoted in an error message.
 ERROR_TEXT_CHARS: Final = 300
-
-
-class LlmError(HookError):
-    """An LLM call failed (configuration, transport, status or reply shape); non-blocking."""
 
 
 class LlmTimeout(LlmError, HookTimeout):

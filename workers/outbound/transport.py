@@ -47,7 +47,8 @@ from typing import Any
 
 import httpx
 
-from bus.runtime.ssrf import IPNetwork, ResponseTooLarge, SSRFBlocked, blocked_reason, resolve_checked
+from bus.errors import ResponseTooLarge, SSRFBlocked
+from bus.runtime.ssrf import IPNetwork, blocked_reason, resolve_checked
 from workers.outbound.h1 import H1Connection, request_head
 
 #: Connections in all, and per host (scheme, host, port).

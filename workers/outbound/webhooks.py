@@ -21,14 +21,10 @@ from datetime import UTC, datetime
 from standardwebhooks import Webhook
 from standardwebhooks.webhooks import EmptyWebhookSecretError
 
-from bus.errors import HookError
+from bus.errors import SigningError
 
 #: The prefix Standard Webhooks secrets are written with (the rest is base64).
 SECRET_PREFIX = "whsec_"  # noqa: S105 (a prefix, not a secret)
-
-
-class SigningError(HookError):
-    """A delivery that cannot be signed: the secret's variable is unset or does not hold a secret."""
 
 
 def webhook_id(event_id: str, handler_id: str) -> str:

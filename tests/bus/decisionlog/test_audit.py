@@ -10,8 +10,9 @@ from typing import Any
 import orjson
 import pytest
 
-from bus.decisionlog.audit import RecordFilter, TimeError, Window, entry_ms, log_state, parse_time, read_window
+from bus.decisionlog.audit import RecordFilter, Window, entry_ms, log_state, parse_time, read_window
 from bus.decisionlog.reader import read_merged
+from bus.errors import TimeError
 from bus.redis.keys import Keyspace
 from bus.stream.protocol import LogRecord
 from tests.conftest import BusProbe

@@ -20,14 +20,8 @@ from typing import Any
 
 import pytest
 
-from bus.errors import ConfigError, HookError
-from bus.runtime.ssrf import (
-    ResolveError,
-    SSRFBlocked,
-    blocked_reason,
-    parse_networks,
-    resolve_checked,
-)
+from bus.errors import ConfigError, HookError, ResolveError, SSRFBlocked
+from bus.runtime.ssrf import blocked_reason, parse_networks, resolve_checked
 
 # ---- address decisions ----------------------------------------------------------------------
 

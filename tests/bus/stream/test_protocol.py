@@ -5,7 +5,8 @@ from __future__ import annotations
 import orjson
 import pytest
 
-from bus.stream.protocol import ProtocolError, Request
+from bus.errors import ProtocolError
+from bus.stream.protocol import Request
 
 BLOCKING = Request(
     event_id="e1",

@@ -13,12 +13,12 @@ from collections.abc import AsyncIterator
 import pytest_asyncio
 import redis.asyncio as aioredis
 import redis.exceptions
-from workers.engine.contextpops import ContextPops
 
 from bus.errors import BusUnavailable
 from bus.redis.connection import connect
 from hookbus.platform.redis_server import EmbeddedRedis, free_port
 from tests.conftest import async_wait_for, redis_reads
+from workers.engine.contextpops import ContextPops
 
 NAME = "test-contextpops"
 

@@ -18,6 +18,7 @@ from typing import Any
 import httpx
 import pytest
 
+from bus.errors import OutboundError
 from bus.hooks.results import HandlerResult, Outcome
 from bus.policy.loading import Policy, policy_from_text
 from bus.stream.protocol import Request, now_ms
@@ -26,7 +27,7 @@ from tests.conftest import async_wait_for
 from tests.loopback import LoopbackServer, Received, flood, hang, reply
 from workers.handlers.context import HookContext
 from workers.handlers.http import render_headers, run, run_http, url_allowed
-from workers.outbound.client import GuardedClient, OutboundError, OutboundResponse, outbound_client
+from workers.outbound.client import GuardedClient, OutboundResponse, outbound_client
 from workers.outbound.client import guarded_request as send_guarded
 from workers.services import Services
 

@@ -23,7 +23,8 @@ import httpx
 import pytest
 import trustme
 
-from bus.runtime.ssrf import ResponseTooLarge, parse_networks
+from bus.errors import ResponseTooLarge
+from bus.runtime.ssrf import parse_networks
 from tests.conftest import async_wait_for
 from workers.outbound.h1 import request_head
 from workers.outbound.transport import GuardedTransport

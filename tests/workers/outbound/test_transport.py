@@ -18,16 +18,17 @@ from typing import Any
 import httpx
 import pytest
 
+from bus.errors import OutboundError, ResponseTooLarge, SSRFBlocked
 from bus.hooks.results import Outcome
 from bus.policy.loading import Policy, policy_from_text
 from bus.policy.schema import HttpHandler
-from bus.runtime.ssrf import ResponseTooLarge, SSRFBlocked, parse_networks
+from bus.runtime.ssrf import parse_networks
 from hookbus.platform.redis_server import free_port
 from tests.bus.runtime.test_ssrf import fake_dns
 from tests.conftest import async_wait_for
 from tests.loopback import LoopbackServer, Received, flood, redirect_to, reply, respond_ok
 from workers.handlers.http import run_http
-from workers.outbound.client import OutboundError, guarded_request, outbound_client
+from workers.outbound.client import guarded_request, outbound_client
 from workers.outbound.transport import GuardedTransport
 from workers.services import Services
 

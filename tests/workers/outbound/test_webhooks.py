@@ -7,7 +7,8 @@ import base64
 import pytest
 from standardwebhooks import Webhook
 
-from workers.outbound.webhooks import SigningError, variable_name, webhook_headers, webhook_id
+from bus.errors import SigningError
+from workers.outbound.webhooks import variable_name, webhook_headers, webhook_id
 
 SECRET = "whsec_" + base64.b64encode(b"0123456789abcdef0123456789abcdef").decode()
 BODY = b'{"hook_event_name":"Notification","session_id":"s","message":"\xc3\xa9t\xc3\xa9"}'
