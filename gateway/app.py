@@ -23,17 +23,12 @@ from bus.errors import RequestRejected
 from bus.policy.loading import Policy
 from bus.runtime import metrics
 from bus.runtime.settings import Settings
+from gateway.access import check_single_authorization
 from gateway.decisionlog.export import audit_routes
 from gateway.hooks import Gateway
 from gateway.observer import Observer
 
 _JSON = (b"content-type", b"application/json")
-
-
-def check_single_authorization(raw_headers: list[tuple[bytes, bytes]]) -> None:
-    """Refuse two ``Authorization`` headers: a proxy may check one and hookbus the other."""
-    if sum(1 for name, _ in raw_headers if name == b"authorization") > 1:
-        raise RequestRejected(401, "unauthorized", "more than one Authorization header", {"WWW-Authenticate": "Bearer"})
 
 
 def json_response(body: Any, status: int = 200, headers: dict[str, str] | None = None) -> Response:

@@ -31,7 +31,6 @@ class Spool:
         self._append = append
         self._entries: collections.deque[tuple[str, StreamFields]] = collections.deque()
         self._max = max_entries
-        self._retry_every_s = retry_every_s
         self._wake = asyncio.Event()
         self._task = BackgroundTask(self._run, "hookbus-spool")
         self._backoff = Backoff(cap_s=retry_every_s)

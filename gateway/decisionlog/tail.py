@@ -56,7 +56,8 @@ def id_key(entry_id: str) -> tuple[int, int]:
 
 @dataclasses.dataclass(frozen=True, slots=True)
 class LogItem:
-    """One decision-log record as the console streams it: the filter fields and its JSON, made once."""
+    """One decision-log record as the console streams it: what its filter reads
+    (:class:`bus.decisionlog.audit.RecordFilter`) and its JSON, made once."""
 
     entry_id: str
     key: tuple[int, int]
@@ -66,9 +67,8 @@ class LogItem:
     session_id: str
     event: str
     decision: str
-    #: ``fail-open`` when the agent got no decision, else the decision.
-    verdict: str
-    tool: str
+    outcome: str
+    tool_name: str
     #: The record as JSON (one line): :meth:`LogRecord.to_json` (``masked`` included), plus ``log_id`` and ``verdict``.
     data: str
 
@@ -92,7 +92,7 @@ class LogItem:
             record.session_id,
             record.event,
             record.decision,
-            verdict,
+            record.outcome,
             record.tool_name,
             data,
         )
@@ -174,7 +174,6 @@ class LogTail:
         self._task = BackgroundTask(self._run, "hookbus-log-tail")
         self._lock = asyncio.Lock()
         #: Entries read by the tail since the process started (all subscribers together).
-        self.read_total = 0
 
     @property
     def running(self) -> bool:
@@ -281,7 +280,6 @@ class LogTail:
                     await backoff.wait()
                     continue
                 for entry in entries:
-                    self.read_total += 1
                     item = _decode(entry.entry_id, entry.fields, entry.partition)
                     if item is not None:
                         for subscriber in self.subscribers:

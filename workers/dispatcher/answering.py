@@ -48,8 +48,6 @@ from workers.services import Services
 
 logger = logging.getLogger("hookbus.dispatcher")
 
-_HEARTBEAT_S = 2.0
-_READ_BLOCK_MS = 1000
 #: Entries spawned between two yields to the event loop. Without them a whole batch is evaluated
 #: before the first settlement leaves, so a batch moves through gateway, dispatcher and Redis as
 #: one convoy and each process idles while another works (wrk against one dispatcher: 1.4-1.7x the

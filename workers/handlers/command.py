@@ -107,8 +107,6 @@ class ProcessRun:
     returncode: int | None
     stdout: str
     stderr: str
-    stdout_truncated: bool = False
-    stderr_truncated: bool = False
 
     @property
     def timed_out(self) -> bool:
@@ -121,7 +119,6 @@ class _Capture(asyncio.SubprocessProtocol):
     def __init__(self, loop: asyncio.AbstractEventLoop, cap: int) -> None:
         self.cap = cap
         self.data = {1: bytearray(), 2: bytearray()}
-        self.truncated = {1: False, 2: False}
         self.exited: asyncio.Future[None] = loop.create_future()
         self.output_closed: asyncio.Future[None] = loop.create_future()
         self._open = {1, 2}
@@ -131,8 +128,6 @@ class _Capture(asyncio.SubprocessProtocol):
         room = self.cap - len(buf)
         if room > 0:
             buf += data[:room] if isinstance(data, bytes) else data[:room].encode()
-        if len(data) > room:
-            self.truncated[fd] = True
 
     def pipe_connection_lost(self, fd: int, exc: Exception | None) -> None:
         self._open.discard(fd)
@@ -216,8 +211,6 @@ async def run_process(
             returncode,
             proto.data[1].decode("utf-8", errors="replace"),
             proto.data[2].decode("utf-8", errors="replace"),
-            proto.truncated[1],
-            proto.truncated[2],
         )
     finally:
         await _finish(transport, proto)
