@@ -39,7 +39,7 @@ from bus.runtime.settings import Settings, Tokens
 from bus.stream.partitions import warn_partitions_changed
 from bus.stream.pending_context import APPEND_TAKING_CONTEXT, takes_context
 from bus.stream.protocol import FailOpenReason, Reply, Request, StreamFields, now_ms
-from bus.stream.settle import CLAIM, OUTCOME_GRACE_MS
+from bus.stream.settle import CLAIM_FAIL_OPEN, OUTCOME_GRACE_MS
 from gateway.access import bearer_token, caller_for
 from gateway.appends.batcher import AppendBatcher
 from gateway.appends.spool import Spool
@@ -77,7 +77,7 @@ class Gateway:
             WORK_STREAM_MAXLEN,
             lambda stream: self.partition_clients.get(partition_of_stream.get(stream, 0)),
         )
-        self._claim_script = self.redis.register_script(CLAIM)
+        self._claim_script = self.redis.register_script(CLAIM_FAIL_OPEN)
         self.waiter: ReplyWaiter | ShardedReplyWaiter
         if is_cluster(self.redis):
             self.waiter = ShardedReplyWaiter(redis_url, self.keys, self.gateway_id)
@@ -120,7 +120,7 @@ class Gateway:
         with contextlib.suppress(asyncio.TimeoutError, BusUnavailable):
             async with asyncio.timeout(1.0):
                 with redis_errors(self.redis_url):
-                    await self.redis.script_load(CLAIM)
+                    await self.redis.script_load(CLAIM_FAIL_OPEN)
                     if self.batcher.can_take_context:
                         await self.redis.script_load(APPEND_TAKING_CONTEXT)
 

@@ -12,7 +12,7 @@ Lua script, atomically:
   publishes it to the waiting gateway and the record says ``decided``; past the deadline,
   or when the gateway got there first (``G<reason>``), nothing is published and the record
   says ``fail-open`` with the reason;
-* the gateway's :data:`CLAIM` runs when its deadline passes: it returns a stored reply (the
+* the gateway's :data:`CLAIM_FAIL_OPEN` runs when its deadline passes: it returns a stored reply (the
   decision was made in time; the gateway answers with it), or marks the event ``G<reason>``
   and answers fail-open.
 
@@ -196,7 +196,7 @@ return {queued, dropped}
 )
 
 # KEYS: outcome; ARGV: fail-open reason, ttl ms. Returns the stored reply, or nil (fail open).
-CLAIM: Final = """
+CLAIM_FAIL_OPEN: Final = """
 local prior = redis.call('GET', KEYS[1])
 if prior then
   if string.sub(prior, 1, 1) == 'D' then
@@ -209,7 +209,7 @@ return false
 """
 
 __all__ = [
-    "CLAIM",
+    "CLAIM_FAIL_OPEN",
     "EVENT_ARGS",
     "EVENT_KEYS",
     "JOB_ARGS",

@@ -8,7 +8,7 @@ again within ``lease_s`` plus a poll (at least once, as arq promises).
 **Batched claims.** arq starts a job with a WATCH / EXISTS / ZSCORE / MULTI-PSETEX-EXEC
 transaction: four round trips per job, one job after the other on the poll loop, which caps a
 worker at about a thousand trivial jobs a second. :meth:`LeasedWorker.start_jobs` claims every
-job it has room for in one script (:data:`CLAIM`) that makes the same checks atomically (not
+job it has room for in one script (:data:`CLAIM_JOBS`) that makes the same checks atomically (not
 running elsewhere, still queued, due) and sets the same in-progress keys; the jobs then run as
 arq runs them (:meth:`arq.worker.Worker.run_job`).
 
@@ -34,7 +34,7 @@ LEASE_S = 15.0
 
 #: KEYS: the queue, then one in-progress key per job; ARGV: now (ms), the lease (ms), then the
 #: job ids. Returns ``[job id, score, ...]`` of the jobs claimed (arq's checks of ``start_jobs``).
-CLAIM = """
+CLAIM_JOBS = """
 local claimed = {}
 local now = tonumber(ARGV[1])
 for i = 2, #KEYS do
@@ -82,7 +82,7 @@ class LeasedWorker(Worker):
         """Claim and start as many of ``job_ids`` as there are free slots, waiting for a slot when none is."""
         ids = [job_id.decode() for job_id in job_ids]
         if self._claim is None:
-            self._claim = self.pool.register_script(CLAIM)
+            self._claim = self.pool.register_script(CLAIM_JOBS)
         while ids:
             await self.sem.acquire()  # a slot for the first one (waits while max_jobs run)
             taken = 1
@@ -182,4 +182,4 @@ class LeasedWorker(Worker):
                 await pipe.execute()
 
 
-__all__ = ["CLAIM", "LEASE_S", "Finish", "LeasedWorker"]
+__all__ = ["CLAIM_JOBS", "LEASE_S", "Finish", "LeasedWorker"]

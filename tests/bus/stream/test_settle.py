@@ -15,7 +15,7 @@ import pytest_asyncio
 from bus.redis.connection import connect
 from bus.redis.keys import DISPATCH_GROUP, Keyspace
 from bus.stream.protocol import LogRecord, Reply, Request, now_ms
-from bus.stream.settle import CLAIM
+from bus.stream.settle import CLAIM_FAIL_OPEN
 from hookbus.platform.redis_server import EmbeddedRedis
 from tests.conftest import BusProbe, async_wait_for
 from workers.dispatcher.outbox import Outbox, Settle
@@ -28,7 +28,7 @@ class Harness:
         self.bus = bus
         self.keys = Keyspace(f"t{uuid.uuid4().hex[:8]}:")
         self.outbox = Outbox(bus.redis, self.keys)
-        self.claim_script = bus.redis.register_script(CLAIM)
+        self.claim_script = bus.redis.register_script(CLAIM_FAIL_OPEN)
         self.channel = f"{self.keys.prefix}reply:test"
 
     async def entry(
