@@ -176,7 +176,7 @@ def build_parser() -> argparse.ArgumentParser:
         ("session", "session id (or its start)"),
         ("tenant", "tenant"),
         ("event", "event name"),
-        ("decision", "decision (allow, deny, ask, defer, block, none)"),
+        ("decision", "decision (allow, deny, ...) or outcome (decided, recorded, fail-open)"),
     ):
         tail.add_argument(
             f"--{flag}",

@@ -141,9 +141,12 @@ def _dispatch(args: argparse.Namespace) -> int:
         queue_url = settings.queue_redis_url or settings.queue_url_for(_require_redis(settings, embedded_ok=True))
         return dlq_command(args, settings.keys, queue_url)
     if args.command == "tail":
-        from hookbus.tail import Filters, tail
+        from bus.decisionlog.audit import RecordFilter
+        from hookbus.tail import tail
 
-        filters = Filters.of(sessions=args.session, tenants=args.tenant, events=args.event, decisions=args.decision)
+        filters = RecordFilter.of(
+            sessions=args.session, tenants=args.tenant, events=args.event, decisions=args.decision
+        )
         asyncio.run(
             tail(
                 _require_redis(settings, embedded_ok=True),

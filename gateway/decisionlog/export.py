@@ -32,13 +32,14 @@ from bus.redis.connection import redis_errors
 from bus.redis.keys import Keyspace
 from bus.runtime.settings import Settings
 from gateway.access import request_caller
+from gateway.decisionlog.query import check_parameters, query_filter
 
 logger = logging.getLogger("hookbus.gateway")
 
 MEDIA_TYPE: Final = "application/x-ndjson"
-_PARAMS: Final = frozenset({"since", "until", "tenant", "session", "event", "decision", "after", "limit"})
+_FILTERS: Final = ("tenant", "session", "event", "decision")
+_PARAMS: Final = frozenset({"since", "until", *_FILTERS, "after", "limit"})
 _ENTRY_ID = re.compile(r"\d{1,20}-\d{1,20}")
-_MAX_VALUES, _MAX_CHARS = 64, 256
 
 
 def _error(exc: RequestRejected) -> Response:
@@ -47,37 +48,15 @@ def _error(exc: RequestRejected) -> Response:
     )
 
 
-def _values(request: HTTPRequest, name: str) -> list[str]:
-    found = [v.strip() for raw in request.query_params.getlist(name) for v in raw.split(",") if v.strip()]
-    if len(found) > _MAX_VALUES or any(len(v) > _MAX_CHARS for v in found):
-        raise RequestRejected(
-            400, "invalid_filter", f"'{name}': at most {_MAX_VALUES} values of at most {_MAX_CHARS} characters"
-        )
-    return found
-
-
 def _query(request: HTTPRequest, scope: str | None) -> tuple[Window, RecordFilter, str | None, int | None]:
     """Window, filter, resume point and limit from the query string (400/403 with the reason)."""
     query = request.query_params
-    if unknown := sorted(set(query) - _PARAMS):
-        raise RequestRejected(
-            400, "invalid_parameter", f"unknown parameter {unknown[0]!r}; known: {', '.join(sorted(_PARAMS))}"
-        )
+    check_parameters(query, _PARAMS)
     try:
         window = Window.parse(query.get("since"), query.get("until"))
     except TimeError as exc:
         raise RequestRejected(400, "invalid_time", str(exc)) from exc
-    tenants = _values(request, "tenant")
-    if scope is not None and set(tenants) - {scope}:
-        other = sorted(set(tenants) - {scope})[0]
-        raise RequestRejected(403, "forbidden", f"this token reads tenant {scope!r} only, not {other!r}")
-    passes = RecordFilter.of(
-        scope,
-        tenants=tenants,
-        sessions=_values(request, "session"),
-        events=_values(request, "event"),
-        decisions=_values(request, "decision"),
-    )
+    passes = query_filter(query, scope, _FILTERS)
     after = query.get("after")
     if after is not None and not _ENTRY_ID.fullmatch(after):
         raise RequestRejected(400, "invalid_parameter", "'after' must be a log_id (<ms>-<seq>)")

@@ -22,7 +22,6 @@ streams at once (429 past that). The framing is sse-starlette's.
 
 from __future__ import annotations
 
-import dataclasses
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
@@ -35,11 +34,13 @@ from starlette.requests import Request as HTTPRequest
 from starlette.responses import Response
 from starlette.types import Receive, Scope, Send
 
+from bus.decisionlog.audit import RecordFilter
 from bus.errors import BusUnavailable, RequestRejected
 from bus.policy.loading import Policy
 from bus.redis.keys import Keyspace
 from bus.runtime.settings import Settings
 from gateway.access import Caller, StreamSlots, check_single_authorization, request_caller
+from gateway.decisionlog.query import check_parameters, query_filter
 from gateway.decisionlog.tail import ENTRY_ID, Cursor, LogItem, LogTail, Subscriber
 
 logger = logging.getLogger("hookbus.gateway")
@@ -53,8 +54,6 @@ RETRY_MS = 2000
 MAX_BACKLOG = 2000
 FILTERS = ("tenant", "session", "event", "decision", "tool")
 _PARAMS = frozenset({*FILTERS, "backlog", "last_event_id"})
-_MAX_VALUES = 64
-_MAX_VALUE_CHARS = 256
 
 
 def error_response(exc: RequestRejected) -> Response:
@@ -63,55 +62,10 @@ def error_response(exc: RequestRejected) -> Response:
     return Response(body, exc.status, exc.headers, media_type="application/json")
 
 
-def _values(query: QueryParams, name: str) -> frozenset[str]:
-    found = frozenset(v.strip() for raw in query.getlist(name) for v in raw.split(",") if v.strip())
-    if len(found) > _MAX_VALUES or any(len(v) > _MAX_VALUE_CHARS for v in found):
-        raise RequestRejected(
-            400, "invalid_filter", f"'{name}': at most {_MAX_VALUES} values of at most {_MAX_VALUE_CHARS} characters"
-        )
-    return found
-
-
-@dataclasses.dataclass(frozen=True, slots=True)
-class StreamFilter:
-    """Which records one stream gets: its caller's scope, then every non-empty filter."""
-
-    scope: str | None = None
-    tenants: frozenset[str] = frozenset()
-    sessions: frozenset[str] = frozenset()
-    events: frozenset[str] = frozenset()
-    decisions: frozenset[str] = frozenset()
-    tools: frozenset[str] = frozenset()
-
-    @classmethod
-    def from_query(cls, query: QueryParams, caller: Caller) -> StreamFilter:
-        """From the query string; 400 for an unknown parameter, 403 for a tenant outside the caller's scope."""
-        if unknown := sorted(set(query) - _PARAMS):
-            raise RequestRejected(
-                400, "invalid_parameter", f"unknown parameter {unknown[0]!r}; known: {', '.join(sorted(_PARAMS))}"
-            )
-        tenants = _values(query, "tenant")
-        if caller.tenant is not None and tenants - {caller.tenant}:
-            other = sorted(tenants - {caller.tenant})[0]
-            raise RequestRejected(403, "forbidden", f"this token reads tenant {caller.tenant!r} only, not {other!r}")
-        return cls(
-            caller.tenant,
-            tenants,
-            _values(query, "session"),
-            _values(query, "event"),
-            _values(query, "decision"),
-            _values(query, "tool"),
-        )
-
-    def __call__(self, item: LogItem) -> bool:
-        return (
-            (self.scope is None or item.tenant == self.scope)
-            and (not self.tenants or item.tenant in self.tenants)
-            and (not self.sessions or any(item.session_id.startswith(s) for s in self.sessions))
-            and (not self.events or item.event in self.events)
-            and (not self.decisions or item.decision in self.decisions or item.verdict in self.decisions)
-            and (not self.tools or item.tool in self.tools)
-        )
+def stream_filter(query: QueryParams, caller: Caller) -> RecordFilter:
+    """From the query string; 400 for an unknown parameter, 403 for a tenant outside the caller's scope."""
+    check_parameters(query, _PARAMS)
+    return query_filter(query, caller.tenant, FILTERS)
 
 
 def resume_point(request: HTTPRequest) -> str | None:
@@ -178,7 +132,7 @@ class EventStream:
         try:
             check_single_authorization(request.scope["headers"])
             caller = await request_caller(self.settings, request)
-            accept = StreamFilter.from_query(request.query_params, caller)
+            accept = stream_filter(request.query_params, caller).matches
             start = resume_point(request)
             backlog = backlog_size(request.query_params)
             if request.method == "HEAD":
@@ -269,4 +223,4 @@ def console_routes(settings: Settings, redis_url: str, current_policy: Callable[
     ]
 
 
-__all__ = ["KEEPALIVE_S", "SEND_TIMEOUT_S", "EventStream", "StreamFilter", "console_routes", "error_response"]
+__all__ = ["KEEPALIVE_S", "SEND_TIMEOUT_S", "EventStream", "console_routes", "error_response"]

@@ -8,6 +8,7 @@ write them. :func:`tail` runs in-process for what it prints; the command line ru
 from __future__ import annotations
 
 import asyncio
+import io
 import json
 import subprocess
 import sys
@@ -18,11 +19,12 @@ from typing import Any
 import orjson
 import pytest
 
+from bus.decisionlog.audit import RecordFilter
 from bus.redis.keys import Keyspace
 from bus.stream.partitions import claim_layout
 from bus.stream.protocol import LogRecord
 from hookbus.platform.redis_server import EmbeddedRedis
-from hookbus.tail import Filters, format_record, tail
+from hookbus.tail import format_record, tail
 from tests.conftest import BusProbe, async_wait_for, clean_env, frozen_during, run_hookbus
 
 AT_MS = 1_700_000_000_000  # 22:13:20 UTC
@@ -181,7 +183,7 @@ async def test_filters_pick_the_records_and_count_counts_only_those(
         record("e3", session="alpha-2", tenant="beta", event="Stop", decision="block", output={}),
         record("e4", session="alpha-3", tenant="acme", decision="allow", output={}),
     )
-    filters = Filters.of(sessions=["alpha"], tenants=["acme, beta"], decisions=["allow", "block"], events=None)
+    filters = RecordFilter.of(sessions=["alpha"], tenants=["acme, beta"], decisions=["allow", "block"], events=None)
     lines, _ = await run_tail(bus, capsys, from_start=True, count=2, as_json=True, filters=filters)
     assert [json.loads(line)["id"] for line in lines] == ["e3", "e4"]
 
@@ -397,3 +399,58 @@ async def test_a_redis_that_stops_answering_is_an_error_not_a_silent_wait(
             process.kill()
     assert process.returncode == 1
     assert err.decode().startswith(f"hookbus: redis unavailable at {private_redis.url}: Timeout"), err
+
+
+# -- the same filter as every other reader ---------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "given",
+    [
+        {"decisions": ["fail-open"]},
+        {"decisions": ["decided"]},
+        {"decisions": ["allow,recorded"]},
+        {"decisions": ["none"], "tenants": ["acme"]},
+        {"sessions": ["alpha"], "events": ["PreToolUse", "Stop"]},
+    ],
+)
+async def test_tail_and_audit_export_pass_the_same_records(
+    bus: BusProbe, capsys: pytest.CaptureFixture[str], given: dict[str, list[str]]
+) -> None:
+    from bus.decisionlog.audit import Window
+    from hookbus.audit.command import export
+
+    await write(
+        bus,
+        record("e1", session="alpha-1", tenant="acme"),
+        record("e2", decision="none", output={}, outcome="fail-open", fail_open="timeout"),
+        record(
+            "e3",
+            session="alpha-2",
+            tenant="acme",
+            decision="none",
+            output={},
+            outcome="fail-open",
+            fail_open="redis_unavailable",
+        ),
+        record("e4", session="alpha-3", event="Stop", decision="none", output={}, outcome="recorded"),
+        record("e5", tenant="acme", decision="allow", output={}, outcome="decided", fail_open="hook_error"),
+    )
+    passes = RecordFilter.of(None, **given)
+    following = asyncio.create_task(tail(bus.url, bus.keys, from_start=True, as_json=True, filters=passes))
+    try:  # the retained log printed, it follows the log: all it passes is out
+        await async_wait_for(lambda: blocked_readers(bus), timeout_s=10)
+    finally:
+        following.cancel()
+    tailed = [json.loads(line)["id"] for line in capsys.readouterr().out.splitlines()]
+    out = io.StringIO()
+    await export(bus.url, bus.keys, Window(), passes, out)
+    assert tailed == [json.loads(line)["id"] for line in out.getvalue().splitlines()]
+    expected = {
+        "decisions=['fail-open']": ["e2", "e3"],
+        "decisions=['decided']": ["e1", "e5"],
+        "decisions=['allow,recorded']": ["e4", "e5"],
+        "decisions=['none'], tenants=['acme']": ["e3"],
+        "sessions=['alpha'], events=['PreToolUse', 'Stop']": ["e1", "e3", "e4"],
+    }
+    assert tailed == expected[", ".join(f"{k}={v}" for k, v in given.items())]

@@ -75,14 +75,15 @@ def record(**fields: str) -> LogRecord:
 
 
 def test_filters() -> None:
-    assert RecordFilter()(record())
-    assert RecordFilter.of(sessions=["sess-4"])(record())
-    assert not RecordFilter.of(sessions=["ess"])(record())  # a prefix, not a substring
-    assert RecordFilter.of(decisions=["allow,deny"], events=["PreToolUse"])(record())
-    assert RecordFilter.of(decisions=["fail-open"])(record(outcome="fail-open", decision="none"))
-    assert not RecordFilter.of(tenants=["globex"])(record())
-    assert not RecordFilter.of("globex")(record())  # the scope is no filter a caller can widen
-    assert not RecordFilter.of("globex", tenants=["acme"])(record())
+    assert RecordFilter().matches(record())
+    assert RecordFilter.of(sessions=["sess-4"]).matches(record())
+    assert not RecordFilter.of(sessions=["ess"]).matches(record())  # a prefix, not a substring
+    assert RecordFilter.of(decisions=["allow,deny"], events=["PreToolUse"]).matches(record())
+    assert RecordFilter.of(decisions=["fail-open"]).matches(record(outcome="fail-open", decision="none"))
+    assert not RecordFilter.of(tenants=["globex"]).matches(record())
+    assert not RecordFilter.of("globex").matches(record())  # the scope is no filter a caller can widen
+    assert not RecordFilter.of("globex", tenants=["acme"]).matches(record())
+    assert RecordFilter.of(decisions=["decided"]).matches(record())  # every outcome, as every reader has it
 
 
 def test_a_record_written_before_these_fields_existed_still_reads() -> None:

@@ -172,3 +172,20 @@ async def test_pages_of_a_four_partition_log_merge_by_id_and_resume_without_a_ga
         assert resumed == [r["id"] for r in everything]
         acme = await p.client.get(url, params={"limit": "5"}, headers=bearer("tok-acme"))
         assert [orjson.loads(line)["id"] for line in acme.text.splitlines()] == [f"ev-{i:04d}" for i in (1, 2, 4, 5, 7)]
+
+
+@pytest.mark.parametrize("decision", ["fail-open", "decided", "none,recorded"])
+async def test_the_export_and_the_stream_pass_the_same_records(
+    platform: Callable[..., Any], bus: BusProbe, decision: str
+) -> None:
+    from tests.gateway.decisionlog.test_sse import watching
+
+    outcomes = ["decided", "fail-open", "recorded", "fail-open", "decided"]
+    decisions = ["deny", "none", "none", "none", "allow"]
+    await write(bus, *[(i, record(i, decision=decisions[i], outcome=outcomes[i])) for i in range(5)])
+    async with platform() as p:
+        exported = ids((await p.client.get(f"{p.url}/v1/audit/events", params={"decision": decision})).text)
+        async with watching(p.url, params={"decision": decision, "backlog": "10"}) as stream:
+            streamed = [d["id"][-1] for d in stream.decisions()]
+    assert streamed == exported
+    assert exported == {"fail-open": ["1", "3"], "decided": ["0", "4"], "none,recorded": ["1", "2", "3"]}[decision]
