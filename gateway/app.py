@@ -25,8 +25,9 @@ from bus.runtime import metrics
 from bus.runtime.settings import Settings
 from gateway.access import check_single_authorization
 from gateway.decisionlog.export import audit_routes
-from gateway.hooks import Gateway
+from gateway.hooks import HooksEndpoint
 from gateway.observer import Observer
+from gateway.state import Gateway
 
 _JSON = (b"content-type", b"application/json")
 
@@ -40,6 +41,7 @@ class HookbusApp:
 
     def __init__(self, gateway: Gateway, router: Starlette) -> None:
         self.gateway = gateway
+        self.hooks = HooksEndpoint(gateway)
         self.router = router
         self.state = router.state
 
@@ -54,7 +56,7 @@ class HookbusApp:
         try:
             if len(headers) != len(scope["headers"]):
                 check_single_authorization(scope["headers"])
-            body, extra = await self.gateway.handle(headers, scope["query_string"], receive)
+            body, extra = await self.hooks.handle(headers, scope["query_string"], receive)
             status = 200
         except RequestRejected as exc:
             metrics.REJECTED.labels(str(exc.status)).inc()

@@ -10,14 +10,9 @@ are answered once appended. This is the hot path: it runs as plain ASGI, without
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import dataclasses
-import itertools
 import logging
 import math
-import os
 import time
-import uuid
 from collections.abc import Awaitable, Callable, MutableMapping
 from typing import Any
 from urllib.parse import parse_qs
@@ -27,26 +22,15 @@ import orjson
 from bus.errors import BusUnavailable, ProtocolError, RequestRejected
 from bus.hooks.events import event_spec
 from bus.policy.loading import Policy
-from bus.policy.registry import PolicyRegistry
-from bus.policy.reload import PolicyWatcher
-from bus.redis.connection import PartitionClients, connect, is_cluster, redis_errors
-from bus.redis.keys import WORK_STREAM_MAXLEN, Keyspace
-from bus.redis.tokens import TokenStore
+from bus.redis.connection import redis_errors
 from bus.rules.limits import depth_over
 from bus.runtime import metrics
 from bus.runtime.logs import event_fields
-from bus.runtime.settings import Settings, Tokens
-from bus.stream.partitions import warn_partitions_changed
-from bus.stream.pending_context import APPEND_TAKING_CONTEXT, takes_context
-from bus.stream.protocol import FailOpenReason, Reply, Request, StreamFields, now_ms
+from bus.stream.pending_context import takes_context
+from bus.stream.protocol import FailOpenReason, Reply, Request, now_ms
 from bus.stream.settle import CLAIM_FAIL_OPEN, OUTCOME_GRACE_MS
-from gateway.access import bearer_token, caller_for
-from gateway.appends.batcher import AppendBatcher
-from gateway.appends.spool import Spool
 from gateway.dialects import from_dialect, to_dialect
-from gateway.ratelimit import SharedRateLimiter
-from gateway.replies.reader import ReplyWaiter
-from gateway.replies.sharded import ShardedReplyWaiter
+from gateway.state import Gateway
 
 logger = logging.getLogger("hookbus.gateway")
 
@@ -56,113 +40,27 @@ CLAIM_TIMEOUT_S = 0.03
 Receive = Callable[[], Awaitable[MutableMapping[str, Any]]]
 
 
-class Gateway:
-    """State of one gateway process: settings, policy, Redis, the reply reader."""
+class HooksEndpoint:
+    """``POST /v1/hooks`` on one gateway's state: authorize, read, append, wait, answer."""
 
-    def __init__(self, settings: Settings, policy: Policy, redis_url: str) -> None:
-        self.settings = settings
-        self.policy = policy
-        self.redis_url = redis_url
-        #: The bus's partitions are fixed when the node starts (a reload cannot move a session's events).
-        self.keys: Keyspace = settings.keys.with_partitions(policy.settings.streams.partitions)
-        self.gateway_id = f"{os.getpid()}-{uuid.uuid4().hex[:8]}"
-        self._id_prefix = uuid.uuid4().hex[:16]
-        self._ids = itertools.count(1)
-        self.redis = connect(redis_url, connect_timeout_s=0.5, socket_timeout_s=None)
-        self.partition_clients = PartitionClients(self.redis, redis_url, connect_timeout_s=0.5, socket_timeout_s=None)
-        partition_of_stream = self.keys.work_streams(self.keys.all_partitions)
-        self.batcher = AppendBatcher(
-            self.redis,
-            redis_url,
-            WORK_STREAM_MAXLEN,
-            lambda stream: self.partition_clients.get(partition_of_stream.get(stream, 0)),
-        )
-        self._claim_script = self.redis.register_script(CLAIM_FAIL_OPEN)
-        self.waiter: ReplyWaiter | ShardedReplyWaiter
-        if is_cluster(self.redis):
-            self.waiter = ShardedReplyWaiter(redis_url, self.keys, self.gateway_id)
-        else:
-            self.waiter = ReplyWaiter(redis_url, self.keys.reply_channel(self.gateway_id))
-        self.spool = Spool(self._append_many)
-        self.limiter = SharedRateLimiter(
-            self.redis,
-            self.keys,
-            settings.rate_limit_per_s,
-            settings.rate_limit_burst,
-            settings.token_rate_limit_per_s,
-            settings.token_rate_limit_burst,
-        )
+    def __init__(self, gateway: Gateway) -> None:
+        self.gateway = gateway
+        # What the hot path reads on every request, looked up once (none of it is replaced
+        # while the process runs; the policy is read per request from the registry).
+        self.settings = gateway.settings
+        self.keys = gateway.keys
+        self.redis_url = gateway.redis_url
+        self.partition_clients = gateway.partition_clients
+        self.batcher = gateway.batcher
+        self.waiter = gateway.waiter
+        self.spool = gateway.spool
+        self.limiter = gateway.limiter
+        self.registry = gateway.registry
+        self.authorize = gateway.authorize
+        self.new_event_id = gateway.new_event_id
+        self._claim_script = gateway.redis.register_script(CLAIM_FAIL_OPEN)
         #: Bytes of request bodies being handled right now, per tenant (the in-flight budget).
         self._inflight_bytes: dict[str, int] = {}
-        self.token_store = TokenStore(self.redis, self.keys, redis_url) if settings.managed_tokens else None
-        # Events are sent by tenants: an org-admin token reads, it does not send.
-        self._sender_settings = dataclasses.replace(settings, admin_tokens=Tokens({}))
-        self.registry = PolicyRegistry(policy, self.redis, self.keys)
-        self.watcher = PolicyWatcher(settings.policy_paths, self.set_policy)
-
-    def set_policy(self, policy: Policy) -> None:
-        """Swap in the reloaded files (the org layer unless one is pushed); requests in flight
-        finish under the policy they started with."""
-        warn_partitions_changed(self.keys, policy)
-        self.policy = policy
-        self.registry.set_base(policy)
-
-    async def start(self) -> None:
-        await self.registry.start()
-        await self.waiter.start()
-        await self.spool.start()
-        await self.watcher.start()
-        with contextlib.suppress(asyncio.TimeoutError):
-            async with asyncio.timeout(2.0):
-                await self.waiter.subscribed.wait()
-        # Loaded now, on every master, so that a deadline's claim never has to load it: on a
-        # cluster that goes to every master, and one failing over would stall the claim.
-        with contextlib.suppress(asyncio.TimeoutError, BusUnavailable):
-            async with asyncio.timeout(1.0):
-                with redis_errors(self.redis_url):
-                    await self.redis.script_load(CLAIM_FAIL_OPEN)
-                    if self.batcher.can_take_context:
-                        await self.redis.script_load(APPEND_TAKING_CONTEXT)
-
-    async def stop(self) -> None:
-        await self.registry.stop()
-        await self.watcher.stop()
-        await self.spool.stop()
-        await self.waiter.stop()
-        await self.partition_clients.aclose()
-        await self.redis.aclose()
-
-    def new_event_id(self) -> str:
-        """A unique event id: a random per-process prefix and a counter (cheaper than uuid4)."""
-        return f"{self._id_prefix}{next(self._ids):08x}"
-
-    async def _append_many(self, entries: list[tuple[str, StreamFields]]) -> None:
-        with redis_errors(self.redis_url):
-            async with self.redis.pipeline(transaction=False) as pipe:
-                for stream, fields in entries:
-                    pipe.xadd(stream, fields, maxlen=WORK_STREAM_MAXLEN, approximate=True)  # type: ignore[arg-type]
-                await pipe.execute()
-
-    # -- the request --------------------------------------------------------------------
-
-    def authenticate(self, headers: dict[bytes, bytes]) -> str:
-        """The tenant of a static token (``HOOKBUS_TOKENS``), "default" with none configured; 401
-        otherwise. The hot path when no managed tokens are on (no await)."""
-        if not self.settings.tokens:
-            return "default"
-        token = bearer_token(headers)
-        tenant = self.settings.tokens.tenant_for(token) if token is not None else None
-        if tenant is None:
-            raise RequestRejected(401, "unauthorized", "missing or wrong bearer token", {"WWW-Authenticate": "Bearer"})
-        return tenant
-
-    async def authorize(self, headers: dict[bytes, bytes]) -> tuple[str, str | None]:
-        """``(tenant, managed token id)`` of a request that sends events; 401 for anything else."""
-        if self.token_store is None:
-            return self.authenticate(headers), None
-        caller = await caller_for(self._sender_settings, headers, self.token_store)
-        assert caller.tenant is not None  # no admin tokens here: every caller is a tenant
-        return caller.tenant, caller.token_id
 
     async def read_body(self, headers: dict[bytes, bytes], receive: Receive) -> bytes:
         limit = self.settings.max_body_bytes
@@ -366,31 +264,6 @@ class Gateway:
         except ProtocolError:
             return None
 
-    async def readiness(self) -> tuple[bool, dict[str, Any]]:
-        checks: dict[str, Any] = {
-            "policy": {
-                "ok": True,
-                "revision": self.policy.revision,
-                "reload_error": self.watcher.last_error,
-                "org_version": self.registry.org_version(),
-                "version_errors": self.registry.errors,
-            }
-        }
-        try:
-            async with asyncio.timeout(0.5):
-                with redis_errors(self.redis_url):
-                    await self.redis.ping()
-                    beats = await self.redis.hgetall(self.keys.dispatchers)  # type: ignore[misc]
-            alive = sum(1 for ms in beats.values() if now_ms() - int(ms) < 10_000)
-            checks["redis"] = {"ok": True}
-            checks["dispatchers"] = {"ok": alive > 0, "alive": alive}
-        except (BusUnavailable, TimeoutError) as exc:
-            checks["redis"] = {"ok": False, "error": str(exc) or "timed out after 0.5s"}
-        checks["replies"] = {"ok": self.waiter.subscribed.is_set(), "error": self.waiter.last_error}
-        checks["spool"] = {"ok": True, "held": len(self.spool)}
-        ready = checks["redis"]["ok"] and checks["replies"]["ok"]
-        return ready, checks
-
 
 def _log_answer(request: Request, hook_input: dict[str, Any], decision: str, fail_open: str | None) -> None:
     """One line per answer: at info when the gateway answered fail-open, else at debug."""
@@ -408,4 +281,4 @@ def _log_answer(request: Request, hook_input: dict[str, Any], decision: str, fai
         logger.debug("answered %s", decision, extra=fields)
 
 
-__all__ = ["Gateway"]
+__all__ = ["HooksEndpoint"]

@@ -197,14 +197,14 @@ async def test_a_tenant_past_its_in_flight_byte_budget_gets_429_and_others_do_no
     big = pre_tool_use("echo " + "x" * 2_000)
     async with platform(slow, tokens=TOKENS, tenant_inflight_bytes=3_000) as p:
         first = asyncio.create_task(p.post(big, headers=ACME))
-        await async_wait_for(lambda: p.app.state.gateway._inflight_bytes.get("acme"), timeout_s=5)
+        await async_wait_for(lambda: p.app.hooks._inflight_bytes.get("acme"), timeout_s=5)
         over = await p.post(big, headers=ACME)
         assert over.status_code == 429 and over.json()["error"] == "over_budget"
         assert over.headers["Retry-After"] == "1"
         assert (await p.post(big, headers=BETA)).status_code == 200  # another tenant's budget is its own
         assert (await first).status_code == 200
         assert (await p.post(big, headers=ACME)).status_code == 200  # freed once answered
-        assert p.app.state.gateway._inflight_bytes == {}
+        assert p.app.hooks._inflight_bytes == {}
 
 
 async def test_managed_tokens_guard_every_endpoint_not_only_hooks(platform: Callable[..., Any], bus: BusProbe) -> None:

@@ -9,7 +9,7 @@ from pydantic import ValidationError
 
 from bus.errors import RequestRejected
 from bus.hooks.models import HookInput, HookOutput
-from gateway.hooks import Gateway
+from gateway.hooks import HooksEndpoint
 
 VALID: list[dict[str, Any]] = [
     {"hook_event_name": "PreToolUse", "session_id": "s", "tool_name": "Bash", "tool_input": {"command": "ls"}},
@@ -30,7 +30,7 @@ INVALID: list[Any] = [
 def test_valid_inputs_are_accepted_by_both(data: dict[str, Any]) -> None:
     model = HookInput.model_validate(data)
     assert model.to_wire() == data
-    assert Gateway.parse(__import__("orjson").dumps(data)) == data
+    assert HooksEndpoint.parse(__import__("orjson").dumps(data)) == data
 
 
 @pytest.mark.parametrize("data", INVALID)
@@ -38,7 +38,7 @@ def test_invalid_inputs_are_refused_by_both(data: Any) -> None:
     with pytest.raises(ValidationError):
         HookInput.model_validate(data)
     with pytest.raises(RequestRejected) as info:
-        Gateway.parse(__import__("orjson").dumps(data))
+        HooksEndpoint.parse(__import__("orjson").dumps(data))
     assert info.value.status == 400
 
 

@@ -1,0 +1,171 @@
+"""One gateway process's state: settings, policy, Redis, the reply reader, appends, readiness.
+
+:class:`Gateway` owns what lives as long as the process (the Redis clients, the reply
+reader, the append batcher and spool, the rate limiter, the policy registry and its
+watcher) and says who sends a request (:meth:`Gateway.authorize`). The hooks endpoint that
+answers ``POST /v1/hooks`` with them is :mod:`gateway.hooks`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import dataclasses
+import itertools
+import logging
+import os
+import uuid
+from typing import Any
+
+from bus.errors import BusUnavailable, RequestRejected
+from bus.policy.loading import Policy
+from bus.policy.registry import PolicyRegistry
+from bus.policy.reload import PolicyWatcher
+from bus.redis.connection import PartitionClients, connect, is_cluster, redis_errors
+from bus.redis.keys import WORK_STREAM_MAXLEN, Keyspace
+from bus.redis.tokens import TokenStore
+from bus.runtime.settings import Settings, Tokens
+from bus.stream.partitions import warn_partitions_changed
+from bus.stream.pending_context import APPEND_TAKING_CONTEXT
+from bus.stream.protocol import StreamFields, now_ms
+from bus.stream.settle import CLAIM_FAIL_OPEN
+from gateway.access import bearer_token, caller_for
+from gateway.appends.batcher import AppendBatcher
+from gateway.appends.spool import Spool
+from gateway.ratelimit import SharedRateLimiter
+from gateway.replies.reader import ReplyWaiter
+from gateway.replies.sharded import ShardedReplyWaiter
+
+logger = logging.getLogger("hookbus.gateway")
+
+
+class Gateway:
+    """State of one gateway process: settings, policy, Redis, the reply reader."""
+
+    def __init__(self, settings: Settings, policy: Policy, redis_url: str) -> None:
+        self.settings = settings
+        self.policy = policy
+        self.redis_url = redis_url
+        #: The bus's partitions are fixed when the node starts (a reload cannot move a session's events).
+        self.keys: Keyspace = settings.keys.with_partitions(policy.settings.streams.partitions)
+        self.gateway_id = f"{os.getpid()}-{uuid.uuid4().hex[:8]}"
+        self._id_prefix = uuid.uuid4().hex[:16]
+        self._ids = itertools.count(1)
+        self.redis = connect(redis_url, connect_timeout_s=0.5, socket_timeout_s=None)
+        self.partition_clients = PartitionClients(self.redis, redis_url, connect_timeout_s=0.5, socket_timeout_s=None)
+        partition_of_stream = self.keys.work_streams(self.keys.all_partitions)
+        self.batcher = AppendBatcher(
+            self.redis,
+            redis_url,
+            WORK_STREAM_MAXLEN,
+            lambda stream: self.partition_clients.get(partition_of_stream.get(stream, 0)),
+        )
+        self.waiter: ReplyWaiter | ShardedReplyWaiter
+        if is_cluster(self.redis):
+            self.waiter = ShardedReplyWaiter(redis_url, self.keys, self.gateway_id)
+        else:
+            self.waiter = ReplyWaiter(redis_url, self.keys.reply_channel(self.gateway_id))
+        self.spool = Spool(self._append_many)
+        self.limiter = SharedRateLimiter(
+            self.redis,
+            self.keys,
+            settings.rate_limit_per_s,
+            settings.rate_limit_burst,
+            settings.token_rate_limit_per_s,
+            settings.token_rate_limit_burst,
+        )
+        self.token_store = TokenStore(self.redis, self.keys, redis_url) if settings.managed_tokens else None
+        # Events are sent by tenants: an org-admin token reads, it does not send.
+        self._sender_settings = dataclasses.replace(settings, admin_tokens=Tokens({}))
+        self.registry = PolicyRegistry(policy, self.redis, self.keys)
+        self.watcher = PolicyWatcher(settings.policy_paths, self.set_policy)
+
+    def set_policy(self, policy: Policy) -> None:
+        """Swap in the reloaded files (the org layer unless one is pushed); requests in flight
+        finish under the policy they started with."""
+        warn_partitions_changed(self.keys, policy)
+        self.policy = policy
+        self.registry.set_base(policy)
+
+    async def start(self) -> None:
+        await self.registry.start()
+        await self.waiter.start()
+        await self.spool.start()
+        await self.watcher.start()
+        with contextlib.suppress(asyncio.TimeoutError):
+            async with asyncio.timeout(2.0):
+                await self.waiter.subscribed.wait()
+        # Loaded now, on every master, so that a deadline's claim never has to load it: on a
+        # cluster that goes to every master, and one failing over would stall the claim.
+        with contextlib.suppress(asyncio.TimeoutError, BusUnavailable):
+            async with asyncio.timeout(1.0):
+                with redis_errors(self.redis_url):
+                    await self.redis.script_load(CLAIM_FAIL_OPEN)
+                    if self.batcher.can_take_context:
+                        await self.redis.script_load(APPEND_TAKING_CONTEXT)
+
+    async def stop(self) -> None:
+        await self.registry.stop()
+        await self.watcher.stop()
+        await self.spool.stop()
+        await self.waiter.stop()
+        await self.partition_clients.aclose()
+        await self.redis.aclose()
+
+    def new_event_id(self) -> str:
+        """A unique event id: a random per-process prefix and a counter (cheaper than uuid4)."""
+        return f"{self._id_prefix}{next(self._ids):08x}"
+
+    async def _append_many(self, entries: list[tuple[str, StreamFields]]) -> None:
+        with redis_errors(self.redis_url):
+            async with self.redis.pipeline(transaction=False) as pipe:
+                for stream, fields in entries:
+                    pipe.xadd(stream, fields, maxlen=WORK_STREAM_MAXLEN, approximate=True)  # type: ignore[arg-type]
+                await pipe.execute()
+
+    def authenticate(self, headers: dict[bytes, bytes]) -> str:
+        """The tenant of a static token (``HOOKBUS_TOKENS``), "default" with none configured; 401
+        otherwise. The hot path when no managed tokens are on (no await)."""
+        if not self.settings.tokens:
+            return "default"
+        token = bearer_token(headers)
+        tenant = self.settings.tokens.tenant_for(token) if token is not None else None
+        if tenant is None:
+            raise RequestRejected(401, "unauthorized", "missing or wrong bearer token", {"WWW-Authenticate": "Bearer"})
+        return tenant
+
+    async def authorize(self, headers: dict[bytes, bytes]) -> tuple[str, str | None]:
+        """``(tenant, managed token id)`` of a request that sends events; 401 for anything else."""
+        if self.token_store is None:
+            return self.authenticate(headers), None
+        caller = await caller_for(self._sender_settings, headers, self.token_store)
+        assert caller.tenant is not None  # no admin tokens here: every caller is a tenant
+        return caller.tenant, caller.token_id
+
+    async def readiness(self) -> tuple[bool, dict[str, Any]]:
+        checks: dict[str, Any] = {
+            "policy": {
+                "ok": True,
+                "revision": self.policy.revision,
+                "reload_error": self.watcher.last_error,
+                "org_version": self.registry.org_version(),
+                "version_errors": self.registry.errors,
+            }
+        }
+        try:
+            async with asyncio.timeout(0.5):
+                with redis_errors(self.redis_url):
+                    await self.redis.ping()
+                    beats = await self.redis.hgetall(self.keys.dispatchers)  # type: ignore[misc]
+            alive = sum(1 for ms in beats.values() if now_ms() - int(ms) < 10_000)
+            checks["redis"] = {"ok": True}
+            checks["dispatchers"] = {"ok": alive > 0, "alive": alive}
+        except (BusUnavailable, TimeoutError) as exc:
+            checks["redis"] = {"ok": False, "error": str(exc) or "timed out after 0.5s"}
+        checks["replies"] = {"ok": self.waiter.subscribed.is_set(), "error": self.waiter.last_error}
+        checks["spool"] = {"ok": True, "held": len(self.spool)}
+        ready = checks["redis"]["ok"] and checks["replies"]["ok"]
+        return ready, checks
+
+
+__all__ = ["Gateway"]
