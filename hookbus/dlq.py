@@ -15,7 +15,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import re
 import sys
 from typing import TextIO
 
@@ -23,18 +22,15 @@ import redis.asyncio as aioredis
 
 from bus.errors import ConfigError, HookBusError
 from bus.redis.connection import connect, redis_errors
+from bus.redis.entries import is_entry_id
 from bus.redis.keys import Keyspace
+from bus.runtime.settings import comma_list
 from bus.stream.protocol import iso_time
 from workers.jobs import deadletters
 from workers.jobs.deadletters import DeadLetter, Filters
 from workers.jobs.enqueue import arq_pool
 
-_ENTRY_ID = re.compile(r"^\d+-\d+$")
 _ERROR_CHARS = 80
-
-
-def _values(given: list[str] | None) -> frozenset[str]:
-    return frozenset(v.strip() for chunk in given or () for v in chunk.split(",") if v.strip())
 
 
 def filters_of(args: argparse.Namespace) -> Filters:
@@ -43,15 +39,15 @@ def filters_of(args: argparse.Namespace) -> Filters:
 
     since = getattr(args, "since", None)
     return Filters(
-        tenants=_values(getattr(args, "tenant", None)),
-        handlers=_values(getattr(args, "handler", None)),
+        tenants=frozenset(comma_list(getattr(args, "tenant", None))),
+        handlers=frozenset(comma_list(getattr(args, "handler", None))),
         since_ms=parse_time(since) if since else None,
     )
 
 
 def _entry_ids(ids: list[str]) -> list[str]:
     for entry_id in ids:
-        if not _ENTRY_ID.match(entry_id):
+        if not is_entry_id(entry_id):
             raise ConfigError(
                 f"{entry_id!r} is not a dead-letter id (they look like 1712345678901-0; see 'hookbus dlq list')"
             )

@@ -26,7 +26,9 @@ import redis.asyncio as aioredis
 
 from bus.decisionlog.reader import read_merged
 from bus.errors import ProtocolError, TimeError
+from bus.redis.entries import entry_ms
 from bus.redis.keys import Keyspace
+from bus.runtime.settings import comma_list
 from bus.stream.protocol import LogRecord, now_ms
 
 #: Entries per ``XRANGE`` page.
@@ -86,10 +88,6 @@ class Window:
         return "+" if self.until_ms is None else f"{max(0, self.until_ms)}-{MAX_SEQ}"
 
 
-def _values(given: Iterable[str] | None) -> frozenset[str]:
-    return frozenset(v.strip() for chunk in given or () for v in chunk.split(",") if v.strip())
-
-
 class Filterable(Protocol):
     """What a filter reads of a record: a :class:`LogRecord`, or a reader's view of one."""
 
@@ -125,7 +123,7 @@ class RecordFilter:
     def of(cls, scope: str | None = None, **given: Iterable[str] | None) -> RecordFilter:
         """From repeated / comma-separated values (``tenants=``, ``sessions=``, ``events=``,
         ``decisions=``, ``tools=``; ``None`` for one not given)."""
-        return cls(scope=scope, **{name: _values(values) for name, values in given.items()})
+        return cls(scope=scope, **{name: frozenset(comma_list(values)) for name, values in given.items()})
 
     def matches(self, record: Filterable) -> bool:
         return (
@@ -171,12 +169,6 @@ async def read_window(
         if passes is None or passes.matches(record):
             yield entry.log_id, record
             sent, last = sent + 1, entry.entry_id
-
-
-def entry_ms(entry_id: bytes | str) -> int:
-    """The millisecond part of a stream entry id."""
-    text = entry_id.decode() if isinstance(entry_id, bytes) else entry_id
-    return int(text.partition("-")[0])
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -280,7 +272,6 @@ __all__ = [
     "LogState",
     "RecordFilter",
     "Window",
-    "entry_ms",
     "log_state",
     "parse_time",
     "read_window",

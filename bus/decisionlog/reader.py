@@ -3,7 +3,7 @@
 The decision log is one stream per partition (:mod:`bus.redis.keys`). Every reader here reads each
 partition with commands of its own, never one command naming two partitions' keys (a Redis
 Cluster keeps them in different slots), and merges what comes back by entry id
-(:func:`bus.stream.partitions.entry_order`). Entry ids are unique within a stream only: two
+(:func:`bus.redis.entries.entry_order`). Entry ids are unique within a stream only: two
 partitions written in the same millisecond both hold ``<ms>-0``, and such ties are merged in
 partition order. With one partition each reader is a plain ``XRANGE``, ``XREVRANGE`` or
 ``XREAD`` loop.
@@ -24,8 +24,8 @@ from typing import Any, Final, NamedTuple
 import redis.asyncio as aioredis
 
 from bus.redis.connection import read_streams
+from bus.redis.entries import entry_order
 from bus.redis.keys import Keyspace
-from bus.stream.partitions import entry_order
 
 #: Entries per page of a merged range, per partition.
 PAGE: Final = 500

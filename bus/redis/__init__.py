@@ -3,7 +3,7 @@
 ``connection`` is the one place where redis-py's errors become hookbus's (:class:`~bus.errors.BusUnavailable`);
 ``keys`` spells every key hookbus uses, so nothing else writes a key name; ``urls`` reads and masks
 Redis URLs (cluster seeds, Sentinel); ``autopipeline`` lets concurrent calls share one round
-trip; ``tokens`` holds the bearer tokens that gateways check.
+trip; ``tokens`` holds the bearer tokens that gateways check; ``entries`` reads stream entry ids.
 
 Imports: bus.errors.
 """

@@ -10,7 +10,7 @@ from __future__ import annotations
 import dataclasses
 import hmac
 import os
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any, Final
 from urllib.parse import urlsplit
@@ -26,11 +26,18 @@ DEFAULT_MAX_BODY_BYTES = 1 << 20
 WORKER_CPU: Final = ("normal", "idle")
 
 
+def comma_list(given: str | Iterable[str] | None) -> list[str]:
+    """The values of a comma-separated list, or of several (a flag or query parameter given more
+    than once), in order: each stripped, empty ones dropped."""
+    chunks = [given] if isinstance(given, str) else given or ()
+    return [value.strip() for chunk in chunks for value in chunk.split(",") if value.strip()]
+
+
 def parse_partitions(spec: str) -> tuple[int, ...]:
     """``0-3,6`` as ``(0, 1, 2, 3, 6)`` (a dispatcher's ``--partitions``)."""
     chosen: set[int] = set()
     try:
-        for item in filter(None, (part.strip() for part in spec.split(","))):
+        for item in comma_list(spec):
             low, sep, high = item.partition("-")
             first, last = int(low), int(high) if sep else int(low)
             if first < 0 or last < first:

@@ -7,7 +7,7 @@ with a message saying so, instead of sending events no dispatcher reads. Readers
 given a policy (``hookbus tail``, ``hookbus audit``, the export) take the number from there.
 
 Entry ids are ``<ms>-<seq>``, so the decision logs of all partitions merge into one
-time-ordered log by id (:func:`entry_order`; the readers are in :mod:`bus.decisionlog.reader`).
+time-ordered log by id (:func:`bus.redis.entries.entry_order`; the readers are in :mod:`bus.decisionlog.reader`).
 """
 
 from __future__ import annotations
@@ -57,11 +57,4 @@ def warn_partitions_changed(keys: Keyspace, policy: Policy) -> None:
         )
 
 
-def entry_order(entry_id: bytes | str) -> tuple[int, int]:
-    """A stream entry id as a sortable ``(ms, seq)``."""
-    text = entry_id.decode() if isinstance(entry_id, bytes) else entry_id
-    ms, _, seq = text.partition("-")
-    return int(ms), int(seq or 0)
-
-
-__all__ = ["bus_keyspace", "claim_layout", "entry_order", "warn_partitions_changed"]
+__all__ = ["bus_keyspace", "claim_layout", "warn_partitions_changed"]

@@ -16,7 +16,6 @@ truncated export for a whole one.
 from __future__ import annotations
 
 import logging
-import re
 from collections.abc import AsyncIterator, Callable
 from typing import Final
 
@@ -29,6 +28,7 @@ from starlette.routing import Route
 from bus.decisionlog.audit import RecordFilter, Window, read_window
 from bus.errors import BusUnavailable, RequestRejected, TimeError
 from bus.redis.connection import redis_errors
+from bus.redis.entries import is_entry_id
 from bus.redis.keys import Keyspace
 from bus.runtime.settings import Settings
 from gateway.access import request_caller
@@ -39,7 +39,6 @@ logger = logging.getLogger("hookbus.gateway")
 MEDIA_TYPE: Final = "application/x-ndjson"
 _FILTERS: Final = ("tenant", "session", "event", "decision")
 _PARAMS: Final = frozenset({"since", "until", *_FILTERS, "after", "limit"})
-_ENTRY_ID = re.compile(r"\d{1,20}-\d{1,20}")
 
 
 def _error(exc: RequestRejected) -> Response:
@@ -58,7 +57,7 @@ def _query(request: HTTPRequest, scope: str | None) -> tuple[Window, RecordFilte
         raise RequestRejected(400, "invalid_time", str(exc)) from exc
     passes = query_filter(query, scope, _FILTERS)
     after = query.get("after")
-    if after is not None and not _ENTRY_ID.fullmatch(after):
+    if after is not None and not is_entry_id(after):
         raise RequestRejected(400, "invalid_parameter", "'after' must be a log_id (<ms>-<seq>)")
     limit = query.get("limit")
     if limit is not None and (not limit.isdigit() or int(limit) == 0):

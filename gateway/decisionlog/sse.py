@@ -37,11 +37,12 @@ from starlette.types import Receive, Scope, Send
 from bus.decisionlog.audit import RecordFilter
 from bus.errors import BusUnavailable, RequestRejected
 from bus.policy.loading import Policy
+from bus.redis.entries import is_entry_id
 from bus.redis.keys import Keyspace
 from bus.runtime.settings import Settings
 from gateway.access import Caller, StreamSlots, check_single_authorization, request_caller
 from gateway.decisionlog.query import check_parameters, query_filter
-from gateway.decisionlog.tail import ENTRY_ID, Cursor, LogItem, LogTail, Subscriber
+from gateway.decisionlog.tail import Cursor, LogItem, LogTail, Subscriber
 
 logger = logging.getLogger("hookbus.gateway")
 
@@ -73,7 +74,7 @@ def resume_point(request: HTTPRequest) -> str | None:
     given = request.headers.get("last-event-id") or request.query_params.get("last_event_id")
     if given is None or not given.strip():
         return None
-    if not ENTRY_ID.fullmatch(given.strip()):
+    if not is_entry_id(given.strip()):
         raise RequestRejected(400, "invalid_last_event_id", "Last-Event-ID must be a decision-log entry id (ms-seq)")
     return given.strip()
 

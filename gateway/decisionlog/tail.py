@@ -23,7 +23,6 @@ import asyncio
 import contextlib
 import dataclasses
 import logging
-import re
 from collections.abc import AsyncIterator, Callable, Mapping
 
 import orjson
@@ -33,6 +32,7 @@ import redis.exceptions
 from bus.decisionlog.reader import LogEntry, LogFollower, merge_order, newest_ids, newest_pages, oldest_ids, read_merged
 from bus.errors import BusUnavailable, ProtocolError
 from bus.redis.connection import connect, redis_errors
+from bus.redis.entries import entry_order
 from bus.redis.keys import Keyspace
 from bus.runtime.retry import BackgroundTask, Backoff
 from bus.stream.protocol import LogRecord
@@ -45,13 +45,6 @@ QUEUE_CAPACITY = 1024
 BATCH = 500
 _BLOCK_MS = 1000
 _CALL_TIMEOUT_S = 5.0
-ENTRY_ID = re.compile(r"^\d{1,20}-\d{1,20}$")
-
-
-def id_key(entry_id: str) -> tuple[int, int]:
-    """A stream entry id as a sortable pair (``"1700000000000-3"`` -> ``(1700000000000, 3)``)."""
-    ms, _, seq = entry_id.partition("-")
-    return int(ms), int(seq or 0)
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -86,7 +79,7 @@ class LogItem:
             raise ProtocolError(f"decision-log entry {entry} cannot be sent as JSON: {exc}") from exc
         return cls(
             entry,
-            id_key(entry),
+            entry_order(entry),
             partition,
             record.tenant,
             record.session_id,
@@ -109,13 +102,13 @@ class Cursor:
     @classmethod
     def after(cls, entry_id: str, partitions: int) -> Cursor:
         """Resuming after ``entry_id``: every partition from just past that id."""
-        return cls([id_key(entry_id)] * partitions, entry_id)
+        return cls([entry_order(entry_id)] * partitions, entry_id)
 
     @classmethod
     def at(cls, positions: list[str]) -> Cursor:
         """At one entry id per partition; ``last_id`` is the newest of them."""
-        marks = [id_key(position) for position in positions]
-        return cls(marks, max(positions, key=id_key) if positions else "0-0")
+        marks = [entry_order(position) for position in positions]
+        return cls(marks, max(positions, key=entry_order) if positions else "0-0")
 
     def has(self, item: LogItem) -> bool:
         """Whether ``item`` was sent already (or is older than what the stream wants)."""
@@ -129,9 +122,9 @@ class Cursor:
         """Want nothing up to ``positions`` (one per partition; None: leave that one)."""
         for partition, position in enumerate(positions):
             if position is not None:
-                self.marks[partition] = max(self.marks[partition], id_key(position))
+                self.marks[partition] = max(self.marks[partition], entry_order(position))
         known = [position for position in positions if position is not None]
-        if known and id_key(newest := max(known, key=id_key)) > id_key(self.last_id):
+        if known and entry_order(newest := max(known, key=entry_order)) > entry_order(self.last_id):
             self.last_id = newest
 
     @property
@@ -224,9 +217,9 @@ class LogTail:
         past = [
             first
             for first, mark in zip(oldest, cursor.marks, strict=True)
-            if first is not None and mark != (0, 0) and id_key(first) > mark
+            if first is not None and mark != (0, 0) and entry_order(first) > mark
         ]
-        return max(past, key=id_key) if past else None
+        return max(past, key=entry_order) if past else None
 
     async def history(self, cursor: Cursor, accept: Callable[[LogItem], bool]) -> AsyncIterator[LogItem]:
         """The accepted records past ``cursor``'s marks, oldest first (merged by id), page by page, to the end."""
@@ -297,4 +290,4 @@ def _decode(entry_id: bytes, fields: Mapping[bytes, bytes], partition: int) -> L
         return None
 
 
-__all__ = ["BATCH", "ENTRY_ID", "QUEUE_CAPACITY", "Cursor", "LogItem", "LogTail", "Subscriber", "id_key"]
+__all__ = ["BATCH", "QUEUE_CAPACITY", "Cursor", "LogItem", "LogTail", "Subscriber"]

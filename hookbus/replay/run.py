@@ -45,7 +45,7 @@ from bus.policy.loading import Policy, load_policy
 from bus.policy.schema import CommandHandler, FunctionHandler, HttpHandler, McpToolHandler, RuleHandler
 from bus.redis.connection import connect, redis_errors
 from bus.redis.keys import Keyspace
-from bus.runtime.settings import Settings
+from bus.runtime.settings import Settings, comma_list
 from bus.stream.protocol import LogRecord, Request, now_ms
 from hookbus.replay.report import Replayed, ReplayReport, input_summary, reason_of
 from workers.engine.evaluation import Engine
@@ -278,16 +278,12 @@ def replay_command(args: argparse.Namespace, settings: Settings, redis_url: str)
     window = Window.parse(args.since, args.until)
     if args.limit is not None and args.limit <= 0:
         raise ConfigError("--limit must be positive")
-    trusted = (
-        frozenset(m for raw in args.trusted_module or () for m in raw.split(",") if m)
-        if (args.trusted_module is not None)
-        else None
-    )
+    trusted = frozenset(comma_list(args.trusted_module)) if args.trusted_module is not None else None
     policy = load_policy(args.candidate)
     plugins = policy.settings.plugins
     if trusted is None or all(name.partition(":")[0] in trusted for name in plugins):
         load_plugins(plugins)
-    tenants = [t.strip() for raw in args.tenant or () for t in raw.split(",") if t.strip()]
+    tenants = comma_list(args.tenant)
     started = time.monotonic()
     report = asyncio.run(
         replay_window(

@@ -25,6 +25,7 @@ import redis.exceptions
 from bus.errors import BusUnavailable, ConfigError, ProtocolError
 from bus.policy.schema import DecisionLogSettings
 from bus.redis.connection import PartitionClients, connect, is_cluster, read_streams, redis_errors
+from bus.redis.entries import entry_order
 from bus.redis.keys import DEAD_LETTER_MAXLEN, DISPATCH_GROUP, Keyspace
 from bus.runtime import metrics
 from bus.runtime.retry import Backoff
@@ -358,8 +359,8 @@ class WorkStreams:
                 if group is None:
                     return
                 last = group["last-delivered-id"]
-                ms, _, seq = last.partition(b"-")
-                min_id = f"{int(ms)}-{int(seq or 0) + 1}".encode()
+                ms, seq = entry_order(last)
+                min_id = f"{ms}-{seq + 1}".encode()
             await self.redis.xtrim(stream, minid=min_id, approximate=False)
 
     async def trim_log(self) -> None:

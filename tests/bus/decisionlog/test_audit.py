@@ -10,9 +10,10 @@ from typing import Any
 import orjson
 import pytest
 
-from bus.decisionlog.audit import RecordFilter, Window, entry_ms, log_state, parse_time, read_window
+from bus.decisionlog.audit import RecordFilter, Window, log_state, parse_time, read_window
 from bus.decisionlog.reader import read_merged
 from bus.errors import TimeError
+from bus.redis.entries import entry_ms
 from bus.redis.keys import Keyspace
 from bus.stream.protocol import LogRecord
 from tests.conftest import BusProbe

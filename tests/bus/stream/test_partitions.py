@@ -7,9 +7,10 @@ from redis.crc import key_slot
 
 from bus.errors import ConfigError
 from bus.redis.connection import connect
+from bus.redis.entries import entry_order
 from bus.redis.keys import Keyspace, partition_tags
 from bus.runtime.settings import Settings, parse_partitions
-from bus.stream.partitions import bus_keyspace, claim_layout, entry_order
+from bus.stream.partitions import bus_keyspace, claim_layout
 
 
 def test_one_partition_keeps_every_session_in_partition_zero() -> None:
@@ -114,3 +115,19 @@ async def test_the_first_node_fixes_the_layout_and_another_count_is_refused(redi
             await claim_layout(redis, Keyspace(partitions=2))
     finally:
         await redis.aclose()
+
+
+def test_entry_ids_are_checked_as_redis_writes_them() -> None:
+    from bus.redis.entries import entry_ms, is_entry_id
+
+    assert is_entry_id("1700000000000-3") and entry_ms(b"1700000000000-3") == 1700000000000
+    assert not any(map(is_entry_id, ["1700000000000", "1-2-3", "-1", "1-2\n", "1" * 21 + "-0", "yesterday"]))
+
+
+def test_a_comma_list_is_stripped_values_in_order_from_one_or_several() -> None:
+    from bus.runtime.settings import comma_list, parse_partitions
+
+    assert comma_list(" a, b,,a ") == ["a", "b", "a"]
+    assert comma_list(["a,b", " c", ""]) == ["a", "b", "c"]
+    assert comma_list(None) == []
+    assert parse_partitions("0-2, 5,") == (0, 1, 2, 5)
