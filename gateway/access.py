@@ -11,6 +11,9 @@ A caller is one of:
 
 Tokens are compared in constant time (:class:`bus.runtime.settings.Tokens`) and never kept: a caller
 is identified for per-token limits by a digest of its token.
+
+A refusal, here or anywhere in the gateway, is answered with one JSON body, ``{"error": code,
+"detail": why}`` (:func:`error_body`, :func:`error_response`).
 """
 
 from __future__ import annotations
@@ -19,6 +22,9 @@ import dataclasses
 import hashlib
 from collections.abc import Mapping, Sequence
 from typing import Any
+
+import orjson
+from starlette.responses import Response
 
 from bus.errors import BusUnavailable, RequestRejected
 from bus.redis.tokens import TokenStore
@@ -41,6 +47,21 @@ class Caller:
     @property
     def scope(self) -> str:
         return "all tenants" if self.tenant is None else f"tenant {self.tenant}"
+
+
+def error_body(code: str, detail: str) -> bytes:
+    """The JSON body of every error the gateway answers."""
+    return orjson.dumps({"error": code, "detail": detail})
+
+
+def error_response(status: int, code: str, detail: str, headers: Mapping[str, str] | None = None) -> Response:
+    """An error answer: ``status``, ``headers`` and :func:`error_body`."""
+    return Response(error_body(code, detail), status, headers, media_type="application/json")
+
+
+def rejection(exc: RequestRejected) -> Response:
+    """The answer to a refused request."""
+    return error_response(exc.status, exc.code, exc.detail, exc.headers)
 
 
 def _unauthorized(detail: str) -> RequestRejected:
@@ -129,4 +150,12 @@ class StreamSlots:
             self._held.pop(key, None)
 
 
-__all__ = ["Caller", "StreamSlots", "caller_for", "check_single_authorization"]
+__all__ = [
+    "Caller",
+    "StreamSlots",
+    "caller_for",
+    "check_single_authorization",
+    "error_body",
+    "error_response",
+    "rejection",
+]

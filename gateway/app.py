@@ -23,7 +23,7 @@ from bus.errors import RequestRejected
 from bus.policy.loading import Policy
 from bus.runtime import metrics
 from bus.runtime.settings import Settings
-from gateway.access import check_single_authorization
+from gateway.access import check_single_authorization, error_body, error_response, rejection
 from gateway.decisionlog.export import audit_routes
 from gateway.hooks import HooksEndpoint
 from gateway.observer import Observer
@@ -60,7 +60,7 @@ class HookbusApp:
             status = 200
         except RequestRejected as exc:
             metrics.REJECTED.labels(str(exc.status)).inc()
-            body, extra, status = orjson.dumps({"error": exc.code, "detail": exc.detail}), exc.headers, exc.status
+            body, extra, status = error_body(exc.code, exc.detail), exc.headers, exc.status
         raw_headers = [_JSON, (b"content-length", str(len(body)).encode())]
         raw_headers += [(k.lower().encode(), v.encode()) for k, v in extra.items()]
         await send({"type": "http.response.start", "status": status, "headers": raw_headers})
@@ -84,11 +84,7 @@ def create_app(settings: Settings, policy: Policy, redis_url: str) -> HookbusApp
 
     async def metrics_endpoint(request: HTTPRequest) -> Response:
         if not metrics.authorized(request.headers.get("authorization"), settings.metrics_token):
-            return json_response(
-                {"error": "unauthorized", "detail": "missing or wrong metrics token"},
-                401,
-                {"WWW-Authenticate": "Bearer"},
-            )
+            return error_response(401, "unauthorized", "missing or wrong metrics token", {"WWW-Authenticate": "Bearer"})
         body, content_type = metrics.render()
         return Response(body, media_type=content_type)
 
@@ -96,7 +92,7 @@ def create_app(settings: Settings, policy: Policy, redis_url: str) -> HookbusApp
         try:
             tenant, _ = await gateway.authorize(dict(request.scope["headers"]))
         except RequestRejected as exc:
-            return json_response({"error": exc.code, "detail": exc.detail}, exc.status, exc.headers)
+            return rejection(exc)
         return json_response({"tenant": tenant, "tokens": bool(settings.tokens) or settings.managed_tokens})
 
     async def http_error(request: HTTPRequest, exc: Exception) -> Response:
@@ -108,15 +104,13 @@ def create_app(settings: Settings, policy: Policy, redis_url: str) -> HookbusApp
             code, detail = "method_not_allowed", f"{request.url.path} does not take {request.method}"
         else:
             code, detail = str(exc.detail).lower().replace(" ", "_"), f"{where}: {exc.detail}"
-        return json_response({"error": code, "detail": detail}, exc.status_code, dict(exc.headers or {}))
+        return error_response(exc.status_code, code, detail, exc.headers)
 
     async def server_error(request: HTTPRequest, exc: Exception) -> Response:
-        return json_response(
-            {"error": "internal_error", "detail": f"{type(exc).__name__} (see the gateway's log)"}, 500
-        )
+        return error_response(500, "internal_error", f"{type(exc).__name__} (see the gateway's log)")
 
     async def not_allowed(request: HTTPRequest) -> Response:
-        return json_response({"error": "method_not_allowed", "detail": "use POST /v1/hooks"}, 405, {"Allow": "POST"})
+        return error_response(405, "method_not_allowed", "use POST /v1/hooks", {"Allow": "POST"})
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:

@@ -34,7 +34,7 @@ from bus.policy.loading import Policy
 from bus.policy.schema import FunctionHandler
 from bus.runtime.children import die_with_parent
 from bus.runtime.settings import Settings
-from gateway.access import check_single_authorization, request_caller
+from gateway.access import check_single_authorization, error_response, rejection, request_caller
 
 #: A replay that runs longer is stopped (504).
 REPLAY_TIMEOUT_S = 120.0
@@ -105,10 +105,6 @@ def policy_modules(policy: Policy) -> frozenset[str]:
     return frozenset(name.partition(":")[0] for name in names)
 
 
-def _error(status: int, code: str, detail: str, headers: dict[str, str] | None = None) -> Response:
-    return Response(orjson.dumps({"error": code, "detail": detail}), status, headers, media_type="application/json")
-
-
 async def _read_body(request: HTTPRequest, limit: int) -> bytes:
     chunks, size = [], 0
     async for chunk in request.stream():
@@ -131,13 +127,13 @@ def replay_route(settings: Settings, redis_url: str, current_policy: Callable[[]
                 raise RequestRejected(403, "forbidden", "policy replay needs an org-admin token (HOOKBUS_ADMIN_TOKENS)")
             body = ReplayBody.model_validate_json(await _read_body(request, settings.max_body_bytes))
         except RequestRejected as exc:
-            return _error(exc.status, exc.code, exc.detail, exc.headers)
+            return rejection(exc)
         except ValidationError as exc:
             first = exc.errors()[0]
             where = ".".join(str(part) for part in first["loc"]) or "body"
-            return _error(400, "invalid_body", f"{where}: {first['msg']}")
+            return error_response(400, "invalid_body", f"{where}: {first['msg']}")
         if busy.locked():
-            return _error(
+            return error_response(
                 429, "replay_busy", "a replay is running on this gateway; try again when it ends", {"Retry-After": "5"}
             )
         async with busy:
@@ -182,7 +178,7 @@ async def _run_replay(settings: Settings, redis_url: str, body: ReplayBody, trus
             with contextlib.suppress(ProcessLookupError):
                 child.kill()
             await child.wait()
-            return _error(
+            return error_response(
                 504,
                 "replay_timeout",
                 f"the replay did not finish within {REPLAY_TIMEOUT_S:g}s: "
@@ -198,13 +194,13 @@ async def _run_replay(settings: Settings, redis_url: str, body: ReplayBody, trus
             report = orjson.loads(out)
             report["candidate"]["sources"] = [name]  # not the gateway's temporary path
         except (orjson.JSONDecodeError, KeyError, TypeError):
-            return _error(500, "replay_failed", "the replay's answer is not a report (see the gateway's log)")
+            return error_response(500, "replay_failed", "the replay's answer is not a report (see the gateway's log)")
         return Response(orjson.dumps(report), media_type="application/json")
     if child.returncode == 1 and problems:
         code = "invalid_request" if problems.startswith("hookbus: ") else "invalid_policy"
-        return _error(400, code, problems.removeprefix("hookbus: ")[:4000])
+        return error_response(400, code, problems.removeprefix("hookbus: ")[:4000])
     last = problems.splitlines()[-1] if problems else f"exit code {child.returncode}"
-    return _error(500, "replay_failed", f"the replay failed: {last[:500]}")
+    return error_response(500, "replay_failed", f"the replay failed: {last[:500]}")
 
 
 __all__ = ["REPLAY_TIMEOUT_S", "ReplayBody", "console_page", "policy_modules", "replay_route"]

@@ -31,7 +31,7 @@ from bus.redis.connection import redis_errors
 from bus.redis.entries import is_entry_id
 from bus.redis.keys import Keyspace
 from bus.runtime.settings import Settings
-from gateway.access import request_caller
+from gateway.access import rejection, request_caller
 from gateway.decisionlog.query import check_parameters, query_filter
 
 logger = logging.getLogger("hookbus.gateway")
@@ -39,12 +39,6 @@ logger = logging.getLogger("hookbus.gateway")
 MEDIA_TYPE: Final = "application/x-ndjson"
 _FILTERS: Final = ("tenant", "session", "event", "decision")
 _PARAMS: Final = frozenset({"since", "until", *_FILTERS, "after", "limit"})
-
-
-def _error(exc: RequestRejected) -> Response:
-    return Response(
-        orjson.dumps({"error": exc.code, "detail": exc.detail}), exc.status, exc.headers, media_type="application/json"
-    )
 
 
 def _query(request: HTTPRequest, scope: str | None) -> tuple[Window, RecordFilter, str | None, int | None]:
@@ -74,13 +68,13 @@ def audit_routes(settings: Settings, redis: Callable[[], aioredis.Redis], keys: 
             caller = await request_caller(settings, request)
             window, passes, after, limit = _query(request, caller.tenant)
         except RequestRejected as exc:
-            return _error(exc)
+            return rejection(exc)
         records = read_window(redis(), keys, window, passes, after=after, limit=limit)
         try:  # the first page decides the status: Redis down is a 503, not an empty 200
             with redis_errors():
                 first = await anext(records, None)
         except BusUnavailable as exc:
-            return _error(RequestRejected(503, "unavailable", f"cannot read the decision log: {exc}"))
+            return rejection(RequestRejected(503, "unavailable", f"cannot read the decision log: {exc}"))
 
         async def lines() -> AsyncIterator[bytes]:
             sent = 0

@@ -40,7 +40,7 @@ from bus.policy.loading import Policy
 from bus.redis.entries import is_entry_id
 from bus.redis.keys import Keyspace
 from bus.runtime.settings import Settings
-from gateway.access import Caller, StreamSlots, check_single_authorization, request_caller
+from gateway.access import Caller, StreamSlots, check_single_authorization, rejection, request_caller
 from gateway.decisionlog.query import check_parameters, query_filter
 from gateway.decisionlog.tail import Cursor, LogItem, LogTail, Subscriber
 
@@ -55,12 +55,6 @@ RETRY_MS = 2000
 MAX_BACKLOG = 2000
 FILTERS = ("tenant", "session", "event", "decision", "tool")
 _PARAMS = frozenset({*FILTERS, "backlog", "last_event_id"})
-
-
-def error_response(exc: RequestRejected) -> Response:
-    """The gateway's JSON error body for a refused request."""
-    body = orjson.dumps({"error": exc.code, "detail": exc.detail})
-    return Response(body, exc.status, exc.headers, media_type="application/json")
 
 
 def stream_filter(query: QueryParams, caller: Caller) -> RecordFilter:
@@ -140,13 +134,13 @@ class EventStream:
                 return Response(media_type="text/event-stream")
             self.slots.take(caller.key)
         except RequestRejected as exc:
-            return error_response(exc)
+            return rejection(exc)
         subscriber = Subscriber(accept)
         try:
             position = await self.tail.join(subscriber)
         except BusUnavailable as exc:
             self.slots.give_back(caller.key)
-            return error_response(RequestRejected(503, "redis_unavailable", str(exc), {"Retry-After": "2"}))
+            return rejection(RequestRejected(503, "redis_unavailable", str(exc), {"Retry-After": "2"}))
         self.open += 1
 
         async def close() -> None:
@@ -224,4 +218,4 @@ def console_routes(settings: Settings, redis_url: str, current_policy: Callable[
     ]
 
 
-__all__ = ["KEEPALIVE_S", "SEND_TIMEOUT_S", "EventStream", "console_routes", "error_response"]
+__all__ = ["KEEPALIVE_S", "SEND_TIMEOUT_S", "EventStream", "console_routes"]
