@@ -36,8 +36,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from procstat import cpu_s
 from run import BODIES
 
+from bus.hooks.decisions import RecordOutcome
 from bus.redis.keys import DISPATCH_GROUP, Keyspace
-from bus.stream.protocol import LogRecord, RecordOutcome, Reply, Request, now_ms
+from bus.stream.protocol import LogRecord, Reply, Request, now_ms
 from bus.stream.settle import SETTLE_MAX_EVENTS
 from hookbus.platform.redis_server import EmbeddedRedis
 from workers.dispatcher.outbox import Outbox, Settle, Write

@@ -20,6 +20,7 @@ from urllib.parse import parse_qs
 import orjson
 
 from bus.errors import BusUnavailable, ProtocolError, RequestRejected
+from bus.hooks.decisions import Decision, FailOpenReason, RecordOutcome
 from bus.hooks.events import event_spec
 from bus.policy.loading import Policy
 from bus.redis.connection import redis_errors
@@ -27,7 +28,7 @@ from bus.rules.limits import depth_over
 from bus.runtime import metrics
 from bus.runtime.logs import event_fields
 from bus.stream.pending_context import takes_context
-from bus.stream.protocol import FailOpenReason, Reply, Request, now_ms
+from bus.stream.protocol import Reply, Request, now_ms
 from bus.stream.settle import CLAIM_FAIL_OPEN, OUTCOME_GRACE_MS
 from gateway.dialects import from_dialect, to_dialect
 from gateway.state import Gateway
@@ -173,9 +174,9 @@ class HooksEndpoint:
         if fail_open is not None:
             metrics.child(metrics.FAIL_OPEN, label, fail_open).inc()
         if fail_open is not None and FailOpenReason(fail_open).answered_by_gateway:
-            response_headers["X-Hookbus-Outcome"] = "fail-open"
+            response_headers["X-Hookbus-Outcome"] = RecordOutcome.FAIL_OPEN
         else:
-            response_headers["X-Hookbus-Outcome"] = "decided" if blocking else "recorded"
+            response_headers["X-Hookbus-Outcome"] = RecordOutcome.DECIDED if blocking else RecordOutcome.RECORDED
         metrics.child(metrics.DECISIONS, label, decision).inc()
         metrics.child(metrics.DECISION_LATENCY, label).observe(time.perf_counter() - started)
         if fail_open is not None or logger.isEnabledFor(logging.DEBUG):
@@ -192,8 +193,8 @@ class HooksEndpoint:
         except BusUnavailable:
             request.fail_open = FailOpenReason.REDIS_UNAVAILABLE
             self.spool.put(stream, request.encode())
-            return {}, "none", FailOpenReason.REDIS_UNAVAILABLE
-        return {}, "none", None
+            return {}, Decision.NONE, FailOpenReason.REDIS_UNAVAILABLE
+        return {}, Decision.NONE, None
 
     async def _rate_limit(self, tenant: str, token_id: str | None) -> None:
         try:
@@ -235,11 +236,11 @@ class HooksEndpoint:
             # Keep the audit record: a dispatcher writes it, as fail-open, once Redis is back.
             request.fail_open = FailOpenReason.REDIS_UNAVAILABLE
             self.spool.put(stream, request.encode())
-            return {}, "none", FailOpenReason.REDIS_UNAVAILABLE
+            return {}, Decision.NONE, FailOpenReason.REDIS_UNAVAILABLE
         finally:
             self.waiter.forget(request.event_id)
         if reply is None:
-            return {}, "none", FailOpenReason.TIMEOUT
+            return {}, Decision.NONE, FailOpenReason.TIMEOUT
         return reply.output, reply.decision, reply.fail_open
 
     async def _claim(self, request: Request, reason: FailOpenReason, partition: int) -> Reply | None:

@@ -16,6 +16,7 @@ from typing import Any
 from bus.decisionlog.audit import RecordFilter
 from bus.decisionlog.reader import LogEntry, LogFollower, newest_ids, read_merged
 from bus.errors import ProtocolError
+from bus.hooks.decisions import Decision, RecordOutcome
 from bus.redis.connection import connect, redis_errors
 from bus.redis.keys import Keyspace
 from bus.stream.partitions import bus_keyspace
@@ -32,7 +33,7 @@ def format_record(record: LogRecord) -> str:
     if record.fail_open:
         how = (
             f"fail-open: {record.fail_open}"
-            if record.outcome == "fail-open"
+            if record.outcome == RecordOutcome.FAIL_OPEN
             else (f"{record.outcome}, fail-open: {record.fail_open}")
         )
     else:
@@ -42,7 +43,7 @@ def format_record(record: LogRecord) -> str:
         parts[0] += f" {reason}"
     for shadow in record.shadow:
         decision = shadow.get("decision") if isinstance(shadow, dict) else None
-        parts.append(f"shadow: would {decision}" if decision not in (None, "none") else "shadow: no opinion")
+        parts.append(f"shadow: would {decision}" if decision not in (None, Decision.NONE) else "shadow: no opinion")
     specific = record.output.get("hookSpecificOutput")
     context = specific.get("additionalContext") if isinstance(specific, dict) else None
     if isinstance(context, str) and context.strip():

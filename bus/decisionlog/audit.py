@@ -37,8 +37,6 @@ PAGE: Final = 500
 MAX_SEQ: Final = 18446744073709551615
 _RELATIVE = re.compile(r"^(\d+(?:\.\d+)?)\s*(ms|s|m|h|d|w)$")
 _UNIT_MS: Final = {"ms": 1, "s": 1000, "m": 60_000, "h": 3_600_000, "d": 86_400_000, "w": 604_800_000}
-#: Values the ``decision`` filter may take besides a decision: the record's outcome.
-OUTCOMES: Final = ("decided", "recorded", "fail-open")
 
 
 def parse_time(text: str, now: int | None = None) -> int:
@@ -265,7 +263,6 @@ async def _group_state(redis: aioredis.Redis, log: str, group: Mapping[Any, Any]
 
 __all__ = [
     "LAG_COUNT_LIMIT",
-    "OUTCOMES",
     "PAGE",
     "Filterable",
     "GroupState",

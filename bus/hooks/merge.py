@@ -69,6 +69,7 @@ import dataclasses
 from collections.abc import Iterable, Sequence
 from typing import Any, Final
 
+from bus.hooks.decisions import Decision
 from bus.hooks.events import SEED_EVENTS, EventSpec, event_spec, is_known
 from bus.hooks.output import drop_discarded
 from bus.hooks.results import HandlerResult, Outcome
@@ -100,8 +101,8 @@ class MergedDecision:
     """The merged answer to one event.
 
     ``output`` is the Claude Code hook output object to return (camelCase; ``{}`` = no
-    opinion). ``decision`` is the metrics label: ``allow``, ``deny``, ``ask``, ``defer``,
-    ``block`` or ``none``. ``reason`` explains that decision, when there is one.
+    opinion). ``decision`` is the metrics label, a :class:`~bus.hooks.decisions.Decision`.
+    ``reason`` explains that decision, when there is one.
     """
 
     output: dict[str, Any]
@@ -115,7 +116,7 @@ class _Verdict:
 
     specific: dict[str, Any] = dataclasses.field(default_factory=dict)
     top: dict[str, Any] = dataclasses.field(default_factory=dict)
-    decision: str = "none"
+    decision: str = Decision.NONE
     reason: str | None = None
     drop: frozenset[str] = frozenset()
 
@@ -124,7 +125,7 @@ def merge_results(event: str, results: Sequence[HandlerResult]) -> MergedDecisio
     """Merge the results of ``event``'s handlers (in policy order) into one hook output."""
     if all(r.outcome is Outcome.OK and not r.output and not r.text for r in results if not r.shadow):
         # Nobody said anything (most tool calls a policy lets through): nothing to merge.
-        return MergedDecision({}, "none", None)
+        return MergedDecision({}, Decision.NONE, None)
     return _merge(event, results)
 
 
@@ -140,7 +141,7 @@ def _merge(event: str, results: Sequence[HandlerResult]) -> MergedDecision:
         out["hookSpecificOutput"] = {"hookEventName": event, **specific}
     out = drop_discarded(event, out)
     if out.get("continue") is False:
-        return MergedDecision(out, "block", out.get("stopReason") or verdict.reason)
+        return MergedDecision(out, Decision.BLOCK, out.get("stopReason") or verdict.reason)
     return MergedDecision(out, verdict.decision, verdict.reason)
 
 
@@ -176,7 +177,7 @@ def _decide(event: str, spec: EventSpec, results: list[HandlerResult]) -> _Verdi
         ]
         if not failures:
             return _Verdict()
-        return _Verdict(decision="block", reason="\n".join(failures), drop=frozenset({"worktreePath"}))
+        return _Verdict(decision=Decision.BLOCK, reason="\n".join(failures), drop=frozenset({"worktreePath"}))
     if spec.top_level_decision or event in SEED_EVENTS or not is_known(event):
         return _top_level_block(results)
     return _Verdict()
@@ -222,14 +223,14 @@ def _permission_request(event: str, results: list[HandlerResult]) -> _Verdict:
             message = decision.get("message")
             return _Verdict(
                 specific={"decision": dict(decision)},
-                decision="deny",
+                decision=Decision.DENY,
                 reason=message if isinstance(message, str) and message else None,
             )
         if decision.get("behavior") == "allow":
             allow = decision
     if allow is None:
         return _Verdict()
-    return _Verdict(specific={"decision": dict(allow)}, decision="allow")
+    return _Verdict(specific={"decision": dict(allow)}, decision=Decision.ALLOW)
 
 
 def _elicitation(event: str, results: list[HandlerResult]) -> _Verdict:
@@ -271,7 +272,7 @@ def _top_level_block(results: list[HandlerResult]) -> _Verdict:
     top: dict[str, Any] = {"decision": "block"}
     if reason:
         top["reason"] = reason
-    return _Verdict(top=top, decision="block", reason=reason)
+    return _Verdict(top=top, decision=Decision.BLOCK, reason=reason)
 
 
 def _fields(spec: EventSpec, results: list[HandlerResult]) -> dict[str, Any]:

@@ -26,6 +26,7 @@ from prometheus_client import (
     generate_latest,
 )
 
+from bus.hooks.decisions import Decision, FailOpenReason
 from bus.hooks.events import EVENTS, HANDLER_TYPES, STOP_EVENTS
 
 #: A rule decision takes well under a millisecond end to end, so the buckets start at 100 µs.
@@ -203,8 +204,8 @@ def observed() -> Observed:
 
 #: The label values each labelled family starts with (at 0), so that rates and alerts work
 #: before the first event. Event labels are limited to the blocking events.
-DECISION_VALUES = ("allow", "deny", "ask", "defer", "block", "none")
-FAIL_OPEN_REASONS = ("timeout", "redis_unavailable", "dispatcher_error", "hook_error", "hook_timeout")
+DECISION_VALUES = tuple(Decision)
+FAIL_OPEN_REASONS = tuple(FailOpenReason)
 ASYNC_STATUSES = ("queued", "succeeded", "retried", "failed", "dead", "dropped")
 REJECTED_CODES = ("400", "401", "413", "429")
 SPOOL_STATUSES = ("held", "flushed", "dropped")

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import enum
 import logging
 import time
 from collections.abc import Mapping
@@ -24,44 +23,13 @@ from typing import Any, Final
 import orjson
 
 from bus.errors import ProtocolError
+from bus.hooks.decisions import Decision
 from bus.rules.limits import depth_over
 
 logger = logging.getLogger("hookbus")
 
 #: A stream entry as written: short ASCII field names to values.
 StreamFields = dict[str, bytes | str | int]
-
-
-class FailOpenReason(enum.StrEnum):
-    """Why an agent got no decision (the action proceeds), as counted in ``hookbus_fail_open_total``."""
-
-    #: No decision by the deadline.
-    TIMEOUT = "timeout"
-    #: Redis could not be reached or refused the write.
-    REDIS_UNAVAILABLE = "redis_unavailable"
-    #: The dispatcher failed while evaluating the event.
-    DISPATCHER_ERROR = "dispatcher_error"
-    #: A handler failed (non-blocking error); the others decided.
-    HOOK_ERROR = "hook_error"
-    #: A handler ran past its timeout; the others decided.
-    HOOK_TIMEOUT = "hook_timeout"
-
-    @property
-    def answered_by_gateway(self) -> bool:
-        """True when the agent got the gateway's empty fail-open answer, not a decision."""
-        return self in (FailOpenReason.TIMEOUT, FailOpenReason.REDIS_UNAVAILABLE, FailOpenReason.DISPATCHER_ERROR)
-
-
-class RecordOutcome(enum.StrEnum):
-    """What the agent received for an event, as the decision log records it."""
-
-    #: A blocking event answered with the dispatchers' decision.
-    DECIDED = "decided"
-    #: A non-blocking event, recorded (its answer is always ``{}``).
-    RECORDED = "recorded"
-    #: Answered with no decision because something failed; the record names the reason. For a
-    #: non-blocking event: answered while Redis was down, held in the gateway's spool.
-    FAIL_OPEN = "fail-open"
 
 
 #: The deepest value a view shows as JSON: every writer of views (orjson stops at 254) can write it.
@@ -223,7 +191,7 @@ class Reply:
 
     event_id: str
     output: dict[str, Any]
-    decision: str = "none"
+    decision: str = Decision.NONE
     #: Why the answer is a fail-open one (``hook_error``, ``hook_timeout``, ``dispatcher_error``), if it is.
     fail_open: str | None = None
     #: ``(handler type, duration in seconds, outcome)`` for every handler that ran.
@@ -262,7 +230,7 @@ class Reply:
             return cls(
                 event_id=raw["id"],
                 output=raw["out"],
-                decision=raw.get("dec", "none"),
+                decision=raw.get("dec", Decision.NONE),
                 fail_open=raw.get("fo"),
                 hooks=[tuple(h) for h in raw.get("h", [])],
             )
@@ -278,7 +246,9 @@ class LogRecord:
     event: str
     tenant: str
     session_id: str
+    #: A :class:`~bus.hooks.decisions.RecordOutcome`.
     outcome: str
+    #: A :class:`~bus.hooks.decisions.Decision`.
     decision: str
     output: dict[str, Any]
     payload: bytes
@@ -288,7 +258,7 @@ class LogRecord:
     hooks: list[dict[str, Any]] = dataclasses.field(default_factory=list)
     shadow: list[dict[str, Any]] = dataclasses.field(default_factory=list)
     tool_name: str = ""
-    #: Why the agent got no decision, if it did not (a :class:`FailOpenReason`), else "".
+    #: Why the agent got no decision, if it did not (a :class:`~bus.hooks.decisions.FailOpenReason`), else "".
     fail_open: str = ""
     #: The subagent that sent the event (``agent_id`` / ``agent_type`` of the hook input), if any.
     agent_id: str = ""
@@ -396,9 +366,7 @@ class LogRecord:
 
 
 __all__ = [
-    "FailOpenReason",
     "LogRecord",
-    "RecordOutcome",
     "Reply",
     "Request",
     "StreamFields",

@@ -31,6 +31,7 @@ import redis.exceptions
 
 from bus.decisionlog.reader import LogEntry, LogFollower, merge_order, newest_ids, newest_pages, oldest_ids, read_merged
 from bus.errors import BusUnavailable, ProtocolError
+from bus.hooks.decisions import RecordOutcome
 from bus.redis.connection import connect, redis_errors
 from bus.redis.entries import entry_order
 from bus.redis.keys import Keyspace
@@ -70,7 +71,7 @@ class LogItem:
         """Raises :class:`ProtocolError` for an entry hookbus did not write."""
         entry = entry_id.decode() if isinstance(entry_id, bytes) else entry_id
         record = LogRecord.decode(fields)
-        verdict = "fail-open" if record.outcome == "fail-open" else record.decision
+        verdict = RecordOutcome.FAIL_OPEN if record.outcome == RecordOutcome.FAIL_OPEN else record.decision
         view = record.to_json()
         view.update(log_id=entry, verdict=verdict)
         try:

@@ -11,6 +11,8 @@ import dataclasses
 import time
 from typing import Any
 
+from bus.hooks.decisions import Decision
+
 #: Changed events kept as examples, per kind of change.
 EXAMPLES_PER_KIND = 3
 TOP_RULES = 10
@@ -78,7 +80,7 @@ class Replayed:
     @property
     def redaction_flag(self) -> bool:
         """The input had masked fields and its outcome hinged on the policy: the real input may decide otherwise."""
-        return bool(self.masked) and (self.changed or self.candidate != "none")
+        return bool(self.masked) and (self.changed or self.candidate != Decision.NONE)
 
     def to_json(self) -> dict[str, Any]:
         return {

@@ -37,6 +37,7 @@ import redis.asyncio as aioredis
 
 from bus.decisionlog.audit import RecordFilter, Window, parse_time, read_window
 from bus.errors import ConfigError
+from bus.hooks.decisions import Decision
 from bus.hooks.events import event_spec
 from bus.hooks.merge import merge_results
 from bus.hooks.plugins import load_plugins
@@ -183,7 +184,7 @@ class Replayer:
         deciders = [
             r
             for r in enforced
-            if merged.decision != "none" and merge_results(record.event, [r]).decision == merged.decision
+            if merged.decision != Decision.NONE and merge_results(record.event, [r]).decision == merged.decision
         ]
         responsible = [describe(self.policy, r, hook_input) for r in deciders]
         recorded_reason = reason_of(record.output)

@@ -24,6 +24,7 @@ import orjson
 
 from bus.decisionlog.masking import redact_record
 from bus.errors import ProtocolError
+from bus.hooks.decisions import Decision, FailOpenReason, RecordOutcome
 from bus.hooks.merge import MergedDecision
 from bus.hooks.plugins import PluginError, load_plugins
 from bus.policy.loading import Policy
@@ -37,7 +38,7 @@ from bus.runtime import metrics
 from bus.runtime.logs import event_fields
 from bus.runtime.settings import Settings
 from bus.stream.partitions import warn_partitions_changed
-from bus.stream.protocol import FailOpenReason, LogRecord, RecordOutcome, Reply, Request, now_ms
+from bus.stream.protocol import LogRecord, Reply, Request, now_ms
 from workers.dispatcher.outbox import Outbox, Settle
 from workers.dispatcher.streams import WorkStreams, log_maxlen
 from workers.engine.evaluation import Engine, Evaluation
@@ -223,10 +224,10 @@ class Dispatcher:
                     ),
                 )
                 fail_open = FailOpenReason.DISPATCHER_ERROR
-                reply = Reply(request.event_id, {}, "none", fail_open)
+                reply = Reply(request.event_id, {}, Decision.NONE, fail_open)
                 await self.engine.restore_context(request)
             else:
-                fail_open = FailOpenReason(evaluation.fail_open) if evaluation.fail_open else None
+                fail_open = evaluation.fail_open
                 hooks = [(r.handler_type, round(r.duration_s, 6), r.outcome.value) for r in evaluation.results]
                 reply = Reply(request.event_id, evaluation.merged.output, evaluation.merged.decision, fail_open, hooks)
                 if logger.isEnabledFor(logging.DEBUG):
@@ -250,7 +251,7 @@ class Dispatcher:
                     "the reply to %s %s cannot be written (%s); failing open", request.event, request.event_id, exc
                 )
                 fail_open = FailOpenReason.DISPATCHER_ERROR
-                reply, evaluation = Reply(request.event_id, {}, "none", fail_open), None
+                reply, evaluation = Reply(request.event_id, {}, Decision.NONE, fail_open), None
         if request.fail_open:
             # Answered while Redis was down (a non-blocking one was held in the gateway's memory,
             # not durably appended): the record says what the agent was told. Async hooks still run.
@@ -335,7 +336,7 @@ class Dispatcher:
     ) -> LogRecord:
         """The record as it stands if the dispatcher's answer arrives in time (the settle
         script turns it into a fail-open record when it does not); masked unless not ``store``."""
-        merged = evaluation.merged if evaluation else MergedDecision(output={}, decision="none", reason=None)
+        merged = evaluation.merged if evaluation else MergedDecision(output={}, decision=Decision.NONE, reason=None)
         if hook_input is None:  # not parsed (expired entries): the log still names the session
             try:
                 parsed: Any = orjson.loads(request.payload)

@@ -24,6 +24,7 @@ import redis.asyncio as aioredis
 import redis.exceptions
 
 from bus.errors import BusUnavailable
+from bus.hooks.decisions import Decision, FailOpenReason
 from bus.hooks.events import IF_EVENTS, STOP_EVENTS
 from bus.hooks.matching import compile_matcher, matcher_value
 from bus.hooks.merge import MergedDecision, merge_results
@@ -66,7 +67,7 @@ class Evaluation:
     merged: MergedDecision
     results: list[HandlerResult]
     shadow: list[dict[str, Any]]
-    fail_open: str | None = None
+    fail_open: FailOpenReason | None = None
     #: The jobs of the selected ``async`` handlers, for the settlement to queue.
     jobs: list[PreparedJob] = dataclasses.field(default_factory=list)
     #: The ids of the handlers that made the decision (none for ``none``).
@@ -79,7 +80,7 @@ def deciders(event: str, results: Sequence[HandlerResult], decision: str) -> lis
     Every handler that voted the winning decision counts (two rules denying the same call
     both decided it); a handler that failed open decided nothing.
     """
-    if decision == "none":
+    if decision == Decision.NONE:
         return []
     # An OK answer with nothing in it takes no part in the merge: with one answer that says
     # something, the merged decision is its own; only several cost a merge each.
@@ -199,16 +200,17 @@ class Engine:
             )
         enforced = [] if whole_shadow else [r for r in results if not r.shadow]
         merged = merge_results(event, enforced)
-        fail_open = None
+        fail_open: FailOpenReason | None = None
         for result in results:
             if result.outcome is Outcome.TIMEOUT:
                 metrics.child(metrics.TIMEOUTS, "handler").inc()
         for result in enforced:
             if result.failed and result.fail_closed:
                 metrics.FAIL_CLOSED.labels(event, result.handler_type).inc()
-            elif result.failed and merged.decision in ("none", "allow"):
+            elif result.failed and merged.decision in (Decision.NONE, Decision.ALLOW):
                 # Counted only when the failure may have let the action through.
-                fail_open = "hook_timeout" if result.outcome is Outcome.TIMEOUT else "hook_error"
+                timed_out = result.outcome is Outcome.TIMEOUT
+                fail_open = FailOpenReason.HOOK_TIMEOUT if timed_out else FailOpenReason.HOOK_ERROR
         if event in STOP_EVENTS:
             merged = await self._stop_guard(request, hook_input, merged, policy.settings.stop_block_limit)
         if request.context is not None or (request.blocking and takes_context(policy, event)):
@@ -330,7 +332,7 @@ class Engine:
         key = self.keys.stop_guard(request.tenant, str(hook_input.get("session_id")))
         try:
             with redis_errors():
-                if merged.decision != "block":
+                if merged.decision != Decision.BLOCK:
                     await self.redis.delete(key)
                     return merged
                 if limit == 0:
@@ -348,13 +350,13 @@ class Engine:
         logger.info(
             "stop guard: let the agent stop after %s blocks in a row",
             count,
-            extra=_fields(request, hook_input, None, decision="none"),
+            extra=_fields(request, hook_input, None, decision=Decision.NONE),
         )
         message = (
             f"hookbus: a hook blocked {request.event} {count} times in a row; overriding and letting the agent stop "
             f"(stopBlockLimit {limit}). Last reason: {merged.reason or 'none'}"
         )
-        return MergedDecision(output={"systemMessage": message}, decision="none", reason=merged.reason)
+        return MergedDecision(output={"systemMessage": message}, decision=Decision.NONE, reason=merged.reason)
 
 
 def _fields(request: Request, hook_input: Mapping[str, Any], handler: str | None, **more: Any) -> dict[str, Any]:

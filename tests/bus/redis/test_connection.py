@@ -14,8 +14,8 @@ import redis.exceptions
 from redis.asyncio.connection import AbstractConnection, Connection, SSLConnection, UnixDomainSocketConnection
 
 from bus.errors import BusUnavailable
+from bus.hooks.decisions import RecordOutcome
 from bus.redis.connection import TCP_KEEPALIVE_OPTIONS, connect, hiredis_packing, redis_errors
-from bus.stream.protocol import RecordOutcome
 from hookbus.platform.redis_server import EmbeddedRedis
 
 pytestmark = pytest.mark.timeout(30)
@@ -118,6 +118,7 @@ async def test_tcp_connections_notice_a_vanished_peer_in_seconds(private_redis: 
         assert socket.TCP_USER_TIMEOUT in TCP_KEEPALIVE_OPTIONS
 
 
+@pytest.mark.system
 async def test_a_unix_socket_gets_no_tcp_options(tmp_path: Path) -> None:
     with EmbeddedRedis(tmp_path / "redis", persistent=False) as server:
         assert server.url.startswith("unix:")
