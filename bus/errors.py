@@ -6,6 +6,7 @@
     │   ├── PluginError          a plugin module that cannot be loaded
     │   └── TimeError            a time that cannot be read (--since, ?until=)
     ├── BusUnavailable           Redis cannot be reached (the caller fails open)
+    ├── RedisCommandError        Redis refused a command (NOGROUP, WRONGTYPE, NOSCRIPT...)
     ├── RequestRejected          the gateway refuses a request (4xx with a JSON body)
     ├── ProtocolError            a stream entry or reply hookbus did not write
     ├── HookError                a handler failed: non-blocking, counted as ``hook_error``
@@ -76,6 +77,15 @@ class PluginError(ConfigError):
 
 class BusUnavailable(HookBusError):
     """Redis cannot be reached or did not answer in time."""
+
+
+class RedisCommandError(HookBusError):
+    """Redis refused a command for a reason that is no outage (``code``: ``NOGROUP``,
+    ``BUSYGROUP``, ``WRONGTYPE``, ``NOSCRIPT``, ``WATCH`` for a failed optimistic lock...)."""
+
+    def __init__(self, code: str, message: str) -> None:
+        super().__init__(message)
+        self.code = code
 
 
 class RequestRejected(HookBusError):
@@ -156,6 +166,7 @@ __all__ = [
     "PolicyError",
     "PolicyProblem",
     "ProtocolError",
+    "RedisCommandError",
     "RedisServerError",
     "RequestRejected",
     "ResolveError",

@@ -24,12 +24,9 @@ import logging
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-import redis.exceptions
-from redis.exceptions import ResponseError
-
 from bus.decisionlog.audit import log_state
-from bus.errors import BusUnavailable
-from bus.redis.connection import connect, is_transient, redis_errors
+from bus.errors import BusUnavailable, RedisCommandError
+from bus.redis.connection import connect, hookbus_error, redis_errors
 from bus.redis.keys import DISPATCH_GROUP, Keyspace
 from bus.runtime import metrics
 from bus.runtime.retry import BackgroundTask
@@ -123,7 +120,7 @@ class Observer:
                 async with asyncio.timeout(self.timeout_s):
                     with redis_errors(url):
                         await look()
-            except (BusUnavailable, TimeoutError, redis.exceptions.RedisError) as exc:
+            except (BusUnavailable, TimeoutError, RedisCommandError) as exc:
                 where = "" if url == self.redis_url else " (the async queue's)"
                 failures.append(f"{str(exc) or 'timed out'}{where}")
         if failures:
@@ -155,7 +152,7 @@ class Observer:
                 pipe.xlen(keys.async_dead_letters)
             answers: Sequence[Any] = await pipe.execute(raise_on_error=False)
         for answer in answers:  # a missing stream answers XINFO GROUPS with an error, which is no outage
-            if isinstance(answer, Exception) and (is_transient(answer) or not isinstance(answer, ResponseError)):
+            if isinstance(answer, Exception) and not isinstance(hookbus_error(answer), RedisCommandError):
                 raise answer
         it = iter(answers)
         for label, streams in self.streams.items():

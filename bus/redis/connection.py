@@ -19,7 +19,7 @@ from __future__ import annotations
 import contextlib
 import socket
 from collections.abc import AsyncIterator, Iterator, Mapping
-from typing import Any, cast
+from typing import Any, Final, cast
 from urllib.parse import urlsplit, urlunsplit
 
 import hiredis
@@ -31,7 +31,7 @@ from redis.asyncio.cluster import RedisCluster
 from redis.asyncio.connection import AbstractConnection
 from redis.asyncio.sentinel import Sentinel, SentinelConnectionPool
 
-from bus.errors import BusUnavailable
+from bus.errors import BusUnavailable, RedisCommandError
 from bus.redis.urls import CLUSTER_SCHEMES, SentinelURL, is_sentinel_url, mask_url, parse_sentinel_url
 
 #: TCP options of every connection to Redis over TCP: a peer that vanishes without closing (its
@@ -308,27 +308,68 @@ def is_transient(exc: BaseException) -> bool:
     )
 
 
-@contextlib.contextmanager
-def redis_errors(url: str = "") -> Iterator[None]:
-    """Map redis-py connection failures to :class:`BusUnavailable`."""
-    try:
-        yield
-    except (
-        redis.exceptions.ConnectionError,
-        redis.exceptions.TimeoutError,
-        OSError,
-        redis.exceptions.RedisClusterException,
-    ) as exc:  # the last: no node of a cluster answers
+#: The code of the error replies that redis-py raises as a class of their own, without it.
+_CODES: Final = {
+    redis.exceptions.NoScriptError: "NOSCRIPT",
+    redis.exceptions.WatchError: "WATCH",
+    redis.exceptions.ReadOnlyError: "READONLY",
+    redis.exceptions.OutOfMemoryError: "OOM",
+    redis.exceptions.BusyLoadingError: "LOADING",
+}
+_UNREACHABLE = (
+    redis.exceptions.ConnectionError,
+    redis.exceptions.TimeoutError,
+    OSError,
+    redis.exceptions.RedisClusterException,  # no node of a cluster answers
+)
+
+
+def hookbus_error(exc: BaseException, url: str = "") -> BusUnavailable | RedisCommandError | None:
+    """The hookbus error a redis-py error stands for (None for anything else): an outage is
+    :class:`BusUnavailable`, a refused command :class:`RedisCommandError` with its code.
+
+    Pipelines run with ``raise_on_error=False`` hold such errors among their results: this is
+    how their callers read them, as :func:`redis_errors` reads raised ones.
+    """
+    if isinstance(exc, _UNREACHABLE):
         where = f" at {mask_url(url)}" if url else ""
         # A deadline that ran out (the builtin TimeoutError is an OSError) carries no message.
         detail = str(exc) or ("timed out" if isinstance(exc, TimeoutError) else type(exc).__name__)
-        raise BusUnavailable(f"redis unavailable{where}: {detail}") from exc
-    except redis.exceptions.ResponseError as exc:
-        # A Redis at maxmemory (OOM), loading its data set or running a long script cannot
-        # take writes for now: that is an outage to fail open on, not a 500.
-        if is_transient(exc):
-            raise BusUnavailable(f"redis not ready: {exc}") from exc
-        raise
+        return BusUnavailable(f"redis unavailable{where}: {detail}")
+    if not isinstance(exc, redis.exceptions.RedisError):
+        return None
+    # A Redis at maxmemory (OOM), loading its data set or running a long script cannot take
+    # writes for now: that is an outage to fail open on, not a 500.
+    if is_transient(exc):
+        return BusUnavailable(f"redis not ready: {exc}")
+    code = next((c for cls, c in _CODES.items() if isinstance(exc, cls)), None)
+    if code is None:
+        first = str(exc).split(" ", 1)[0]
+        code = first if first.isupper() else type(exc).__name__
+    return RedisCommandError(code, str(exc) or type(exc).__name__)
+
+
+def lost_connection(result: object) -> bool:
+    """Whether a pipelined result is the error of a connection that broke or timed out."""
+    return isinstance(result, (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError))
+
+
+def missing_script(result: object) -> bool:
+    """Whether a pipelined result says the script is not loaded (a restarted or flushed Redis)."""
+    return isinstance(result, redis.exceptions.NoScriptError)
+
+
+@contextlib.contextmanager
+def redis_errors(url: str = "") -> Iterator[None]:
+    """The one boundary of redis-py's errors: inside the block, an outage raises
+    :class:`BusUnavailable` and a refused command :class:`RedisCommandError` (see :func:`hookbus_error`)."""
+    try:
+        yield
+    except (redis.exceptions.RedisError, OSError) as exc:
+        mapped = hookbus_error(exc, url)
+        if mapped is None:
+            raise
+        raise mapped from exc
 
 
 __all__ = [
@@ -336,10 +377,13 @@ __all__ = [
     "PartitionClients",
     "SentinelBlockingPool",
     "connect",
+    "hookbus_error",
     "is_cluster",
     "is_cluster_url",
     "is_transient",
     "keepalive_options",
+    "lost_connection",
+    "missing_script",
     "node_url",
     "read_streams",
     "redis_errors",

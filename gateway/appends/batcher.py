@@ -19,15 +19,13 @@ from collections.abc import Callable, Hashable
 from typing import Any
 
 import redis.asyncio as aioredis
-import redis.exceptions
 
 from bus.redis.autopipeline import AutoPipeline
-from bus.redis.connection import is_cluster, redis_errors
+from bus.redis.connection import is_cluster, lost_connection, missing_script, redis_errors
 from bus.redis.keys import WORK_STREAM_MAXLEN
 from bus.stream.pending_context import APPEND_TAKING_CONTEXT, CONTEXT_BATCH
 from bus.stream.protocol import StreamFields
 
-_CONNECTION_ERRORS = (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError)
 #: One append: the stream, the entry, the session's context list to take (or None).
 _Append = tuple[str, StreamFields, str | None]
 
@@ -63,7 +61,7 @@ class AppendBatcher:
         client = self.client_for(batch[0][0])
         with redis_errors(self.redis_url):
             results = await self._pipelined(client, batch, load=False)
-            unloaded = [n for n, result in enumerate(results) if isinstance(result, redis.exceptions.NoScriptError)]
+            unloaded = [n for n, result in enumerate(results) if missing_script(result)]
             if unloaded:
                 # A restarted or flushed Redis: those appends did not run. Sent again with the
                 # script, they land after the rest of their pipeline (other sessions' events).
@@ -71,7 +69,7 @@ class AppendBatcher:
                     unloaded, await self._pipelined(client, [batch[n] for n in unloaded], load=True), strict=True
                 ):
                     results[n] = result
-        if self._per_stream and any(isinstance(r, _CONNECTION_ERRORS) for r in results):
+        if self._per_stream and any(lost_connection(r) for r in results):
             # A cluster pipeline that does not raise keeps its map of the slots: after a failover
             # it would go on sending to the dead master. Closing it makes the next use re-read it.
             await client.aclose()

@@ -14,10 +14,9 @@ import logging
 import time
 
 import redis.asyncio as aioredis
-import redis.exceptions
 
-from bus.errors import ProtocolError
-from bus.redis.connection import connect
+from bus.errors import BusUnavailable, ProtocolError, RedisCommandError
+from bus.redis.connection import connect, redis_errors
 from bus.runtime.retry import BackgroundTask, Backoff
 from bus.stream.protocol import Reply
 
@@ -86,16 +85,17 @@ class ReplyWaiter(PendingReplies):
             client = connect(self.redis_url, socket_timeout_s=None)
             pubsub = client.pubsub(ignore_subscribe_messages=True)
             try:
-                await pubsub.subscribe(self.channel)
-                self.subscribed.set()
-                self.last_error = None
-                if self._backoff.failures:
-                    logger.info("reply reader reconnected to %s", self.channel)
-                self._backoff.reset()
-                await self._read(pubsub)
+                with redis_errors():
+                    await pubsub.subscribe(self.channel)
+                    self.subscribed.set()
+                    self.last_error = None
+                    if self._backoff.failures:
+                        logger.info("reply reader reconnected to %s", self.channel)
+                    self._backoff.reset()
+                    await self._read(pubsub)
             except asyncio.CancelledError:
                 raise
-            except (redis.exceptions.RedisError, OSError) as exc:
+            except (BusUnavailable, RedisCommandError) as exc:
                 self.subscribed.clear()
                 self.last_error = str(exc) or type(exc).__name__
                 if self._backoff.failures == 0:
@@ -120,11 +120,11 @@ class ReplyWaiter(PendingReplies):
                     return
                 if time.monotonic() - self._last_seen > 3 * _PING_EVERY_S:
                     # A silent half-open connection would otherwise hang the reader forever.
-                    raise redis.exceptions.ConnectionError("no traffic on the reply channel, not even pongs")
+                    raise BusUnavailable("no traffic on the reply channel, not even pongs")
                 await pubsub.ping()
         finally:
             reader.cancel()
-            with contextlib.suppress(asyncio.CancelledError, redis.exceptions.RedisError, OSError):
+            with contextlib.suppress(asyncio.CancelledError, BusUnavailable, RedisCommandError), redis_errors():
                 await reader
 
     async def _read_messages(self, pubsub: aioredis.client.PubSub) -> None:

@@ -20,11 +20,11 @@ import logging
 import time
 from typing import Any, cast
 
-import redis.exceptions
 from redis.asyncio.cluster import RedisCluster
 from redis.asyncio.connection import Connection
 
-from bus.redis.connection import connect
+from bus.errors import BusUnavailable, RedisCommandError
+from bus.redis.connection import connect, redis_errors
 from bus.redis.keys import Keyspace
 from bus.runtime.retry import BackgroundTask, Backoff
 from gateway.replies.reader import PendingReplies
@@ -75,7 +75,7 @@ class ShardedReplyWaiter(PendingReplies):
         await self._cluster.initialize()
         node = self._cluster.get_node_from_key(channel)
         if node is None:
-            raise redis.exceptions.ConnectionError(f"no node of the cluster serves {channel}")
+            raise BusUnavailable(f"no node of the cluster serves {channel}")
         return node.host, int(node.port)
 
     async def _run(self, partition: int) -> None:
@@ -84,21 +84,22 @@ class ShardedReplyWaiter(PendingReplies):
         while True:
             connection: Connection | None = None
             try:
-                host, port = await self._owner(channel)
-                options = self._cluster.nodes_manager.connection_kwargs
-                connection = Connection(
-                    host=host,
-                    port=port,
-                    username=options.get("username"),
-                    password=options.get("password"),
-                    socket_connect_timeout=1.0,
-                )
-                await connection.connect()  # type: ignore[no-untyped-call]
-                await connection.send_command("SSUBSCRIBE", channel)
-                await self._read(partition, connection, backoff)
+                with redis_errors():
+                    host, port = await self._owner(channel)
+                    options = self._cluster.nodes_manager.connection_kwargs
+                    connection = Connection(
+                        host=host,
+                        port=port,
+                        username=options.get("username"),
+                        password=options.get("password"),
+                        socket_connect_timeout=1.0,
+                    )
+                    await connection.connect()  # type: ignore[no-untyped-call]
+                    await connection.send_command("SSUBSCRIBE", channel)
+                    await self._read(partition, connection, backoff)
             except asyncio.CancelledError:
                 raise
-            except (redis.exceptions.RedisError, redis.exceptions.RedisClusterException, OSError) as exc:
+            except (BusUnavailable, RedisCommandError) as exc:
                 self._set_live(partition, False)
                 self.last_error = str(exc) or type(exc).__name__
                 if backoff.failures == 0:
@@ -121,7 +122,7 @@ class ShardedReplyWaiter(PendingReplies):
             message: Any = await connection.read_response(timeout=PING_EVERY_S)
             if message is None:
                 if time.monotonic() - last_seen > 3 * PING_EVERY_S or not connection.is_connected:
-                    raise redis.exceptions.ConnectionError("no traffic on the reply channel, not even pongs")
+                    raise BusUnavailable("no traffic on the reply channel, not even pongs")
                 await connection.send_command("PING")
                 continue
             last_seen = time.monotonic()
@@ -135,7 +136,7 @@ class ShardedReplyWaiter(PendingReplies):
                     logger.info("reply reader of partition %d subscribed again", partition)
                 backoff.reset()
             elif kind == b"sunsubscribe":  # the slot moved to another node: follow it
-                raise redis.exceptions.ConnectionError(f"the slot of {self.channels[partition]} moved")
+                raise BusUnavailable(f"the slot of {self.channels[partition]} moved")
 
 
 __all__ = ["ShardedReplyWaiter"]

@@ -23,10 +23,9 @@ from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
 import redis.asyncio as aioredis
-import redis.exceptions
 
-from bus.errors import BusUnavailable
-from bus.redis.connection import PartitionClients, is_cluster, is_transient, redis_errors
+from bus.errors import BusUnavailable, RedisCommandError
+from bus.redis.connection import PartitionClients, hookbus_error, is_cluster, redis_errors
 from bus.redis.keys import DISPATCH_GROUP, Keyspace
 from bus.runtime import metrics
 from bus.runtime.retry import BackgroundTask, Backoff
@@ -251,12 +250,7 @@ class Outbox:
             for write in writes
         )
         calls.extend(self.redis.xack(stream, DISPATCH_GROUP, *ids) for stream, ids in acks.items())
-        results = await asyncio.gather(*calls, return_exceptions=True)
-        # "No node serves this slot" (mid-failover) is not a RedisError: retried like one.
-        return [
-            redis.exceptions.ConnectionError(str(r)) if isinstance(r, redis.exceptions.RedisClusterException) else r
-            for r in results
-        ]
+        return await asyncio.gather(*calls, return_exceptions=True)
 
     async def _flush(self, ops: list[Settle | Write], max_events: int = SETTLE_MAX_EVENTS) -> list[Settle | Write]:
         """One pipeline; returns the writes that Redis refused (to retry)."""
@@ -275,22 +269,25 @@ class Outbox:
                 results = await self._send_each(batches, writes, acks)
             else:
                 results = await self._send_pipelined(batches, writes, acks)
+        # An outage (a cluster's "no node serves this slot" mid-failover too) is retried; a
+        # refused command is not.
+        errors = [hookbus_error(r, self.redis_url) if isinstance(r, BaseException) else None for r in results]
         failed: list[Settle | Write] = []
         refused: list[Settle] = []
-        for batch, result in zip(batches, results, strict=False):
-            if isinstance(result, redis.exceptions.NoScriptError):
+        for batch, result, error in zip(batches, results, errors, strict=False):
+            if isinstance(error, RedisCommandError) and error.code == "NOSCRIPT":
                 self._load_script = not self._cluster
                 self._loaded_partitions.discard(batch[0].partition)
                 failed += batch
-            elif isinstance(result, redis.exceptions.RedisError):
+            elif error is not None:
                 self.last_error = str(result)
                 metrics.child(metrics.REDIS_ERRORS, "settle").inc()
-                if is_transient(result):
+                if isinstance(error, BusUnavailable):
                     failed += batch
                 elif len(batch) > 1:
                     refused += batch  # settled one by one below: only the culprit stays pending
                 else:
-                    self._refused(batch[0], result)
+                    self._refused(batch[0], error)
             else:
                 self._loaded_partitions.add(batch[0].partition)
                 for n, op in enumerate(batch):
@@ -299,17 +296,17 @@ class Outbox:
                         self.job_tally.count(op.request.event_id, op.jobs, int(queued), int(dropped))
                     if self._on_written is not None:
                         self._on_written(op.stream, op.entry_id)
-        for write, result in zip(writes, results[len(batches) :], strict=False):
-            if isinstance(result, redis.exceptions.RedisError):
+        for write, result, error in zip(writes, results[len(batches) :], errors[len(batches) :], strict=False):
+            if error is not None:
                 self.last_error = str(result)
                 metrics.child(metrics.REDIS_ERRORS, "xadd").inc()
-                if is_transient(result):
+                if isinstance(error, BusUnavailable):
                     failed.append(write)
                 else:
-                    self._refused(write, result)
+                    self._refused(write, error)
             elif self._on_written is not None and write.entry_id:
                 self._on_written(write.stream, write.entry_id)
-        if any(isinstance(result, redis.exceptions.RedisError) for result in results[len(batches) + len(writes) :]):
+        if any(error is not None for error in errors[len(batches) + len(writes) :]):
             failed.extend(Write(stream, entry_id) for stream, ids in acks.items() for entry_id in ids)
         elif self._on_written is not None:
             for stream, ids in acks.items():
@@ -319,7 +316,7 @@ class Outbox:
             failed += await self._flush(list(refused), max_events=1)
         return failed
 
-    def _refused(self, op: Settle | Write, error: redis.exceptions.RedisError) -> None:
+    def _refused(self, op: Settle | Write, error: RedisCommandError) -> None:
         # Retrying a write Redis will never take would wedge the outbox. The entry stays
         # pending: it is claimed again and, if it keeps failing, dead-lettered.
         logger.error("outbox: Redis refused a write for %s %s: %s", op.stream, op.entry_id.decode(), error)

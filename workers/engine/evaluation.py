@@ -21,9 +21,8 @@ from typing import Any, Literal
 
 import orjson
 import redis.asyncio as aioredis
-import redis.exceptions
 
-from bus.errors import BusUnavailable
+from bus.errors import BusUnavailable, RedisCommandError
 from bus.hooks.decisions import Decision, FailOpenReason
 from bus.hooks.events import IF_EVENTS, STOP_EVENTS
 from bus.hooks.matching import compile_matcher, matcher_value
@@ -256,8 +255,8 @@ class Engine:
                     pipe.lpush(key, *reversed(items))
                     pipe.expire(key, CONTEXT_TTL_S)
                     await pipe.execute()
-        except (BusUnavailable, redis.exceptions.ResponseError, ValueError, AttributeError) as exc:
-            # AttributeError: the hook input is no object; ResponseError: the key is no list.
+        except (BusUnavailable, RedisCommandError, ValueError, AttributeError) as exc:
+            # AttributeError: the hook input is no object; RedisCommandError: the key is no list.
             logger.warning("pending context of event %s could not be put back: %s", request.event_id, exc)
 
     async def _run(self, ctx: HookContext) -> HandlerResult:

@@ -45,14 +45,13 @@ from collections.abc import Sequence
 from typing import Any
 
 import orjson
-import redis.exceptions
 from arq.connections import ArqRedis
 from arq.constants import job_key_prefix, result_key_prefix
 from arq.jobs import serialize_job
 from arq.utils import timestamp_ms, to_ms
 from redis.asyncio import BlockingConnectionPool
 
-from bus.errors import BusUnavailable
+from bus.errors import BusUnavailable, RedisCommandError
 from bus.redis.connection import hiredis_packing, keepalive_options, redis_errors, sentinel_pool
 from bus.redis.keys import Keyspace
 from bus.redis.urls import is_sentinel_url, parse_sentinel_url
@@ -169,25 +168,29 @@ async def put_job(arq: ArqRedis, keys: Keyspace, request: Request, handler_id: s
     this id is queued, running, or its result is kept (``keepResultSeconds``)."""
     request = dataclasses.replace(request, reply_to="", deadline_ms=0)  # no reply: the worker has no deadline
     try:
-        queued = await arq.enqueue_job(
-            JOB_FUNCTION,
-            request.to_job(),
-            handler_id,
-            _job_id=job,
-            _queue_name=keys.arq_queue,
-            _expires=job_lifetime_s(max_age_s),
-        )
-    except redis.exceptions.WatchError as exc:
+        with redis_errors():
+            queued = await arq.enqueue_job(
+                JOB_FUNCTION,
+                request.to_job(),
+                handler_id,
+                _job_id=job,
+                _queue_name=keys.arq_queue,
+                _expires=job_lifetime_s(max_age_s),
+            )
+    except RedisCommandError as exc:
+        if exc.code != "WATCH":
+            raise
         # redis-py's word for "the connection died while the transaction watched the job's key",
         # raised before arq's own handling: a connection problem, retried as one.
-        raise redis.exceptions.ConnectionError(f"the job was not queued: {exc}") from exc
+        raise BusUnavailable(f"the job was not queued: {exc}") from exc
     if queued is not None:
         return True
     # arq answers None for "this id exists", and also when the connection died at EXEC (the
     # WatchError it catches there): only the first is a duplicate.
-    if await arq.exists(job_key_prefix + job, result_key_prefix + job):
-        return False
-    raise redis.exceptions.ConnectionError("the job was not queued: the connection dropped during the transaction")
+    with redis_errors():
+        if await arq.exists(job_key_prefix + job, result_key_prefix + job):
+            return False
+    raise BusUnavailable("the job was not queued: the connection dropped during the transaction")
 
 
 class JobQueue:

@@ -29,18 +29,18 @@ from typing import Any
 
 import orjson
 import redis.asyncio as aioredis
-import redis.exceptions
 from arq import Retry
 from arq.connections import ArqRedis
 from arq.worker import Worker, func
 
+from bus.errors import BusUnavailable, RedisCommandError
 from bus.hooks.results import HandlerResult, Outcome
 from bus.policy.loading import Policy
 from bus.policy.registry import PolicyRegistry
 from bus.policy.reload import PolicyWatcher
 from bus.policy.schema import MAX_TRIES_LIMIT
 from bus.redaction.redact import Redactor, redactor_for
-from bus.redis.connection import connect
+from bus.redis.connection import connect, redis_errors
 from bus.redis.keys import Keyspace
 from bus.runtime import metrics
 from bus.runtime.logs import event_fields
@@ -77,7 +77,7 @@ MAX_JOBS = 50
 POLL_DELAY_S = 0.02
 #: The wait before a job whose dead letter Redis refused (down, or full) gives up again.
 BURY_AGAIN_S = 2.0
-_REDIS_ERRORS = (redis.exceptions.RedisError, OSError)
+_REDIS_ERRORS = (BusUnavailable, RedisCommandError)
 
 
 async def deliver_later(redis: aioredis.Redis, keys: Keyspace, request: Request, result: HandlerResult) -> None:
@@ -177,7 +177,7 @@ async def run_async_hook(ctx: dict[str, Any], job: dict[str, Any], handler_id: s
     metrics.child(metrics.ASYNC_JOB_DURATION, handler_type).observe(took_s)
     if not failed(result):
         if job_try > 1:
-            with contextlib.suppress(*_REDIS_ERRORS):  # else the list's TTL removes it
+            with contextlib.suppress(*_REDIS_ERRORS), redis_errors():  # else the list's TTL removes it
                 await forget_attempts(redis, keys, job_id)
         await deliver_later(ctx["bus"], keys, request, result)
         metrics.ASYNC_JOBS.labels("succeeded").inc()
@@ -197,7 +197,8 @@ async def run_async_hook(ctx: dict[str, Any], job: dict[str, Any], handler_id: s
         return await _give_up(ctx, request, hook_input, redactor, handler_id, handler_type, decided.give_up, attempt)
     attempt.retry_in_ms = int(decided.delay_s * 1000)
     try:
-        await record_attempt(redis, keys, job_id, attempt, limits.max_age_s)
+        with redis_errors():
+            await record_attempt(redis, keys, job_id, attempt, limits.max_age_s)
     except _REDIS_ERRORS as exc:  # the retry matters more than its history
         logger.info("async job %s: try %d not recorded (%s); retrying all the same", job_id, job_try, exc)
     metrics.ASYNC_JOBS.labels("retried").inc()
@@ -223,7 +224,8 @@ async def _give_up(
     redis: ArqRedis = ctx["redis"]
     keys: Keyspace = ctx["keys"]
     try:
-        attempts = [*await earlier_attempts(redis, keys, ctx["job_id"]), last]
+        with redis_errors():
+            attempts = [*await earlier_attempts(redis, keys, ctx["job_id"]), last]
         letter = letter_of(
             request,
             hook_input,
@@ -234,7 +236,8 @@ async def _give_up(
             why=why.value,
             attempts=attempts,
         )
-        entry_id = await bury(redis, keys, letter)
+        with redis_errors():
+            entry_id = await bury(redis, keys, letter)
     except _REDIS_ERRORS as exc:
         logger.warning(
             "async job %s: dead letter not written (%s); trying again in %gs", ctx["job_id"], exc, BURY_AGAIN_S
@@ -336,8 +339,9 @@ async def close_worker(worker: Worker) -> None:
     if isinstance(services, Services):
         await services.aclose()  # the outbound HTTP client of http hooks
     try:
-        await worker.close()
-    except (redis.exceptions.RedisError, OSError) as exc:
+        with redis_errors():
+            await worker.close()
+    except _REDIS_ERRORS as exc:
         logger.info("closing the worker: %s", exc)
         await worker.pool.aclose()
 
@@ -401,12 +405,13 @@ async def serve_worker(settings: Settings, policy: Policy, redis_url: str, metri
         while True:
             worker = build_worker(settings, current, queue_url, registry=registry, bus=registry_redis)
             try:
-                await worker.async_run()
+                with redis_errors():
+                    await worker.async_run()
                 return
             except asyncio.CancelledError:
                 logger.info("worker stopped")  # arq cancels its main task on SIGINT/SIGTERM
                 return
-            except (redis.exceptions.RedisError, OSError) as exc:
+            except _REDIS_ERRORS as exc:
                 # Redis restarted, refused a write (maxmemory) or went away: the queue is still
                 # there when it is back, so wait and start again rather than exit.
                 metrics.child(metrics.REDIS_ERRORS, "worker").inc()

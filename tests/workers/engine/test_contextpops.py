@@ -10,11 +10,11 @@ from __future__ import annotations
 import asyncio
 from collections.abc import AsyncIterator
 
+import pytest
 import pytest_asyncio
 import redis.asyncio as aioredis
-import redis.exceptions
 
-from bus.errors import BusUnavailable
+from bus.errors import BusUnavailable, RedisCommandError
 from bus.redis.connection import connect
 from hookbus.platform.redis_server import EmbeddedRedis, free_port
 from tests.conftest import async_wait_for, redis_reads
@@ -107,6 +107,7 @@ async def test_pops_during_a_round_trip_join_the_next_one(private_redis: Embedde
         await probe.aclose()
 
 
+@pytest.mark.system
 async def test_redis_unreachable_every_caller_gets_bus_unavailable() -> None:
     port = free_port()  # nothing listens there
     client = connect(f"redis://127.0.0.1:{port}")
@@ -153,6 +154,6 @@ async def test_a_key_of_the_wrong_type_fails_only_its_own_caller(pops: ContextPo
         pops.pop("ctx:s-1", 10), pops.pop("ctx:s-2", 10), pops.pop("ctx:s-3", 10), return_exceptions=True
     )
     assert outcomes[0] == [b"one"] and outcomes[2] == [b"three"]
-    assert isinstance(outcomes[1], redis.exceptions.ResponseError)
+    assert isinstance(outcomes[1], RedisCommandError) and outcomes[1].code == "WRONGTYPE"
     assert "WRONGTYPE" in str(outcomes[1])
     assert await probe.get("ctx:s-2") == b"a string"
