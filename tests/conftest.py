@@ -21,7 +21,7 @@ import sys
 import textwrap
 import time
 import uuid
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import AsyncIterator, Callable, Generator, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -31,6 +31,7 @@ import pytest_asyncio
 import redis as redis_sync
 import redis.asyncio as aioredis
 import uvicorn
+import uvloop
 import yaml
 
 from bus.policy.loading import Policy, load_policy
@@ -444,7 +445,184 @@ def port_open(port: int) -> bool:
 
 
 def pytest_asyncio_loop_factories(config: pytest.Config, item: pytest.Item) -> dict[str, Any]:
-    """The tests run on uvloop, like every hookbus process (bugs differ between loops)."""
-    import uvloop
+    """The tests run on uvloop, like every hookbus process (bugs differ between loops); the
+    loop refuses connections and child processes to a unit-tier test (:class:`_TieredLoop`)."""
+    return {"uvloop": _TieredLoop}
 
-    return {"uvloop": uvloop.new_event_loop}
+
+# -- tiers -----------------------------------------------------------------------------------------
+#
+# Every test has exactly one tier marker, so that ``pytest -m unit`` is the inner loop:
+#
+# - ``unit``: no Redis, no child process, no server, no TCP connection (the whole tier in seconds);
+# - ``redis``: the suite's Redis (``redis_server`` and the fixtures built on it), nothing else;
+# - ``system``: child processes or real servers (``hookbus up``, gateways, workers, Redis of a
+#   test's own or clusters, Prometheus, Chromium, agent CLIs, HTTP servers on 127.0.0.1).
+#
+# The tier comes from the fixtures a test uses, transitively; a module or test whose fixtures do
+# not tell (it calls subprocess or starts a server itself) declares it: ``pytestmark =
+# pytest.mark.system``. A declared tier below what the fixtures need is a collection error. A
+# unit-tier test that starts a process or connects over TCP fails, naming the rule (:func:`_tier_guard`).
+
+TIERS = ("unit", "redis", "system")
+#: Fixtures that need the suite's Redis (and every fixture built on one of them).
+REDIS_FIXTURES = frozenset({"redis_server"})
+#: Fixtures that start processes or servers, here and in the sub-conftests and test modules.
+SYSTEM_FIXTURES = frozenset(
+    {
+        # tests/conftest.py
+        "private_redis",
+        "platform",
+        "llm",
+        "children",
+        "silent_port",
+        # tests/chaos/conftest.py, tests/cluster/conftest.py
+        "chaos",
+        "redis_cluster",
+        # test modules' own fixtures
+        "local_sentinel",  # tests/workers/jobs/test_sentinel_queue.py: a master and a Sentinel
+        "mixed",  # tests/deploy/test_prometheus_e2e.py: hookbus up and prometheus
+        "up",  # tests/hookbus/test_console_browser.py, tests/hostile/test_platform.py: hookbus up
+        "ups",  # tests/hookbus/platform/test_supervisor.py: hookbus up
+        "served",  # tests/bus/runtime/test_metrics_server.py: the metrics HTTP server
+        "odd_server",  # tests/hookbus/test_shim.py: an HTTP server on 127.0.0.1
+        "mcp_server",  # tests/workers/handlers/test_mcp.py: an MCP server under uvicorn
+    }
+)
+UNIT_RULE = (
+    "the unit tier has no Redis, no process, no server and no TCP connection: give this test "
+    "its tier (a redis or system fixture, or `pytestmark = pytest.mark.system` in its module; "
+    "see the tiers in tests/conftest.py)"
+)
+
+
+def tier_of(item: pytest.Item) -> str:
+    """The tier the fixtures of ``item`` need (``unit`` when none of them needs more)."""
+    used = set(getattr(item, "fixturenames", ()))
+    if used & SYSTEM_FIXTURES:
+        return "system"
+    if used & REDIS_FIXTURES:
+        return "redis"
+    return "unit"
+
+
+@pytest.hookimpl(tryfirst=True)  # before ``-m`` deselects by marker
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    problems = []
+    for item in items:
+        declared = {mark.name for mark in item.iter_markers() if mark.name in TIERS}
+        needed = tier_of(item)
+        if len(declared) > 1:
+            problems.append(f"{item.nodeid}: more than one tier declared: {sorted(declared)}")
+        elif declared:
+            (tier,) = declared
+            if TIERS.index(tier) < TIERS.index(needed):
+                problems.append(f"{item.nodeid}: declared {tier}, but its fixtures make it {needed}")
+        else:
+            item.add_marker(needed)
+    if problems:
+        raise pytest.UsageError("tiers:\n" + "\n".join(problems))
+
+
+#: The node id of the unit-tier test running now (None outside unit tests).
+_unit_test: list[str] = []
+
+
+def _refuse(what: str) -> None:
+    what = what if len(what) < 240 else what[:200] + "...)"
+    message = f"{_unit_test[0]} {what}: {UNIT_RULE}"
+    _violations.append(message)
+    pytest.fail(message, pytrace=False)
+
+
+#: What unit-tier tests tried (in case the code under test swallowed the failure).
+_violations: list[str] = []
+
+
+def _is_tcp(sock: socket.socket) -> bool:
+    return sock.family in (socket.AF_INET, socket.AF_INET6)
+
+
+class _TieredLoop(uvloop.Loop):
+    """uvloop, which connects and spawns without Python's socket and subprocess modules:
+    so the unit tier's refusals are here too."""
+
+    async def create_connection(self, *args: Any, **kwargs: Any) -> Any:
+        if _unit_test and kwargs.get("sock") is None:
+            _refuse(f"opened a TCP connection (loop.create_connection{args[1:3]})")
+        return await super().create_connection(*args, **kwargs)
+
+    async def sock_connect(self, sock: socket.socket, address: Any) -> None:
+        if _unit_test and _is_tcp(sock):
+            _refuse(f"opened a TCP connection to {address!r} (loop.sock_connect)")
+        await super().sock_connect(sock, address)
+
+    async def subprocess_exec(self, *args: Any, **kwargs: Any) -> Any:
+        if _unit_test:
+            _refuse(f"started a process {args[1:2]!r} (loop.subprocess_exec)")
+        return await super().subprocess_exec(*args, **kwargs)
+
+    async def subprocess_shell(self, *args: Any, **kwargs: Any) -> Any:
+        if _unit_test:
+            _refuse(f"started a shell {args[1:2]!r} (loop.subprocess_shell)")
+        return await super().subprocess_shell(*args, **kwargs)
+
+
+_CALL_FAILED = pytest.StashKey[bool]()
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(
+    item: pytest.Item, call: pytest.CallInfo[None]
+) -> Generator[None, pytest.TestReport, pytest.TestReport]:
+    """Note whether the test failed, so that :func:`_tier_guard` says a refusal only once."""
+    report: pytest.TestReport = yield
+    if report.when == "call":
+        item.stash[_CALL_FAILED] = report.failed
+    return report
+
+
+@pytest.fixture(autouse=True)
+def _tier_guard(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """For a unit-tier test: starting a process or opening a TCP connection fails the test."""
+    if request.node.get_closest_marker("unit") is None:
+        yield
+        return
+    popen_init = subprocess.Popen.__init__
+    connect = socket.socket.connect
+    connect_ex = socket.socket.connect_ex
+
+    def guarded_popen(self: subprocess.Popen[Any], args: Any, *rest: Any, **kwargs: Any) -> None:
+        _refuse(f"started a process {args!r} (subprocess.Popen)")
+        popen_init(self, args, *rest, **kwargs)  # pragma: no cover
+
+    def guarded_connect(self: socket.socket, address: Any) -> None:
+        if _is_tcp(self):
+            _refuse(f"opened a TCP connection to {address!r} (socket.connect)")
+        connect(self, address)
+
+    def guarded_connect_ex(self: socket.socket, address: Any) -> int:
+        if _is_tcp(self):
+            _refuse(f"opened a TCP connection to {address!r} (socket.connect_ex)")
+        return connect_ex(self, address)
+
+    async def guarded_exec(*args: Any, **kwargs: Any) -> Any:
+        _refuse(f"started a process {args[:1]!r} (asyncio.create_subprocess_exec)")
+
+    async def guarded_shell(*args: Any, **kwargs: Any) -> Any:
+        _refuse(f"started a shell {args[:1]!r} (asyncio.create_subprocess_shell)")
+
+    monkeypatch.setattr(subprocess.Popen, "__init__", guarded_popen)
+    monkeypatch.setattr(socket.socket, "connect", guarded_connect)
+    monkeypatch.setattr(socket.socket, "connect_ex", guarded_connect_ex)
+    for module in (asyncio, asyncio.subprocess):
+        monkeypatch.setattr(module, "create_subprocess_exec", guarded_exec)
+        monkeypatch.setattr(module, "create_subprocess_shell", guarded_shell)
+    _unit_test[:] = [request.node.nodeid]
+    _violations.clear()
+    try:
+        yield
+    finally:
+        _unit_test.clear()
+    if _violations and not request.node.stash.get(_CALL_FAILED, False):
+        pytest.fail(f"{len(_violations)} refused by the unit tier's guard:\n" + "\n".join(_violations))

@@ -138,6 +138,7 @@ def test_dashboard_shows_what_ops_asked_for() -> None:
     assert quantiles >= {"0.5", "0.95", "0.99"}
 
 
+@pytest.mark.system
 def test_dashboard_expressions_parse(tmp_path: Path) -> None:
     # promtool has no bare PromQL check: load every expression as a recording rule instead,
     # with Grafana's interval variables replaced by a real duration.

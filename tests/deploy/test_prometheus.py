@@ -73,18 +73,21 @@ def scrape_targets(config: dict[str, Any]) -> dict[str, set[str]]:
 
 
 @pytest.mark.parametrize("name", SCRAPE_CONFIGS)
+@pytest.mark.system
 def test_scrape_config_is_valid(name: str) -> None:
     result = promtool("check", "config", name, cwd=PROMETHEUS)
     assert result.returncode == 0, result.stdout + result.stderr
     assert "Checking alerts.yaml" in result.stdout  # the rules were found and checked too
 
 
+@pytest.mark.system
 def test_alert_rules_are_valid() -> None:
     result = promtool("check", "rules", "alerts.yaml", cwd=PROMETHEUS)
     assert result.returncode == 0, result.stdout + result.stderr
     assert f"SUCCESS: {len(alert_rules())} rules found" in result.stdout
 
 
+@pytest.mark.system
 def test_alert_unit_tests_pass() -> None:
     result = promtool("test", "rules", "alerts.test.yaml", cwd=PROMETHEUS)
     assert result.returncode == 0, result.stdout + result.stderr

@@ -14,6 +14,8 @@ from gateway.headtimeout import HeadTimeoutProtocol
 from hookbus.platform.redis_server import free_port
 from tests.conftest import metric
 
+pytestmark = pytest.mark.system  # starts processes (or servers) itself
+
 
 class QuickTimeout(HeadTimeoutProtocol):
     head_timeout_s = 0.3

@@ -9,12 +9,15 @@ from collections.abc import Callable
 from pathlib import Path
 
 import httpx
+import pytest
 from prometheus_client import Counter, Histogram
 from prometheus_client.parser import text_string_to_metric_families
 
 from bus.runtime import metrics
 from hookbus.platform.redis_server import free_port
 from tests.conftest import DENY_RM, REPO, clean_env, port_open, wait_for
+
+pytestmark = pytest.mark.system  # starts processes (or servers) itself
 
 
 def gateway(*args: str, **popen: object) -> subprocess.Popen[str]:

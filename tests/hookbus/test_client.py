@@ -133,6 +133,7 @@ async def test_tokens(platform: Callable[..., Any], tmp_path: Path, monkeypatch:
 # -- failing open and closed ------------------------------------------------------------------
 
 
+@pytest.mark.system
 async def test_gateway_down_fails_open_or_closed() -> None:
     url = f"http://127.0.0.1:{free_port()}"
     async with AsyncHookBusClient(url) as open_, AsyncHookBusClient(url, fail_closed=True) as closed:

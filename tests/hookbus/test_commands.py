@@ -97,6 +97,7 @@ def test_policy_check_of_a_missing_file(tmp_path: Path, capsys: pytest.CaptureFi
     assert err.startswith(f"{missing}: cannot read: ") and err.count("\n") == 1
 
 
+@pytest.mark.system
 def test_policy_check_imports_function_handlers(
     write_policy: Callable[..., Path], capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -119,6 +120,7 @@ def test_policy_check_notes_and_strict(write_policy: Callable[..., Path], capsys
 # -- emit ----------------------------------------------------------------------------------------------
 
 
+@pytest.mark.system
 def test_emit_to_no_gateway_is_a_one_line_error(capsys: pytest.CaptureFixture[str]) -> None:
     url = f"http://127.0.0.1:{free_port()}"
     code, out, err = run(
@@ -137,6 +139,7 @@ def test_emit_to_a_gateway_that_never_answers_gives_up_at_the_timeout(
     assert err.startswith(f"hookbus: cannot reach the gateway at http://127.0.0.1:{silent_port}/v1/hooks: ")
 
 
+@pytest.mark.system
 def test_emit_with_bad_input_json(capsys: pytest.CaptureFixture[str]) -> None:
     code, out, err = run("emit", "PreToolUse", "--tool", "Bash", "--input", "{command: ls}", capsys=capsys)
     assert (code, out) == (1, "")
@@ -205,6 +208,7 @@ async def test_emit_accepts_the_hooks_url_with_a_trailing_slash(
 # -- commands that need Redis ------------------------------------------------------------------------
 
 
+@pytest.mark.system
 def test_tail_without_redis_says_where_it_looked(tmp_path: Path) -> None:
     done = run_hookbus("tail", cwd=tmp_path)
     assert (done.returncode, done.stdout) == (1, "")
@@ -214,6 +218,7 @@ def test_tail_without_redis_says_where_it_looked(tmp_path: Path) -> None:
     )
 
 
+@pytest.mark.system
 def test_tail_with_redis_down_is_a_one_line_error(tmp_path: Path) -> None:
     port = free_port()
     done = run_hookbus("tail", "--redis-url", f"redis://127.0.0.1:{port}/0", cwd=tmp_path)
@@ -222,12 +227,14 @@ def test_tail_with_redis_down_is_a_one_line_error(tmp_path: Path) -> None:
     assert done.stderr.count("\n") == 1, done.stderr
 
 
+@pytest.mark.system
 def test_a_role_without_redis_is_told_how_to_name_one(write_policy: Callable[..., Path], tmp_path: Path) -> None:
     done = run_hookbus("gateway", "--config", str(write_policy(GOOD)), "--port", str(free_port()), cwd=tmp_path)
     assert (done.returncode, done.stdout) == (1, "")
     assert done.stderr == "hookbus: no Redis: pass --redis-url or set HOOKBUS_REDIS_URL (or use 'hookbus up')\n"
 
 
+@pytest.mark.system
 def test_a_role_with_no_policy_warns_that_every_event_gets_no_opinion(tmp_path: Path) -> None:
     done = run_hookbus("dispatcher", cwd=tmp_path)
     assert done.returncode == 1
@@ -249,11 +256,13 @@ def test_a_role_with_a_bad_policy_lists_its_problems(
     ]
 
 
+@pytest.mark.system
 def test_a_bad_environment_variable_is_named(tmp_path: Path) -> None:
     done = run_hookbus("gateway", cwd=tmp_path, HOOKBUS_PORT="eighty")
     assert (done.returncode, done.stderr) == (1, "hookbus: HOOKBUS_PORT='eighty' is not a valid int\n")
 
 
+@pytest.mark.system
 def test_status_and_stop_with_nothing_running(tmp_path: Path) -> None:
     state = tmp_path / "state"
     status = run_hookbus("status", "--state-dir", str(state), cwd=tmp_path)

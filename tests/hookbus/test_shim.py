@@ -139,6 +139,7 @@ async def test_malformed_input_is_a_400_and_fails_like_any_refusal(platform: Cal
 # -- without a gateway ----------------------------------------------------------------------
 
 
+@pytest.mark.system
 async def test_gateway_down_fails_open_or_closed() -> None:
     url = f"http://127.0.0.1:{free_port()}"
     code, out, err = await shim("--url", url, stdin=bash("rm -rf /", "s-down"))
@@ -201,6 +202,7 @@ async def test_odd_replies(odd_server: str) -> None:
         assert (code, out) == (2, b"") and b"not a JSON object" in err
 
 
+@pytest.mark.system
 async def test_arguments_the_shim_does_not_know_go_to_argparse() -> None:
     code, out, err = await shim("--bogus", stdin=b"{}")
     assert code == 2 and b"usage: hookbus" in err and b"--bogus" in err
@@ -212,6 +214,7 @@ async def test_arguments_the_shim_does_not_know_go_to_argparse() -> None:
 # -- start-up cost: the import path stays stdlib-only -----------------------------------------
 
 
+@pytest.mark.system
 def test_the_hook_path_imports_only_the_standard_library() -> None:
     probe = (
         "import sys\n"
@@ -238,6 +241,7 @@ def test_the_hook_path_imports_only_the_standard_library() -> None:
     }
 
 
+@pytest.mark.system
 def test_importing_the_cli_and_shim_pulls_in_nothing_heavy() -> None:
     probe = "import sys, hookbus.cli, hookbus.shim, hookbus.install.settings_file; print(' '.join(sorted(sys.modules)))"
     loaded = set(

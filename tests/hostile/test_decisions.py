@@ -26,7 +26,9 @@ from workers.engine.judging import judge_command, judged
 from workers.handlers.context import HookContext
 from workers.handlers.rule import evaluate_rules, run_rule
 
-pytestmark = pytest.mark.timeout(120)
+# System tier though in-process: the shapes at the body limit take ~15 s of CPU, more than
+# half the unit tier's budget (tests/conftest.py, the tiers), so they run with the system tests.
+pytestmark = [pytest.mark.timeout(120), pytest.mark.system]
 
 POLICY: Policy = load_policy([REPO / "examples" / "policy.yaml"])
 #: Under the command limit (split, in a thread) and over it (not split at all), at the body limit.

@@ -76,6 +76,7 @@ def test_render_in_one_process_is_this_process_registry(monkeypatch: pytest.Monk
     assert any(name == "python_info" for name, _ in found)  # the default collectors are there too
 
 
+@pytest.mark.system
 def test_render_in_multiprocess_mode_adds_up_every_process(tmp_path: Path) -> None:
     env = {"PROMETHEUS_MULTIPROC_DIR": str(tmp_path)}
     for n in (2, 3):  # two roles, each its own process, each gone by the time of the scrape

@@ -85,6 +85,7 @@ async def test_rate_limits_wrong_urls_and_open_gateways(platform: Callable[..., 
         assert (ok, message) == (True, f"{p.url}/v1/hooks reachable; the gateway checks no tokens (tenant default)")
 
 
+@pytest.mark.system
 def test_an_unreachable_gateway(capsys: pytest.CaptureFixture[str]) -> None:
     url = f"http://127.0.0.1:{free_port()}"
     assert main(["install", "claude", "--check", "--url", url]) == 1

@@ -90,6 +90,7 @@ def ours(settings: dict[str, Any]) -> dict[str, list[dict[str, Any]]]:
 # -- what is written ------------------------------------------------------------------------
 
 
+@pytest.mark.system
 def test_default_install_validates_and_covers_every_event(tmp_path: Path, validate: Callable[..., None]) -> None:
     code, settings = install(tmp_path / "settings.json")
     assert code == 0
@@ -137,6 +138,7 @@ def test_variants_validate(tmp_path: Path, validate: Callable[..., None], args: 
         assert ours(settings)["SessionStart"][0]["command"].startswith("/opt/hookbus/bin/hookbus hook --url ")
 
 
+@pytest.mark.system
 def test_scopes(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv("HOME", str(tmp_path / "home"))
@@ -158,6 +160,7 @@ def test_scopes(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
 # -- merging: idempotent, preserving, exact uninstall --------------------------------------
 
 
+@pytest.mark.system
 def test_idempotent_and_preserving(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     path = tmp_path / "settings.json"
     path.write_text(json.dumps(USER_SETTINGS, indent=4))
@@ -241,6 +244,7 @@ def test_dry_run_prints_a_diff_and_writes_nothing(tmp_path: Path, capsys: pytest
     assert path.read_text() == before and not (path.parent / "settings.json.bak").exists()
 
 
+@pytest.mark.system
 def test_errors_and_notes(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     broken = tmp_path / "broken.json"
     broken.write_text('{"hooks": {,}')
@@ -258,6 +262,7 @@ def test_errors_and_notes(tmp_path: Path, capsys: pytest.CaptureFixture[str]) ->
     assert "note:" not in capsys.readouterr().out
 
 
+@pytest.mark.system
 def test_the_console_command(tmp_path: Path) -> None:
     done = subprocess.run(
         [sys.executable, "-m", "hookbus", "install", "claude", "--events", "Stop"],

@@ -10,6 +10,8 @@ import pytest
 from bus.policy.loading import policy_from_text
 from hookbus.platform.preflight import import_errors, import_problems
 
+pytestmark = pytest.mark.system  # starts processes (or servers) itself
+
 
 @pytest.fixture
 def modules(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:

@@ -14,6 +14,8 @@ from hookbus.platform.redis_server import EmbeddedRedis
 from hookbus.platform.state import LOCK_NAME, STATE_NAME, FolderLock, is_held, running, write_json
 from tests.conftest import wait_for
 
+pytestmark = pytest.mark.system  # starts processes (or servers) itself
+
 HOLD = """
 import sys
 from hookbus.platform.state import FolderLock

@@ -18,6 +18,8 @@ from bus.policy.loading import load_policy
 from hookbus.platform.redis_server import free_port
 from tests.conftest import REPO, ready, wait_for
 
+pytestmark = pytest.mark.system  # starts processes (or servers) itself
+
 POLICY = REPO / "examples" / "policy.yaml"
 
 

@@ -179,6 +179,7 @@ release.set()
 
 
 @pytest.mark.parametrize(("choice", "expected"), [("idle", "SCHED_IDLE"), ("normal", "SCHED_OTHER")])
+@pytest.mark.system
 def test_set_cpu_priority_covers_every_thread(choice: str, expected: str) -> None:
     done = subprocess.run(
         [sys.executable, "-c", SCHEDULERS.format(choice=choice)],

@@ -22,6 +22,8 @@ from bus.policy.placeholders import lookup, render_exec, render_shell
 from bus.policy.schema import CommandHandler
 from workers.handlers.command import KILL_GRACE_S, hook_env, run_command, run_process
 
+pytestmark = pytest.mark.system  # starts processes (or servers) itself
+
 PRE = "PreToolUse"
 
 

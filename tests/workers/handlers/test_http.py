@@ -95,6 +95,7 @@ async def call(server: LoopbackServer, services: Services | None, **kwargs: Any)
 # ---- answers --------------------------------------------------------------------------------
 
 
+@pytest.mark.system
 async def test_deny_in_a_2xx_json_body_is_honoured_and_the_exact_input_was_posted(services: Services) -> None:
     async with LoopbackServer(reply(200, DENY, headers={"Content-Type": "application/json"})) as server:
         result = await call(server, services)
@@ -109,6 +110,7 @@ async def test_deny_in_a_2xx_json_body_is_honoured_and_the_exact_input_was_poste
 
 
 @pytest.mark.parametrize("status", [200, 204])
+@pytest.mark.system
 async def test_empty_2xx_is_no_opinion(services: Services, status: int) -> None:
     async with LoopbackServer(reply(status)) as server:
         result = await call(server, services)
@@ -118,6 +120,7 @@ async def test_empty_2xx_is_no_opinion(services: Services, status: int) -> None:
 
 
 @pytest.mark.parametrize("status", [400, 403, 500, 503])
+@pytest.mark.system
 async def test_non_2xx_is_an_error_even_with_a_deny_body(services: Services, status: int) -> None:
     async with LoopbackServer(reply(status, DENY)) as server:
         result = await call(server, services)
@@ -137,6 +140,7 @@ async def test_non_2xx_is_an_error_even_with_a_deny_body(services: Services, sta
         ('{"hookSpecificOutput": {"hookEventName": "Stop", "permissionDecision": "deny"}}', "schema"),
     ],
 )
+@pytest.mark.system
 async def test_2xx_that_is_not_a_valid_json_object_is_an_error(services: Services, body: str, why: str) -> None:
     async with LoopbackServer(reply(200, body)) as server:
         result = await call(server, services)
@@ -144,6 +148,7 @@ async def test_2xx_that_is_not_a_valid_json_object_is_an_error(services: Service
     assert result.output is None and result.text is None
 
 
+@pytest.mark.system
 async def test_a_slow_server_times_out(services: Services) -> None:
     async with LoopbackServer(hang) as server:
         started = time.monotonic()
@@ -154,6 +159,7 @@ async def test_a_slow_server_times_out(services: Services) -> None:
     assert 0.25 <= elapsed < 2.0
 
 
+@pytest.mark.system
 async def test_the_event_deadline_bounds_the_timeout(services: Services) -> None:
     async with LoopbackServer(hang) as server:
         ctx = context(http_policy(server.url()), services, timeout_s=600.0, deadline_s=0.3)
@@ -163,6 +169,7 @@ async def test_the_event_deadline_bounds_the_timeout(services: Services) -> None
     assert time.monotonic() - started < 2.0
 
 
+@pytest.mark.system
 async def test_a_declared_huge_body_is_refused_before_reading(services: Services) -> None:
     async with LoopbackServer(reply(200, "{" + " " * 5000 + "}")) as server:
         result = await call(
@@ -172,6 +179,7 @@ async def test_a_declared_huge_body_is_refused_before_reading(services: Services
     assert "over 1024 bytes" in (result.reason or "")
 
 
+@pytest.mark.system
 async def test_an_endless_body_is_cut_at_the_cap(services: Services) -> None:
     async with LoopbackServer(flood) as server:
         started = time.monotonic()
@@ -184,6 +192,7 @@ async def test_an_endless_body_is_cut_at_the_cap(services: Services) -> None:
         await async_wait_for(lambda: server.client_hung_up, 5.0)
 
 
+@pytest.mark.system
 async def test_a_compressed_body_is_capped_after_decoding(services: Services) -> None:
     bomb = gzip.compress(b"{" + b" " * 1_000_000 + b"}")
     async with LoopbackServer(reply(200, bomb, headers={"Content-Encoding": "gzip"})) as server:
@@ -195,6 +204,7 @@ async def test_a_compressed_body_is_capped_after_decoding(services: Services) ->
     assert result.outcome is Outcome.ERROR and "over 100000 bytes" in (result.reason or "")
 
 
+@pytest.mark.system
 async def test_connection_refused_is_an_error(services: Services) -> None:
     policy = http_policy(f"http://127.0.0.1:{free_port()}/hook")
     result = await run(context(policy, services))
@@ -219,6 +229,7 @@ async def test_localhost_name_is_refused_without_allowed_networks(services: Serv
     assert server.connections == 0
 
 
+@pytest.mark.system
 async def test_redirects_are_not_followed(services: Services) -> None:
     async with LoopbackServer(reply(200, DENY)) as target:
         async with LoopbackServer(reply(302, headers={"Location": target.url("/moved")})) as origin:
@@ -238,6 +249,7 @@ async def test_no_services_is_a_clear_error() -> None:
     assert server.connections == 0
 
 
+@pytest.mark.system
 async def test_env_proxies_are_ignored(services: Services, monkeypatch: pytest.MonkeyPatch) -> None:
     async with LoopbackServer(reply(200, DENY)) as proxy, LoopbackServer(reply(200, DENY)) as server:
         for name in ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "http_proxy", "all_proxy"):
@@ -252,6 +264,7 @@ async def test_env_proxies_are_ignored(services: Services, monkeypatch: pytest.M
 # ---- headers --------------------------------------------------------------------------------
 
 
+@pytest.mark.system
 async def test_header_interpolation_resolves_only_allowed_variables(
     services: Services, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -281,6 +294,7 @@ async def test_header_interpolation_resolves_only_allowed_variables(
     assert b"do-not-send" not in json.dumps(got.headers).encode()
 
 
+@pytest.mark.system
 async def test_http_hook_allowed_env_vars_is_an_outer_limit(services: Services) -> None:
     env = {"HOOK_TOKEN": "tok-123", "HOOK_OTHER": "other", "HOOK_NOT_IN_HOOK": "x"}
     async with LoopbackServer(reply(204)) as server:
@@ -311,6 +325,7 @@ def test_no_allowed_env_vars_means_no_interpolation() -> None:
     assert render_headers(handler, None, {"HOME": "/root", "PATH": "/bin"})["A"] == "-"  # type: ignore[arg-type]
 
 
+@pytest.mark.system
 async def test_framing_headers_cannot_be_overridden(services: Services) -> None:
     async with LoopbackServer(reply(204)) as server:
         result = await call(
@@ -331,6 +346,7 @@ async def test_framing_headers_cannot_be_overridden(services: Services) -> None:
     assert got.body == PAYLOAD
 
 
+@pytest.mark.system
 async def test_header_values_are_never_logged_or_reported(
     services: Services, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
@@ -383,6 +399,7 @@ def test_url_allowed(url: str, patterns: list[str] | None, allowed: bool) -> Non
     assert url_allowed(url, patterns) is allowed
 
 
+@pytest.mark.system
 async def test_allowed_http_hook_urls_gate_the_hook(services: Services) -> None:
     async with LoopbackServer(reply(200, DENY)) as server:
         blocked = await call(server, services, top={"allowedHttpHookUrls": ["https://hooks.example.com/*"]})
@@ -399,6 +416,7 @@ async def test_allowed_http_hook_urls_gate_the_hook(services: Services) -> None:
 # ---- the shared client ----------------------------------------------------------------------
 
 
+@pytest.mark.system
 async def test_outbound_client_is_cached_and_rebuilt_when_the_networks_change(services: Services) -> None:
     services.http_client = object()  # a foreign value in the slot is replaced, never used
     async with LoopbackServer(reply(204)) as server:
@@ -415,6 +433,7 @@ async def test_outbound_client_is_cached_and_rebuilt_when_the_networks_change(se
         await async_wait_for(lambda: first.guard._closer is not None and first.guard._closer.done(), 5.0)
 
 
+@pytest.mark.system
 async def test_a_replaced_client_finishes_its_request_first(services: Services) -> None:
     release = asyncio.Event()
 

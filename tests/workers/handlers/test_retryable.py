@@ -57,6 +57,7 @@ def ctx(p: Policy, services: Services, delivery_id: str = "") -> HookContext:
         (302, False),
     ],
 )
+@pytest.mark.system
 async def test_5xx_408_and_429_are_worth_another_try_other_statuses_are_not(
     services: Services, status: int, retryable: bool
 ) -> None:
@@ -66,6 +67,7 @@ async def test_5xx_408_and_429_are_worth_another_try_other_statuses_are_not(
     assert result.retryable is retryable, (status, result.reason)
 
 
+@pytest.mark.system
 async def test_retry_after_in_seconds_or_as_a_date_is_read(services: Services) -> None:
     async with LoopbackServer(reply(429, headers={"Retry-After": "7"})) as server:
         result = await run(ctx(policy(server.url()), services))
@@ -75,6 +77,7 @@ async def test_retry_after_in_seconds_or_as_a_date_is_read(services: Services) -
     assert retry_after_s("soon") is None and retry_after_s(None) is None
 
 
+@pytest.mark.system
 async def test_a_refused_connection_is_retryable_and_a_blocked_address_is_not(services: Services) -> None:
     async with LoopbackServer(reply(200)) as server:
         url = server.url()
@@ -87,6 +90,7 @@ async def test_a_refused_connection_is_retryable_and_a_blocked_address_is_not(se
     assert (await run(ctx(listed, services))).retryable is False
 
 
+@pytest.mark.system
 async def test_an_async_delivery_counts_any_2xx_and_carries_the_webhook_headers(services: Services) -> None:
     async with LoopbackServer(reply(200, "ok")) as server:
         p = policy(server.url(), headers={"webhook-id": "forged"})
@@ -99,6 +103,7 @@ async def test_an_async_delivery_counts_any_2xx_and_carries_the_webhook_headers(
     assert second.headers["webhook-id"] == "ev-r:h1" and "webhook-signature" not in second.headers
 
 
+@pytest.mark.system
 async def test_a_hook_with_a_secret_is_signed_even_when_it_is_not_async(
     services: Services, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -120,6 +125,7 @@ async def test_a_hook_with_a_secret_is_signed_even_when_it_is_not_async(
         ("exit 0", Outcome.OK, True),
     ],
 )
+@pytest.mark.system
 async def test_a_commands_exit_2_is_final_and_other_failures_are_not(
     script: str, outcome: Outcome, retryable: bool
 ) -> None:
@@ -128,6 +134,7 @@ async def test_a_commands_exit_2_is_final_and_other_failures_are_not(
     assert (result.outcome, result.retryable) == (outcome, retryable)
 
 
+@pytest.mark.system
 async def test_a_command_that_does_not_exist_is_final() -> None:
     handler = CommandHandler.model_validate({"type": "command", "command": "/nonexistent/hook", "args": []})
     result = await run_command(handler, "Notification", PAYLOAD, NOTE, timeout_s=5, event_id="ev-r")

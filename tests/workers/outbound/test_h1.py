@@ -191,6 +191,7 @@ async def guarded() -> AsyncIterator[MakeClient]:
 # ---- framing ---------------------------------------------------------------------------------
 
 
+@pytest.mark.system
 async def test_a_chunked_body_is_reassembled_and_the_connection_reused(guarded: MakeClient) -> None:
     rest = asyncio.Event()
 
@@ -217,6 +218,7 @@ async def test_a_chunked_body_is_reassembled_and_the_connection_reused(guarded: 
 
 
 @pytest.mark.parametrize("split", [False, True], ids=["one-write", "a-write-each"])
+@pytest.mark.system
 async def test_interim_responses_are_skipped(guarded: MakeClient, split: bool) -> None:
     interim = [b"HTTP/1.1 100 Continue\r\n\r\n", b"HTTP/1.1 103 Early Hints\r\nLink: </style.css>; rel=preload\r\n\r\n"]
     final = answer(b"real", b"200 OK", b"X-Final: yes")
@@ -236,6 +238,7 @@ async def test_interim_responses_are_skipped(guarded: MakeClient, split: bool) -
         assert server.connections == 1  # the final answer's keep-alive counts
 
 
+@pytest.mark.system
 async def test_a_body_delimited_by_the_end_of_the_connection(guarded: MakeClient) -> None:
     rest = asyncio.Event()
 
@@ -258,6 +261,7 @@ async def test_a_body_delimited_by_the_end_of_the_connection(guarded: MakeClient
     assert transport.in_flight == 0
 
 
+@pytest.mark.system
 async def test_a_head_answer_declaring_a_length_ends_with_its_headers(guarded: MakeClient) -> None:
     async def serve(peer: Peer) -> None:  # a keep-alive server: a client waiting for 10 body bytes would hang
         while (request := await peer.request()) is not None:
@@ -277,6 +281,7 @@ async def test_a_head_answer_declaring_a_length_ends_with_its_headers(guarded: M
 
 
 @pytest.mark.parametrize("status", [b"204 No Content", b"304 Not Modified"])
+@pytest.mark.system
 async def test_bodiless_statuses_without_a_length_keep_the_connection(guarded: MakeClient, status: bytes) -> None:
     client, _ = guarded()
     async with RawServer(keep_alive(b"HTTP/1.1 " + status + b'\r\nETag: "x"\r\n\r\n')) as server:
@@ -316,6 +321,7 @@ async def test_a_header_that_could_split_the_request_is_refused_before_connectin
 # ---- servers that talk out of turn -----------------------------------------------------------
 
 
+@pytest.mark.system
 async def test_a_server_talking_after_its_answer_loses_the_connection(guarded: MakeClient) -> None:
     late = asyncio.Event()
 
@@ -338,6 +344,7 @@ async def test_a_server_talking_after_its_answer_loses_the_connection(guarded: M
     assert transport.in_flight == 0
 
 
+@pytest.mark.system
 async def test_a_second_response_in_the_same_segment_neither_corrupts_the_first_nor_is_reused(
     guarded: MakeClient,
 ) -> None:
@@ -357,6 +364,7 @@ async def test_a_second_response_in_the_same_segment_neither_corrupts_the_first_
         assert (await asyncio.wait_for(client.get(server.url()), 5.0)).content == b"second"
 
 
+@pytest.mark.system
 async def test_junk_after_a_complete_response_in_the_same_segment_spares_the_response(guarded: MakeClient) -> None:
     async def serve(peer: Peer) -> None:
         if peer is not server.peers[0]:
@@ -372,6 +380,7 @@ async def test_junk_after_a_complete_response_in_the_same_segment_spares_the_res
         assert server.connections == 2
 
 
+@pytest.mark.system
 async def test_a_close_delimited_body_cut_by_a_reset_fails(guarded: MakeClient) -> None:
     cut = asyncio.Event()
 
@@ -397,6 +406,7 @@ async def test_a_close_delimited_body_cut_by_a_reset_fails(guarded: MakeClient) 
 # ---- large bodies and the cap ----------------------------------------------------------------
 
 
+@pytest.mark.system
 async def test_a_large_body_is_streamed_in_full_under_the_cap(guarded: MakeClient) -> None:
     body = bytes(range(256)) * 1200  # 300 KiB
     rest = asyncio.Event()
@@ -422,6 +432,7 @@ async def test_a_large_body_is_streamed_in_full_under_the_cap(guarded: MakeClien
 
 
 @pytest.mark.parametrize("framing", ["chunked", "close-delimited"])
+@pytest.mark.system
 async def test_a_streamed_body_over_the_cap_fails_and_closes_the_connection(guarded: MakeClient, framing: str) -> None:
     piece = b"x" * 30_000
     rest = asyncio.Event()
@@ -450,6 +461,7 @@ async def test_a_streamed_body_over_the_cap_fails_and_closes_the_connection(guar
 # ---- timeouts --------------------------------------------------------------------------------
 
 
+@pytest.mark.system
 async def test_the_read_timeout_bounds_the_wait_for_an_answer(guarded: MakeClient) -> None:
     client, transport = guarded()
     async with RawServer(never_answer) as server:
@@ -459,6 +471,7 @@ async def test_the_read_timeout_bounds_the_wait_for_an_answer(guarded: MakeClien
         await async_wait_for(lambda: server.hung_up == 1, 5.0)
 
 
+@pytest.mark.system
 async def test_the_read_timeout_bounds_each_wait_for_the_body(guarded: MakeClient) -> None:
     async def serve(peer: Peer) -> None:
         await peer.request()
@@ -474,6 +487,7 @@ async def test_the_read_timeout_bounds_each_wait_for_the_body(guarded: MakeClien
         await async_wait_for(lambda: server.hung_up == 1, 5.0)
 
 
+@pytest.mark.system
 async def test_the_pool_timeout_bounds_the_wait_for_a_connection(guarded: MakeClient) -> None:
     async def serve(peer: Peer) -> None:
         if peer is server.peers[0]:
@@ -500,6 +514,7 @@ async def test_the_pool_timeout_bounds_the_wait_for_a_connection(guarded: MakeCl
 # ---- the pool --------------------------------------------------------------------------------
 
 
+@pytest.mark.system
 async def test_an_idle_connection_is_closed_after_keepalive(guarded: MakeClient) -> None:
     client, _ = guarded(keepalive_s=0.2)
     async with RawServer(keep_alive(answer(b"ok"))) as server:
@@ -509,6 +524,7 @@ async def test_an_idle_connection_is_closed_after_keepalive(guarded: MakeClient)
         assert server.connections == 2
 
 
+@pytest.mark.system
 async def test_the_global_limit_evicts_an_idle_connection_of_another_host(guarded: MakeClient) -> None:
     client, transport = guarded(limit=1)
     async with RawServer(keep_alive(answer(b"a"))) as a, RawServer(keep_alive(answer(b"b"))) as b:
@@ -520,6 +536,7 @@ async def test_the_global_limit_evicts_an_idle_connection_of_another_host(guarde
     assert transport.in_flight == 0
 
 
+@pytest.mark.system
 async def test_a_request_queued_on_the_global_limit_gets_the_slot_of_a_connection_gone_idle(
     guarded: MakeClient,
 ) -> None:
@@ -561,6 +578,7 @@ def trusting(ca: trustme.CA) -> ssl.SSLContext:
     return context
 
 
+@pytest.mark.system
 async def test_https_requests_are_verified_and_kept_alive(guarded: MakeClient, ca: trustme.CA) -> None:
     client, transport = guarded(verify=trusting(ca))
     async with RawServer(keep_alive(answer(b"secure")), tls=server_tls(ca, "127.0.0.1")) as server:
@@ -571,6 +589,7 @@ async def test_https_requests_are_verified_and_kept_alive(guarded: MakeClient, c
     assert transport.in_flight == 0
 
 
+@pytest.mark.system
 async def test_https_fails_to_connect_without_a_trusted_certificate(guarded: MakeClient, ca: trustme.CA) -> None:
     untrusting, _ = guarded()  # the system's CAs
     wrong_name, _ = guarded(verify=trusting(ca))

@@ -175,6 +175,7 @@ async def test_other_schemes_are_refused(guarded: Any, url: str) -> None:
         await transport.handle_async_request(httpx.Request("GET", url))
 
 
+@pytest.mark.system
 async def test_a_name_resolving_to_a_private_address_is_refused_at_connect_time(
     guarded: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -194,6 +195,7 @@ async def test_a_name_resolving_to_a_private_address_is_refused_at_connect_time(
     assert asked == ["rebind.test", "rebind.test", "mixed.test"]
 
 
+@pytest.mark.system
 async def test_each_checked_address_is_tried_in_turn(guarded: Any, monkeypatch: pytest.MonkeyPatch) -> None:
     fake_dns(monkeypatch, {"multi.test": [["127.0.0.3", "127.0.0.1"]]})
     client, transport = guarded(["127.0.0.0/8"])
@@ -202,6 +204,7 @@ async def test_each_checked_address_is_tried_in_turn(guarded: Any, monkeypatch: 
     assert transport.attempts == ["127.0.0.3", "127.0.0.1"]
 
 
+@pytest.mark.system
 async def test_an_international_name_is_resolved_and_sent_in_its_ascii_form(
     guarded: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -213,6 +216,7 @@ async def test_an_international_name_is_resolved_and_sent_in_its_ascii_form(
     assert asked == ["xn--bcher-kva.test"]
 
 
+@pytest.mark.system
 async def test_redirects_are_returned_and_every_hop_is_checked(guarded: Any) -> None:
     client, transport = guarded(["127.0.0.0/8"])
     async with LoopbackServer(respond_ok) as target:
@@ -225,6 +229,7 @@ async def test_redirects_are_returned_and_every_hop_is_checked(guarded: Any) -> 
     assert set(transport.attempts) == {"127.0.0.1"}
 
 
+@pytest.mark.system
 async def test_the_body_is_capped_while_streaming(guarded: Any) -> None:
     client, transport = guarded(["127.0.0.0/8"], max_response_bytes=10_000)
     async with LoopbackServer(flood) as server:
@@ -234,6 +239,7 @@ async def test_the_body_is_capped_while_streaming(guarded: Any) -> None:
         await async_wait_for(lambda: server.client_hung_up, 5.0)
 
 
+@pytest.mark.system
 async def test_a_declared_length_over_the_cap_fails_before_the_body(guarded: Any) -> None:
     async def promise_a_lot(server: LoopbackServer, request: Received, writer: asyncio.StreamWriter) -> None:
         writer.write(b"HTTP/1.1 200 OK\r\nContent-Length: 10000000\r\n\r\n")  # and then nothing, ever
@@ -250,6 +256,7 @@ async def test_a_declared_length_over_the_cap_fails_before_the_body(guarded: Any
 # ---- connections ----------------------------------------------------------------------------
 
 
+@pytest.mark.system
 async def test_connections_are_kept_alive_and_reused(guarded: Any) -> None:
     client, transport = guarded(["127.0.0.0/8"])
     async with KeepAliveServer() as server:
@@ -259,6 +266,7 @@ async def test_connections_are_kept_alive_and_reused(guarded: Any) -> None:
     assert transport.attempts == ["127.0.0.1"]
 
 
+@pytest.mark.system
 async def test_a_kept_alive_connection_the_server_closed_does_not_fail_the_next_request(guarded: Any) -> None:
     # The server closes each connection right after its answer, without saying so: the next
     # request finds the connection in the pool before the FIN has been read, and must still pass.
@@ -269,6 +277,7 @@ async def test_a_kept_alive_connection_the_server_closed_does_not_fail_the_next_
         assert server.answered == 20 and server.connections == 20
 
 
+@pytest.mark.system
 async def test_per_host_limit_queues_requests_of_that_host_only(guarded: Any) -> None:
     client, transport = guarded(["127.0.0.0/8"], limit_per_host=2)
     release = asyncio.Event()
@@ -287,6 +296,7 @@ async def test_per_host_limit_queues_requests_of_that_host_only(guarded: Any) ->
     assert transport.in_flight == 0
 
 
+@pytest.mark.system
 async def test_failures_map_to_httpx_errors_without_the_url(guarded: Any) -> None:
     async def hang_up(server: LoopbackServer, request: Received, writer: asyncio.StreamWriter) -> None:
         writer.close()
@@ -306,6 +316,7 @@ async def test_failures_map_to_httpx_errors_without_the_url(guarded: Any) -> Non
     assert transport.in_flight == 0
 
 
+@pytest.mark.system
 async def test_a_replaced_transport_closes_once_idle(guarded: Any) -> None:
     client, transport = guarded(["127.0.0.0/8"])
     async with KeepAliveServer() as server:
@@ -321,6 +332,7 @@ async def test_a_replaced_transport_closes_once_idle(guarded: Any) -> None:
 # ---- the http hook on the new transport ------------------------------------------------------
 
 
+@pytest.mark.system
 async def test_http_hook_refuses_loopback_unless_allowed(services: Services) -> None:
     async with LoopbackServer(reply(200, DENY)) as server:
         refused = await run_hook(http_policy(server.url()), services)
@@ -346,6 +358,7 @@ async def test_http_hook_refuses_a_name_resolving_to_a_private_address(
         assert server.connections == 0
 
 
+@pytest.mark.system
 async def test_http_hook_does_not_follow_redirects(services: Services) -> None:
     async with LoopbackServer(reply(200, DENY)) as target:
         async with LoopbackServer(redirect_to(target.url("/moved"))) as origin:
@@ -354,6 +367,7 @@ async def test_http_hook_does_not_follow_redirects(services: Services) -> None:
         assert target.connections == 0
 
 
+@pytest.mark.system
 async def test_http_hook_response_cap(services: Services) -> None:
     async with LoopbackServer(flood) as server:
         result = await run_hook(http_policy(server.url(), ["127.0.0.0/8"], maxResponseBytes=50_000), services)
@@ -361,6 +375,7 @@ async def test_http_hook_response_cap(services: Services) -> None:
         await async_wait_for(lambda: server.client_hung_up, 5.0)
 
 
+@pytest.mark.system
 async def test_guarded_request_reports_a_dropped_connection_as_an_error_not_a_timeout(services: Services) -> None:
     async def hang_up(server: LoopbackServer, request: Received, writer: asyncio.StreamWriter) -> None:
         writer.close()
