@@ -27,10 +27,9 @@ from collections.abc import AsyncIterator, Callable, Mapping
 
 import orjson
 import redis.asyncio as aioredis
-import redis.exceptions
 
 from bus.decisionlog.reader import LogEntry, LogFollower, merge_order, newest_ids, newest_pages, oldest_ids, read_merged
-from bus.errors import BusUnavailable, ProtocolError
+from bus.errors import BusUnavailable, ProtocolError, RedisCommandError
 from bus.hooks.decisions import RecordOutcome
 from bus.redis.connection import connect, redis_errors
 from bus.redis.entries import entry_order
@@ -268,7 +267,7 @@ class LogTail:
                     with redis_errors(self.redis_url):
                         entries = await follower.read()
                     backoff.reset()
-                except (BusUnavailable, TimeoutError, redis.exceptions.RedisError) as exc:
+                except (BusUnavailable, TimeoutError, RedisCommandError) as exc:
                     if backoff.failures == 0:
                         logger.warning("console log tail: %s; retrying", exc or type(exc).__name__)
                     await backoff.wait()

@@ -31,11 +31,10 @@ from typing import IO, Any, Final
 
 import orjson
 import redis.asyncio as aioredis
-import redis.exceptions
 
 from bus.decisionlog.audit import RecordFilter, Window, read_window
 from bus.decisionlog.reader import LogEntry, PartitionReads, RawEntry
-from bus.errors import BusUnavailable, ConfigError, ProtocolError
+from bus.errors import BusUnavailable, ConfigError, ProtocolError, RedisCommandError
 from bus.redis.connection import connect, read_streams, redis_errors
 from bus.redis.keys import Keyspace
 from bus.runtime.retry import Backoff
@@ -164,8 +163,8 @@ class Follower:
                     if backoff.failures == 0:
                         logger.warning("%s; retrying", exc)
                     await backoff.wait(stop)
-                except redis.exceptions.ResponseError as exc:
-                    if "NOGROUP" not in str(exc):
+                except RedisCommandError as exc:
+                    if exc.code != "NOGROUP":
                         raise
                     logger.warning("the decision log or group %s was deleted; creating it again", self.group)
                     await backoff.wait(stop)
@@ -178,17 +177,21 @@ class Follower:
     async def _ensure_groups(self) -> None:
         for partition in self.keys.all_partitions:
             try:
-                await self.redis.xgroup_create(
-                    self.keys.decision_log(partition), self.group, id="$" if self.start == "now" else "0", mkstream=True
-                )
+                with redis_errors(self.redis_url):
+                    await self.redis.xgroup_create(
+                        self.keys.decision_log(partition),
+                        self.group,
+                        id="$" if self.start == "now" else "0",
+                        mkstream=True,
+                    )
                 logger.info(
                     "created consumer group %s at the %s of the log%s",
                     self.group,
                     "end" if self.start == "now" else "start",
                     f" of partition {partition}" if self.keys.partitions > 1 else "",
                 )
-            except redis.exceptions.ResponseError as exc:
-                if "BUSYGROUP" not in str(exc):
+            except RedisCommandError as exc:
+                if exc.code != "BUSYGROUP":
                     raise
 
     async def _read(self, partition: int, from_id: str, block_ms: int | None) -> list[RawEntry]:

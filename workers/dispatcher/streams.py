@@ -20,9 +20,8 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any
 
 import redis.asyncio as aioredis
-import redis.exceptions
 
-from bus.errors import BusUnavailable, ConfigError, ProtocolError
+from bus.errors import BusUnavailable, ConfigError, ProtocolError, RedisCommandError
 from bus.policy.schema import DecisionLogSettings
 from bus.redis.connection import PartitionClients, connect, is_cluster, read_streams, redis_errors
 from bus.redis.entries import entry_order
@@ -110,12 +109,13 @@ class WorkStreams:
         """Create the consumer group of ``streams`` (all of this dispatcher's by default)."""
         with redis_errors(self.redis_url):
             await claim_layout(self.redis, self.keys)  # ConfigError when the bus has another partition count
-            for stream in streams or self.names:
-                try:
+        for stream in streams or self.names:
+            try:
+                with redis_errors(self.redis_url):
                     await self.redis.xgroup_create(stream, DISPATCH_GROUP, id="0", mkstream=True)
-                except redis.exceptions.ResponseError as exc:
-                    if "BUSYGROUP" not in str(exc):
-                        raise
+            except RedisCommandError as exc:
+                if exc.code != "BUSYGROUP":
+                    raise
 
     async def read(self, stop: asyncio.Event) -> list[tuple[str, bytes, Mapping[bytes, bytes]]]:
         """The next batch of new entries (waiting out Redis outages); empty once ``stop`` is set.
@@ -182,8 +182,8 @@ class WorkStreams:
                 metrics.child(metrics.REDIS_ERRORS, "read").inc()
                 self._groups_ready.discard(index)
                 await backoff.wait(stop)
-            except redis.exceptions.ResponseError as exc:
-                if "NOGROUP" not in str(exc):  # else the stream was deleted under us: create it again
+            except RedisCommandError as exc:
+                if exc.code != "NOGROUP":  # else the stream was deleted under us: create it again
                     raise
                 self._groups_ready.discard(index)
         return []
@@ -243,7 +243,7 @@ class WorkStreams:
     async def heartbeat(self, stop: asyncio.Event) -> None:
         """Say this dispatcher is alive, every few seconds, while its janitor is (``/readyz`` counts them)."""
         while not stop.is_set():
-            with contextlib.suppress(BusUnavailable, redis.exceptions.RedisError):
+            with contextlib.suppress(BusUnavailable, RedisCommandError):
                 with redis_errors():
                     if self.janitor_failed is None:
                         await self.redis.hset(self.keys.dispatchers, self.consumer, str(now_ms()))  # type: ignore[misc]
@@ -282,7 +282,7 @@ class WorkStreams:
                     await self.claim(stream)
                     await self.trim_acknowledged(stream)
                 await self.trim_log()
-            except (BusUnavailable, redis.exceptions.RedisError) as exc:
+            except (BusUnavailable, RedisCommandError) as exc:
                 logger.debug("janitor: %s", exc)
             except Exception:  # a bug or a poison entry must not end the claiming, trimming and refreshing
                 logger.exception("janitor: unexpected error; going on")
