@@ -1,4 +1,4 @@
-"""The ``hookbus`` command line (reference: the "Command line" section of README.md).
+"""The ``hookbus`` command line (reference: docs/cli.md, generated from these parsers).
 
 Only the standard library is imported at module level: ``hookbus hook`` runs on every tool
 call and must start as fast as a bare Python.

@@ -167,6 +167,26 @@ def test_the_graph_is_read(graph: dict[str, set[str]]) -> None:
     assert "workers.jobs.enqueue" in graph["workers.dispatcher.answering"]
 
 
+def test_only_the_boundary_knows_redis_py_errors() -> None:
+    # bus.redis.connection maps them to BusUnavailable and RedisCommandError; nothing else
+    # catches (or raises) redis-py's own classes.
+    importing = sorted(
+        name
+        for name, path in modules()
+        if name != "bus.redis.connection"
+        for node in ast.walk(ast.parse(path.read_text(), str(path)))
+        if (isinstance(node, ast.Import) and any(a.name.startswith("redis.exceptions") for a in node.names))
+        or (
+            isinstance(node, ast.ImportFrom)
+            and (
+                (node.module or "").startswith("redis.exceptions")
+                or (node.module == "redis" and any(a.name == "exceptions" for a in node.names))
+            )
+        )
+    )
+    assert importing == []
+
+
 def test_no_module_is_too_long() -> None:
     long = sorted(
         f"{name}: {n} lines" for name, path in modules() if (n := len(path.read_text().splitlines())) > MAX_MODULE_LINES
