@@ -3,7 +3,7 @@
 Helm comes from the ``helm-python-sdk`` wheel (Helm v4's Go SDK behind a C ABI, no ``helm``
 binary); every rendered manifest is validated against the Kubernetes OpenAPI schemas that the
 ``kubernetes-validate`` wheel ships (offline, strict: unknown fields are errors). Both are dev
-tools: without them these tests skip, except when ``CI`` is set, where a missing tool fails.
+tools: without them these tests skip, except under CI (``HOOKBUS_CI=1``), where a missing tool fails.
 
 Bitnami's ``redis`` / ``redis-cluster`` charts (optional dependencies, off by default) live in an
 OCI registry that this machine cannot reach, so ``charts/`` stays empty: lint reports that as a
@@ -17,7 +17,6 @@ import base64
 import importlib
 import importlib.util
 import json
-import os
 import re
 from pathlib import Path
 from types import ModuleType
@@ -25,6 +24,8 @@ from typing import Any
 
 import pytest
 import yaml
+
+from tests.ci import missing
 
 REPO = Path(__file__).resolve().parents[2]
 CHART = REPO / "helm" / "hookbus"
@@ -50,10 +51,7 @@ def _tool(module: str, package: str) -> ModuleType:
     try:
         return importlib.import_module(module)
     except ImportError:
-        message = f"{package} is not installed (pip install {package})"
-        if os.environ.get("CI"):
-            pytest.fail(f"{message}: CI must run the Helm chart tests", pytrace=False)
-        pytest.skip(message)
+        missing(f"{package} is not installed (pip install {package})")
 
 
 @pytest.fixture(scope="module")

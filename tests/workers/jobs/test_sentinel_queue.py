@@ -18,6 +18,7 @@ from bus.errors import BusUnavailable
 from bus.redis.connection import SentinelBlockingPool, connect, redis_errors
 from bus.redis.keys import Keyspace
 from bus.stream.protocol import Request, now_ms
+from tests.ci import missing
 from tests.conftest import async_wait_for, run_hookbus
 from tests.redis_sentinel import MASTER_PASSWORD, SENTINEL_PASSWORD, LocalSentinel, SentinelUnavailable
 from tests.workers.jobs.async_harness import Sink, notification, sink_policy, start_worker
@@ -32,7 +33,7 @@ def local_sentinel() -> Iterator[LocalSentinel]:
     try:
         found = LocalSentinel()
     except SentinelUnavailable as exc:
-        pytest.skip(f"no Redis Sentinel: {exc}")
+        missing(f"no Redis Sentinel: {exc}")
     with found:
         yield found
 
