@@ -21,7 +21,8 @@ from starlette.types import Receive, Scope, Send
 
 from bus.errors import RequestRejected
 from bus.policy.loading import Policy
-from bus.runtime import metrics
+from bus.runtime.metrics import Metrics
+from bus.runtime.metrics_server import authorized
 from bus.runtime.settings import Settings
 from gateway.access import check_single_authorization, error_body, error_response, rejection
 from gateway.decisionlog.export import audit_routes
@@ -59,7 +60,7 @@ class HookbusApp:
             body, extra = await self.hooks.handle(headers, scope["query_string"], receive)
             status = 200
         except RequestRejected as exc:
-            metrics.REJECTED.labels(str(exc.status)).inc()
+            self.gateway.metrics.rejected.labels(str(exc.status)).inc()
             body, extra, status = error_body(exc.code, exc.detail), exc.headers, exc.status
         raw_headers = [_JSON, (b"content-length", str(len(body)).encode())]
         raw_headers += [(k.lower().encode(), v.encode()) for k, v in extra.items()]
@@ -67,9 +68,9 @@ class HookbusApp:
         await send({"type": "http.response.body", "body": body})
 
 
-def create_app(settings: Settings, policy: Policy, redis_url: str) -> HookbusApp:
-    """The ASGI app of one gateway process."""
-    gateway = Gateway(settings, policy, redis_url)
+def create_app(settings: Settings, policy: Policy, redis_url: str, metrics: Metrics | None = None) -> HookbusApp:
+    """The ASGI app of one gateway process (counting into ``metrics``, the process's by default)."""
+    gateway = Gateway(settings, policy, redis_url, metrics)
 
     async def healthz(request: HTTPRequest) -> Response:
         return json_response({"status": "ok"})
@@ -83,9 +84,9 @@ def create_app(settings: Settings, policy: Policy, redis_url: str) -> HookbusApp
         return json_response({"ready": ready, "checks": checks}, 200 if ready else 503)
 
     async def metrics_endpoint(request: HTTPRequest) -> Response:
-        if not metrics.authorized(request.headers.get("authorization"), settings.metrics_token):
+        if not authorized(request.headers.get("authorization"), settings.metrics_token):
             return error_response(401, "unauthorized", "missing or wrong metrics token", {"WWW-Authenticate": "Bearer"})
-        body, content_type = metrics.render()
+        body, content_type = gateway.metrics.render()
         return Response(body, media_type=content_type)
 
     async def whoami(request: HTTPRequest) -> Response:
@@ -114,10 +115,10 @@ def create_app(settings: Settings, policy: Policy, redis_url: str) -> HookbusApp
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
-        metrics.init_metrics()
+        gateway.metrics.init()
         await gateway.start()
         # The platform's Redis state (every partition), for /metrics; the async queue's where it lives.
-        observer = Observer(redis_url, gateway.keys, queue_url=settings.queue_redis_url)
+        observer = Observer(redis_url, gateway.keys, queue_url=settings.queue_redis_url, metrics=gateway.metrics)
         observer.start()
         # What exists now lives as long as the process: keep it out of the collector's scans
         # (full collections over it cost tens of milliseconds on the request path).

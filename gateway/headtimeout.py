@@ -14,7 +14,7 @@ from typing import Any
 
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
-from bus.runtime import metrics
+from bus.runtime.metrics import Metrics, process_metrics
 
 #: Seconds a client has to send a whole request head (line and headers).
 HEAD_TIMEOUT_S = 5.0
@@ -24,6 +24,8 @@ class HeadTimeoutProtocol(HttpToolsProtocol):
     """uvicorn's httptools protocol with a deadline on each request head."""
 
     head_timeout_s = HEAD_TIMEOUT_S
+    #: Where closed connections are counted: the gateway's metrics (set by :func:`gateway.server.serve`).
+    metrics: Metrics | None = None
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -40,7 +42,7 @@ class HeadTimeoutProtocol(HttpToolsProtocol):
 
     def _head_timed_out(self) -> None:
         self._head_timer = None
-        metrics.HEAD_TIMEOUTS.inc()
+        (self.metrics or process_metrics()).head_timeouts.inc()
         self.transport.close()
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]

@@ -25,8 +25,8 @@ from bus.hooks.events import event_spec
 from bus.policy.loading import Policy
 from bus.redis.connection import redis_errors
 from bus.rules.limits import depth_over
-from bus.runtime import metrics
 from bus.runtime.logs import event_fields
+from bus.runtime.metrics import event_label
 from bus.stream.pending_context import takes_context
 from bus.stream.protocol import Reply, Request, now_ms
 from bus.stream.settle import CLAIM_FAIL_OPEN, OUTCOME_GRACE_MS
@@ -46,6 +46,7 @@ class HooksEndpoint:
 
     def __init__(self, gateway: Gateway) -> None:
         self.gateway = gateway
+        self.metrics = gateway.metrics
         # What the hot path reads on every request, looked up once (none of it is replaced
         # while the process runs; the policy is read per request from the registry).
         self.settings = gateway.settings
@@ -142,7 +143,7 @@ class HooksEndpoint:
             except ValueError as exc:  # an unknown dialect name
                 raise RequestRejected(400, "unknown_dialect", str(exc)) from exc
         event = hook_input["hook_event_name"]
-        label = metrics.event_label(event)
+        label = event_label(event)
         partition = self.keys.partition_of(hook_input["session_id"])
         policy, versions = self.registry.for_tenant(tenant)
         limit = policy.settings.limits.nesting_depth
@@ -172,13 +173,13 @@ class HooksEndpoint:
             output, decision, fail_open = await self._record(request, partition)
         response_headers = {"X-Hookbus-Event-Id": request.event_id, "X-Hookbus-Policy-Version": versions}
         if fail_open is not None:
-            metrics.child(metrics.FAIL_OPEN, label, fail_open).inc()
+            self.metrics.child(self.metrics.fail_open, label, fail_open).inc()
         if fail_open is not None and FailOpenReason(fail_open).answered_by_gateway:
             response_headers["X-Hookbus-Outcome"] = RecordOutcome.FAIL_OPEN
         else:
             response_headers["X-Hookbus-Outcome"] = RecordOutcome.DECIDED if blocking else RecordOutcome.RECORDED
-        metrics.child(metrics.DECISIONS, label, decision).inc()
-        metrics.child(metrics.DECISION_LATENCY, label).observe(time.perf_counter() - started)
+        self.metrics.child(self.metrics.decisions, label, decision).inc()
+        self.metrics.child(self.metrics.decision_latency, label).observe(time.perf_counter() - started)
         if fail_open is not None or logger.isEnabledFor(logging.DEBUG):
             _log_answer(request, hook_input, decision, fail_open)
         if dialect:
@@ -202,7 +203,7 @@ class HooksEndpoint:
                 with redis_errors(self.redis_url):
                     wait_s = await self.limiter.take(tenant, token_id)
         except (BusUnavailable, TimeoutError):
-            metrics.child(metrics.REDIS_ERRORS, "ratelimit").inc()
+            self.metrics.child(self.metrics.redis_errors, "ratelimit").inc()
             return  # the limit cannot be checked: let the request through (fail open)
         if wait_s > 0:
             who = f"token {token_id}" if token_id else f"tenant '{tenant}'"
@@ -226,10 +227,10 @@ class HooksEndpoint:
             async with asyncio.timeout(remaining_s):
                 await self.batcher.append(stream, request.encode(), context_key)
                 reply = await future
-            metrics.REPLY_WAIT.observe(time.perf_counter() - waiting)
+            self.metrics.reply_wait.observe(time.perf_counter() - waiting)
         except TimeoutError:
-            metrics.REPLY_WAIT.observe(time.perf_counter() - waiting)
-            metrics.child(metrics.TIMEOUTS, "reply").inc()
+            self.metrics.reply_wait.observe(time.perf_counter() - waiting)
+            self.metrics.child(self.metrics.timeouts, "reply").inc()
             reply = await self._claim(request, FailOpenReason.TIMEOUT, partition)
         except BusUnavailable as exc:
             logger.debug("failing open: %s", exc)
@@ -255,7 +256,7 @@ class HooksEndpoint:
                         [outcome_key], [reason, ttl_ms], client=self.partition_clients.get(partition)
                     )
         except (BusUnavailable, TimeoutError) as exc:
-            metrics.child(metrics.REDIS_ERRORS, "claim").inc()
+            self.metrics.child(self.metrics.redis_errors, "claim").inc()
             logger.debug("could not settle %s as fail-open: %s", request.event_id, exc)
             return None
         if not stored:

@@ -8,7 +8,7 @@ those of every partition, added up (lags and pending entries too; the decision l
 its oldest record's). The arq queue and the async dead letters live where the worker writes
 them, on the queue's Redis: with one of its own (``HOOKBUS_QUEUE_REDIS_URL``, also a Sentinel
 URL) they are read there, in a second round trip. It sets the gauges of
-:func:`bus.runtime.metrics.observed`, and ``hookbus_redis_up`` to 1, or to 0 when a Redis did not answer
+:meth:`bus.runtime.metrics.Metrics.observed`, and ``hookbus_redis_up`` to 1, or to 0 when a Redis did not answer
 in time (the gauges read there then keep their last values).
 
 Only gateways run it: one process answers for the platform's shared state, and under
@@ -28,7 +28,7 @@ from bus.decisionlog.audit import log_state
 from bus.errors import BusUnavailable, RedisCommandError
 from bus.redis.connection import connect, hookbus_error, redis_errors
 from bus.redis.keys import DISPATCH_GROUP, Keyspace
-from bus.runtime import metrics
+from bus.runtime.metrics import Metrics, process_metrics
 from bus.runtime.retry import BackgroundTask
 from bus.stream.protocol import now_ms
 
@@ -73,14 +73,16 @@ class Observer:
         queue_url: str | None = None,
         interval_s: float = OBSERVE_INTERVAL_S,
         timeout_s: float = OBSERVE_TIMEOUT_S,
+        metrics: Metrics | None = None,
     ) -> None:
+        self.metrics = metrics or process_metrics()
         self.redis_url = redis_url
         #: The async queue's own Redis (None: the bus's holds the queue).
         self.queue_url = queue_url if queue_url and queue_url != redis_url else None
         self.keys = keys
         self.interval_s = interval_s
         self.timeout_s = timeout_s
-        self.gauges = metrics.observed()
+        self.gauges = self.metrics.observed()
         #: Each work stream's label and its stream in every partition.
         self.streams = {
             "blocking": [keys.blocking_stream(p) for p in keys.all_partitions],
@@ -126,7 +128,7 @@ class Observer:
         if failures:
             if self.up is not False:  # once per outage, not every round
                 logger.warning("observer: cannot read the platform's state from Redis: %s", "; ".join(failures))
-            metrics.child(metrics.REDIS_ERRORS, "observe").inc()
+            self.metrics.child(self.metrics.redis_errors, "observe").inc()
             self.up = False
             self.gauges.redis_up.set(0)
             return False

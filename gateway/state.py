@@ -24,6 +24,7 @@ from bus.policy.reload import PolicyWatcher
 from bus.redis.connection import PartitionClients, connect, is_cluster, redis_errors
 from bus.redis.keys import WORK_STREAM_MAXLEN, Keyspace
 from bus.redis.tokens import TokenStore
+from bus.runtime.metrics import Metrics, process_metrics
 from bus.runtime.settings import Settings, Tokens
 from bus.stream.partitions import warn_partitions_changed
 from bus.stream.pending_context import APPEND_TAKING_CONTEXT
@@ -42,7 +43,9 @@ logger = logging.getLogger("hookbus.gateway")
 class Gateway:
     """State of one gateway process: settings, policy, Redis, the reply reader."""
 
-    def __init__(self, settings: Settings, policy: Policy, redis_url: str) -> None:
+    def __init__(self, settings: Settings, policy: Policy, redis_url: str, metrics: Metrics | None = None) -> None:
+        #: Everything this gateway counts (``/metrics`` serves it).
+        self.metrics = metrics or process_metrics()
         self.settings = settings
         self.policy = policy
         self.redis_url = redis_url
@@ -65,7 +68,7 @@ class Gateway:
             self.waiter = ShardedReplyWaiter(redis_url, self.keys, self.gateway_id)
         else:
             self.waiter = ReplyWaiter(redis_url, self.keys.reply_channel(self.gateway_id))
-        self.spool = Spool(self._append_many)
+        self.spool = Spool(self._append_many, metrics=self.metrics)
         self.limiter = SharedRateLimiter(
             self.redis,
             self.keys,
@@ -77,8 +80,8 @@ class Gateway:
         self.token_store = TokenStore(self.redis, self.keys, redis_url) if settings.managed_tokens else None
         # Events are sent by tenants: an org-admin token reads, it does not send.
         self._sender_settings = dataclasses.replace(settings, admin_tokens=Tokens({}))
-        self.registry = PolicyRegistry(policy, self.redis, self.keys)
-        self.watcher = PolicyWatcher(settings.policy_paths, self.set_policy)
+        self.registry = PolicyRegistry(policy, self.redis, self.keys, metrics=self.metrics)
+        self.watcher = PolicyWatcher(settings.policy_paths, self.set_policy, metrics=self.metrics)
 
     def set_policy(self, policy: Policy) -> None:
         """Swap in the reloaded files (the org layer unless one is pushed); requests in flight

@@ -37,6 +37,7 @@ import yaml
 from bus.policy.loading import Policy, load_policy
 from bus.redis.connection import connect
 from bus.redis.keys import DISPATCH_GROUP, Keyspace
+from bus.runtime.metrics import Metrics
 from bus.runtime.settings import Settings
 from bus.stream.protocol import LogRecord
 from gateway.app import create_app
@@ -154,13 +155,17 @@ async def async_wait_for(predicate: Callable[[], Any], timeout_s: float = 10.0, 
 
 @dataclasses.dataclass
 class Platform:
-    """A gateway (real uvicorn on 127.0.0.1) and dispatchers running in the test's loop."""
+    """A gateway (real uvicorn on 127.0.0.1) and dispatchers running in the test's loop.
+
+    ``metrics`` is what they count, on a registry of this platform alone.
+    """
 
     url: str
     settings: Settings
     policy: Policy
     client: httpx.AsyncClient
     app: Any
+    metrics: Metrics
 
     async def post(self, body: Any, **kwargs: Any) -> httpx.Response:
         if isinstance(body, (bytes, str)):
@@ -173,7 +178,8 @@ async def run_platform(
     redis_url: str, policy: Policy, *, dispatchers: int = 1, **settings_overrides: Any
 ) -> AsyncIterator[Platform]:
     settings = Settings(**{"redis_url": redis_url, "port": free_port(), "claim_idle_ms": 300, **settings_overrides})
-    app = create_app(settings, policy, redis_url)
+    metrics = Metrics()
+    app = create_app(settings, policy, redis_url, metrics)
     server = uvicorn.Server(
         uvicorn.Config(
             app, host="127.0.0.1", port=settings.port, lifespan="on", log_level="warning", loop="asyncio", http="h11"
@@ -183,12 +189,12 @@ async def run_platform(
     await async_wait_for(lambda: server.started or serving.done(), 10)
     stop = asyncio.Event()
     running = [
-        asyncio.create_task(Dispatcher(settings, policy, redis_url, consumer=f"test-{i}").run(stop))
+        asyncio.create_task(Dispatcher(settings, policy, redis_url, consumer=f"test-{i}", metrics=metrics).run(stop))
         for i in range(dispatchers)
     ]
     client = httpx.AsyncClient(timeout=10)
     try:
-        yield Platform(f"http://127.0.0.1:{settings.port}", settings, policy, client, app)
+        yield Platform(f"http://127.0.0.1:{settings.port}", settings, policy, client, app, metrics)
     finally:
         await client.aclose()
         stop.set()

@@ -27,7 +27,7 @@ from bus.policy.layers import compose
 from bus.policy.loading import Policy
 from bus.policy.store import ORG, PolicyStore, PolicyVersion, scope_for
 from bus.redis.keys import Keyspace
-from bus.runtime import metrics
+from bus.runtime.metrics import Metrics, process_metrics
 from bus.runtime.retry import BackgroundTask
 
 logger = logging.getLogger("hookbus.policy")
@@ -47,7 +47,9 @@ class PolicyRegistry:
         redis: aioredis.Redis | None = None,
         keys: Keyspace | None = None,
         on_change: Callable[[], None] | None = None,
+        metrics: Metrics | None = None,
     ) -> None:
+        self.metrics = metrics or process_metrics()
         self.keys = keys or Keyspace()
         self.store = PolicyStore(redis, self.keys) if redis is not None else None
         self._base = base
@@ -141,7 +143,7 @@ class PolicyRegistry:
                 if self.errors.get(scope, "").startswith(version_id):
                     continue
                 self.errors[scope] = f"{version_id}: {exc}"
-                metrics.POLICY_LOAD_FAILURES.inc()
+                self.metrics.policy_load_failures.inc()
                 logger.error(
                     "policy %s version %s does not load here; keeping %s: %s",
                     scope,
@@ -185,10 +187,10 @@ class PolicyRegistry:
                 logger.debug("policy refresh: %s", exc)
 
     def _report(self) -> None:
-        metrics.set_policy_revision(self.org_version(), "org")
+        self.metrics.set_policy_revision(self.org_version(), "org")
         for scope, version_id in self._current.items():
             if scope != ORG:
-                metrics.set_policy_revision(version_id, scope.removeprefix("tenant:"))
+                self.metrics.set_policy_revision(version_id, scope.removeprefix("tenant:"))
 
 
 __all__ = ["POLL_S", "PolicyRegistry"]

@@ -17,7 +17,7 @@ from pathlib import Path
 
 from bus.errors import PolicyError
 from bus.policy.loading import Policy, load_policy
-from bus.runtime import metrics
+from bus.runtime.metrics import Metrics, process_metrics
 from bus.runtime.retry import BackgroundTask
 
 logger = logging.getLogger("hookbus.policy")
@@ -40,7 +40,14 @@ def stamp(paths: Sequence[str]) -> Stamp:
 class PolicyWatcher:
     """Reloads the policy from ``paths`` and hands each new one to ``apply``."""
 
-    def __init__(self, paths: Sequence[str | Path], apply: Callable[[Policy], None], interval_s: float = 1.0) -> None:
+    def __init__(
+        self,
+        paths: Sequence[str | Path],
+        apply: Callable[[Policy], None],
+        interval_s: float = 1.0,
+        metrics: Metrics | None = None,
+    ) -> None:
+        self.metrics = metrics or process_metrics()
         self.paths = [str(p) for p in paths]
         self.apply = apply
         self.interval_s = interval_s
@@ -73,7 +80,7 @@ class PolicyWatcher:
             policy = load_policy(self.paths)
         except PolicyError as exc:
             self.last_error = str(exc)
-            metrics.POLICY_LOAD_FAILURES.inc()
+            self.metrics.policy_load_failures.inc()
             logger.error("policy reload failed, keeping the running policy:\n%s", exc)
             return False
         self.last_error = None

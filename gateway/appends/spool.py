@@ -15,7 +15,7 @@ import logging
 from collections.abc import Awaitable, Callable
 
 from bus.errors import BusUnavailable
-from bus.runtime import metrics
+from bus.runtime.metrics import Metrics, process_metrics
 from bus.runtime.retry import BackgroundTask, Backoff
 from bus.stream.protocol import StreamFields
 
@@ -27,7 +27,10 @@ Append = Callable[[list[tuple[str, StreamFields]]], Awaitable[None]]
 class Spool:
     """A bounded in-memory queue of stream entries waiting for Redis."""
 
-    def __init__(self, append: Append, max_entries: int = 100_000, retry_every_s: float = 0.5) -> None:
+    def __init__(
+        self, append: Append, max_entries: int = 100_000, retry_every_s: float = 0.5, metrics: Metrics | None = None
+    ) -> None:
+        self.metrics = metrics or process_metrics()
         self._append = append
         self._entries: collections.deque[tuple[str, StreamFields]] = collections.deque()
         self._max = max_entries
@@ -41,9 +44,9 @@ class Spool:
     def put(self, stream: str, fields: StreamFields) -> None:
         if len(self._entries) >= self._max:
             self._entries.popleft()
-            metrics.SPOOLED.labels("dropped").inc()
+            self.metrics.spooled.labels("dropped").inc()
         self._entries.append((stream, fields))
-        metrics.SPOOLED.labels("held").inc()
+        self.metrics.spooled.labels("held").inc()
         self._wake.set()
 
     async def start(self) -> None:
@@ -80,10 +83,10 @@ class Spool:
         except Exception:  # Redis refused the batch (the pipeline ran the rest): never retry it forever
             logger.exception("dropping %d spooled events Redis refused", len(batch))
             self._remove(batch)
-            metrics.SPOOLED.labels("dropped").inc(len(batch))
+            self.metrics.spooled.labels("dropped").inc(len(batch))
             return
         self._remove(batch)
-        metrics.SPOOLED.labels("flushed").inc(len(batch))
+        self.metrics.spooled.labels("flushed").inc(len(batch))
         logger.info("appended %d spooled events", len(batch))
 
     def _remove(self, batch: list[tuple[str, StreamFields]]) -> None:

@@ -173,9 +173,10 @@ class Supervisor:
             )
         delay = min(BACKOFF_MAX_S, BACKOFF_FIRST_S * 2 ** (len(crashes) - 1))
         role.start_at, role.restarts = now + delay, role.restarts + 1
-        from bus.runtime import metrics
+        from bus.runtime.metrics import process_metrics
 
-        metrics.child(metrics.ROLE_RESTARTS, role.name).inc()
+        metrics = process_metrics()
+        metrics.child(metrics.role_restarts, role.name).inc()
         say(
             f"hookbus: {role.name} (pid {pid}) exited ({exit_text(code)}); restarting it in {delay:g}s "
             f"(restart {len(crashes)} of at most {self.restart_limit} within {RESTART_WINDOW_S:g}s)",
@@ -298,10 +299,11 @@ def _count_restarts_in(metrics_dir: Path) -> None:
     from prometheus_client import values
 
     values.ValueClass = values.get_value_class()  # type: ignore[no-untyped-call]
-    from bus.runtime import metrics
+    from bus.runtime.metrics import ROLES, process_metrics
 
-    for role in metrics.ROLES:
-        metrics.child(metrics.ROLE_RESTARTS, role)
+    metrics = process_metrics()
+    for role in ROLES:
+        metrics.child(metrics.role_restarts, role)
 
 
 def run_platform(

@@ -34,8 +34,8 @@ from bus.redaction.redact import install_log_redaction, redactor_for
 from bus.redaction.scan import masking_deadline
 from bus.redis.connection import connect
 from bus.rules.limits import depth_over
-from bus.runtime import metrics
 from bus.runtime.logs import event_fields
+from bus.runtime.metrics import Metrics, event_label, process_metrics
 from bus.runtime.settings import Settings
 from bus.stream.partitions import warn_partitions_changed
 from bus.stream.protocol import LogRecord, Reply, Request, now_ms
@@ -71,7 +71,9 @@ class Dispatcher:
         *,
         consumer: str | None = None,
         jobs_in_settle: bool | None = None,
+        metrics: Metrics | None = None,
     ) -> None:
+        self.metrics = metrics or process_metrics()
         """``jobs_in_settle``: arq's queue is on the bus's Redis, so each event's settle script
         queues its async jobs; False when it is not (they are queued, at least once, before).
         By default, whether the queue's Redis (``HOOKBUS_QUEUE_REDIS_URL``) is the bus's."""
@@ -87,7 +89,9 @@ class Dispatcher:
         self.consumer = consumer or f"{socket.gethostname()}-{os.getpid()}"
         # No per-command socket timer (it costs a timer per read); the read loop has its own bound.
         self.redis = connect(redis_url, socket_timeout_s=None)
-        self.outbox = Outbox(self.redis, self.keys, redis_url, on_written=self._settled, on_refused=self._settled)
+        self.outbox = Outbox(
+            self.redis, self.keys, redis_url, on_written=self._settled, on_refused=self._settled, metrics=self.metrics
+        )
         self.work = WorkStreams(
             settings,
             self.keys,
@@ -98,26 +102,33 @@ class Dispatcher:
             spawn=self._spawn,
             redact=lambda fields: self.redactor.fields(fields),
             retention=lambda: self.policy.settings.decision_log,
+            metrics=self.metrics,
         )
         queue_url = settings.queue_url_for(redis_url)  # ConfigError for a cluster
         self.arq = arq_pool(queue_url)
         self.jobs_in_settle = queue_url == redis_url if jobs_in_settle is None else jobs_in_settle
-        self.job_queue = JobQueue(self.arq, self.keys, queue_url)
+        self.job_queue = JobQueue(self.arq, self.keys, queue_url, metrics=self.metrics)
         self.services = Services(settings, self.redis)
         self.engine = Engine(
-            policy, self.redis, self.keys, default_runners(), async_handlers="jobs", services=self.services
+            policy,
+            self.redis,
+            self.keys,
+            default_runners(),
+            async_handlers="jobs",
+            services=self.services,
+            metrics=self.metrics,
         )
         self._slots = asyncio.Semaphore(settings.dispatch_concurrency)
         self._tasks: set[asyncio.Task[None]] = set()
-        self.registry = PolicyRegistry(policy, self.redis, self.keys)
-        self.watcher = PolicyWatcher(settings.policy_paths, self.set_policy)
+        self.registry = PolicyRegistry(policy, self.redis, self.keys, metrics=self.metrics)
+        self.watcher = PolicyWatcher(settings.policy_paths, self.set_policy, metrics=self.metrics)
 
     def set_policy(self, policy: Policy) -> None:
         """Swap in a reloaded policy; events in flight finish under the old one."""
         try:
             load_plugins(policy.settings.plugins)
         except PluginError as exc:
-            metrics.POLICY_LOAD_FAILURES.inc()
+            self.metrics.policy_load_failures.inc()
             logger.error("policy reload: %s; keeping the running policy", exc)
             return
         warn_partitions_changed(self.keys, policy)
@@ -197,9 +208,9 @@ class Dispatcher:
         fail_open: FailOpenReason | None = None
         if request.blocking and (request.fail_open or request.expired()):
             # The gateway has answered already (fail open): only the record is left to write.
-            metrics.EXPIRED.labels(metrics.event_label(request.event)).inc()
+            self.metrics.expired.labels(event_label(request.event)).inc()
             if not request.fail_open:  # it waited in the stream past its deadline (not spooled in an outage)
-                metrics.child(metrics.TIMEOUTS, "queue_wait").inc()
+                self.metrics.child(self.metrics.timeouts, "queue_wait").inc()
             await self.engine.restore_context(request)  # what its append took waits for the next turn
         else:
             try:

@@ -27,7 +27,7 @@ import redis.asyncio as aioredis
 from bus.errors import BusUnavailable, RedisCommandError
 from bus.redis.connection import PartitionClients, hookbus_error, is_cluster, redis_errors
 from bus.redis.keys import DISPATCH_GROUP, Keyspace
-from bus.runtime import metrics
+from bus.runtime.metrics import Metrics, process_metrics
 from bus.runtime.retry import BackgroundTask, Backoff
 from bus.stream.protocol import LogRecord, Reply, Request, StreamFields
 from bus.stream.settle import SETTLE, SETTLE_MAX_EVENTS
@@ -73,7 +73,9 @@ class Outbox:
         redis_url: str = "",
         on_written: Callable[[str, bytes], None] | None = None,
         on_refused: Callable[[str, bytes], None] | None = None,
+        metrics: Metrics | None = None,
     ) -> None:
+        self.metrics = metrics or process_metrics()
         """``on_written(stream, entry_id)`` is called once an entry's settlement (or its
         dead letter, or acknowledgement) is stored; ``on_refused`` when Redis refused it for
         good (not a transient error): the entry is left pending for a later claim."""
@@ -91,7 +93,7 @@ class Outbox:
         self._cluster = is_cluster(redis)
         self._load_script = not self._cluster
         self._loaded_partitions: set[int] = set()
-        self.job_tally = JobTally()
+        self.job_tally = JobTally(self.metrics)
         self._ops: list[Settle | Write] = []
         self._wake = asyncio.Event()
         self._idle = asyncio.Event()
@@ -281,7 +283,7 @@ class Outbox:
                 failed += batch
             elif error is not None:
                 self.last_error = str(result)
-                metrics.child(metrics.REDIS_ERRORS, "settle").inc()
+                self.metrics.child(self.metrics.redis_errors, "settle").inc()
                 if isinstance(error, BusUnavailable):
                     failed += batch
                 elif len(batch) > 1:
@@ -299,7 +301,7 @@ class Outbox:
         for write, result, error in zip(writes, results[len(batches) :], errors[len(batches) :], strict=False):
             if error is not None:
                 self.last_error = str(result)
-                metrics.child(metrics.REDIS_ERRORS, "xadd").inc()
+                self.metrics.child(self.metrics.redis_errors, "xadd").inc()
                 if isinstance(error, BusUnavailable):
                     failed.append(write)
                 else:

@@ -7,7 +7,8 @@ import gc
 import signal
 
 from bus.policy.loading import Policy
-from bus.runtime import metrics
+from bus.runtime.metrics import process_metrics
+from bus.runtime.metrics_server import start_http_server
 from bus.runtime.settings import Settings
 from workers.dispatcher.answering import Dispatcher
 
@@ -20,11 +21,12 @@ def install_stop_signals(stop: asyncio.Event) -> None:
 
 async def serve_dispatcher(settings: Settings, policy: Policy, redis_url: str, metrics_port: int | None = None) -> None:
     """Run one dispatcher until SIGINT/SIGTERM, then drain (SIGHUP reloads the policy)."""
-    metrics.init_metrics()
-    metrics.start_http_server(metrics_port, settings.metrics_host, settings.metrics_token)
+    metrics = process_metrics()
+    metrics.init()
+    start_http_server(metrics, metrics_port, settings.metrics_host, settings.metrics_token)
     stop = asyncio.Event()
     install_stop_signals(stop)
-    dispatcher = Dispatcher(settings, policy, redis_url)
+    dispatcher = Dispatcher(settings, policy, redis_url, metrics=metrics)
     # Everything imported so far lives for the whole process: keep it out of the collector's
     # scans, so that full collections stay short on the decision path.
     gc.freeze()

@@ -26,7 +26,7 @@ from bus.policy.schema import DecisionLogSettings
 from bus.redis.connection import PartitionClients, connect, is_cluster, read_streams, redis_errors
 from bus.redis.entries import entry_order
 from bus.redis.keys import DEAD_LETTER_MAXLEN, DISPATCH_GROUP, Keyspace
-from bus.runtime import metrics
+from bus.runtime.metrics import Metrics, process_metrics
 from bus.runtime.retry import Backoff
 from bus.runtime.settings import Settings
 from bus.stream.partitions import claim_layout
@@ -59,7 +59,9 @@ class WorkStreams:
         spawn: Spawn,
         redact: Callable[[StreamFields], StreamFields],
         retention: Callable[[], DecisionLogSettings],
+        metrics: Metrics | None = None,
     ) -> None:
+        self.metrics = metrics or process_metrics()
         self.settings = settings
         self.keys = keys
         self.redis = redis
@@ -151,9 +153,8 @@ class WorkStreams:
         self.cancel_reads()
         return []
 
-    @staticmethod
-    def _entries(response: list[Any]) -> list[tuple[str, bytes, Mapping[bytes, bytes]]]:
-        metrics.DISPATCH_BATCH.observe(sum(len(entries) for _, entries in response))
+    def _entries(self, response: list[Any]) -> list[tuple[str, bytes, Mapping[bytes, bytes]]]:
+        self.metrics.dispatch_batch.observe(sum(len(entries) for _, entries in response))
         return [(stream.decode(), entry_id, fields) for stream, entries in response for entry_id, fields in entries]
 
     async def _read_group(self, index: int, streams: list[str], stop: asyncio.Event) -> list[Any]:
@@ -179,7 +180,7 @@ class WorkStreams:
             except (BusUnavailable, TimeoutError) as exc:
                 if backoff.failures == 0:
                     logger.warning("%s; retrying", exc)
-                metrics.child(metrics.REDIS_ERRORS, "read").inc()
+                self.metrics.child(self.metrics.redis_errors, "read").inc()
                 self._groups_ready.discard(index)
                 await backoff.wait(stop)
             except RedisCommandError as exc:
@@ -216,7 +217,7 @@ class WorkStreams:
 
     async def dead_letter(self, stream: str, entry_id: bytes, fields: Mapping[bytes, bytes], why: str) -> None:
         logger.warning("dead-lettering %s %s: %s", stream, entry_id.decode(), why)
-        metrics.DEAD_LETTERS.labels(stream.rsplit(":", 1)[-1]).inc()
+        self.metrics.dead_letters.labels(stream.rsplit(":", 1)[-1]).inc()
         # Whatever the entry holds (it may not be hookbus's), moving it aside must not fail.
         readable: StreamFields = {k.decode("utf-8", "replace"): v for k, v in fields.items()}
         if b"m" in fields:

@@ -34,8 +34,8 @@ from bus.redis.connection import redis_errors
 from bus.redis.keys import Keyspace
 from bus.rules.limits import current_limits
 from bus.rules.permissions import PermissionRule, parse_rule, rule_matches
-from bus.runtime import metrics
 from bus.runtime.logs import event_fields
+from bus.runtime.metrics import Metrics, event_label, process_metrics
 from bus.stream.pending_context import CONTEXT_BATCH, CONTEXT_TTL_S, parse_items, takes_context, with_context
 from bus.stream.protocol import Request
 from workers.engine.contextpops import ContextPops
@@ -138,7 +138,9 @@ class Engine:
         runners: Mapping[str, Runner],
         async_handlers: AsyncHandlers = "inline",
         services: Services | None = None,
+        metrics: Metrics | None = None,
     ) -> None:
+        self.metrics = metrics or process_metrics()
         self.policy = policy
         self.redis = redis
         #: Pending-context pops of concurrent events, pipelined together.
@@ -187,13 +189,13 @@ class Engine:
             results = list(await asyncio.gather(*(self._run(ctx) for ctx in contexts)))
         if hooks_for(event) and not policy.disable_all_hooks:  # bus.hooks.plugins callbacks, after the policy's
             timeout_s = min(default_timeout_s("function", event), request.remaining_s())
-            results.append(await run_plugins(event, hook_input, timeout_s))
+            results.append(await run_plugins(event, hook_input, timeout_s, self.metrics))
         whole_shadow = policy.settings.shadow
         shadow_results = [r for r in results if r.shadow or whole_shadow]
         shadow: list[dict[str, Any]] = []
         if shadow_results:
             would = merge_results(event, [dataclasses.replace(r, shadow=False) for r in shadow_results])
-            metrics.SHADOW_DECISIONS.labels(event, would.decision).inc()
+            self.metrics.shadow_decisions.labels(event, would.decision).inc()
             shadow.append(
                 {"decision": would.decision, "output": would.output, "handlers": [r.handler_id for r in shadow_results]}
             )
@@ -202,10 +204,10 @@ class Engine:
         fail_open: FailOpenReason | None = None
         for result in results:
             if result.outcome is Outcome.TIMEOUT:
-                metrics.child(metrics.TIMEOUTS, "handler").inc()
+                self.metrics.child(self.metrics.timeouts, "handler").inc()
         for result in enforced:
             if result.failed and result.fail_closed:
-                metrics.FAIL_CLOSED.labels(event, result.handler_type).inc()
+                self.metrics.fail_closed.labels(event, result.handler_type).inc()
             elif result.failed and merged.decision in (Decision.NONE, Decision.ALLOW):
                 # Counted only when the failure may have let the action through.
                 timed_out = result.outcome is Outcome.TIMEOUT
@@ -216,7 +218,7 @@ class Engine:
             merged = await self._deliver_async_context(request, hook_input, merged)
         decided_by = deciders(event, enforced, merged.decision)
         for handler_id in decided_by:
-            metrics.child(metrics.HANDLER_DECISIONS, metrics.event_label(event), handler_id, merged.decision).inc()
+            self.metrics.child(self.metrics.handler_decisions, event_label(event), handler_id, merged.decision).inc()
         return Evaluation(merged, results, shadow, fail_open, jobs, decided_by)
 
     async def _deliver_async_context(
@@ -303,9 +305,9 @@ class Engine:
         result.handler_id = ctx.entry.handler_id
         result.fail_closed = handler.fail_mode == "closed"
         result.shadow = handler.shadow
-        metrics.hook_duration(handler.type).observe(result.duration_s)
+        self.metrics.child(self.metrics.hook_duration, handler.type).observe(result.duration_s)
         if result.failed:
-            metrics.HOOK_ERRORS.labels(handler.type, result.outcome.value).inc()
+            self.metrics.hook_errors.labels(handler.type, result.outcome.value).inc()
             closed = " (failMode: closed, so it blocks)" if result.fail_closed else ""
             logger.info(
                 "handler %s%s",
@@ -345,7 +347,7 @@ class Engine:
                 await self.redis.delete(key)
         except BusUnavailable:
             return merged
-        metrics.STOP_GUARD.labels(request.event).inc()
+        self.metrics.stop_guard.labels(request.event).inc()
         logger.info(
             "stop guard: let the agent stop after %s blocks in a row",
             count,

@@ -44,7 +44,7 @@ from bus.hooks.output import UNIVERSAL_FIELDS, check_output
 from bus.hooks.plugins import atrigger_hooks, callback_name, hooks_for
 from bus.hooks.results import HandlerResult, Outcome
 from bus.policy.schema import FunctionHandler
-from bus.runtime import metrics
+from bus.runtime.metrics import Metrics
 from workers.handlers.context import HookContext
 from workers.handlers.threads import ThreadHandoff
 
@@ -108,7 +108,7 @@ async def run(ctx: HookContext) -> HandlerResult:
     return result_from_return(ctx.event, value)
 
 
-async def run_plugins(event: str, hook_input: dict[str, Any], timeout_s: float) -> HandlerResult:
+async def run_plugins(event: str, hook_input: dict[str, Any], timeout_s: float, metrics: Metrics) -> HandlerResult:
     """Run ``event``'s plugin callbacks (first non-None answer intercepts) as one result.
 
     The result's type is ``function``; ``handler_id`` is ``plugin:<module>.<fn>`` of the
@@ -133,9 +133,9 @@ async def run_plugins(event: str, hook_input: dict[str, Any], timeout_s: float) 
         names = callback_name(found.callback) if found.callback is not None else names
     result.handler_type, result.handler_id = "function", f"plugin:{names}"
     result.duration_s = time.perf_counter() - started
-    metrics.hook_duration("function").observe(result.duration_s)
+    metrics.child(metrics.hook_duration, "function").observe(result.duration_s)
     if result.failed:
-        metrics.HOOK_ERRORS.labels("function", result.outcome.value).inc()
+        metrics.hook_errors.labels("function", result.outcome.value).inc()
     return result
 
 

@@ -55,7 +55,7 @@ from bus.errors import BusUnavailable, RedisCommandError
 from bus.redis.connection import hiredis_packing, keepalive_options, redis_errors, sentinel_pool
 from bus.redis.keys import Keyspace
 from bus.redis.urls import is_sentinel_url, parse_sentinel_url
-from bus.runtime import metrics
+from bus.runtime.metrics import Metrics, process_metrics
 from bus.runtime.retry import Backoff
 from bus.stream.protocol import Request
 from bus.stream.settle import QUEUE_JOBS
@@ -138,17 +138,18 @@ def queue_script_args(queue: str, jobs: Sequence[PreparedJob]) -> tuple[list[str
 class JobTally:
     """Counts queued and dropped jobs; warns about drops at most every :data:`DROP_LOG_INTERVAL_S`."""
 
-    def __init__(self) -> None:
+    def __init__(self, metrics: Metrics | None = None) -> None:
+        self.metrics = metrics or process_metrics()
         self._dropped = 0
         self._warned_at = -DROP_LOG_INTERVAL_S
 
     def count(self, event_id: str, jobs: Sequence[PreparedJob], queued: int, dropped: int) -> None:
         """``queued`` and ``dropped`` of ``jobs`` (an event's), as the queueing script answered."""
         if queued:
-            metrics.ASYNC_JOBS.labels("queued").inc(queued)
+            self.metrics.async_jobs.labels("queued").inc(queued)
         if not dropped:
             return
-        metrics.ASYNC_JOBS.labels("dropped").inc(dropped)
+        self.metrics.async_jobs.labels("dropped").inc(dropped)
         self._dropped += dropped
         now = time.monotonic()
         if now - self._warned_at >= DROP_LOG_INTERVAL_S:
@@ -196,11 +197,12 @@ async def put_job(arq: ArqRedis, keys: Keyspace, request: Request, handler_id: s
 class JobQueue:
     """Queues an event's jobs on a queue Redis that is not the bus's (see the module docstring)."""
 
-    def __init__(self, arq: ArqRedis, keys: Keyspace, redis_url: str = "") -> None:
+    def __init__(self, arq: ArqRedis, keys: Keyspace, redis_url: str = "", metrics: Metrics | None = None) -> None:
         self.arq = arq
         self.keys = keys
         self.redis_url = redis_url
-        self.tally = JobTally()
+        self.metrics = metrics or process_metrics()
+        self.tally = JobTally(self.metrics)
         self._script = arq.register_script(QUEUE_JOBS)
 
     async def put(self, request: Request, jobs: Sequence[PreparedJob]) -> None:
@@ -228,7 +230,7 @@ class JobQueue:
                         backoff.failures,
                         exc,
                     )
-                    metrics.ASYNC_JOBS.labels("failed").inc(len(jobs))
+                    self.metrics.async_jobs.labels("failed").inc(len(jobs))
                     return
                 if backoff.failures == 1:
                     logger.info("queueing the async hooks of %s: %s; retrying", request.event_id, exc)

@@ -42,8 +42,9 @@ from bus.policy.schema import MAX_TRIES_LIMIT
 from bus.redaction.redact import Redactor, redactor_for
 from bus.redis.connection import connect, redis_errors
 from bus.redis.keys import Keyspace
-from bus.runtime import metrics
 from bus.runtime.logs import event_fields
+from bus.runtime.metrics import Metrics, process_metrics
+from bus.runtime.metrics_server import start_http_server
 from bus.runtime.retry import Backoff
 from bus.runtime.settings import Settings
 from bus.stream.pending_context import CONTEXT_TTL_S, MAX_PENDING_CONTEXT
@@ -173,15 +174,15 @@ async def run_async_hook(ctx: dict[str, Any], job: dict[str, Any], handler_id: s
     started = time.perf_counter()
     result = await _run_handler(ctx, hook)
     took_s = time.perf_counter() - started
-    metrics.hook_duration(handler_type).observe(took_s)
-    metrics.child(metrics.ASYNC_JOB_DURATION, handler_type).observe(took_s)
+    ctx["metrics"].child(ctx["metrics"].hook_duration, handler_type).observe(took_s)
+    ctx["metrics"].child(ctx["metrics"].async_job_duration, handler_type).observe(took_s)
     if not failed(result):
         if job_try > 1:
             with contextlib.suppress(*_REDIS_ERRORS), redis_errors():  # else the list's TTL removes it
                 await forget_attempts(redis, keys, job_id)
         await deliver_later(ctx["bus"], keys, request, result)
-        metrics.ASYNC_JOBS.labels("succeeded").inc()
-        metrics.ASYNC_ATTEMPTS.observe(job_try)
+        ctx["metrics"].async_jobs.labels("succeeded").inc()
+        ctx["metrics"].async_attempts.observe(job_try)
         return result.outcome.value
     attempt = Attempt(
         job_try,
@@ -201,7 +202,7 @@ async def run_async_hook(ctx: dict[str, Any], job: dict[str, Any], handler_id: s
             await record_attempt(redis, keys, job_id, attempt, limits.max_age_s)
     except _REDIS_ERRORS as exc:  # the retry matters more than its history
         logger.info("async job %s: try %d not recorded (%s); retrying all the same", job_id, job_try, exc)
-    metrics.ASYNC_JOBS.labels("retried").inc()
+    ctx["metrics"].async_jobs.labels("retried").inc()
     raise Retry(defer=decided.delay_s)
 
 
@@ -243,8 +244,8 @@ async def _give_up(
             "async job %s: dead letter not written (%s); trying again in %gs", ctx["job_id"], exc, BURY_AGAIN_S
         )
         raise Retry(defer=BURY_AGAIN_S) from exc
-    metrics.ASYNC_JOBS.labels("dead").inc()
-    metrics.ASYNC_ATTEMPTS.observe(ctx["job_try"])
+    ctx["metrics"].async_jobs.labels("dead").inc()
+    ctx["metrics"].async_attempts.observe(ctx["job_try"])
     session = hook_input.get("session_id") if isinstance(hook_input, dict) else None
     logger.warning(
         "async hook given up (%s) after %d tries; dead letter %s",
@@ -281,12 +282,14 @@ def build_worker(
     burst: bool = False,
     registry: PolicyRegistry | None = None,
     bus: aioredis.Redis | None = None,
+    metrics: Metrics | None = None,
 ) -> LeasedWorker:
     """An arq worker that runs async hooks from the queue at ``redis_url``.
 
     ``policy`` may be a dict holding it under ``"policy"``, which a reload updates in place.
     ``bus`` is the bus's Redis (context for the next turn, ``once`` markers, the decision log),
-    when the queue has a Redis of its own (``HOOKBUS_QUEUE_REDIS_URL``).
+    when the queue has a Redis of its own (``HOOKBUS_QUEUE_REDIS_URL``); ``metrics`` counts the jobs
+    (the process's by default).
     """
     from workers.handlers.runners import default_runners
 
@@ -315,6 +318,7 @@ def build_worker(
             "bus": bus or pool,
             "services": Services(settings, bus or pool),
             "registry": registry,
+            "metrics": metrics or process_metrics(),
         },
     )
 
@@ -385,25 +389,26 @@ async def serve_worker(settings: Settings, policy: Policy, redis_url: str, metri
     set_cpu_priority(settings.worker_cpu)  # first: the threads started below inherit it
     if logging.getLogger().getEffectiveLevel() > logging.DEBUG:
         logging.getLogger("arq.worker").addFilter(_no_job_lines)
-    metrics.init_metrics()
-    metrics.start_http_server(metrics_port, settings.metrics_host, settings.metrics_token)
+    metrics = process_metrics()
+    metrics.init()
+    start_http_server(metrics, metrics_port, settings.metrics_host, settings.metrics_token)
     current = {"policy": policy}
 
     queue_url = settings.queue_url_for(redis_url)  # ConfigError when the bus is a cluster with no queue Redis
     registry_redis = connect(redis_url)  # the bus
-    registry = PolicyRegistry(policy, registry_redis, settings.keys)
+    registry = PolicyRegistry(policy, registry_redis, settings.keys, metrics=metrics)
 
     def set_policy(new: Policy) -> None:
         current["policy"] = new
         registry.set_base(new)
 
-    watcher = PolicyWatcher(settings.policy_paths, set_policy)
+    watcher = PolicyWatcher(settings.policy_paths, set_policy, metrics=metrics)
     await watcher.start()
     await registry.start()
     backoff = Backoff(cap_s=5.0)
     try:
         while True:
-            worker = build_worker(settings, current, queue_url, registry=registry, bus=registry_redis)
+            worker = build_worker(settings, current, queue_url, registry=registry, bus=registry_redis, metrics=metrics)
             try:
                 with redis_errors():
                     await worker.async_run()
@@ -414,7 +419,7 @@ async def serve_worker(settings: Settings, policy: Policy, redis_url: str, metri
             except _REDIS_ERRORS as exc:
                 # Redis restarted, refused a write (maxmemory) or went away: the queue is still
                 # there when it is back, so wait and start again rather than exit.
-                metrics.child(metrics.REDIS_ERRORS, "worker").inc()
+                metrics.child(metrics.redis_errors, "worker").inc()
                 delay_s = backoff.next_delay_s()
                 logger.warning("worker lost redis (%s); starting again in %.1fs", exc, delay_s)
                 await asyncio.sleep(delay_s)

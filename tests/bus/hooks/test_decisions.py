@@ -5,9 +5,17 @@ from __future__ import annotations
 import json
 
 import orjson
+import pytest
 
 from bus.hooks.decisions import Decision, FailOpenReason, RecordOutcome
 from bus.runtime import metrics
+from bus.runtime.metrics import Metrics
+
+
+@pytest.fixture
+def m() -> Metrics:
+    """Metrics of this test alone (a registry of its own)."""
+    return Metrics()
 
 
 def test_the_members_are_the_strings_on_the_wire() -> None:
@@ -19,10 +27,10 @@ def test_the_members_are_the_strings_on_the_wire() -> None:
     assert f"{RecordOutcome.FAIL_OPEN}" == "fail-open"
 
 
-def test_the_metric_label_values_are_the_enums() -> None:
+def test_the_metric_label_values_are_the_enums(m: Metrics) -> None:
     assert metrics.DECISION_VALUES == ("allow", "deny", "ask", "defer", "block", "none")
     assert metrics.FAIL_OPEN_REASONS == tuple(r.value for r in FailOpenReason)
-    assert metrics.child(metrics.DECISIONS, "Stop", Decision.BLOCK) is metrics.child(metrics.DECISIONS, "Stop", "block")
+    assert m.child(m.decisions, "Stop", Decision.BLOCK) is m.child(m.decisions, "Stop", "block")
 
 
 def test_only_the_gateway_answers_for_some_reasons() -> None:

@@ -14,39 +14,46 @@ from prometheus_client import CONTENT_TYPE_LATEST
 
 from bus.hooks.events import EVENTS
 from bus.runtime import metrics
-from tests.conftest import exposition_samples, metric, python
+from bus.runtime.metrics import Metrics
+from tests.conftest import exposition_samples, python
 
 # -- child() and the label helpers ----------------------------------------------------------------
 
 
-def test_child_is_looked_up_once_per_label_set() -> None:
-    first = metrics.child(metrics.DECISIONS, "Stop", "block")
-    assert metrics.child(metrics.DECISIONS, "Stop", "block") is first
-    assert first is metrics.DECISIONS.labels("Stop", "block")  # the registry's own child
-    assert metrics.child(metrics.DECISIONS, "Stop", "none") is not first
-    assert metrics.child(metrics.FAIL_OPEN, "Stop", "block") is not first  # same labels, another family
+@pytest.fixture
+def m() -> Metrics:
+    """Metrics of this test alone (a registry of its own)."""
+    return Metrics()
 
 
-def test_child_counts_into_the_family() -> None:
-    before = metric("hookbus_decisions_total", event="SubagentStop", decision="block")
-    metrics.child(metrics.DECISIONS, "SubagentStop", "block").inc()
-    metrics.child(metrics.DECISIONS, "SubagentStop", "block").inc(2)
-    assert metric("hookbus_decisions_total", event="SubagentStop", decision="block") - before == 3
+def test_child_is_looked_up_once_per_label_set(m: Metrics) -> None:
+    first = m.child(m.decisions, "Stop", "block")
+    assert m.child(m.decisions, "Stop", "block") is first
+    assert first is m.decisions.labels("Stop", "block")  # the registry's own child
+    assert m.child(m.decisions, "Stop", "none") is not first
+    assert m.child(m.fail_open, "Stop", "block") is not first  # same labels, another family
 
 
-def test_child_with_the_wrong_labels_raises() -> None:
+def test_child_counts_into_the_family(m: Metrics) -> None:
+    before = m.value("hookbus_decisions_total", event="SubagentStop", decision="block")
+    m.child(m.decisions, "SubagentStop", "block").inc()
+    m.child(m.decisions, "SubagentStop", "block").inc(2)
+    assert m.value("hookbus_decisions_total", event="SubagentStop", decision="block") - before == 3
+
+
+def test_child_with_the_wrong_labels_raises(m: Metrics) -> None:
     with pytest.raises(ValueError, match="label"):
-        metrics.child(metrics.DECISIONS, "Stop")
+        m.child(m.decisions, "Stop")
 
 
-def test_hook_duration_is_the_histogram_child_of_a_handler_type() -> None:
-    assert metrics.hook_duration("command") is metrics.child(metrics.HOOK_DURATION, "command")
-    count = metric("hookbus_hook_duration_seconds_count", type="command")
-    fast = metric("hookbus_hook_duration_seconds_bucket", type="command", le="0.005")
-    metrics.hook_duration("command").observe(0.003)
-    metrics.hook_duration("command").observe(3.0)
-    assert metric("hookbus_hook_duration_seconds_count", type="command") - count == 2
-    assert metric("hookbus_hook_duration_seconds_bucket", type="command", le="0.005") - fast == 1
+def test_hook_duration_is_the_histogram_child_of_a_handler_type(m: Metrics) -> None:
+    assert m.child(m.hook_duration, "command") is m.child(m.hook_duration, "command")
+    count = m.value("hookbus_hook_duration_seconds_count", type="command")
+    fast = m.value("hookbus_hook_duration_seconds_bucket", type="command", le="0.005")
+    m.child(m.hook_duration, "command").observe(0.003)
+    m.child(m.hook_duration, "command").observe(3.0)
+    assert m.value("hookbus_hook_duration_seconds_count", type="command") - count == 2
+    assert m.value("hookbus_hook_duration_seconds_bucket", type="command", le="0.005") - fast == 1
 
 
 @pytest.mark.parametrize("event", sorted(EVENTS))
@@ -62,18 +69,16 @@ def test_unknown_events_collapse_to_other(event: str) -> None:
 # -- render() --------------------------------------------------------------------------------------
 
 
-def test_render_in_one_process_is_this_process_registry(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_render_in_one_process_is_its_own_registry(monkeypatch: pytest.MonkeyPatch, m: Metrics) -> None:
     monkeypatch.delenv("PROMETHEUS_MULTIPROC_DIR", raising=False)
-    metrics.child(metrics.REJECTED, "429").inc()
-    body, content_type = metrics.render()
+    m.child(m.rejected, "429").inc()
+    body, content_type = m.render()
     assert content_type == CONTENT_TYPE_LATEST
     found = exposition_samples(body)
-    assert (
-        found[("hookbus_rejected_requests_total", frozenset({("code", "429")}))]
-        == metric("hookbus_rejected_requests_total", code="429")
-        >= 1
-    )
-    assert any(name == "python_info" for name, _ in found)  # the default collectors are there too
+    assert found[("hookbus_rejected_requests_total", frozenset({("code", "429")}))] == 1
+    assert m.value("hookbus_rejected_requests_total", code="429") == 1
+    # A test's registry holds its families only; the process's also has the default collectors.
+    assert not any(name == "python_info" for name, _ in found)
 
 
 @pytest.mark.system
@@ -82,9 +87,10 @@ def test_render_in_multiprocess_mode_adds_up_every_process(tmp_path: Path) -> No
     for n in (2, 3):  # two roles, each its own process, each gone by the time of the scrape
         python(
             f"""
-            from bus.runtime import metrics
-            metrics.child(metrics.DECISIONS, "PreToolUse", "deny").inc({n})
-            metrics.hook_duration("rule").observe(0.001)
+            from bus.runtime.metrics import process_metrics
+            metrics = process_metrics()
+            metrics.child(metrics.decisions, "PreToolUse", "deny").inc({n})
+            metrics.child(metrics.hook_duration, "rule").observe(0.001)
         """,
             env,
         )
@@ -92,7 +98,8 @@ def test_render_in_multiprocess_mode_adds_up_every_process(tmp_path: Path) -> No
     out = python(
         """
         import sys
-        from bus.runtime import metrics
+        from bus.runtime.metrics import process_metrics
+        metrics = process_metrics()
         body, content_type = metrics.render()
         print(content_type)
         sys.stdout.write(body.decode())

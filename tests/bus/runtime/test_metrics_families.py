@@ -16,66 +16,74 @@ from prometheus_client import multiprocess
 
 from bus.policy.reload import PolicyWatcher
 from bus.runtime import metrics
-from tests.conftest import REPO, exposition_samples, metric, python
+from bus.runtime.metrics import Metrics
+from tests.conftest import REPO, exposition_samples, python
 
 RENDER = """
     import sys
-    from bus.runtime import metrics
+    from bus.runtime.metrics import process_metrics
+    metrics = process_metrics()
     sys.stdout.write(metrics.render()[0].decode())
 """
 
 
-def test_latency_buckets_start_at_100_microseconds() -> None:
+@pytest.fixture
+def m() -> Metrics:
+    """Metrics of this test alone (a registry of its own)."""
+    return Metrics()
+
+
+def test_latency_buckets_start_at_100_microseconds(m: Metrics) -> None:
     assert metrics.LATENCY_BUCKETS[:4] == (0.0001, 0.00025, 0.0005, 0.001)
     assert list(metrics.LATENCY_BUCKETS) == sorted(metrics.LATENCY_BUCKETS)
-    before = metric("hookbus_decision_latency_seconds_bucket", event="Stop", le="0.0001")
-    metrics.child(metrics.DECISION_LATENCY, "Stop").observe(0.00008)
-    assert metric("hookbus_decision_latency_seconds_bucket", event="Stop", le="0.0001") - before == 1
+    before = m.value("hookbus_decision_latency_seconds_bucket", event="Stop", le="0.0001")
+    m.child(m.decision_latency, "Stop").observe(0.00008)
+    assert m.value("hookbus_decision_latency_seconds_bucket", event="Stop", le="0.0001") - before == 1
     # A handler's duration and the gateway's wait for a reply have the same first buckets.
-    before = metric("hookbus_hook_duration_seconds_bucket", type="rule", le="0.00025")
-    metrics.hook_duration("rule").observe(0.0002)
-    assert metric("hookbus_hook_duration_seconds_bucket", type="rule", le="0.00025") - before == 1
-    before = metric("hookbus_reply_wait_seconds_bucket", le="0.0001")
-    metrics.REPLY_WAIT.observe(0.00008)
-    assert metric("hookbus_reply_wait_seconds_bucket", le="0.0001") - before == 1
+    before = m.value("hookbus_hook_duration_seconds_bucket", type="rule", le="0.00025")
+    m.child(m.hook_duration, "rule").observe(0.0002)
+    assert m.value("hookbus_hook_duration_seconds_bucket", type="rule", le="0.00025") - before == 1
+    before = m.value("hookbus_reply_wait_seconds_bucket", le="0.0001")
+    m.reply_wait.observe(0.00008)
+    assert m.value("hookbus_reply_wait_seconds_bucket", le="0.0001") - before == 1
 
 
-def test_build_info_names_the_version_and_python() -> None:
-    metrics.init_metrics()
+def test_build_info_names_the_version_and_python(m: Metrics) -> None:
+    m.init()
     assert metrics.build_version() == version("hookbus")
-    assert metric("hookbus_build_info", version=version("hookbus"), python=platform.python_version()) == 1
+    assert m.value("hookbus_build_info", version=version("hookbus"), python=platform.python_version()) == 1
 
 
-def test_init_metrics_starts_every_timeout_stage_and_redis_operation_at_zero() -> None:
-    metrics.init_metrics()
-    text = metrics.render()[0].decode()
+def test_init_metrics_starts_every_timeout_stage_and_redis_operation_at_zero(m: Metrics) -> None:
+    m.init()
+    text = m.render()[0].decode()
     for stage in ("queue_wait", "handler", "reply"):
         assert f'hookbus_timeouts_total{{stage="{stage}"}}' in text
     for op in metrics.REDIS_ERROR_OPS:
         assert f'hookbus_redis_errors_total{{op="{op}"}}' in text
 
 
-def test_policy_info_follows_the_revision_in_one_process() -> None:
-    metrics.set_policy_revision("rev-one")
-    assert metric("hookbus_policy_info", tenant="default", version="rev-one") == 1
-    metrics.set_policy_revision("rev-two")
-    text = metrics.render()[0].decode()
+def test_policy_info_follows_the_revision_in_one_process(m: Metrics) -> None:
+    m.set_policy_revision("rev-one")
+    assert m.value("hookbus_policy_info", tenant="default", version="rev-one") == 1
+    m.set_policy_revision("rev-two")
+    text = m.render()[0].decode()
     assert 'version="rev-one"' not in text  # removed, not left at 0
-    assert metric("hookbus_policy_info", tenant="default", version="rev-two") == 1
+    assert m.value("hookbus_policy_info", tenant="default", version="rev-two") == 1
 
 
-def test_a_refused_reload_counts_as_a_policy_load_failure(tmp_path: Path) -> None:
+def test_a_refused_reload_counts_as_a_policy_load_failure(tmp_path: Path, m: Metrics) -> None:
     path = tmp_path / "policy.yaml"
     path.write_text("hooks: {}\n")
     applied: list[object] = []
-    watcher = PolicyWatcher([path], applied.append)
-    before = metric("hookbus_policy_load_failures_total")
+    watcher = PolicyWatcher([path], applied.append, metrics=m)
+    assert m.value("hookbus_policy_load_failures_total") == 0
     path.write_text("hooks: {PreToolUse: [{hooks: [{type: nonsense}]}]}\n")
     assert not watcher.reload()
-    assert metric("hookbus_policy_load_failures_total") - before == 1
+    assert m.value("hookbus_policy_load_failures_total") == 1
     path.write_text("hooks: {}\n")
     assert watcher.reload() and len(applied) == 1
-    assert metric("hookbus_policy_load_failures_total") - before == 1
+    assert m.value("hookbus_policy_load_failures_total") == 1
 
 
 @pytest.mark.system
@@ -84,8 +92,9 @@ def test_only_the_observer_exports_the_redis_state_gauges() -> None:
     # hookbus_dispatchers_alive 0: alerts take the min and the max over every target.
     text = python("""
         import sys
-        from bus.runtime import metrics
-        metrics.init_metrics()
+        from bus.runtime.metrics import process_metrics
+        metrics = process_metrics()
+        metrics.init()
         sys.stdout.write(metrics.render()[0].decode())
     """)
     names = {name for name, _ in exposition_samples(text)}
@@ -101,17 +110,18 @@ def test_only_the_observer_exports_the_redis_state_gauges() -> None:
 
 
 @pytest.mark.system
-def test_gauges_of_a_dead_process_go_and_its_counters_stay(tmp_path: Path) -> None:
+def test_gauges_of_a_dead_process_go_and_its_counters_stay(tmp_path: Path, m: Metrics) -> None:
     env = {"PROMETHEUS_MULTIPROC_DIR": str(tmp_path)}
     pids = [
         python(
             """
         import os
-        from bus.runtime import metrics
+        from bus.runtime.metrics import process_metrics
+        metrics = process_metrics()
         metrics.set_policy_revision("old")
         metrics.set_policy_revision("new")
         metrics.observed().redis_up.set(1)
-        metrics.child(metrics.TIMEOUTS, "reply").inc(2)
+        metrics.child(metrics.timeouts, "reply").inc(2)
         print(os.getpid())
     """,
             env,
@@ -139,8 +149,9 @@ def defined_families() -> dict[str, tuple[str, ...]]:
     """Every family bus/runtime/metrics.py defines (the observer's gauges too): exposed name -> labels."""
     from prometheus_client.metrics import MetricWrapperBase
 
-    found: list[MetricWrapperBase] = [value for value in vars(metrics).values() if isinstance(value, MetricWrapperBase)]
-    observed = metrics.observed()
+    m = Metrics()
+    found: list[MetricWrapperBase] = [value for value in vars(m).values() if isinstance(value, MetricWrapperBase)]
+    observed = m.observed()
     found += [getattr(observed, name) for name in observed.__dataclass_fields__]
     families: dict[str, tuple[str, ...]] = {}
     for family in found:

@@ -8,11 +8,17 @@ from pathlib import Path
 
 import httpx
 import pytest
-from prometheus_client import REGISTRY
 
 from bus.errors import ConfigError
-from bus.runtime import metrics
+from bus.runtime.metrics import Metrics
+from bus.runtime.metrics_server import authorized, start_http_server
 from hookbus.platform.redis_server import free_port
+
+
+@pytest.fixture
+def m() -> Metrics:
+    """Metrics of this test alone (a registry of its own)."""
+    return Metrics()
 
 
 def listening_on(port: int) -> set[str]:
@@ -35,9 +41,10 @@ def served() -> Iterator[list[object]]:
         server.server_close()  # type: ignore[attr-defined]
 
 
-def test_the_metrics_server_answers_metrics_and_healthz_on_loopback(served: list[object]) -> None:
+def test_the_metrics_server_answers_metrics_and_healthz_on_loopback(served: list[object], m: Metrics) -> None:
     port = free_port()
-    served.append(metrics.start_http_server(port))
+    m.init()
+    served.append(start_http_server(m, port))
     assert listening_on(port) == {"127.0.0.1"}
     base = f"http://127.0.0.1:{port}"
     assert httpx.get(f"{base}/healthz").json() == {"status": "ok"}
@@ -45,12 +52,12 @@ def test_the_metrics_server_answers_metrics_and_healthz_on_loopback(served: list
     assert scraped.status_code == 200 and "hookbus_decisions_total" in scraped.text
     missing = httpx.get(f"{base}/nope")
     assert missing.status_code == 404 and missing.json()["error"] == "not_found"
-    assert metrics.start_http_server(None) is None
+    assert start_http_server(m, None) is None
 
 
-def test_the_metrics_token_guards_metrics_but_not_healthz(served: list[object]) -> None:
+def test_the_metrics_token_guards_metrics_but_not_healthz(served: list[object], m: Metrics) -> None:
     port = free_port()
-    served.append(metrics.start_http_server(port, "127.0.0.1", token="m-secret"))
+    served.append(start_http_server(m, port, "127.0.0.1", token="m-secret"))
     base = f"http://127.0.0.1:{port}"
     refused = httpx.get(f"{base}/metrics")
     assert refused.status_code == 401 and refused.json() == {
@@ -62,26 +69,26 @@ def test_the_metrics_token_guards_metrics_but_not_healthz(served: list[object]) 
     assert httpx.get(f"{base}/healthz").status_code == 200
 
 
-def test_a_metrics_port_in_use_is_a_clear_error() -> None:
+def test_a_metrics_port_in_use_is_a_clear_error(m: Metrics) -> None:
     with socket.socket() as taken:
         taken.bind(("127.0.0.1", 0))
         taken.listen()
         port = taken.getsockname()[1]
         with pytest.raises(ConfigError, match=f"^metrics port {port} is in use; pass --metrics-port$"):
-            metrics.start_http_server(port)
+            start_http_server(m, port)
 
 
 def test_authorized_compares_bearer_tokens() -> None:
-    assert metrics.authorized(None, None) and metrics.authorized("anything", "")
-    assert metrics.authorized("Bearer t0k", "t0k") and metrics.authorized("bearer  t0k ", "t0k")
-    assert not metrics.authorized(None, "t0k") and not metrics.authorized("Basic t0k", "t0k")
-    assert not metrics.authorized("Bearer t0", "t0k")
+    assert authorized(None, None) and authorized("anything", "")
+    assert authorized("Bearer t0k", "t0k") and authorized("bearer  t0k ", "t0k")
+    assert not authorized(None, "t0k") and not authorized("Basic t0k", "t0k")
+    assert not authorized("Bearer t0", "t0k")
 
 
-def test_init_metrics_creates_the_known_series_at_zero() -> None:
-    metrics.init_metrics()
-    metrics.init_metrics()  # idempotent
-    text = metrics.render()[0].decode()
+def test_init_metrics_creates_the_known_series_at_zero(m: Metrics) -> None:
+    m.init()
+    m.init()  # idempotent
+    text = m.render()[0].decode()
     for line in (
         'hookbus_fail_open_total{event="PermissionRequest",reason="redis_unavailable"}',
         'hookbus_decisions_total{decision="none",event="UserPromptSubmit"}',
@@ -90,10 +97,7 @@ def test_init_metrics_creates_the_known_series_at_zero() -> None:
         'hookbus_dead_letters_total{stream="blocking"}',
     ):
         assert line in text, line
-    # The series exists (its value may not be 0: other tests of this process may have queued jobs).
-    assert REGISTRY.get_sample_value("hookbus_async_jobs_total", {"status": "queued"}) is not None
-    # No zero series up front for an event that never waits (other tests of this process may
-    # have counted a real Notification fail-open while Redis was down: that one is not zero).
+    assert m.registry.get_sample_value("hookbus_async_jobs_total", {"status": "queued"}) == 0
+    # No series up front for an event that never waits.
     fail_open = text.split("hookbus_fail_open_total", 1)[1].split("# HELP", 1)[0]
-    notification = [line for line in fail_open.splitlines() if 'event="Notification"' in line]
-    assert not [line for line in notification if line.endswith(" 0.0")], notification
+    assert 'event="PreToolUse"' in fail_open and 'event="Notification"' not in fail_open
