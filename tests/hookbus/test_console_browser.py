@@ -13,14 +13,10 @@ from __future__ import annotations
 
 import json
 import os
-import signal
-import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import httpx
 import orjson
 import pytest
 import redis as redis_sync
@@ -28,9 +24,9 @@ import yaml
 
 from bus.redis.keys import Keyspace
 from bus.stream.protocol import LogRecord, now_ms
-from hookbus.platform.redis_server import free_port
 from tests.ci import missing
-from tests.conftest import REPO, wait_for
+from tests.conftest import REPO
+from tests.up import UpProcess, running_up
 
 CHROMIUM = Path("/usr/bin/chromium")
 ARTIFACTS = REPO / "tests" / "artifacts"
@@ -64,73 +60,12 @@ def _chromium() -> None:
         missing("no /usr/bin/chromium (apt-get install chromium)")
 
 
-class Platform:
-    """A ``hookbus up`` child on a free port, its output in files."""
-
-    def __init__(self, tmp_path: Path) -> None:
-        self.port = free_port()
-        self.url = f"http://127.0.0.1:{self.port}"
-        policy = tmp_path / "policy.yaml"
-        policy.write_text(yaml.safe_dump(POLICY))
-        self.out = tmp_path / "up.out"
-        self.state = tmp_path / "state"
-        env = {**{k: v for k, v in os.environ.items() if not k.startswith("HOOKBUS_")}, **TOKENS}
-        with self.out.open("wb") as out:
-            self.process = subprocess.Popen(
-                [
-                    sys.executable,
-                    "-m",
-                    "hookbus",
-                    "up",
-                    "--config",
-                    str(policy),
-                    "--port",
-                    str(self.port),
-                    "--state-dir",
-                    str(self.state),
-                ],
-                env=env,
-                cwd=tmp_path,
-                stdin=subprocess.DEVNULL,
-                stdout=out,
-                stderr=subprocess.STDOUT,
-            )
-
-    def ready(self) -> bool:
-        if self.process.poll() is not None:
-            raise AssertionError(f"hookbus up exited: {self.out.read_text()}")
-        try:
-            answer = httpx.get(f"{self.url}/readyz", timeout=1).json()
-        except (httpx.HTTPError, ValueError):
-            return False
-        return bool(answer["ready"] and answer["checks"].get("dispatchers", {}).get("alive"))
-
-    def emit(self, token: str, hook_input: dict[str, Any]) -> dict[str, Any]:
-        reply = httpx.post(
-            f"{self.url}/v1/hooks", json=hook_input, headers={"Authorization": f"Bearer {token}"}, timeout=10
-        )
-        assert reply.status_code == 200, reply.text
-        answer: dict[str, Any] = reply.json()
-        return answer
-
-    def stop(self) -> None:
-        if self.process.poll() is None:
-            self.process.send_signal(signal.SIGTERM)
-            try:
-                self.process.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait(timeout=10)
-
-
 @pytest.fixture
-def up(tmp_path: Path) -> Iterator[Platform]:
-    platform = Platform(tmp_path)
-    try:
-        wait_for(platform.ready, timeout_s=60, interval_s=0.1)
+def up(tmp_path: Path) -> Iterator[UpProcess]:
+    policy = tmp_path / "policy.yaml"
+    policy.write_text(yaml.safe_dump(POLICY))
+    with running_up(tmp_path, policy, TOKENS) as platform:
         yield platform
-    finally:
-        platform.stop()
 
 
 def tool(session: str, name: str, tool_input: dict[str, Any], use: str, post: bool = False) -> dict[str, Any]:
@@ -147,7 +82,7 @@ def tool(session: str, name: str, tool_input: dict[str, Any], use: str, post: bo
     }
 
 
-def fleet_traffic(up: Platform, round_: int) -> None:
+def fleet_traffic(up: UpProcess, round_: int) -> None:
     """A few agents at work: reads, edits, tests, an ask, a fail-open; tool calls get their results later."""
     sessions = [("tok-acme", "acme-7f3a9c"), ("tok-acme", "acme-2b81d4"), ("tok-globex", "globex-c4e019")]
     steps: list[tuple[dict[str, Any], dict[str, Any]]] = []
@@ -189,7 +124,7 @@ def fleet_traffic(up: Platform, round_: int) -> None:
     )
 
 
-def flood(up: Platform, count: int) -> None:
+def flood(up: UpProcess, count: int) -> None:
     """``count`` records written straight into the platform's decision log, in one pipeline."""
     state = json.loads((up.state / "hookbus.json").read_text())
     client = redis_sync.Redis.from_url(state["redis"]["url"])
@@ -222,7 +157,7 @@ def flood(up: Platform, count: int) -> None:
 
 
 @pytest.mark.timeout(180)
-def test_the_console_shows_a_deny_live_opens_its_detail_and_filters(up: Platform) -> None:
+def test_the_console_shows_a_deny_live_opens_its_detail_and_filters(up: UpProcess) -> None:
     _chromium()
     from playwright.sync_api import expect, sync_playwright
 

@@ -9,10 +9,6 @@ answered event has exactly one record.
 
 from __future__ import annotations
 
-import os
-import signal
-import subprocess
-import sys
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -23,74 +19,19 @@ import pytest
 import redis as redis_sync
 
 from bus.redis.keys import Keyspace
-from hookbus.platform.redis_server import free_port
 from tests.conftest import REPO, wait_for
 from tests.hostile.inputs import COMMAND_UNITS, OPEN_UNITS, SECRET_UNITS, command, fill, nested_json
+from tests.up import UpProcess, running_up
 
 pytestmark = pytest.mark.timeout(600)
 
 TOKENS = {"HOOKBUS_TOKENS": "alice:tok-alice,mallory:tok-mallory"}
 
 
-class Up:
-    """``hookbus up`` with the example policy on a free port."""
-
-    def __init__(self, tmp_path: Path) -> None:
-        self.url = f"http://127.0.0.1:{free_port()}"
-        self.out = tmp_path / "up.out"
-        self.state = tmp_path / "state"
-        env = {**{k: v for k, v in os.environ.items() if not k.startswith("HOOKBUS_")}, **TOKENS}
-        with self.out.open("wb") as out:
-            self.process = subprocess.Popen(
-                [
-                    sys.executable,
-                    "-m",
-                    "hookbus",
-                    "up",
-                    "--config",
-                    str(REPO / "examples" / "policy.yaml"),
-                    "--port",
-                    self.url.rsplit(":", 1)[1],
-                    "--state-dir",
-                    str(self.state),
-                ],
-                env=env,
-                cwd=tmp_path,
-                stdin=subprocess.DEVNULL,
-                stdout=out,
-                stderr=subprocess.STDOUT,
-            )
-
-    def ready(self) -> bool:
-        if self.process.poll() is not None:
-            raise AssertionError(f"hookbus up exited: {self.out.read_text()}")
-        try:
-            answer = httpx.get(f"{self.url}/readyz", timeout=1).json()
-        except (httpx.HTTPError, ValueError):
-            return False
-        return bool(answer["ready"] and answer["checks"].get("dispatchers", {}).get("alive"))
-
-    def redis_url(self) -> str:
-        return f"unix://{self.state / 'redis' / 'redis.sock'}"
-
-    def stop(self) -> None:
-        if self.process.poll() is None:
-            self.process.send_signal(signal.SIGTERM)
-            try:
-                self.process.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait(timeout=10)
-
-
 @pytest.fixture
-def up(tmp_path: Path) -> Iterator[Up]:
-    platform = Up(tmp_path)
-    try:
-        wait_for(platform.ready, timeout_s=60, interval_s=0.1)
+def up(tmp_path: Path) -> Iterator[UpProcess]:
+    with running_up(tmp_path, REPO / "examples" / "policy.yaml", TOKENS) as platform:
         yield platform
-    finally:
-        platform.stop()
 
 
 def bash(session: str, text: str) -> bytes:
@@ -140,7 +81,7 @@ def send(client: httpx.Client, token: str, body: bytes) -> httpx.Response:
     )
 
 
-def test_no_hostile_input_buys_a_fail_open_and_the_other_tenant_keeps_flowing(up: Up) -> None:
+def test_no_hostile_input_buys_a_fail_open_and_the_other_tenant_keeps_flowing(up: UpProcess) -> None:
     alice: list[httpx.Response] = []
     stop = threading.Event()
 
