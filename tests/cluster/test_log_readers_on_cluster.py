@@ -15,6 +15,7 @@ from bus.decisionlog.audit import RecordFilter, Window, log_state, read_window
 from bus.redis.connection import connect
 from bus.redis.keys import Keyspace
 from bus.redis.urls import cluster_url
+from bus.runtime.metrics import Metrics
 from bus.stream.partitions import claim_layout
 from bus.stream.protocol import LogRecord
 from gateway.decisionlog.tail import Cursor, LogTail, Subscriber
@@ -22,7 +23,7 @@ from gateway.observer import Observer
 from hookbus.audit.command import Follower, export
 from hookbus.audit.sinks import JsonlSink
 from hookbus.tail import tail
-from tests.conftest import async_wait_for, metric
+from tests.conftest import async_wait_for
 
 FOUR = Keyspace(partitions=4)
 AT_MS = 1_700_000_000_000
@@ -91,11 +92,12 @@ async def test_every_reader_reads_four_partitions_of_a_cluster(
         finally:
             await log_tail.leave(subscriber)
 
-        observer = Observer(url, FOUR)
+        m = Metrics()
+        observer = Observer(url, FOUR, metrics=m)
         try:
             assert await observer.observe()
         finally:
             await observer.stop()
-        assert metric("hookbus_decision_log_length") == 44
+        assert m.value("hookbus_decision_log_length") == 44
     finally:
         await redis.aclose()

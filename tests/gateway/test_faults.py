@@ -16,9 +16,10 @@ from typing import Any
 import httpx
 
 from bus.errors import BusUnavailable
+from bus.runtime.metrics import Metrics
 from gateway.appends.spool import Spool
 from hookbus.platform.redis_server import EmbeddedRedis
-from tests.conftest import BusProbe, Platform, async_wait_for, metric, rm_rf
+from tests.conftest import BusProbe, Platform, async_wait_for, rm_rf
 
 #: The deadline of the no-dispatcher test: 0.45 s, so that the 0.5 s latency bucket is
 #: exactly "deadline + 50 ms" for the server-side check.
@@ -48,8 +49,9 @@ hooks:
 CLIENT_MARGIN_S = 0.5
 
 
-def bucket(le: str, event: str = "PreToolUse") -> float:
-    return metric("hookbus_decision_latency_seconds_bucket", event=event, le=le)
+def bucket(p: Platform, le: str, event: str = "PreToolUse") -> float:
+    """Decisions of ``event`` the gateway of ``p`` answered within ``le`` seconds."""
+    return p.metrics.value("hookbus_decision_latency_seconds_bucket", event=event, le=le)
 
 
 async def timed_post(p: Platform, body: dict[str, Any]) -> tuple[float, httpx.Response]:
@@ -59,8 +61,6 @@ async def timed_post(p: Platform, body: dict[str, Any]) -> tuple[float, httpx.Re
 
 
 async def test_no_dispatcher_every_blocking_request_fails_open_on_its_deadline(platform: Callable[..., Any]) -> None:
-    timeouts = metric("hookbus_fail_open_total", event="PreToolUse", reason="timeout")
-    within, waited, total = bucket("0.5"), bucket("0.25"), bucket("+Inf")
     async with platform(NO_DISPATCHER, dispatchers=0) as p:
         await p.post({"hook_event_name": "Notification", "session_id": "warm-up"})  # open the connection pool
         results = await asyncio.gather(*(timed_post(p, rm_rf(f"s-{i}")) for i in range(20)))
@@ -69,11 +69,11 @@ async def test_no_dispatcher_every_blocking_request_fails_open_on_its_deadline(p
         assert response.json() == {}
         assert response.headers["X-Hookbus-Outcome"] == "fail-open"
         assert 0.45 <= elapsed <= 0.45 + CLIENT_MARGIN_S, elapsed
-    assert metric("hookbus_fail_open_total", event="PreToolUse", reason="timeout") - timeouts == 20
+    assert p.metrics.value("hookbus_fail_open_total", event="PreToolUse", reason="timeout") == 20
     # Server side, end to end at the gateway: all 20 within deadline + 50 ms, none answered early.
-    assert bucket("+Inf") - total == 20
-    assert bucket("0.5") - within == 20
-    assert bucket("0.25") - waited == 0
+    assert bucket(p, "+Inf") == 20
+    assert bucket(p, "0.5") == 20
+    assert bucket(p, "0.25") == 0
 
 
 async def test_the_deadline_counts_from_the_arrival_of_the_request(platform: Callable[..., Any]) -> None:
@@ -85,14 +85,13 @@ async def test_the_deadline_counts_from_the_arrival_of_the_request(platform: Cal
             yield part
             await asyncio.sleep(0.1)  # a slow agent, not a synchronisation
 
-    within, total = bucket("0.5"), bucket("+Inf")
     async with platform(NO_DISPATCHER, dispatchers=0) as p:
         started = time.perf_counter()
         response = await p.client.post(f"{p.url}/v1/hooks", content=slow_upload())
         elapsed = time.perf_counter() - started
     assert response.headers["X-Hookbus-Outcome"] == "fail-open"
     assert 0.45 <= elapsed <= 0.45 + CLIENT_MARGIN_S
-    assert (bucket("+Inf") - total, bucket("0.5") - within) == (1, 1)
+    assert (bucket(p, "+Inf"), bucket(p, "0.5")) == (1, 1)
 
 
 async def test_blocking_events_with_no_handler_are_not_held(platform: Callable[..., Any], bus: BusProbe) -> None:
@@ -120,8 +119,6 @@ async def _denies(p: Platform) -> bool:
 async def test_redis_down_fails_open_spools_and_recovers(
     platform: Callable[..., Any], private_redis: EmbeddedRedis
 ) -> None:
-    unavailable = metric("hookbus_fail_open_total", event="PreToolUse", reason="redis_unavailable")
-    note_unavailable = metric("hookbus_fail_open_total", event="Notification", reason="redis_unavailable")
     probe = BusProbe(private_redis.url)
     try:
         async with platform(REDIS_DOWN, on_redis=private_redis.url) as p:
@@ -133,16 +130,13 @@ async def test_redis_down_fails_open_spools_and_recovers(
             assert blocking.json() == {}
             assert blocking.headers["X-Hookbus-Outcome"] == "fail-open"
             assert elapsed <= 0.5 + CLIENT_MARGIN_S
-            assert metric("hookbus_fail_open_total", event="PreToolUse", reason="redis_unavailable") - unavailable == 1
+            assert p.metrics.value("hookbus_fail_open_total", event="PreToolUse", reason="redis_unavailable") == 1
 
             note = await p.post({"hook_event_name": "Notification", "session_id": "s-down", "message": "keep me"})
             assert note.status_code == 200
             assert note.json() == {}
             assert note.headers["X-Hookbus-Outcome"] == "fail-open"
-            assert (
-                metric("hookbus_fail_open_total", event="Notification", reason="redis_unavailable") - note_unavailable
-                == 1
-            )
+            assert p.metrics.value("hookbus_fail_open_total", event="Notification", reason="redis_unavailable") == 1
             assert len(p.app.state.gateway.spool) == 2  # the Notification and the blocking event's audit record
 
             not_ready = await _readyz(p)
@@ -219,8 +213,8 @@ async def test_spool_overflow_during_a_flush_loses_nothing_it_did_not_count(bus:
         await gate.wait()
         await _xadd_all(bus, entries)
 
-    dropped = metric("hookbus_spooled_events_total", status="dropped")
-    spool = Spool(append, max_entries=3)
+    m = Metrics()
+    spool = Spool(append, max_entries=3, metrics=m)
     await spool.start()
     try:
         for n in range(3):
@@ -234,7 +228,7 @@ async def test_spool_overflow_during_a_flush_loses_nothing_it_did_not_count(bus:
         await spool.stop()
     assert await _numbers(bus) == [0, 1, 2, 3, 4]  # 0 and 1 were already in flight: they made it
     assert batches == [3, 2]
-    assert metric("hookbus_spooled_events_total", status="dropped") - dropped == 2
+    assert m.value("hookbus_spooled_events_total", status="dropped") == 2
 
 
 async def test_spool_makes_a_last_attempt_when_stopped(bus: BusProbe) -> None:

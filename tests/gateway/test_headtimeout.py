@@ -10,15 +10,27 @@ from typing import Any
 import pytest
 import uvicorn
 
+from bus.runtime.metrics import Metrics
 from gateway.headtimeout import HeadTimeoutProtocol
 from hookbus.platform.redis_server import free_port
-from tests.conftest import metric
 
 pytestmark = pytest.mark.system  # starts processes (or servers) itself
 
 
-class QuickTimeout(HeadTimeoutProtocol):
-    head_timeout_s = 0.3
+@pytest.fixture
+def m() -> Metrics:
+    """Where the test's server counts the connections it closed, on a registry of this test alone."""
+    return Metrics()
+
+
+def quick_timeout(m: Metrics) -> type[HeadTimeoutProtocol]:
+    """The protocol with a short head timeout, counting in ``m``."""
+
+    class QuickTimeout(HeadTimeoutProtocol):
+        head_timeout_s = 0.3
+        metrics = m
+
+    return QuickTimeout
 
 
 async def hello(scope: dict[str, Any], receive: Any, send: Any) -> None:
@@ -29,13 +41,13 @@ async def hello(scope: dict[str, Any], receive: Any, send: Any) -> None:
 
 
 @contextlib.asynccontextmanager
-async def server() -> AsyncIterator[int]:
+async def server(m: Metrics) -> AsyncIterator[int]:
     port = free_port()
     config = uvicorn.Config(
         hello,
         host="127.0.0.1",
         port=port,
-        http=QuickTimeout,
+        http=quick_timeout(m),
         lifespan="off",
         log_level="warning",
         timeout_keep_alive=30,
@@ -60,21 +72,19 @@ async def closed_within(reader: asyncio.StreamReader, timeout_s: float) -> bool:
 
 
 @pytest.mark.timeout(20)
-async def test_a_head_that_trickles_in_is_closed_and_counted() -> None:
-    before = metric("hookbus_request_head_timeouts_total")
-    async with server() as port:
+async def test_a_head_that_trickles_in_is_closed_and_counted(m: Metrics) -> None:
+    async with server(m) as port:
         reader, writer = await asyncio.open_connection("127.0.0.1", port)
         writer.write(b"POST /v1/hooks HTTP/1.1\r\nHost: x\r\n")  # never finished
         await writer.drain()
         assert await closed_within(reader, 5.0)
         writer.close()
-    assert metric("hookbus_request_head_timeouts_total") - before == 1
+    assert m.value("hookbus_request_head_timeouts_total") == 1
 
 
 @pytest.mark.timeout(20)
-async def test_complete_requests_on_a_kept_alive_connection_are_served() -> None:
-    before = metric("hookbus_request_head_timeouts_total")
-    async with server() as port:
+async def test_complete_requests_on_a_kept_alive_connection_are_served(m: Metrics) -> None:
+    async with server(m) as port:
         reader, writer = await asyncio.open_connection("127.0.0.1", port)
         for _ in range(3):
             writer.write(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n")
@@ -85,4 +95,4 @@ async def test_complete_requests_on_a_kept_alive_connection_are_served() -> None
         # Idle past the head timeout between requests: keep-alive governs that, not the head timer.
         assert not await closed_within(reader, 0.6)
         writer.close()
-    assert metric("hookbus_request_head_timeouts_total") == before
+    assert m.value("hookbus_request_head_timeouts_total") == 0

@@ -18,20 +18,23 @@ from arq.jobs import Job
 
 from bus.redis.connection import connect
 from bus.redis.keys import DISPATCH_GROUP, Keyspace
+from bus.runtime.metrics import Metrics
 from bus.stream.protocol import LogRecord, Request, now_ms
 from hookbus.platform.redis_server import EmbeddedRedis
-from tests.conftest import BusProbe, async_wait_for, metric
+from tests.conftest import BusProbe, async_wait_for
 from workers.dispatcher.outbox import Outbox, Settle
 from workers.jobs.enqueue import JOB_FUNCTION, PreparedJob, arq_pool, prepare_job, put_job
 
 
 class Rig:
-    """An outbox settling entries of a work stream of its own, under a keyspace of its own."""
+    """An outbox settling entries of a work stream of its own, under a keyspace of its own,
+    counting in metrics of its own."""
 
     def __init__(self, bus: BusProbe) -> None:
         self.bus = bus
         self.keys = Keyspace(f"t{uuid.uuid4().hex[:8]}:")
-        self.outbox = Outbox(bus.redis, self.keys)
+        self.metrics = Metrics()
+        self.outbox = Outbox(bus.redis, self.keys, metrics=self.metrics)
         self.stream = f"{self.keys.prefix}work"
 
     async def entry(self) -> tuple[Request, bytes]:
@@ -74,6 +77,10 @@ class Rig:
     async def pending(self) -> int:
         return int((await self.bus.redis.xpending(self.stream, DISPATCH_GROUP))["pending"])
 
+    def counted(self, status: str) -> float:
+        """Async jobs the outbox counted with ``status`` (``hookbus_async_jobs_total``)."""
+        return self.metrics.value("hookbus_async_jobs_total", status=status)
+
 
 @pytest_asyncio.fixture
 async def rig(bus: BusProbe) -> AsyncIterator[Rig]:
@@ -87,18 +94,13 @@ def jobs_of(request: Request, *handlers: str, max_queued: int = 100) -> list[Pre
     return [prepare_job(request, handler, 3600, max_queued) for handler in handlers]
 
 
-def counted(status: str) -> float:
-    return metric("hookbus_async_jobs_total", status=status)
-
-
 async def test_the_first_settle_queues_the_jobs_as_arq_would_and_a_second_settle_queues_nothing(rig: Rig) -> None:
     request, entry_id = await rig.entry()
     jobs = jobs_of(request, "h1", "h2")
-    queued_before = counted("queued")
     await rig.settle(request, entry_id, jobs)
     await rig.settle(request, entry_id, jobs)  # a re-delivered entry: settled again
     assert sorted(await rig.queued()) == sorted([f"{request.event_id}:h1", f"{request.event_id}:h2"])
-    assert counted("queued") - queued_before == 2
+    assert rig.counted("queued") == 2
     assert await rig.pending() == 0
     # arq reads the job as one it had queued itself: function, arguments, enqueue time, score.
     info = await Job(
@@ -129,34 +131,31 @@ async def test_the_first_settle_queues_the_jobs_as_arq_would_and_a_second_settle
 async def test_a_job_queued_already_or_with_a_kept_result_is_skipped_not_dropped(rig: Rig) -> None:
     request, entry_id = await rig.entry()
     await rig.bus.redis.set(result_key_prefix + f"{request.event_id}:h1", b"{}")  # keepResultSeconds > 0
-    queued, dropped = counted("queued"), counted("dropped")
     await rig.settle(request, entry_id, jobs_of(request, "h1", "h2"))
     assert await rig.queued() == [f"{request.event_id}:h2"]
     other, other_id = await rig.entry()
     await rig.settle(other, other_id, [*jobs_of(request, "h2"), *jobs_of(other, "h1")])  # h2 is queued already
     assert sorted(await rig.queued()) == sorted([f"{request.event_id}:h2", f"{other.event_id}:h1"])
-    assert (counted("queued") - queued, counted("dropped") - dropped) == (2, 0)
+    assert (rig.counted("queued"), rig.counted("dropped")) == (2, 0)
 
 
 async def test_past_max_queued_the_script_drops_the_jobs_and_they_are_counted(rig: Rig) -> None:
     await rig.bus.redis.zadd(rig.keys.arq_queue, {"older-1": 1, "older-2": 2})
     request, entry_id = await rig.entry()
-    queued, dropped = counted("queued"), counted("dropped")
     await rig.settle(request, entry_id, jobs_of(request, "h1", "h2", "h3", max_queued=3))
     assert await rig.bus.redis.zcard(rig.keys.arq_queue) == 3
     assert not await rig.bus.redis.exists(*(job_key_prefix + f"{request.event_id}:{h}" for h in ("h2", "h3")))
-    assert (counted("queued") - queued, counted("dropped") - dropped) == (1, 2)
+    assert (rig.counted("queued"), rig.counted("dropped")) == (1, 2)
     assert await rig.pending() == 0  # a dropped job does not hold the event back
 
 
 async def test_concurrent_settles_cannot_slip_past_max_queued(rig: Rig) -> None:
     entries = [await rig.entry() for _ in range(20)]
-    queued, dropped = counted("queued"), counted("dropped")
     for request, entry_id in entries:  # one pipeline of twenty settles
         rig.outbox.settle(rig.op(request, entry_id, jobs_of(request, "h1", max_queued=5)))
     await asyncio.wait_for(rig.outbox.flushed(), 10)
     assert await rig.bus.redis.zcard(rig.keys.arq_queue) == 5
-    assert (counted("queued") - queued, counted("dropped") - dropped) == (5, 15)
+    assert (rig.counted("queued"), rig.counted("dropped")) == (5, 15)
 
 
 async def test_a_settle_without_jobs_touches_no_queue(rig: Rig) -> None:
@@ -191,7 +190,6 @@ async def test_at_maxmemory_no_job_is_queued_before_its_record_is(private_redis:
 async def test_one_call_settles_events_with_and_without_jobs_each_with_its_own(rig: Rig) -> None:
     entries = [await rig.entry() for _ in range(4)]
     handlers = [(), ("h1", "h2"), (), ("h3",)]
-    queued_before = counted("queued")
     for (request, entry_id), names in zip(entries, handlers, strict=True):  # queued together: one call
         rig.outbox.settle(rig.op(request, entry_id, jobs_of(request, *names)))
     await asyncio.wait_for(rig.outbox.flushed(), 5)
@@ -199,7 +197,7 @@ async def test_one_call_settles_events_with_and_without_jobs_each_with_its_own(r
         f"{request.event_id}:{name}" for (request, _), names in zip(entries, handlers, strict=True) for name in names
     ]
     assert sorted(await rig.queued()) == sorted(expected)
-    assert counted("queued") - queued_before == 3
+    assert rig.counted("queued") == 3
     logged = [LogRecord.decode(fields) for _, fields in await rig.bus.redis.xrange(rig.keys.decision_log())]
     assert [r.event_id for r in logged] == [request.event_id for request, _ in entries]
     assert all(

@@ -16,10 +16,11 @@ import pytest
 
 from bus.decisionlog.audit import log_state
 from bus.redis.keys import Keyspace
+from bus.runtime.metrics import Metrics
 from bus.runtime.settings import Tokens
 from bus.stream.protocol import now_ms
 from gateway.observer import Observer
-from tests.conftest import BusProbe, assert_error, metric, policy_yaml
+from tests.conftest import BusProbe, assert_error, policy_yaml
 from tests.hookbus.audit.test_command import AT_MS, record, write
 
 TOKENS = {"tokens": Tokens.parse("acme:tok-acme,globex:tok-globex"), "admin_tokens": Tokens.parse_admin("tok-admin")}
@@ -122,16 +123,17 @@ async def test_log_state_and_the_observer_gauges(bus: BusProbe) -> None:
     assert groups["siem"].lag_s == pytest.approx(1.0 - 0.002, abs=0.01)  # the pending record's age
     assert groups["archive"].lag == 0 and groups["archive"].lag_s == 0.0
 
-    observer = Observer(bus.url, bus.keys)
+    m = Metrics()
+    observer = Observer(bus.url, bus.keys, metrics=m)
     try:
         assert await observer.observe()
     finally:
         await observer.stop()
-    assert metric("hookbus_decision_log_length") == 5
-    assert metric("hookbus_decision_log_age_seconds") >= 90
-    assert metric("hookbus_audit_consumer_lag", group="siem") == 4
-    assert metric("hookbus_audit_consumer_lag", group="archive") == 0
-    assert metric("hookbus_audit_consumer_lag_seconds", group="siem") > 0
+    assert m.value("hookbus_decision_log_length") == 5
+    assert m.value("hookbus_decision_log_age_seconds") >= 90
+    assert m.value("hookbus_audit_consumer_lag", group="siem") == 4
+    assert m.registry.get_sample_value("hookbus_audit_consumer_lag", {"group": "archive"}) == 0  # set, not absent
+    assert m.value("hookbus_audit_consumer_lag_seconds", group="siem") > 0
 
 
 async def test_an_empty_log_is_length_0_and_age_0(bus: BusProbe) -> None:
