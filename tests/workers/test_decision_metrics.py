@@ -11,8 +11,9 @@ from typing import Any
 import yaml
 
 from bus.redis.keys import DISPATCH_GROUP
+from bus.runtime.metrics import Metrics
 from bus.stream.protocol import Request, now_ms
-from tests.conftest import BusProbe, async_wait_for, logged, metric, policy_yaml, pre_tool_use
+from tests.conftest import BusProbe, async_wait_for, logged, policy_yaml, pre_tool_use
 from workers.dispatcher.answering import Dispatcher
 from workers.engine.evaluation import deciders
 
@@ -21,12 +22,12 @@ RULE_B = {"type": "rule", "deny": ["Bash(rm -rf *)"], "ask": ["Bash(git push *)"
 FAILING = {"type": "command", "command": "exit 1"}
 
 
-def handler_decisions(handler: str, decision: str) -> float:
-    return metric("hookbus_handler_decisions_total", event="PreToolUse", handler=handler, decision=decision)
+def handler_decisions(metrics: Metrics, handler: str, decision: str) -> float:
+    return metrics.value("hookbus_handler_decisions_total", event="PreToolUse", handler=handler, decision=decision)
 
 
-def timeouts(stage: str) -> float:
-    return metric("hookbus_timeouts_total", stage=stage)
+def timeouts(metrics: Metrics, stage: str) -> float:
+    return metrics.value("hookbus_timeouts_total", stage=stage)
 
 
 def _request(event: str, session: str, **fields: Any) -> dict[Any, Any]:
@@ -45,11 +46,11 @@ async def test_each_decision_is_counted_for_the_handlers_that_made_it(platform: 
     text = policy_yaml({"PreToolUse": [{"matcher": "Bash", "hooks": [RULE_A, RULE_B, FAILING]}]})
     async with platform(text) as p:
         a, b, failing = (entry.handler_id for entry in p.policy.entries("PreToolUse"))
-        before = {(h, d): handler_decisions(h, d) for h in (a, b, failing) for d in ("allow", "deny", "ask", "none")}
         answers = [await p.post(pre_tool_use(command)) for command in ("rm -rf /", "git push", "ls -l", "echo hi")]
     decisions = [r.json().get("hookSpecificOutput", {}).get("permissionDecision") for r in answers]
     assert decisions == ["deny", "ask", "allow", None]
-    counted = {key: handler_decisions(*key) - value for key, value in before.items()}
+    labels = [(h, d) for h in (a, b, failing) for d in ("allow", "deny", "ask", "none")]
+    counted = {key: handler_decisions(p.metrics, *key) for key in labels}
     assert {key: n for key, n in counted.items() if n} == {
         (a, "deny"): 1,
         (b, "deny"): 1,  # both rules denied rm -rf: both decided
@@ -77,22 +78,19 @@ async def test_a_handler_past_the_deadline_times_out_at_the_dispatcher_and_at_th
     platform: Callable[..., Any],
 ) -> None:
     text = policy_yaml({"PreToolUse": [{"hooks": [{"type": "command", "command": "sleep 1"}]}]}, deadlineSeconds=0.2)
-    handler, reply, queue = timeouts("handler"), timeouts("reply"), timeouts("queue_wait")
-    waits = metric("hookbus_reply_wait_seconds_count")
     async with platform(text) as p:
         answer = await p.post(pre_tool_use("make"))
         assert answer.headers["X-Hookbus-Outcome"] == "fail-open"
-        await async_wait_for(lambda: timeouts("handler") > handler, timeout_s=5)
-    assert (timeouts("handler") - handler, timeouts("reply") - reply, timeouts("queue_wait") - queue) == (1, 1, 0)
-    assert metric("hookbus_reply_wait_seconds_count") - waits == 1
+        await async_wait_for(lambda: timeouts(p.metrics, "handler") > 0, timeout_s=5)
+    assert tuple(timeouts(p.metrics, stage) for stage in ("handler", "reply", "queue_wait")) == (1, 1, 0)
+    assert p.metrics.value("hookbus_reply_wait_seconds_count") == 1
 
 
 async def test_an_entry_read_after_its_deadline_is_a_queue_wait_timeout(
     platform: Callable[..., Any], bus: BusProbe
 ) -> None:
     text = yaml.safe_dump({"hooks": {"PreToolUse": [{"hooks": [{"type": "rule", "deny": ["Bash"]}]}]}})
-    queue, expired = timeouts("queue_wait"), metric("hookbus_expired_total", event="PreToolUse")
-    async with platform(text):
+    async with platform(text) as p:
         late = _request("PreToolUse", "late", reply_to="hookbus:reply:gone", deadline_ms=now_ms() - 1000)
         # Spooled by a gateway while Redis was down: expired too, but it never waited in the stream.
         spooled = _request(
@@ -105,30 +103,28 @@ async def test_an_entry_read_after_its_deadline_is_a_queue_wait_timeout(
         for fields in (late, spooled):
             await bus.redis.xadd(bus.keys.blocking_stream(), fields)
         await async_wait_for(lambda: _nothing_pending_after(bus, 2), timeout_s=5)
-    assert metric("hookbus_expired_total", event="PreToolUse") - expired == 2
-    assert timeouts("queue_wait") - queue == 1
+    assert p.metrics.value("hookbus_expired_total", event="PreToolUse") == 2
+    assert timeouts(p.metrics, "queue_wait") == 1
 
 
 async def test_a_dispatcher_read_is_observed_as_one_batch(
     platform: Callable[..., Any], bus: BusProbe, redis_url: str
 ) -> None:
-    count, total = metric("hookbus_dispatch_batch_size_count"), metric("hookbus_dispatch_batch_size_sum")
+    m = Metrics()
     async with platform(dispatchers=0) as p:
         await bus.redis.xgroup_create(bus.keys.events_stream(), DISPATCH_GROUP, id="0", mkstream=True)
         for n in range(5):
             await bus.redis.xadd(bus.keys.events_stream(), _request("Notification", f"batch-{n}"))
         stop = asyncio.Event()
-        running = asyncio.create_task(Dispatcher(p.settings, p.policy, redis_url, consumer="batch").run(stop))
+        batching = Dispatcher(p.settings, p.policy, redis_url, consumer="batch", metrics=m)
+        running = asyncio.create_task(batching.run(stop))
         try:
             await async_wait_for(lambda: _nothing_pending_after(bus, 5), timeout_s=5)
         finally:
             stop.set()
             await running
     # The five entries waited in the stream, so the first read returned them all.
-    assert (metric("hookbus_dispatch_batch_size_count") - count, metric("hookbus_dispatch_batch_size_sum") - total) == (
-        1,
-        5,
-    )
+    assert (m.value("hookbus_dispatch_batch_size_count"), m.value("hookbus_dispatch_batch_size_sum")) == (1, 5)
 
 
 async def _nothing_pending_after(bus: BusProbe, records: int) -> bool:
@@ -137,9 +133,8 @@ async def _nothing_pending_after(bus: BusProbe, records: int) -> bool:
 
 async def test_the_reply_wait_is_observed_for_each_decided_event(platform: Callable[..., Any], bus: BusProbe) -> None:
     text = yaml.safe_dump({"hooks": {"PreToolUse": [{"hooks": [{"type": "rule", "deny": ["Bash(rm *)"]}]}]}})
-    waits = metric("hookbus_reply_wait_seconds_count")
     async with platform(text) as p:
         for _ in range(3):
             await logged(bus, await p.post(pre_tool_use("rm x")))
         await p.post({"hook_event_name": "Notification", "session_id": "s"})  # answered at once: no wait
-    assert metric("hookbus_reply_wait_seconds_count") - waits == 3
+    assert p.metrics.value("hookbus_reply_wait_seconds_count") == 3

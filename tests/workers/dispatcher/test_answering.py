@@ -24,7 +24,7 @@ import yaml
 from bus.redis.keys import DISPATCH_GROUP
 from bus.stream.protocol import Request, now_ms
 from hookbus.platform.redis_server import EmbeddedRedis
-from tests.conftest import BusProbe, Platform, async_wait_for, frozen_during, hookbus_process, metric, rm_rf
+from tests.conftest import BusProbe, Platform, async_wait_for, frozen_during, hookbus_process, rm_rf
 from workers.dispatcher.answering import Dispatcher
 
 DENY = {
@@ -87,9 +87,9 @@ async def pending_for(bus: BusProbe, stream: str, consumer: str) -> list[dict[st
 
 @contextlib.asynccontextmanager
 async def dispatcher(p: Platform, consumer: str, **overrides: Any) -> AsyncIterator[Dispatcher]:
-    """An in-process dispatcher with its own settings (e.g. a short claim_idle_ms)."""
+    """An in-process dispatcher with its own settings (e.g. a short claim_idle_ms), counting into ``p.metrics``."""
     settings = dataclasses.replace(p.settings, **{"claim_idle_ms": 200, **overrides})
-    worker = Dispatcher(settings, p.policy, p.settings.redis_url or "", consumer=consumer)
+    worker = Dispatcher(settings, p.policy, p.settings.redis_url or "", consumer=consumer, metrics=p.metrics)
     stop = asyncio.Event()
     task = asyncio.create_task(worker.run(stop))
     try:
@@ -171,7 +171,7 @@ async def test_sigterm_finishes_in_flight_work_and_exits_0(
 async def test_an_idle_dispatcher_stops_at_once(platform: Callable[..., Any], bus: BusProbe) -> None:
     """Stopping does not wait out the blocked XREADGROUP (CLIENT UNBLOCK wakes it)."""
     async with platform(slow_policy(1.0), dispatchers=0) as p:
-        worker = Dispatcher(p.settings, p.policy, p.settings.redis_url or "", consumer="idle")
+        worker = Dispatcher(p.settings, p.policy, p.settings.redis_url or "", consumer="idle", metrics=p.metrics)
         stop = asyncio.Event()
         task = asyncio.create_task(worker.run(stop))
 
@@ -192,7 +192,7 @@ async def test_a_dispatcher_stops_when_redis_stops_answering(
     """A Redis that freezes mid-read does not hold a stopping dispatcher forever: the read gives up
     after its grace and every Redis call of the way out is bounded."""
     async with platform(slow_policy(1.0), on_redis=private_redis.url, dispatchers=0) as p:
-        worker = Dispatcher(p.settings, p.policy, private_redis.url, consumer="frozen")
+        worker = Dispatcher(p.settings, p.policy, private_redis.url, consumer="frozen", metrics=p.metrics)
         stop = asyncio.Event()
         task = asyncio.create_task(worker.run(stop))
         async with frozen_during(private_redis, "xreadgroup", worker.work.reader_name):
@@ -235,7 +235,6 @@ def _request(event: str = "Notification", session: str = "s-g", **fields: Any) -
 
 async def test_entries_delivered_too_often_are_dead_lettered(platform: Callable[..., Any], bus: BusProbe) -> None:
     stream = bus.keys.events_stream()
-    dead_before = metric("hookbus_dead_letters_total", stream="events")
     async with platform(slow_policy(1.0, notification="echo ok"), dispatchers=0) as p:
         poison, healthy = await _ghost_reads(bus, stream, _request(session="poison"), _request(session="ok"))
         await bus.redis.xclaim(stream, DISPATCH_GROUP, "ghost-2", 0, [poison])  # a second delivery
@@ -251,7 +250,7 @@ async def test_entries_delivered_too_often_are_dead_lettered(platform: Callable[
     assert record.outcome == "recorded"  # delivered twice only: processed, not dead
     assert await bus.record("evt-poison") is None
     assert healthy != poison
-    assert metric("hookbus_dead_letters_total", stream="events") - dead_before == 1
+    assert p.metrics.value("hookbus_dead_letters_total", stream="events") == 1
 
 
 async def test_malformed_entries_are_dead_lettered(platform: Callable[..., Any], bus: BusProbe) -> None:
@@ -293,8 +292,7 @@ async def test_expired_blocking_entries_are_logged_not_evaluated(
 ) -> None:
     ran = tmp_path / "ran"
     text = yaml.safe_dump({"hooks": {"PreToolUse": [{"hooks": [{"type": "command", "command": f"touch {ran}"}]}]}})
-    before = metric("hookbus_expired_total", event="PreToolUse")
-    async with platform(text):
+    async with platform(text) as p:
         past = now_ms() - 1000
         fields = _request("PreToolUse", "late", reply_to="hookbus:reply:gone", deadline_ms=past)
         fields["c"] = b'[{"additionalContext":"taken by the gateway"}]'  # context its append took
@@ -304,7 +302,7 @@ async def test_expired_blocking_entries_are_logged_not_evaluated(
     assert (record.outcome, record.fail_open, record.decision, record.hooks) == ("fail-open", "timeout", "none", [])
     pending = await bus.redis.lrange(bus.keys.pending_context("default", "late"), 0, -1)  # type: ignore[misc]
     assert pending == [b'{"additionalContext":"taken by the gateway"}']  # back for the session's next turn
-    assert metric("hookbus_expired_total", event="PreToolUse") - before == 1
+    assert p.metrics.value("hookbus_expired_total", event="PreToolUse") == 1
     assert not ran.exists()
 
 

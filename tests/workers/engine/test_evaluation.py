@@ -15,7 +15,7 @@ from typing import Any
 
 import httpx
 
-from tests.conftest import BusProbe, Platform, async_wait_for, logged, metric, policy_yaml, pre_tool_use
+from tests.conftest import BusProbe, Platform, async_wait_for, logged, policy_yaml, pre_tool_use
 
 BLOCK = json.dumps({"decision": "block", "reason": "keep going"})
 
@@ -72,7 +72,6 @@ async def test_handlers_are_merged_and_deny_beats_allow(platform: Callable[..., 
 
 async def test_shadow_handler_is_logged_not_enforced(platform: Callable[..., Any], bus: BusProbe) -> None:
     hooks = bash_group({"type": "rule", "deny": ["Bash(rm *)"], "shadow": True})
-    before = metric("hookbus_shadow_decisions_total", event="PreToolUse", decision="deny")
     async with platform(policy_yaml(hooks)) as p:
         response = await p.post(pre_tool_use("rm -r build"))
         assert response.json() == {}
@@ -82,7 +81,7 @@ async def test_shadow_handler_is_logged_not_enforced(platform: Callable[..., Any
     assert [s["decision"] for s in record.shadow] == ["deny"]
     assert record.shadow[0]["output"]["hookSpecificOutput"]["permissionDecision"] == "deny"
     assert record.hooks[0]["shadow"] is True
-    assert metric("hookbus_shadow_decisions_total", event="PreToolUse", decision="deny") - before == 1
+    assert p.metrics.value("hookbus_shadow_decisions_total", event="PreToolUse", decision="deny") == 1
 
 
 async def test_shadow_and_enforced_handlers_side_by_side(platform: Callable[..., Any], bus: BusProbe) -> None:
@@ -97,14 +96,13 @@ async def test_shadow_and_enforced_handlers_side_by_side(platform: Callable[...,
 
 async def test_whole_policy_shadow(platform: Callable[..., Any], bus: BusProbe) -> None:
     hooks = bash_group({"type": "rule", "deny": ["Bash(rm *)"]})
-    before = metric("hookbus_shadow_decisions_total", event="PreToolUse", decision="deny")
     async with platform(policy_yaml(hooks, shadow=True)) as p:
         response = await p.post(pre_tool_use("rm -r build"))
         assert response.json() == {}
         record = await logged(bus, response)
     assert (record.decision, record.output) == ("none", {})
     assert [s["decision"] for s in record.shadow] == ["deny"]
-    assert metric("hookbus_shadow_decisions_total", event="PreToolUse", decision="deny") - before == 1
+    assert p.metrics.value("hookbus_shadow_decisions_total", event="PreToolUse", decision="deny") == 1
 
 
 # -- failMode -------------------------------------------------------------------------------------
@@ -115,7 +113,6 @@ async def test_fail_closed_handlers_deny_on_error_and_timeout(platform: Callable
         {"type": "command", "command": "echo broken >&2; exit 1", "failMode": "closed", "if": "Bash(err *)"},
         {"type": "command", "command": "sleep 5", "timeout": 0.3, "failMode": "closed", "if": "Bash(slow *)"},
     )
-    closed = metric("hookbus_fail_closed_total", event="PreToolUse", type="command")
     async with platform(policy_yaml(hooks)) as p:
         errored = await p.post(pre_tool_use("err now"))
         timed_out = await p.post(pre_tool_use("slow now"))
@@ -126,7 +123,7 @@ async def test_fail_closed_handlers_deny_on_error_and_timeout(platform: Callable
         assert "broken" in errored.json()["hookSpecificOutput"]["permissionDecisionReason"]
         assert [h["outcome"] for h in (await logged(bus, timed_out)).hooks] == ["timeout"]
         assert (await logged(bus, errored)).decision == "deny"
-    assert metric("hookbus_fail_closed_total", event="PreToolUse", type="command") - closed == 2
+    assert p.metrics.value("hookbus_fail_closed_total", event="PreToolUse", type="command") == 2
 
 
 async def test_fail_open_handlers_are_ignored_and_counted(platform: Callable[..., Any], bus: BusProbe) -> None:
@@ -134,16 +131,14 @@ async def test_fail_open_handlers_are_ignored_and_counted(platform: Callable[...
         {"type": "command", "command": "exit 1", "if": "Bash(err *)"},
         {"type": "command", "command": "sleep 5", "timeout": 0.3, "if": "Bash(slow *)"},
     )
-    errors = metric("hookbus_fail_open_total", event="PreToolUse", reason="hook_error")
-    timeouts = metric("hookbus_fail_open_total", event="PreToolUse", reason="hook_timeout")
     async with platform(policy_yaml(hooks)) as p:
         errored = await p.post(pre_tool_use("err now"))
         timed_out = await p.post(pre_tool_use("slow now"))
         assert errored.json() == {} and timed_out.json() == {}
         assert [h["outcome"] for h in (await logged(bus, errored)).hooks] == ["error"]
         assert [h["outcome"] for h in (await logged(bus, timed_out)).hooks] == ["timeout"]
-    assert metric("hookbus_fail_open_total", event="PreToolUse", reason="hook_error") - errors == 1
-    assert metric("hookbus_fail_open_total", event="PreToolUse", reason="hook_timeout") - timeouts == 1
+    assert p.metrics.value("hookbus_fail_open_total", event="PreToolUse", reason="hook_error") == 1
+    assert p.metrics.value("hookbus_fail_open_total", event="PreToolUse", reason="hook_timeout") == 1
 
 
 # -- Stop guard -------------------------------------------------------------------------------------
@@ -164,7 +159,6 @@ async def test_stop_guard_overrides_consecutive_blocks(platform: Callable[..., A
     # Blocks every Stop unless the input says let_me_go (then it says nothing: an allow).
     command = f"grep -q let_me_go && exit 0; echo '{BLOCK}'"
     hooks = {"Stop": [{"hooks": [{"type": "command", "command": command}]}]}
-    before = metric("hookbus_stop_guard_overrides_total", event="Stop")
     async with platform(policy_yaml(hooks, stopBlockLimit=2)) as p:
         blocked = {"decision": "block", "reason": "keep going"}
         assert await _stop(p, "s-1") == blocked
@@ -173,7 +167,7 @@ async def test_stop_guard_overrides_consecutive_blocks(platform: Callable[..., A
         assert "decision" not in forced
         assert "stopBlockLimit 2" in forced["systemMessage"]
         assert "keep going" in forced["systemMessage"]
-        assert metric("hookbus_stop_guard_overrides_total", event="Stop") - before == 1
+        assert p.metrics.value("hookbus_stop_guard_overrides_total", event="Stop") == 1
         # The count starts again after an override, and an allowed Stop resets it too.
         assert await _stop(p, "s-1") == blocked
         assert await _stop(p, "s-1", allow=True) == {}
@@ -182,7 +176,7 @@ async def test_stop_guard_overrides_consecutive_blocks(platform: Callable[..., A
         assert "systemMessage" in await _stop(p, "s-1")
         # Sessions are counted apart.
         assert await _stop(p, "s-2") == blocked
-    assert metric("hookbus_stop_guard_overrides_total", event="Stop") - before == 2
+    assert p.metrics.value("hookbus_stop_guard_overrides_total", event="Stop") == 2
 
 
 # -- once -----------------------------------------------------------------------------------------

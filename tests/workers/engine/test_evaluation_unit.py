@@ -23,8 +23,9 @@ from bus.hooks.plugins import clear_hooks
 from bus.hooks.results import HandlerResult, Outcome
 from bus.policy.loading import Policy, policy_from_text
 from bus.policy.schema import CommandHandler
+from bus.runtime.metrics import Metrics
 from bus.stream.protocol import Request, now_ms
-from tests.conftest import BusProbe, async_wait_for, metric, policy_yaml, pre_tool_use
+from tests.conftest import BusProbe, async_wait_for, policy_yaml, pre_tool_use
 from tests.loopback import LoopbackServer, hang
 from workers.engine.evaluation import ONCE_TTL_S, AsyncHandlers, Engine, Evaluation
 from workers.handlers import http
@@ -125,12 +126,13 @@ def request(hook_input: dict[str, Any], *, deadline_s: float | None = None, tena
 
 @dataclasses.dataclass
 class Rig:
-    """An engine, its policy and its fake command runner."""
+    """An engine, its policy, its fake command runner and the metrics it counts into."""
 
     engine: Engine
     policy: Policy
     commands: Commands
     bus: BusProbe
+    metrics: Metrics
 
     async def evaluate(self, hook_input: dict[str, Any], **request_fields: Any) -> Evaluation:
         async with asyncio.timeout(EVALUATION_BOUND_S):
@@ -155,7 +157,13 @@ def _no_plugins() -> Iterator[None]:
 
 
 @pytest.fixture
-def rig(bus: BusProbe) -> MakeRig:
+def m() -> Metrics:
+    """The metrics the engine under test counts into (a registry of this test's own)."""
+    return Metrics()
+
+
+@pytest.fixture
+def rig(bus: BusProbe, m: Metrics) -> MakeRig:
     """``rig(hooks, runners=..., async_handlers=..., **platform)``: an Engine on the suite's Redis."""
 
     def make(
@@ -168,7 +176,8 @@ def rig(bus: BusProbe) -> MakeRig:
         policy = policy_from_text(policy_yaml(hooks, **platform))
         commands = Commands()
         table: dict[str, Runner] = {"command": commands, **(runners or {})}
-        return Rig(Engine(policy, bus.redis, bus.keys, table, async_handlers=async_handlers), policy, commands, bus)
+        engine = Engine(policy, bus.redis, bus.keys, table, async_handlers=async_handlers, metrics=m)
+        return Rig(engine, policy, commands, bus, m)
 
     return make
 
@@ -291,7 +300,6 @@ async def test_results_are_merged_deny_beats_allow_and_updated_input_is_kept(rig
 
 async def test_a_handler_past_its_timeout_is_cancelled_and_fails_open(rig: MakeRig) -> None:
     r = rig(on_bash(cmd("allow"), cmd("hang", timeout=0.2)))
-    timeouts = metric("hookbus_hook_errors_total", type="command", outcome="timeout")
     started = time.monotonic()
     evaluation = await r.evaluate(pre_tool_use("ls"))
     assert 0.15 <= time.monotonic() - started < 3.0  # (uvloop timers have 1 ms granularity)
@@ -301,17 +309,17 @@ async def test_a_handler_past_its_timeout_is_cancelled_and_fails_open(rig: MakeR
     assert r.commands.cancelled == ["hang"]
     # The allow still stands; the timeout may have let the action through: fail open, counted.
     assert (evaluation.merged.decision, evaluation.fail_open) == ("allow", "hook_timeout")
-    assert metric("hookbus_hook_errors_total", type="command", outcome="timeout") - timeouts == 1
+    assert r.metrics.value("hookbus_hook_errors_total", type="command", outcome="timeout") == 1
 
 
 async def test_an_http_handler_past_its_timeout_times_out_under_its_own_deadline(
-    bus: BusProbe, services: Services
+    bus: BusProbe, services: Services, m: Metrics
 ) -> None:
     # The engine sets no timer of its own for http handlers: run_http's deadline must hold alone.
     async with LoopbackServer(hang) as server:
         hooks = on_bash({"type": "http", "url": server.url(), "timeout": 0.2})
         policy = policy_from_text(policy_yaml(hooks, http={"allowedNetworks": ["127.0.0.0/8"]}))
-        engine = Engine(policy, bus.redis, bus.keys, {"http": http.run}, services=services)
+        engine = Engine(policy, bus.redis, bus.keys, {"http": http.run}, services=services, metrics=m)
         started = time.monotonic()
         async with asyncio.timeout(EVALUATION_BOUND_S):
             evaluation = await engine.evaluate(request(pre_tool_use("ls")), pre_tool_use("ls"))
@@ -320,6 +328,7 @@ async def test_an_http_handler_past_its_timeout_times_out_under_its_own_deadline
     assert [res.outcome for res in evaluation.results] == [Outcome.TIMEOUT]
     assert "within 0.2s" in (evaluation.results[0].reason or "")
     assert evaluation.fail_open == "hook_timeout"
+    assert m.value("hookbus_hook_errors_total", type="http", outcome="timeout") == 1
 
 
 async def test_a_failure_under_a_deny_is_not_a_fail_open(rig: MakeRig) -> None:
@@ -331,12 +340,11 @@ async def test_a_failure_under_a_deny_is_not_a_fail_open(rig: MakeRig) -> None:
 
 async def test_a_raising_runner_is_a_hook_error_not_a_crash(rig: MakeRig) -> None:
     r = rig(on_bash(cmd("raise kaput"), cmd("rewrite ok")))
-    errors = metric("hookbus_hook_errors_total", type="command", outcome="error")
     evaluation = await r.evaluate(pre_tool_use("ls"))
     assert (evaluation.results[0].outcome, evaluation.results[0].reason) == (Outcome.ERROR, "RuntimeError: kaput")
     assert specific(evaluation)["updatedInput"] == {"command": "ls", "by": "ok"}
     assert evaluation.fail_open == "hook_error"
-    assert metric("hookbus_hook_errors_total", type="command", outcome="error") - errors == 1
+    assert r.metrics.value("hookbus_hook_errors_total", type="command", outcome="error") == 1
 
 
 async def test_the_event_deadline_caps_every_handler_timeout(rig: MakeRig) -> None:
@@ -359,7 +367,6 @@ async def test_fail_closed_handlers_deny_on_timeout_and_error(rig: MakeRig) -> N
             cmd("raise broken", failMode="closed", **{"if": "Bash(err *)"}),
         )
     )
-    closed = metric("hookbus_fail_closed_total", event=PRE, type="command")
     slow = await r.evaluate(pre_tool_use("slow thing"))
     err = await r.evaluate(pre_tool_use("err thing"))
     for evaluation in (slow, err):
@@ -372,7 +379,7 @@ async def test_fail_closed_handlers_deny_on_timeout_and_error(rig: MakeRig) -> N
     assert specific(err)["permissionDecisionReason"] == (
         "hookbus: command hook failed (fail-closed): RuntimeError: broken"
     )
-    assert metric("hookbus_fail_closed_total", event=PRE, type="command") - closed == 2
+    assert r.metrics.value("hookbus_fail_closed_total", event=PRE, type="command") == 2
 
 
 async def test_fail_closed_blocks_a_stop(rig: MakeRig) -> None:
@@ -390,7 +397,6 @@ async def test_fail_closed_blocks_a_stop(rig: MakeRig) -> None:
 
 async def test_shadow_handlers_are_reported_not_enforced(rig: MakeRig) -> None:
     r = rig(on_bash(cmd("allow"), cmd("deny would deny", shadow=True), cmd("hang", timeout=0.1, shadow=True)))
-    would = metric("hookbus_shadow_decisions_total", event=PRE, decision="deny")
     evaluation = await r.evaluate(pre_tool_use("rm -rf build"))
     assert evaluation.merged.output == allow_output()
     assert evaluation.fail_open is None  # a shadow handler's timeout lets nothing through
@@ -399,7 +405,7 @@ async def test_shadow_handlers_are_reported_not_enforced(rig: MakeRig) -> None:
     assert shadow["decision"] == "deny"
     assert shadow["output"]["hookSpecificOutput"]["permissionDecisionReason"] == "would deny"
     assert shadow["handlers"] == [r.handler_id("deny would deny"), r.handler_id("hang")]
-    assert metric("hookbus_shadow_decisions_total", event=PRE, decision="deny") - would == 1
+    assert r.metrics.value("hookbus_shadow_decisions_total", event=PRE, decision="deny") == 1
 
 
 async def test_a_whole_policy_in_shadow_enforces_nothing(rig: MakeRig) -> None:
@@ -479,7 +485,6 @@ BLOCKED = {"decision": "block", "reason": "keep going"}
 async def test_the_stop_guard_lets_the_agent_stop_past_the_limit(rig: MakeRig, event: str) -> None:
     r = rig({event: [{"hooks": [cmd("keep-going")]}]}, stopBlockLimit=2)
     key = r.bus.keys.stop_guard("default", "s-1")
-    overrides = metric("hookbus_stop_guard_overrides_total", event=event)
     assert (await r.evaluate(stop(event=event))).merged.output == BLOCKED
     assert (await r.evaluate(stop(event=event))).merged.output == BLOCKED
     assert await r.bus.redis.get(key) == b"2"
@@ -490,7 +495,7 @@ async def test_the_stop_guard_lets_the_agent_stop_past_the_limit(rig: MakeRig, e
         "(stopBlockLimit 2). Last reason: keep going"
     )
     assert await r.bus.redis.exists(key) == 0
-    assert metric("hookbus_stop_guard_overrides_total", event=event) - overrides == 1
+    assert r.metrics.value("hookbus_stop_guard_overrides_total", event=event) == 1
     # The count starts again after an override; an allowed stop resets it; sessions count apart.
     assert (await r.evaluate(stop(event=event))).merged.output == BLOCKED
     assert (await r.evaluate(stop(event=event, let_me_go=True))).merged.output == {}
@@ -498,13 +503,14 @@ async def test_the_stop_guard_lets_the_agent_stop_past_the_limit(rig: MakeRig, e
     assert (await r.evaluate(stop(event=event))).merged.output == BLOCKED
     assert (await r.evaluate(stop("s-2", event=event))).merged.output == BLOCKED
     assert await r.bus.redis.get(key) == b"1"
-    assert metric("hookbus_stop_guard_overrides_total", event=event) - overrides == 1
+    assert r.metrics.value("hookbus_stop_guard_overrides_total", event=event) == 1
 
 
 async def test_a_stop_block_limit_of_zero_never_overrides(rig: MakeRig) -> None:
     r = rig({"Stop": [{"hooks": [cmd("keep-going")]}]}, stopBlockLimit=0)
     for _ in range(12):
         assert (await r.evaluate(stop())).merged.output == BLOCKED
+    assert r.metrics.value("hookbus_stop_guard_overrides_total", event="Stop") == 0
 
 
 # -- async handlers ---------------------------------------------------------------------------------

@@ -18,7 +18,7 @@ from standardwebhooks import Webhook
 
 from bus.errors import BusUnavailable
 from bus.stream.protocol import Request, now_ms
-from tests.conftest import BusProbe, async_wait_for, metric, policy_yaml, run_hookbus
+from tests.conftest import BusProbe, async_wait_for, policy_yaml, run_hookbus
 from tests.loopback import LoopbackServer, hang
 from tests.workers.jobs.async_harness import Sink, drained, notification, sink_policy, start_worker
 from workers.dispatcher.outbox import Outbox, Settle
@@ -183,7 +183,7 @@ async def test_an_event_settled_again_runs_its_async_hook_once_with_no_result_ke
             record = await async_wait_for(lambda: bus.record(event_id))
             request = Request(event_id, "Notification", "default", json.dumps(notification()).encode(), now_ms())
             job = prepare_job(request, only_handler(p), 3600, 100)
-            again = Outbox(bus.redis, p.settings.keys)  # another dispatcher, given the entry again
+            again = Outbox(bus.redis, p.settings.keys, metrics=p.metrics)  # another dispatcher, given the entry again
             await again.start()
             try:
 
@@ -316,8 +316,6 @@ async def test_past_max_queued_async_work_is_dropped_and_counted_and_every_answe
             }
         ],
     }
-    dropped = metric("hookbus_async_jobs_total", status="dropped")
-    queued = metric("hookbus_async_jobs_total", status="queued")
     async with platform(policy_yaml(hooks, **{"async": {"maxQueued": 5}})) as p:  # and no worker at all
         notes = [await p.post(notification(n=n)) for n in range(20)]
         denied = [
@@ -331,12 +329,13 @@ async def test_past_max_queued_async_work_is_dropped_and_counted_and_every_answe
             )
             for n in range(10)
         ]
-        await async_wait_for(lambda: metric("hookbus_async_jobs_total", status="dropped") - dropped == 25, timeout_s=30)
+        await async_wait_for(lambda: p.metrics.value("hookbus_async_jobs_total", status="dropped") == 25, timeout_s=30)
     assert [(r.status_code, r.headers["X-Hookbus-Outcome"]) for r in notes] == [(200, "recorded")] * 20
     assert {(r.status_code, r.headers["X-Hookbus-Outcome"]) for r in denied} == {(200, "decided")}
     assert all(r.json()["hookSpecificOutput"]["permissionDecision"] == "deny" for r in denied)
     assert await bus.redis.zcard(bus.keys.arq_queue) == 5
-    assert metric("hookbus_async_jobs_total", status="queued") - queued == 5
+    assert p.metrics.value("hookbus_async_jobs_total", status="queued") == 5
+    assert p.metrics.value("hookbus_async_jobs_total", status="dropped") == 25
 
 
 async def test_a_dead_letter_is_masked_like_the_decision_log(

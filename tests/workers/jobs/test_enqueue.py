@@ -19,12 +19,19 @@ from arq.connections import ArqRedis
 
 from bus.redis.connection import TCP_KEEPALIVE_OPTIONS, connect
 from bus.redis.keys import Keyspace
+from bus.runtime.metrics import Metrics
 from bus.stream.protocol import Request, now_ms
 from hookbus.platform.redis_server import EmbeddedRedis
-from tests.conftest import async_wait_for, metric, redis_reads
+from tests.conftest import async_wait_for, redis_reads
 from workers.jobs.enqueue import JobQueue, PreparedJob, arq_pool, prepare_job
 
 KEYS = Keyspace()
+
+
+@pytest.fixture
+def m() -> Metrics:
+    """The metrics the queue under test counts into (a registry of this test's own)."""
+    return Metrics()
 
 
 @pytest_asyncio.fixture
@@ -50,20 +57,15 @@ def jobs_of(request: Request, *handlers: str, max_queued: int = 100) -> list[Pre
     return [prepare_job(request, handler, 3600, max_queued) for handler in handlers]
 
 
-def counted(status: str) -> float:
-    return metric("hookbus_async_jobs_total", status=status)
-
-
 async def queued(arq: ArqRedis) -> list[str]:
     return sorted(m.decode() for m in await arq.zrange(KEYS.arq_queue, 0, -1))
 
 
 async def test_an_events_jobs_are_queued_in_one_round_trip_and_once(
-    arq: ArqRedis, private_redis: EmbeddedRedis
+    arq: ArqRedis, private_redis: EmbeddedRedis, m: Metrics
 ) -> None:
-    jobs = JobQueue(arq, KEYS, private_redis.url)
+    jobs = JobQueue(arq, KEYS, private_redis.url, metrics=m)
     request = event()
-    before = counted("queued")
     await jobs.put(request, jobs_of(request, "h1", "h2"))
     probe = connect(private_redis.url)
     try:
@@ -73,28 +75,27 @@ async def test_an_events_jobs_are_queued_in_one_round_trip_and_once(
     finally:
         await probe.aclose()
     assert await queued(arq) == sorted([f"{request.event_id}:h1", f"{request.event_id}:h2"])
-    assert counted("queued") - before == 2
+    assert m.value("hookbus_async_jobs_total", status="queued") == 2
 
 
-async def test_past_max_queued_jobs_are_dropped_and_counted(arq: ArqRedis) -> None:
-    jobs = JobQueue(arq, KEYS)
-    dropped = counted("dropped")
+async def test_past_max_queued_jobs_are_dropped_and_counted(arq: ArqRedis, m: Metrics) -> None:
+    jobs = JobQueue(arq, KEYS, metrics=m)
     for _ in range(4):
         request = event()
         await jobs.put(request, jobs_of(request, "h1", max_queued=3))
     assert await arq.zcard(KEYS.arq_queue) == 3
-    assert counted("dropped") - dropped == 1
+    assert m.value("hookbus_async_jobs_total", status="dropped") == 1
+    assert m.value("hookbus_async_jobs_total", status="queued") == 3
 
 
 async def test_a_blocking_event_gives_up_by_its_deadline_and_a_non_blocking_one_waits_for_redis(
-    arq: ArqRedis, private_redis: EmbeddedRedis, caplog: pytest.LogCaptureFixture
+    arq: ArqRedis, private_redis: EmbeddedRedis, caplog: pytest.LogCaptureFixture, m: Metrics
 ) -> None:
-    jobs = JobQueue(arq, KEYS, private_redis.url)
-    failed = counted("failed")
+    jobs = JobQueue(arq, KEYS, private_redis.url, metrics=m)
     private_redis.stop()
     blocking = event(deadline_in_ms=300)
     await asyncio.wait_for(jobs.put(blocking, jobs_of(blocking, "h1")), 5)  # its decision must not be late
-    assert counted("failed") - failed == 1
+    assert m.value("hookbus_async_jobs_total", status="failed") == 1
     later = event()
     caplog.set_level(logging.INFO, logger="hookbus.queue")
     waiting = asyncio.create_task(jobs.put(later, jobs_of(later, "h1")))
@@ -103,7 +104,7 @@ async def test_a_blocking_event_gives_up_by_its_deadline_and_a_non_blocking_one_
     private_redis.start()
     await asyncio.wait_for(waiting, 30)
     assert await queued(arq) == [f"{later.event_id}:h1"]
-    assert counted("failed") - failed == 1
+    assert m.value("hookbus_async_jobs_total", status="failed") == 1
 
 
 async def test_arq_connections_over_tcp_are_watched_by_keepalive_not_a_timer_per_command(

@@ -7,8 +7,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from bus.runtime.metrics import Metrics
 from bus.stream.protocol import Request, now_ms
-from tests.conftest import BusProbe, metric, pre_tool_use
+from tests.conftest import BusProbe, Platform, pre_tool_use
 from workers.jobs import deadletters
 from workers.jobs import enqueue as queue
 from workers.jobs.worker import build_worker
@@ -41,8 +42,9 @@ def post_tool_use(session: str = "s-async") -> dict[str, Any]:
     }
 
 
-async def run_worker(p: Any) -> None:
-    worker = build_worker(p.settings, p.policy, p.settings.redis_url, burst=True)
+async def run_worker(p: Platform) -> None:
+    """Run a worker on the platform's queue until it is empty, counting into the platform's metrics."""
+    worker = build_worker(p.settings, p.policy, p.settings.redis_url or "", burst=True, metrics=p.metrics)
     try:
         await worker.async_run()
     finally:
@@ -54,10 +56,6 @@ async def test_async_hook_runs_on_the_worker_and_its_context_arrives_next_turn(
 ) -> None:
     ran = tmp_path / "ran.txt"
     command = f"cat >/dev/null; echo ran >> {ran}; echo '{json.dumps(CONTEXT)}'"
-    queued, succeeded = (
-        metric("hookbus_async_jobs_total", status="queued"),
-        metric("hookbus_async_jobs_total", status="succeeded"),
-    )
     async with platform(policy(tmp_path, command)) as p:
         answer = await p.post(post_tool_use())
         assert answer.json() == {}  # an async hook's decision fields have no effect
@@ -72,18 +70,14 @@ async def test_async_hook_runs_on_the_worker_and_its_context_arrives_next_turn(
         assert "additionalContext" not in again.get("hookSpecificOutput", {})  # delivered once
         other = (await p.post(pre_tool_use("ls", "another-session", cwd=None))).json()
         assert other == {}
-    assert metric("hookbus_async_jobs_total", status="queued") == queued + 1
-    assert metric("hookbus_async_jobs_total", status="succeeded") == succeeded + 1
+    assert p.metrics.value("hookbus_async_jobs_total", status="queued") == 1
+    assert p.metrics.value("hookbus_async_jobs_total", status="succeeded") == 1
 
 
 async def test_a_failing_async_hook_is_retried_then_dead(
     platform: Callable[..., Any], tmp_path: Path, bus: BusProbe
 ) -> None:
     tries = tmp_path / "tries.txt"
-    retried, dead = (
-        metric("hookbus_async_jobs_total", status="retried"),
-        metric("hookbus_async_jobs_total", status="dead"),
-    )
     fast = "hookbus: {async: {maxTries: 3, retryDelaySeconds: 0.01}}\n"
     async with platform(fast + policy(tmp_path, f"cat >/dev/null; echo x >> {tries}; echo oops >&2; exit 1")) as p:
         await p.post(post_tool_use())
@@ -95,8 +89,9 @@ async def test_a_failing_async_hook_is_retried_then_dead(
     assert [a.number for a in letters[0].attempts] == [1, 2, 3]
     assert not await bus.redis.exists(bus.keys.async_attempts(letters[0].job_id))  # the tries moved into the letter
     assert tries.read_text().count("x") == 3
-    assert metric("hookbus_async_jobs_total", status="retried") == retried + 2
-    assert metric("hookbus_async_jobs_total", status="dead") == dead + 1
+    assert p.metrics.value("hookbus_async_jobs_total", status="retried") == 2
+    assert p.metrics.value("hookbus_async_jobs_total", status="dead") == 1
+    assert p.metrics.value("hookbus_async_jobs_total", status="succeeded") == 0
 
 
 async def test_on_a_queue_redis_of_its_own_a_redelivered_event_queues_its_async_hook_once(
@@ -105,14 +100,14 @@ async def test_on_a_queue_redis_of_its_own_a_redelivered_event_queues_its_async_
     async with platform(policy(tmp_path, "true")) as p:
         arq = queue.arq_pool(p.settings.redis_url)
         try:
-            jobs = queue.JobQueue(arq, p.settings.keys)
+            m = Metrics()
+            jobs = queue.JobQueue(arq, p.settings.keys, metrics=m)
             entry = p.policy.entries("PostToolUse")[0]
             request = Request("ev-1", "PostToolUse", "default", json.dumps(post_tool_use()).encode(), now_ms())
             job = queue.prepare_job(request, entry.handler_id, 3600, 100)
-            queued = metric("hookbus_async_jobs_total", status="queued")
             await jobs.put(request, [job])
             await jobs.put(request, [job])  # the event again, before its job ran
             assert await arq.zcard(p.settings.keys.arq_queue) == 1
-            assert metric("hookbus_async_jobs_total", status="queued") == queued + 1
+            assert m.value("hookbus_async_jobs_total", status="queued") == 1
         finally:
             await arq.aclose()
