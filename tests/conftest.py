@@ -4,7 +4,7 @@ The suite never touches a system Redis: it starts the redis-server that the ``re
 wheel ships (or one on PATH) on a free port, once per session, and flushes it per test.
 
 Helpers that more than one test module uses live here too (hook inputs, policy texts, the
-decision-log waits, ``hookbus`` child processes, metric readers): import them from
+decision-log waits, ``hookbus`` child processes): import them from
 ``tests.conftest`` instead of copying them into a test module.
 """
 
@@ -249,13 +249,6 @@ async def frozen_during(server: EmbeddedRedis, command: str, client_name: str | 
         yield
     finally:
         os.kill(server.pid, signal.SIGCONT)
-
-
-def metric(name: str, **labels: str) -> float:
-    """The current value of one sample of this process's Prometheus registry (0 when absent)."""
-    from prometheus_client import REGISTRY
-
-    return REGISTRY.get_sample_value(name, labels) or 0.0
 
 
 async def redis_reads(redis: aioredis.Redis) -> int:
