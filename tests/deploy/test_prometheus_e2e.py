@@ -125,7 +125,8 @@ def prometheus_config(port: int) -> dict[str, Any]:
 def plant_stale_metrics(metrics_dir: Path) -> None:
     metrics_dir.mkdir(parents=True)
     script = (
-        f"from bus.runtime import metrics; metrics.child(metrics.DECISIONS, 'PreToolUse', 'deny').inc({STALE_DENIES})"
+        "from bus.runtime.metrics import process_metrics; m = process_metrics(); "
+        f"m.child(m.decisions, 'PreToolUse', 'deny').inc({STALE_DENIES})"
     )
     env = {**clean_env(), "PROMETHEUS_MULTIPROC_DIR": str(metrics_dir)}
     subprocess.run([sys.executable, "-c", script], env=env, cwd=REPO, check=True, timeout=30)
