@@ -73,10 +73,10 @@ class Dispatcher:
         jobs_in_settle: bool | None = None,
         metrics: Metrics | None = None,
     ) -> None:
-        self.metrics = metrics or process_metrics()
         """``jobs_in_settle``: arq's queue is on the bus's Redis, so each event's settle script
         queues its async jobs; False when it is not (they are queued, at least once, before).
         By default, whether the queue's Redis (``HOOKBUS_QUEUE_REDIS_URL``) is the bus's."""
+        self.metrics = metrics or process_metrics()
         load_plugins(policy.settings.plugins)  # each registers its plugin callbacks; PluginError if one fails
         self.settings = settings
         self.policy = policy

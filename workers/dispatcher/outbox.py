@@ -75,10 +75,10 @@ class Outbox:
         on_refused: Callable[[str, bytes], None] | None = None,
         metrics: Metrics | None = None,
     ) -> None:
-        self.metrics = metrics or process_metrics()
         """``on_written(stream, entry_id)`` is called once an entry's settlement (or its
         dead letter, or acknowledgement) is stored; ``on_refused`` when Redis refused it for
         good (not a transient error): the entry is left pending for a later claim."""
+        self.metrics = metrics or process_metrics()
         self.redis = redis
         self._on_written = on_written
         self._on_refused = on_refused
