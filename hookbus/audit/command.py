@@ -24,6 +24,7 @@ import asyncio
 import contextlib
 import csv
 import logging
+import re
 import signal
 import sys
 from collections.abc import Sequence
@@ -69,6 +70,7 @@ CSV_COLUMNS: Final = (
     "output",
 )
 _FORMULA_START: Final = ("=", "+", "-", "@", "\t", "\r")
+_LINE_BREAK: Final = re.compile(r"(\r\n|\r|\n)")  # kept in the split: the cell keeps its breaks
 _READ_BLOCK_MS: Final = 1000
 
 
@@ -82,9 +84,11 @@ def _cell(value: Any) -> str:
         return ""
     if isinstance(value, dict | list):
         return orjson.dumps(value).decode()
-    text = str(value)
-    # A spreadsheet runs a cell that starts like a formula: agents choose these strings.
-    return "'" + text if text.startswith(_FORMULA_START) else text
+    # A spreadsheet runs a cell, or a line of one, that starts like a formula: agents choose these strings.
+    parts = _LINE_BREAK.split(str(value))  # lines at even indices, the breaks between them at odd ones
+    return "".join(
+        "'" + part if i % 2 == 0 and part.startswith(_FORMULA_START) else part for i, part in enumerate(parts)
+    )
 
 
 async def export(
@@ -94,7 +98,7 @@ async def export(
     if fmt not in ("jsonl", "csv"):
         raise ConfigError(f"--format must be jsonl or csv (got {fmt!r})")
     client = connect(redis_url, socket_timeout_s=30.0)
-    writer = csv.writer(out, lineterminator="\n") if fmt == "csv" else None
+    writer = csv.writer(out, lineterminator="\n", quoting=csv.QUOTE_ALL) if fmt == "csv" else None
     if writer is not None:
         writer.writerow(CSV_COLUMNS)
     written = 0
