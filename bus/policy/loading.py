@@ -149,6 +149,20 @@ def _line_map(node: yaml.Node | None) -> dict[Loc, int]:
     return lines
 
 
+_NO_ALIASES: Final = "aliases ('*name') are not allowed in a policy file: write the value out"
+
+
+class _PolicyLoader(yaml.SafeLoader):
+    """YAML without aliases: ``*name`` would let a few hundred bytes expand into billions of nodes
+    (every later walk of the tree visits each copy), and a policy never needs one."""
+
+    def compose_node(self, parent: yaml.Node | None, index: int) -> yaml.Node | None:
+        if self.check_event(yaml.AliasEvent):
+            mark = self.peek_event().start_mark  # type: ignore[no-untyped-call]  # untyped in the stubs
+            raise yaml.composer.ComposerError(None, None, _NO_ALIASES, mark)
+        return super().compose_node(parent, index)
+
+
 def _read_tree(text: str, source: str) -> tuple[Any, dict[Loc, int]]:
     """``text`` parsed as JSON or YAML, and a path -> line map; raises PolicyError on syntax."""
     ext = Path(source).suffix.lower()
@@ -161,10 +175,10 @@ def _read_tree(text: str, source: str) -> tuple[Any, dict[Loc, int]]:
                 raise PolicyError([PolicyProblem(source, exc.lineno, "", message)]) from exc
         else:
             try:  # tabs are JSON whitespace but not YAML's (and never raw inside JSON strings)
-                return data, _line_map(yaml.compose(text.replace("\t", " "), Loader=yaml.SafeLoader))
+                return data, _line_map(yaml.compose(text.replace("\t", " "), Loader=_PolicyLoader))
             except yaml.YAMLError:
                 return data, {}
-    loader = yaml.SafeLoader(text)
+    loader = _PolicyLoader(text)
     try:
         node = loader.get_single_node()
         return (None if node is None else loader.construct_document(node)), _line_map(node)
