@@ -37,29 +37,47 @@ PAGE: Final = 500
 MAX_SEQ: Final = 18446744073709551615
 _RELATIVE = re.compile(r"^(\d+(?:\.\d+)?)\s*(ms|s|m|h|d|w)$")
 _UNIT_MS: Final = {"ms": 1, "s": 1000, "m": 60_000, "h": 3_600_000, "d": 86_400_000, "w": 604_800_000}
+#: The latest time a window may name: the end of the year 9999, in epoch milliseconds.
+MAX_TIME_MS: Final = 253_402_300_799_999
 
 
 def parse_time(text: str, now: int | None = None) -> int:
     """A point in time as epoch milliseconds: ``now``; ``90s``, ``15m``, ``1h``, ``7d``, ``2w`` ago;
-    epoch seconds or milliseconds; or ISO 8601 (``2025-01-07T09:30:00Z``; without a zone, local time)."""
+    epoch seconds or milliseconds; or ISO 8601 (``2025-01-07T09:30:00Z``; without a zone, local time).
+
+    :class:`TimeError` for text that is none of these, or a time before 1970 or after the year 9999."""
     now = now_ms() if now is None else now
     value = text.strip()
     if value == "now":
         return now
     if found := _RELATIVE.match(value):
-        return now - int(float(found[1]) * _UNIT_MS[found[2]])
+        return _in_range(text, now - int(float(found[1]) * _UNIT_MS[found[2]]))
     if value.isdigit():
         number = int(value)
-        return number if number >= 100_000_000_000 else number * 1000
+        return _in_range(text, number if number >= 100_000_000_000 else number * 1000)
     try:
         parsed = datetime.datetime.fromisoformat(value)
     except ValueError:
         raise TimeError(
             f"cannot read the time {text!r}: use now, 15m, 2h, 7d, epoch seconds or ISO 8601 (2025-01-07T09:30:00Z)"
         ) from None
-    if parsed.tzinfo is None:
-        parsed = parsed.astimezone()
-    return int(parsed.timestamp() * 1000)
+    try:
+        if parsed.tzinfo is None:
+            parsed = parsed.astimezone()
+        stamp = int(parsed.timestamp() * 1000)
+    except (ValueError, OverflowError, OSError):  # a date the platform's clock cannot place (year 1, year 9999)
+        raise _out_of_range(text) from None
+    return _in_range(text, stamp)
+
+
+def _out_of_range(text: str) -> TimeError:
+    return TimeError(f"the time {text[:64]!r} is out of range: give one from 1970 to the year 9999")
+
+
+def _in_range(text: str, ms: int) -> int:
+    if not 0 <= ms <= MAX_TIME_MS:
+        raise _out_of_range(text)
+    return ms
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -263,6 +281,7 @@ async def _group_state(redis: aioredis.Redis, log: str, group: Mapping[Any, Any]
 
 __all__ = [
     "LAG_COUNT_LIMIT",
+    "MAX_TIME_MS",
     "PAGE",
     "Filterable",
     "GroupState",

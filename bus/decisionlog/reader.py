@@ -24,13 +24,15 @@ from typing import Any, Final, NamedTuple
 import redis.asyncio as aioredis
 
 from bus.redis.connection import read_streams
-from bus.redis.entries import entry_order
+from bus.redis.entries import MAX_PART, entry_order
 from bus.redis.keys import Keyspace
 
 #: Entries per page of a merged range, per partition.
 PAGE: Final = 500
 #: One stream entry as redis-py returns it (the fields are empty or None for an entry trimmed while pending).
 RawEntry = tuple[bytes, Any]
+_LAST: Final = f"({MAX_PART}-{MAX_PART}"
+_FIRST: Final = "(0-0"
 
 
 class LogEntry(NamedTuple):
@@ -112,7 +114,8 @@ async def read_merged(
         ms, seq = entry_order(buffers[partition][0][0])
         heapq.heappush(heads, ((-ms, -seq, -partition) if reverse else (ms, seq, partition), partition))
 
-    refill = list(range(len(streams)))
+    # An exclusive start at the very end (the very start, reversed) is past every entry; Redis refuses it.
+    refill = [p for p, start in enumerate(starts) if start != (_FIRST if reverse else _LAST)]
     while True:
         if refill:
             pages = await _pages(redis, [(streams[p], starts[p]) for p in refill], end, page, reverse, timeout_s)

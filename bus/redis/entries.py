@@ -26,9 +26,13 @@ def entry_ms(entry_id: bytes | str) -> int:
     return entry_order(entry_id)[0]
 
 
+#: The largest part of an entry id (each of ``ms`` and ``seq`` is 64 bits).
+MAX_PART: Final = 2**64 - 1
+
+
 def is_entry_id(text: str) -> bool:
-    """Whether ``text`` is an entry id as Redis writes it."""
-    return ENTRY_ID.fullmatch(text) is not None
+    """Whether ``text`` is an entry id as Redis writes it (each part at most :data:`MAX_PART`)."""
+    return ENTRY_ID.fullmatch(text) is not None and max(entry_order(text)) <= MAX_PART
 
 
-__all__ = ["ENTRY_ID", "entry_ms", "entry_order", "is_entry_id"]
+__all__ = ["ENTRY_ID", "MAX_PART", "entry_ms", "entry_order", "is_entry_id"]
