@@ -19,13 +19,17 @@ from bus.errors import ProtocolError
 from bus.hooks.decisions import Decision, RecordOutcome
 from bus.redis.connection import connect, redis_errors
 from bus.redis.keys import Keyspace
+from bus.runtime.logs import escape_controls
 from bus.stream.partitions import bus_keyspace
 from bus.stream.protocol import LogRecord
 
 
 def format_record(record: LogRecord) -> str:
     """One human line per decision: time, tenant, session, event, tool, decision, outcome (and
-    why it failed open), latency, reason, then the shadow decisions and the added context."""
+    why it failed open), latency, reason, then the shadow decisions and the added context.
+
+    Agents choose most of it: control characters (newlines, ESC, bidi ...) come out escaped, so
+    a value can neither start a forged line nor drive the terminal."""
     stamp = time.strftime("%H:%M:%S", time.localtime(record.received_ms / 1000))
     latency = record.decided_ms - record.received_ms
     what = record.event + (f"({record.tool_name})" if record.tool_name else "")
@@ -48,7 +52,7 @@ def format_record(record: LogRecord) -> str:
     context = specific.get("additionalContext") if isinstance(specific, dict) else None
     if isinstance(context, str) and context.strip():
         parts.append(f"context: {_first_line(context)}")
-    return " | ".join(parts)
+    return escape_controls(" | ".join(parts))
 
 
 def _first_line(text: str, limit: int = 160) -> str:
@@ -87,7 +91,7 @@ class _Printer:
         try:
             record = LogRecord.decode(entry.fields)
         except ProtocolError as exc:
-            print(f"# skipped {entry.log_id}: {exc}", file=sys.stderr)
+            print(escape_controls(f"# skipped {entry.log_id}: {exc}"), file=sys.stderr)
             return
         if self.filters.matches(record):
             print(json.dumps(record.to_json()) if self.as_json else format_record(record), flush=True)

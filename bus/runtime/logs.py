@@ -3,9 +3,10 @@
 ``--log-format json`` (or ``HOOKBUS_LOG_FORMAT=json``) writes one JSON object per line
 (``time``, ``level``, ``logger``, ``pid``, ``message`` and the event's fields); ``text``, the
 default, writes ``time LEVEL logger[pid]: message`` followed by the same fields as
-``key=value``. Call sites pass what they know about the event with ``extra=``, under the
-names of :data:`FIELDS` (:func:`event_fields` builds them). Per-event decisions are logged
-at debug level only; no line carries a hook input, a handler's output or a secret.
+``key=value`` (control characters escaped, a value with a space, ``=`` or ``"`` quoted). Call
+sites pass what they know about the event with ``extra=``, under the names of :data:`FIELDS`
+(:func:`event_fields` builds them). Per-event decisions are logged at debug level only; no line
+carries a hook input, a handler's output or a secret.
 """
 
 from __future__ import annotations
@@ -44,6 +45,30 @@ _STANDARD: Final = frozenset(vars(logging.LogRecord("", 0, "", 0, "", None, None
 _TEXT_FORMAT: Final = "%(asctime)s %(levelname)s %(name)s[%(process)d]: %(message)s"
 #: A field a client chose (a session id may be as long as the request body) is cut here.
 MAX_FIELD_CHARS: Final = 200
+
+#: What a client could hide in a string to forge a line or drive the reader's terminal: C0
+#: (CR, LF, tab, ESC ...), DEL, C1, the bidi controls and the Unicode line separators. Each is
+#: written as its escape (``\x1b``, ``\u202e``).
+_CONTROLS: Final[dict[int, str]] = {
+    **{code: f"\\x{code:02x}" for code in (*range(0x20), *range(0x7F, 0xA0))},
+    **{code: f"\\u{code:04x}" for code in (0x61C, 0x200E, 0x200F, *range(0x202A, 0x202F), *range(0x2066, 0x206A))},
+    0x2028: "\\u2028",
+    0x2029: "\\u2029",
+}
+
+
+def escape_controls(text: str) -> str:
+    """``text`` with every control character written visibly as its escape: one line, inert on a terminal."""
+    return text.translate(_CONTROLS)
+
+
+def _text_value(value: Any) -> str:
+    """A ``key=value`` value: escaped, and quoted (``\\`` and ``\"`` inside) when empty or holding a
+    space, ``=`` or ``"``, so a value cannot pass for more fields."""
+    text = str(value)
+    if text and not any(c in text for c in ' ="'):
+        return escape_controls(text)
+    return '"' + escape_controls(text.replace("\\", "\\\\").replace('"', '\\"')) + '"'
 
 
 def event_fields(
@@ -99,10 +124,10 @@ class TextFormatter(logging.Formatter):
         super().__init__(_TEXT_FORMAT)
 
     def formatMessage(self, record: logging.LogRecord) -> str:
-        line = super().formatMessage(record)
+        line = escape_controls(super().formatMessage(record))
         fields = extras(record)
         if fields:
-            line += " " + " ".join(f"{key}={value}" for key, value in fields.items())
+            line += " " + " ".join(f"{escape_controls(key)}={_text_value(value)}" for key, value in fields.items())
         return line
 
 
@@ -119,6 +144,7 @@ __all__ = [
     "MAX_FIELD_CHARS",
     "JsonFormatter",
     "TextFormatter",
+    "escape_controls",
     "event_fields",
     "extras",
     "setup_logging",
