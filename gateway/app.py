@@ -24,7 +24,7 @@ from bus.policy.loading import Policy
 from bus.runtime.metrics import Metrics
 from bus.runtime.metrics_server import authorized
 from bus.runtime.settings import Settings
-from gateway.access import check_single_authorization, error_body, error_response, rejection
+from gateway.access import bearer_token, check_single_authorization, error_body, error_response, rejection
 from gateway.decisionlog.export import audit_routes
 from gateway.hooks import HooksEndpoint
 from gateway.observer import Observer
@@ -90,11 +90,18 @@ def create_app(settings: Settings, policy: Policy, redis_url: str, metrics: Metr
         return Response(body, media_type=content_type)
 
     async def whoami(request: HTTPRequest) -> Response:
+        headers = dict(request.scope["headers"])
+        tokens = bool(settings.tokens) or settings.managed_tokens
         try:
-            tenant, _ = await gateway.authorize(dict(request.scope["headers"]))
+            check_single_authorization(request.scope["headers"])
+            token = bearer_token(headers)
+            if token is not None and settings.admin_tokens.tenant_for(token) is not None:
+                # An org-admin token sends no events (it has no tenant) and reads every tenant.
+                return json_response({"tenant": None, "admin": True, "tokens": tokens})
+            tenant, _ = await gateway.authorize(headers)
         except RequestRejected as exc:
             return rejection(exc)
-        return json_response({"tenant": tenant, "tokens": bool(settings.tokens) or settings.managed_tokens})
+        return json_response({"tenant": tenant, "tokens": tokens})
 
     async def http_error(request: HTTPRequest, exc: Exception) -> Response:
         assert isinstance(exc, HTTPException)

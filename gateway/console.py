@@ -76,7 +76,15 @@ class _PageHeaders:
 
 def console_page() -> list[BaseRoute]:
     """``/ui`` (redirects to ``/ui/``) and its assets, from ``gateway/ui`` in the package."""
-    return [Mount("/ui", app=_PageHeaders(StaticFiles(packages=[("gateway", "ui")], html=True)), name="ui")]
+
+    async def to_page(request: HTTPRequest) -> Response:
+        # Relative: an absolute one would name whatever the client sent as its Host header.
+        return Response(status_code=307, headers={"Location": "/ui/"})
+
+    return [
+        Route("/ui", to_page, methods=["GET", "HEAD"]),
+        Mount("/ui", app=_PageHeaders(StaticFiles(packages=[("gateway", "ui")], html=True)), name="ui"),
+    ]
 
 
 class ReplayBody(BaseModel):

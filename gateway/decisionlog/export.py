@@ -31,7 +31,7 @@ from bus.redis.connection import redis_errors
 from bus.redis.entries import is_entry_id
 from bus.redis.keys import Keyspace
 from bus.runtime.settings import Settings
-from gateway.access import rejection, request_caller
+from gateway.access import check_single_authorization, rejection, request_caller
 from gateway.decisionlog.query import check_parameters, query_filter
 
 logger = logging.getLogger("hookbus.gateway")
@@ -65,6 +65,7 @@ def audit_routes(settings: Settings, redis: Callable[[], aioredis.Redis], keys: 
 
     async def events(request: HTTPRequest) -> Response:
         try:
+            check_single_authorization(request.scope["headers"])
             caller = await request_caller(settings, request)
             window, passes, after, limit = _query(request, caller.tenant)
         except RequestRejected as exc:
