@@ -14,7 +14,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import os
+import resource
 import sys
 import tempfile
 from collections.abc import Callable
@@ -29,7 +31,8 @@ from starlette.routing import BaseRoute, Mount, Route
 from starlette.staticfiles import StaticFiles
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from bus.errors import RequestRejected
+from bus.decisionlog.audit import Window
+from bus.errors import RequestRejected, TimeError
 from bus.policy.loading import Policy
 from bus.policy.schema import FunctionHandler
 from bus.runtime.children import die_with_parent
@@ -38,6 +41,9 @@ from gateway.access import check_single_authorization, error_response, rejection
 
 #: A replay that runs longer is stopped (504).
 REPLAY_TIMEOUT_S = 120.0
+#: The address space a replay's child may take (``RLIMIT_AS``): a candidate that would take more
+#: (a YAML alias bomb, a window too wide) stops with a ``MemoryError``, not the gateway's machine.
+REPLAY_MEMORY_BYTES = 1 << 30
 DEFAULT_REPLAY_LIMIT = 20_000
 MAX_REPLAY_LIMIT = 100_000
 _CHILD_ENV_DROP = frozenset(
@@ -134,6 +140,9 @@ def replay_route(settings: Settings, redis_url: str, current_policy: Callable[[]
             if not caller.admin:
                 raise RequestRejected(403, "forbidden", "policy replay needs an org-admin token (HOOKBUS_ADMIN_TOKENS)")
             body = ReplayBody.model_validate_json(await _read_body(request, settings.max_body_bytes))
+            Window.parse(body.since, body.until)  # a bad time is the caller's, found before any child runs
+        except TimeError as exc:
+            return error_response(400, "invalid_time", str(exc))
         except RequestRejected as exc:
             return rejection(exc)
         except ValidationError as exc:
@@ -148,6 +157,19 @@ def replay_route(settings: Settings, redis_url: str, current_policy: Callable[[]
             return await _run_replay(settings, redis_url, body, policy_modules(current_policy()))
 
     return Route("/v1/policy/replay", replay, methods=["POST"])
+
+
+def _replay_child(memory_bytes: int) -> None:
+    """``preexec_fn`` of a replay's child: dies with the gateway, and at most ``memory_bytes`` of address space."""
+    die_with_parent()
+    resource.setrlimit(resource.RLIMIT_AS, (memory_bytes, memory_bytes))
+
+
+def _child_failure(problems: str) -> str | None:
+    """The one line to answer for a child that crashed (a traceback on stderr), else None."""
+    if "Traceback (most recent call last)" not in problems:
+        return None
+    return problems.splitlines()[-1].strip()[:500]
 
 
 async def _run_replay(settings: Settings, redis_url: str, body: ReplayBody, trusted: frozenset[str]) -> Response:
@@ -177,7 +199,7 @@ async def _run_replay(settings: Settings, redis_url: str, body: ReplayBody, trus
             stdout=asyncio.subprocess.PIPE,
             stderr=asyncio.subprocess.PIPE,
             env=env,
-            preexec_fn=die_with_parent,
+            preexec_fn=functools.partial(_replay_child, REPLAY_MEMORY_BYTES),
         )
         try:
             async with asyncio.timeout(REPLAY_TIMEOUT_S):
@@ -204,6 +226,15 @@ async def _run_replay(settings: Settings, redis_url: str, body: ReplayBody, trus
         except (orjson.JSONDecodeError, KeyError, TypeError):
             return error_response(500, "replay_failed", "the replay's answer is not a report (see the gateway's log)")
         return Response(orjson.dumps(report), media_type="application/json")
+    if (crash := _child_failure(problems)) is not None:
+        if crash.startswith("MemoryError"):
+            return error_response(
+                400,
+                "replay_too_large",
+                f"the replay ran out of its memory ({REPLAY_MEMORY_BYTES >> 20} MiB): the candidate policy "
+                "expands too far (YAML aliases?) or the window is too wide: narrow since/until or lower the limit",
+            )
+        return error_response(500, "replay_failed", f"the replay failed: {crash}")
     if child.returncode == 1 and problems:
         code = "invalid_request" if problems.startswith("hookbus: ") else "invalid_policy"
         return error_response(400, code, problems.removeprefix("hookbus: ")[:4000])

@@ -110,7 +110,7 @@ async def test_a_bad_candidate_or_body_is_a_400(platform: Callable[..., Any]) ->
         assert_error(await p.client.post(url, json={"policy": "hooks: {}", "extra": 1}), 400, "invalid_body")
         assert_error(await p.client.post(url, content=b"not json"), 400, "invalid_body")
         when = await p.client.post(url, json={"policy": "hooks: {}", "since": "whenever"}, timeout=60)
-        assert_error(when, 400, "invalid_request")
+        assert_error(when, 400, "invalid_time")
 
 
 async def test_a_replay_past_its_time_limit_is_stopped(
