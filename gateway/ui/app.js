@@ -1,7 +1,8 @@
 // hookbus console: the live decision feed, session lanes, event detail, counters, and the policy what-if.
 // No build step and no dependency: the page reads GET /v1/events/stream with fetch() (EventSource cannot send
 // an Authorization header) and parses the Server-Sent Events itself. Everything from the log is put in the page
-// with textContent, never as HTML: hook inputs are written by agents.
+// with textContent, never as HTML: hook inputs are written by agents. Invisible and reordering characters in it
+// (controls, bidi overrides, zero-width and tag characters) are shown as a marker, ⟨U+202E⟩, by visible().
 "use strict";
 
 (() => {
@@ -35,16 +36,28 @@
 
   // -- small DOM helpers ---------------------------------------------------------------------------------------
 
+  // C0 and C1 controls, DEL, soft hyphen, the bidi marks, embeddings, overrides and isolates, zero-width space
+  // and word joiner, the line and paragraph separators, the BOM, interlinear annotations and the tag characters.
+  const INVISIBLE = /[\u0000-\u001f\u007f-\u009f\u00ad\u061c\u180e\u200b\u200e\u200f\u2028-\u202e\u2060-\u206f\ufeff\ufff9-\ufffb\u{e0000}-\u{e007f}]/gu;
+  const marker = (ch) => `⟨U+${ch.codePointAt(0).toString(16).toUpperCase().padStart(4, "0")}⟩`;
+  // Agent-controlled text as the page shows it: every invisible or reordering character made visible.
+  const visible = (text) => (text === null || text === undefined ? "" : String(text)).replace(INVISIBLE, marker);
+  // The same for text laid out in lines (a <pre> of JSON): its line breaks stay.
+  const visibleLines = (text) => String(text).split("\n").map(visible).join("\n");
+
   function el(tag, props, ...children) {
     const node = document.createElement(tag);
     for (const [key, value] of Object.entries(props || {})) {
       if (key === "class") node.className = value;
-      else if (key === "text") node.textContent = value;
+      else if (key === "text") node.textContent = visible(value);
+      else if (key === "lines") node.textContent = visibleLines(value);
+      else if (key === "title" || key === "value") node[key] = visible(value);
       else if (key.startsWith("data-")) node.setAttribute(key, value);
       else node[key] = value;
     }
     for (const child of children) {
-      if (child !== null && child !== undefined) node.append(child);
+      if (typeof child === "string") node.append(visible(child));
+      else if (child !== null && child !== undefined) node.append(child);
     }
     return node;
   }
@@ -102,7 +115,7 @@
   function setStatus(kind, text) {
     const status = $("status");
     status.className = `status ${kind}`;
-    status.textContent = text || kind;
+    status.textContent = visible(text || kind);
   }
 
   async function connect() {
@@ -199,7 +212,7 @@
       if (!state.frame) state.frame = requestAnimationFrame(flush);
     } else if (kind === "hello") {
       state.isLive = false;
-      $("scope").textContent = body.scope ? `tenant ${body.scope}` : "all tenants";
+      $("scope").textContent = body.scope ? visible(`tenant ${body.scope}`) : "all tenants";
     } else if (kind === "live") {
       state.isLive = true;
     } else if (kind === "gap") {
@@ -316,10 +329,11 @@
     };
   }
 
+  // The filters hold what the page shows (the suggestions are visible() values): they match that.
   function matches(rec, f = filters()) {
-    return (!f.tenant || rec.tenant === f.tenant)
-      && (!f.session || rec.session_id.startsWith(f.session))
-      && (!f.tool || rec.tool_name === f.tool)
+    return (!f.tenant || visible(rec.tenant) === visible(f.tenant))
+      && (!f.session || visible(rec.session_id).startsWith(visible(f.session)))
+      && (!f.tool || visible(rec.tool_name || "") === visible(f.tool))
       && (!f.decision || rec.verdict === f.decision || rec.decision === f.decision);
   }
 
@@ -377,7 +391,8 @@
     state.lanesDirty = false;
     const f = filters();
     const lanes = [...state.sessions.values()]
-      .filter((lane) => (!f.tenant || lane.tenant === f.tenant) && (!f.session || lane.session.startsWith(f.session)))
+      .filter((lane) => (!f.tenant || visible(lane.tenant) === visible(f.tenant))
+        && (!f.session || visible(lane.session).startsWith(visible(f.session))))
       .sort((a, b) => b.last - a.last)
       .slice(0, MAX_LANES);
     const nodes = lanes.map((lane) => {
@@ -503,9 +518,9 @@
       shadow.length ? el("h2", { text: "shadow results" }) : null,
       shadow.length ? el("ul", {}, ...shadow) : null,
       el("h2", { text: "input (as in the log)" }),
-      el("pre", { text: JSON.stringify(rec.input, null, 2) }),
+      el("pre", { lines: JSON.stringify(rec.input, null, 2) }),
       el("h2", { text: "output" }),
-      el("pre", { text: JSON.stringify(rec.output, null, 2) }),
+      el("pre", { lines: JSON.stringify(rec.output, null, 2) }),
     ].filter(Boolean));
   }
 
