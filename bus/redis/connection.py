@@ -16,7 +16,9 @@ The async queue's Redis may be named by a Sentinel URL (``redis+sentinel://``,
 
 from __future__ import annotations
 
+import ast
 import contextlib
+import re
 import socket
 from collections.abc import AsyncIterator, Iterator, Mapping
 from typing import Any, Final, cast
@@ -54,9 +56,9 @@ def keepalive_options(url: str) -> dict[str, Any]:
     return {"socket_keepalive": True, "socket_keepalive_options": TCP_KEEPALIVE_OPTIONS}
 
 
-#: Error replies that mean "Redis cannot serve this right now", not "this command is wrong".
-#: redis-py strips the code of OOM / READONLY replies and raises a subclass instead; the
-#: others keep their code (with a space: ``BUSYGROUP`` is an ordinary answer, not ``BUSY``).
+#: The codes of the error replies that mean "Redis cannot serve this right now", not "this
+#: command is wrong" (a whole word: ``BUSYGROUP`` is an ordinary answer, not ``BUSY``). redis-py
+#: strips the code of OOM / READONLY / LOADING replies and raises a class of its own instead.
 _TRANSIENT_CLASSES = (
     redis.exceptions.OutOfMemoryError,
     redis.exceptions.ReadOnlyError,
@@ -64,8 +66,15 @@ _TRANSIENT_CLASSES = (
     redis.exceptions.TryAgainError,
     redis.exceptions.MasterDownError,
 )
-_SCRIPT_TRANSIENT = ("OOM ", "READONLY ", "LOADING ", "MISCONF ", "MASTERDOWN ", "TRYAGAIN ", "CLUSTERDOWN ")
-_TRANSIENT_REPLIES = ("LOADING ", "MISCONF ", "BUSY ", "MASTERDOWN ", "TRYAGAIN ", "CLUSTERDOWN ", "NOREPLICAS ")
+_TRANSIENT_CODES: Final = frozenset(
+    ("OOM", "READONLY", "LOADING", "MISCONF", "BUSY", "MASTERDOWN", "TRYAGAIN", "CLUSTERDOWN", "NOREPLICAS")
+)
+#: A script's failed call reads "Error running script ...: -OOM command not allowed ...", an
+#: aborted MULTI "Transaction discarded because of: OOM command not allowed ...".
+_WRAPPED_CODE = re.compile(r"(?:(?<!\S)-|because of: )([A-Z]+) ")
+#: What a raising pipeline makes of an error's text: redis-py's asyncio client puts the repr of
+#: the error's args after it (``('MISCONF ...',)``), its other clients the text itself.
+_PIPELINE_ANNOTATION = re.compile(r"Command # \d+ \(.*\) of pipeline caused error: (?P<reply>.*)", re.DOTALL)
 
 
 def is_cluster_url(url: str) -> bool:
@@ -286,8 +295,26 @@ async def transaction(client: aioredis.Redis, key: str) -> AsyncIterator[Pipelin
         await direct.aclose()
 
 
+def error_reply(exc: BaseException) -> str:
+    """The error reply Redis sent for ``exc`` (without the code redis-py strips off the replies it
+    raises a class of its own for), also when a raising pipeline has wrapped it in the failed
+    command's text."""
+    text = str(exc.args[0]) if exc.args else ""
+    annotated = _PIPELINE_ANNOTATION.fullmatch(text)
+    if annotated is None:
+        return text
+    reply = annotated["reply"]
+    if reply.startswith("(") and reply.endswith(")"):
+        with contextlib.suppress(ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
+            args = ast.literal_eval(reply)
+            if isinstance(args, tuple) and args and isinstance(args[0], str):
+                return args[0]
+    return reply
+
+
 def is_transient(exc: BaseException) -> bool:
-    """Whether a Redis error means "not now" (retry later) rather than "never" (a wrong command)."""
+    """Whether a Redis error means "not now" (retry later) rather than "never" (a wrong command):
+    read from its class, or the code of the error reply it carries, raised or pipelined."""
     if isinstance(
         exc,
         (
@@ -300,12 +327,10 @@ def is_transient(exc: BaseException) -> bool:
         return True
     if not isinstance(exc, redis.exceptions.ResponseError):
         return False
-    reply = str(exc).rpartition("of pipeline caused error: ")[2]
-    # A script's failed call reads "Error running script ...: -OOM command not allowed ...", an
-    # aborted MULTI "Transaction discarded because of: OOM command not allowed ...".
-    return reply.startswith(_TRANSIENT_REPLIES) or any(
-        f"-{code}" in reply or f"because of: {code}" in reply for code in _SCRIPT_TRANSIENT
-    )
+    reply = error_reply(exc)
+    if reply.split(" ", 1)[0] in _TRANSIENT_CODES:
+        return True
+    return any(code in _TRANSIENT_CODES for code in _WRAPPED_CODE.findall(reply))
 
 
 #: The code of the error replies that redis-py raises as a class of their own, without it.
@@ -344,7 +369,7 @@ def hookbus_error(exc: BaseException, url: str = "") -> BusUnavailable | RedisCo
         return BusUnavailable(f"redis not ready: {exc}")
     code = next((c for cls, c in _CODES.items() if isinstance(exc, cls)), None)
     if code is None:
-        first = str(exc).split(" ", 1)[0]
+        first = error_reply(exc).split(" ", 1)[0]
         code = first if first.isupper() else type(exc).__name__
     return RedisCommandError(code, str(exc) or type(exc).__name__)
 
@@ -377,6 +402,7 @@ __all__ = [
     "PartitionClients",
     "SentinelBlockingPool",
     "connect",
+    "error_reply",
     "hookbus_error",
     "is_cluster",
     "is_cluster_url",

@@ -2,7 +2,10 @@
 
 Blocking events are never spooled (their agent has already been answered, fail-open), but
 their audit record is: nothing an agent reported is dropped silently. The spool is bounded;
-what overflows it is counted in ``hookbus_spooled_events_total{status="dropped"}``.
+what overflows it is counted in ``hookbus_spooled_events_total{status="dropped"}``. A batch
+Redis refuses for now (its disk full: ``MISCONF``, at maxmemory: ``OOM``, loading, read-only)
+stays for the next try, as it does while Redis is down; only a batch it refuses for good (a
+wrong command) is dropped, and counted.
 """
 
 from __future__ import annotations
@@ -15,6 +18,7 @@ import logging
 from collections.abc import Awaitable, Callable
 
 from bus.errors import BusUnavailable
+from bus.redis.connection import hookbus_error
 from bus.runtime.metrics import Metrics, process_metrics
 from bus.runtime.retry import BackgroundTask, Backoff
 from bus.stream.protocol import StreamFields
@@ -74,13 +78,17 @@ class Spool:
                     await self._backoff.wait()
 
     async def _flush_batch(self) -> None:
-        """Append the oldest entries; raises BusUnavailable (and keeps them) while Redis is away."""
+        """Append the oldest entries; raises BusUnavailable (and keeps them) while Redis is away or
+        refuses them for now."""
         batch = list(itertools.islice(self._entries, 500))
         try:
             await self._append(batch)
         except BusUnavailable:
             raise
-        except Exception:  # Redis refused the batch (the pipeline ran the rest): never retry it forever
+        except Exception as exc:
+            if isinstance(mapped := hookbus_error(exc), BusUnavailable):  # a redis-py error not yet mapped
+                raise mapped from exc
+            # Redis refused the batch for good (the pipeline ran the rest): never retry it forever.
             logger.exception("dropping %d spooled events Redis refused", len(batch))
             self._remove(batch)
             self.metrics.spooled.labels("dropped").inc(len(batch))
