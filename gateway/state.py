@@ -23,7 +23,7 @@ from bus.policy.registry import PolicyRegistry
 from bus.policy.reload import PolicyWatcher
 from bus.redis.connection import PartitionClients, connect, is_cluster, redis_errors
 from bus.redis.keys import WORK_STREAM_MAXLEN, Keyspace
-from bus.redis.tokens import TokenStore
+from bus.redis.tokens import TOKEN_PREFIX, TokenStore
 from bus.runtime.metrics import Metrics, process_metrics
 from bus.runtime.settings import Settings, Tokens
 from bus.stream.partitions import warn_partitions_changed
@@ -134,7 +134,11 @@ class Gateway:
         token = bearer_token(headers)
         tenant = self.settings.tokens.tenant_for(token) if token is not None else None
         if tenant is None:
-            raise RequestRejected(401, "unauthorized", "missing or wrong bearer token", {"WWW-Authenticate": "Bearer"})
+            detail = "missing or wrong bearer token"
+            if token is not None and token.startswith(TOKEN_PREFIX) and not self.settings.managed_tokens:
+                # Names the setting only: the store is not read, so this says nothing of the token.
+                detail += " (tokens of 'hookbus tokens create' need HOOKBUS_MANAGED_TOKENS=1 on the gateway)"
+            raise RequestRejected(401, "unauthorized", detail, {"WWW-Authenticate": "Bearer"})
         return tenant
 
     async def authorize(self, headers: dict[bytes, bytes]) -> tuple[str, str | None]:

@@ -15,13 +15,18 @@ import os
 import sys
 from pathlib import Path
 
+import httpx
+
 from bus.errors import ConfigError
 from bus.policy.store import PolicyStore, diff, scope_for
 from bus.redis.connection import connect
 from bus.redis.keys import Keyspace
 from bus.redis.tokens import TokenStore, parse_duration_s
+from bus.runtime.settings import Settings
 
 POLICY_ACTIONS = ("push", "versions", "show", "diff", "rollback")
+#: How long ``tokens create`` waits for each gateway's ``/readyz``.
+_READYZ_TIMEOUT_S = 1.0
 
 
 def add_tokens_arguments(parser: argparse.ArgumentParser, redis_source: object) -> None:
@@ -68,6 +73,43 @@ def _when(ms: int | None) -> str:
     return datetime.datetime.fromtimestamp(ms / 1000, datetime.UTC).strftime("%Y-%m-%d %H:%M:%SZ")
 
 
+def _gateway_urls(args: argparse.Namespace) -> list[str]:
+    """The gateways this command can know of: the ``hookbus up`` of the state folder, ``$HOOKBUS_URL``."""
+    from hookbus.platform.state import running
+
+    urls = []
+    state = running(Settings.from_env(state_dir=getattr(args, "state_dir", None)).state_dir)
+    if state and isinstance(state.get("url"), str):
+        urls.append(state["url"])
+    if hook_url := os.environ.get("HOOKBUS_URL"):
+        base = hook_url.partition("?")[0].rstrip("/")
+        urls.append(base.removesuffix("/v1/hooks"))
+    return list(dict.fromkeys(url.rstrip("/") for url in urls))
+
+
+async def _announces_managed_tokens(client: httpx.AsyncClient, url: str) -> bool | None:
+    """What the gateway at ``url`` says in ``/readyz`` (None: no answer)."""
+    try:
+        body = (await client.get(f"{url}/readyz")).json()
+    except (httpx.HTTPError, ValueError):
+        return None
+    return isinstance(body, dict) and body.get("managed_tokens") is True
+
+
+async def managed_tokens_warning(urls: list[str]) -> str | None:
+    """The warning for a new managed token when no gateway of ``urls`` says it accepts one."""
+    async with httpx.AsyncClient(timeout=_READYZ_TIMEOUT_S) as client:
+        answers = await asyncio.gather(*(_announces_managed_tokens(client, url) for url in urls))
+    if any(answers):
+        return None
+    refusing = [url for url, answer in zip(urls, answers, strict=True) if answer is False]
+    if refusing:
+        where = f"the gateway at {', '.join(refusing)} does not accept managed tokens"
+    else:
+        where = "found no running gateway that accepts managed tokens (none answered at --state-dir or $HOOKBUS_URL)"
+    return f"hookbus: warning: {where}; gateways accept them only with HOOKBUS_MANAGED_TOKENS=1"
+
+
 async def _tokens(args: argparse.Namespace, redis_url: str, keys: Keyspace) -> int:
     redis = connect(redis_url)
     try:
@@ -81,6 +123,8 @@ async def _tokens(args: argparse.Namespace, redis_url: str, keys: Keyspace) -> i
                 "it is shown only now",
                 file=sys.stderr,
             )
+            if warning := await managed_tokens_warning(_gateway_urls(args)):
+                print(warning, file=sys.stderr)
             return 0
         if args.tokens_command == "list":
             found = await store.list(args.tenant)
