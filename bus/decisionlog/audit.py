@@ -19,9 +19,10 @@ from __future__ import annotations
 import dataclasses
 import datetime
 import re
-from collections.abc import AsyncGenerator, Iterable, Mapping
+from collections.abc import AsyncGenerator, Callable, Iterable, Mapping
 from typing import Any, Final, Protocol
 
+import orjson
 import redis.asyncio as aioredis
 
 from bus.decisionlog.reader import read_merged
@@ -141,6 +142,28 @@ class RecordFilter:
         ``decisions=``, ``tools=``; ``None`` for one not given)."""
         return cls(scope=scope, **{name: frozenset(comma_list(values)) for name, values in given.items()})
 
+    def entry_filter(self) -> Callable[[Any], bool] | None:
+        """A test of a raw log entry's fields, before it is decoded: False only for a record of a
+        tenant this filter cannot pass (None when every tenant may pass).
+
+        The tenant is the ``tn`` key of the entry's ``r`` field, which hookbus writes with orjson
+        (``"tn":"acme"``): an entry whose ``r`` holds ``"tn":"`` but not one of the allowed
+        tenants so written is another tenant's. Anything else (an entry written some other way,
+        or no ``r`` at all) passes, to be decoded and filtered as before.
+        """
+        if self.scope is None and not self.tenants:
+            return None
+        allowed = ({self.scope} & self.tenants if self.tenants else {self.scope}) if self.scope else self.tenants
+        needles = tuple(b'"tn":' + orjson.dumps(tenant) for tenant in sorted(allowed))
+
+        def may_pass(fields: Any) -> bool:
+            raw = fields.get(b"r") if isinstance(fields, Mapping) else None
+            if not isinstance(raw, bytes):
+                return True
+            return any(needle in raw for needle in needles) or b'"tn":"' not in raw
+
+        return may_pass
+
     def matches(self, record: Filterable) -> bool:
         return (
             (self.scope is None or record.tenant == self.scope)
@@ -152,6 +175,18 @@ class RecordFilter:
         )
 
 
+@dataclasses.dataclass(slots=True)
+class Scan:
+    """How far one :func:`read_window` got: what a reader bounded by ``examine`` resumes from."""
+
+    #: Log entries read (every tenant's, decoded or not).
+    examined: int = 0
+    #: The id of the last entry read.
+    last_id: str | None = None
+    #: Set when ``examine`` stopped the read before the end of the window: resume ``after`` :attr:`last_id`.
+    cut: bool = False
+
+
 async def read_window(
     redis: aioredis.Redis,
     keys: Keyspace,
@@ -161,23 +196,38 @@ async def read_window(
     page: int = PAGE,
     after: str | None = None,
     limit: int | None = None,
+    examine: int | None = None,
+    scan: Scan | None = None,
 ) -> AsyncGenerator[tuple[str, LogRecord], None]:
     """``(entry id, record)`` of every record in ``window`` that ``passes``, oldest first, each once.
 
     Every partition's log is read in ``XRANGE`` pages starting just after the last id read
     from it, and the pages are merged by id: records written while the window is read appear
     once if they fall in it, never twice. ``after`` resumes after an entry id (in every
-    partition). Entries that are not decision-log records are skipped.
+    partition). Entries that are not decision-log records are skipped; so are, before they are
+    decoded, records of tenants ``passes`` cannot pass (:meth:`RecordFilter.entry_filter`).
 
     ``limit`` stops after that many records, and the records that have the same entry id as
     the last one (other partitions'): a page never ends between two of them, so resuming
     ``after`` its last id skips nothing.
+
+    ``examine`` stops after reading that many entries, matching or not (and those with the
+    same id as the last one, as for ``limit``), and sets ``scan.cut``: resuming ``after``
+    ``scan.last_id`` skips nothing. ``scan`` (given) counts what was read.
     """
+    scan = Scan() if scan is None else scan
     low = f"({after}" if after else window.low
+    may_pass = passes.entry_filter() if passes is not None else None
     sent, last = 0, b""
     async for entry in read_merged(redis, keys.decision_logs, low=low, high=window.high, page=page):
         if limit is not None and sent >= limit and entry.entry_id != last:
             return
+        if examine is not None and scan.examined >= examine and entry.log_id != scan.last_id:
+            scan.cut = True
+            return
+        scan.examined, scan.last_id = scan.examined + 1, entry.log_id
+        if may_pass is not None and not may_pass(entry.fields):
+            continue
         try:
             record = LogRecord.decode(entry.fields)
         except ProtocolError:
@@ -287,6 +337,7 @@ __all__ = [
     "GroupState",
     "LogState",
     "RecordFilter",
+    "Scan",
     "Window",
     "log_state",
     "parse_time",

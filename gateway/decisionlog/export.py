@@ -11,6 +11,14 @@ token (``HOOKBUS_ADMIN_TOKENS``), or a gateway with no tokens at all, reads ever
 (:mod:`gateway.access`). The body is streamed page by page as the client reads it; if Redis
 fails midway the connection is cut without the closing chunk, so a client can never take a
 truncated export for a whole one.
+
+Cost: an export runs on the event loop that serves ``POST /v1/hooks``, so each is bounded. It
+reads at most :data:`EXAMINE` log entries (every tenant's, matching or not); when it stops
+there before the end of the window its last line is a cursor, ``{"log_id": ..., "more": true,
+"examined": N}``, and the client asks again ``after`` that ``log_id`` as after any last line.
+Other tenants' records are skipped before they are decoded. One token runs at most
+:data:`READS_PER_TOKEN` exports at once, a gateway process :data:`READS_PER_PROCESS` (429 with
+``Retry-After`` past either).
 """
 
 from __future__ import annotations
@@ -24,8 +32,9 @@ import redis.asyncio as aioredis
 from starlette.requests import Request as HTTPRequest
 from starlette.responses import Response, StreamingResponse
 from starlette.routing import Route
+from starlette.types import Receive, Scope, Send
 
-from bus.decisionlog.audit import RecordFilter, Window, read_window
+from bus.decisionlog.audit import RecordFilter, Scan, Window, read_window
 from bus.errors import BusUnavailable, RequestRejected, TimeError
 from bus.redis.connection import redis_errors
 from bus.redis.entries import is_entry_id
@@ -37,6 +46,11 @@ from gateway.decisionlog.query import check_parameters, query_filter
 logger = logging.getLogger("hookbus.gateway")
 
 MEDIA_TYPE: Final = "application/x-ndjson"
+#: Log entries one export reads at most (read at each request, so tests may lower it).
+EXAMINE = 10_000
+#: Exports one token may run at once, and one gateway process.
+READS_PER_TOKEN = 2
+READS_PER_PROCESS = 8
 _FILTERS: Final = ("tenant", "session", "event", "decision")
 _PARAMS: Final = frozenset({"since", "until", *_FILTERS, "after", "limit"})
 
@@ -59,23 +73,83 @@ def _query(request: HTTPRequest, scope: str | None) -> tuple[Window, RecordFilte
     return window, passes, after, int(limit) if limit is not None else None
 
 
+class ReadSlots:
+    """At most ``per_key`` reads at once per caller key and ``total`` in all; :meth:`take` is refused past either."""
+
+    def __init__(self, per_key: int, total: int) -> None:
+        self.per_key = per_key
+        self.total = total
+        self._held: dict[str, int] = {}
+
+    def held(self, key: str | None = None) -> int:
+        return sum(self._held.values()) if key is None else self._held.get(key, 0)
+
+    def take(self, key: str) -> None:
+        """Hold one slot for ``key``; 429 ``too_many_reads`` when it, or the process, holds all."""
+        if self._held.get(key, 0) >= self.per_key:
+            detail = f"this token already runs {self.per_key} audit exports at once; wait for one to end"
+        elif self.held() >= self.total:
+            detail = f"this gateway already runs {self.total} audit exports at once; try again shortly"
+        else:
+            self._held[key] = self._held.get(key, 0) + 1
+            return
+        raise RequestRejected(429, "too_many_reads", detail, {"Retry-After": "1"})
+
+    def give_back(self, key: str) -> None:
+        left = self._held.get(key, 0) - 1
+        if left > 0:
+            self._held[key] = left
+        else:
+            self._held.pop(key, None)
+
+
+class _Export(StreamingResponse):
+    """A streamed export that gives its slot back however it ends (the client may leave before the first line)."""
+
+    def __init__(self, content: AsyncIterator[bytes], on_close: Callable[[], None]) -> None:
+        super().__init__(content, media_type=MEDIA_TYPE, headers={"Cache-Control": "no-store"})
+        self._on_close = on_close
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        try:
+            await super().__call__(scope, receive, send)
+        finally:
+            self._on_close()
+
+
 def audit_routes(settings: Settings, redis: Callable[[], aioredis.Redis], keys: Keyspace | None = None) -> list[Route]:
     """The audit routes of a gateway reading the log (every partition of ``keys``) through ``redis()``."""
     keys = keys or settings.keys
+
+    slots = ReadSlots(READS_PER_TOKEN, READS_PER_PROCESS)
 
     async def events(request: HTTPRequest) -> Response:
         try:
             check_single_authorization(request.scope["headers"])
             caller = await request_caller(settings, request)
             window, passes, after, limit = _query(request, caller.tenant)
+            slots.take(caller.key)
         except RequestRejected as exc:
             return rejection(exc)
-        records = read_window(redis(), keys, window, passes, after=after, limit=limit)
+        released = False
+
+        def release() -> None:
+            nonlocal released
+            if not released:
+                released = True
+                slots.give_back(caller.key)
+
+        scan = Scan()
+        records = read_window(redis(), keys, window, passes, after=after, limit=limit, examine=EXAMINE, scan=scan)
         try:  # the first page decides the status: Redis down is a 503, not an empty 200
             with redis_errors():
                 first = await anext(records, None)
         except BusUnavailable as exc:
+            release()
             return rejection(RequestRejected(503, "unavailable", f"cannot read the decision log: {exc}"))
+        except BaseException:
+            release()
+            raise
 
         async def lines() -> AsyncIterator[bytes]:
             sent = 0
@@ -87,15 +161,17 @@ def audit_routes(settings: Settings, redis: Callable[[], aioredis.Redis], keys: 
                     sent += 1
                     with redis_errors():
                         item = await anext(records, None)
+                if scan.cut:  # stopped at EXAMINE: where to ask again
+                    yield orjson.dumps({"log_id": scan.last_id, "more": True, "examined": scan.examined}) + b"\n"
             except BusUnavailable:
                 logger.warning("audit export to %s cut after %d records: Redis failed", caller.scope, sent)
                 raise  # no closing chunk: the client sees an incomplete body, not a short export
             finally:
                 await records.aclose()
 
-        return StreamingResponse(lines(), media_type=MEDIA_TYPE, headers={"Cache-Control": "no-store"})
+        return _Export(lines(), release)
 
     return [Route("/v1/audit/events", events, methods=["GET"])]
 
 
-__all__ = ["MEDIA_TYPE", "audit_routes"]
+__all__ = ["EXAMINE", "MEDIA_TYPE", "READS_PER_PROCESS", "READS_PER_TOKEN", "ReadSlots", "audit_routes"]

@@ -127,7 +127,7 @@ class EventStream:
         try:
             check_single_authorization(request.scope["headers"])
             caller = await request_caller(self.settings, request)
-            accept = stream_filter(request.query_params, caller).matches
+            passes = stream_filter(request.query_params, caller)
             start = resume_point(request)
             backlog = backlog_size(request.query_params)
             if request.method == "HEAD":
@@ -135,7 +135,8 @@ class EventStream:
             self.slots.take(caller.key)
         except RequestRejected as exc:
             return rejection(exc)
-        subscriber = Subscriber(accept)
+        # What the stream reads from the log itself skips other tenants' records before decoding them.
+        subscriber = Subscriber(passes.matches, passes.entry_filter())
         try:
             position = await self.tail.join(subscriber)
         except BusUnavailable as exc:
@@ -161,11 +162,11 @@ class EventStream:
                 cursor = Cursor.after(start, len(position.marks))
                 if gap := await self._gap(cursor):
                     yield gap
-                async for item in self.tail.history(cursor, subscriber.accept):
+                async for item in self.tail.history(cursor, subscriber.accept, subscriber.may_pass):
                     cursor.sent(item)
                     yield _event(item)
             elif backlog:
-                items, newest = await self.tail.latest(backlog, subscriber.accept)
+                items, newest = await self.tail.latest(backlog, subscriber.accept, subscriber.may_pass)
                 for item in items:
                     yield _event(item)
                 cursor.skip_to(newest)
@@ -177,7 +178,7 @@ class EventStream:
                     subscriber.lagging = False
                     if gap := await self._gap(cursor):
                         yield gap
-                    async for item in self.tail.history(cursor, subscriber.accept):
+                    async for item in self.tail.history(cursor, subscriber.accept, subscriber.may_pass):
                         cursor.sent(item)
                         yield _event(item)
                     continue

@@ -24,6 +24,7 @@ import contextlib
 import dataclasses
 import logging
 from collections.abc import AsyncIterator, Callable, Mapping
+from typing import Any
 
 import orjson
 import redis.asyncio as aioredis
@@ -138,6 +139,9 @@ class Subscriber:
     """One console stream's place in the fan-out."""
 
     accept: Callable[[LogItem], bool]
+    #: A test of a raw entry before it is decoded (:meth:`bus.decisionlog.audit.RecordFilter.entry_filter`),
+    #: for what the stream reads from the log itself; None: decode every entry.
+    may_pass: Callable[[Any], bool] | None = None
     queue: asyncio.Queue[LogItem] = dataclasses.field(default_factory=lambda: asyncio.Queue(QUEUE_CAPACITY))
     #: Set by the tail when the queue was full: records after the queued ones must come from the log.
     lagging: bool = False
@@ -221,8 +225,11 @@ class LogTail:
         ]
         return max(past, key=entry_order) if past else None
 
-    async def history(self, cursor: Cursor, accept: Callable[[LogItem], bool]) -> AsyncIterator[LogItem]:
-        """The accepted records past ``cursor``'s marks, oldest first (merged by id), page by page, to the end."""
+    async def history(
+        self, cursor: Cursor, accept: Callable[[LogItem], bool], may_pass: Callable[[Any], bool] | None = None
+    ) -> AsyncIterator[LogItem]:
+        """The accepted records past ``cursor``'s marks, oldest first (merged by id), page by page, to the end;
+        entries ``may_pass`` refuses are skipped before they are decoded."""
         entries = read_merged(
             self._client(), self.keys.decision_logs, low=cursor.starts, page=BATCH, timeout_s=_CALL_TIMEOUT_S
         )
@@ -232,13 +239,17 @@ class LogTail:
                     entry = await anext(entries, None)
                 if entry is None:
                     return
+                if may_pass is not None and not may_pass(entry.fields):
+                    continue
                 item = _decode(entry.entry_id, entry.fields, entry.partition)
                 if item is not None and accept(item):
                     yield item
         finally:
             await entries.aclose()
 
-    async def latest(self, count: int, accept: Callable[[LogItem], bool]) -> tuple[list[LogItem], list[str | None]]:
+    async def latest(
+        self, count: int, accept: Callable[[LogItem], bool], may_pass: Callable[[Any], bool] | None = None
+    ) -> tuple[list[LogItem], list[str | None]]:
         """Of the newest ``count`` entries (all partitions merged), the accepted ones (oldest
         first), and each partition's newest entry id (None: empty) as they were read."""
         with redis_errors(self.redis_url):
@@ -253,7 +264,11 @@ class LogTail:
             ),
             key=merge_order,
         )[-count:]
-        items = [_decode(entry.entry_id, entry.fields, entry.partition) for entry in entries]
+        items = [
+            _decode(entry.entry_id, entry.fields, entry.partition)
+            for entry in entries
+            if may_pass is None or may_pass(entry.fields)
+        ]
         return [item for item in items if item is not None and accept(item)], newest
 
     async def _run(self) -> None:
