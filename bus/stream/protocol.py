@@ -270,14 +270,16 @@ class LogRecord:
     masked: list[dict[str, str]] = dataclasses.field(default_factory=list)
 
     def meta(self) -> bytes:
-        """The record as JSON, without the hook input (the ``r`` field)."""
+        """The record as JSON, without the hook input (the ``r`` field). Its outcome comes first
+        (``{"outcome":"decided",...``): the settle script rewrites it there when it settles the
+        event otherwise (fail-open past the deadline), so that ``r`` and ``o`` always agree."""
         meta: dict[str, Any] = {
+            "outcome": self.outcome,
             "id": self.event_id,
             "ev": self.event,
             "tn": self.tenant,
             "sid": self.session_id,
             "tool": self.tool_name,
-            "outcome": self.outcome,
             "dec": self.decision,
             "out": self.output,
             "ts": self.received_ms,
@@ -299,7 +301,8 @@ class LogRecord:
 
     def encode(self) -> StreamFields:
         """The record as JSON, the hook input exactly as the agent sent it, the outcome and
-        the fail-open reason (the last two are set by :mod:`bus.stream.settle` when it writes)."""
+        the fail-open reason (the outcome, here and in the JSON, and the reason are settled by
+        :mod:`bus.stream.settle` when it writes)."""
         return {"r": self.meta(), "in": self.payload, "o": self.outcome, "fo": self.fail_open}
 
     @classmethod

@@ -11,7 +11,8 @@ Lua script, atomically:
   entry in the same step. Before the deadline it stores the reply (``D<reply>``),
   publishes it to the waiting gateway and the record says ``decided``; past the deadline,
   or when the gateway got there first (``G<reason>``), nothing is published and the record
-  says ``fail-open`` with the reason;
+  says ``fail-open`` with the reason: in its ``o`` field and in its JSON (``r``), whose
+  outcome the script rewrites (:meth:`~bus.stream.protocol.LogRecord.meta` writes it first);
 * the gateway's :data:`CLAIM_FAIL_OPEN` runs when its deadline passes: it returns a stored reply (the
   decision was made in time; the gateway answers with it), or marks the event ``G<reason>``
   and answers fail-open.
@@ -100,6 +101,15 @@ local clock = redis.call('TIME')
 local now_ms = tonumber(clock[1]) * 1000 + math.floor(tonumber(clock[2]) / 1000)
 local now_text = string.format('%d', now_ms)
 local results, acks, streams, replies, channels = {}, {}, {}, {}, {}
+-- The record's JSON saying the outcome settled on, not the one the dispatcher wrote into it
+-- (LogRecord.meta() writes it first, so that no value of the record can be mistaken for it).
+local function settled_meta(meta, written, outcome)
+  local head = '{"outcome":"' .. written .. '"'
+  if outcome == written or string.sub(meta, 1, #head) ~= head then
+    return meta
+  end
+  return '{"outcome":"' .. outcome .. '"' .. string.sub(meta, #head + 1)
+end
 local function add_reply(channel, reply)
   if not replies[channel] then
     replies[channel] = {}
@@ -144,7 +154,8 @@ while a <= #ARGV do
     if value == nil then
       value = 'F' .. reason
     end
-    redis.call('XADD', KEYS[k + 1], 'MAXLEN', '~', ARGV[a + 1], '*', 'r', ARGV[a + 2], 'in', ARGV[a + 3],
+    local meta = settled_meta(ARGV[a + 2], ARGV[a + 6], outcome)
+    redis.call('XADD', KEYS[k + 1], 'MAXLEN', '~', ARGV[a + 1], '*', 'r', meta, 'in', ARGV[a + 3],
                'o', outcome, 'fo', reason)
     redis.call('SET', KEYS[k], value, 'PX', math.max(deadline - now_ms, 0) + GRACE_MS)
     if string.sub(value, 1, 1) == 'D' then
