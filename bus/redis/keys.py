@@ -33,6 +33,10 @@ key                                       type        what it holds
 ``{p}replay:{run}:...``                   (any)       a policy replay's scratch keys (then deleted)
 ========================================  ==========  =============================================
 
+``{session}`` is the session id as it is up to :data:`SESSION_ID_KEY_BYTES` bytes (UTF-8), and
+``h:`` + the SHA-256 (hex) of a longer one, or of one that reads like such a digest
+(:func:`session_key_part`): an agent's session id never makes a key longer than that.
+
 **Partitions and Redis Cluster slots.** The work streams, the decision log and the outcome
 keys are split into ``hookbus.streams.partitions`` partitions (default 1); an event goes to
 the partition of its session (:meth:`Keyspace.partition_of`), so one session's events stay
@@ -52,6 +56,8 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import hashlib
+import re
 import zlib
 from collections.abc import Iterable
 from typing import Final
@@ -68,6 +74,20 @@ WORK_STREAM_MAXLEN: Final = 1_000_000
 DEAD_LETTER_MAXLEN: Final = 100_000
 #: Entries kept in the async dead-letter stream (the oldest go first).
 ASYNC_DEAD_LETTER_MAXLEN: Final = 100_000
+#: The longest session id (in UTF-8 bytes) a key spells as it is; a longer one by its digest.
+SESSION_ID_KEY_BYTES: Final = 128
+
+_DIGEST_FORM = re.compile(r"h:[0-9a-f]{64}")
+
+
+def session_key_part(session_id: str) -> str:
+    """How a key spells ``session_id``: as it is when it is short (up to :data:`SESSION_ID_KEY_BYTES`
+    bytes), else ``h:`` + the SHA-256 hex of it, so that an agent cannot make keys as long as it
+    likes. A short id that reads like that digest form is hashed too: two ids never share a key."""
+    encoded = session_id.encode("utf-8", "surrogatepass")
+    if len(encoded) <= SESSION_ID_KEY_BYTES and _DIGEST_FORM.fullmatch(session_id) is None:
+        return session_id
+    return f"h:{hashlib.sha256(encoded).hexdigest()}"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -185,13 +205,13 @@ class Keyspace:
         return f"{self.prefix}ratelimit:{kind}:{name}"
 
     def once(self, tenant: str, session_id: str, handler_id: str) -> str:
-        return f"{self.prefix}once:{tenant}:{session_id}:{handler_id}"
+        return f"{self.prefix}once:{tenant}:{session_key_part(session_id)}:{handler_id}"
 
     def stop_guard(self, tenant: str, session_id: str) -> str:
-        return f"{self.prefix}stopguard:{tenant}:{session_id}"
+        return f"{self.prefix}stopguard:{tenant}:{session_key_part(session_id)}"
 
     def pending_context(self, tenant: str, session_id: str) -> str:
-        return f"{self.prefix}context:{tenant}:{session_id}"
+        return f"{self.prefix}context:{tenant}:{session_key_part(session_id)}"
 
     def replay_scratch(self, run_id: str) -> Keyspace:
         """A throwaway keyspace for one policy replay (``hookbus policy replay``): its ``once`` markers
@@ -230,7 +250,9 @@ __all__ = [
     "DEAD_LETTER_MAXLEN",
     "DEFAULT_PREFIX",
     "DISPATCH_GROUP",
+    "SESSION_ID_KEY_BYTES",
     "WORK_STREAM_MAXLEN",
     "Keyspace",
     "partition_tags",
+    "session_key_part",
 ]
