@@ -133,9 +133,9 @@ class Policy:
 def _line_map(node: yaml.Node | None) -> dict[Loc, int]:
     """Map each path (mapping keys, list indexes) of a composed YAML tree to its 1-based line."""
     lines: dict[Loc, int] = {} if node is None else {(): node.start_mark.line + 1}
-    stack: list[tuple[yaml.Node | None, Loc, frozenset[int]]] = [(node, (), frozenset())]
+    stack: list[tuple[yaml.Node | None, Loc]] = [(node, ())]
     while stack:
-        current, loc, seen = stack.pop()
+        current, loc = stack.pop()
         if isinstance(current, yaml.MappingNode):
             children = [(k.value, k, v) for k, v in current.value if isinstance(k, yaml.ScalarNode)]
         elif isinstance(current, yaml.SequenceNode):
@@ -144,22 +144,15 @@ def _line_map(node: yaml.Node | None) -> dict[Loc, int]:
             continue
         for key, at, child in children:
             lines[(*loc, key)] = at.start_mark.line + 1
-            if id(child) not in seen:  # not a recursive alias
-                stack.append((child, (*loc, key), seen | {id(current)}))
+            stack.append((child, (*loc, key)))  # a tree: aliases are refused (_PolicyLoader)
     return lines
 
 
-_NO_ALIASES: Final = "aliases ('*name') are not allowed in a policy file: write the value out"
-
-
 class _PolicyLoader(yaml.SafeLoader):
-    """YAML without aliases: ``*name`` would let a few hundred bytes expand into billions of nodes
-    (every later walk of the tree visits each copy), and a policy never needs one."""
-
     def compose_node(self, parent: yaml.Node | None, index: int) -> yaml.Node | None:
-        if self.check_event(yaml.AliasEvent):
-            mark = self.peek_event().start_mark  # type: ignore[no-untyped-call]  # untyped in the stubs
-            raise yaml.composer.ComposerError(None, None, _NO_ALIASES, mark)
+        if self.check_event(yaml.AliasEvent):  # a few hundred bytes of them can expand to billions of nodes
+            mark = self.peek_event().start_mark  # type: ignore[no-untyped-call]
+            raise yaml.composer.ComposerError(None, None, "aliases ('*name') are not allowed in a policy file", mark)
         return super().compose_node(parent, index)
 
 

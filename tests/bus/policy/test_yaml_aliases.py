@@ -20,8 +20,7 @@ def test_billion_laughs_is_refused_with_file_and_line() -> None:
     assert len(LAUGHS) < 500  # 9**9 (387 million) strings once expanded
     parsed = parse_policy_text(LAUGHS, "laughs.yaml")
     assert [str(p) for p in parsed.problems] == [
-        "laughs.yaml:2: invalid YAML: aliases ('*name') are not allowed in a policy file: write the value out"
-        " (column 8)"
+        "laughs.yaml:2: invalid YAML: aliases ('*name') are not allowed in a policy file (column 8)"
     ]
 
 
