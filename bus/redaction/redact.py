@@ -15,10 +15,11 @@ from __future__ import annotations
 
 import logging
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any, Final, Protocol
 
 import orjson
+import re2
 
 from bus.redaction.detectors import (
     BUILTIN_DETECTORS,
@@ -59,15 +60,95 @@ def parse_pointer(pointer: str) -> Path:
     return tuple(s.replace("~1", "/").replace("~0", "~") for s in pointer[1:].split("/"))
 
 
-def compile_pattern(regex: str) -> re.Pattern[str]:
-    """A policy regex, checked: it compiles and does not match the empty string. ValueError otherwise."""
+class Pattern(Protocol):
+    """A compiled policy regex: an RE2 pattern (its matches have ``group``, ``start``, ``end``)."""
+
+    @property
+    def groupindex(self) -> Mapping[str, int]: ...
+    def search(self, text: str, /) -> Any: ...
+    def finditer(self, text: str, /) -> Iterator[Any]: ...
+
+
+_RE2_OPTIONS: Final = re2.Options()
+_RE2_OPTIONS.log_errors = False  # a refused pattern is reported to the policy's author, not logged
+#: What Python's ``re`` has and RE2 lacks (none can be matched in linear time), and why.
+_UNSUPPORTED: Final = {
+    "(?<=": "lookbehind",
+    "(?<!": "lookbehind",
+    "(?=": "lookahead",
+    "(?!": "lookahead",
+    "(?P=": "back-reference",
+    "(?(": "conditional group",
+    "(?>": "atomic group",
+}
+_EMPTY_MIN: Final = re.compile(r"\{,([0-9]+)\}")
+#: Lone surrogates cannot be UTF-8 for RE2: each is matched as U+FFFD (offsets stay the same).
+_SURROGATES: Final = dict.fromkeys(range(0xD800, 0xE000), 0xFFFD)
+
+
+def compile_pattern(regex: str) -> Pattern:
+    """A policy regex, checked: RE2 runs it and it does not match the empty string. ValueError otherwise.
+
+    Written for Python's :mod:`re`, run on RE2 in time linear in the text (:func:`re2_syntax`);
+    ``\\d``, ``\\w``, ``\\s`` and ``\\b`` are ASCII, and ``$`` matches at the very end only.
+    """
     try:
-        compiled = re.compile(regex)
-    except re.error as exc:
-        raise ValueError(f"not a valid regex: {exc}") from None
+        compiled: Pattern = re2.compile(re2_syntax(regex), _RE2_OPTIONS)
+    except (re2.error, UnicodeEncodeError) as exc:  # the latter: a lone surrogate in the pattern
+        reason = exc.args[0].decode("utf-8", "replace") if exc.args and isinstance(exc.args[0], bytes) else exc
+        raise ValueError(f"not a valid regex {regex!r}: {reason}") from None
     if compiled.search("") is not None:
         raise ValueError(f"regex {regex!r} matches the empty string")
     return compiled
+
+
+def re2_syntax(regex: str) -> str:
+    """A Python :mod:`re` regex in RE2 syntax (``\\Z``, ``{,n}``, a ``[`` inside a class); ValueError,
+    naming the regex, for what RE2 cannot run: look-around, back-references, conditional and atomic groups."""
+    out: list[str] = []
+    i, n, depth = 0, len(regex), 0  # depth: 1 inside a class
+    while i < n:
+        c, nxt = regex[i], regex[i + 1 : i + 2]
+        opener = next((o for o in _UNSUPPORTED if regex.startswith(o, i)), None) if c == "(" and not depth else None
+        if opener or (c == "\\" and not depth and nxt != "" and nxt in "123456789"):
+            what, ref = (_UNSUPPORTED[opener], opener) if opener else ("back-reference", c + nxt)
+            why = "RE2 has no look-around" if "look" in what else "RE2 has none"
+            raise ValueError(f"regex {regex!r} is not supported: {what} {ref!r} ({why})")
+        if c == "\\":  # Python's \Z is RE2's \z; [\b] is a backspace
+            out.append(r"\z" if nxt == "Z" and not depth else r"\x08" if nxt == "b" and depth else c + nxt)
+            i += 2
+            continue
+        if depth == 0 and c == "{" and (empty_min := _EMPTY_MIN.match(regex, i)):
+            out.append(f"{{0,{empty_min.group(1)}}}")  # Python's {,n} is {0,n}; RE2 reads it literally
+            i = empty_min.end()
+            continue
+        if c == "[" and not depth:  # a '^' and a leading ']' (a literal) are part of the opening
+            j = i + 1 + regex.startswith("^", i + 1)
+            lead = regex.startswith("]", j)
+            out.append(regex[i:j] + ("\\]" if lead else ""))
+            depth, i = 1, j + lead
+            continue
+        if c == "[":
+            c = "\\["  # a literal '[' (RE2 would read ``[:alpha:]`` as a class)
+        elif c == "]" and depth:
+            depth = 0
+        out.append(c)
+        i += 1
+    return "".join(out)
+
+
+def _search(pattern: Pattern, text: str) -> bool:
+    try:
+        return pattern.search(text) is not None
+    except UnicodeEncodeError:
+        return pattern.search(text.translate(_SURROGATES)) is not None
+
+
+def _finditer(pattern: Pattern, text: str) -> list[Any]:
+    try:
+        return list(pattern.finditer(text))
+    except UnicodeEncodeError:
+        return list(pattern.finditer(text.translate(_SURROGATES)))
 
 
 Masked = list[tuple[Path, str]]
@@ -116,8 +197,9 @@ class Redactor:
         if self._builtin is not None and len(text) >= 8 and TRIGGERS.search(text) is not None:
             scan(text, self._builtin, spans)
         for name, pattern in self._custom:
-            for match in pattern.finditer(text):
-                group = "secret" if "secret" in pattern.groupindex and match.group("secret") is not None else 0
+            secret = pattern.groupindex.get("secret")
+            for match in _finditer(pattern, text):
+                group = secret if secret is not None and match.group(secret) is not None else 0
                 if match.end(group) > match.start(group):
                     spans.append((match.start(group), match.end(group), len(BUILTIN_DETECTORS), name))
         if not spans:
@@ -157,7 +239,7 @@ class Redactor:
         """Whether a detector may match ``text`` (one cheap search each; most strings are clean)."""
         if self._builtin is not None and len(text) >= 8 and TRIGGERS.search(text) is not None:
             return True
-        return any(pattern.search(text) is not None for _, pattern in self._custom)
+        return any(_search(pattern, text) for _, pattern in self._custom)
 
     def _string(self, text: str, path: Path, masked: Masked) -> str:
         if text in self._clean:
@@ -348,12 +430,14 @@ __all__ = [
     "MASK",
     "POINTER",
     "SECRET_FIELD",
+    "Pattern",
     "RedactConfig",
     "Redactor",
     "compile_pattern",
     "install_log_redaction",
     "masked_list",
     "parse_pointer",
+    "re2_syntax",
     "redactor_for",
     "to_pointer",
 ]

@@ -31,6 +31,8 @@ from dataclasses import dataclass
 from typing import Any, Final, Literal
 from urllib.parse import urlsplit
 
+import re2
+
 from bus.rules.bashsplit import CACHED_COMMAND_CHARS, SimpleCommand, parse_commands, split_bash, strip_wrappers
 from bus.rules.globs import Glob, gitignore_regex, glob, glob_regex
 from bus.rules.limits import PATH_MAX_CHARS, current_limits
@@ -390,14 +392,14 @@ def _path_matches(content: str, path: str, cwd: str | None, deny_rule: bool) -> 
 
 
 @functools.lru_cache(maxsize=1024)
-def _domain_regex(domain: str) -> re.Pattern[str]:
-    """``example.com`` and its subdomains; ``*.x`` subdomains only; other ``*`` within a label."""
+def _domain_regex(domain: str) -> Any:
+    """``example.com`` and its subdomains; ``*.x`` subdomains only; other ``*`` within a label. On RE2
+    (an RE2 pattern): backtracking, ``*a*a*a*b`` took exponential time in the length of the host."""
     domain = domain.strip().lower().rstrip(".")
-    if domain == "*":
-        return re.compile(r".*")
     prefix = r"(?:[^.]+\.)+" if domain.startswith("*.") else r"(?:[^.]+\.)*"
     labels = domain[2:] if domain.startswith("*.") else domain
-    return re.compile(prefix + "[^.]*".join(re.escape(part) for part in labels.split("*")))
+    regex = r"(?s).*" if domain == "*" else prefix + "[^.]*".join(re.escape(part) for part in labels.split("*"))
+    return re2.compile(regex.encode("utf-8", "surrogatepass").decode("utf-8", "replace"))
 
 
 def _url_matches(content: str, url: object) -> bool:
@@ -409,7 +411,8 @@ def _url_matches(content: str, url: object) -> bool:
         host = urlsplit(url if "//" in url else "//" + url).hostname
     except ValueError:
         return False
-    return bool(host) and _domain_regex(content[7:]).fullmatch(str(host).rstrip(".")) is not None
+    text = str(host).rstrip(".").encode("utf-8", "surrogatepass")  # RE2 matches bytes; lone surrogates too
+    return bool(host) and _domain_regex(content[7:]).fullmatch(text) is not None
 
 
 def shell_texts(command: str, powershell: bool = False) -> frozenset[str] | None:
