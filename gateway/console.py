@@ -44,6 +44,7 @@ REPLAY_TIMEOUT_S = 120.0
 #: The address space a replay's child may take (``RLIMIT_AS``): a candidate that would take more
 #: (a YAML alias bomb, a window too wide) stops with a ``MemoryError``, not the gateway's machine.
 REPLAY_MEMORY_BYTES = 1 << 30
+_OUT_OF_MEMORY = ("failed to map segment", "Cannot allocate memory")
 DEFAULT_REPLAY_LIMIT = 20_000
 MAX_REPLAY_LIMIT = 100_000
 _CHILD_ENV_DROP = frozenset(
@@ -227,7 +228,9 @@ async def _run_replay(settings: Settings, redis_url: str, body: ReplayBody, trus
             return error_response(500, "replay_failed", "the replay's answer is not a report (see the gateway's log)")
         return Response(orjson.dumps(report), media_type="application/json")
     if (crash := _child_failure(problems)) is not None:
-        if crash.startswith("MemoryError"):
+        # Past RLIMIT_AS an allocation fails (MemoryError), and so does mapping a module's code
+        # (an ImportError: "failed to map segment", "Cannot allocate memory").
+        if crash.startswith("MemoryError") or any(word in crash for word in _OUT_OF_MEMORY):
             return error_response(
                 400,
                 "replay_too_large",
