@@ -56,7 +56,9 @@ async def test_async_hook_runs_on_the_worker_and_its_context_arrives_next_turn(
 ) -> None:
     ran = tmp_path / "ran.txt"
     command = f"cat >/dev/null; echo ran >> {ran}; echo '{json.dumps(CONTEXT)}'"
-    async with platform(policy(tmp_path, command)) as p:
+    # The janitor every 15 s, not every 75 ms: it trims acknowledged work-stream entries, and
+    # the test reads one back.
+    async with platform(policy(tmp_path, command), claim_idle_ms=60_000) as p:
         answer = await p.post(post_tool_use())
         assert answer.json() == {}  # an async hook's decision fields have no effect
         assert not ran.exists()  # fire and forget: the answer did not wait for it
