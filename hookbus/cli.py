@@ -186,6 +186,7 @@ def build_parser() -> argparse.ArgumentParser:
         )
     _audit(sub.add_parser("audit", help="the decision log as an audit trail: export a window, feed a pipeline"))
     _dlq(sub.add_parser("dlq", help="async hooks that were given up: list, show, replay, purge"))
+    _tag_commands(parser)
     return parser
 
 
@@ -305,6 +306,17 @@ def _dlq(dlq: argparse.ArgumentParser) -> None:
     purge.add_argument("--yes", action="store_true", help="really delete")
 
 
+def _tag_commands(parser: argparse.ArgumentParser) -> None:
+    """Let each (sub-)command's parser put itself in the namespace it parses (the deepest wins)."""
+    import argparse
+
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for command in action.choices.values():
+                command.set_defaults(parser_of_command=command)
+                _tag_commands(command)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     arguments = list(sys.argv[1:] if argv is None else argv)
     if arguments[:1] == ["hook"]:
@@ -315,7 +327,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         code = hook_main(arguments[1:])
         if code is not None:
             return code
-    args = build_parser().parse_args(arguments)
+    parser = build_parser()
+    args, extra = parser.parse_known_args(arguments)
+    if extra:  # named by the sub-command they were given to, with its usage, not the top level's
+        getattr(args, "parser_of_command", parser).error(f"unrecognized arguments: {' '.join(extra)}")
     if args.command == "hook":
         from hookbus.shim import run_hook
 
