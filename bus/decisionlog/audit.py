@@ -16,6 +16,7 @@ page (``limit``) never ends between them.
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import datetime
 import re
@@ -175,6 +176,11 @@ class RecordFilter:
         )
 
 
+#: Entries a window's read decodes between two turns of the event loop: a scan of the whole
+#: log runs on the loop that answers ``POST /v1/hooks``, and must not hold it for long.
+YIELD_EVERY: Final = 20
+
+
 @dataclasses.dataclass(slots=True)
 class Scan:
     """How far one :func:`read_window` got: what a reader bounded by ``examine`` resumes from."""
@@ -226,6 +232,8 @@ async def read_window(
             scan.cut = True
             return
         scan.examined, scan.last_id = scan.examined + 1, entry.log_id
+        if scan.examined % YIELD_EVERY == 0:
+            await asyncio.sleep(0)  # a long scan shares the loop with the decisions it serves too
         if may_pass is not None and not may_pass(entry.fields):
             continue
         try:
