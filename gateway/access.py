@@ -120,27 +120,38 @@ async def request_caller(settings: Settings, request: Any) -> Caller:
     return await caller_for(settings, dict(request.scope["headers"]), getattr(gateway, "token_store", None))
 
 
-class StreamSlots:
-    """At most ``per_key`` concurrent streams per caller key; :meth:`take` is refused past that."""
+class Slots:
+    """At most ``per_key`` held at once per caller key, and ``total`` in all when given: what a
+    read endpoint admits concurrently. :meth:`take` is refused (429 ``code``) past either."""
 
-    def __init__(self, per_key: int) -> None:
-        self.per_key = per_key
+    def __init__(
+        self,
+        per_key: int,
+        *,
+        code: str,
+        per_key_detail: str,
+        total: int | None = None,
+        total_detail: str = "",
+        retry_after_s: int = 1,
+    ) -> None:
+        self.per_key, self.total = per_key, total
+        self._code, self._per_key_detail, self._total_detail = code, per_key_detail, total_detail
+        self._retry_after = {"Retry-After": str(retry_after_s)}
         self._held: dict[str, int] = {}
 
-    def held(self, key: str) -> int:
-        return self._held.get(key, 0)
+    def held(self, key: str | None = None) -> int:
+        return sum(self._held.values()) if key is None else self._held.get(key, 0)
 
     def take(self, key: str) -> None:
-        """Hold one slot for ``key``; 429 when it holds ``per_key`` already."""
+        """Hold one slot for ``key``; 429 when it, or every caller together, holds all."""
         if self._held.get(key, 0) >= self.per_key:
-            raise RequestRejected(
-                429,
-                "too_many_streams",
-                f"this token already holds {self.per_key} open event streams (HOOKBUS_MAX_STREAMS_PER_TOKEN); "
-                "close one first",
-                {"Retry-After": "5"},
-            )
-        self._held[key] = self._held.get(key, 0) + 1
+            detail = self._per_key_detail
+        elif self.total is not None and self.held() >= self.total:
+            detail = self._total_detail
+        else:
+            self._held[key] = self._held.get(key, 0) + 1
+            return
+        raise RequestRejected(429, self._code, detail, dict(self._retry_after))
 
     def give_back(self, key: str) -> None:
         left = self._held.get(key, 0) - 1
@@ -152,7 +163,7 @@ class StreamSlots:
 
 __all__ = [
     "Caller",
-    "StreamSlots",
+    "Slots",
     "caller_for",
     "check_single_authorization",
     "error_body",

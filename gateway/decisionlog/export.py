@@ -40,7 +40,7 @@ from bus.redis.connection import redis_errors
 from bus.redis.entries import is_entry_id
 from bus.redis.keys import Keyspace
 from bus.runtime.settings import Settings
-from gateway.access import check_single_authorization, rejection, request_caller
+from gateway.access import Slots, check_single_authorization, rejection, request_caller
 from gateway.decisionlog.query import check_parameters, query_filter
 
 logger = logging.getLogger("hookbus.gateway")
@@ -73,34 +73,15 @@ def _query(request: HTTPRequest, scope: str | None) -> tuple[Window, RecordFilte
     return window, passes, after, int(limit) if limit is not None else None
 
 
-class ReadSlots:
-    """At most ``per_key`` reads at once per caller key and ``total`` in all; :meth:`take` is refused past either."""
-
-    def __init__(self, per_key: int, total: int) -> None:
-        self.per_key = per_key
-        self.total = total
-        self._held: dict[str, int] = {}
-
-    def held(self, key: str | None = None) -> int:
-        return sum(self._held.values()) if key is None else self._held.get(key, 0)
-
-    def take(self, key: str) -> None:
-        """Hold one slot for ``key``; 429 ``too_many_reads`` when it, or the process, holds all."""
-        if self._held.get(key, 0) >= self.per_key:
-            detail = f"this token already runs {self.per_key} audit exports at once; wait for one to end"
-        elif self.held() >= self.total:
-            detail = f"this gateway already runs {self.total} audit exports at once; try again shortly"
-        else:
-            self._held[key] = self._held.get(key, 0) + 1
-            return
-        raise RequestRejected(429, "too_many_reads", detail, {"Retry-After": "1"})
-
-    def give_back(self, key: str) -> None:
-        left = self._held.get(key, 0) - 1
-        if left > 0:
-            self._held[key] = left
-        else:
-            self._held.pop(key, None)
+def read_slots(per_key: int, total: int) -> Slots:
+    """The exports a gateway runs at once: ``per_key`` per token, ``total`` in all (429 ``too_many_reads``)."""
+    return Slots(
+        per_key,
+        code="too_many_reads",
+        per_key_detail=f"this token already runs {per_key} audit exports at once; wait for one to end",
+        total=total,
+        total_detail=f"this gateway already runs {total} audit exports at once; try again shortly",
+    )
 
 
 class _Export(StreamingResponse):
@@ -121,7 +102,7 @@ def audit_routes(settings: Settings, redis: Callable[[], aioredis.Redis], keys: 
     """The audit routes of a gateway reading the log (every partition of ``keys``) through ``redis()``."""
     keys = keys or settings.keys
 
-    slots = ReadSlots(READS_PER_TOKEN, READS_PER_PROCESS)
+    slots = read_slots(READS_PER_TOKEN, READS_PER_PROCESS)
 
     async def events(request: HTTPRequest) -> Response:
         try:
@@ -174,4 +155,4 @@ def audit_routes(settings: Settings, redis: Callable[[], aioredis.Redis], keys: 
     return [Route("/v1/audit/events", events, methods=["GET"])]
 
 
-__all__ = ["EXAMINE", "MEDIA_TYPE", "READS_PER_PROCESS", "READS_PER_TOKEN", "ReadSlots", "audit_routes"]
+__all__ = ["EXAMINE", "MEDIA_TYPE", "READS_PER_PROCESS", "READS_PER_TOKEN", "audit_routes", "read_slots"]

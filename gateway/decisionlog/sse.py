@@ -40,7 +40,7 @@ from bus.policy.loading import Policy
 from bus.redis.entries import is_entry_id
 from bus.redis.keys import Keyspace
 from bus.runtime.settings import Settings
-from gateway.access import Caller, StreamSlots, check_single_authorization, rejection, request_caller
+from gateway.access import Caller, Slots, check_single_authorization, rejection, request_caller
 from gateway.decisionlog.query import check_parameters, query_filter
 from gateway.decisionlog.tail import Cursor, LogItem, LogTail, Subscriber
 
@@ -119,7 +119,14 @@ class EventStream:
     def __init__(self, settings: Settings, redis_url: str, keys: Keyspace | None = None) -> None:
         self.settings = settings
         self.tail = LogTail(redis_url, keys or settings.keys)
-        self.slots = StreamSlots(settings.max_streams_per_token)
+        per_token = settings.max_streams_per_token
+        self.slots = Slots(
+            per_token,
+            code="too_many_streams",
+            per_key_detail=f"this token already holds {per_token} open event streams "
+            "(HOOKBUS_MAX_STREAMS_PER_TOKEN); close one first",
+            retry_after_s=5,
+        )
         #: Streams open right now.
         self.open = 0
 

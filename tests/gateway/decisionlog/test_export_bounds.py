@@ -44,7 +44,7 @@ async def test_exports_at_once_are_limited_per_token_and_released_after(
 
 
 def test_read_slots_per_token_and_per_process() -> None:
-    slots = export_module.ReadSlots(per_key=1, total=2)
+    slots = export_module.read_slots(per_key=1, total=2)
     slots.take("a")
     with pytest.raises(RequestRejected, match="this token"):
         slots.take("a")
