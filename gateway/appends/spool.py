@@ -18,7 +18,6 @@ import logging
 from collections.abc import Awaitable, Callable
 
 from bus.errors import BusUnavailable
-from bus.redis.connection import hookbus_error
 from bus.runtime.metrics import Metrics, process_metrics
 from bus.runtime.retry import BackgroundTask, Backoff
 from bus.stream.protocol import StreamFields
@@ -85,10 +84,8 @@ class Spool:
             await self._append(batch)
         except BusUnavailable:
             raise
-        except Exception as exc:
-            if isinstance(mapped := hookbus_error(exc), BusUnavailable):  # a redis-py error not yet mapped
-                raise mapped from exc
-            # Redis refused the batch for good (the pipeline ran the rest): never retry it forever.
+        except Exception:  # Redis refused the batch for good (the pipeline ran the rest): never retry it forever
+            # (the append maps a refusal for now, MISCONF or OOM, to BusUnavailable: bus.redis.connection)
             logger.exception("dropping %d spooled events Redis refused", len(batch))
             self._remove(batch)
             self.metrics.spooled.labels("dropped").inc(len(batch))

@@ -16,6 +16,7 @@ import pytest
 import redis.asyncio as aioredis
 import redis.exceptions
 
+from bus.redis.connection import redis_errors
 from bus.runtime.metrics import Metrics
 from bus.stream.protocol import StreamFields
 from gateway.appends.spool import Spool
@@ -111,7 +112,8 @@ async def test_a_full_disk_keeps_the_spooled_events_until_it_has_room(
 
 
 async def test_an_append_refused_for_now_is_kept_and_one_refused_for_good_is_dropped(bus: BusProbe) -> None:
-    """The spool reads a redis-py error its append let through as :func:`hookbus_error` does."""
+    """The append maps Redis's errors at the boundary, as the gateway's does: a refusal for now is
+    kept for the next try, one for good is dropped."""
     stream = bus.keys.events_stream()
     await bus.redis.set("not-a-stream", "x")
     full = True
@@ -126,7 +128,8 @@ async def test_an_append_refused_for_now_is_kept_and_one_refused_for_good_is_dro
                     pipe.eval("return redis.error_reply('MISCONF no room on the disk')", 0)
                 else:
                     pipe.xadd(target, dict(fields))  # type: ignore[arg-type]
-            await pipe.execute()
+            with redis_errors():
+                await pipe.execute()
 
     m = Metrics()
     spool = Spool(append, retry_every_s=0.05, metrics=m)
