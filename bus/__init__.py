@@ -9,6 +9,7 @@ it may import; ``tests/test_layout.py`` holds them to it):
 - :mod:`bus.redis`: Redis plumbing and the whole keyspace.
 - :mod:`bus.runtime`: settings, metrics, logs, retries: what every process runs on.
 - :mod:`bus.policy`: policy files and their distribution.
+- :mod:`bus.dialects`: every other agent's hook format, translated to Claude Code's.
 - :mod:`bus.stream`: the stream protocol between gateways and dispatchers.
 - :mod:`bus.decisionlog`: the decision log read back.
 - :mod:`bus.errors`: the one exception hierarchy.

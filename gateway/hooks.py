@@ -19,6 +19,7 @@ from urllib.parse import parse_qs
 
 import orjson
 
+from bus.dialects import dialect_for
 from bus.errors import BusUnavailable, ProtocolError, RequestRejected
 from bus.hooks.decisions import Decision, FailOpenReason, RecordOutcome
 from bus.hooks.events import event_spec
@@ -30,7 +31,6 @@ from bus.runtime.metrics import event_label
 from bus.stream.pending_context import takes_context
 from bus.stream.protocol import Reply, Request, now_ms
 from bus.stream.settle import CLAIM_FAIL_OPEN, OUTCOME_GRACE_MS
-from gateway.dialects import from_dialect, to_dialect
 from gateway.state import Gateway
 
 logger = logging.getLogger("hookbus.gateway")
@@ -83,14 +83,24 @@ class HooksEndpoint:
             if not message.get("more_body", False):
                 return chunks[0] if len(chunks) == 1 else b"".join(chunks)
 
+    @classmethod
+    def parse(cls, body: bytes) -> dict[str, Any]:
+        """A Claude Code hook input from a request body (400 when it is not one)."""
+        return cls.check_canonical(cls.parse_object(body))
+
     @staticmethod
-    def parse(body: bytes) -> dict[str, Any]:
+    def parse_object(body: bytes) -> dict[str, Any]:
         try:
             hook_input = orjson.loads(body)
         except orjson.JSONDecodeError as exc:
             raise RequestRejected(400, "invalid_json", f"body is not valid JSON: {exc}") from exc
         if not isinstance(hook_input, dict):
             raise RequestRejected(400, "invalid_input", "body must be a JSON object (a Claude Code hook input)")
+        return hook_input
+
+    @staticmethod
+    def check_canonical(hook_input: dict[str, Any]) -> dict[str, Any]:
+        """``hook_input`` once its required fields are checked (400 naming the first bad one)."""
         for name in ("hook_event_name", "session_id"):
             value = hook_input.get(name)
             if value is None:
@@ -136,12 +146,19 @@ class HooksEndpoint:
         dialect = headers.get(b"x-hookbus-dialect", b"").decode("latin-1")
         if query:
             dialect = parse_qs(query.decode("latin-1")).get("dialect", [dialect])[0]
-        hook_input = self.parse(body)
-        if dialect:
+        try:
+            speaker = dialect_for(dialect)
+        except ValueError as exc:  # an unknown dialect name
+            raise RequestRejected(400, "unknown_dialect", str(exc)) from exc
+        agent_input = hook_input = self.parse_object(body)
+        if speaker.name != "claude":
             try:
-                hook_input, body = from_dialect(dialect, hook_input, body)
-            except ValueError as exc:  # an unknown dialect name
-                raise RequestRejected(400, "unknown_dialect", str(exc)) from exc
+                hook_input = speaker.to_canonical(agent_input)
+            except (ValueError, TypeError) as exc:
+                raise RequestRejected(400, "invalid_input", f"not a {speaker.title} hook input: {exc}") from exc
+            if hook_input is not agent_input:
+                body = orjson.dumps(hook_input)
+        self.check_canonical(hook_input)
         event = hook_input["hook_event_name"]
         label = event_label(event)
         partition = self.keys.partition_of(hook_input["session_id"])
@@ -158,7 +175,7 @@ class HooksEndpoint:
             tenant=tenant,
             payload=body,
             received_ms=now_ms(),
-            dialect=dialect,
+            dialect="" if speaker.name == "claude" else speaker.name,
             policy=versions,
         )
         # Plugins register their callbacks inside the dispatchers, so with any plugin listed
@@ -182,8 +199,9 @@ class HooksEndpoint:
         self.metrics.child(self.metrics.decision_latency, label).observe(time.perf_counter() - started)
         if fail_open is not None or logger.isEnabledFor(logging.DEBUG):
             _log_answer(request, hook_input, decision, fail_open)
-        if dialect:
-            output = to_dialect(dialect, event, output)
+        self.metrics.child(self.metrics.events_by_agent, speaker.name, label).inc()
+        if speaker.name != "claude":
+            output = speaker.to_agent(event, output, agent_input)
         return orjson.dumps(output), response_headers
 
     async def _record(self, request: Request, partition: int) -> tuple[dict[str, Any], str, str | None]:

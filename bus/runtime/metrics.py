@@ -93,6 +93,12 @@ class Metrics:
             ["event", "decision"],
             registry=registry,
         )
+        self.events_by_agent = Counter(
+            "hookbus_events_total",
+            "Hook events received by the gateway, by the agent that sent them and event",
+            ["agent", "event"],
+            registry=registry,
+        )
         self.decision_latency = Histogram(
             "hookbus_decision_latency_seconds",
             "End-to-end decision latency at the gateway",

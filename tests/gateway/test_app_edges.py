@@ -58,9 +58,9 @@ async def test_an_unknown_dialect_is_a_400_listing_the_known_ones(platform: Call
         by_query = await p.client.post(f"{p.url}/v1/hooks?dialect=pery", json=pre_tool_use("ls"))
         assert error_of(by_query, 400) == {
             "error": "unknown_dialect",
-            "detail": "unknown dialect 'pery' (known dialects: claude, peri)",
+            "detail": "unknown dialect 'pery' (known dialects: claude, gemini, codex, copilot, qwen, peri, sdk)",
         }
-        by_header = await p.post(pre_tool_use("ls"), headers={"X-Hookbus-Dialect": "codex"})
+        by_header = await p.post(pre_tool_use("ls"), headers={"X-Hookbus-Dialect": "kodex"})
         assert error_of(by_header, 400)["error"] == "unknown_dialect"
         for known in ("claude", "Claude", "PERI"):
             reply = await p.client.post(f"{p.url}/v1/hooks?dialect={known}", json=pre_tool_use("rm -rf /"))

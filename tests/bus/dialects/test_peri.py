@@ -19,7 +19,8 @@ from typing import Any
 import orjson
 import pytest
 
-from gateway.dialects import claude_mode, from_dialect, peri_input, peri_output, to_dialect
+from bus.dialects import from_dialect, to_dialect
+from bus.dialects.peri import claude_mode, peri_input, peri_output
 from tests.conftest import BusProbe, async_wait_for
 
 PERI_SPECIFIC = {
@@ -119,7 +120,9 @@ def test_peri_input_becomes_claude_input() -> None:
     body = orjson.dumps(claude_shaped)
     assert from_dialect("peri", claude_shaped, body)[1] is body  # nothing to translate: same bytes
     assert from_dialect("claude", raw, body) == (raw, body) and from_dialect("Claude", raw, body) == (raw, body)
-    with pytest.raises(ValueError, match=r"unknown dialect 'nope' \(known dialects: claude, peri\)"):
+    with pytest.raises(
+        ValueError, match=r"unknown dialect 'nope' \(known dialects: claude, gemini, codex, copilot, qwen, peri, sdk\)"
+    ):
         from_dialect("nope", raw, body)
     assert from_dialect(" PERI ", raw, body)[0]["permission_mode"] == "bypassPermissions"
 

@@ -1,13 +1,4 @@
-"""Client dialects: translating other agents' hook formats at the edge.
-
-Only Claude Code's own format is spoken inside hookbus; a dialect maps a client's input
-to it on the way in and the decision back to what that client reads on the way out. A
-client picks its dialect with ``?dialect=NAME`` on the hook URL or the header
-``X-Hookbus-Dialect: NAME``. ``claude`` (or nothing) is Claude Code itself; any other name
-than those in :data:`DIALECTS` is refused (the gateway answers 400 listing them), so a typo
-never silently turns into Claude Code's format.
-
-**Peri** (``peri``, the Rust agent ``KonghaYao/peri``).
+"""Peri's dialect (``peri``, the Rust agent ``KonghaYao/peri``).
 
 Input: ``tool_output`` becomes ``tool_response``. Peri's permission modes become the
 nearest Claude Code mode and the original is kept as ``peri_permission_mode``: ``yolo`` /
@@ -45,11 +36,9 @@ from __future__ import annotations
 
 from typing import Any, Final
 
-import orjson
+from bus.dialects.base import Dialect, no, partial, yes
 
 PERI: Final = "peri"
-#: The dialect names a client may ask for (compared case-insensitively).
-DIALECTS: Final = ("claude", PERI)
 #: Peri permission mode (normalised: lower case, no ``-``/``_``/spaces) -> Claude Code mode.
 PERI_MODES: Final[dict[str, str]] = {
     "default": "default",
@@ -80,19 +69,6 @@ _PERI_SPECIFIC: Final[dict[str, tuple[str, ...]]] = {
     "SessionStart": ("additionalContext", "initialUserMessage", "watchPaths"),
 }
 _UNIVERSAL: Final = ("continue", "stopReason", "systemMessage", "reason")
-
-
-def dialect_name(dialect: str) -> str:
-    """The canonical name of a requested dialect (``""`` for Claude Code's own).
-
-    Raises ValueError, naming the known dialects, for any other name.
-    """
-    name = dialect.strip().lower()
-    if name in ("", "claude"):
-        return ""
-    if name == PERI:
-        return PERI
-    raise ValueError(f"unknown dialect {dialect!r} (known dialects: {', '.join(DIALECTS)})")
 
 
 def claude_mode(mode: str) -> str:
@@ -157,31 +133,26 @@ def peri_output(event: str, output: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-def from_dialect(dialect: str, hook_input: dict[str, Any], body: bytes) -> tuple[dict[str, Any], bytes]:
-    """Translate ``hook_input`` (and its raw ``body``) from ``dialect`` to Claude Code's format."""
-    if dialect_name(dialect) != PERI:
-        return hook_input, body
-    translated = peri_input(hook_input)
-    if translated == hook_input:
-        return hook_input, body
-    return translated, orjson.dumps(translated)
+class Peri(Dialect):
+    """Peri's hook format (see the module docstring)."""
+
+    name = PERI
+    title = "Peri"
+    capabilities = {
+        "deny": yes("`decision: block` as well as the specific output"),
+        "ask": yes(),
+        "allow": yes("also `decision: approve`"),
+        "rewrite_input": yes(),
+        "stop_block": yes(),
+        "add_context": partial("PreToolUse, UserPromptSubmit and SessionStart only; other events' context is dropped"),
+        "fail_closed": no("Peri posts directly: an unreachable gateway lets the tool run"),
+    }
+
+    def to_canonical(self, hook_input: dict[str, Any]) -> dict[str, Any]:
+        return peri_input(hook_input)
+
+    def to_agent(self, event: str, output: dict[str, Any], agent_input: dict[str, Any]) -> dict[str, Any]:
+        return peri_output(event, output)
 
 
-def to_dialect(dialect: str, event: str, output: dict[str, Any]) -> dict[str, Any]:
-    """Translate a Claude Code output object to what ``dialect``'s clients read."""
-    if dialect_name(dialect) != PERI:
-        return output
-    return peri_output(event, output)
-
-
-__all__ = [
-    "DIALECTS",
-    "PERI",
-    "PERI_MODES",
-    "claude_mode",
-    "dialect_name",
-    "from_dialect",
-    "peri_input",
-    "peri_output",
-    "to_dialect",
-]
+__all__ = ["PERI", "PERI_MODES", "Peri", "claude_mode", "peri_input", "peri_output"]
