@@ -115,6 +115,13 @@ def build_parser() -> argparse.ArgumentParser:
     hook.add_argument("--url", help="gateway URL (default $HOOKBUS_URL or http://127.0.0.1:8787)")
     hook.add_argument("--timeout", type=float, default=5.0, metavar="S", help="seconds to wait (default 5)")
     hook.add_argument("--fail-closed", action="store_true", help="exit 2 when the gateway cannot answer")
+    hook.add_argument(
+        "--agent",
+        type=str.lower,
+        choices=("claude", "gemini", "codex", "copilot", "qwen", "peri"),
+        default="claude",
+        help="speak this agent's hook conventions (its dialect on the gateway; default claude)",
+    )
 
     emit = sub.add_parser("emit", help="send one event by hand and print the decision")
     emit.add_argument("event", metavar="EVENT")
@@ -334,7 +341,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.command == "hook":
         from hookbus.shim import run_hook
 
-        return run_hook(args.url, args.timeout, args.fail_closed)
+        return run_hook(args.url, args.timeout, args.fail_closed, agent=args.agent)
     from hookbus.commands import run_command_line
 
     return run_command_line(args)

@@ -188,33 +188,57 @@ def post(url: str, body: bytes, token: str | None, timeout_s: float) -> tuple[in
     return _post_plain(*target, body, headers, timeout_s)
 
 
-def _fail(reason: str, fail_closed: bool) -> int:
+#: The agents ``--agent`` names (their dialects); ``claude`` is the default.
+AGENTS = ("claude", "gemini", "codex", "copilot", "qwen", "peri")
+
+
+def agent_url(url: str, agent: str) -> str:
+    """``url`` with ``dialect=AGENT`` in its query (unchanged for Claude Code)."""
+    if agent == "claude":
+        return url
+    return f"{url}{'&' if '?' in url else '?'}dialect={agent}"
+
+
+def _fail(reason: str, fail_closed: bool, agent: str = "claude") -> int:
+    # Every agent blocks on exit 2 with the reason on stderr and nothing on stdout. Failing
+    # open, the others get an empty JSON object: Gemini CLI and Qwen Code read stderr as the
+    # answer when stdout is empty.
     if fail_closed:
         sys.stderr.write(f"hookbus: {reason} (failing closed)\n")
         return 2
     sys.stderr.write(f"hookbus: {reason} (failing open)\n")
+    if agent != "claude":
+        sys.stdout.write("{}\n")
+        sys.stdout.flush()
     return 0
 
 
-def run_hook(url: str | None, timeout_s: float, fail_closed: bool, stdin: bytes | None = None) -> int:
-    """Forward stdin (or ``stdin``) to the gateway, print its answer; returns the exit code to use."""
-    url = hook_url(url)
+def run_hook(
+    url: str | None, timeout_s: float, fail_closed: bool, stdin: bytes | None = None, agent: str = "claude"
+) -> int:
+    """Forward stdin (or ``stdin``) to the gateway, print its answer; returns the exit code to use.
+
+    ``agent`` names the dialect the gateway translates from and back (``claude`` is Claude Code).
+    """
+    url = agent_url(hook_url(url), agent)
     body = sys.stdin.buffer.read() if stdin is None else stdin
     try:
         status, headers, answer = post(url, body, os.environ.get("HOOKBUS_TOKEN"), timeout_s)
     except TimeoutError:
-        return _fail(f"gateway at {url} did not answer within {timeout_s:g}s", fail_closed)
+        return _fail(f"gateway at {url} did not answer within {timeout_s:g}s", fail_closed, agent)
     except (OSError, ValueError) as exc:
-        return _fail(f"gateway unreachable at {url}: {exc or type(exc).__name__}", fail_closed)
+        return _fail(f"gateway unreachable at {url}: {exc or type(exc).__name__}", fail_closed, agent)
     except Exception as exc:  # http.client oddities: still never a traceback for Claude Code
-        return _fail(f"gateway unreachable at {url}: {type(exc).__name__}: {exc}", fail_closed)
+        return _fail(f"gateway unreachable at {url}: {type(exc).__name__}: {exc}", fail_closed, agent)
     if not 200 <= status < 300:
         detail = answer.decode("utf-8", "replace").strip()[:500]
-        return _fail(f"gateway answered {status}: {detail}", fail_closed)
+        return _fail(f"gateway answered {status}: {detail}", fail_closed, agent)
     if headers.get("x-hookbus-outcome") == "fail-open":
-        return _fail("gateway could not decide in time", fail_closed)
+        return _fail("gateway could not decide in time", fail_closed, agent)
     answer = answer.strip()
     if answer in (b"", b"{}"):
+        if agent != "claude":
+            sys.stdout.write("{}\n")
         return 0
     import json
 
@@ -223,26 +247,31 @@ def run_hook(url: str | None, timeout_s: float, fail_closed: bool, stdin: bytes 
     except ValueError:
         output = None
     if not isinstance(output, dict):
-        return _fail("gateway sent a reply that is not a JSON object", fail_closed)
+        return _fail("gateway sent a reply that is not a JSON object", fail_closed, agent)
     sys.stdout.buffer.write(answer + b"\n")
     sys.stdout.flush()
     return 0
 
 
-def parse_args(argv: list[str]) -> tuple[str | None, float, bool] | None:
-    """``(url, timeout_s, fail_closed)`` from ``hook``'s arguments; None if argparse must handle them."""
+def parse_args(argv: list[str]) -> tuple[str | None, float, bool, str] | None:
+    """``(url, timeout_s, fail_closed, agent)`` from ``hook``'s arguments; None if argparse must handle them."""
     url: str | None = None
     timeout_s = 5.0
     fail_closed = False
+    agent = "claude"
     args = iter(argv)
     for arg in args:
         name, eq, value = arg.partition("=")
-        if name in ("--url", "--timeout") and not eq:
+        if name in ("--url", "--timeout", "--agent") and not eq:
             value = next(args, "")
             if not value or value.startswith("-"):
                 return None
         if name == "--url":
             url = value
+        elif name == "--agent":
+            if value.lower() not in AGENTS:
+                return None
+            agent = value.lower()
         elif name == "--timeout":
             try:
                 timeout_s = float(value)
@@ -254,7 +283,7 @@ def parse_args(argv: list[str]) -> tuple[str | None, float, bool] | None:
             fail_closed = True
         else:
             return None
-    return url, timeout_s, fail_closed
+    return url, timeout_s, fail_closed, agent
 
 
 def main(argv: list[str]) -> int | None:
@@ -262,7 +291,8 @@ def main(argv: list[str]) -> int | None:
     parsed = parse_args(argv)
     if parsed is None:
         return None
-    return run_hook(*parsed)
+    url, timeout_s, fail_closed, agent = parsed
+    return run_hook(url, timeout_s, fail_closed, agent=agent)
 
 
-__all__ = ["DEFAULT_URL", "hook_url", "main", "parse_args", "post", "run_hook"]
+__all__ = ["AGENTS", "DEFAULT_URL", "agent_url", "hook_url", "main", "parse_args", "post", "run_hook"]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import difflib
+import importlib
 import os
 import re
 import sys
@@ -28,7 +29,8 @@ from hookbus.install.settings_file import (
 from hookbus.shim import hook_url
 
 
-def _check(url: str, *, after_install: bool) -> int:
+def check(url: str, *, after_install: bool) -> int:
+    """Post a test event to ``url`` with ``$HOOKBUS_TOKEN`` and report; the exit code (0 after an install)."""
     from hookbus.install.check import check_gateway
 
     ok, message = check_gateway(url, os.environ.get(TOKEN_ENV) or None)
@@ -42,8 +44,16 @@ def _check(url: str, *, after_install: bool) -> int:
     return 1
 
 
+#: The agents ``hookbus install`` connects; each but Claude Code has its module ``hookbus.install.<name>``.
+AGENTS = ("claude", "gemini", "codex", "copilot", "qwen")
+
+
 def run_install(args: Any) -> int:
-    """``hookbus install claude``: returns the exit code (errors raise ConfigError)."""
+    """``hookbus install AGENT``: returns the exit code (errors raise ConfigError)."""
+    if args.agent != "claude":
+        installer = importlib.import_module(f"hookbus.install.{args.agent}")
+        code: int = installer.run(args)
+        return code
     path = Path(args.settings_file) if args.settings_file else settings_path(args.scope)
     if args.settings_file and not path.parent.is_dir() and not args.create and not args.dry_run and not args.check:
         raise ConfigError(f"{path.parent} does not exist (a typo?); pass --create to make it")
@@ -52,7 +62,7 @@ def run_install(args: Any) -> int:
         url = args.url or installed_url(settings) or os.environ.get("HOOKBUS_URL") or ""
         if args.url:
             InstallPlan(url=args.url)  # the same URL rules as an install
-        return _check(hook_url(url), after_install=False)
+        return check(hook_url(url), after_install=False)
     plan: InstallPlan | None = None
     if args.uninstall:
         updated = merge(settings, None, only_url=args.url)
@@ -70,7 +80,7 @@ def run_install(args: Any) -> int:
         updated = merge(settings, plan)
     if updated == settings and (old_text is not None or args.uninstall):
         print(f"hookbus: {path} is already up to date; nothing to change")
-        return _check(plan.url, after_install=True) if plan is not None and not args.no_check else 0
+        return check(plan.url, after_install=True) if plan is not None and not args.no_check else 0
     new_text = render(updated)
     if args.dry_run:
         diff = difflib.unified_diff(
@@ -91,12 +101,12 @@ def run_install(args: Any) -> int:
     print(f"hookbus: Claude Code sends ${TOKEN_ENV} as the bearer token: export it where Claude Code runs")
     for note in notes(updated, plan):
         print(f"hookbus: note: {note}")
-    return 0 if args.no_check else _check(plan.url, after_install=True)
+    return 0 if args.no_check else check(plan.url, after_install=True)
 
 
 def add_install_arguments(parser: Any) -> None:
     """Add ``hookbus install``'s arguments to an argparse (sub)parser."""
-    parser.add_argument("agent", choices=["claude"], help="the agent to connect (Claude Code)")
+    parser.add_argument("agent", choices=AGENTS, help="the agent to connect")
     parser.add_argument(
         "--scope",
         choices=["project", "user", "managed"],
@@ -139,4 +149,4 @@ def add_install_arguments(parser: Any) -> None:
     parser.add_argument("--no-check", action="store_true", help="skip the check after installing")
 
 
-__all__ = ["add_install_arguments", "run_install"]
+__all__ = ["AGENTS", "add_install_arguments", "check", "run_install"]

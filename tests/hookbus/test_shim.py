@@ -23,7 +23,7 @@ import pytest
 
 from bus.runtime.settings import Tokens
 from hookbus.platform.redis_server import free_port
-from hookbus.shim import _split, _unchunk, hook_url, parse_args
+from hookbus.shim import _split, _unchunk, agent_url, hook_url, parse_args
 from tests.conftest import DENY_RM, REPO, BusProbe, clean_env, logged_session
 
 NO_DISPATCHER = DENY_RM.replace("2.0", "0.3")
@@ -256,11 +256,24 @@ def test_importing_the_cli_and_shim_pulls_in_nothing_heavy() -> None:
 
 
 def test_parse_args() -> None:
-    assert parse_args([]) == (None, 5.0, False)
-    assert parse_args(["--url", "http://h:1", "--timeout", "0.5", "--fail-closed"]) == ("http://h:1", 0.5, True)
-    assert parse_args(["--url=http://h:1", "--timeout=2"]) == ("http://h:1", 2.0, False)
-    for bad in (["--url"], ["--timeout", "x"], ["--timeout", "0"], ["-h"], ["--nope"], ["--url", "--fail-closed"]):
+    assert parse_args([]) == (None, 5.0, False, "claude")
+    assert parse_args(["--url", "http://h:1", "--timeout", "0.5", "--fail-closed"]) == (
+        "http://h:1",
+        0.5,
+        True,
+        "claude",
+    )
+    assert parse_args(["--url=http://h:1", "--timeout=2", "--agent", "Codex"]) == ("http://h:1", 2.0, False, "codex")
+    assert parse_args(["--agent=gemini"]) == (None, 5.0, False, "gemini")
+    bad_args = (["--url"], ["--timeout", "x"], ["--timeout", "0"], ["-h"], ["--nope"], ["--url", "--fail-closed"])
+    for bad in (*bad_args, ["--agent"], ["--agent", "kodex"]):
         assert parse_args(bad) is None, bad
+
+
+def test_agent_url_adds_the_dialect() -> None:
+    assert agent_url("http://gw:9/v1/hooks", "claude") == "http://gw:9/v1/hooks"
+    assert agent_url("http://gw:9/v1/hooks", "gemini") == "http://gw:9/v1/hooks?dialect=gemini"
+    assert agent_url("http://gw:9/v1/hooks?x=1", "codex") == "http://gw:9/v1/hooks?x=1&dialect=codex"
 
 
 def test_hook_url_and_split(monkeypatch: pytest.MonkeyPatch) -> None:
