@@ -486,6 +486,8 @@ SYSTEM_FIXTURES = frozenset(
         "served",  # tests/bus/runtime/test_metrics_server.py: the metrics HTTP server
         "odd_server",  # tests/hookbus/test_shim.py: an HTTP server on 127.0.0.1
         "mcp_server",  # tests/workers/handlers/test_mcp.py: an MCP server under uvicorn
+        "netns",  # tests/agents/conftest.py: a loopback-only network namespace
+        "agent_up",  # tests/agents/conftest.py: hookbus up for a real agent CLI
     }
 )
 UNIT_RULE = (
