@@ -182,7 +182,8 @@ class LoopbackNetns:
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(process.pid, signal.SIGKILL)
             out, err = process.communicate(timeout=30)
-            raise AssertionError(f"{argv[0]} did not finish within {timeout_s:g}s:\n{out[-3000:]}\n{err[-3000:]}")
+            late = f"{argv[0]} did not finish within {timeout_s:g}s:\n{out[-3000:]}\n{err[-3000:]}"
+            raise AssertionError(late) from None
         finally:
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(process.pid, signal.SIGKILL)  # what the CLI left behind
