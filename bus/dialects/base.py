@@ -80,7 +80,7 @@ class Dialect:
         "rewrite_input": yes(),
         "stop_block": yes(),
         "add_context": yes(),
-        "fail_closed": yes("`hookbus hook --fail-closed` exits 2"),
+        "fail_closed": yes("with `--shim --fail-closed` the shim exits 2 when the gateway cannot answer"),
     }
     #: The agent's event names -> Claude Code's (names not listed pass through unchanged).
     events: ClassVar[Mapping[str, str]] = {}

@@ -144,7 +144,7 @@ class Peri(Dialect):
         "allow": yes("also `decision: approve`"),
         "rewrite_input": yes(),
         "stop_block": yes(),
-        "add_context": partial("PreToolUse, UserPromptSubmit and SessionStart only; other events' context is dropped"),
+        "add_context": partial("PreToolUse, UserPromptSubmit and SessionStart only (other events' context is dropped)"),
         "fail_closed": no("Peri posts directly: an unreachable gateway lets the tool run"),
     }
 
