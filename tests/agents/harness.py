@@ -35,6 +35,7 @@ from tests.ci import missing
 CLONE_NEWNET = 0x40000000
 #: Every agent CLI the suite runs, pinned: name -> npm spec.
 PINS: dict[str, str] = {
+    "claude": "@anthropic-ai/claude-code@2.1.332",
     "gemini": "@google/gemini-cli@0.61.0",
     "codex": "@openai/codex@0.171.0",
     "copilot": "@github/copilot@1.0.102",
