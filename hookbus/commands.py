@@ -213,20 +213,25 @@ def policy_check(files: list[str], *, strict: bool = False) -> int:
     """``hookbus policy check``: exit 0 and a summary, or 1 and every problem with its line.
 
     Besides validating, it imports every ``function`` handler and plugin (in a child process,
-    with this directory and ``PYTHONPATH`` as the search path). ``strict`` makes notes errors.
+    with this directory and ``PYTHONPATH`` as the search path), and warns about every decision
+    an agent the policy names cannot carry out. ``strict`` makes notes and warnings errors.
     """
+    from bus.policy.agents import agent_warnings
     from bus.policy.loading import load_policy
     from hookbus.platform.preflight import import_problems
 
     policy = load_policy(files)
     if problems := import_problems(policy):
         raise PolicyError(problems)
-    if strict and policy.notes:
-        for note in policy.notes:
+    warnings = [f"warning: {warning}" for warning in agent_warnings(policy)]
+    if strict and (policy.notes or warnings):
+        for note in [*policy.notes, *warnings]:
             print(f"{note} (an error under --strict)", file=sys.stderr)
         return 1
     for note in policy.notes:
         print(f"note: {note}")
+    for warning in warnings:
+        print(warning)
     print(f"ok: {policy.handler_count} handlers on {len(policy.events())} events (revision {policy.revision})")
     return 0
 

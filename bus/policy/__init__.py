@@ -6,5 +6,5 @@ with a tenant's, ``store`` keeps pushed versions in Redis, ``registry`` keeps th
 node enforces in step with Redis, ``reload`` watches the files, and ``placeholders`` fills a
 handler's command from the hook input without a shell ever seeing a value.
 
-Imports: bus.errors, bus.hooks, bus.rules, bus.redaction, bus.redis, bus.runtime.
+Imports: bus.errors, bus.dialects, bus.hooks, bus.rules, bus.redaction, bus.redis, bus.runtime.
 """

@@ -229,7 +229,7 @@ class _Checker:
 
 #: Handler fields added after ids were first handed out: left out of the id while unset, so that
 #: the ids of existing handlers (in queued jobs, metrics, ``once`` markers) stay what they were.
-_LATER_FIELDS: Final = ("maxTries", "maxAgeSeconds", "secret")
+_LATER_FIELDS: Final = ("maxTries", "maxAgeSeconds", "secret", "agents")
 
 
 def _handler_id(event: str, matcher: str | None, handler: Handler) -> str:

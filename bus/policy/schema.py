@@ -17,6 +17,7 @@ from urllib.parse import urlsplit
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError
 
+from bus.dialects import DIALECTS
 from bus.hooks.events import EVENTS, HANDLER_TYPES
 from bus.redaction.redact import BUILTIN_NAMES, compile_pattern, parse_pointer
 from bus.rules.limits import Limits
@@ -27,6 +28,17 @@ FailMode = Literal["open", "closed"]
 MAX_TRIES_LIMIT: Final = 100
 
 #: Every handler ``type``, in the order messages list them.
+
+
+def _known_agent(name: str) -> str:
+    if name not in DIALECTS:
+        hint = suggest(name, DIALECTS)
+        raise ValueError(f"unknown agent {name!r}{hint} (known agents: {', '.join(DIALECTS)})")
+    return name
+
+
+#: An agent's name as a policy writes it: a dialect's (``claude`` is Claude Code's own format).
+AgentName = Annotated[str, AfterValidator(_known_agent)]
 
 
 class _Strict(BaseModel):
@@ -47,6 +59,8 @@ class HandlerBase(_Strict):
     #: ``async`` delivery (hookbus): tries before a dead letter, and the age past which none is made.
     max_tries: Annotated[int, Field(ge=1, le=MAX_TRIES_LIMIT)] | None = Field(default=None, alias="maxTries")
     max_age_seconds: Annotated[float, Field(gt=0)] | None = Field(default=None, alias="maxAgeSeconds")
+    #: Run only for events from these agents (hookbus); None: for every agent.
+    agents: Annotated[list[AgentName], Field(min_length=1)] | None = None
 
 
 class CommandHandler(HandlerBase):
@@ -259,6 +273,8 @@ class PlatformSettings(_Strict):
     redact: RedactSettings = Field(default_factory=RedactSettings)
     async_: AsyncSettings = Field(default_factory=AsyncSettings, alias="async")
     limits: Limits = Field(default_factory=Limits)
+    #: The agents this policy serves (the fleet): what ``hookbus policy check`` warns about.
+    agents: list[AgentName] | None = None
     #: No tenant layer may disable, shadow or weaken the org's hooks (org layer only).
     org_locked: bool = Field(default=False, alias="orgLocked")
     #: ``hookbus:`` keys a tenant layer may still set under ``orgLocked`` (org layer only).
@@ -346,6 +362,8 @@ def human_errors(exc: ValidationError, word: str = "field") -> list[tuple[Loc, L
         elif kind == "string_too_short":
             n = ctx.get("min_length", 1)
             message = "must not be empty" if n == 1 else f"must be at least {n} characters"
+        elif kind == "too_short" and ctx.get("min_length") == 1:
+            message = "must not be empty"
         elif kind == "literal_error":
             message = f"must be {ctx['expected']} (got {describe_value(value)})"
         elif kind == "value_error":  # our own validators' messages
@@ -360,6 +378,7 @@ def human_errors(exc: ValidationError, word: str = "field") -> list[tuple[Loc, L
 
 __all__ = [
     "AgentHandler",
+    "AgentName",
     "AsyncSettings",
     "CommandHandler",
     "DecisionLogSettings",

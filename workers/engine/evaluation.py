@@ -22,6 +22,7 @@ from typing import Any, Literal
 import orjson
 import redis.asyncio as aioredis
 
+from bus.dialects import CLAUDE
 from bus.errors import BusUnavailable, RedisCommandError
 from bus.hooks.decisions import Decision, FailOpenReason
 from bus.hooks.events import IF_EVENTS, STOP_EVENTS
@@ -53,6 +54,8 @@ ONCE_CLAIM_GRACE_S = 30
 #: Handler types evaluated in-process without I/O: no task, no timer.
 INLINE_TYPES = frozenset({"rule"})
 STOP_GUARD_TTL_S = 3600
+#: The agent of an event that came in Claude Code's own format (no dialect).
+CLAUDE_CODE = CLAUDE.name
 
 #: What the engine does with ``async`` handlers: make them jobs (:attr:`Evaluation.jobs`, the
 #: dispatcher's), leave them out (a policy replay: they never decide), or run them like the others.
@@ -97,10 +100,12 @@ def _if_rule(text: str) -> PermissionRule | None:
         return None
 
 
-def selected(entry: HandlerEntry, event: str, hook_input: Mapping[str, Any]) -> bool:
-    """Does ``entry`` run on this event (group matcher, then ``if``)?
+def selected(entry: HandlerEntry, event: str, hook_input: Mapping[str, Any], agent: str = CLAUDE_CODE) -> bool:
+    """Does ``entry`` run on this event from ``agent`` (its ``agents``, group matcher, then ``if``)?
 
     A matcher value over ``hookbus.limits.stringBytes`` cannot be judged: the handler runs."""
+    if entry.handler.agents is not None and agent not in entry.handler.agents:
+        return False
     value = matcher_value(event, hook_input)
     too_long = value is not None and current_limits().string_too_long(value)
     if not too_long and not compile_matcher(entry.matcher, event).matches(value):
@@ -163,10 +168,11 @@ class Engine:
 
     async def _evaluate(self, request: Request, hook_input: dict[str, Any], policy: Policy) -> Evaluation:
         event = request.event
+        agent = request.dialect or CLAUDE_CODE
         contexts: list[HookContext] = []
         jobs: list[PreparedJob] = []
         for entry in policy.entries(event):
-            if not selected(entry, event, hook_input):
+            if not selected(entry, event, hook_input, agent):
                 continue
             if entry.handler.async_ and self.async_handlers != "inline":
                 if self.async_handlers == "jobs":
