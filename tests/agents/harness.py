@@ -127,12 +127,16 @@ class LoopbackNetns:
         """A port inside the namespace whose connections are relayed to ``127.0.0.1:host_port`` outside."""
         listener = self.listen()
 
-        def relay(source: socket.socket, sink: socket.socket) -> None:
+        def relay(source: socket.socket, sink: socket.socket, done: threading.Barrier) -> None:
             with contextlib.suppress(OSError):
                 while data := source.recv(65536):
                     sink.sendall(data)
             with contextlib.suppress(OSError):
                 sink.shutdown(socket.SHUT_WR)
+            with contextlib.suppress(threading.BrokenBarrierError):
+                if done.wait(timeout=600) == 0:  # the last direction to finish closes both ends
+                    source.close()
+                    sink.close()
 
         def accept() -> None:
             while True:
@@ -146,8 +150,9 @@ class LoopbackNetns:
                     inner.close()
                     continue
                 outer.settimeout(None)
+                done = threading.Barrier(2)
                 for a, b in ((inner, outer), (outer, inner)):
-                    threading.Thread(target=relay, args=(a, b), daemon=True).start()
+                    threading.Thread(target=relay, args=(a, b, done), daemon=True).start()
 
         threading.Thread(target=accept, daemon=True).start()
         port: int = listener.getsockname()[1]
