@@ -1,16 +1,311 @@
-"""Codex CLI's dialect (``codex``). To be written: events, fields and tool names both ways."""
+"""Codex CLI's dialect (``codex``, OpenAI's ``codex``; command hooks through ``hookbus hook``).
+
+Codex's events, their names and its input fields are Claude Code's already (snake_case,
+``permission_mode`` from Claude Code's set, plus ``turn_id``, kept). Input: the shell tool
+arrives as ``Bash`` with ``{"command": ...}``; older and other shell names (``shell``,
+``exec_command``, ``local_shell``, ``shell_command``, ``unified_exec``) become ``Bash`` too, an
+argv list or a ``cmd`` field becoming the ``command`` string. ``apply_patch`` (``{"command":
+<patch>}``) becomes a file tool from the patch's headers (``*** Add File`` / ``*** Update
+File`` / ``*** Delete File`` / ``*** Move to``), paths made absolute against ``cwd``: ``Write``
+with ``file_path`` and ``content`` when the patch creates, deletes or moves a file (a deletion
+writes nothing), else ``Edit`` with ``file_path``, ``old_string`` and ``new_string`` (of its
+first file). ``file_paths`` lists every file the patch touches, and permission rules judge each
+of them (a ``deny`` on any one applies, an ``allow`` needs all), so a patch that touches a
+second file is no way around a path rule. ``view_image`` becomes ``Read`` with ``file_path``.
+MCP tools keep their ``mcp__server__tool`` names. The agent's tool name is kept in
+``agent_tool_name``; every other field is kept as sent.
+
+Output, exactly what Codex's parser accepts (its output schemas are all
+``additionalProperties: false``, and a reply it rejects is a *failed* hook: Codex then runs
+the tool as if there were no hook). ``suppressOutput`` is never sent (three events reject it);
+null values never. Event by event:
+
+* PreToolUse: ``hookSpecificOutput`` only (plus ``systemMessage``). ``deny`` ->
+  ``permissionDecision: deny`` with a reason (Codex rejects a deny without one); Claude Code's
+  legacy ``decision: block`` likewise. ``ask`` -> a deny whose reason says Codex cannot ask.
+  ``continue: false`` (rejected here) -> a deny with the stop reason. ``allow`` (rejected
+  without ``updatedInput``) and ``defer`` -> no decision at all. A rewrite -> ``allow`` +
+  ``updatedInput: {"command": ...}``, the only rewrite Codex carries out; a rewrite of any
+  other field (an apply_patch's files, an MCP tool's arguments) becomes a deny saying so.
+  ``additionalContext`` is kept.
+* PermissionRequest: ``decision.behavior`` ``allow`` / ``deny`` + ``message``; ``interrupt``,
+  ``updatedPermissions`` (dropped: the allow holds once) and ``updatedInput`` (a deny saying
+  so) are rejected by Codex; ``continue: false`` becomes a deny. ``systemMessage`` only besides.
+* PostToolUse: ``decision: block`` + ``reason``, ``additionalContext``, and
+  ``updatedMCPToolOutput`` for MCP tools only.
+* UserPromptSubmit: ``decision: block`` + ``reason``, ``additionalContext``.
+* Stop / SubagentStop: ``decision: block`` + ``reason`` (the reason becomes the next prompt);
+  ``additionalContext`` without a block becomes that block, as it continues Claude Code's turn.
+* SessionStart / SubagentStart: ``additionalContext``. PreCompact / PostCompact: the universal
+  fields only (a block of compaction has no form in Codex and is dropped).
+* PostToolUse, UserPromptSubmit, Stop, SubagentStop, SessionStart, SubagentStart, PreCompact and
+  PostCompact also take ``continue: false`` + ``stopReason`` and ``systemMessage``. Interrupt
+  takes ``systemMessage`` only; SessionEnd and any other event get ``{}``.
+"""
 
 from __future__ import annotations
 
-from bus.dialects.base import Dialect
+import posixpath
+import re
+import shlex
+from dataclasses import dataclass, field
+from typing import Any, Final
+
+from bus.dialects.base import AGENT_TOOL_NAME, Dialect, no, partial, yes
+
+CODEX: Final = "codex"
+PATCH_TOOL: Final = "apply_patch"
+#: Codex's shell tool names, all ``Bash`` inside hookbus.
+SHELL_NAMES: Final = frozenset({"Bash", "shell", "exec_command", "local_shell", "shell_command", "unified_exec"})
+DEFAULT_DENY_REASON: Final = "Denied by hookbus policy"
+ASK_SUFFIX: Final = " (hookbus policy asks for confirmation, which Codex cannot do: denied instead)"
+_PATCH_HEADER: Final = re.compile(r"\*\*\* (Add|Update|Delete) File: (.+)")
+_PATCH_MOVE: Final = re.compile(r"\*\*\* Move to: (.+)")
+#: Events whose reply may carry ``continue``/``stopReason`` (Codex rejects them elsewhere).
+_STOPPABLE: Final = frozenset(
+    {
+        "PostToolUse",
+        "UserPromptSubmit",
+        "Stop",
+        "SubagentStop",
+        "SessionStart",
+        "SubagentStart",
+        "PreCompact",
+        "PostCompact",
+    }
+)
+_CONTEXT_EVENTS: Final = frozenset({"PostToolUse", "UserPromptSubmit", "SessionStart", "SubagentStart"})
+_BLOCK_EVENTS: Final = frozenset({"PostToolUse", "UserPromptSubmit", "Stop", "SubagentStop"})
+
+
+@dataclass
+class PatchFile:
+    """One file an ``apply_patch`` patch touches."""
+
+    kind: str  # "add", "update" or "delete"
+    path: str
+    move_to: str | None = None
+    old_lines: list[str] = field(default_factory=list)
+    new_lines: list[str] = field(default_factory=list)
+
+
+def parse_patch(patch: str) -> list[PatchFile]:
+    """The files of a Codex ``apply_patch`` patch, in order (headers read leniently, as Codex does)."""
+    files: list[PatchFile] = []
+    current: PatchFile | None = None
+    for line in patch.splitlines():
+        stripped = line.strip()
+        if header := _PATCH_HEADER.fullmatch(stripped):
+            current = PatchFile(header.group(1).lower(), header.group(2).strip())
+            files.append(current)
+        elif current is None or stripped.startswith(("***", "@@")):
+            if current is not None and (move := _PATCH_MOVE.fullmatch(stripped)):
+                current.move_to = move.group(1).strip()
+        elif line.startswith("+"):
+            current.new_lines.append(line[1:])
+        elif line.startswith("-"):
+            current.old_lines.append(line[1:])
+        elif current.kind == "update":  # a context line is on both sides
+            current.old_lines.append(line[1:])
+            current.new_lines.append(line[1:])
+    return files
+
+
+def _absolute(path: str, cwd: object) -> str:
+    if path.startswith("/") or not isinstance(cwd, str) or not cwd:
+        return posixpath.normpath(path)
+    return posixpath.normpath(posixpath.join(cwd, path))
+
+
+def patch_input(tool_input: dict[str, Any], cwd: object) -> tuple[str, dict[str, Any]]:
+    """``(canonical tool, tool_input)`` of an ``apply_patch`` call (see the module docstring)."""
+    patch = tool_input.get("command")
+    if not isinstance(patch, str) and isinstance(tool_input.get("input"), str):
+        patch = tool_input["input"]
+    files = parse_patch(patch) if isinstance(patch, str) else []
+    if not files:
+        return "Edit", dict(tool_input)
+    paths = list(dict.fromkeys(_absolute(p, cwd) for f in files for p in (f.path, f.move_to) if p))
+    first = files[0]
+    out = dict(tool_input)
+    out["file_path"] = paths[0]
+    out["file_paths"] = paths
+    if any(f.kind != "update" or f.move_to for f in files):
+        text = "\n".join(first.new_lines)
+        out["content"] = text + "\n" if first.new_lines else ""
+        return "Write", out
+    out["old_string"] = "\n".join(first.old_lines)
+    out["new_string"] = "\n".join(first.new_lines)
+    return "Edit", out
+
+
+def codex_input(hook_input: dict[str, Any]) -> dict[str, Any]:
+    """A Codex hook input in Claude Code's shape (a new dict when a tool is named; extras kept)."""
+    tool = hook_input.get("tool_name")
+    if not isinstance(tool, str):
+        return hook_input
+    out = dict(hook_input)
+    out[AGENT_TOOL_NAME] = tool
+    tool_input = out.get("tool_input")
+    if tool in SHELL_NAMES:
+        out["tool_name"] = "Bash"
+        if isinstance(tool_input, dict):
+            shell = dict(tool_input)
+            command = shell.get("command", shell.get("cmd"))
+            if isinstance(command, list) and all(isinstance(arg, str) for arg in command):
+                command = shlex.join(command)
+            if isinstance(command, str):
+                shell["command"] = command
+            out["tool_input"] = shell
+    elif tool == PATCH_TOOL and isinstance(tool_input, dict):
+        out["tool_name"], out["tool_input"] = patch_input(tool_input, out.get("cwd"))
+    elif tool == PATCH_TOOL:
+        out["tool_name"] = "Edit"
+    elif tool == "view_image" and isinstance(tool_input, dict):
+        out["tool_name"] = "Read"
+        if isinstance(tool_input.get("path"), str):
+            out["tool_input"] = {**tool_input, "file_path": _absolute(tool_input["path"], out.get("cwd"))}
+    return out
+
+
+def _text(value: object) -> str | None:
+    return value if isinstance(value, str) and value else None
+
+
+def _rewrite(updated: dict[str, Any], agent_input: dict[str, Any]) -> tuple[dict[str, Any] | None, str | None]:
+    """``(updatedInput for Codex, None)``, ``(None, None)`` for no change, or ``(None, why not)``."""
+    original = codex_input(agent_input).get("tool_input")
+    original = original if isinstance(original, dict) else {}
+    changed = {key for key, value in updated.items() if value != original.get(key)}  # absent keys: as they were
+    if not changed:
+        return None, None
+    if changed == {"command"} and isinstance(updated.get("command"), str):
+        return {"command": updated["command"]}, None
+    tool = agent_input.get("tool_name")
+    fields = ", ".join(sorted(changed - {"command"}) or ["command"])
+    return None, f"hookbus policy rewrote {tool}'s {fields}, which Codex cannot change: denied instead"
+
+
+def _pre_tool_use(output: dict[str, Any], specific: dict[str, Any], agent_input: dict[str, Any]) -> dict[str, Any]:
+    decision = specific.get("permissionDecision")
+    reason = _text(specific.get("permissionDecisionReason"))
+    if output.get("decision") == "block":
+        decision, reason = "deny", reason or _text(output.get("reason"))
+    if output.get("continue") is False and decision != "deny":
+        decision, reason = "deny", _text(output.get("stopReason")) or reason
+    if decision == "ask":
+        decision, reason = "deny", (reason or "") + ASK_SUFFIX
+    fields: dict[str, Any] = {}
+    updated = specific.get("updatedInput")
+    if decision != "deny" and isinstance(updated, dict):
+        new_input, refused = _rewrite(updated, agent_input)
+        if refused:
+            decision, reason = "deny", refused
+        elif new_input is not None:
+            fields = {"permissionDecision": "allow", "updatedInput": new_input}
+    if decision == "deny":
+        fields = {"permissionDecision": "deny", "permissionDecisionReason": (reason or DEFAULT_DENY_REASON).strip()}
+    if context := _text(specific.get("additionalContext")):
+        fields["additionalContext"] = context
+    out = {"systemMessage": output["systemMessage"]} if _text(output.get("systemMessage")) else {}
+    if fields:
+        out["hookSpecificOutput"] = {"hookEventName": "PreToolUse", **fields}
+    return out
+
+
+def _permission_request(
+    output: dict[str, Any], specific: dict[str, Any], agent_input: dict[str, Any]
+) -> dict[str, Any]:
+    request = specific.get("decision")
+    request = request if isinstance(request, dict) else {}
+    behavior, message = request.get("behavior"), _text(request.get("message"))
+    if behavior == "allow" and isinstance(request.get("updatedInput"), dict):
+        new_input, refused = _rewrite(request["updatedInput"], agent_input)
+        if new_input is not None or refused:
+            behavior, message = "deny", refused or "hookbus policy rewrote the input, which Codex cannot do here"
+    if output.get("continue") is False:
+        behavior, message = "deny", _text(output.get("stopReason")) or message
+    out = {"systemMessage": output["systemMessage"]} if _text(output.get("systemMessage")) else {}
+    if behavior in ("allow", "deny"):
+        answer: dict[str, Any] = {"behavior": behavior}
+        if behavior == "deny":
+            answer["message"] = message or DEFAULT_DENY_REASON
+        elif message:
+            answer["message"] = message
+        out["hookSpecificOutput"] = {"hookEventName": "PermissionRequest", "decision": answer}
+    return out
+
+
+def codex_output(event: str, output: dict[str, Any], agent_input: dict[str, Any]) -> dict[str, Any]:
+    """A Claude Code hook output in the form Codex accepts for ``event`` (see the module docstring)."""
+    specific = output.get("hookSpecificOutput")
+    specific = specific if isinstance(specific, dict) else {}
+    if event == "PreToolUse":
+        return _pre_tool_use(output, specific, agent_input)
+    if event == "PermissionRequest":
+        return _permission_request(output, specific, agent_input)
+    if event == "Interrupt":
+        return {"systemMessage": output["systemMessage"]} if _text(output.get("systemMessage")) else {}
+    if event not in _STOPPABLE:
+        return {}
+    out: dict[str, Any] = {}
+    if output.get("continue") is False:
+        out["continue"] = False
+        if stop := _text(output.get("stopReason")):
+            out["stopReason"] = stop
+    if message := _text(output.get("systemMessage")):
+        out["systemMessage"] = message
+    context = _text(specific.get("additionalContext"))
+    if event in _BLOCK_EVENTS and output.get("decision") == "block":
+        out["decision"], out["reason"] = "block", _text(output.get("reason")) or context or DEFAULT_DENY_REASON
+    elif event in ("Stop", "SubagentStop") and context:
+        out["decision"], out["reason"] = "block", context
+    fields: dict[str, Any] = {}
+    if event in _CONTEXT_EVENTS and context:
+        fields["additionalContext"] = context
+    agent_tool = agent_input.get("tool_name")
+    mcp_output = specific.get("updatedMCPToolOutput")
+    if event == "PostToolUse" and mcp_output is not None and str(agent_tool).startswith("mcp__"):
+        fields["updatedMCPToolOutput"] = mcp_output
+    if fields:
+        out["hookSpecificOutput"] = {"hookEventName": event, **fields}
+    return out
 
 
 class CodexCli(Dialect):
-    """Codex CLI's hook format."""
+    """Codex CLI's hook format (see the module docstring)."""
 
-    name = "codex"
+    name = CODEX
     title = "Codex CLI"
     transport = "command"
+    capabilities = {
+        "deny": yes("`permissionDecision: deny` with a reason (hookbus supplies one when the policy gave none)"),
+        "ask": no("Codex rejects `ask`: hookbus sends a deny whose reason says Codex cannot ask"),
+        "allow": partial(
+            "Codex rejects a bare PreToolUse `allow`: hookbus sends no decision, so Codex's own approval "
+            "rules apply; PermissionRequest `behavior: allow` approves"
+        ),
+        "rewrite_input": partial(
+            "the shell command only (`allow` + `updatedInput: {command}`); a rewrite of an apply_patch's "
+            "files, an MCP tool's arguments or any other field becomes a deny that says so"
+        ),
+        "stop_block": yes("Stop / SubagentStop `decision: block`: the reason becomes the next prompt"),
+        "add_context": partial(
+            "SessionStart, SubagentStart, UserPromptSubmit, PreToolUse and PostToolUse (as developer messages); "
+            "on Stop it becomes a block with the context as the prompt; other events drop it"
+        ),
+        "fail_closed": partial(
+            "`hookbus hook --fail-closed` exits 2, which blocks PreToolUse, PermissionRequest and "
+            "UserPromptSubmit; `hookbus install codex --fail-closed` sets it on those events only"
+        ),
+    }
+    tools = {name: "Bash" for name in SHELL_NAMES} | {PATCH_TOOL: "Edit", "view_image": "Read"}
+
+    def to_canonical(self, hook_input: dict[str, Any]) -> dict[str, Any]:
+        return codex_input(hook_input)
+
+    def to_agent(self, event: str, output: dict[str, Any], agent_input: dict[str, Any]) -> dict[str, Any]:
+        return codex_output(event, output, agent_input)
 
 
-__all__ = ["CodexCli"]
+__all__ = ["CODEX", "PATCH_TOOL", "SHELL_NAMES", "CodexCli", "PatchFile", "codex_input", "codex_output", "parse_patch"]

@@ -13,6 +13,7 @@ hookbus's ``rule`` handlers use the same syntax for their allow/deny lists.
   PowerShell ignores case and knows the common aliases.
 * **File tools**: gitignore globs anchored at ``//`` (root), ``~/`` (home) or the working
   directory (``/x``, ``./x``, ``x/y``); a pattern without a slash matches at any depth below it.
+  An edit's ``file_paths`` (every file of a Codex patch) are each judged: any for deny, all for allow.
 * **WebFetch(domain:host)**: the URL's host is that domain or a subdomain of it.
 * **Tool(param:value)**: a scalar input parameter equals ``value`` (``*`` wildcards allowed).
 * **Agent / Skill / WebSearch**: a glob on ``subagent_type`` / ``skill`` / ``query``.
@@ -195,11 +196,13 @@ def rule_matches(
         fields = _PATH_FIELDS.get(tool, ("file_path", "notebook_path"))
         default = cwd if tool in _PATH_FIELDS else None  # Glob/Grep/LS search the cwd by default
         path = next((tool_input[f] for f in fields if tool_input.get(f)), default)
-        if not isinstance(path, str):
-            return False
-        if limits.string_too_long(path) or len(path) > PATH_MAX_CHARS or (cwd and len(cwd) > PATH_MAX_CHARS):
-            return fail_open  # cannot be judged
-        return _path_matches(content, path, cwd, deny_rule)
+        more = tool_input.get("file_paths") if tool in EDIT_TOOLS else None  # every file of a multi-file edit
+        paths = [p for p in (path, *(more if isinstance(more, list) else ())) if isinstance(p, str)]
+        too_long = any(limits.string_too_long(p) or len(p) > PATH_MAX_CHARS for p in paths)
+        if too_long or (cwd and len(cwd) > PATH_MAX_CHARS):
+            return fail_open if paths else False  # cannot be judged
+        every = all if kind == "allow" else any
+        return bool(paths) and every(_path_matches(content, p, cwd, deny_rule) for p in paths)
     if tool == "WebFetch":
         url = tool_input.get("url")
         return fail_open if isinstance(url, str) and limits.string_too_long(url) else _url_matches(content, url)
