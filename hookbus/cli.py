@@ -184,6 +184,7 @@ def build_parser() -> argparse.ArgumentParser:
         ("tenant", "tenant"),
         ("event", "event name"),
         ("decision", "decision (allow, deny, ...) or outcome (decided, recorded, fail-open)"),
+        ("agent", "agent (claude, gemini, codex, copilot, qwen, peri, sdk)"),
     ):
         tail.add_argument(
             f"--{flag}",
@@ -223,6 +224,7 @@ def _audit(audit: argparse.ArgumentParser) -> None:
         ("session", "session id (or its start)"),
         ("event", "event name"),
         ("decision", "decision (allow, deny, ...) or outcome (decided, recorded, fail-open)"),
+        ("agent", "agent (claude, gemini, codex, copilot, qwen, peri, sdk)"),
     ):
         export.add_argument(
             f"--{flag}",

@@ -18,6 +18,9 @@ never raises for a gateway problem: a hook must not crash the agent.
 ``timeout_s`` bounds connecting and reading the reply (the async client bounds the whole
 request). The token defaults to ``$HOOKBUS_TOKEN``, the URL to ``$HOOKBUS_URL`` and then
 ``http://127.0.0.1:8787``; both a base URL and the full ``/v1/hooks`` URL are accepted.
+
+Requests carry ``X-Hookbus-Dialect: sdk``: the format is Claude Code's, and the decision log
+records the agent as ``sdk``.
 """
 
 from __future__ import annotations
@@ -42,6 +45,8 @@ logger = logging.getLogger("hookbus.client")
 #: or only local hooks ran.
 Outcome = Literal["decided", "recorded", "fail-open", "fail-closed", "local"]
 _RANK = {"deny": 4, "defer": 3, "ask": 2, "allow": 1}
+#: The dialect the SDK names (``X-Hookbus-Dialect``): the agent its decision-log records name.
+_DIALECT = "sdk"
 
 
 def _text(value: Any) -> str | None:
@@ -168,7 +173,11 @@ class _Base:
         self.cwd = cwd or os.getcwd()
 
     def _headers(self) -> dict[str, str]:
-        return {"Authorization": f"Bearer {self.token}"} if self.token else {}
+        # The SDK speaks Claude Code's format; its dialect only makes its records say ``sdk``.
+        headers = {"X-Hookbus-Dialect": _DIALECT}
+        if self.token:
+            headers["Authorization"] = f"Bearer {self.token}"
+        return headers
 
     def hook_input(self, event: str, fields: Mapping[str, Any]) -> dict[str, Any]:
         """The hook input sent for ``event``: the client's defaults, then ``fields``."""

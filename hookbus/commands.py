@@ -145,7 +145,7 @@ def _dispatch(args: argparse.Namespace) -> int:
         from hookbus.tail import tail
 
         filters = RecordFilter.of(
-            sessions=args.session, tenants=args.tenant, events=args.event, decisions=args.decision
+            sessions=args.session, tenants=args.tenant, events=args.event, decisions=args.decision, agents=args.agent
         )
         asyncio.run(
             tail(

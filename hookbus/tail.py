@@ -25,8 +25,8 @@ from bus.stream.protocol import LogRecord
 
 
 def format_record(record: LogRecord) -> str:
-    """One human line per decision: time, tenant, session, event, tool, decision, outcome (and
-    why it failed open), latency, reason, then the shadow decisions and the added context.
+    """One human line per decision: time, agent, tenant, session, event, tool, decision, outcome
+    (and why it failed open), latency, reason, then the shadow decisions and the added context.
 
     Agents choose most of it: control characters (newlines, ESC, bidi ...) come out escaped, so
     a value can neither start a forged line nor drive the terminal."""
@@ -42,7 +42,7 @@ def format_record(record: LogRecord) -> str:
         )
     else:
         how = record.outcome
-    parts = [f"{stamp} {who} {what} -> {record.decision} [{how}, {latency} ms]"]
+    parts = [f"{stamp} {record.agent} {who} {what} -> {record.decision} [{how}, {latency} ms]"]
     if reason := _reason(record.output):
         parts[0] += f" {reason}"
     for shadow in record.shadow:

@@ -121,27 +121,34 @@ class Filterable(Protocol):
     def outcome(self) -> str: ...
     @property
     def tool_name(self) -> str: ...
+    @property
+    def agent(self) -> str: ...
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
 class RecordFilter:
     """Which decision-log records pass, the same for every reader (``hookbus tail``, ``hookbus
     audit export``, the gateway's export and stream): every non-empty set must match (sessions
-    by prefix; ``decisions`` also matches an outcome such as ``fail-open``). ``scope`` is a
-    tenant no filter can leave."""
+    by prefix; ``decisions`` also matches an outcome such as ``fail-open``; ``agents`` are
+    dialect names, ``claude`` for Claude Code, in any case). ``scope`` is a tenant no filter can
+    leave."""
 
     tenants: frozenset[str] = frozenset()
     sessions: frozenset[str] = frozenset()
     events: frozenset[str] = frozenset()
     decisions: frozenset[str] = frozenset()
     tools: frozenset[str] = frozenset()
+    agents: frozenset[str] = frozenset()
     scope: str | None = None
 
     @classmethod
     def of(cls, scope: str | None = None, **given: Iterable[str] | None) -> RecordFilter:
         """From repeated / comma-separated values (``tenants=``, ``sessions=``, ``events=``,
-        ``decisions=``, ``tools=``; ``None`` for one not given)."""
-        return cls(scope=scope, **{name: frozenset(comma_list(values)) for name, values in given.items()})
+        ``decisions=``, ``tools=``, ``agents=``; ``None`` for one not given)."""
+        sets = {name: frozenset(comma_list(values)) for name, values in given.items()}
+        if "agents" in sets:  # dialect names are case-insensitive where agents name them (?dialect=)
+            sets["agents"] = frozenset(agent.lower() for agent in sets["agents"])
+        return cls(scope=scope, **sets)
 
     def entry_filter(self) -> Callable[[Any], bool] | None:
         """A test of a raw log entry's fields, before it is decoded: False only for a record of a
@@ -173,6 +180,7 @@ class RecordFilter:
             and (not self.events or record.event in self.events)
             and (not self.decisions or record.decision in self.decisions or record.outcome in self.decisions)
             and (not self.tools or record.tool_name in self.tools)
+            and (not self.agents or record.agent in self.agents)
         )
 
 

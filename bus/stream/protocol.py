@@ -31,6 +31,10 @@ logger = logging.getLogger("hookbus")
 #: A stream entry as written: short ASCII field names to values.
 StreamFields = dict[str, bytes | str | int]
 
+#: The agent a record names when its event came in Claude Code's own format (no dialect), as
+#: every record written before records named their agent did.
+CLAUDE_CODE: Final = "claude"
+
 
 #: The deepest value a view shows as JSON: every writer of views (orjson stops at 254) can write it.
 VIEW_DEPTH: Final = 200
@@ -81,6 +85,11 @@ class Request:
     @property
     def blocking(self) -> bool:
         return bool(self.reply_to)
+
+    @property
+    def agent(self) -> str:
+        """The agent that sent the event: its dialect's name, ``claude`` for Claude Code's own format."""
+        return self.dialect or CLAUDE_CODE
 
     def expired(self, at_ms: int | None = None) -> bool:
         return self.blocking and (now_ms() if at_ms is None else at_ms) >= self.deadline_ms
@@ -268,6 +277,9 @@ class LogRecord:
     reason: str = ""
     #: What :mod:`bus.redaction.redact` masked: ``{"pointer": "/input/...", "detector": "github"}`` (never the value).
     masked: list[dict[str, str]] = dataclasses.field(default_factory=list)
+    #: The agent that sent the event: the dialect it came in (``gemini``, ``codex``, ``sdk`` ...),
+    #: ``claude`` for Claude Code's own format (:attr:`Request.agent`).
+    agent: str = CLAUDE_CODE
 
     def meta(self) -> bytes:
         """The record as JSON, without the hook input (the ``r`` field). Its outcome comes first
@@ -279,6 +291,7 @@ class LogRecord:
             "ev": self.event,
             "tn": self.tenant,
             "sid": self.session_id,
+            "ag": self.agent,
             "tool": self.tool_name,
             "dec": self.decision,
             "out": self.output,
@@ -314,6 +327,7 @@ class LogRecord:
                 event=meta["ev"],
                 tenant=meta["tn"],
                 session_id=meta["sid"],
+                agent=str(meta.get("ag") or CLAUDE_CODE),
                 tool_name=meta.get("tool", ""),
                 outcome=fields.get(b"o", b"").decode() or meta["outcome"],
                 fail_open=fields.get(b"fo", b"").decode(),
@@ -348,6 +362,7 @@ class LogRecord:
             "event": self.event,
             "tenant": self.tenant,
             "session_id": self.session_id,
+            "agent": self.agent,
             "agent_id": self.agent_id or None,
             "agent_type": self.agent_type or None,
             "tool_name": self.tool_name or None,
@@ -369,6 +384,7 @@ class LogRecord:
 
 
 __all__ = [
+    "CLAUDE_CODE",
     "LogRecord",
     "Reply",
     "Request",

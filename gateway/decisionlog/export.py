@@ -2,9 +2,10 @@
 
 Query: ``since`` / ``until`` (``now``, ``15m``, ``2h``, ``7d`` ago, epoch seconds or
 milliseconds, ISO 8601; both optional and inclusive), ``tenant``, ``session`` (a prefix),
-``event``, ``decision`` (a decision or an outcome such as ``fail-open``), each repeatable or
-comma-separated, ``after`` (a ``log_id``: resume after it) and ``limit``. One record per
-line, oldest first, each with its ``log_id``; records are masked already (:mod:`bus.redaction.redact`).
+``event``, ``decision`` (a decision or an outcome such as ``fail-open``), ``agent`` (``claude``,
+``gemini``, ``codex``, ``sdk`` ...), each repeatable or comma-separated, ``after`` (a ``log_id``:
+resume after it) and ``limit``. One record per line, oldest first, each with its ``log_id``;
+records are masked already (:mod:`bus.redaction.redact`).
 
 Scope: a tenant token reads its own tenant only (asking for another is 403); an org-admin
 token (``HOOKBUS_ADMIN_TOKENS``), or a gateway with no tokens at all, reads every tenant
@@ -51,7 +52,7 @@ EXAMINE = 10_000
 #: Exports one token may run at once, and one gateway process.
 READS_PER_TOKEN = 2
 READS_PER_PROCESS = 8
-_FILTERS: Final = ("tenant", "session", "event", "decision")
+_FILTERS: Final = ("tenant", "session", "event", "decision", "agent")
 _PARAMS: Final = frozenset({"since", "until", *_FILTERS, "after", "limit"})
 
 

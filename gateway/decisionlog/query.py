@@ -1,6 +1,6 @@
 """The query string of the decision-log readers: the parameters they know, and their record filter.
 
-``tenant``, ``session``, ``event``, ``decision`` and ``tool`` repeat or take commas, and make
+``tenant``, ``session``, ``event``, ``decision``, ``tool`` and ``agent`` repeat or take commas, and make
 one :class:`bus.decisionlog.audit.RecordFilter`, the filter of ``hookbus tail`` and ``hookbus
 audit export`` too; a caller's scope is a tenant no filter can leave.
 """
@@ -22,6 +22,7 @@ FILTERS: Final = {
     "event": "events",
     "decision": "decisions",
     "tool": "tools",
+    "agent": "agents",
 }
 _MAX_VALUES, _MAX_CHARS = 64, 256
 

@@ -4,8 +4,8 @@ Every record is one ``decision`` event whose ``id`` is its entry id in the log a
 ``data`` is the record's JSON, exactly as the log holds it (inputs are redacted when the
 dispatcher writes them; ``masked`` names what was masked). A stream sees its token's tenant
 only; an org-admin token (``HOOKBUS_ADMIN_TOKENS``), or a gateway with no tokens at all, sees
-every tenant. Filters (``tenant``, ``session`` by prefix, ``event``, ``decision``, ``tool``)
-repeat or take commas.
+every tenant. Filters (``tenant``, ``session`` by prefix, ``event``, ``decision``, ``tool``,
+``agent``) repeat or take commas.
 
 Resuming: a ``Last-Event-ID`` header (or ``?last_event_id=``) replays every record after that
 entry from the log before going live, so a reconnecting client loses nothing the log still
@@ -53,7 +53,7 @@ SEND_TIMEOUT_S = 30.0
 #: What a client waits before reconnecting, in milliseconds (the SSE ``retry`` field).
 RETRY_MS = 2000
 MAX_BACKLOG = 2000
-FILTERS = ("tenant", "session", "event", "decision", "tool")
+FILTERS = ("tenant", "session", "event", "decision", "tool", "agent")
 _PARAMS = frozenset({*FILTERS, "backlog", "last_event_id"})
 
 

@@ -63,6 +63,7 @@ class LogItem:
     decision: str
     outcome: str
     tool_name: str
+    agent: str
     #: The record as JSON (one line): :meth:`LogRecord.to_json` (``masked`` included), plus ``log_id`` and ``verdict``.
     data: str
 
@@ -88,6 +89,7 @@ class LogItem:
             record.decision,
             record.outcome,
             record.tool_name,
+            record.agent,
             data,
         )
 

@@ -52,6 +52,7 @@ CSV_COLUMNS: Final = (
     "time",
     "tenant",
     "session_id",
+    "agent",
     "agent_id",
     "agent_type",
     "event",
@@ -289,7 +290,9 @@ async def follow(follower: Follower) -> int:
 def export_command(args: Any, redis_url: str, keys: Keyspace) -> int:
     """``hookbus audit export``."""
     window = Window.parse(args.since, args.until)
-    passes = RecordFilter.of(tenants=args.tenant, sessions=args.session, events=args.event, decisions=args.decision)
+    passes = RecordFilter.of(
+        tenants=args.tenant, sessions=args.session, events=args.event, decisions=args.decision, agents=args.agent
+    )
     count = asyncio.run(export(redis_url, keys, window, passes, sys.stdout, fmt=args.format))
     print(f"hookbus: exported {count} records", file=sys.stderr)
     return 0

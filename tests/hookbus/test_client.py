@@ -106,6 +106,7 @@ async def test_sync_client_decisions(platform: Callable[..., Any], bus: BusProbe
     await logged_session(bus, "explicit-session")
     assert default.startswith("hookbus-sdk-") and len(await logged_session(bus, default, count=7)) == 7
     assert {r.session_id for r in await bus.log()} == {default, "explicit-session"}
+    assert {r.agent for r in await bus.log()} == {"sdk"}  # the SDK names its dialect: its records say so
 
 
 async def test_async_client_and_fresh_sessions(platform: Callable[..., Any], bus: BusProbe, tmp_path: Path) -> None:
@@ -115,7 +116,7 @@ async def test_async_client_and_fresh_sessions(platform: Callable[..., Any], bus
             allowed = await two.emit("PreToolUse", **bash("ls"))
     assert denied.blocked and "central policy" in (denied.reason or "")
     assert not allowed.blocked and one.session_id != two.session_id
-    assert [r.decision for r in await logged_session(bus, one.session_id)] == ["deny"]
+    assert [(r.decision, r.agent) for r in await logged_session(bus, one.session_id)] == [("deny", "sdk")]
 
 
 async def test_tokens(platform: Callable[..., Any], tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

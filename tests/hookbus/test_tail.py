@@ -95,9 +95,11 @@ async def run_tail(bus: BusProbe, capsys: pytest.CaptureFixture[str], **options:
 # -- one line per record ---------------------------------------------------------------------------
 
 
-def test_a_line_says_when_who_what_decision_outcome_latency_and_why() -> None:
+def test_a_line_says_when_which_agent_who_what_decision_outcome_latency_and_why() -> None:
     line = format_record(record("e1", session="0123456789abcdef-long", tenant="acme"))
-    assert line == f"{stamp()} acme/0123456789ab PreToolUse(Bash) -> deny [decided, 12 ms] no rm -rf ..."
+    assert line == f"{stamp()} claude acme/0123456789ab PreToolUse(Bash) -> deny [decided, 12 ms] no rm -rf ..."
+    line = format_record(record("e1", agent="gemini"))
+    assert line.startswith(f"{stamp()} gemini default/s-1 PreToolUse(Bash) -> deny")
 
 
 @pytest.mark.parametrize(
@@ -112,7 +114,7 @@ def test_a_line_says_when_who_what_decision_outcome_latency_and_why() -> None:
 )
 def test_the_reason_is_the_first_that_says_something(output: dict[str, Any], reason: str) -> None:
     line = format_record(record("e1", event="Stop", tool="", decision="block", output=output))
-    assert line == f"{stamp()} default/s-1 Stop -> block [decided, 12 ms] {reason}"
+    assert line == f"{stamp()} claude default/s-1 Stop -> block [decided, 12 ms] {reason}"
 
 
 def test_no_reason_no_trailing_text() -> None:
@@ -139,7 +141,7 @@ def test_shadow_decisions_and_context_follow_the_line() -> None:
         )
     )
     assert line == (
-        f"{stamp()} default/s-1 UserPromptSubmit -> none [decided, 12 ms]"
+        f"{stamp()} claude default/s-1 UserPromptSubmit -> none [decided, 12 ms]"
         " | shadow: would deny | shadow: no opinion | context: fleet rules ..."
     )
 
@@ -266,15 +268,45 @@ async def test_another_key_prefix_is_another_log(bus: BusProbe, capsys: pytest.C
 
 
 async def test_the_command_prints_lines_and_stops_at_count(bus: BusProbe, tmp_path: Path) -> None:
-    await write(bus, record("e1", session="s-a", tenant="acme"), record("e2", session="s-b"), record("e3"))
+    await write(
+        bus, record("e1", session="s-a", tenant="acme"), record("e2", session="s-b", agent="codex"), record("e3")
+    )
     done = await asyncio.to_thread(
         run_hookbus, "tail", "--redis-url", bus.url, "--from-start", "--count", "2", cwd=tmp_path, TZ="UTC"
     )
     assert (done.returncode, done.stderr) == (0, "")
     assert done.stdout.splitlines() == [
-        "22:13:20 acme/s-a PreToolUse(Bash) -> deny [decided, 12 ms] no rm -rf ...",
-        "22:13:20 default/s-b PreToolUse(Bash) -> deny [decided, 12 ms] no rm -rf ...",
+        "22:13:20 claude acme/s-a PreToolUse(Bash) -> deny [decided, 12 ms] no rm -rf ...",
+        "22:13:20 codex default/s-b PreToolUse(Bash) -> deny [decided, 12 ms] no rm -rf ...",
     ]
+
+
+async def test_the_command_filters_by_agent(bus: BusProbe, tmp_path: Path) -> None:
+    await write(
+        bus,
+        record("e1"),
+        record("e2", agent="gemini"),
+        record("e3", agent="qwen"),
+        record("e4", agent="sdk"),
+        record("e5", agent="gemini"),
+    )
+    done = await asyncio.to_thread(
+        run_hookbus,
+        "tail",
+        "--redis-url",
+        bus.url,
+        "--from-start",
+        "--count",
+        "3",
+        "--json",
+        "--agent",
+        "Gemini",
+        "--agent=sdk",
+        cwd=tmp_path,
+    )
+    assert done.returncode == 0, done.stderr
+    printed = [json.loads(line) for line in done.stdout.splitlines()]
+    assert [(r["id"], r["agent"]) for r in printed] == [("e2", "gemini"), ("e4", "sdk"), ("e5", "gemini")]
 
 
 async def test_the_command_takes_filters_json_and_the_prefix_from_flags_or_env(bus: BusProbe, tmp_path: Path) -> None:
@@ -412,6 +444,8 @@ async def test_a_redis_that_stops_answering_is_an_error_not_a_silent_wait(
         {"decisions": ["allow,recorded"]},
         {"decisions": ["none"], "tenants": ["acme"]},
         {"sessions": ["alpha"], "events": ["PreToolUse", "Stop"]},
+        {"agents": ["GEMINI,sdk"]},
+        {"agents": ["claude"], "tenants": ["acme"]},
     ],
 )
 async def test_tail_and_audit_export_pass_the_same_records(
@@ -432,8 +466,9 @@ async def test_tail_and_audit_export_pass_the_same_records(
             output={},
             outcome="fail-open",
             fail_open="redis_unavailable",
+            agent="gemini",
         ),
-        record("e4", session="alpha-3", event="Stop", decision="none", output={}, outcome="recorded"),
+        record("e4", session="alpha-3", event="Stop", decision="none", output={}, outcome="recorded", agent="sdk"),
         record("e5", tenant="acme", decision="allow", output={}, outcome="decided", fail_open="hook_error"),
     )
     passes = RecordFilter.of(None, **given)
@@ -452,5 +487,7 @@ async def test_tail_and_audit_export_pass_the_same_records(
         "decisions=['allow,recorded']": ["e4", "e5"],
         "decisions=['none'], tenants=['acme']": ["e3"],
         "sessions=['alpha'], events=['PreToolUse', 'Stop']": ["e1", "e3", "e4"],
+        "agents=['GEMINI,sdk']": ["e3", "e4"],
+        "agents=['claude'], tenants=['acme']": ["e1", "e5"],
     }
     assert tailed == expected[", ".join(f"{k}={v}" for k, v in given.items())]

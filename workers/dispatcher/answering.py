@@ -374,6 +374,7 @@ class Dispatcher:
             event=request.event,
             tenant=request.tenant,
             session_id=session_id,
+            agent=request.agent,
             tool_name=tool_name,
             outcome=outcome,
             fail_open=fail_open or "",

@@ -87,6 +87,14 @@ def test_filters() -> None:
     assert RecordFilter.of(decisions=["decided"]).matches(record())  # every outcome, as every reader has it
 
 
+def test_the_agent_filter() -> None:
+    assert RecordFilter.of(agents=["claude"]).matches(record())  # a record without a dialect is Claude Code's
+    assert not RecordFilter.of(agents=["gemini"]).matches(record())
+    assert RecordFilter.of(agents=["codex, Gemini"]).matches(record(agent="gemini"))  # names in any case
+    assert RecordFilter.of(agents=["GEMINI"]).agents == frozenset({"gemini"})
+    assert not RecordFilter.of(agents=["gemini"], tenants=["globex"]).matches(record(agent="gemini"))
+
+
 def test_a_record_written_before_these_fields_existed_still_reads() -> None:
     meta = {
         "id": "e1",

@@ -1,4 +1,5 @@
-"""Stream entries of events (:class:`bus.stream.protocol.Request`): what gateways append, dispatchers read."""
+"""Stream entries of events (:class:`bus.stream.protocol.Request`): what gateways append, dispatchers read;
+and the agent a decision-log record (:class:`bus.stream.protocol.LogRecord`) names."""
 
 from __future__ import annotations
 
@@ -6,7 +7,7 @@ import orjson
 import pytest
 
 from bus.errors import ProtocolError
-from bus.stream.protocol import Request
+from bus.stream.protocol import LogRecord, Request
 
 BLOCKING = Request(
     event_id="e1",
@@ -73,3 +74,41 @@ def test_a_malformed_entry_is_a_protocol_error_not_a_crash(meta: bytes) -> None:
 def test_an_entry_without_its_hook_input_is_a_protocol_error() -> None:
     with pytest.raises(ProtocolError, match="malformed stream entry"):
         Request.decode({b"m": BLOCKING.encode()["m"]})  # type: ignore[dict-item]
+
+
+def test_a_request_names_its_agent_by_its_dialect_claude_without_one() -> None:
+    assert (BLOCKING.agent, RECORDED.agent) == ("cursor", "claude")
+
+
+def _log_record(agent: str = "claude") -> LogRecord:
+    return LogRecord(
+        event_id="e1",
+        event="PreToolUse",
+        tenant="acme",
+        session_id="s",
+        outcome="decided",
+        decision="deny",
+        output={},
+        payload=b"{}",
+        received_ms=1_700_000_000_000,
+        decided_ms=1_700_000_000_012,
+        agent=agent,
+    )
+
+
+def test_a_record_names_its_agent_and_reads_it_back() -> None:
+    written = _log_record(agent="gemini")
+    read = LogRecord.decode(as_read(written.encode()))
+    assert read == written
+    assert orjson.loads(written.meta())["ag"] == "gemini"
+    assert read.to_json()["agent"] == "gemini"
+    assert orjson.loads(_log_record().meta())["ag"] == "claude"  # every record names one, Claude Code too
+
+
+def test_a_record_written_before_records_named_their_agent_reads_as_claude() -> None:
+    fields = as_read(_log_record(agent="gemini").encode())
+    meta = orjson.loads(fields[b"r"])
+    del meta["ag"]
+    fields[b"r"] = orjson.dumps(meta)
+    read = LogRecord.decode(fields)
+    assert (read.agent, read.to_json()["agent"]) == ("claude", "claude")

@@ -191,3 +191,24 @@ async def test_the_export_and_the_stream_pass_the_same_records(
             streamed = [d["id"][-1] for d in stream.decisions()]
     assert streamed == exported
     assert exported == {"fail-open": ["1", "3"], "decided": ["0", "4"], "none,recorded": ["1", "2", "3"]}[decision]
+
+
+async def test_the_agent_filter_passes_the_same_records_on_the_export_and_the_stream(
+    platform: Callable[..., Any], bus: BusProbe
+) -> None:
+    from tests.gateway.decisionlog.test_sse import watching
+
+    agents = ["claude", "gemini", "codex", "gemini", "sdk"]
+    await write(bus, *[(i, record(i, tenant="acme" if i < 3 else "globex", agent=agents[i])) for i in range(5)])
+    async with platform(**TOKENS) as p:
+        url = f"{p.url}/v1/audit/events"
+        exported = await p.client.get(url, params={"agent": "GEMINI,sdk"}, headers=bearer("tok-admin"))
+        assert exported.status_code == 200, exported.text
+        async with watching(p.url, "tok-admin", params={"agent": "GEMINI,sdk", "backlog": "10"}) as stream:
+            streamed = [(d["id"][-1], d["agent"]) for d in stream.decisions()]
+        acme = await p.client.get(url, params={"agent": "gemini"}, headers=bearer("tok-acme"))  # within its scope
+        claude = await p.client.get(url, params=[("agent", "claude")], headers=bearer("tok-admin"))
+    assert [(r["id"][-1], r["agent"]) for r in map(orjson.loads, exported.text.splitlines())] == streamed
+    assert streamed == [("1", "gemini"), ("3", "gemini"), ("4", "sdk")]
+    assert ids(acme.text) == ["1"]
+    assert ids(claude.text) == ["0"]

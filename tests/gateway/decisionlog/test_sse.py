@@ -183,6 +183,34 @@ async def test_filters_pick_tenant_session_event_decision_and_tool(platform: Cal
             assert stops.sessions() == ["stopper"]
 
 
+async def test_the_agent_filter_picks_the_records_of_one_agent(platform: Callable[..., Any]) -> None:
+    gemini_rm = {
+        "hook_event_name": "BeforeTool",
+        "session_id": "agent-gemini",
+        "tool_name": "run_shell_command",
+        "tool_input": {"command": "rm -rf /"},
+    }
+    async with platform(DENY_RM) as p:
+        async with (
+            watching(p.url, params={"agent": "gemini"}) as gemini,
+            watching(p.url, params={"agent": "claude,sdk"}) as others,
+            watching(p.url) as everything,
+        ):
+            assert (await p.post(gemini_rm, params={"dialect": "gemini"})).json()["decision"] == "deny"
+            await post(p, "rm -rf /", "agent-claude")
+            sdk = {"hook_event_name": "Notification", "session_id": "agent-sdk", "message": "m"}
+            assert (await p.post(sdk, headers={"X-Hookbus-Dialect": "sdk"})).status_code == 200
+            await async_wait_for(lambda: len(everything.decisions()) == 3, 10)
+            await async_wait_for(lambda: len(gemini.decisions()) == 1 and len(others.decisions()) == 2, 5)
+    assert [(d["session_id"], d["agent"], d["tool_name"]) for d in gemini.decisions()] == [
+        ("agent-gemini", "gemini", "Bash")
+    ]
+    assert sorted((d["session_id"], d["agent"]) for d in others.decisions()) == [
+        ("agent-claude", "claude"),
+        ("agent-sdk", "sdk"),
+    ]
+
+
 async def test_bad_stream_parameters_are_a_400(platform: Callable[..., Any]) -> None:
     async with platform(DENY_RM) as p:
         stream = f"{p.url}/v1/events/stream"

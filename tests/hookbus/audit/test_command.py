@@ -47,6 +47,7 @@ def record(
     event: str = "PreToolUse",
     decision: str = "allow",
     outcome: str = "decided",
+    agent: str = "claude",
 ) -> LogRecord:
     hook_input = {
         "hook_event_name": event,
@@ -67,6 +68,7 @@ def record(
         decided_ms=AT_MS + i * 1000,
         tool_name="Bash",
         revision="rev1",
+        agent=agent,
     )
 
 
@@ -99,6 +101,7 @@ async def ten(bus: BusProbe) -> list[str]:
                     session=f"s-{i % 3}",
                     decision="deny" if i in (2, 7) else "allow",
                     event="Stop" if i == 9 else "PreToolUse",
+                    agent=("claude", "gemini", "codex", "sdk", "claude")[i % 5],
                 ),
             )
             for i in range(10)
@@ -138,6 +141,8 @@ async def test_export_filters(bus: BusProbe) -> None:
     assert await ids(decisions=["decided"]) == list("0123456789")  # an outcome matches too
     assert await ids(events=["Stop"]) == ["9"]
     assert await ids(sessions=["s-1"], tenants=["acme,globex"]) == ["1", "4", "7"]
+    assert await ids(agents=["gemini"]) == ["1", "6"]
+    assert await ids(agents=["claude"], tenants=["acme"]) == ["0", "4"]
 
 
 async def test_a_window_read_while_records_arrive_has_each_record_once(bus: BusProbe) -> None:
@@ -157,7 +162,8 @@ async def test_csv_has_a_header_json_cells_and_no_live_formulas(bus: BusProbe) -
     await write(bus, (1, entry))
     rows = list(csv.DictReader(io.StringIO(await exported(bus, Window(), fmt="csv"))))
     assert len(rows) == 1
-    assert rows[0]["id"] == "ev-0001" and rows[0]["decision"] == "allow"
+    assert rows[0]["id"] == "ev-0001" and rows[0]["decision"] == "allow" and rows[0]["agent"] == "claude"
+    assert list(rows[0])[:6] == ["log_id", "id", "time", "tenant", "session_id", "agent"]
     assert json.loads(rows[0]["input"])["tool_input"] == {"command": "echo 1"}
     assert rows[0]["reason"].startswith("'=")
 
@@ -179,6 +185,15 @@ def test_export_command_line_takes_iso_and_epoch_times(redis_url: str) -> None:
     assert bad.returncode == 1 and bad.stderr.startswith("hookbus: cannot read the time 'last tuesday'")
     backwards = run_hookbus("audit", "export", "--redis-url", redis_url, "--since", "1h", "--until", "2h")
     assert backwards.returncode == 1 and "ends before it starts" in backwards.stderr
+    by_agent = run_hookbus("audit", "export", "--redis-url", redis_url, "--agent", "Codex", "--agent=sdk")
+    assert by_agent.returncode == 0, by_agent.stderr
+    rows = [json.loads(line) for line in by_agent.stdout.splitlines()]
+    assert [(r["id"], r["agent"]) for r in rows] == [
+        ("ev-0002", "codex"),
+        ("ev-0003", "sdk"),
+        ("ev-0007", "codex"),
+        ("ev-0008", "sdk"),
+    ]
 
 
 # -- follow: the jsonl sink -------------------------------------------------------------------------
