@@ -30,6 +30,7 @@ DEFINED_METRICS: Final = frozenset(
         "hookbus_dispatch_batch_size",  # histogram: entries per dispatcher read
         "hookbus_dispatchers_alive",  # gauge: dispatchers with a fresh heartbeat
         "hookbus_dlq_size",  # gauge: entries in the dead-letter stream
+        "hookbus_events_total",  # counter {agent, event}: hook events by the agent that sent them
         "hookbus_expired_total",
         "hookbus_fail_closed_total",
         "hookbus_fail_open_total",

@@ -20,6 +20,7 @@ DASHBOARD = GRAFANA / "dashboards" / "hookbus.json"
 DATASOURCES = GRAFANA / "provisioning" / "datasources" / "prometheus.yml"
 PROVIDERS = GRAFANA / "provisioning" / "dashboards" / "hookbus.yml"
 BLOCK_RATE = 'sum(rate(hookbus_decisions_total{decision=~"deny|block"}[5m])) / sum(rate(hookbus_decisions_total[5m]))'
+EVENTS_BY_AGENT = "sum by (agent) (rate(hookbus_events_total[$__rate_interval]))"
 TOP_BLOCKING_HANDLERS = 'topk(10, sum by (handler) (rate(hookbus_handler_decisions_total{decision=~"deny|block"}[5m])))'
 
 
@@ -124,10 +125,13 @@ def test_dashboard_shows_what_ops_asked_for() -> None:
         "hookbus_dead_letters_total",  # dead letters
         "hookbus_rejected_requests_total",  # rejected requests by code
         "hookbus_policy_info",  # policy version per node
+        "hookbus_events_total",  # events by agent
     } <= dashboard_metric_names()
     exprs = expressions()
     assert BLOCK_RATE in exprs
     assert TOP_BLOCKING_HANDLERS in exprs
+    (by_agent,) = [panel for panel in graph_panels() if panel["title"] == "Events by agent"]
+    assert [target["expr"] for target in by_agent["targets"]] == [EVENTS_BY_AGENT]
     quantiles = {
         match.group(1)
         for expr in exprs
