@@ -177,6 +177,7 @@ class Replayer:
             record.received_ms,
             deadline_ms=deadline_ms,
             reply_to="replay" if blocking else "",
+            dialect=record.agent,  # handlers limited to agents (``agents``) run as they did
         )
         evaluation = await self.engine.evaluate(request, hook_input)
         merged = evaluation.merged

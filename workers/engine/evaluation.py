@@ -1,9 +1,9 @@
 """Evaluating one event against the policy: select, run concurrently, merge, guard.
 
-Handlers are selected by the group matcher and the handler's ``if``; ``async`` handlers
-become jobs for the arq queue (:attr:`Evaluation.jobs`, queued when the event is settled, see
-:mod:`workers.jobs.enqueue`); the rest run concurrently, each bounded by its own timeout and by the
-event's deadline. Their results are merged by :func:`bus.hooks.merge.merge_results`. Platform
+Handlers are selected by the agent that sent the event (a handler's ``agents``), the group
+matcher and the handler's ``if``; ``async`` handlers become jobs for the arq queue
+(:attr:`Evaluation.jobs`, queued when the event is settled, see :mod:`workers.jobs.enqueue`);
+the rest run concurrently, each bounded by its own timeout and by the event's deadline. Their results are merged by :func:`bus.hooks.merge.merge_results`. Platform
 rules follow: ``failMode: closed``, ``shadow`` handlers (logged, never enforced), ``once``
 across the fleet, and the Stop guard.
 """
@@ -22,7 +22,6 @@ from typing import Any, Literal
 import orjson
 import redis.asyncio as aioredis
 
-from bus.dialects import CLAUDE
 from bus.errors import BusUnavailable, RedisCommandError
 from bus.hooks.decisions import Decision, FailOpenReason
 from bus.hooks.events import IF_EVENTS, STOP_EVENTS
@@ -38,7 +37,7 @@ from bus.rules.permissions import PermissionRule, parse_rule, rule_matches
 from bus.runtime.logs import event_fields
 from bus.runtime.metrics import Metrics, event_label, process_metrics
 from bus.stream.pending_context import CONTEXT_BATCH, CONTEXT_TTL_S, parse_items, takes_context, with_context
-from bus.stream.protocol import Request
+from bus.stream.protocol import CLAUDE_CODE, Request
 from workers.engine.contextpops import ContextPops
 from workers.engine.judging import judge_command, judged
 from workers.handlers.context import HookContext, Runner, default_timeout_s
@@ -54,8 +53,6 @@ ONCE_CLAIM_GRACE_S = 30
 #: Handler types evaluated in-process without I/O: no task, no timer.
 INLINE_TYPES = frozenset({"rule"})
 STOP_GUARD_TTL_S = 3600
-#: The agent of an event that came in Claude Code's own format (no dialect).
-CLAUDE_CODE = CLAUDE.name
 
 #: What the engine does with ``async`` handlers: make them jobs (:attr:`Evaluation.jobs`, the
 #: dispatcher's), leave them out (a policy replay: they never decide), or run them like the others.
@@ -168,7 +165,7 @@ class Engine:
 
     async def _evaluate(self, request: Request, hook_input: dict[str, Any], policy: Policy) -> Evaluation:
         event = request.event
-        agent = request.dialect or CLAUDE_CODE
+        agent = request.agent
         contexts: list[HookContext] = []
         jobs: list[PreparedJob] = []
         for entry in policy.entries(event):
