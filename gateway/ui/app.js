@@ -25,7 +25,7 @@
     abort: null,
     selected: null,
     sessions: new Map(),
-    seen: { tenant: new Set(), session: new Set(), tool: new Set() },
+    seen: { tenant: new Set(), session: new Set(), tool: new Set(), agent: new Set() },
     seconds: [], // {second, n, blocked} of the last 60 s of records that arrived live (not history)
     failOpens: 0,
     lanesDirty: false,
@@ -66,6 +66,7 @@
   const clock = (ms) => new Date(ms).toLocaleTimeString([], { hour12: false });
   const stamp = (ms) => new Date(ms).toLocaleString([], { hour12: false });
   const what = (rec) => rec.event + (rec.tool_name ? `(${rec.tool_name})` : "");
+  const agentOf = (rec) => rec.agent || "claude"; // records written before they named their agent
 
   function reasonOf(output) {
     const specific = (output && output.hookSpecificOutput) || {};
@@ -268,6 +269,7 @@
     remember("tenant", rec.tenant);
     remember("session", rec.session_id);
     if (rec.tool_name) remember("tool", rec.tool_name);
+    remember("agent", agentOf(rec));
     const key = `${rec.tenant}/${rec.session_id}`;
     let lane = state.sessions.get(key);
     if (!lane) {
@@ -325,6 +327,7 @@
       tenant: $("f-tenant").value.trim(),
       session: $("f-session").value.trim(),
       tool: $("f-tool").value.trim(),
+      agent: $("f-agent").value.trim().toLowerCase(),
       decision: $("f-decision").value,
     };
   }
@@ -334,6 +337,7 @@
     return (!f.tenant || visible(rec.tenant) === visible(f.tenant))
       && (!f.session || visible(rec.session_id).startsWith(visible(f.session)))
       && (!f.tool || visible(rec.tool_name || "") === visible(f.tool))
+      && (!f.agent || visible(agentOf(rec)) === visible(f.agent))
       && (!f.decision || rec.verdict === f.decision || rec.decision === f.decision);
   }
 
@@ -347,6 +351,7 @@
     const item = el("li", { "data-id": rec.log_id, "data-verdict": rec.verdict, title: reason },
       el("span", { class: "t", text: clock(rec.received_ms) }),
       el("span", {}, badge(rec.verdict)),
+      el("span", { class: "agent", text: agentOf(rec) }),
       el("span", { class: "who", text: `${rec.tenant}/${rec.session_id}` }),
       el("span", { class: "what", text: what(rec) }),
       el("span", { class: "lat", text: `${latency} ms` }),
@@ -479,6 +484,7 @@
     const pane = $("detail");
     const facts = [
       ["time", stamp(rec.received_ms)],
+      ["agent", agentOf(rec)],
       ["tenant", rec.tenant],
       ["session", rec.session_id],
       ["outcome", rec.outcome + (rec.fail_open ? ` (${rec.fail_open})` : "")],
@@ -614,9 +620,9 @@
 
   function start() {
     for (const tab of document.querySelectorAll(".tab")) tab.addEventListener("click", () => showView(tab.dataset.view));
-    for (const id of ["f-tenant", "f-session", "f-tool", "f-decision"]) $(id).addEventListener("input", renderFeed);
+    for (const id of ["f-tenant", "f-session", "f-agent", "f-tool", "f-decision"]) $(id).addEventListener("input", renderFeed);
     $("f-clear").addEventListener("click", () => {
-      for (const id of ["f-tenant", "f-session", "f-tool", "f-decision"]) $(id).value = "";
+      for (const id of ["f-tenant", "f-session", "f-agent", "f-tool", "f-decision"]) $(id).value = "";
       renderFeed();
     });
     const pick = (event) => {

@@ -17,6 +17,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import httpx
 import orjson
 import pytest
 import redis as redis_sync
@@ -124,6 +125,20 @@ def fleet_traffic(up: UpProcess, round_: int) -> None:
     )
 
 
+def emit_as(up: UpProcess, dialect: str, hook_input: dict[str, Any]) -> dict[str, Any]:
+    """Post one hook input of tenant acme in ``dialect``'s format; its (translated) answer."""
+    reply = httpx.post(
+        f"{up.url}/v1/hooks",
+        params={"dialect": dialect},
+        json=hook_input,
+        headers={"Authorization": "Bearer tok-acme"},
+        timeout=10,
+    )
+    assert reply.status_code == 200, reply.text
+    answer: dict[str, Any] = reply.json()
+    return answer
+
+
 def flood(up: UpProcess, count: int) -> None:
     """``count`` records written straight into the platform's decision log, in one pipeline."""
     state = json.loads((up.state / "hookbus.json").read_text())
@@ -187,6 +202,7 @@ def test_the_console_shows_a_deny_live_opens_its_detail_and_filters(up: UpProces
             deny = page.locator('#feed li[data-verdict="deny"]', has_text="acme-7f3a9c")
             expect(deny).to_be_visible(timeout=2_000)
             expect(deny).to_contain_text("hookbus dangerous-commands pack (rule: Bash(rm -rf /))", timeout=2_000)
+            expect(deny.locator(".agent")).to_have_text("claude")  # no dialect: Claude Code
             expect(page.locator("#feed li").first).to_have_attribute("data-verdict", "deny")
 
             deny.click()
@@ -228,6 +244,31 @@ def test_the_console_shows_a_deny_live_opens_its_detail_and_filters(up: UpProces
             expect(result).to_contain_text("Not replayed (counted as no opinion): 2 command")
             page.screenshot(path=str(ARTIFACTS / "console-whatif.png"))
             page.click("#tab-live")
+
+            # Other agents: each row names its agent, and the agent filter picks them.
+            page.click("#f-clear")
+            gemini = {
+                "hook_event_name": "BeforeTool",
+                "session_id": "gemini-5e1f",
+                "cwd": "/srv/app",
+                "tool_name": "run_shell_command",
+                "tool_input": {"command": "rm -rf /"},
+            }
+            assert emit_as(up, "gemini", gemini)["decision"] == "deny"  # Gemini's own answer
+            emit_as(up, "sdk", {"hook_event_name": "Notification", "session_id": "sdk-1", "message": "m"})
+            expect(page.locator("#feed li .agent", has_text="gemini")).to_have_count(1, timeout=5_000)
+            page.fill("#f-agent", "Gemini")
+            expect(page.locator("#feed li")).to_have_count(1)
+            expect(page.locator("#feed li").first).to_contain_text("gemini-5e1f")
+            page.locator("#feed li").first.click()
+            expect(page.locator("#detail")).to_contain_text("agentgemini")
+            expect(page.locator("#detail")).to_contain_text("PreToolUse(Bash)")
+            page.fill("#f-agent", "sdk")
+            expect(page.locator("#feed li")).to_have_count(1)
+            expect(page.locator("#feed li").first).to_contain_text("sdk-1")
+            page.fill("#f-agent", "claude")
+            expect(page.locator("#feed li .agent:not(:text-is('claude'))")).to_have_count(0)
+            expect(page.locator("#feed li")).not_to_have_count(0)
 
             # A burst bigger than the page keeps: it holds the newest 2000 records and 400 rows.
             page.click("#f-clear")
