@@ -79,13 +79,13 @@ def named_agents(policy: Policy) -> tuple[str, ...]:
 
 
 def decisions(event: str, handler: Handler) -> dict[str, str]:
-    """The capabilities ``handler`` on ``event`` makes use of, each with why (``may`` when it only might)."""
+    """The capabilities ``handler`` on ``event`` makes use of, each with why ("if it answers so" when it only might)."""
     if handler.shadow:
         return {}
     found: dict[str, str] = {}
     if handler.async_:
         if handler.type in OPEN_ANSWER_TYPES:
-            found["add_context"] = f"async {handler.type} handler: may leave context"
+            found["add_context"] = f"async {handler.type} handler, if it leaves context"
         return found
     if isinstance(handler, RuleHandler):
         for kind in _RULE_DECISIONS.get(event, ()):
@@ -95,13 +95,13 @@ def decisions(event: str, handler: Handler) -> dict[str, str]:
         found["stop_block"] = f"{handler.type} handler on {event}"
     elif handler.type in OPEN_ANSWER_TYPES:
         for capability in _OPEN_DECISIONS.get(event, ()):
-            found[capability] = f"{handler.type} handler: may"
+            found[capability] = f"{handler.type} handler, if it answers so"
     elif event == "PreToolUse":  # prompt, agent: not ok is a deny
         found["deny"] = f"{handler.type} handler"
     spec = event_spec(event)
     takes_context = "additionalContext" in spec.specific_fields or spec.context_stdout
     if handler.type in OPEN_ANSWER_TYPES and takes_context:
-        found["add_context"] = f"{handler.type} handler: may"
+        found["add_context"] = f"{handler.type} handler, if it answers so"
     if handler.fail_mode == "closed":
         found["fail_closed"] = "failMode: closed"
     return found

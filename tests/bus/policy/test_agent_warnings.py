@@ -123,7 +123,7 @@ def test_a_partial_capability_warns_with_its_note() -> None:
     (warning,) = agent_warnings(policy_of(USES["rewrite_input"], agents=["qwen"]), dialects)
     assert (warning.capability, warning.support) == ("rewrite_input", Support.PARTIAL)
     assert str(warning).startswith(f"qwen can {CAPABILITY_TITLES['rewrite_input']} only in part (partial: only the")
-    assert "(command handler: may)" in str(warning)
+    assert "(command handler, if it answers so)" in str(warning)
 
 
 def test_every_stop_handler_blocks_and_a_rule_on_stop_decides_nothing() -> None:
