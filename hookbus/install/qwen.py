@@ -1,0 +1,417 @@
+"""``hookbus install qwen``: Qwen Code's own hooks in its ``settings.json``, posting to the gateway.
+
+Where: ``--scope project`` writes ``.qwen/settings.json`` in the current folder, ``user``
+writes ``$QWEN_HOME/settings.json`` (default ``~/.qwen/settings.json``), ``managed`` writes
+Qwen Code's system settings file (``$QWEN_CODE_SYSTEM_SETTINGS_PATH``, else
+``/etc/qwen-code/settings.json`` on Linux, ``/Library/Application Support/QwenCode/settings.json``
+on macOS, ``C:\\ProgramData\\qwen-code\\settings.json`` on Windows); system hooks load for
+every user and in every folder, trusted or not. ``--settings-file`` picks any file.
+
+What: for each event, one matcher group holding one handler named ``hookbus``. By default a
+``type: "http"`` handler posting to ``URL/v1/hooks?dialect=qwen`` with the header
+``Authorization: Bearer ${HOOKBUS_TOKEN}`` and ``allowedEnvVars: ["HOOKBUS_TOKEN"]`` (Qwen
+interpolates only listed variables), ``timeout`` in seconds. With ``--shim`` or
+``--fail-closed`` (an http hook fails open) a ``type: "command"`` handler running
+``hookbus hook --agent qwen --url URL``, ``timeout`` in milliseconds (Qwen reads a command
+timeout of 1000 or more as milliseconds, in every version that has hooks). The token is never
+written: Qwen Code reads ``$HOOKBUS_TOKEN`` from its environment.
+
+Handlers are hookbus's by their shape (that header and ``allowedEnvVars`` on a ``/v1/hooks``
+URL, or a ``hookbus hook ... --url`` command): installing again updates them in place,
+``--uninstall`` removes exactly them and the groups and event lists that only held them (and
+writes the ``.bak``'s own text back when it parses to the result: byte for byte).
+MessageDisplay (it fires over and over while a reply streams) and SessionDelete (no Claude
+Code counterpart) are installed only when named with ``--events``.
+
+After writing it warns, one line each, about what would make Qwen Code silently not run the
+hooks: ``disableAllHooks``, folder trust for project hooks, a ``security.allowedHttpHookUrls``
+that does not admit the URL, and a private-network address without
+``security.allowPrivateNetworkHooks`` (honoured only in user and system settings).
+"""
+
+from __future__ import annotations
+
+import copy
+import difflib
+import ipaddress
+import json
+import os
+import re
+import shlex
+import sys
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
+
+from bus.errors import ConfigError
+from hookbus.install.command import check
+from hookbus.install.settings_file import (
+    TOKEN_ENV,
+    default_hook_command,
+    is_hookbus_handler,
+    read_settings,
+    write_atomically,
+)
+from hookbus.shim import hook_url
+
+AUTH_HEADERS = {"Authorization": f"Bearer ${{{TOKEN_ENV}}}"}
+HANDLER_NAME = "hookbus"
+#: Qwen Code's events installed by default (Qwen's own names).
+DEFAULT_EVENTS = tuple(
+    "PreToolUse PostToolUse PostToolUseFailure PostToolBatch PermissionRequest PermissionDenied UserPromptSubmit "
+    "UserPromptExpansion SessionStart SessionEnd Stop StopFailure SubagentStart SubagentStop PreCompact PostCompact "
+    "Notification TodoCreated TodoCompleted InstructionsLoaded".split()
+)
+#: Events installed only when named with ``--events``, and why.
+OPT_IN_EVENTS = {
+    "MessageDisplay": "fires over and over while a reply streams",
+    "SessionDelete": "has no Claude Code counterpart",
+}
+#: Claude Code's names ``--events`` also takes for Qwen's differently named events.
+CLAUDE_NAMES = {"TaskCreated": "TodoCreated", "TaskCompleted": "TodoCompleted"}
+#: Keys of ``hooks`` that are Qwen's switches, not events.
+HOOKS_CONFIG_FIELDS = frozenset({"enabled", "disabled", "notifications"})
+SYSTEM_SETTINGS = {
+    "linux": "/etc/qwen-code/settings.json",
+    "darwin": "/Library/Application Support/QwenCode/settings.json",
+    "win32": "C:\\ProgramData\\qwen-code\\settings.json",
+}
+#: Hosts Qwen's http hooks never reach, whatever the settings.
+BLOCKED_HOSTS = frozenset({"localhost.localdomain", "ip6-localhost", "ip6-loopback", "0.0.0.0", "::"})
+
+
+def qwen_home(env: dict[str, str] | None = None) -> Path:
+    """Qwen Code's per-user folder: ``$QWEN_HOME``, else ``~/.qwen``."""
+    found = (os.environ if env is None else env).get("QWEN_HOME")
+    return Path(found).expanduser().resolve() if found else Path.home() / ".qwen"
+
+
+def system_settings_path(env: dict[str, str] | None = None, platform: str = sys.platform) -> Path:
+    """Qwen Code's system (managed) settings file on ``platform``."""
+    found = (os.environ if env is None else env).get("QWEN_CODE_SYSTEM_SETTINGS_PATH")
+    if found:
+        return Path(found)
+    key = "linux" if platform.startswith("linux") else platform
+    if key not in SYSTEM_SETTINGS:
+        raise ConfigError(f"Qwen Code has no known system settings location on {platform}; use --settings-file")
+    return Path(SYSTEM_SETTINGS[key])
+
+
+def settings_path(scope: str, cwd: Path | None = None) -> Path:
+    """The settings file Qwen Code reads for ``scope`` (``project``, ``user`` or ``managed``)."""
+    if scope == "project":
+        return (cwd or Path.cwd()) / ".qwen" / "settings.json"
+    if scope == "user":
+        return qwen_home() / "settings.json"
+    if scope == "managed":
+        return system_settings_path()
+    raise ConfigError(f"unknown scope {scope!r} (project, user or managed)")
+
+
+def chosen_events(named: list[str] | None) -> tuple[str, ...]:
+    """The Qwen Code events to install: ``--events`` (Qwen's or Claude Code's names) or the default."""
+    known = (*DEFAULT_EVENTS, *OPT_IN_EVENTS)
+    picked: dict[str, None] = {}
+    unknown = []
+    for name in (e for chunk in named or () for e in re.split(r"[,\s]+", chunk) if e):
+        event = CLAUDE_NAMES.get(name, name)
+        if event in known:
+            picked[event] = None
+        else:
+            unknown.append(name)
+    if unknown:
+        raise ConfigError(f"not Qwen Code events: {', '.join(unknown)} (known: {', '.join(known)})")
+    return tuple(picked) or DEFAULT_EVENTS
+
+
+def handler(url: str, *, command: str | None, timeout_s: float, fail_closed: bool) -> dict[str, Any]:
+    """The handler hookbus installs: http to ``url``, or the shim started as ``command``."""
+    if command is None:
+        seconds: float = int(timeout_s) if timeout_s == int(timeout_s) else timeout_s
+        return {
+            "type": "http",
+            "name": HANDLER_NAME,
+            "url": f"{url}?dialect=qwen",
+            "headers": dict(AUTH_HEADERS),
+            "allowedEnvVars": [TOKEN_ENV],
+            "timeout": seconds,
+        }
+    parts = [command, "hook", "--agent", "qwen", "--url", shlex.quote(url)]
+    shim_timeout = min(5.0, round(timeout_s * 0.8, 1))
+    if shim_timeout != 5.0:
+        parts += ["--timeout", f"{shim_timeout:g}"]
+    if fail_closed:
+        parts.append("--fail-closed")
+    return {
+        "type": "command",
+        "name": HANDLER_NAME,
+        "command": " ".join(parts),
+        "timeout": max(1000, round(timeout_s * 1000)),
+    }
+
+
+def handler_url(entry: Any) -> str | None:
+    """The gateway ``/v1/hooks`` URL of a handler hookbus installed, or None when it is not hookbus's."""
+    if not isinstance(entry, dict):
+        return None
+    if entry.get("type") == "command":
+        plain = {k: v for k, v in entry.items() if k not in ("name", "timeout")}
+        if not is_hookbus_handler(plain):
+            return None
+        flags = shlex.split(entry["command"])
+        return hook_url(flags[flags.index("--url") + 1]) if "--url" in flags else None
+    url = entry.get("url")
+    if (
+        entry.get("type") == "http"
+        and isinstance(url, str)
+        and url.split("?")[0].rstrip("/").endswith("/v1/hooks")
+        and entry.get("headers") in (AUTH_HEADERS, {"Authorization": f"Bearer ${TOKEN_ENV}"})
+        and entry.get("allowedEnvVars") == [TOKEN_ENV]
+    ):
+        return hook_url(url.split("?")[0])
+    return None
+
+
+def merge(
+    settings: dict[str, Any], wanted: dict[str, dict[str, Any]] | None, only_url: str | None = None
+) -> dict[str, Any]:
+    """``settings`` with hookbus's handlers set to ``wanted`` (event -> handler; None removes them all).
+
+    The input is not modified; handlers already there are replaced where they stand, missing
+    ones appended as a new matcher group.
+    """
+    result = copy.deepcopy(settings)
+    hooks = result.get("hooks")
+    if hooks is None:
+        if not wanted:
+            return result
+        hooks = result["hooks"] = {}
+    if not isinstance(hooks, dict):
+        raise ConfigError("the settings file's 'hooks' is not an object; fix it by hand first")
+    wanted = wanted or {}
+    placed: set[str] = set()
+    for event in [e for e in hooks if e not in HOOKS_CONFIG_FIELDS and isinstance(hooks[e], list)]:
+        kept_groups, removed_any = [], False
+        for group in hooks[event]:
+            entries = group.get("hooks") if isinstance(group, dict) else None
+            if not isinstance(entries, list):
+                kept_groups.append(group)
+                continue
+            kept: list[Any] = []
+            for entry in entries:
+                found = handler_url(entry)
+                if found is None or (only_url is not None and found != hook_url(only_url)):
+                    kept.append(entry)
+                elif event in wanted and event not in placed:
+                    kept.append(wanted[event])
+                    placed.add(event)
+                else:
+                    removed_any = True
+            if kept or not entries:
+                kept_groups.append({**group, "hooks": kept})
+        if kept_groups or not removed_any:
+            hooks[event] = kept_groups
+        else:
+            del hooks[event]
+    for event, entry in wanted.items():
+        if event not in placed:
+            if not isinstance(hooks.setdefault(event, []), list):
+                raise ConfigError(f"the settings file's hooks.{event} is not a list; fix it by hand first")
+            hooks[event].append({"hooks": [entry]})
+    if not hooks and settings.get("hooks") != {}:
+        del result["hooks"]
+    return result
+
+
+def _get(settings: dict[str, Any], *path: str) -> Any:
+    for key in path:
+        if not isinstance(settings, dict):
+            return None
+        settings = settings.get(key)  # type: ignore[assignment]
+    return settings
+
+
+def _admits(pattern: Any, url: str) -> bool:
+    """Whether one ``security.allowedHttpHookUrls`` entry admits ``url``, as Qwen Code compiles it."""
+    if not isinstance(pattern, str):
+        return False
+    if "\\." in pattern:  # written pre-escaped: only ``*`` is translated
+        body = pattern.replace("*", ".*")
+    else:
+        body = re.sub(r"[.+?^${}()|\[\]\\]", r"\\\g<0>", pattern).replace("*", ".*")
+    try:
+        return re.fullmatch(body, url, re.IGNORECASE) is not None
+    except re.error:
+        return False
+
+
+def _trusted(folder: Path, trust_file: Path) -> bool:
+    try:
+        rules = json.loads(trust_file.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return False
+    for path, level in rules.items() if isinstance(rules, dict) else ():
+        root = Path(path) if level == "TRUST_FOLDER" else Path(path).parent if level == "TRUST_PARENT" else None
+        if root is not None and (folder == root or root in folder.parents):
+            return True
+    return False
+
+
+def _settings_files(path: Path, scope: str, updated: dict[str, Any]) -> list[tuple[str, Path, dict[str, Any]]]:
+    """``(scope, file, settings)`` of the file being written and the user and system files beside it."""
+    others: list[tuple[str, Path]] = [("user", qwen_home() / "settings.json")]
+    try:
+        system = system_settings_path()
+    except ConfigError:
+        system = None
+    if system is not None:
+        defaults = os.environ.get("QWEN_CODE_SYSTEM_DEFAULTS_PATH") or system.parent / "system-defaults.json"
+        others += [("managed", system), ("managed", Path(defaults))]
+    files: list[tuple[str, Path, dict[str, Any]]] = [(scope, path, updated)]
+    for kind, other in others:
+        if other.resolve() != path.resolve():
+            try:
+                files.append((kind, other, read_settings(other)[1]))
+            except ConfigError:
+                continue
+    return files
+
+
+def warnings(path: Path, scope: str, updated: dict[str, Any], url: str, http: bool) -> list[str]:
+    """What would make Qwen Code silently not run the hooks in ``updated`` (to be written to ``path``)."""
+    files = _settings_files(path, scope, updated)
+    found = [
+        f"{p} sets disableAllHooks: true, so Qwen Code runs no hook"
+        for _, p, s in files
+        if s.get("disableAllHooks") is True
+    ]
+    trusted_scopes = [s for kind, _, s in files if kind != "project"]
+    if scope == "project" and any(_get(s, "security", "folderTrust", "enabled") is True for s in trusted_scopes):
+        trust_file = Path(os.environ.get("QWEN_CODE_TRUSTED_FOLDERS_PATH") or qwen_home() / "trustedFolders.json")
+        folder = path.parent.parent.resolve()
+        if not _trusted(folder, trust_file):
+            found.append(f"folder trust is on and {folder} is not trusted, so Qwen Code skips its project hooks")
+    if not http:
+        return found
+    target = f"{url}?dialect=qwen"
+    lists = [
+        v
+        for kind, _, s in files
+        if kind != "project" and isinstance(v := _get(s, "security", "allowedHttpHookUrls"), list)
+    ]
+    if not lists:  # a project's list counts only when no user or system settings set one
+        lists = [
+            v
+            for kind, _, s in files
+            if kind == "project" and isinstance(v := _get(s, "security", "allowedHttpHookUrls"), list)
+        ]
+    if any(patterns and not any(_admits(p, target) for p in patterns) for patterns in lists):
+        found.append(f"security.allowedHttpHookUrls does not admit {target}, so Qwen Code would not call it")
+    host = (urlsplit(url).hostname or "").lower()
+    try:
+        address = ipaddress.ip_address(host)
+    except ValueError:
+        address = None
+    private = address is not None and not address.is_loopback and (address.is_private or address.is_link_local)
+    relaxed = any(_get(s, "security", "allowPrivateNetworkHooks") is True for s in trusted_scopes)
+    if host in BLOCKED_HOSTS:
+        found.append(f"Qwen Code's http hooks never call {host}; use 127.0.0.1 or the gateway's address")
+    elif private and not relaxed:
+        found.append(
+            f"{host} is a private-network address: Qwen Code blocks it unless user or system settings "
+            "set security.allowPrivateNetworkHooks: true"
+        )
+    return found
+
+
+def installed_url(settings: dict[str, Any]) -> str | None:
+    """The gateway URL of the first hookbus handler in ``settings``, if any."""
+    hooks = settings.get("hooks")
+    for groups in hooks.values() if isinstance(hooks, dict) else ():
+        for group in groups if isinstance(groups, list) else ():
+            for entry in group.get("hooks") or () if isinstance(group, dict) else ():
+                if (found := handler_url(entry)) is not None:
+                    return found
+    return None
+
+
+def render_like(old_text: str | None, settings: dict[str, Any]) -> str:
+    """``settings`` as JSON indented like ``old_text`` (two spaces, as Qwen writes, when new)."""
+    found = re.search(r"^([ \t]+)\S", old_text or "", re.MULTILINE)
+    indent = found[1] if found else "  "
+    text = json.dumps(settings, indent=indent, ensure_ascii=False)
+    return text + "\n" if old_text is None or old_text.endswith("\n") else text
+
+
+def _before_hookbus(path: Path, updated: dict[str, Any]) -> str | None:
+    """The ``.bak``'s text when it holds exactly ``updated`` (the file as it was before hookbus)."""
+    try:
+        before = path.with_name(path.name + ".bak").read_text(encoding="utf-8")
+        return before if json.loads(before or "{}") == updated else None
+    except (OSError, ValueError):
+        return None
+
+
+def _scope_of(path: Path) -> str:
+    """The scope a ``--settings-file`` stands for: ``project`` in a ``.qwen`` folder other than
+    the user's own, ``managed`` for the system file, else ``user``."""
+    try:
+        if path.resolve() == system_settings_path().resolve():
+            return "managed"
+    except ConfigError:
+        pass
+    if path.parent.name == ".qwen" and path.parent.resolve() != qwen_home().resolve():
+        return "project"
+    return "user"
+
+
+def run(args: Any) -> int:
+    """``hookbus install qwen``: returns the exit code (errors a user makes raise ConfigError)."""
+    path = Path(args.settings_file) if args.settings_file else settings_path(args.scope)
+    if args.settings_file and not path.parent.is_dir() and not args.create and not args.dry_run and not args.check:
+        raise ConfigError(f"{path.parent} does not exist (a typo?); pass --create to make it")
+    old_text, settings = read_settings(path)
+    installed = installed_url(settings) if args.check else None
+    url = hook_url(args.url or installed or os.environ.get("HOOKBUS_URL") or "").split("?")[0]
+    parts = urlsplit(url)
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise ConfigError(f"--url must be an http(s) URL such as http://hookbus.internal:8787 (got {args.url!r})")
+    if args.check:
+        return check(url, after_install=False)
+    if not args.timeout > 0:
+        raise ConfigError("--timeout must be more than 0 seconds")
+    shim = args.shim or args.fail_closed  # an http hook fails open: failing closed needs the shim
+    events = chosen_events(args.events)
+    if args.uninstall:
+        updated = merge(settings, None, only_url=args.url)
+    else:
+        command = (args.hook_command or default_hook_command()) if shim else None
+        entry = handler(url, command=command, timeout_s=args.timeout, fail_closed=args.fail_closed)
+        updated = merge(settings, dict.fromkeys(events, entry))
+    unchanged = updated == settings and (old_text is not None or args.uninstall)
+    new_text = (args.uninstall and _before_hookbus(path, updated)) or render_like(old_text, updated)
+    if unchanged:
+        print(f"hookbus: {path} is already up to date; nothing to change")
+    elif args.dry_run:
+        old_lines = (old_text or "").splitlines(keepends=True)
+        frm = str(path) if old_text is not None else "/dev/null"
+        sys.stdout.writelines(difflib.unified_diff(old_lines, new_text.splitlines(keepends=True), frm, str(path)))
+        return 0
+    else:
+        write_atomically(path, new_text, backup=old_text is not None)
+        backup = f" (previous version: {path}.bak)" if old_text is not None else ""
+        if args.uninstall:
+            print(f"hookbus: removed hookbus's hooks from {path}{backup}")
+        else:
+            kind = "command (hookbus hook)" if shim else "http"
+            print(f"hookbus: {path}: {len(events)} {kind} hooks -> {url}{backup}")
+            print(f"hookbus: Qwen Code sends ${TOKEN_ENV} as the bearer token: export it where Qwen Code runs")
+    if args.uninstall:
+        return 0
+    scope = _scope_of(path) if args.settings_file else args.scope
+    for warning in warnings(path, scope, updated, url, not shim):
+        print(f"hookbus: warning: {warning}", file=sys.stderr)
+    return 0 if args.no_check or args.dry_run else check(url, after_install=True)
+
+
+__all__ = ["DEFAULT_EVENTS", "OPT_IN_EVENTS", "handler", "handler_url", "merge", "run", "settings_path", "warnings"]
