@@ -162,6 +162,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     _state_dir(replay)
     replay.add_argument("--key-prefix", metavar="PREFIX", help="key prefix (default $HOOKBUS_KEY_PREFIX or hookbus:)")
+    _policy_tools(policy_sub)
 
     add_policy_arguments(policy_sub, _log_source)
     add_tokens_arguments(sub.add_parser("tokens", help="bearer tokens in Redis: create, list, revoke"), _log_source)
@@ -196,6 +197,39 @@ def build_parser() -> argparse.ArgumentParser:
     _dlq(sub.add_parser("dlq", help="async hooks that were given up: list, show, replay, purge"))
     _tag_commands(parser)
     return parser
+
+
+def _policy_tools(policy_sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    test = policy_sub.add_parser("test", help="run policy test files; exit 1 when a case fails")
+    test.add_argument("paths", nargs="*", metavar="PATH", help="test files (*_test.yaml) or folders (default .)")
+    test.add_argument("--policy", action="append", metavar="FILE", help="test this policy (repeat to layer several)")
+    test.add_argument("--json", action="store_true", help="the results as one JSON object")
+    test.add_argument("--junit", metavar="FILE", help="also write the results as JUnit XML to FILE")
+    test.add_argument("--run", metavar="CASE", help="only the cases whose name contains CASE")
+    test.add_argument(
+        "--run-handlers",
+        action="store_true",
+        help="run command/http/prompt/agent/mcp_tool handlers that no stub answers (commands in a "
+        "sandbox, as policy replay does); without it they count as no opinion",
+    )
+    lint = policy_sub.add_parser("lint", help="rules that never decide and other mistakes; exit 1 on errors")
+    lint.add_argument("files", nargs="+", metavar="FILE", help="policy files, layered in order")
+    lint.add_argument("--strict", action="store_true", help="warnings count as errors too")
+    lint.add_argument("--json", action="store_true", help="the findings as one JSON array")
+    coverage = policy_sub.add_parser("coverage", help="which handlers and rules decided the logged traffic")
+    coverage.add_argument(
+        "--policy", action="append", metavar="FILE", help="the policy, layered in order (default $HOOKBUS_CONFIG)"
+    )
+    coverage.add_argument(
+        "--since",
+        default="7d",
+        metavar="T",
+        help="start of the window: 15m, 2h, 7d (ago), epoch or ISO 8601 (default 7d)",
+    )
+    coverage.add_argument("--until", metavar="T", help="end of the window (default: now)")
+    coverage.add_argument("--tenant", action="append", metavar="T", help="only this tenant (repeat or comma-separate)")
+    coverage.add_argument("--json", action="store_true", help="the report as one JSON object")
+    _log_source(coverage)
 
 
 def _log_source(parser: argparse.ArgumentParser) -> None:

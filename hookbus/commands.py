@@ -113,6 +113,13 @@ def _dispatch(args: argparse.Namespace) -> int:
 
         settings = _settings(args)
         return replay_command(args, settings, _require_redis(settings, embedded_ok=True))
+    if args.command == "policy" and args.policy_command in ("test", "lint", "coverage"):
+        from hookbus.policytools import command as tools
+
+        if args.policy_command == "coverage":
+            settings = _settings(args)
+            return tools.coverage_policy(args, settings, _require_redis(settings, embedded_ok=True))
+        return tools.run_policy_tests(args) if args.policy_command == "test" else tools.lint_policy(args)
     if args.command == "policy" and args.policy_command != "check":
         from hookbus.tenancy import policy_command
 
