@@ -7,6 +7,7 @@ write them. :func:`tail` runs in-process for what it prints; the command line ru
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import io
 import json
@@ -491,3 +492,18 @@ async def test_tail_and_audit_export_pass_the_same_records(
         "agents=['claude'], tenants=['acme']": ["e1", "e5"],
     }
     assert tailed == expected[", ".join(f"{k}={v}" for k, v in given.items())]
+
+
+@pytest.mark.parametrize("argv", [["tail"], ["audit", "export"]])
+def test_the_agent_option_names_every_dialect(argv: list[str]) -> None:
+    from bus.dialects import DIALECTS
+    from hookbus.cli import build_parser
+
+    parser = build_parser()
+    command = parser
+    for name in argv:  # down the sub-command parsers
+        (actions,) = [a for a in command._actions if isinstance(a, argparse._SubParsersAction)]
+        command = actions.choices[name]
+    (option,) = [a for a in command._actions if "--agent" in a.option_strings]
+    assert option.help is not None and f"({', '.join(DIALECTS)})" in option.help
+    assert parser.parse_args([*argv, "--agent", "gemini", "--agent=sdk,codex"]).agent == ["gemini", "sdk,codex"]
