@@ -11,7 +11,10 @@ with ``file_path`` and ``content`` when the patch creates, deletes or moves a fi
 writes nothing), else ``Edit`` with ``file_path``, ``old_string`` and ``new_string`` (of its
 first file). ``file_paths`` lists every file the patch touches, and permission rules judge each
 of them (a ``deny`` on any one applies, an ``allow`` needs all), so a patch that touches a
-second file is no way around a path rule. ``view_image`` becomes ``Read`` with ``file_path``.
+second file is no way around a path rule. A shell command that only runs ``apply_patch`` (a
+heredoc or the patch as its argument, after an optional ``cd DIR &&``: Codex applies those
+itself, and sends them to hooks as ``Bash``) is read the same way, its ``command`` kept.
+``view_image`` becomes ``Read`` with ``file_path``.
 MCP tools keep their ``mcp__server__tool`` names. The agent's tool name is kept in
 ``agent_tool_name``; every other field is kept as sent.
 
@@ -61,6 +64,9 @@ DEFAULT_DENY_REASON: Final = "Denied by hookbus policy"
 ASK_SUFFIX: Final = " (hookbus policy asks for confirmation, which Codex cannot do: denied instead)"
 _PATCH_HEADER: Final = re.compile(r"\*\*\* (Add|Update|Delete) File: (.+)")
 _PATCH_MOVE: Final = re.compile(r"\*\*\* Move to: (.+)")
+_SHELL_PATCH: Final = re.compile(
+    r"\s*(?:cd\s+(\S+)\s*&&\s*)?(?:apply_patch|applypatch)\s+<<-?\s*(['\"]?)(\w+)\2[ \t]*\n(.*?)\n\3\s*", re.DOTALL
+)
 #: Events whose reply may carry ``continue``/``stopReason`` (Codex rejects them elsewhere).
 _STOPPABLE: Final = frozenset(
     {
@@ -139,6 +145,28 @@ def patch_input(tool_input: dict[str, Any], cwd: object) -> tuple[str, dict[str,
     return "Edit", out
 
 
+def shell_patch(command: str) -> tuple[str, str | None] | None:
+    """``(patch, folder it is applied in or None)`` when ``command`` only runs Codex's
+    ``apply_patch`` (a heredoc, or the patch as its one argument, after an optional ``cd X &&``),
+    which Codex applies itself, as it does the apply_patch tool."""
+    if "apply_patch" not in command and "applypatch" not in command:
+        return None
+    if heredoc := _SHELL_PATCH.fullmatch(command):
+        body, end = heredoc.group(4), heredoc.group(3)
+        # A line that ends the heredoc early would leave the rest to the shell: that stays Bash.
+        return None if any(line.strip() == end for line in body.splitlines()) else (body, heredoc.group(1))
+    try:
+        argv = shlex.split(command)
+    except ValueError:
+        return None
+    folder = None
+    if len(argv) >= 3 and argv[0] == "cd" and argv[2] == "&&":
+        folder, argv = argv[1], argv[3:]
+    if len(argv) == 2 and argv[0] in ("apply_patch", "applypatch") and "*** Begin Patch" in argv[1]:
+        return argv[1], folder
+    return None
+
+
 def codex_input(hook_input: dict[str, Any]) -> dict[str, Any]:
     """A Codex hook input in Claude Code's shape (a new dict when a tool is named; extras kept)."""
     tool = hook_input.get("tool_name")
@@ -157,6 +185,11 @@ def codex_input(hook_input: dict[str, Any]) -> dict[str, Any]:
             if isinstance(command, str):
                 shell["command"] = command
             out["tool_input"] = shell
+            if isinstance(command, str) and (found := shell_patch(command)) is not None:
+                cwd = out.get("cwd")
+                folder = _absolute(found[1], cwd) if found[1] else cwd
+                out["tool_name"], out["tool_input"] = patch_input({**shell, "command": found[0]}, folder)
+                out["tool_input"]["command"] = command
     elif tool == PATCH_TOOL and isinstance(tool_input, dict):
         out["tool_name"], out["tool_input"] = patch_input(tool_input, out.get("cwd"))
     elif tool == PATCH_TOOL:

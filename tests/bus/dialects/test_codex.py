@@ -9,6 +9,7 @@ from the pinned binary) and against the semantic rules Codex's output parser add
 from __future__ import annotations
 
 import json
+import shlex
 from pathlib import Path
 from typing import Any
 
@@ -395,3 +396,37 @@ def test_capabilities_are_declared_completely_and_honestly() -> None:
 )
 def test_the_checker_refuses_what_codex_refuses(reply: dict[str, Any]) -> None:
     assert codex_rejects("PreToolUse", reply) is not None
+
+
+@pytest.mark.parametrize(
+    ("command", "paths"),
+    [
+        ("apply_patch <<'EOF'\n" + patch("*** Add File: a.txt", "+hi").rstrip("\n") + "\nEOF", [f"{CWD}/a.txt"]),
+        (
+            'cd sub && apply_patch <<"PATCH"\n' + patch("*** Delete File: b").rstrip("\n") + "\nPATCH\n",
+            [f"{CWD}/sub/b"],
+        ),
+        ("applypatch " + shlex.quote(patch("*** Add File: /etc/x", "+1")), ["/etc/x"]),
+    ],
+)
+def test_a_shell_apply_patch_is_the_patch_tool(command: str, paths: list[str]) -> None:
+    out = codex_input(pre("Bash", {"command": command}))
+    assert out["tool_name"] == "Write" and out[AGENT_TOOL_NAME] == "Bash"
+    assert out["tool_input"]["file_paths"] == paths and out["tool_input"]["command"] == command
+    rewritten = specific("PreToolUse", updatedInput={**out["tool_input"], "command": "true"})
+    assert codex_output("PreToolUse", rewritten, pre("Bash", {"command": command})) == specific(
+        "PreToolUse", permissionDecision="allow", updatedInput={"command": "true"}
+    )
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        "echo apply_patch",
+        "apply_patch <<EOF\nx\nEOF\nrm -rf /",
+        "apply_patch <<EOF\n*** Begin Patch\n*** Add File: a\n+1\n*** End Patch\nEOF\nrm -rf /\nEOF",
+        "ls; apply_patch x",
+    ],
+)
+def test_other_shell_commands_stay_bash(command: str) -> None:
+    assert codex_input(pre("Bash", {"command": command}))["tool_name"] == "Bash"
