@@ -270,6 +270,13 @@ def test_prometheus_counts_the_decisions_by_decision(mixed: Mixed) -> None:
     assert len({series["metric"]["handler"] for series in handlers}) == 1
 
 
+def test_prometheus_counts_the_events_by_agent_of_the_dashboard(mixed: Mixed) -> None:
+    prometheus = prometheus_url(mixed)
+    # The mix is Claude Code's format (no dialect): every answered event is the agent claude's.
+    expected = {"claude": float(sum(mixed.decisions.values()))}
+    eventually(lambda: by_label(query(prometheus, "sum by (agent) (hookbus_events_total)"), "agent"), expected)
+
+
 def test_prometheus_computes_the_block_rate_of_the_dashboard(mixed: Mixed) -> None:
     prometheus = prometheus_url(mixed)
     sent = sum(mixed.decisions.values())
