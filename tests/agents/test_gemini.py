@@ -43,11 +43,19 @@ USER_SETTINGS = {
 
 
 def policy() -> dict[str, Any]:
-    """The fleet policy, plus a path rule in Claude Code's terms that must catch ``write_file``."""
+    """The fleet policy, plus a path rule in Claude Code's terms that must catch ``write_file``, an
+    ask, and context after a shell command that mentions the context trigger."""
     document = fleet.policy()
-    document["hooks"]["PreToolUse"].append(
-        {"matcher": "Write|Edit", "hooks": [{"type": "rule", "reason": WRITE_REASON, "deny": ["Edit(secrets/**)"]}]}
-    )
+    document["hooks"]["PreToolUse"] += [
+        {"matcher": "Write|Edit", "hooks": [{"type": "rule", "reason": WRITE_REASON, "deny": ["Edit(secrets/**)"]}]},
+        {
+            "matcher": "Bash",
+            "hooks": [{"type": "rule", "reason": "hookbus asks first", "ask": ["Bash(touch ask-me*)"]}],
+        },
+    ]
+    document["hooks"]["PostToolUse"] = [
+        {"matcher": "Bash", "hooks": [{"type": "command", "command": central_hooks.command("context")}]}
+    ]
     return document
 
 
@@ -174,6 +182,19 @@ def test_central_context_reaches_the_model(gemini: Gemini) -> None:
     folder = gemini.project("--events", "BeforeAgent")
     gemini.run(folder, f"hello {central_hooks.CONTEXT_TRIGGER}", text("Noted."))
     assert central_hooks.CONTEXT in json.dumps(gemini.fake.requests[0])
+
+
+def test_context_after_a_tool_is_appended_to_its_result(gemini: Gemini) -> None:
+    folder = gemini.project("--events", "AfterTool")
+    gemini.run(folder, "echo it", shell(f"echo {central_hooks.CONTEXT_TRIGGER}"))
+    assert central_hooks.CONTEXT in gemini.tool_result() and "<hook_context>" in gemini.tool_result()
+
+
+def test_an_ask_never_runs_the_tool_headless(gemini: Gemini) -> None:
+    folder = gemini.project("--events", "BeforeTool")
+    gemini.run(folder, "make the file", shell("touch ask-me.txt"))
+    assert not (folder / "ask-me.txt").exists()  # Gemini's confirmation cannot be shown with -p: no run, no allow
+    assert gemini.fake.function_responses() == []
 
 
 def test_a_wrong_token_fails_open_and_blocks_when_installed_fail_closed(gemini: Gemini) -> None:
