@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from bus.dialects import DIALECTS
 from bus.errors import PolicyError, PolicyProblem
@@ -94,18 +94,30 @@ class Case(_Model):
     hook_input: dict[str, Any] | None = Field(default=None, alias="hookInput")
     #: The agent whose dialect sends the event (``claude`` by default).
     agent: str | None = None
+    #: The working directory the agent reports (path rules like ``Read(src/**)`` are relative to it).
+    cwd: str = "/policy-test"
     tenant: str = "policy-test"
     session: Session = Field(default_factory=Session)
     stubs: list[Stub] = Field(default_factory=list)
     expect: Expect
 
-    @model_validator(mode="after")
-    def _known_names(self) -> Case:
-        if self.event not in EVENTS:
-            raise ValueError(f"unknown event {self.event!r}{suggest(self.event, EVENTS)}")
-        if self.agent is not None and self.agent not in DIALECTS:
+    @field_validator("event")
+    @classmethod
+    def _known_event(cls, event: str) -> str:
+        if event not in EVENTS:
+            raise ValueError(f"unknown event {event!r}{suggest(event, EVENTS)}")
+        return event
+
+    @field_validator("agent")
+    @classmethod
+    def _known_agent(cls, agent: str | None) -> str | None:
+        if agent is not None and agent not in DIALECTS:
             known = ", ".join(DIALECTS)
-            raise ValueError(f"unknown agent {self.agent!r}{suggest(self.agent, DIALECTS)} (known agents: {known})")
+            raise ValueError(f"unknown agent {agent!r}{suggest(agent, DIALECTS)} (known agents: {known})")
+        return agent
+
+    @model_validator(mode="after")
+    def _one_input(self) -> Case:
         if self.hook_input is not None and (self.tool is not None or self.input is not None):
             raise ValueError("give either hookInput or tool/input, not both")
         return self
@@ -123,7 +135,7 @@ class Case(_Model):
         hook_input: dict[str, Any] = {
             "hook_event_name": self.event,
             "session_id": self.session.id,
-            "cwd": "/policy-test",
+            "cwd": self.cwd,
             "transcript_path": "",
         }
         if self.tool is not None:

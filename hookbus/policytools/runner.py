@@ -89,15 +89,16 @@ def handler_labels(entry: HandlerEntry) -> set[str]:
 
 
 def find_handlers(policy: Policy, name: str, event: str | None = None) -> list[HandlerEntry]:
-    """The handlers of ``policy`` (of ``event``, if given) that ``name`` names."""
+    """The handlers of ``policy`` (of ``event``, if given) that ``name`` names: by id (or its
+    start), by command, url, function, ``server/tool`` or prompt, or else by a part of one."""
     events = [event] if event is not None else sorted(policy.events())
-    found = []
-    for each in events:
-        for entry in policy.entries(each):
-            by_id = len(name) >= MIN_ID_PREFIX and entry.handler_id.startswith(name)
-            if by_id or name in handler_labels(entry):
-                found.append(entry)
-    return found
+    entries = [entry for each in events for entry in policy.entries(each)]
+    exact = [
+        e
+        for e in entries
+        if (len(name) >= MIN_ID_PREFIX and e.handler_id.startswith(name)) or name in handler_labels(e)
+    ]
+    return exact or [e for e in entries if any(name in label for label in handler_labels(e))]
 
 
 def _stubbed(inner: Runner, stubs: Mapping[str, Stub]) -> Runner:

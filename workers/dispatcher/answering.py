@@ -365,6 +365,7 @@ class Dispatcher:
                     "outcome": r.outcome.value,
                     "duration_ms": round(r.duration_s * 1000, 3),
                     "shadow": r.shadow,
+                    **({"decided": True} if r.handler_id in evaluation.decided_by else {}),
                     **({"reason": r.reason} if r.reason else {}),
                 }
                 for r in evaluation.results
