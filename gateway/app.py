@@ -81,6 +81,7 @@ def create_app(settings: Settings, policy: Policy, redis_url: str, metrics: Metr
         checks["policy"].update(empty=policy.empty, handlers=policy.handler_count)
         if policy.empty:
             checks["policy"]["warning"] = "no policy: every event gets no opinion (pass --config)"
+        checks["policy_signatures"] = gateway.registry.signatures()  # informs; refusals keep the last good version
         # Announced so that 'hookbus tokens create' can warn when no gateway accepts its tokens.
         body = {"ready": ready, "checks": checks, "managed_tokens": settings.managed_tokens}
         return json_response(body, 200 if ready else 503)

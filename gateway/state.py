@@ -80,7 +80,9 @@ class Gateway:
         self.token_store = TokenStore(self.redis, self.keys, redis_url) if settings.managed_tokens else None
         # Events are sent by tenants: an org-admin token reads, it does not send.
         self._sender_settings = dataclasses.replace(settings, admin_tokens=Tokens({}))
-        self.registry = PolicyRegistry(policy, self.redis, self.keys, metrics=self.metrics)
+        self.registry = PolicyRegistry(
+            policy, self.redis, self.keys, metrics=self.metrics, trusted_keys=settings.policy_trusted_keys
+        )
         self.watcher = PolicyWatcher(settings.policy_paths, self.set_policy, metrics=self.metrics)
 
     def set_policy(self, policy: Policy) -> None:

@@ -108,6 +108,10 @@ def run_command_line(args: argparse.Namespace) -> int:
 
 
 def _dispatch(args: argparse.Namespace) -> int:
+    if args.command == "policy" and args.policy_command == "keygen":  # needs no Redis
+        from hookbus.tenancy import keygen_command
+
+        return keygen_command(args)
     if args.command == "policy" and args.policy_command == "replay":
         from hookbus.replay.run import replay_command
 

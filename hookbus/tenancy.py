@@ -1,8 +1,9 @@
-"""``hookbus tokens ...`` and ``hookbus policy push|versions|show|diff|rollback``.
+"""``hookbus tokens ...``, ``hookbus policy push|versions|show|diff|rollback`` and ``policy keygen``.
 
-Both work on the platform's Redis (``--redis-url``, ``$HOOKBUS_REDIS_URL`` or the embedded
-Redis of a ``hookbus up`` in ``--state-dir``); see :mod:`bus.redis.tokens` and
-:mod:`bus.policy.store` for what is stored.
+The first two work on the platform's Redis (``--redis-url``, ``$HOOKBUS_REDIS_URL`` or the
+embedded Redis of a ``hookbus up`` in ``--state-dir``); see :mod:`bus.redis.tokens` and
+:mod:`bus.policy.store` for what is stored. ``policy keygen`` makes the key pair that
+``policy push --sign`` signs with (:mod:`bus.policy.signing`), and needs no Redis.
 """
 
 from __future__ import annotations
@@ -18,13 +19,16 @@ from pathlib import Path
 import httpx
 
 from bus.errors import ConfigError
+from bus.policy.signing import generate, key_id, load_private_key, public_key_text
 from bus.policy.store import PolicyStore, diff, scope_for
 from bus.redis.connection import connect
 from bus.redis.keys import Keyspace
 from bus.redis.tokens import TokenStore, parse_duration_s
 from bus.runtime.settings import Settings
 
-POLICY_ACTIONS = ("push", "versions", "show", "diff", "rollback")
+POLICY_ACTIONS = ("push", "versions", "show", "diff", "rollback", "keygen")
+#: Where ``policy keygen`` writes the private key without ``--out``.
+DEFAULT_KEY_FILE = "hookbus-policy.key"
 #: How long ``tokens create`` waits for each gateway's ``/readyz``.
 _READYZ_TIMEOUT_S = 1.0
 
@@ -46,13 +50,19 @@ def add_tokens_arguments(parser: argparse.ArgumentParser, redis_source: object) 
 
 
 def add_policy_arguments(actions: argparse._SubParsersAction[argparse.ArgumentParser], redis_source: object) -> None:
-    """``policy push|versions|show|diff|rollback`` under the existing ``policy`` command."""
+    """``policy push|versions|show|diff|rollback|keygen`` under the existing ``policy`` command."""
     push = actions.add_parser("push", help="validate policy files and make them the current version of a layer")
     push.add_argument("files", nargs="+", metavar="FILE")
     scope = push.add_mutually_exclusive_group()
     scope.add_argument("--tenant", metavar="T", help="the tenant's layer")
     scope.add_argument("--org", action="store_true", help="the org layer every tenant runs under (the default)")
     push.add_argument("--message", "-m", default="", metavar="M")
+    push.add_argument(
+        "--sign",
+        metavar="KEYFILE",
+        help="sign the version with this Ed25519 private key (from 'policy keygen'); nodes with "
+        "HOOKBUS_POLICY_TRUSTED_KEYS activate only versions signed by a trusted key",
+    )
     versions = actions.add_parser("versions", help="a layer's versions, oldest first; * marks the current one")
     versions.add_argument("--tenant", metavar="T")
     show = actions.add_parser("show", help="one version's files")
@@ -65,6 +75,14 @@ def add_policy_arguments(actions: argparse._SubParsersAction[argparse.ArgumentPa
     rollback.add_argument("--to", metavar="VERSION", help="default: the version before the current one")
     for sub in (push, versions, show, compare, rollback):
         redis_source(sub)  # type: ignore[operator]
+    keygen = actions.add_parser("keygen", help="make an Ed25519 key pair for 'policy push --sign'")
+    keygen.add_argument(
+        "--out",
+        default=DEFAULT_KEY_FILE,
+        metavar="PATH",
+        help=f"the private key's file, written 0600 (default {DEFAULT_KEY_FILE}); the public key goes "
+        "to PATH.pub and stdout, as HOOKBUS_POLICY_TRUSTED_KEYS takes it",
+    )
 
 
 def _when(ms: int | None) -> str:
@@ -165,16 +183,21 @@ async def _policy(args: argparse.Namespace, redis_url: str, keys: Keyspace) -> i
         if action == "push":
             files = _read_files(args.files)
             author = os.environ.get("HOOKBUS_AUTHOR") or None
-            version, changed = await store.push(files, args.tenant, message=args.message, author=author)
+            key = load_private_key(args.sign) if args.sign else None
+            version, changed = await store.push(
+                files, args.tenant, message=args.message, author=author, signing_key=key
+            )
             scope = scope_for(args.tenant)
-            print(f"{scope}: version {version.id} {'is now current' if changed else 'is already current'}")
+            signed = f", signed by key {version.signed_by}" if version.signed_by else ""
+            print(f"{scope}: version {version.id} {'is now current' if changed else 'is already current'}{signed}")
             return 0
         if action == "versions":
             scope = scope_for(args.tenant)
             current = (await store.current_ids()).get(scope)
             for v in await store.versions(scope):
                 mark = "*" if v.id == current else " "
-                print(f"{mark} {v.id}  {_when(v.created_ms)}  {v.author:<12} {v.message}")
+                signed = f"signed:{v.signed_by}" if v.signed_by else "unsigned"
+                print(f"{mark} {v.id}  {_when(v.created_ms)}  {v.author:<12} {signed:<23} {v.message}")
             return 0
         if action == "show":
             shown = await store.get(args.version)
@@ -197,6 +220,23 @@ async def _policy(args: argparse.Namespace, redis_url: str, keys: Keyspace) -> i
         await redis.aclose()
 
 
+def keygen_command(args: argparse.Namespace) -> int:
+    """``policy keygen``: the private key to ``--out`` (0600), the public key to ``--out``.pub and stdout."""
+    out = Path(args.out)
+    public_out = out.with_name(out.name + ".pub")
+    if public_out.exists():
+        raise ConfigError(f"{public_out} exists; keygen does not replace a key (choose another --out)")
+    public = generate(out)
+    public_out.write_text(public_key_text(public) + "\n", encoding="utf-8")
+    print(public_key_text(public))
+    print(
+        f"hookbus: private key {out} (keep it secret: it signs policy), key id {key_id(public)}; "
+        "add the line above to HOOKBUS_POLICY_TRUSTED_KEYS (comma-separated) on every node",
+        file=sys.stderr,
+    )
+    return 0
+
+
 def tokens_command(args: argparse.Namespace, redis_url: str, keys: Keyspace) -> int:
     return asyncio.run(_tokens(args, redis_url, keys))
 
@@ -206,4 +246,11 @@ def policy_command(args: argparse.Namespace, redis_url: str, keys: Keyspace) -> 
     return asyncio.run(_policy(args, redis_url, keys))
 
 
-__all__ = ["POLICY_ACTIONS", "add_policy_arguments", "add_tokens_arguments", "policy_command", "tokens_command"]
+__all__ = [
+    "POLICY_ACTIONS",
+    "add_policy_arguments",
+    "add_tokens_arguments",
+    "keygen_command",
+    "policy_command",
+    "tokens_command",
+]

@@ -9,6 +9,11 @@ layer alone. A background task re-reads the current versions every :data:`POLL_S
 last good one, says so in :attr:`errors` (``/readyz``), the log and
 ``hookbus_policy_load_failures_total``.
 
+A node given trusted public keys (``HOOKBUS_POLICY_TRUSTED_KEYS``) activates a pushed version
+only when its signature verifies (:mod:`bus.policy.signing`), both when it becomes current and
+when a request names a version this node has not loaded; a refused one is handled as one that
+does not load, counted in ``hookbus_policy_rejected_total{reason}`` instead.
+
 A request carries the versions the gateway chose (``org|tenant``), and a dispatcher
 evaluates it with exactly those: no event is answered by a mix of two versions.
 """
@@ -18,13 +23,15 @@ from __future__ import annotations
 import asyncio
 import collections
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
+from typing import Any
 
 import redis.asyncio as aioredis
 
 from bus.errors import BusUnavailable, HookBusError
 from bus.policy.layers import compose
 from bus.policy.loading import Policy
+from bus.policy.signing import PolicyRejected, Verifier
 from bus.policy.store import ORG, PolicyStore, PolicyVersion, scope_for
 from bus.redis.keys import Keyspace
 from bus.runtime.metrics import Metrics, process_metrics
@@ -48,8 +55,10 @@ class PolicyRegistry:
         keys: Keyspace | None = None,
         on_change: Callable[[], None] | None = None,
         metrics: Metrics | None = None,
+        trusted_keys: Sequence[bytes] = (),
     ) -> None:
         self.metrics = metrics or process_metrics()
+        self.verifier = Verifier(trusted_keys)
         self.keys = keys or Keyspace()
         self.store = PolicyStore(redis, self.keys) if redis is not None else None
         self._base = base
@@ -58,6 +67,8 @@ class PolicyRegistry:
         self._composed: collections.OrderedDict[tuple[str, str], Policy] = collections.OrderedDict()
         #: scope -> why its newest version is not in force here.
         self.errors: dict[str, str] = {}
+        #: scope -> why its newest version's signature was refused here (a part of ``errors``).
+        self.refused: dict[str, str] = {}
         self._on_change = on_change
         self._task = BackgroundTask(self._run, "hookbus-policy-registry")
 
@@ -85,11 +96,13 @@ class PolicyRegistry:
         if not label or (org_v.startswith("file:") and org_v != f"file:{self._base.revision}"):
             return self.for_tenant(tenant)[0]  # the files changed since; they are what there is
         try:
-            for version in (org_v, tenant_v):
+            for version, scope in ((org_v, ORG), (tenant_v, scope_for(tenant))):
                 if version and not version.startswith("file:") and version not in self._versions:
-                    await self._fetch(version)
+                    await self._fetch(version, scope)
             return self._policy(org_v, tenant_v)
         except (HookBusError, KeyError) as exc:
+            if isinstance(exc, PolicyRejected):
+                self.metrics.policy_rejected.labels(exc.reason).inc()
             logger.warning("policy %s of tenant %s cannot be used (%s); using the current one", label, tenant, exc)
             return self.for_tenant(tenant)[0]
 
@@ -134,25 +147,37 @@ class PolicyRegistry:
         assert self.store is not None
         changed = False
         for scope, version_id in (await self.store.current_ids()).items():
-            if self._current.get(scope) == version_id:
+            if self._current.get(scope) == version_id:  # back to the version in force here: nothing is refused
+                if self.errors.pop(scope, None) is not None:
+                    self.refused.pop(scope, None)
                 continue
             try:
-                version = self._versions.get(version_id) or await self._fetch(version_id)
+                version = self._versions.get(version_id)
+                if version is None:
+                    version = await self._fetch(version_id, scope)
+                else:
+                    self.verifier.verify(version, scope)  # a version loaded for a request may be another scope's
                 self._check(scope, version)
             except HookBusError as exc:
                 if self.errors.get(scope, "").startswith(version_id):
                     continue
                 self.errors[scope] = f"{version_id}: {exc}"
-                self.metrics.policy_load_failures.inc()
-                logger.error(
-                    "policy %s version %s does not load here; keeping %s: %s",
-                    scope,
-                    version_id,
-                    self._current.get(scope, "the previous one"),
-                    exc,
-                )
+                self.refused.pop(scope, None)
+                keeping = self._current.get(scope, "the node's files" if scope == ORG else "the org layer alone")
+                if isinstance(exc, PolicyRejected):
+                    self.metrics.policy_rejected.labels(exc.reason).inc()
+                    self.refused[scope] = self.errors[scope]
+                    logger.error(
+                        "policy %s version %s refused (%s); keeping %s: %s", scope, version_id, exc.reason, keeping, exc
+                    )
+                else:
+                    self.metrics.policy_load_failures.inc()
+                    logger.error(
+                        "policy %s version %s does not load here; keeping %s: %s", scope, version_id, keeping, exc
+                    )
                 continue
             self.errors.pop(scope, None)
+            self.refused.pop(scope, None)
             self._current[scope] = version_id
             changed = True
             logger.info("policy %s is now version %s", scope, version_id)
@@ -170,13 +195,30 @@ class PolicyRegistry:
             org_v = self.org_version()
             compose(self._base.files if org_v.startswith("file:") else self._versions[org_v].parsed(), version.parsed())
 
-    async def _fetch(self, version_id: str) -> PolicyVersion:
+    async def _fetch(self, version_id: str, scope: str) -> PolicyVersion:
+        """Read a version and keep it, once it may be used for ``scope`` here (PolicyRejected if not)."""
         assert self.store is not None
         version = await self.store.get(version_id)
         if version is None:
             raise HookBusError(f"policy version {version_id} is not in Redis")
+        self.verifier.verify(version, scope)
         self._versions[version_id] = version
         return version
+
+    def signatures(self) -> dict[str, Any]:
+        """The ``/readyz`` check of signed versions: whether they are verified, and what was refused."""
+        if not self.verifier.enabled:
+            return {
+                "ok": True,
+                "verified": False,
+                "warning": "pushed policy versions are not verified (no HOOKBUS_POLICY_TRUSTED_KEYS)",
+            }
+        return {
+            "ok": not self.refused,
+            "verified": True,
+            "trusted_keys": self.verifier.key_ids,
+            "refused": self.refused,
+        }
 
     async def _run(self) -> None:
         while True:

@@ -2,11 +2,15 @@
 
 A *scope* is ``org`` (the layer every tenant runs under) or ``tenant:<name>``. A push
 validates the files exactly like ``hookbus policy check`` and refuses a bad policy before
-anything is stored. A good one becomes a version: its files, a content hash (the version
-id, so pushing the same files twice is one version), author, time and message. Making it
-current is one Redis transaction that also publishes on ``{p}policy:changed``; every node
-listens there (and re-reads the pointers every second, in case a message is missed) and
-switches, keeping its last good version when a new one will not load.
+anything is stored. A good one becomes a version: its files, a content hash of them and
+the scope (the version id, so pushing the same files twice is one version), author, time and
+message. Making it current is one Redis transaction that also publishes on
+``{p}policy:changed``; every node listens there (and re-reads the pointers every second, in
+case a message is missed) and switches, keeping its last good version when a new one will not load.
+
+A version may carry an Ed25519 signature (``push(..., signing_key=...)``; see
+:mod:`bus.policy.signing` for what it covers). Signing the files of an existing version adds
+the signature to it; nodes with trusted keys activate only versions whose signature verifies.
 """
 
 from __future__ import annotations
@@ -21,10 +25,12 @@ from typing import Any
 
 import orjson
 import redis.asyncio as aioredis
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from bus.errors import ConfigError, PolicyError
 from bus.policy.layers import compose
 from bus.policy.loading import PolicyFile, merge_policy, parse_policy_text
+from bus.policy.signing import sign
 from bus.redis.connection import redis_errors, transaction
 from bus.redis.keys import Keyspace
 
@@ -38,7 +44,8 @@ def scope_for(tenant: str | None) -> str:
 
 @dataclasses.dataclass(frozen=True, slots=True)
 class PolicyVersion:
-    """One pushed version: the files as pushed and who pushed them, when and why."""
+    """One pushed version: the files as pushed and who pushed them, when and why; its signature
+    (base64, "" when unsigned) and the id of the key that made it."""
 
     id: str
     scope: str
@@ -46,6 +53,8 @@ class PolicyVersion:
     author: str
     created_ms: int
     message: str
+    signature: str = ""
+    signed_by: str = ""
 
     def parsed(self) -> list[PolicyFile]:
         return [parse_policy_text(text, f"{self.scope}@{self.id}/{name}") for name, text in self.files]
@@ -58,6 +67,7 @@ class PolicyVersion:
             "author": self.author,
             "created_ms": self.created_ms,
             "message": self.message,
+            "signed_by": self.signed_by or None,
         }
 
     def encode(self) -> dict[str, str]:
@@ -67,7 +77,11 @@ class PolicyVersion:
             "author": self.author,
             "created_ms": str(self.created_ms),
             "message": self.message,
+            **self.signature_fields(),
         }
+
+    def signature_fields(self) -> dict[str, str]:
+        return {"signature": self.signature, "signed_by": self.signed_by} if self.signature else {}
 
     @classmethod
     def decode(cls, version_id: str, raw: dict[bytes, bytes]) -> PolicyVersion:
@@ -78,11 +92,17 @@ class PolicyVersion:
             author=raw[b"author"].decode(),
             created_ms=int(raw[b"created_ms"]),
             message=raw.get(b"message", b"").decode(),
+            signature=raw.get(b"signature", b"").decode(errors="replace"),
+            signed_by=raw.get(b"signed_by", b"").decode(errors="replace"),
         )
 
 
-def version_id(files: Sequence[tuple[str, str]]) -> str:
+def version_id(files: Sequence[tuple[str, str]], scope: str = ORG) -> str:
+    """The content hash of a scope's files: the same files in two tenants' layers are two versions
+    (each stored with its own scope, as its signature covers it)."""
     digest = hashlib.sha256()
+    if scope != ORG:  # the org's ids are as they were before tenants' ids named their scope
+        digest.update(len(scope.encode()).to_bytes(8, "big") + scope.encode())
     for name, text in files:
         for part in (name.encode(), text.encode()):
             digest.update(len(part).to_bytes(8, "big") + part)
@@ -104,11 +124,14 @@ class PolicyStore:
         *,
         message: str = "",
         author: str | None = None,
+        signing_key: Ed25519PrivateKey | None = None,
     ) -> tuple[PolicyVersion, bool]:
-        """Validate and store ``(name, text)`` files as the scope's current version.
+        """Validate and store ``(name, text)`` files as the scope's current version, signed
+        with ``signing_key`` when given.
 
-        Returns the version and whether it changed anything. Raises PolicyError (nothing
-        stored) when the files, alone or layered under the current org version, do not load.
+        Returns the version and whether it changed anything (a signature added to the
+        current version counts). Raises PolicyError (nothing stored) when the files, alone or
+        layered under the current org version, do not load.
         """
         if not files:
             raise ConfigError("policy push needs at least one file")
@@ -120,23 +143,32 @@ class PolicyStore:
             org = await self.current(ORG)
             compose(org.parsed() if org else [], parsed)  # the tenant layer must load under the org's
         version = PolicyVersion(
-            id=version_id(files),
+            id=version_id(files, scope),
             scope=scope,
             files=tuple(files),
             author=author or _default_author(),
             created_ms=int(time.time() * 1000),
             message=message,
         )
+        if signing_key is not None:
+            signature, signed_by = sign(signing_key, scope, version.id, version.files)
+            version = dataclasses.replace(version, signature=signature, signed_by=signed_by)
         with redis_errors(self.redis_url):
             current = await self.redis.hget(self.keys.policy_current, scope)  # type: ignore[misc]
-            if current is not None and current.decode() == version.id:
-                return version, False
-            exists = await self.redis.exists(self.keys.policy_version(version.id))
+            is_current = current is not None and current.decode() == version.id
+            stored = await self.get(version.id)
+            # Ed25519 signatures are deterministic: the same key over the same version signs alike.
+            new_signature = signing_key is not None and (stored is None or stored.signature != version.signature)
+            if is_current and not new_signature:
+                return stored or version, False
             async with transaction(self.redis, self.keys.policy_current) as pipe:
-                if not exists:  # immutable: a version is written once
+                if stored is None:  # immutable: a version's files are written once
                     pipe.hset(self.keys.policy_version(version.id), mapping=version.encode())
-                pipe.rpush(self.keys.policy_versions(scope), version.id)
-                pipe.hset(self.keys.policy_current, scope, version.id)
+                elif new_signature:
+                    pipe.hset(self.keys.policy_version(version.id), mapping=version.signature_fields())
+                if not is_current:
+                    pipe.rpush(self.keys.policy_versions(scope), version.id)
+                    pipe.hset(self.keys.policy_current, scope, version.id)
                 pipe.publish(self.keys.policy_changed, scope)
                 await pipe.execute()
         return version, True

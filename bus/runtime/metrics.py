@@ -68,6 +68,8 @@ ASYNC_STATUSES = ("queued", "succeeded", "retried", "failed", "dead", "dropped")
 REJECTED_CODES = ("400", "401", "413", "429")
 SPOOL_STATUSES = ("held", "flushed", "dropped")
 ROLES = ("gateway", "dispatcher", "worker")
+#: Why a node refused to activate a pushed policy version (nodes with trusted keys only).
+POLICY_REJECTED_REASONS = ("unsigned", "untrusted_key", "bad_signature", "wrong_scope")
 TIMEOUT_STAGES = ("queue_wait", "handler", "reply")
 #: Every ``op`` of ``hookbus_redis_errors_total`` (a new call site adds its name here).
 REDIS_ERROR_OPS = ("claim", "observe", "read", "settle", "worker", "xadd")
@@ -218,6 +220,12 @@ class Metrics:
         self.policy_load_failures = Counter(
             "hookbus_policy_load_failures_total",
             "Policy reloads refused because the files did not load",
+            registry=registry,
+        )
+        self.policy_rejected = Counter(
+            "hookbus_policy_rejected_total",
+            "Pushed policy versions refused because their signature is missing or does not verify",
+            ["reason"],
             registry=registry,
         )
         self.policy_info = Gauge(
@@ -379,6 +387,7 @@ class Metrics:
             (self.role_restarts, ROLES),
             (self.timeouts, TIMEOUT_STAGES),
             (self.redis_errors, REDIS_ERROR_OPS),
+            (self.policy_rejected, POLICY_REJECTED_REASONS),
         ):
             for value in values:
                 child(family, value)
@@ -412,6 +421,7 @@ def build_version() -> str:
 
 __all__ = [
     "LATENCY_BUCKETS",
+    "POLICY_REJECTED_REASONS",
     "ROLES",
     "Metrics",
     "Observed",

@@ -7,6 +7,7 @@ the Redis password) never appear in a repr.
 
 from __future__ import annotations
 
+import base64
 import dataclasses
 import hmac
 import os
@@ -24,6 +25,8 @@ DEFAULT_PORT = 8787
 DEFAULT_MAX_BODY_BYTES = 1 << 20
 #: The async worker's CPU scheduling choices (``HOOKBUS_WORKER_CPU``).
 WORKER_CPU: Final = ("normal", "idle")
+#: How a trusted policy-signing public key is written (``HOOKBUS_POLICY_TRUSTED_KEYS``).
+TRUSTED_KEY_PREFIX: Final = "ed25519:"
 
 
 def comma_list(given: str | Iterable[str] | None) -> list[str]:
@@ -48,6 +51,28 @@ def parse_partitions(spec: str) -> tuple[int, ...]:
     if not chosen:
         raise ConfigError("no partitions given (like 0-3,6)")
     return tuple(sorted(chosen))
+
+
+def parse_trusted_keys(spec: str) -> tuple[bytes, ...]:
+    """``ed25519:<base64>,...`` (what ``hookbus policy keygen`` prints) as raw 32-byte public keys."""
+    found: list[bytes] = []
+    for item in comma_list(spec):
+        try:
+            if not item.startswith(TRUSTED_KEY_PREFIX):
+                raise ValueError
+            raw = base64.b64decode(item.removeprefix(TRUSTED_KEY_PREFIX), validate=True)
+            if len(raw) != 32:
+                raise ValueError
+        except ValueError:
+            shown = item if len(item) <= 24 else item[:24] + "..."
+            raise ConfigError(
+                f"HOOKBUS_POLICY_TRUSTED_KEYS: {shown!r} is not an Ed25519 public key like "
+                f"'{TRUSTED_KEY_PREFIX}<base64 of 32 bytes>' (as 'hookbus policy keygen' prints)"
+            ) from None
+        found.append(raw)
+    if not found:
+        raise ConfigError("HOOKBUS_POLICY_TRUSTED_KEYS is set but names no key (unset it to verify nothing)")
+    return tuple(dict.fromkeys(found))
 
 
 class Tokens:
@@ -139,6 +164,8 @@ class Settings:
     log_format: str = "text"
     metrics_host: str = DEFAULT_HOST
     metrics_token: str | None = None
+    #: Public keys a pushed policy version must be signed by to be activated (none: not verified).
+    policy_trusted_keys: tuple[bytes, ...] = ()
 
     def __repr__(self) -> str:
         fields = []
@@ -237,6 +264,8 @@ class Settings:
             values["tokens"] = Tokens.parse(tokens)
         if admin := env.get("HOOKBUS_ADMIN_TOKENS", "").strip():
             values["admin_tokens"] = Tokens.parse_admin(admin)
+        if trusted := env.get("HOOKBUS_POLICY_TRUSTED_KEYS", "").strip():
+            values["policy_trusted_keys"] = parse_trusted_keys(trusted)
         values.update({k: v for k, v in overrides.items() if v is not None})
         if values.pop("redis_cluster", False) and values.get("redis_url"):
             values["redis_url"] = cluster_url(values["redis_url"])
@@ -303,4 +332,5 @@ __all__ = [
     "Tokens",
     "check_queue_url",
     "parse_partitions",
+    "parse_trusted_keys",
 ]

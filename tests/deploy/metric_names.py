@@ -39,6 +39,7 @@ DEFINED_METRICS: Final = frozenset(
         "hookbus_hook_errors_total",
         "hookbus_policy_info",  # info-style gauge {tenant, version} = 1
         "hookbus_policy_load_failures_total",
+        "hookbus_policy_rejected_total",  # counter {reason}
         "hookbus_redis_errors_total",  # counter {op}
         "hookbus_redis_up",  # gauge 0/1
         "hookbus_rejected_requests_total",

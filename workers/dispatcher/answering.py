@@ -120,7 +120,9 @@ class Dispatcher:
         )
         self._slots = asyncio.Semaphore(settings.dispatch_concurrency)
         self._tasks: set[asyncio.Task[None]] = set()
-        self.registry = PolicyRegistry(policy, self.redis, self.keys, metrics=self.metrics)
+        self.registry = PolicyRegistry(
+            policy, self.redis, self.keys, metrics=self.metrics, trusted_keys=settings.policy_trusted_keys
+        )
         self.watcher = PolicyWatcher(settings.policy_paths, self.set_policy, metrics=self.metrics)
 
     def set_policy(self, policy: Policy) -> None:

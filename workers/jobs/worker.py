@@ -396,7 +396,9 @@ async def serve_worker(settings: Settings, policy: Policy, redis_url: str, metri
 
     queue_url = settings.queue_url_for(redis_url)  # ConfigError when the bus is a cluster with no queue Redis
     registry_redis = connect(redis_url)  # the bus
-    registry = PolicyRegistry(policy, registry_redis, settings.keys, metrics=metrics)
+    registry = PolicyRegistry(
+        policy, registry_redis, settings.keys, metrics=metrics, trusted_keys=settings.policy_trusted_keys
+    )
 
     def set_policy(new: Policy) -> None:
         current["policy"] = new

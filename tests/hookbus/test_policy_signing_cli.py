@@ -1,0 +1,123 @@
+"""``hookbus policy keygen``, ``policy push --sign`` and ``HOOKBUS_POLICY_TRUSTED_KEYS`` as a user runs them."""
+
+from __future__ import annotations
+
+import re
+import stat
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+import yaml
+
+from bus.policy.signing import key_id, load_private_key, raw_public
+from bus.runtime.settings import parse_trusted_keys
+from tests.conftest import run_hookbus, wait_for
+from tests.up import UpProcess, running_up
+
+pytestmark = pytest.mark.system
+
+BAD_KEY_LINE = (
+    "hookbus: HOOKBUS_POLICY_TRUSTED_KEYS: 'ed25519:bm90IGEga2V5' is not an Ed25519 public key like "
+    "'ed25519:<base64 of 32 bytes>' (as 'hookbus policy keygen' prints)\n"
+)
+
+
+def keygen(tmp_path: Path, name: str) -> tuple[Path, str]:
+    made = run_hookbus("policy", "keygen", "--out", str(tmp_path / name), cwd=tmp_path)
+    assert made.returncode == 0, made.stderr
+    return tmp_path / name, made.stdout.strip()
+
+
+def denying(tmp_path: Path, pattern: str) -> Path:
+    path = tmp_path / f"policy-{len(list(tmp_path.glob('policy-*')))}.yaml"
+    rule = {"type": "rule", "deny": [f"Bash({pattern})"], "reason": "signed"}
+    path.write_text(yaml.safe_dump({"hooks": {"PreToolUse": [{"matcher": "Bash", "hooks": [rule]}]}}))
+    return path
+
+
+def test_keygen_writes_a_private_key_0600_and_prints_the_form_nodes_trust(tmp_path: Path) -> None:
+    made = run_hookbus("policy", "keygen", cwd=tmp_path)
+    assert made.returncode == 0, made.stderr
+    private, public = tmp_path / "hookbus-policy.key", made.stdout.strip()
+    assert stat.S_IMODE(private.stat().st_mode) == 0o600
+    assert re.fullmatch(r"ed25519:[A-Za-z0-9+/]{43}=", public)
+    assert (tmp_path / "hookbus-policy.key.pub").read_text() == public + "\n"
+    (raw,) = parse_trusted_keys(public)
+    assert raw_public(load_private_key(private)) == raw
+    assert f"key id {key_id(raw)}" in made.stderr and "HOOKBUS_POLICY_TRUSTED_KEYS" in made.stderr
+    again = run_hookbus("policy", "keygen", cwd=tmp_path)  # never replaces a key
+    assert again.returncode == 1 and again.stderr.count("\n") == 1 and "exists" in again.stderr
+    assert raw_public(load_private_key(private)) == raw
+
+
+def test_push_refuses_a_file_that_is_not_a_signing_key(tmp_path: Path, redis_url: str) -> None:
+    not_a_key = tmp_path / "policy.yaml"
+    not_a_key.write_text("hooks: {}\n")
+    pushed = run_hookbus("policy", "push", str(not_a_key), "--sign", str(not_a_key), HOOKBUS_REDIS_URL=redis_url)
+    assert pushed.returncode == 1 and "Traceback" not in pushed.stderr
+    assert (
+        pushed.stderr
+        == f"hookbus: {not_a_key} is not an unencrypted PEM private key (make one with 'hookbus policy keygen')\n"
+    )
+
+
+@pytest.mark.parametrize("role", ["gateway", "dispatcher", "worker", "up"])
+def test_a_bad_trusted_key_stops_every_role_at_start_with_one_line(role: str, redis_url: str, tmp_path: Path) -> None:
+    started = run_hookbus(
+        role,
+        "--state-dir" if role == "up" else "--redis-url",
+        str(tmp_path) if role == "up" else redis_url,
+        HOOKBUS_POLICY_TRUSTED_KEYS="ed25519:bm90IGEga2V5",
+    )
+    assert started.returncode == 1 and started.stderr == BAD_KEY_LINE
+
+
+def rejected(up: UpProcess, reason: str) -> float:
+    text = httpx.get(f"{up.url}/metrics", timeout=5).text
+    found = re.search(rf'^hookbus_policy_rejected_total{{reason="{reason}"}} (\S+)$', text, re.M)
+    return float(found.group(1)) if found else 0.0
+
+
+def decision(up: UpProcess, command: str) -> str:
+    hook_input = {
+        "hook_event_name": "PreToolUse",
+        "session_id": "s",
+        "tool_name": "Bash",
+        "tool_input": {"command": command},
+    }
+    answer: dict[str, Any] = up.emit("tok-acme", hook_input)
+    return str(answer.get("hookSpecificOutput", {}).get("permissionDecision", "none"))
+
+
+@pytest.mark.timeout(120)
+def test_hookbus_up_takes_versions_pushed_with_sign_and_refuses_others(tmp_path: Path) -> None:
+    key, public = keygen(tmp_path, "ci.key")
+    other_key, _ = keygen(tmp_path, "other.key")
+    env = {"HOOKBUS_TOKENS": "acme:tok-acme", "HOOKBUS_POLICY_TRUSTED_KEYS": public}
+    with running_up(tmp_path, denying(tmp_path, "rm -rf *"), env) as up:
+        url = up.redis_url()
+        signed = run_hookbus(
+            "policy", "push", str(denying(tmp_path, "curl *")), "--sign", str(key), HOOKBUS_REDIS_URL=url
+        )
+        key_name = key_id(parse_trusted_keys(public)[0])
+        assert signed.returncode == 0 and signed.stdout.endswith(f"is now current, signed by key {key_name}\n"), (
+            signed.stderr
+        )
+        wait_for(lambda: decision(up, "curl x") == "deny", timeout_s=10)
+        assert run_hookbus("policy", "push", str(denying(tmp_path, "wget *")), HOOKBUS_REDIS_URL=url).returncode == 0
+        wait_for(lambda: rejected(up, "unsigned") >= 2, timeout_s=10)  # the gateway and the dispatcher at least
+        assert decision(up, "wget x") == "none" and decision(up, "curl x") == "deny"
+        untrusted = run_hookbus(
+            "policy", "push", str(denying(tmp_path, "nc *")), "--sign", str(other_key), HOOKBUS_REDIS_URL=url
+        )
+        assert untrusted.returncode == 0
+        wait_for(lambda: rejected(up, "untrusted_key") >= 2, timeout_s=10)
+        check = httpx.get(f"{up.url}/readyz", timeout=5).json()["checks"]["policy_signatures"]
+        assert check["verified"] and check["trusted_keys"] == [key_name] and "not trusted" in check["refused"]["org"]
+        versions = run_hookbus("policy", "versions", HOOKBUS_REDIS_URL=url).stdout.splitlines()
+        other_name = key_id(raw_public(load_private_key(other_key)))
+        signers = [re.findall(r" (signed:\w+|unsigned) ", line) for line in versions]
+        assert signers == [[f"signed:{key_name}"], ["unsigned"], [f"signed:{other_name}"]]
+        assert "refused (unsigned)" in up.out.read_text()
