@@ -217,6 +217,12 @@ async def blocked_readers(bus: BusProbe) -> int:
     return sum(1 for c in await bus.redis.client_list() if c["cmd"] == "xread" and "b" in c["flags"])
 
 
+async def _readers_blocked(bus: BusProbe, count: int) -> bool:
+    blocked = await blocked_readers(bus)
+    assert blocked <= count, f"{blocked} blocking reads, expected at most {count}"
+    return blocked == count
+
+
 FOUR = Keyspace(partitions=4)
 
 
@@ -242,8 +248,8 @@ async def test_every_partition_is_followed_live(bus: BusProbe, capsys: pytest.Ca
         await bus.redis.xadd(FOUR.decision_log(partition), record(f"old-{partition}").encode())  # type: ignore[arg-type]
     following = asyncio.create_task(tail(bus.url, bus.keys, count=8, as_json=True))
     try:
-        await async_wait_for(lambda: blocked_readers(bus), timeout_s=10)  # one blocking read per partition
-        assert await blocked_readers(bus) == 4
+        # One blocking read per partition; they start one by one, so wait for the fourth.
+        await async_wait_for(lambda: _readers_blocked(bus, 4), timeout_s=10)
         for n, partition in enumerate([2, 0, 3, 3, 1, 0, 2, 1]):
             await bus.redis.xadd(FOUR.decision_log(partition), record(f"new-{n}-p{partition}").encode())  # type: ignore[arg-type]
         async with asyncio.timeout(10):
