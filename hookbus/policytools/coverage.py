@@ -124,7 +124,8 @@ def _row(counted: Counted, width: int) -> str:
 
 
 def _label(entry: HandlerEntry) -> str:
-    names = sorted(handler_labels(entry))
+    handler = entry.handler
+    names = [handler.reason] if isinstance(handler, RuleHandler) and handler.reason else sorted(handler_labels(entry))
     what = f" {names[0][:60]}" if names else ""
     matcher = f"[{entry.matcher}]" if entry.matcher not in (None, "", "*") else ""
     return f"{entry.event}{matcher} {entry.handler.type}{what} [{entry.handler_id[:8]}]"
