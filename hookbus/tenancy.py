@@ -214,7 +214,8 @@ async def _policy(args: argparse.Namespace, redis_url: str, keys: Keyspace) -> i
             print(diff(old, new), end="")
             return 0
         version = await store.rollback(args.tenant, args.to)
-        print(f"{scope_for(args.tenant)}: version {version.id} is current again")
+        signed = f", signed by key {version.signed_by}" if version.signed_by else " (unsigned)"
+        print(f"{scope_for(args.tenant)}: version {version.id} is current again{signed}")
         return 0
     finally:
         await redis.aclose()

@@ -27,7 +27,7 @@ import orjson
 import redis.asyncio as aioredis
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
-from bus.errors import ConfigError, PolicyError
+from bus.errors import ConfigError, HookBusError, PolicyError
 from bus.policy.layers import compose
 from bus.policy.loading import PolicyFile, merge_policy, parse_policy_text
 from bus.policy.signing import sign
@@ -176,7 +176,12 @@ class PolicyStore:
     async def get(self, version: str) -> PolicyVersion | None:
         with redis_errors(self.redis_url):
             raw = await self.redis.hgetall(self.keys.policy_version(version))  # type: ignore[misc]
-        return PolicyVersion.decode(version, raw) if raw else None
+        if not raw:
+            return None
+        try:
+            return PolicyVersion.decode(version, raw)
+        except (KeyError, ValueError, TypeError) as exc:  # written by hand, or by something else
+            raise HookBusError(f"policy version {version} in Redis is not a version hookbus wrote ({exc!r})") from exc
 
     async def current_ids(self) -> dict[str, str]:
         """Scope -> current version id, for every scope."""

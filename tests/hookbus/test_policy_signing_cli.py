@@ -121,3 +121,8 @@ def test_hookbus_up_takes_versions_pushed_with_sign_and_refuses_others(tmp_path:
         signers = [re.findall(r" (signed:\w+|unsigned) ", line) for line in versions]
         assert signers == [[f"signed:{key_name}"], ["unsigned"], [f"signed:{other_name}"]]
         assert "refused (unsigned)" in up.out.read_text()
+        first = signed.stdout.split("version ")[1].split()[0]
+        rolled = run_hookbus("policy", "rollback", "--to", first, HOOKBUS_REDIS_URL=url)
+        assert rolled.stdout == f"org: version {first} is current again, signed by key {key_name}\n", rolled.stderr
+        wait_for(lambda: httpx.get(f"{up.url}/readyz", timeout=5).json()["checks"]["policy_signatures"]["ok"], 10)
+        assert decision(up, "curl x") == "deny" and decision(up, "nc x") == "none"

@@ -154,8 +154,16 @@ async def test_a_version_changed_in_redis_or_a_signature_moved_is_refused(
         await refused_by_every_node(p, "bad_signature")
         assert await decided(p, "wget x") == ("none", f"{good.id}|")
         assert "does not verify" in (await signatures(p))["refused"]["org"]
+        # A hash that is no version at all is reported like any version that does not load.
+        await bus.redis.hset(bus.keys.policy_version("0badc0ffee00"), mapping={"scope": "org", "files": "{"})  # type: ignore[misc]
+        await bus.redis.hset(bus.keys.policy_current, "org", "0badc0ffee00")  # type: ignore[misc]
+        await async_wait_for(lambda: p.metrics.value("hookbus_policy_load_failures_total") >= NODES, timeout_s=5)
+        assert "is not a version hookbus wrote" in p.app.gateway.registry.errors["org"]
         await bus.redis.hset(bus.keys.policy_current, "org", good.id)  # type: ignore[misc]
         await async_wait_for(lambda: p.app.gateway.registry.errors == {}, timeout_s=5)
+        await store.push(denying("ssh *"), signing_key=KEY_B)  # the nodes still follow Redis
+        await async_wait_for(lambda: denies(p, "ssh x"), timeout_s=5)
+        await store.rollback(to=good.id)
 
     # The current version itself edited by hand: a node that starts now refuses it and runs its files.
     tampered = orjson.dumps(denying("wget *")).decode()
