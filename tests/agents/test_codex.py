@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import re
+import shlex
 import sys
 import textwrap
 from collections.abc import Iterator
@@ -49,6 +50,8 @@ COMMANDS = {
     "open": FORCE_PUSH,
     "closed": "echo closed > closed.txt",
     "closedtool": "echo closed > closed.txt",
+    "ask": "git push origin main; echo ran > pushed.txt",
+    "managed": FORCE_PUSH,
 }
 POLICY_HOOK = """
 import json, sys
@@ -88,7 +91,7 @@ class Setup:
     fake: FakeResponses
     codex: str
     root: Path
-    homes: dict[str, Path]  # native, open, closed, closedtool
+    homes: dict[str, Path]  # native, open, closed, closedtool, managed
     gateway_url: str
 
 
@@ -141,6 +144,10 @@ def write_policy(root: Path) -> Path:
                         {"type": "rule", "reason": "hookbus: protected/ is read-only", "deny": ["Edit(protected/**)"]}
                     ],
                 },
+                {
+                    "matcher": "Bash",
+                    "hooks": [{"type": "rule", "reason": "hookbus: pushes need a review", "ask": ["Bash(git push *)"]}],
+                },
                 {"matcher": "Bash", "hooks": [command]},
             ],
             "UserPromptSubmit": [{"hooks": [command]}],
@@ -170,7 +177,7 @@ def setup(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Setup]:
     with loopback_netns() as ns, running_up(root, write_policy(root), env) as up:
         with serve_http(ns.listen(), fake.handler()) as port:
             gateway_url = f"http://127.0.0.1:{ns.forward(up.port)}"
-            homes = {name: root / f"codex-{name}" for name in ("native", "open", "closed", "closedtool")}
+            homes = {name: root / f"codex-{name}" for name in ("native", "open", "closed", "closedtool", "managed")}
             for home in homes.values():
                 home.mkdir()
                 (home / "config.toml").write_text(codex_config(port))
@@ -202,23 +209,33 @@ class Run:
         return "\n".join(m for request in self.requests for m in messages(request, role))
 
 
-def run_codex(setup: Setup, scenario: str, home: str = "open", token: str = TOKEN) -> Run:
-    """One ``codex exec`` of ``scenario`` in a fresh work folder; what it sent the model."""
+def run_codex(setup: Setup, scenario: str, home: str = "open", token: str = TOKEN, *, managed: bool = False) -> Run:
+    """One ``codex exec`` of ``scenario`` in a fresh work folder; what it sent the model.
+
+    ``managed``: instead of trusting the user's hooks, first ``hookbus install codex --scope
+    managed`` into ``/etc/codex/requirements.toml``, on an overlay of ``/etc`` in a private mount
+    namespace (the host's ``/etc`` is never written), and run Codex without the trust flag.
+    """
     work = setup.root / f"work-{scenario}"
     work.mkdir()
     env = base_env(setup.root / "user", CODEX_HOME=str(setup.homes[home]), FAKE_KEY="fake", HOOKBUS_TOKEN=token)
     before = len(setup.fake.requests)
-    argv = [
-        setup.codex,
-        "exec",
-        "--skip-git-repo-check",
-        "--dangerously-bypass-approvals-and-sandbox",
-        "--dangerously-bypass-hook-trust",
-        "-C",
-        str(work),
-        f"SCENARIO={scenario}: do the scripted step",
-    ]
+    trust = [] if managed else ["--dangerously-bypass-hook-trust"]
+    argv = [setup.codex, "exec", "--skip-git-repo-check", "--dangerously-bypass-approvals-and-sandbox", *trust]
+    argv += ["-C", str(work), f"SCENARIO={scenario}: do the scripted step"]
+    if managed:
+        upper, scratch = setup.root / "etc-upper", setup.root / "etc-work"
+        upper.mkdir()
+        scratch.mkdir()
+        installer = [sys.executable, "-m", "hookbus", "install", "codex", "--scope", "managed"]
+        script = (
+            f"mount -t overlay overlay -o lowerdir=/etc,upperdir={upper},workdir={scratch} /etc"
+            f" && {shlex.join([*installer, '--url', setup.gateway_url])} && exec {shlex.join(argv)}"
+        )
+        argv = ["unshare", "--mount", "--propagation", "private", "--", "sh", "-c", script]
     done = setup.ns.run(argv, env=env, cwd=work, timeout_s=90)
+    if managed and done.returncode != 0 and "mount" in done.stderr:
+        missing(f"cannot overlay /etc in a private mount namespace: {done.stderr.strip()[-300:]}")
     assert done.returncode == 0, done.stderr[-3000:]
     return Run(done, setup.fake.requests[before:], work)
 
@@ -310,6 +327,22 @@ def test_a_wrong_token_blocks_with_fail_closed(setup: Setup, installed: dict[str
     assert not (tool.work / "closed.txt").exists()
     blocked = [o for o in tool.tool_outputs() if o.startswith("Command blocked by PreToolUse hook: hookbus: gateway")]
     assert blocked and "401" in blocked[0] and "(failing closed)" in blocked[0], tool.tool_outputs()
+
+
+def test_ask_becomes_a_deny_that_says_codex_cannot_ask(setup: Setup, installed: dict[str, Completed]) -> None:
+    run = run_codex(setup, "ask")
+    assert not (run.work / "pushed.txt").exists()
+    blocked = [o for o in run.tool_outputs() if o.startswith("Command blocked by PreToolUse hook: hookbus: pushes")]
+    assert blocked and "which Codex cannot do: denied instead" in blocked[0], run.tool_outputs()
+
+
+def test_managed_hooks_run_without_any_trust(setup: Setup) -> None:
+    run = run_codex(setup, "managed", home="managed", managed=True)
+    assert "hookbus: check: " in run.done.stdout
+    written = (setup.root / "etc-upper" / "codex" / "requirements.toml").read_text()
+    assert "[[hooks.PreToolUse.hooks]]" in written and "--agent codex" in written
+    assert not (run.work / "pushed.txt").exists()
+    assert any(o.startswith("Command blocked by PreToolUse hook: hookbus: no force pushes") for o in run.tool_outputs())
 
 
 def decision_record(setup: Setup, *, tool_use_command: str) -> tuple[dict[str, Any], dict[str, Any]]:
