@@ -31,7 +31,8 @@ Input, to Claude Code's shape (unknown fields kept as sent):
   Write, ``edit`` / ``str_replace_editor`` / ``apply_patch`` -> Edit, ``glob`` -> Glob,
   ``grep`` / ``rg`` -> Grep, ``web_fetch`` -> WebFetch, ``web_search`` -> WebSearch,
   ``ask_user`` -> AskUserQuestion, ``update_todo`` -> TodoWrite, ``task`` -> Agent; an MCP
-  tool ``server-tool`` named with ``mcpServerName`` -> ``mcp__server__tool``. The agent's own
+  tool, which Copilot names ``<server>-<tool>`` in both forms (its own tools have no dash),
+  -> ``mcp__<server>__<tool>``, split at the last dash. The agent's own
   name is kept in ``agent_tool_name`` (in PascalCase mode, where Copilot already sends
   Claude's name, it is the agent name that name stands for). Arguments follow the tool:
   ``path`` -> ``file_path`` (Read, Write, Edit), ``file_text`` -> ``content`` (Write),
@@ -211,15 +212,16 @@ def agent_tool_input(tool: str, args: Any) -> Any:
     return out
 
 
-def canonical_tool(name: str, raw: dict[str, Any]) -> tuple[str, str]:
-    """``(Claude Code's name, Copilot's name)`` of the tool ``name`` in an input ``raw``."""
-    server = raw.get("mcpServerName") or raw.get("mcp_server_name")
-    if isinstance(server, str) and server and not name.startswith("mcp__"):
-        tool = name.removeprefix(f"{server}-").removeprefix(f"{server}/")
-        return f"mcp__{server}__{tool}", name
+def canonical_tool(name: str) -> tuple[str, str]:
+    """``(Claude Code's name, Copilot's name)`` of the tool ``name`` as a Copilot input names it."""
     if name in COPILOT_TOOLS:
         return COPILOT_TOOLS[name], name
-    return name, AGENT_TOOLS.get(name, name)
+    if name in AGENT_TOOLS or name.startswith("mcp__"):
+        return name, AGENT_TOOLS.get(name, name)
+    server, dash, tool = name.rpartition("-")
+    if dash and server and tool:  # Copilot's own tools have no dash: an MCP tool, ``<server>-<tool>``
+        return f"mcp__{server}__{tool}", name
+    return name, name
 
 
 def copilot_input(hook_input: dict[str, Any]) -> dict[str, Any]:
@@ -245,7 +247,7 @@ def copilot_input(hook_input: dict[str, Any]) -> dict[str, Any]:
         out.setdefault("tool_response", out["tool_result"])
     name = out.get("tool_name")
     if isinstance(name, str) and name:
-        tool, agent_tool = canonical_tool(name, out)
+        tool, agent_tool = canonical_tool(name)
         out["tool_name"] = tool
         out[AGENT_TOOL_NAME] = agent_tool
         if "tool_input" in out:
@@ -338,8 +340,9 @@ class CopilotCli(Dialect):
             "and SubagentStart; on Stop it becomes a block with the context as reason"
         ),
         "fail_closed": partial(
-            "http hooks fail open; with `--shim --fail-closed` the shim exits 2, which blocks PreToolUse and "
-            "PermissionRequest (other events go on)"
+            "an http PreToolUse hook that gets an error (gateway down, 401, 5xx) is a deny, but a timeout lets "
+            "the call run; `--fail-closed` installs the shim, which exits 2 (a deny) before Copilot's timeout; "
+            "other events go on"
         ),
     }
     events = COPILOT_EVENTS
@@ -351,7 +354,7 @@ class CopilotCli(Dialect):
 
     def to_agent(self, event: str, output: dict[str, Any], agent_input: dict[str, Any]) -> dict[str, Any]:
         name = agent_input.get("tool_name") or agent_input.get("toolName")
-        tool = canonical_tool(name, agent_input)[0] if isinstance(name, str) else ""
+        tool = canonical_tool(name)[0] if isinstance(name, str) else ""
         return copilot_output(event, output, tool)
 
 

@@ -11,10 +11,12 @@ What: ``{"version": 1, "hooks": {EVENT: [entry]}}`` with PascalCase (Claude Code
 names, so Copilot sends Claude-shaped snake_case input. By default each entry is a
 ``type: "http"`` hook posting to ``URL/v1/hooks?dialect=copilot`` with the header
 ``Authorization: Bearer ${HOOKBUS_TOKEN}`` filled from ``allowedEnvVars: ["HOOKBUS_TOKEN"]``,
-and ``timeoutSec`` in seconds. An http hook fails open (gateway down, non-2xx, timeout), so
-``--shim`` and ``--fail-closed`` write ``type: "command"`` hooks running ``hookbus hook
---agent copilot --url URL`` instead (exit 2 on PreToolUse and PermissionRequest is a deny to
-Copilot). The token is never written: Copilot reads ``$HOOKBUS_TOKEN`` from its environment.
+and ``timeoutSec`` in seconds. Copilot denies a PreToolUse call whose http hook errs (gateway
+down, 401, 5xx) but runs it when the hook times out. ``--shim`` writes ``type: "command"``
+hooks running ``hookbus hook --agent copilot --url URL`` instead, which fail open (the shim
+answers ``{}``); ``--fail-closed`` makes the shim exit 2 before Copilot's timeout, a deny on
+PreToolUse and PermissionRequest. The token is never written: Copilot reads
+``$HOOKBUS_TOKEN`` from its environment.
 
 Entries are hookbus's by their shape (an http hook with exactly that header and
 ``allowedEnvVars`` posting to a ``/v1/hooks?dialect=copilot`` URL; a ``hookbus hook --agent

@@ -36,6 +36,7 @@ from tests.agents.fake_anthropic import (
     one_tool_call,
     text,
     tool_results,
+    tool_use,
     user_text,
 )
 from tests.agents.harness import LoopbackNetns, base_env, cache_dir, loopback_netns, pinned, serve_http
@@ -61,6 +62,11 @@ hooks:
     - matcher: Bash
       hooks:
         - {type: function, function: "copilot_policy:rewrite"}
+    - matcher: "mcp__memo__.*"
+      hooks:
+        - type: rule
+          reason: "hookbus central policy"
+          deny: ["mcp__memo__forget"]
   UserPromptSubmit:
     - hooks:
         - {type: function, function: "copilot_policy:prompt_context"}
@@ -97,6 +103,34 @@ async def keep_going(hook_input):
         return {"decision": "block", "reason": "HOOKBUS-KEEP-GOING: run the tests first"}
     return None
 '''
+
+#: A stdio MCP server named ``memo`` with the tools ``remember`` and ``forget``.
+MCP_SERVER = """
+import json, sys
+
+TOOLS = [
+    {"name": name, "description": name, "inputSchema": {"type": "object", "properties": {"note": {"type": "string"}}}}
+    for name in ("remember", "forget")
+]
+for line in sys.stdin:
+    message = json.loads(line)
+    if message.get("id") is None:
+        continue
+    if message["method"] == "initialize":
+        result = {
+            "protocolVersion": message["params"].get("protocolVersion", "2024-11-05"),
+            "capabilities": {"tools": {}},
+            "serverInfo": {"name": "memo", "version": "1"},
+        }
+    elif message["method"] == "tools/list":
+        result = {"tools": TOOLS}
+    elif message["method"] == "tools/call":
+        params = message["params"]
+        result = {"content": [{"type": "text", "text": f"memo {params['name']} done"}]}
+    else:
+        result = {}
+    print(json.dumps({"jsonrpc": "2.0", "id": message["id"], "result": result}), flush=True)
+"""
 
 
 @dataclasses.dataclass
@@ -261,6 +295,30 @@ def test_a_write_policy_applies_to_copilots_create_tool(copilot: Copilot, http_h
     seen = tool_result_text(copilot.fake)
     assert seen.startswith("Denied by preToolUse hook: ") and "Write(blocked/**)" in seen
     assert not target.exists()
+
+
+@pytest.mark.timeout(120)
+def test_an_mcp_policy_applies_to_copilots_mcp_tools(copilot: Copilot, http_home: Path, work: Path) -> None:
+    server = work.parent / "memo_server.py"
+    server.write_text(MCP_SERVER)
+    config = {
+        "mcpServers": {"memo": {"type": "local", "command": sys.executable, "args": [str(server)], "tools": ["*"]}}
+    }
+
+    def script(request: dict[str, Any]) -> Reply:
+        done = tool_results(request)
+        if "toolu_fake_1" not in done:
+            return tool_use("memo-forget", {"note": "x"}, "toolu_fake_1")
+        if "toolu_fake_2" not in done:
+            return tool_use("memo-remember", {"note": "y"}, "toolu_fake_2")
+        return text("All done.")
+
+    copilot.fake.reset(script)
+    copilot.run(http_home, work, extra=("--additional-mcp-config", json.dumps(config)))
+    assert "memo-forget" in [t["name"] for t in copilot.fake.requests[0]["tools"]]
+    forget = tool_result_text(copilot.fake, "toolu_fake_1")
+    assert forget.startswith("Denied by preToolUse hook: ") and "mcp__memo__forget" in forget
+    assert tool_result_text(copilot.fake, "toolu_fake_2") == "memo remember done"
 
 
 @pytest.mark.timeout(120)

@@ -166,17 +166,21 @@ def test_copilot_event_names_map_to_claude_codes(agent: str, claude: str) -> Non
 
 
 def test_mcp_tools_and_unknown_tools() -> None:
-    mcp = copilot_input(camel(toolName="github-get_issue", mcpServerName="github", toolArgs={"n": 1}))
+    # Copilot names an MCP tool <server>-<tool> in both forms, with no server field.
+    mcp = copilot_input(pascal("PreToolUse", tool_name="memo-remember", tool_input={"note": "hi"}))
     assert (mcp["tool_name"], mcp[AGENT_TOOL_NAME], mcp["tool_input"]) == (
-        "mcp__github__get_issue",
-        "github-get_issue",
-        {"n": 1},
+        "mcp__memo__remember",
+        "memo-remember",
+        {"note": "hi"},
     )
+    github = copilot_input(camel(toolName="github-mcp-server-get_issue", toolArgs={"n": 1}))
+    assert github["tool_name"] == "mcp__github-mcp-server__get_issue"
     named = copilot_input(pascal("PreToolUse", tool_name="mcp__github__get_issue", tool_input={}))
     assert named["tool_name"] == "mcp__github__get_issue" == named[AGENT_TOOL_NAME]
     odd = copilot_input(camel(toolName="read_bash", toolArgs={"shellId": "0"}))
     assert odd["tool_name"] == "read_bash" == odd[AGENT_TOOL_NAME] and odd["tool_input"] == {"shellId": "0"}
     assert set(COPILOT_TOOLS.values()) >= {"Bash", "Read", "Write", "Edit", "Glob", "Grep", "Agent"}
+    assert not any("-" in name for name in COPILOT_TOOLS)
 
 
 # -- output ---------------------------------------------------------------------------------
