@@ -266,28 +266,45 @@ def is_test_file(path: Path) -> bool:
 
 
 def discover(paths: Sequence[str]) -> tuple[list[Path], list[Path]]:
-    """The test files under ``paths`` (files, or folders searched recursively), and the policy
-    files in those folders that no test file there tests (each folder's ``*.yaml``/``*.json``
-    with a top-level ``hooks`` key)."""
+    """The test files under ``paths``, and the policy files among them that no test file tests.
+
+    A folder is searched recursively (hidden folders, ``node_modules`` and ``__pycache__`` left
+    out): its test files, and its policies (``*.yaml``/``*.json`` with a top-level ``hooks`` key).
+    A file is a test file, or a policy whose test file is looked for next to it.
+    """
     tests: list[Path] = []
     candidates: list[Path] = []
     for given in paths:
         root = Path(given)
         if root.is_dir():
             for found in sorted(root.rglob("*")):
-                if any(part.startswith(".") for part in found.relative_to(root).parts) or not found.is_file():
+                if _SKIPPED.intersection(found.relative_to(root).parts) or any(
+                    part.startswith(".") for part in found.relative_to(root).parts
+                ):
                     continue
                 if is_test_file(found):
                     tests.append(found)
                 elif found.suffix.lower() in POLICY_SUFFIXES and _looks_like_policy(found):
                     candidates.append(found)
+        elif not is_test_file(root) and _looks_like_policy(root):
+            candidates.append(root)
+            stem = root.name[: -len(root.suffix)] if root.suffix else root.name
+            tests += [p for p in (root.with_name(stem + suffix) for suffix in TEST_SUFFIXES) if p.is_file()]
         else:
             tests.append(root)
     return list(dict.fromkeys(tests)), candidates
 
 
+#: Folders a search for test files does not enter (besides hidden ones).
+_SKIPPED = frozenset({"node_modules", "__pycache__"})
+#: Files past this size are not read to see whether they are policies.
+_POLICY_MAX_BYTES = 1 << 20
+
+
 def _looks_like_policy(path: Path) -> bool:
     try:
+        if not path.is_file() or path.stat().st_size > _POLICY_MAX_BYTES:
+            return False
         text = path.read_text(encoding="utf-8-sig")
         data = json.loads(text) if path.suffix.lower() == ".json" else yaml.safe_load(text)
     except (OSError, UnicodeDecodeError, ValueError, yaml.YAMLError):

@@ -95,6 +95,7 @@ class TestReport:
                     ElementTree.SubElement(case, "failure", message=message).text = failure_line(result)
         for key, value in totals.items():
             root.set(key, str(value))
+        root.set("time", f"{self.elapsed_s:.6f}")
         written: bytes = ElementTree.tostring(root, encoding="utf-8", xml_declaration=True)
         return written + b"\n"
 

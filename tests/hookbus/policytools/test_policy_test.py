@@ -244,6 +244,10 @@ def test_a_policy_without_tests_says_so_and_a_bad_test_file_names_its_line(tmp_p
     result = run_hookbus("policy", "test", str(tmp_path))
     assert result.returncode == 0, result.stderr
     assert result.stdout.splitlines()[0] == f"{tmp_path / 'untested.yaml'}: no tests"
+    by_policy = run_hookbus("policy", "test", str(tmp_path / "tested.yaml"), str(tmp_path / "untested.yaml"))
+    assert by_policy.returncode == 0, by_policy.stderr
+    assert by_policy.stdout.splitlines()[0] == f"{tmp_path / 'untested.yaml'}: no tests"
+    assert by_policy.stdout.splitlines()[1].startswith("1 passed (1 cases in 1 files, ")
     (tmp_path / "empty").mkdir()
     alone = run_hookbus("policy", "test", str(tmp_path / "empty"), "--policy", str(tmp_path / "untested.yaml"))
     assert alone.returncode == 1
