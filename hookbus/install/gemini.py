@@ -46,6 +46,7 @@ from hookbus.install.settings_file import (
     InstallPlan,
     default_hook_command,
     installed_url,
+    is_hookbus_handler,
     merge,
     render,
     write_atomically,
@@ -186,10 +187,34 @@ def _trusted(folder: Path, env: dict[str, str]) -> bool | None:
     return verdict
 
 
-def warnings(settings: dict[str, Any], before: dict[str, Any], plan: GeminiPlan, scope: str) -> list[str]:
-    """What in Gemini's settings or trust would keep the installed hooks from running."""
+def insecure_ancestor(path: Path) -> Path | None:
+    """The first of ``path`` and its folders Gemini finds unsafe for system settings, if any.
+
+    Gemini CLI skips its system settings file ("Security Warning: Skipping system settings")
+    unless the file and every folder above it are owned by root and not writable by group
+    or others.
+    """
+    if sys.platform == "win32":
+        return None
+    for candidate in (path, *path.parents):
+        try:
+            stat = candidate.stat()
+        except OSError:
+            continue  # not there yet: the installer creates it as its own user
+        if stat.st_uid != 0 or stat.st_mode & 0o022:
+            return candidate
+    return None
+
+
+def warnings(settings: dict[str, Any], before: dict[str, Any], plan: GeminiPlan, scope: str, path: Path) -> list[str]:
+    """What in Gemini's settings, trust or file system would keep the installed hooks from running."""
     env = dict(os.environ)
     found = []
+    if scope == "managed" and (unsafe := insecure_ancestor(path)) is not None:
+        found.append(
+            f"Gemini CLI skips system settings unless the file and every folder above it are owned by root "
+            f"and not writable by group or others; {unsafe} is not"
+        )
     config = settings.get("hooksConfig")
     config = config if isinstance(config, dict) else {}
     if config.get("enabled") is False:
@@ -204,11 +229,24 @@ def warnings(settings: dict[str, Any], before: dict[str, Any], plan: GeminiPlan,
                 f"Gemini CLI does not trust {folder}: project hooks do not run there and a headless run "
                 "refuses to start (exit 55); trust the folder (/permissions, or trustedFolders.json)"
             )
-        if installed_url(before) is not None and merge(before, plan) != before:
+        old, new = _commands(before), _commands(settings)
+        if old and new - old:
             found.append(
                 "the hook command changed: Gemini CLI trusts project hooks by name and command and "
                 "lists the new command as a new project hook on its next run"
             )
+    return found
+
+
+def _commands(settings: dict[str, Any]) -> set[str]:
+    """The commands of hookbus's handlers in ``settings``."""
+    hooks = settings.get("hooks")
+    found = set()
+    for groups in hooks.values() if isinstance(hooks, dict) else ():
+        for group in groups if isinstance(groups, list) else ():
+            for handler in group.get("hooks") or () if isinstance(group, dict) else ():
+                if is_hookbus_handler(handler):
+                    found.add(str(handler["command"]))
     return found
 
 
@@ -250,7 +288,7 @@ def run(args: Any) -> int:
     if updated == settings and (old_text is not None or args.uninstall):
         print(f"hookbus: {path} is already up to date; nothing to change")
         if plan is not None:
-            for warning in warnings(updated, settings, plan, args.scope if not args.settings_file else ""):
+            for warning in warnings(updated, settings, plan, args.scope if not args.settings_file else "", path):
                 print(f"hookbus: warning: {warning}", file=sys.stderr)
             return 0 if args.no_check else check(plan.url, after_install=True)
         return 0
@@ -270,7 +308,7 @@ def run(args: Any) -> int:
         return 0
     print(f"hookbus: {path}: {len(plan.events)} command hooks ({', '.join(plan.events)}) -> {plan.url}{backup}")
     print(f"hookbus: Gemini CLI runs hooks with its own environment: export ${TOKEN_ENV} where gemini runs")
-    for warning in warnings(updated, settings, plan, args.scope if not args.settings_file else ""):
+    for warning in warnings(updated, settings, plan, args.scope if not args.settings_file else "", path):
         print(f"hookbus: warning: {warning}", file=sys.stderr)
     return 0 if args.no_check else check(plan.url, after_install=True)
 
@@ -281,6 +319,7 @@ __all__ = [
     "GeminiPlan",
     "gemini_events",
     "gemini_home",
+    "insecure_ancestor",
     "read_settings",
     "run",
     "settings_path",

@@ -17,6 +17,9 @@ selects an auth type headless mode refuses), the project folder in ``trustedFold
 from __future__ import annotations
 
 import json
+import os
+import shutil
+import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -24,9 +27,11 @@ from typing import Any
 import pytest
 
 from hookbus.cli import main as hookbus_main
+from hookbus.install.gemini import insecure_ancestor
 from tests.agents import central_hooks, fleet
 from tests.agents.fake_gemini import MODEL, FakeGemini, call, text
-from tests.agents.harness import Completed, LoopbackNetns, base_env, loopback_netns, pinned, serve_http
+from tests.agents.harness import Completed, LoopbackNetns, base_env, cache_dir, loopback_netns, pinned, serve_http
+from tests.ci import missing
 from tests.conftest import wait_for
 from tests.up import UpProcess, running_up
 
@@ -90,21 +95,31 @@ class Gemini:
             assert hookbus_main([*argv, *install]) == 0
         return folder
 
-    def run(self, folder: Path, prompt: str, *replies: dict[str, Any], token: str = fleet.TOKEN) -> Completed:
+    def run(
+        self,
+        folder: Path,
+        prompt: str,
+        *replies: dict[str, Any],
+        token: str = fleet.TOKEN,
+        returncode: int = 0,
+        **env: str,
+    ) -> Completed:
         """One headless run of ``prompt`` with the model answering ``replies`` (then "done.")."""
         self.fake.script(*replies)
-        env = base_env(
+        environment = base_env(
             self.home,
             GEMINI_CLI_HOME=str(self.home),
             GOOGLE_GEMINI_BASE_URL=self.model_url,
             GEMINI_API_KEY="fake-key",
             GEMINI_CLI_NO_RELAUNCH="true",
             HOOKBUS_TOKEN=token,
+            **env,
         )
         argv = [str(self.cli), "-p", prompt, "-m", MODEL, "--yolo", "--output-format", "stream-json"]
-        result = self.ns.run(argv, env=env, cwd=folder, timeout_s=120)
-        assert result.returncode == 0, result.stderr[-2000:]
-        assert self.fake.requests, "the CLI never asked the model"
+        result = self.ns.run(argv, env=environment, cwd=folder, timeout_s=120)
+        assert result.returncode == returncode, result.stderr[-2000:]
+        if returncode == 0:
+            assert self.fake.requests, "the CLI never asked the model"
         return result
 
     def tool_result(self) -> str:
@@ -206,6 +221,64 @@ def test_a_wrong_token_fails_open_and_blocks_when_installed_fail_closed(gemini: 
     gemini.run(closed, "make the file", shell(fleet.ALLOWED), token="wrong")
     assert "401" in gemini.tool_result() and "failing closed" in gemini.tool_result()
     assert not (closed / "allowed.txt").exists()
+
+
+@pytest.fixture
+def system_settings() -> Iterator[Path]:
+    """A system settings path Gemini accepts: it and every folder above it root's, not writable by others."""
+    cache_dir().mkdir(parents=True, exist_ok=True)
+    folder = Path(tempfile.mkdtemp(prefix="gemini-system-", dir=cache_dir()))
+    try:
+        os.chmod(folder, 0o755)
+        if insecure_ancestor(folder) is not None:
+            missing(
+                f"no folder Gemini CLI would read system settings from: {insecure_ancestor(folder)} is unsafe to it"
+            )
+        yield folder / "settings.json"
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+def test_a_managed_install_reaches_every_project(
+    gemini: Gemini, system_settings: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setenv("GEMINI_CLI_SYSTEM_SETTINGS_PATH", str(system_settings))
+    argv = ["install", "gemini", "--scope", "managed", "--url", gemini.gateway, "--no-check", "--events", "BeforeTool"]
+    capsys.readouterr()
+    assert hookbus_main(argv) == 0
+    assert "warning" not in capsys.readouterr().err
+    folder = gemini.project(hookbus=False)  # no project hooks at all
+    gemini.run(folder, "make the file", shell(fleet.DENIED), GEMINI_CLI_SYSTEM_SETTINGS_PATH=str(system_settings))
+    assert fleet.REASON in gemini.tool_result() and not (folder / "forbidden.txt").exists()
+
+
+def test_system_settings_gemini_finds_unsafe_are_skipped_as_the_installer_warns(
+    gemini: Gemini, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    system = gemini.root / "etc" / "settings.json"  # below /tmp, which everyone may write
+    system.parent.mkdir()
+    monkeypatch.setenv("GEMINI_CLI_SYSTEM_SETTINGS_PATH", str(system))
+    argv = ["install", "gemini", "--scope", "managed", "--url", gemini.gateway, "--no-check", "--events", "BeforeTool"]
+    capsys.readouterr()
+    assert hookbus_main(argv) == 0
+    assert "Gemini CLI skips system settings unless" in capsys.readouterr().err
+    folder = gemini.project(hookbus=False)
+    gemini.run(folder, "make the file", shell(fleet.DENIED), GEMINI_CLI_SYSTEM_SETTINGS_PATH=str(system))
+    assert (folder / "forbidden.txt").exists()  # the hook never ran: Gemini skipped the file
+
+
+def test_an_untrusted_folder_is_what_the_installer_warns_of(
+    gemini: Gemini, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    folder = gemini.root / "untrusted"
+    (folder / ".gemini").mkdir(parents=True)
+    monkeypatch.chdir(folder)
+    monkeypatch.setenv("GEMINI_CLI_HOME", str(gemini.home))
+    capsys.readouterr()
+    assert hookbus_main(["install", "gemini", "--url", gemini.gateway, "--no-check"]) == 0
+    assert f"hookbus: warning: Gemini CLI does not trust {folder}" in capsys.readouterr().err
+    refused = gemini.run(folder, "make the file", shell(fleet.ALLOWED), returncode=55)
+    assert "trusted" in refused.stderr and gemini.fake.requests == []
 
 
 def test_the_log_names_the_agent_and_the_canonical_tool(gemini: Gemini) -> None:

@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 
 from hookbus.cli import main
-from hookbus.install.gemini import DEFAULT_EVENTS, GEMINI_HOOK_EVENTS
+from hookbus.install.gemini import DEFAULT_EVENTS, GEMINI_HOOK_EVENTS, insecure_ancestor
 from hookbus.install.settings_file import is_hookbus_handler
 from tests.conftest import REPO
 
@@ -156,7 +156,13 @@ def test_managed_scope_follows_the_system_settings_override(
     system = tmp_path / "etc" / "gemini-cli" / "settings.json"
     system.parent.mkdir(parents=True)
     monkeypatch.setenv("GEMINI_CLI_SYSTEM_SETTINGS_PATH", str(system))
+    capsys.readouterr()
     assert install("--scope", "managed", "--fail-closed", "--timeout", "3") == 0
+    # under /tmp (world-writable) Gemini would skip the file: the installer says so
+    assert (
+        "hookbus: warning: Gemini CLI skips system settings unless the file and every folder" in capsys.readouterr().err
+    )
+    assert insecure_ancestor(system) is not None and insecure_ancestor(Path("/")) is None
     handler = hookbus_handlers(json.loads(system.read_text()))["BeforeTool"]
     assert handler["timeout"] == 3000
     assert shlex.split(handler["command"])[-3:] == ["--timeout", "2.4", "--fail-closed"]  # below Gemini's timeout
@@ -203,6 +209,7 @@ def test_warnings_name_the_traps_that_keep_hooks_from_running(
     assert any("hooksConfig.disabled lists 'hookbus'" in w for w in found) and len(found) == 2
     del settings["hooksConfig"]
     path.write_text(json.dumps(settings))
+    assert warnings_of(capsys, "--events", "BeforeTool", "PreCompress") == []  # the same command on more events
     (changed,) = warnings_of(capsys, "--fail-closed")
     assert "trusts project hooks by name and command" in changed
 
