@@ -29,7 +29,8 @@ After writing it warns, one line each, about what would make Copilot silently sk
 hooks: an ``http://`` URL (loopback needs ``COPILOT_HOOK_ALLOW_LOCALHOST=1`` where Copilot
 runs; elsewhere Copilot wants ``https://`` for hooks that send a token or decide
 permissions), repository hooks in ``copilot -p`` (loaded only in a trusted folder), and
-``disableAllHooks`` in the file or in Copilot's settings.
+``disableAllHooks`` in the file itself (its own hooks) or in the repository's
+``.github/copilot/settings(.local).json`` (every hook, the user's too).
 """
 
 from __future__ import annotations
@@ -244,19 +245,19 @@ def warnings(path: Path, scope: str, updated: dict[str, Any], url: str, http: bo
             "copilot -p loads repository hooks (.github/hooks) only in a trusted folder (--trust-folder, "
             "a saved trusted folder, or COPILOT_ALLOW_ALL=true); elsewhere it skips them"
         )
-    settings_files = [copilot_home() / "settings.json", copilot_home() / "config.json"]
-    if scope == "project":
-        repo = path.parent.parent.parent
-        settings_files += [repo / ".github" / "copilot" / name for name in ("settings.json", "settings.local.json")]
-    if updated.get("disableAllHooks") is True and scope != "managed":
+    if updated.get("disableAllHooks") is True:
         found.append(f"{path} sets disableAllHooks: true, so Copilot runs none of its hooks")
-    for other in settings_files:
-        try:
-            settings = json.loads(other.read_text(encoding="utf-8"))
-        except (OSError, ValueError):
-            continue
-        if isinstance(settings, dict) and settings.get("disableAllHooks") is True and scope != "managed":
-            found.append(f"{other} sets disableAllHooks: true, so Copilot runs no hook")
+    if scope in ("project", "user"):
+        # A repository's settings switch off every hook, the user's too, wherever copilot runs in it.
+        repo = path.parent.parent.parent if scope == "project" else Path.cwd()
+        for name in ("settings.json", "settings.local.json"):
+            other = repo / ".github" / "copilot" / name
+            try:
+                settings = json.loads(other.read_text(encoding="utf-8"))
+            except (OSError, ValueError):
+                continue
+            if isinstance(settings, dict) and settings.get("disableAllHooks") is True:
+                found.append(f"{other} sets disableAllHooks: true, so Copilot runs no hook in {repo}")
     return found
 
 

@@ -187,17 +187,18 @@ def test_managed_scope_is_copilots_policy_folder(project: Path, capsys: pytest.C
 
 
 def test_warnings_for_what_would_skip_the_hooks(project: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    home = project / "copilot-home"
-    home.mkdir()
-    (home / "settings.json").write_text(json.dumps({"disableAllHooks": True}))
+    repo_settings = project / ".github" / "copilot" / "settings.json"
+    repo_settings.parent.mkdir(parents=True)
+    repo_settings.write_text(json.dumps({"disableAllHooks": True}))
     assert install("--scope", "user", "--url", "http://hookbus.corp:8787", "--events", "Stop") == 0
     err = capsys.readouterr().err
     assert "use an https:// URL, or --shim" in err
-    assert f"{home / 'settings.json'} sets disableAllHooks: true" in err
+    assert f"{repo_settings} sets disableAllHooks: true, so Copilot runs no hook in {project}" in err
     assert "trusted folder" not in err  # user hooks always load
+    assert err.count("hookbus: warning: ") == 2
     own = project / "own.json"
     own.write_text(json.dumps({"version": 1, "disableAllHooks": True, "hooks": {}}))
-    (home / "settings.json").write_text("{}")
+    repo_settings.write_text("{}")
     assert install("--settings-file", str(own), "--url", "https://hookbus.corp") == 0
     err = capsys.readouterr().err
     assert err.count("hookbus: warning: ") == 1 and f"{own} sets disableAllHooks: true" in err
