@@ -61,8 +61,8 @@ command = (event.get("tool_input") or {}).get("command", "")
 if name == "PreToolUse" and command.startswith("echo rewrite-me"):
     out = {"hookSpecificOutput": {"hookEventName": name, "permissionDecision": "allow",
            "updatedInput": {"command": "echo rewritten > rewritten.txt"}}}
-elif name == "PreToolUse" and command.startswith("echo context-me"):
-    out = {"hookSpecificOutput": {"hookEventName": name, "additionalContext": "HOOKBUS-TOOL-CONTEXT"}}
+elif name in ("PreToolUse", "PostToolUse") and command.startswith("echo context-me"):
+    out = {"hookSpecificOutput": {"hookEventName": name, "additionalContext": f"HOOKBUS-{name}-CONTEXT"}}
 elif name == "UserPromptSubmit" and "SCENARIO=context" in event.get("prompt", ""):
     out = {"hookSpecificOutput": {"hookEventName": name, "additionalContext": "HOOKBUS-PROMPT-CONTEXT"}}
 elif name == "Stop" and not event.get("stop_hook_active") and "STOP-SCENARIO" in (
@@ -148,8 +148,13 @@ def write_policy(root: Path) -> Path:
                     "matcher": "Bash",
                     "hooks": [{"type": "rule", "reason": "hookbus: pushes need a review", "ask": ["Bash(git push *)"]}],
                 },
+                {
+                    "matcher": "Bash",
+                    "hooks": [{"type": "rule", "reason": "hookbus: fine", "allow": ["Bash(echo allowed *)"]}],
+                },
                 {"matcher": "Bash", "hooks": [command]},
             ],
+            "PostToolUse": [{"matcher": "Bash", "hooks": [command]}],
             "UserPromptSubmit": [{"hooks": [command]}],
             "Stop": [{"hooks": [command]}],
         }
@@ -205,6 +210,10 @@ class Run:
     def tool_outputs(self) -> list[str]:
         return [output for request in self.requests for output in outputs_of(request)]
 
+    def hook_statuses(self) -> list[str]:
+        """Codex's ``hook: EVENT STATUS`` lines (its human output on stderr)."""
+        return re.findall(r"^hook: (\w+ (?:Completed|Blocked|Failed))$", self.done.stderr, re.MULTILINE)
+
     def said(self, role: str) -> str:
         return "\n".join(m for request in self.requests for m in messages(request, role))
 
@@ -237,7 +246,10 @@ def run_codex(setup: Setup, scenario: str, home: str = "open", token: str = TOKE
     if managed and done.returncode != 0 and "mount" in done.stderr:
         missing(f"cannot overlay /etc in a private mount namespace: {done.stderr.strip()[-300:]}")
     assert done.returncode == 0, done.stderr[-3000:]
-    return Run(done, setup.fake.requests[before:], work)
+    run = Run(done, setup.fake.requests[before:], work)
+    # Codex accepted every answer: a reply it rejects is a Failed hook, and the tool runs.
+    assert run.hook_statuses() and not [s for s in run.hook_statuses() if s.endswith("Failed")], done.stderr
+    return run
 
 
 def test_a_native_hook_fires_in_this_headless_setup(setup: Setup) -> None:
@@ -280,6 +292,9 @@ def test_an_allow_lets_the_command_run(setup: Setup, installed: dict[str, Comple
     run = run_codex(setup, "allow")
     assert (run.work / "allowed.txt").read_text() == "allowed\n"
     assert any("exited with code 0" in o for o in run.tool_outputs()), run.tool_outputs()
+    assert "PreToolUse Completed" in run.hook_statuses()  # the allow reached Codex as no decision, not Failed
+    meta, _ = decision_record(setup, tool_use_command=COMMANDS["allow"])
+    assert meta["dec"] == "allow"
 
 
 def test_a_rewrite_runs_the_new_command(setup: Setup, installed: dict[str, Completed]) -> None:
@@ -293,7 +308,7 @@ def test_added_context_reaches_the_model(setup: Setup, installed: dict[str, Comp
     assert (run.work / "context.txt").exists()
     developer = run.said("developer")
     assert "HOOKBUS-PROMPT-CONTEXT" in developer
-    assert "HOOKBUS-TOOL-CONTEXT" in developer
+    assert "HOOKBUS-PreToolUse-CONTEXT" in developer and "HOOKBUS-PostToolUse-CONTEXT" in developer
 
 
 def test_a_stop_block_keeps_codex_working(setup: Setup, installed: dict[str, Completed]) -> None:
