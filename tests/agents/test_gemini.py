@@ -49,7 +49,7 @@ USER_SETTINGS = {
 
 def policy() -> dict[str, Any]:
     """The fleet policy, plus a path rule in Claude Code's terms that must catch ``write_file``, an
-    ask, and context after a shell command that mentions the context trigger."""
+    ask, and context at SessionStart and after a shell command when the event mentions the context trigger."""
     document = fleet.policy()
     document["hooks"]["PreToolUse"] += [
         {"matcher": "Write|Edit", "hooks": [{"type": "rule", "reason": WRITE_REASON, "deny": ["Edit(secrets/**)"]}]},
@@ -58,6 +58,7 @@ def policy() -> dict[str, Any]:
             "hooks": [{"type": "rule", "reason": "hookbus asks first", "ask": ["Bash(touch ask-me*)"]}],
         },
     ]
+    document["hooks"]["SessionStart"] = [{"hooks": [{"type": "command", "command": central_hooks.command("context")}]}]
     document["hooks"]["PostToolUse"] = [
         {"matcher": "Bash", "hooks": [{"type": "command", "command": central_hooks.command("context")}]}
     ]
@@ -82,10 +83,12 @@ class Gemini:
         self.projects = projects
         self.runs = 0
 
-    def project(self, *install: str, settings: dict[str, Any] | None = None, hookbus: bool = True) -> Path:
+    def project(
+        self, *install: str, settings: dict[str, Any] | None = None, hookbus: bool = True, name: str = ""
+    ) -> Path:
         """A new project folder with ``settings``, and hookbus installed by ``hookbus install gemini ARGS``."""
         self.runs += 1
-        folder = self.projects / f"project-{self.runs}"
+        folder = self.projects / f"project-{self.runs}{name}"
         (folder / ".gemini").mkdir(parents=True)
         settings_file = folder / ".gemini" / "settings.json"
         if settings is not None:
@@ -102,13 +105,15 @@ class Gemini:
         *replies: dict[str, Any],
         token: str = fleet.TOKEN,
         returncode: int = 0,
+        home: Path | None = None,
         **env: str,
     ) -> Completed:
         """One headless run of ``prompt`` with the model answering ``replies`` (then "done.")."""
         self.fake.script(*replies)
+        home = home or self.home
         environment = base_env(
-            self.home,
-            GEMINI_CLI_HOME=str(self.home),
+            home,
+            GEMINI_CLI_HOME=str(home),
             GOOGLE_GEMINI_BASE_URL=self.model_url,
             GEMINI_API_KEY="fake-key",
             GEMINI_CLI_NO_RELAUNCH="true",
@@ -199,6 +204,13 @@ def test_central_context_reaches_the_model(gemini: Gemini) -> None:
     assert central_hooks.CONTEXT in json.dumps(gemini.fake.requests[0])
 
 
+def test_session_start_context_reaches_the_first_prompt(gemini: Gemini) -> None:
+    folder = gemini.project("--events", "SessionStart", name=f"-{central_hooks.CONTEXT_TRIGGER}")  # in its cwd
+    gemini.run(folder, "hello", text("Noted."))
+    first = json.dumps(gemini.fake.requests[0])
+    assert f"<hook_context>{central_hooks.CONTEXT}</hook_context>" in first
+
+
 def test_context_after_a_tool_is_appended_to_its_result(gemini: Gemini) -> None:
     folder = gemini.project("--events", "AfterTool")
     gemini.run(folder, "echo it", shell(f"echo {central_hooks.CONTEXT_TRIGGER}"))
@@ -221,6 +233,17 @@ def test_a_wrong_token_fails_open_and_blocks_when_installed_fail_closed(gemini: 
     gemini.run(closed, "make the file", shell(fleet.ALLOWED), token="wrong")
     assert "401" in gemini.tool_result() and "failing closed" in gemini.tool_result()
     assert not (closed / "allowed.txt").exists()
+
+
+def test_a_user_install_follows_gemini_cli_home(gemini: Gemini, monkeypatch: pytest.MonkeyPatch) -> None:
+    home = gemini.root / "another-home"
+    shutil.copytree(gemini.home / ".gemini", home / ".gemini", ignore=shutil.ignore_patterns("tmp", "*.bak"))
+    monkeypatch.setenv("GEMINI_CLI_HOME", str(home))
+    argv = ["install", "gemini", "--scope", "user", "--url", gemini.gateway, "--no-check", "--events", "BeforeTool"]
+    assert hookbus_main(argv) == 0
+    folder = gemini.project(hookbus=False)
+    gemini.run(folder, "make the file", shell(fleet.DENIED), home=home)
+    assert fleet.REASON in gemini.tool_result() and not (folder / "forbidden.txt").exists()
 
 
 @pytest.fixture
