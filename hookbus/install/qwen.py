@@ -76,6 +76,7 @@ SYSTEM_SETTINGS = {
     "darwin": "/Library/Application Support/QwenCode/settings.json",
     "win32": "C:\\ProgramData\\qwen-code\\settings.json",
 }
+CARRIER_NAT = ipaddress.ip_network("100.64.0.0/10")  # shared address space: not is_private, blocked by Qwen
 #: Hosts Qwen's http hooks never reach, whatever the settings.
 BLOCKED_HOSTS = frozenset({"localhost.localdomain", "ip6-localhost", "ip6-loopback", "0.0.0.0", "::"})
 
@@ -277,6 +278,15 @@ def _settings_files(path: Path, scope: str, updated: dict[str, Any]) -> list[tup
     return files
 
 
+def _private_address(host: str) -> bool:
+    """Whether ``host`` is an IP address in a range Qwen Code's http hooks refuse (loopback is fine)."""
+    try:
+        address = ipaddress.ip_address(host)
+    except ValueError:
+        return False
+    return not address.is_loopback and (address.is_private or address.is_link_local or address in CARRIER_NAT)
+
+
 def warnings(path: Path, scope: str, updated: dict[str, Any], url: str, http: bool) -> list[str]:
     """What would make Qwen Code silently not run the hooks in ``updated`` (to be written to ``path``)."""
     files = _settings_files(path, scope, updated)
@@ -308,11 +318,7 @@ def warnings(path: Path, scope: str, updated: dict[str, Any], url: str, http: bo
     if any(patterns and not any(_admits(p, target) for p in patterns) for patterns in lists):
         found.append(f"security.allowedHttpHookUrls does not admit {target}, so Qwen Code would not call it")
     host = (urlsplit(url).hostname or "").lower()
-    try:
-        address = ipaddress.ip_address(host)
-    except ValueError:
-        address = None
-    private = address is not None and not address.is_loopback and (address.is_private or address.is_link_local)
+    private = _private_address(host)
     relaxed = any(_get(s, "security", "allowPrivateNetworkHooks") is True for s in trusted_scopes)
     if host in BLOCKED_HOSTS:
         found.append(f"Qwen Code's http hooks never call {host}; use 127.0.0.1 or the gateway's address")

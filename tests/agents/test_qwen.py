@@ -142,12 +142,23 @@ def test_a_central_deny_stops_the_command_and_the_model_reads_why(qwen: Qwen) ->
     assert [d["tool_name"] for d in final["permission_denials"]] == [SHELL]
 
 
+def records_of(qwen: Qwen, folder: Path, decision: str) -> list[dict[str, Any]]:
+    """The decision-log records of runs in ``folder`` with ``decision``."""
+    return [
+        r for r in fleet.records(qwen.up) if r.get("decision") == decision and str(folder) in json.dumps(r.get("input"))
+    ]
+
+
 def test_an_allow_lets_the_command_run_with_every_default_event_installed(qwen: Qwen) -> None:
     folder = qwen.project("--events", *DEFAULT_EVENTS)
     qwen.fake.reset(one_tool_call(SHELL, shell(fleet.ALLOWED)))
     result = qwen.run(folder, "make the file")
     assert (folder / "allowed.txt").exists()
     assert "Invalid hook event name" not in result.stderr
+    wait_for(lambda: bool(records_of(qwen, folder, "allow")), timeout_s=30, interval_s=0.1)
+    assert records_of(qwen, folder, "allow")[-1]["input"]["tool_input"]["command"] == fleet.ALLOWED
+    events = {r["event"] for r in fleet.records(qwen.up) if str(folder) in json.dumps(r.get("input"))}
+    assert {"SessionStart", "UserPromptSubmit", "PreToolUse", "PostToolUse", "PostToolBatch", "Stop"} <= events
 
 
 def follow_the_refusal(request: dict[str, Any]) -> Reply:
@@ -205,16 +216,8 @@ def test_the_log_names_the_agent_the_canonical_tool_and_the_agents_own(qwen: Qwe
     folder = qwen.project("--events", "PreToolUse")
     qwen.fake.reset(one_tool_call(SHELL, shell(fleet.DENIED)))
     qwen.run(folder, "make the file")
-
-    def denied() -> list[dict[str, Any]]:
-        return [
-            r
-            for r in fleet.records(qwen.up)
-            if r.get("decision") == "deny" and str(folder) in json.dumps(r.get("input", {}))
-        ]
-
-    wait_for(lambda: bool(denied()), timeout_s=30, interval_s=0.1)
-    record = denied()[-1]
+    wait_for(lambda: bool(records_of(qwen, folder, "deny")), timeout_s=30, interval_s=0.1)
+    record = records_of(qwen, folder, "deny")[-1]
     assert (record["agent"], record["event"], record["tool_name"]) == ("qwen", "PreToolUse", "Bash")
     assert (record["input"]["agent_tool_name"], record["input"]["tool_input"]["command"]) == (SHELL, fleet.DENIED)
     assert (record["input"]["permission_mode"], record["input"]["qwen_permission_mode"]) == (

@@ -205,6 +205,8 @@ def test_user_scope_honours_qwen_home_and_managed_scope_the_system_file(qwen: Pa
         ({}, {}, "http://10.20.0.5:8787", "10.20.0.5 is a private-network address"),
         ({}, {"security": {"allowPrivateNetworkHooks": True}}, "http://192.168.1.9", "private-network address"),
         ({}, {}, "http://0.0.0.0:8787", "never call 0.0.0.0"),
+        ({}, {}, "http://100.64.3.4:8787", "100.64.3.4 is a private-network address"),
+        ({}, {}, "http://[fd00::5]:8787", "fd00::5 is a private-network address"),
     ],
 )
 def test_traps_that_would_silently_skip_the_hooks_are_warned_about(
