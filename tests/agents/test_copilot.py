@@ -199,6 +199,13 @@ def tool_result_text(fake: FakeAnthropic, call_id: str = "toolu_fake_1") -> str:
     raise AssertionError(f"the model never got a result for {call_id}: {len(fake.requests)} requests")
 
 
+def records_of(copilot: Copilot, session: str, *events: str) -> list[LogRecord]:
+    """The decision-log records of ``session``'s ``events``, oldest first."""
+    with redis_sync.Redis.from_url(copilot.up.redis_url()) as redis:
+        found = [LogRecord.decode(f) for log in Keyspace().decision_logs for _, f in redis.xrange(log)]
+    return sorted((r for r in found if r.session_id == session and r.event in events), key=lambda r: r.received_ms)
+
+
 @pytest.fixture(scope="module")
 def copilot(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Copilot]:
     binary = pinned("copilot") / "node_modules" / "@github" / "copilot-linux-x64" / "copilot"
@@ -265,14 +272,7 @@ def test_b_central_deny_reaches_the_model_and_the_decision_log(copilot: Copilot,
     assert seen.startswith("Denied by preToolUse hook: ") and REASON in seen
     assert "Bash(git push --force *)" in seen
     assert not (work / "pushed.txt").exists()
-    keys = Keyspace()
-
-    def denied() -> list[LogRecord]:
-        with redis_sync.Redis.from_url(copilot.up.redis_url()) as redis:
-            records = [LogRecord.decode(f) for log in keys.decision_logs for _, f in redis.xrange(log)]
-        return [r for r in records if r.session_id == session and r.event == "PreToolUse"]
-
-    (record,) = wait_for(denied, timeout_s=30, interval_s=0.1)
+    (record,) = wait_for(lambda: records_of(copilot, session, "PreToolUse"), timeout_s=30, interval_s=0.1)
     assert (record.agent, record.tool_name, record.tenant, record.decision) == ("copilot", "Bash", "acme", "deny")
     logged = orjson.loads(record.payload)
     assert logged[AGENT_TOOL_NAME] == "bash" and logged["tool_input"]["command"].startswith("git push --force")
@@ -280,11 +280,28 @@ def test_b_central_deny_reaches_the_model_and_the_decision_log(copilot: Copilot,
 
 
 @pytest.mark.timeout(120)
-def test_c_an_allowed_command_runs(copilot: Copilot, http_home: Path, work: Path) -> None:
+def test_c_an_allowed_command_runs_and_every_event_is_recorded(copilot: Copilot, http_home: Path, work: Path) -> None:
     copilot.fake.reset(one_tool_call("bash", bash("touch allowed.txt")))
-    copilot.run(http_home, work)
+    session = copilot.run(http_home, work)
     assert (work / "allowed.txt").exists()
     assert "Denied" not in tool_result_text(copilot.fake)
+    events = (
+        "SessionStart",
+        "UserPromptSubmit",
+        "PreToolUse",
+        "PermissionRequest",
+        "PostToolUse",
+        "Stop",
+        "SessionEnd",
+    )
+    found = wait_for(
+        lambda: records_of(copilot, session, *events) if records_of(copilot, session, "SessionEnd") else []
+    )
+    assert {r.event for r in found} == set(events) and {r.agent for r in found} == {"copilot"}
+    (permission,) = [r for r in found if r.event == "PermissionRequest"]  # it arrives camelCase
+    assert (
+        permission.tool_name == "Bash" and orjson.loads(permission.payload)["agent_event_name"] == "permissionRequest"
+    )
 
 
 @pytest.mark.timeout(120)
