@@ -1,36 +1,26 @@
 """``hookbus install qwen``: Qwen Code's own hooks in its ``settings.json``, posting to the gateway.
 
-Where: ``--scope project`` writes ``.qwen/settings.json`` in the current folder, ``user``
-writes ``$QWEN_HOME/settings.json`` (default ``~/.qwen/settings.json``), ``managed`` writes
-Qwen Code's system settings file (``$QWEN_CODE_SYSTEM_SETTINGS_PATH``, else
-``/etc/qwen-code/settings.json`` on Linux, ``/Library/Application Support/QwenCode/settings.json``
-on macOS, ``C:\\ProgramData\\qwen-code\\settings.json`` on Windows); system hooks load for
-every user and in every folder, trusted or not. ``--settings-file`` picks any file.
-
-What: for each event, one matcher group holding one handler named ``hookbus``. By default a
-``type: "http"`` handler posting to ``URL/v1/hooks?dialect=qwen`` with the header
-``Authorization: Bearer ${HOOKBUS_TOKEN}`` and ``allowedEnvVars: ["HOOKBUS_TOKEN"]`` (Qwen
-interpolates only listed variables), ``timeout`` in seconds. With ``--shim`` or
-``--fail-closed`` (an http hook fails open) a ``type: "command"`` handler running
-``hookbus hook --agent qwen --url URL``, ``timeout`` in milliseconds (Qwen reads a command
-timeout of 1000 or more as milliseconds, in every version that has hooks). The token is never
-written: Qwen Code reads ``$HOOKBUS_TOKEN`` from its environment.
+``--scope project`` writes ``.qwen/settings.json`` here, ``user`` ``$QWEN_HOME/settings.json``
+(default ``~/.qwen``), ``managed`` Qwen's system settings file (``$QWEN_CODE_SYSTEM_SETTINGS_PATH``,
+else :data:`SYSTEM_SETTINGS`). Each event gets one matcher group with one handler named
+``hookbus``: ``type: "http"`` to ``URL/v1/hooks?dialect=qwen`` with ``Authorization: Bearer
+${HOOKBUS_TOKEN}`` and ``allowedEnvVars`` (Qwen fills in only listed variables; the token is
+never written), ``timeout`` in seconds; with ``--shim`` or ``--fail-closed`` (an http hook fails
+open) ``type: "command"`` running ``hookbus hook --agent qwen``, ``timeout`` in milliseconds
+(1000 or more is milliseconds in every Qwen version with hooks).
 
 Handlers are hookbus's by their shape (that header and ``allowedEnvVars`` on a ``/v1/hooks``
 URL, or a ``hookbus hook ... --url`` command): installing again updates them in place,
-``--uninstall`` removes exactly them and the groups and event lists that only held them (and
-writes the ``.bak``'s own text back when it parses to the result: byte for byte).
-MessageDisplay (it fires over and over while a reply streams) and SessionDelete (no Claude
-Code counterpart) are installed only when named with ``--events``.
-
-After writing it warns, one line each, about what would make Qwen Code silently not run the
-hooks: ``disableAllHooks``, folder trust for project hooks, a ``security.allowedHttpHookUrls``
-that does not admit the URL, and a private-network address without
+``--uninstall`` removes exactly them and the groups and event lists that only held them, and
+writes the ``.bak``'s text back when it parses to the result. The file keeps its indentation.
+After writing it warns about what would make Qwen silently skip the hooks: ``disableAllHooks``,
+folder trust, ``security.allowedHttpHookUrls``, private-network addresses without
 ``security.allowPrivateNetworkHooks`` (honoured only in user and system settings).
 """
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import difflib
 import ipaddress
@@ -81,16 +71,15 @@ CARRIER_NAT = ipaddress.ip_network("100.64.0.0/10")  # shared address space: not
 BLOCKED_HOSTS = frozenset({"localhost.localdomain", "ip6-localhost", "ip6-loopback", "0.0.0.0", "::"})
 
 
-def qwen_home(env: dict[str, str] | None = None) -> Path:
+def qwen_home() -> Path:
     """Qwen Code's per-user folder: ``$QWEN_HOME``, else ``~/.qwen``."""
-    found = (os.environ if env is None else env).get("QWEN_HOME")
+    found = os.environ.get("QWEN_HOME")
     return Path(found).expanduser().resolve() if found else Path.home() / ".qwen"
 
 
-def system_settings_path(env: dict[str, str] | None = None, platform: str = sys.platform) -> Path:
-    """Qwen Code's system (managed) settings file on ``platform``."""
-    found = (os.environ if env is None else env).get("QWEN_CODE_SYSTEM_SETTINGS_PATH")
-    if found:
+def system_settings_path(platform: str = sys.platform) -> Path:
+    """Qwen Code's system (managed) settings file: ``$QWEN_CODE_SYSTEM_SETTINGS_PATH`` or ``platform``'s."""
+    if found := os.environ.get("QWEN_CODE_SYSTEM_SETTINGS_PATH"):
         return Path(found)
     key = "linux" if platform.startswith("linux") else platform
     if key not in SYSTEM_SETTINGS:
@@ -261,20 +250,15 @@ def _trusted(folder: Path, trust_file: Path) -> bool:
 def _settings_files(path: Path, scope: str, updated: dict[str, Any]) -> list[tuple[str, Path, dict[str, Any]]]:
     """``(scope, file, settings)`` of the file being written and the user and system files beside it."""
     others: list[tuple[str, Path]] = [("user", qwen_home() / "settings.json")]
-    try:
+    with contextlib.suppress(ConfigError):  # no system file on an unknown platform
         system = system_settings_path()
-    except ConfigError:
-        system = None
-    if system is not None:
         defaults = os.environ.get("QWEN_CODE_SYSTEM_DEFAULTS_PATH") or system.parent / "system-defaults.json"
         others += [("managed", system), ("managed", Path(defaults))]
     files: list[tuple[str, Path, dict[str, Any]]] = [(scope, path, updated)]
     for kind, other in others:
         if other.resolve() != path.resolve():
-            try:
+            with contextlib.suppress(ConfigError):  # unreadable: Qwen reports it itself
                 files.append((kind, other, read_settings(other)[1]))
-            except ConfigError:
-                continue
     return files
 
 
@@ -290,11 +274,8 @@ def _private_address(host: str) -> bool:
 def warnings(path: Path, scope: str, updated: dict[str, Any], url: str, http: bool) -> list[str]:
     """What would make Qwen Code silently not run the hooks in ``updated`` (to be written to ``path``)."""
     files = _settings_files(path, scope, updated)
-    found = [
-        f"{p} sets disableAllHooks: true, so Qwen Code runs no hook"
-        for _, p, s in files
-        if s.get("disableAllHooks") is True
-    ]
+    off = [p for _, p, s in files if s.get("disableAllHooks") is True]
+    found = [f"{p} sets disableAllHooks: true, so Qwen Code runs no hook" for p in off]
     trusted_scopes = [s for kind, _, s in files if kind != "project"]
     if scope == "project" and any(_get(s, "security", "folderTrust", "enabled") is True for s in trusted_scopes):
         trust_file = Path(os.environ.get("QWEN_CODE_TRUSTED_FOLDERS_PATH") or qwen_home() / "trustedFolders.json")
@@ -304,18 +285,13 @@ def warnings(path: Path, scope: str, updated: dict[str, Any], url: str, http: bo
     if not http:
         return found
     target = f"{url}?dialect=qwen"
-    lists = [
-        v
-        for kind, _, s in files
-        if kind != "project" and isinstance(v := _get(s, "security", "allowedHttpHookUrls"), list)
-    ]
-    if not lists:  # a project's list counts only when no user or system settings set one
-        lists = [
-            v
-            for kind, _, s in files
-            if kind == "project" and isinstance(v := _get(s, "security", "allowedHttpHookUrls"), list)
-        ]
-    if any(patterns and not any(_admits(p, target) for p in patterns) for patterns in lists):
+
+    def lists(project: bool) -> list[Any]:
+        values = [_get(s, "security", "allowedHttpHookUrls") for kind, _, s in files if (kind == "project") == project]
+        return [v for v in values if isinstance(v, list)]
+
+    # A project's list counts only when no user or system settings set one.
+    if any(urls and not any(_admits(u, target) for u in urls) for urls in lists(False) or lists(True)):
         found.append(f"security.allowedHttpHookUrls does not admit {target}, so Qwen Code would not call it")
     host = (urlsplit(url).hostname or "").lower()
     private = _private_address(host)
@@ -359,8 +335,7 @@ def _before_hookbus(path: Path, updated: dict[str, Any]) -> str | None:
 
 
 def _scope_of(path: Path) -> str:
-    """The scope a ``--settings-file`` stands for: ``project`` in a ``.qwen`` folder other than
-    the user's own, ``managed`` for the system file, else ``user``."""
+    """The scope ``--settings-file`` stands for: its ``.qwen`` folder's project, the system's or the user's."""
     try:
         if path.resolve() == system_settings_path().resolve():
             return "managed"
