@@ -12,8 +12,9 @@ writes nothing), else ``Edit`` with ``file_path``, ``old_string`` and ``new_stri
 first file). ``file_paths`` lists every file the patch touches, and permission rules judge each
 of them (a ``deny`` on any one applies, an ``allow`` needs all), so a patch that touches a
 second file is no way around a path rule. A shell command that only runs ``apply_patch`` (a
-heredoc or the patch as its argument, after an optional ``cd DIR &&``: Codex applies those
-itself, and sends them to hooks as ``Bash``) is read the same way, its ``command`` kept.
+heredoc or the patch as its argument, after an optional ``cd DIR &&``, with nothing in it the
+shell would expand: Codex applies those itself, and sends them to hooks as ``Bash``) is read the
+same way, its ``command`` kept; anything else stays ``Bash``.
 ``view_image`` becomes ``Read`` with ``file_path``.
 MCP tools keep their ``mcp__server__tool`` names. The agent's tool name is kept in
 ``agent_tool_name``; every other field is kept as sent.
@@ -64,8 +65,9 @@ DEFAULT_DENY_REASON: Final = "Denied by hookbus policy"
 ASK_SUFFIX: Final = " (hookbus policy asks for confirmation, which Codex cannot do: denied instead)"
 _PATCH_HEADER: Final = re.compile(r"\*\*\* (Add|Update|Delete) File: (.+)")
 _PATCH_MOVE: Final = re.compile(r"\*\*\* Move to: (.+)")
+#: The first line of ``[cd DIR &&] apply_patch <<'EOF'`` (the heredoc's end is found without a regex).
 _SHELL_PATCH: Final = re.compile(
-    r"\s*(?:cd\s+(\S+)\s*&&\s*)?(?:apply_patch|applypatch)\s+<<-?\s*(['\"]?)(\w+)\2[ \t]*\n(.*?)\n\3\s*", re.DOTALL
+    r"(?:cd\s+([\w./-]+)\s*&&\s*)?(?:apply_patch|applypatch)\s+<<-?\s*(['\"]?)(\w+)\2[ \t]*"
 )
 #: Events whose reply may carry ``continue``/``stopReason`` (Codex rejects them elsewhere).
 _STOPPABLE: Final = frozenset(
@@ -96,7 +98,8 @@ class PatchFile:
 
 
 def parse_patch(patch: str) -> list[PatchFile]:
-    """The files of a Codex ``apply_patch`` patch, in order (headers read leniently, as Codex does)."""
+    """The files of a Codex ``apply_patch`` patch, in order (headers matched after trimming the line,
+    so an indented one still counts: a path more is judged, never one less)."""
     files: list[PatchFile] = []
     current: PatchFile | None = None
     for line in patch.splitlines():
@@ -151,16 +154,23 @@ def shell_patch(command: str) -> tuple[str, str | None] | None:
     which Codex applies itself, as it does the apply_patch tool."""
     if "apply_patch" not in command and "applypatch" not in command:
         return None
-    if heredoc := _SHELL_PATCH.fullmatch(command):
-        body, end = heredoc.group(4), heredoc.group(3)
+    first, newline, rest = command.strip().partition("\n")
+    if newline and (heredoc := _SHELL_PATCH.fullmatch(first)):
+        lines, end = rest.split("\n"), heredoc.group(3)
         # A line that ends the heredoc early would leave the rest to the shell: that stays Bash.
-        return None if any(line.strip() == end for line in body.splitlines()) else (body, heredoc.group(1))
+        if lines[-1].strip() != end or any(line.strip() == end for line in lines[:-1]):
+            return None
+        body = "\n".join(lines[:-1])
+        # Unquoted, the shell would expand $(...) and `...` in it: only the quoted form is read.
+        return None if not heredoc.group(2) and ("$" in body or "`" in body) else (body, heredoc.group(1))
+    if "$" in command or "`" in command:
+        return None  # an expansion in the argument: the shell decides what runs
     try:
         argv = shlex.split(command)
     except ValueError:
         return None
     folder = None
-    if len(argv) >= 3 and argv[0] == "cd" and argv[2] == "&&":
+    if len(argv) >= 3 and argv[0] == "cd" and argv[2] == "&&" and re.fullmatch(r"[\w./-]+", argv[1]):
         folder, argv = argv[1], argv[3:]
     if len(argv) == 2 and argv[0] in ("apply_patch", "applypatch") and "*** Begin Patch" in argv[1]:
         return argv[1], folder

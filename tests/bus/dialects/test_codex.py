@@ -426,6 +426,11 @@ def test_a_shell_apply_patch_is_the_patch_tool(command: str, paths: list[str]) -
         "apply_patch <<EOF\nx\nEOF\nrm -rf /",
         "apply_patch <<EOF\n*** Begin Patch\n*** Add File: a\n+1\n*** End Patch\nEOF\nrm -rf /\nEOF",
         "ls; apply_patch x",
+        "apply_patch <<'EOF' && rm -rf /\n*** Begin Patch\n*** Add File: a\n+1\n*** End Patch\nEOF",
+        "cd /;rm${IFS}-rf${IFS}/ && apply_patch <<'EOF'\n*** Begin Patch\n*** Add File: a\n+1\n*** End Patch\nEOF",
+        "apply_patch <<EOF\n*** Begin Patch\n*** Add File: a\n+$(rm -rf /)\n*** End Patch\nEOF",
+        "cd \"$(rm -rf /)\" && apply_patch '*** Begin Patch\n*** Add File: a\n+1\n*** End Patch'",
+        'apply_patch "*** Begin Patch\n*** Add File: a\n+`rm -rf /`\n*** End Patch"',
     ],
 )
 def test_other_shell_commands_stay_bash(command: str) -> None:
