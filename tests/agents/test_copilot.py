@@ -59,6 +59,8 @@ hooks:
             - "Bash(git push --force *)"
             - "Bash(touch forbidden*)"
             - "Write(blocked/**)"
+          ask:
+            - "Bash(touch ask-me*)"
     - matcher: Bash
       hooks:
         - {type: function, function: "copilot_policy:rewrite"}
@@ -67,6 +69,12 @@ hooks:
         - type: rule
           reason: "hookbus central policy"
           deny: ["mcp__memo__forget"]
+  PermissionRequest:
+    - matcher: Bash
+      hooks:
+        - type: rule
+          reason: "hookbus permission policy"
+          deny: ["Bash(touch perm-denied*)"]
   UserPromptSubmit:
     - hooks:
         - {type: function, function: "copilot_policy:prompt_context"}
@@ -336,6 +344,29 @@ def test_an_mcp_policy_applies_to_copilots_mcp_tools(copilot: Copilot, http_home
     forget = tool_result_text(copilot.fake, "toolu_fake_1")
     assert forget.startswith("Denied by preToolUse hook: ") and "mcp__memo__forget" in forget
     assert tool_result_text(copilot.fake, "toolu_fake_2") == "memo remember done"
+
+
+@pytest.mark.timeout(120)
+def test_an_ask_headless_and_a_permission_request_deny(copilot: Copilot, http_home: Path, work: Path) -> None:
+    def script(request: dict[str, Any]) -> Reply:
+        done = tool_results(request)
+        if "toolu_fake_1" not in done:
+            return tool_use("bash", bash("touch ask-me.txt"), "toolu_fake_1")
+        if "toolu_fake_2" not in done:
+            return tool_use("bash", bash("touch perm-denied.txt"), "toolu_fake_2")
+        return text("All done.")
+
+    copilot.fake.reset(script)
+    copilot.run(http_home, work)
+    # An ask Copilot cannot show (-p) is its own deny, never a run.
+    asked = tool_result_text(copilot.fake, "toolu_fake_1")
+    assert asked.startswith("Denied by preToolUse hook (unable to ask user for confirmation): ") and REASON in asked
+    # PermissionRequest's decision object went back as Copilot's top-level behavior/message.
+    denied = tool_result_text(copilot.fake, "toolu_fake_2")
+    assert (
+        denied.startswith("Permission denied by a PermissionRequest hook: ") and "hookbus permission policy" in denied
+    )
+    assert not (work / "ask-me.txt").exists() and not (work / "perm-denied.txt").exists()
 
 
 @pytest.mark.timeout(120)
