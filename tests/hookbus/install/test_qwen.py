@@ -9,6 +9,7 @@ gateway.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import re
@@ -290,7 +291,7 @@ hooks:
 
 @pytest.mark.timeout(60)
 async def test_installed_by_a_subprocess_the_hook_is_answered_by_a_live_gateway_in_qwens_terms(
-    qwen: Path, platform: Callable[..., Any]
+    qwen: Path, platform: Callable[..., Any], capsys: pytest.CaptureFixture[str]
 ) -> None:
     env = {k: v for k, v in os.environ.items() if not k.startswith("HOOKBUS_")}
     async with platform(POLICY) as p:
@@ -329,6 +330,19 @@ async def test_installed_by_a_subprocess_the_hook_is_answered_by_a_live_gateway_
             "tool_input": {"command": "git push --force origin main"},
         }
         reply = await p.client.post(entry["url"], json=hook_input, headers=headers, timeout=entry["timeout"])
+        capsys.readouterr()
+        checked = await asyncio.to_thread(main, ["install", "qwen", "--check"])  # the installed URL, read back
+    assert checked == 0 and capsys.readouterr().out.startswith("hookbus: check: ")
     assert reply.status_code == 200 and "application/json" in reply.headers["content-type"]  # Qwen parses only JSON
     decided = reply.json()["hookSpecificOutput"]
     assert decided["permissionDecision"] == "deny" and "no force pushes" in decided["permissionDecisionReason"]
+
+
+@pytest.mark.system
+def test_check_alone_reports_an_unreachable_gateway_and_writes_nothing(
+    qwen: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["install", "qwen", "--check", "--url", "http://127.0.0.1:9"]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith("hookbus: check failed: cannot reach http://127.0.0.1:9/v1/hooks") and err.count("\n") == 1
+    assert not (qwen / ".qwen").exists()
