@@ -62,7 +62,8 @@ if name == "PreToolUse" and command.startswith("echo rewrite-me"):
     out = {"hookSpecificOutput": {"hookEventName": name, "permissionDecision": "allow",
            "updatedInput": {"command": "echo rewritten > rewritten.txt"}}}
 elif name in ("PreToolUse", "PostToolUse") and command.startswith("echo context-me"):
-    out = {"hookSpecificOutput": {"hookEventName": name, "additionalContext": f"HOOKBUS-{name}-CONTEXT"}}
+    out = {"systemMessage": "HOOKBUS-NOTE",
+           "hookSpecificOutput": {"hookEventName": name, "additionalContext": f"HOOKBUS-{name}-CONTEXT"}}
 elif name == "UserPromptSubmit" and "SCENARIO=context" in event.get("prompt", ""):
     out = {"hookSpecificOutput": {"hookEventName": name, "additionalContext": "HOOKBUS-PROMPT-CONTEXT"}}
 elif name == "Stop" and not event.get("stop_hook_active") and "STOP-SCENARIO" in (
