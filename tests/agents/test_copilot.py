@@ -90,13 +90,8 @@ from pathlib import Path
 
 async def rewrite(hook_input):
     if (hook_input.tool_input or {}).get("command") == "touch rewrite-me.txt":
-        return {
-            "hookSpecificOutput": {
-                "hookEventName": "PreToolUse",
-                "permissionDecision": "allow",
-                "updatedInput": {"command": "touch rewritten.txt", "description": "rewritten by hookbus"},
-            }
-        }
+        rewritten = {"command": "touch rewritten.txt", "description": "rewritten by hookbus"}
+        return {"hookSpecificOutput": {"hookEventName": "PreToolUse", "updatedInput": rewritten}}
     return None
 
 
@@ -116,28 +111,18 @@ async def keep_going(hook_input):
 MCP_SERVER = """
 import json, sys
 
-TOOLS = [
-    {"name": name, "description": name, "inputSchema": {"type": "object", "properties": {"note": {"type": "string"}}}}
-    for name in ("remember", "forget")
-]
+schema = {"type": "object", "properties": {"note": {"type": "string"}}}
 for line in sys.stdin:
     message = json.loads(line)
-    if message.get("id") is None:
-        continue
-    if message["method"] == "initialize":
-        result = {
-            "protocolVersion": message["params"].get("protocolVersion", "2024-11-05"),
-            "capabilities": {"tools": {}},
-            "serverInfo": {"name": "memo", "version": "1"},
-        }
-    elif message["method"] == "tools/list":
-        result = {"tools": TOOLS}
-    elif message["method"] == "tools/call":
-        params = message["params"]
-        result = {"content": [{"type": "text", "text": f"memo {params['name']} done"}]}
-    else:
-        result = {}
-    print(json.dumps({"jsonrpc": "2.0", "id": message["id"], "result": result}), flush=True)
+    method, params = message.get("method"), message.get("params") or {}
+    result = {
+        "initialize": {"protocolVersion": params.get("protocolVersion"), "capabilities": {"tools": {}},
+                       "serverInfo": {"name": "memo", "version": "1"}},
+        "tools/list": {"tools": [{"name": n, "description": n, "inputSchema": schema} for n in ("remember", "forget")]},
+        "tools/call": {"content": [{"type": "text", "text": f"memo {params.get('name')} done"}]},
+    }.get(method, {})
+    if message.get("id") is not None:
+        print(json.dumps({"jsonrpc": "2.0", "id": message["id"], "result": result}), flush=True)
 """
 
 
