@@ -8,6 +8,9 @@ child process: the same code as the command line, and the candidate's Python (``
 handlers, plugins) is imported there, never in the gateway. Only modules the running policy
 already imports may run; side-effect handlers are never run from here. Org admins only (or
 anyone, on a gateway with no tokens); one replay at a time per gateway process.
+
+``GET /v1/policy/coverage`` runs ``hookbus policy coverage --json`` the same way, on the policy
+this gateway runs: which of its handlers and rules decided the logged traffic of a window.
 """
 
 from __future__ import annotations
@@ -173,15 +176,45 @@ def _child_failure(problems: str) -> str | None:
     return problems.splitlines()[-1].strip()[:500]
 
 
+async def _run_child(argv: list[str], settings: Settings, redis_url: str) -> tuple[int | None, bytes, bytes]:
+    """Run ``python -m hookbus ARGV`` on this gateway's Redis, with no token in its environment.
+
+    Raises TimeoutError past :data:`REPLAY_TIMEOUT_S` (the child is killed); the child never
+    outlives the wait, even when it is cancelled (the client left)."""
+    env = {k: v for k, v in os.environ.items() if k not in _CHILD_ENV_DROP}
+    env.update(HOOKBUS_REDIS_URL=redis_url, HOOKBUS_KEY_PREFIX=settings.key_prefix)
+    child = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-m",
+        "hookbus",
+        *argv,
+        stdin=asyncio.subprocess.DEVNULL,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+        env=env,
+        preexec_fn=functools.partial(_replay_child, REPLAY_MEMORY_BYTES),
+    )
+    try:
+        async with asyncio.timeout(REPLAY_TIMEOUT_S):
+            out, err = await child.communicate()
+    except TimeoutError:
+        with contextlib.suppress(ProcessLookupError):
+            child.kill()
+        await child.wait()
+        raise
+    finally:
+        if child.returncode is None:
+            with contextlib.suppress(ProcessLookupError):
+                child.kill()
+    return child.returncode, out, err
+
+
 async def _run_replay(settings: Settings, redis_url: str, body: ReplayBody, trusted: frozenset[str]) -> Response:
     with tempfile.TemporaryDirectory(prefix="hookbus-candidate-") as folder:
         name = "candidate.json" if body.policy.lstrip().startswith("{") else "candidate.yaml"
         path = Path(folder) / name
         path.write_text(body.policy, encoding="utf-8")
         argv = [
-            sys.executable,
-            "-m",
-            "hookbus",
             "policy",
             "replay",
             str(path),
@@ -192,35 +225,17 @@ async def _run_replay(settings: Settings, redis_url: str, body: ReplayBody, trus
         argv += [f"--since={body.since}"] if body.since else []
         argv += [f"--until={body.until}"] if body.until else []
         argv += [f"--tenant={tenant}" for tenant in body.tenant]
-        env = {k: v for k, v in os.environ.items() if k not in _CHILD_ENV_DROP}
-        env.update(HOOKBUS_REDIS_URL=redis_url, HOOKBUS_KEY_PREFIX=settings.key_prefix)
-        child = await asyncio.create_subprocess_exec(
-            *argv,
-            stdin=asyncio.subprocess.DEVNULL,
-            stdout=asyncio.subprocess.PIPE,
-            stderr=asyncio.subprocess.PIPE,
-            env=env,
-            preexec_fn=functools.partial(_replay_child, REPLAY_MEMORY_BYTES),
-        )
         try:
-            async with asyncio.timeout(REPLAY_TIMEOUT_S):
-                out, err = await child.communicate()
+            returncode, out, err = await _run_child(argv, settings, redis_url)
         except TimeoutError:
-            with contextlib.suppress(ProcessLookupError):
-                child.kill()
-            await child.wait()
             return error_response(
                 504,
                 "replay_timeout",
                 f"the replay did not finish within {REPLAY_TIMEOUT_S:g}s: "
                 "narrow the window (since/until) or lower the limit",
             )
-        finally:
-            if child.returncode is None:  # cancelled (the client left): never leave it running
-                with contextlib.suppress(ProcessLookupError):
-                    child.kill()
         problems = err.decode("utf-8", "replace").replace(str(path), name).strip()
-    if child.returncode == 0:
+    if returncode == 0:
         try:
             report = orjson.loads(out)
             report["candidate"]["sources"] = [name]  # not the gateway's temporary path
@@ -238,11 +253,72 @@ async def _run_replay(settings: Settings, redis_url: str, body: ReplayBody, trus
                 "expands too far (YAML aliases?) or the window is too wide: narrow since/until or lower the limit",
             )
         return error_response(500, "replay_failed", f"the replay failed: {crash}")
-    if child.returncode == 1 and problems:
+    if returncode == 1 and problems:
         code = "invalid_request" if problems.startswith("hookbus: ") else "invalid_policy"
         return error_response(400, code, problems.removeprefix("hookbus: ")[:4000])
-    last = problems.splitlines()[-1] if problems else f"exit code {child.returncode}"
+    last = problems.splitlines()[-1] if problems else f"exit code {returncode}"
     return error_response(500, "replay_failed", f"the replay failed: {last[:500]}")
 
 
-__all__ = ["REPLAY_TIMEOUT_S", "ReplayBody", "console_page", "policy_modules", "replay_route"]
+def coverage_route(settings: Settings, redis_url: str, current_policy: Callable[[], Policy]) -> Route:
+    """``GET /v1/policy/coverage?since=7d&until=&tenant=`` (see the module docstring)."""
+    busy = asyncio.Lock()
+
+    async def coverage(request: HTTPRequest) -> Response:
+        params = request.query_params
+        since, until, tenants = params.get("since") or "7d", params.get("until") or None, params.getlist("tenant")
+        try:
+            check_single_authorization(request.scope["headers"])
+            caller = await request_caller(settings, request)
+            if not caller.admin:
+                why = "policy coverage needs an org-admin token (HOOKBUS_ADMIN_TOKENS)"
+                raise RequestRejected(403, "forbidden", why)
+            if max(len(since), len(until or ""), *(len(t) for t in tenants), 0) > 64 or len(tenants) > 64:
+                raise RequestRejected(400, "invalid_request", "since, until and tenant take at most 64 characters")
+            Window.parse(since, until)
+        except TimeError as exc:
+            return error_response(400, "invalid_time", str(exc))
+        except RequestRejected as exc:
+            return rejection(exc)
+        if busy.locked():
+            return error_response(
+                429, "coverage_busy", "a coverage report is running on this gateway; try again when it ends"
+            )
+        async with busy:
+            return await _run_coverage(settings, redis_url, current_policy(), since, until, tenants)
+
+    return Route("/v1/policy/coverage", coverage, methods=["GET"])
+
+
+async def _run_coverage(
+    settings: Settings, redis_url: str, policy: Policy, since: str, until: str | None, tenants: list[str]
+) -> Response:
+    with tempfile.TemporaryDirectory(prefix="hookbus-coverage-") as folder:
+        argv = ["policy", "coverage", "--json", f"--since={since}"]
+        argv += [f"--until={until}"] if until else []
+        argv += [f"--tenant={tenant}" for tenant in tenants]
+        named: dict[str, str] = {}
+        for i, file in enumerate(policy.files or ()):
+            path = Path(folder) / f"{i}-{Path(file.source).name or 'policy.yaml'}"
+            path.write_text(file.text, encoding="utf-8")
+            named[str(path)] = file.source
+            argv.append(f"--policy={path}")
+        if not named:  # no policy at all: every handler count is empty, the tools are all uncovered
+            (Path(folder) / "empty.yaml").write_text("hooks: {}\n", encoding="utf-8")
+            argv.append(f"--policy={Path(folder) / 'empty.yaml'}")
+        try:
+            returncode, out, err = await _run_child(argv, settings, redis_url)
+        except TimeoutError:
+            message = f"the coverage report did not finish within {REPLAY_TIMEOUT_S:g}s: narrow the window"
+            return error_response(504, "coverage_timeout", message)
+    if returncode != 0:
+        problems = err.decode("utf-8", "replace").strip()
+        last = problems.splitlines()[-1] if problems else f"exit code {returncode}"
+        return error_response(500, "coverage_failed", f"the coverage report failed: {last[:500]}")
+    text = out.decode("utf-8", "replace")
+    for copied, source in named.items():  # the policy's own file names, not the gateway's temporary ones
+        text = text.replace(orjson.dumps(copied).decode()[1:-1], orjson.dumps(source).decode()[1:-1])
+    return Response(text.encode(), media_type="application/json")
+
+
+__all__ = ["REPLAY_TIMEOUT_S", "ReplayBody", "console_page", "coverage_route", "policy_modules", "replay_route"]

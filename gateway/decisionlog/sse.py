@@ -211,10 +211,10 @@ class EventStream:
 
 
 def console_routes(settings: Settings, redis_url: str, current_policy: Callable[[], Policy]) -> list[Any]:
-    """The console's routes: the event stream, the page, policy replay (mounted by :mod:`gateway.app`)."""
+    """The console's routes: the event stream, the page, policy replay and coverage (mounted by :mod:`gateway.app`)."""
     from starlette.routing import Route
 
-    from gateway.console import console_page, replay_route
+    from gateway.console import console_page, coverage_route, replay_route
 
     # The bus's partitions as the gateway fixed them at start (gateway.hooks): the stream reads every partition's log.
     partitions = current_policy().settings.streams.partitions
@@ -223,6 +223,7 @@ def console_routes(settings: Settings, redis_url: str, current_policy: Callable[
         Route("/v1/events/stream", stream.endpoint, methods=["GET"]),
         *console_page(),
         replay_route(settings, redis_url, current_policy),
+        coverage_route(settings, redis_url, current_policy),
     ]
 
 

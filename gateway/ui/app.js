@@ -606,6 +606,51 @@
     $("w-result").replaceChildren(...nodes);
   }
 
+  // -- coverage of the running policy --------------------------------------------------------------------------
+
+  async function runCoverage() {
+    const button = $("w-coverage");
+    const result = $("w-result");
+    const query = new URLSearchParams();
+    if ($("w-since").value.trim()) query.set("since", $("w-since").value.trim());
+    if ($("w-until").value.trim()) query.set("until", $("w-until").value.trim());
+    for (const tenant of $("w-tenant").value.split(",").map((t) => t.trim()).filter(Boolean)) query.append("tenant", tenant);
+    button.disabled = true;
+    result.replaceChildren(el("p", { class: "muted", text: "Reading the decision log…" }));
+    try {
+      const response = await fetch(`/v1/policy/coverage?${query}`, { headers: authHeaders(), cache: "no-store" });
+      const answer = await response.json().catch(() => ({ detail: `HTTP ${response.status}` }));
+      if (response.status === 401) askToken("Policy coverage needs an org-admin token.");
+      if (!response.ok) {
+        result.replaceChildren(el("pre", { class: "error", text: answer.detail || answer.error || "failed" }));
+      } else {
+        renderCoverage(answer);
+      }
+    } catch (err) {
+      result.replaceChildren(el("p", { class: "error", text: `The gateway did not answer: ${err}` }));
+    } finally {
+      button.disabled = false;
+    }
+  }
+
+  function renderCoverage(report) {
+    const rows = (items) => items.map((c) => [c.where, c.label, c.decided, c.matched]);
+    const headers = ["where", "handler or rule", "decided", "matched, not deciding"];
+    const nodes = [el("p", { class: "summary" }, el("b", { text: `${report.events} logged events` }),
+      ` against the running policy (revision ${report.revision}, ${(report.tenants || []).join(", ") || "all tenants"}).`)];
+    nodes.push(el("h3", { text: "handlers" }), table(headers, rows(report.handlers)));
+    if (report.rules.length) {
+      const rules = table(headers, rows(report.rules));
+      rules.classList.add("rules");
+      nodes.push(el("h3", { text: "rules" }), rules);
+    }
+    nodes.push(el("h3", { text: `never matched (${report.never_matched.length})` }),
+      el("ul", { class: "never" }, ...report.never_matched.map((c) => el("li", { text: `${c.where} ${c.label}` }))));
+    nodes.push(el("h3", { text: `tools no handler covers (${report.uncovered_tools.length})` }),
+      el("ul", {}, ...report.uncovered_tools.map((t) => el("li", { text: `${t.tool} (${t.events} events)` }))));
+    $("w-result").replaceChildren(...nodes);
+  }
+
   // -- wiring --------------------------------------------------------------------------------------------------
 
   function showView(name) {
@@ -638,6 +683,7 @@
     $("token-none").addEventListener("click", () => useToken(""));
     $("change-token").addEventListener("click", () => askToken(""));
     $("w-run").addEventListener("click", runReplay);
+    $("w-coverage").addEventListener("click", runCoverage);
     $("w-file").addEventListener("change", async () => {
       const file = $("w-file").files[0];
       if (file) $("w-policy").value = await file.text();
