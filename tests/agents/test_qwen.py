@@ -123,6 +123,13 @@ def last_result(fake: FakeOpenAIChat, call_id: str = "call_fake_1") -> str:
     raise AssertionError(f"the model never got the result of {call_id}: {len(fake.requests)} requests")
 
 
+def records_of(qwen: Qwen, folder: Path, decision: str) -> list[dict[str, Any]]:
+    """The decision-log records of runs in ``folder`` with ``decision``."""
+    return [
+        r for r in fleet.records(qwen.up) if r.get("decision") == decision and str(folder) in json.dumps(r.get("input"))
+    ]
+
+
 def test_headless_qwen_runs_project_hooks_at_all(qwen: Qwen) -> None:
     local_deny = {"type": "command", "command": "cat >/dev/null; echo 'the local hook says no' >&2; exit 2"}
     folder = qwen.project(settings={"hooks": {"PreToolUse": [{"matcher": SHELL, "hooks": [local_deny]}]}})
@@ -132,7 +139,7 @@ def test_headless_qwen_runs_project_hooks_at_all(qwen: Qwen) -> None:
     assert not (folder / "allowed.txt").exists()
 
 
-def test_a_central_deny_stops_the_command_and_the_model_reads_why(qwen: Qwen) -> None:
+def test_a_central_deny_stops_the_command_the_model_reads_why_and_the_log_names_qwen(qwen: Qwen) -> None:
     folder = qwen.project("--events", "PreToolUse")
     qwen.fake.reset(one_tool_call(SHELL, shell(fleet.DENIED)))
     result = qwen.run(folder, "make the file")
@@ -140,13 +147,14 @@ def test_a_central_deny_stops_the_command_and_the_model_reads_why(qwen: Qwen) ->
     assert not (folder / "forbidden.txt").exists()
     final = json.loads(result.stdout)[-1]
     assert [d["tool_name"] for d in final["permission_denials"]] == [SHELL]
-
-
-def records_of(qwen: Qwen, folder: Path, decision: str) -> list[dict[str, Any]]:
-    """The decision-log records of runs in ``folder`` with ``decision``."""
-    return [
-        r for r in fleet.records(qwen.up) if r.get("decision") == decision and str(folder) in json.dumps(r.get("input"))
-    ]
+    wait_for(lambda: bool(records_of(qwen, folder, "deny")), timeout_s=30, interval_s=0.1)
+    record = records_of(qwen, folder, "deny")[-1]
+    assert (record["agent"], record["event"], record["tool_name"]) == ("qwen", "PreToolUse", "Bash")
+    assert (record["input"]["agent_tool_name"], record["input"]["tool_input"]["command"]) == (SHELL, fleet.DENIED)
+    assert (record["input"]["permission_mode"], record["input"]["qwen_permission_mode"]) == (
+        "bypassPermissions",
+        "yolo",
+    )
 
 
 def test_an_allow_lets_the_command_run_with_every_default_event_installed(qwen: Qwen) -> None:
@@ -210,17 +218,3 @@ def test_a_wrong_token_fails_open_and_blocks_when_installed_fail_closed(qwen: Qw
     qwen.run(closed, "make the file", token="wrong")
     assert "failing closed" in last_result(qwen.fake)
     assert not (closed / "allowed.txt").exists()
-
-
-def test_the_log_names_the_agent_the_canonical_tool_and_the_agents_own(qwen: Qwen) -> None:
-    folder = qwen.project("--events", "PreToolUse")
-    qwen.fake.reset(one_tool_call(SHELL, shell(fleet.DENIED)))
-    qwen.run(folder, "make the file")
-    wait_for(lambda: bool(records_of(qwen, folder, "deny")), timeout_s=30, interval_s=0.1)
-    record = records_of(qwen, folder, "deny")[-1]
-    assert (record["agent"], record["event"], record["tool_name"]) == ("qwen", "PreToolUse", "Bash")
-    assert (record["input"]["agent_tool_name"], record["input"]["tool_input"]["command"]) == (SHELL, fleet.DENIED)
-    assert (record["input"]["permission_mode"], record["input"]["qwen_permission_mode"]) == (
-        "bypassPermissions",
-        "yolo",
-    )
