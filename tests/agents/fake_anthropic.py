@@ -96,6 +96,20 @@ def one_tool_call(name: str, tool_input: dict[str, Any], done: str = "All done."
     return script
 
 
+def tool_calls(*calls: tuple[str, dict[str, Any]], done: str = "All done.") -> Script:
+    """A script that makes ``calls`` (name, input) one after the other, ids ``toolu_fake_1``, ``_2``...,
+    each once the previous one's result is back, then says ``done``."""
+
+    def script(request: dict[str, Any]) -> Reply:
+        seen = tool_results(request)
+        for number, (name, tool_input) in enumerate(calls, 1):
+            if f"toolu_fake_{number}" not in seen:
+                return tool_use(name, tool_input, f"toolu_fake_{number}")
+        return text(done)
+
+    return script
+
+
 class FakeAnthropic:
     """The fake API's state: the current script and every request received."""
 
@@ -215,6 +229,7 @@ __all__ = [
     "one_tool_call",
     "sse",
     "text",
+    "tool_calls",
     "tool_results",
     "tool_use",
     "user_text",

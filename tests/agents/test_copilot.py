@@ -35,8 +35,8 @@ from tests.agents.fake_anthropic import (
     Reply,
     one_tool_call,
     text,
+    tool_calls,
     tool_results,
-    tool_use,
     user_text,
 )
 from tests.agents.harness import LoopbackNetns, base_env, cache_dir, loopback_netns, pinned, serve_http
@@ -61,6 +61,8 @@ hooks:
             - "Write(blocked/**)"
           ask:
             - "Bash(touch ask-me*)"
+          allow:
+            - "Bash(touch approved*)"
     - matcher: Bash
       hooks:
         - {type: function, function: "copilot_policy:rewrite"}
@@ -171,10 +173,15 @@ class Copilot:
         return done.stdout + done.stderr
 
     def run(
-        self, home: Path, work: Path, prompt: str = "do the thing", token: str = TOKEN, extra: tuple[str, ...] = ()
+        self,
+        home: Path,
+        work: Path,
+        prompt: str = "do the thing",
+        token: str = TOKEN,
+        extra: tuple[str, ...] = ("--allow-all-tools",),
     ) -> str:
-        """One headless run in ``work``; the session id Copilot reported."""
-        argv = [str(self.binary), "-p", prompt, "--allow-all-tools", "-s", "--output-format", "json"]
+        """One headless run in ``work`` (``extra``: more flags; by default Copilot asks for no permission)."""
+        argv = [str(self.binary), "-p", prompt, "-s", "--output-format", "json"]
         argv += ["--no-auto-update", "--disable-client-telemetry", "--no-ask-user", "--disable-builtin-mcps", *extra]
         done = self.ns.run(argv, env=self.env(home, token), cwd=work, timeout_s=90)
         results = [json.loads(line) for line in done.stdout.splitlines() if line.startswith('{"type":"result"')]
@@ -315,16 +322,8 @@ def test_an_mcp_policy_applies_to_copilots_mcp_tools(copilot: Copilot, http_home
         "mcpServers": {"memo": {"type": "local", "command": sys.executable, "args": [str(server)], "tools": ["*"]}}
     }
 
-    def script(request: dict[str, Any]) -> Reply:
-        done = tool_results(request)
-        if "toolu_fake_1" not in done:
-            return tool_use("memo-forget", {"note": "x"}, "toolu_fake_1")
-        if "toolu_fake_2" not in done:
-            return tool_use("memo-remember", {"note": "y"}, "toolu_fake_2")
-        return text("All done.")
-
-    copilot.fake.reset(script)
-    copilot.run(http_home, work, extra=("--additional-mcp-config", json.dumps(config)))
+    copilot.fake.reset(tool_calls(("memo-forget", {"note": "x"}), ("memo-remember", {"note": "y"})))
+    copilot.run(http_home, work, extra=("--allow-all-tools", "--additional-mcp-config", json.dumps(config)))
     assert "memo-forget" in [t["name"] for t in copilot.fake.requests[0]["tools"]]
     forget = tool_result_text(copilot.fake, "toolu_fake_1")
     assert forget.startswith("Denied by preToolUse hook: ") and "mcp__memo__forget" in forget
@@ -332,26 +331,23 @@ def test_an_mcp_policy_applies_to_copilots_mcp_tools(copilot: Copilot, http_home
 
 
 @pytest.mark.timeout(120)
-def test_an_ask_headless_and_a_permission_request_deny(copilot: Copilot, http_home: Path, work: Path) -> None:
-    def script(request: dict[str, Any]) -> Reply:
-        done = tool_results(request)
-        if "toolu_fake_1" not in done:
-            return tool_use("bash", bash("touch ask-me.txt"), "toolu_fake_1")
-        if "toolu_fake_2" not in done:
-            return tool_use("bash", bash("touch perm-denied.txt"), "toolu_fake_2")
-        return text("All done.")
-
-    copilot.fake.reset(script)
-    copilot.run(http_home, work)
+def test_allow_ask_and_permission_request_without_allow_all_tools(
+    copilot: Copilot, http_home: Path, work: Path
+) -> None:
+    commands = ("touch approved.txt", "touch ask-me.txt", "touch perm-denied.txt", "touch unjudged.txt")
+    copilot.fake.reset(tool_calls(*(("bash", bash(command)) for command in commands)))
+    copilot.run(http_home, work, extra=())  # Copilot would ask for every shell command, and cannot
+    assert (work / "approved.txt").exists()  # hookbus's allow skipped Copilot's own prompt
     # An ask Copilot cannot show (-p) is its own deny, never a run.
-    asked = tool_result_text(copilot.fake, "toolu_fake_1")
+    asked = tool_result_text(copilot.fake, "toolu_fake_2")
     assert asked.startswith("Denied by preToolUse hook (unable to ask user for confirmation): ") and REASON in asked
     # PermissionRequest's decision object went back as Copilot's top-level behavior/message.
-    denied = tool_result_text(copilot.fake, "toolu_fake_2")
+    denied = tool_result_text(copilot.fake, "toolu_fake_3")
     assert (
         denied.startswith("Permission denied by a PermissionRequest hook: ") and "hookbus permission policy" in denied
     )
-    assert not (work / "ask-me.txt").exists() and not (work / "perm-denied.txt").exists()
+    assert tool_result_text(copilot.fake, "toolu_fake_4").startswith("Permission denied because no interactive user")
+    assert sorted(p.name for p in work.iterdir()) == ["approved.txt"]
 
 
 @pytest.mark.timeout(120)
@@ -433,5 +429,5 @@ def test_project_hooks_need_a_trusted_folder_in_prompt_mode(copilot: Copilot, wo
     copilot.run(home, work)
     assert (work / "forbidden-untrusted.txt").exists()  # the trap the installer warns about
     copilot.fake.reset(one_tool_call("bash", bash("touch forbidden-trusted.txt")))
-    copilot.run(home, work, extra=("--trust-folder",))
+    copilot.run(home, work, extra=("--allow-all-tools", "--trust-folder"))
     assert REASON in tool_result_text(copilot.fake) and not (work / "forbidden-trusted.txt").exists()
