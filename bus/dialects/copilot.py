@@ -332,7 +332,7 @@ class CopilotCli(Dialect):
     capabilities = {
         "deny": yes("top-level `permissionDecision: deny`; PermissionRequest `behavior: deny`"),
         "ask": partial("`permissionDecision: ask`; where Copilot cannot ask (`-p`, `--no-ask-user`) it denies"),
-        "allow": yes("top-level `permissionDecision: allow`"),
+        "allow": yes("top-level `permissionDecision: allow` (skips Copilot's own prompt)"),
         "rewrite_input": yes("`updatedInput` becomes `modifiedArgs` in Copilot's argument names (PreToolUse only)"),
         "stop_block": yes("`decision: block` + `reason` on Stop: the reason becomes the next prompt"),
         "add_context": partial(
