@@ -28,7 +28,8 @@ Output, in the fields Qwen's ``createHookOutput`` reads (``continue``, ``stopRea
 everything else is dropped, and ``hookSpecificOutput.hookEventName`` is the agent's name:
 
 * PreToolUse: ``permissionDecision`` allow / deny / ask with its reason, and
-  ``additionalContext`` (appended to the tool result). ``ask`` shows Qwen's confirmation in
+  ``additionalContext`` (appended to the tool result). Qwen runs PreToolUse after its own
+  approval step, so an allow lets the call go on but skips no prompt. ``ask`` shows Qwen's confirmation in
   its terminal UI; headless (``-p``) and in background subagents Qwen itself turns it into a
   deny. ``defer`` is dropped (Qwen's own permission flow decides). ``updatedInput`` is not
   applied by Qwen at PreToolUse, so a rewrite becomes a **deny** whose reason gives the
@@ -253,7 +254,10 @@ class QwenCode(Dialect):
             "Qwen's own confirmation in its terminal UI; headless (`-p`) and background "
             "subagents turn `ask` into a deny with the reason"
         ),
-        "allow": yes("`permissionDecision: allow` skips Qwen's approval prompt"),
+        "allow": partial(
+            "Qwen asks for approval (headless: refuses) before PreToolUse runs, so a PreToolUse allow "
+            "skips nothing; a PermissionRequest allow (`behavior: allow`) answers Qwen's approval dialog"
+        ),
         "rewrite_input": no(
             "Qwen ignores `updatedInput` at PreToolUse: a rewrite is sent as a deny whose "
             "reason gives the model the rewritten input to call the tool with"

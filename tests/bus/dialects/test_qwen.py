@@ -365,6 +365,7 @@ def test_capabilities_are_declared_for_every_name() -> None:
     assert set(qwen.capabilities) == set(CAPABILITIES) and qwen.transport == "http"
     assert qwen.capabilities["rewrite_input"].support is Support.NO
     assert qwen.capabilities["ask"].support is Support.PARTIAL
+    assert qwen.capabilities["allow"].support is Support.PARTIAL  # PreToolUse runs after Qwen's own approval
     assert qwen.capabilities["stop_block"].support is Support.YES
     assert all(c.note for c in qwen.capabilities.values())
     assert qwen.canonical_event("TodoCompleted") == "TaskCompleted" and qwen.canonical_event("Stop") == "Stop"
