@@ -13,7 +13,7 @@ from pathlib import Path
 import orjson
 
 from bus.errors import ConfigError, PolicyError
-from bus.hooks.plugins import load_plugins
+from bus.hooks.plugins import clear_hooks, load_plugins
 from bus.policy.loading import Policy, load_policy
 from bus.runtime.settings import Settings, comma_list
 from hookbus.policytools.cases import LoadedCase, Suite, discover, load_suite
@@ -59,7 +59,9 @@ async def run_suites(
             policy = policies.get(suite.policy_paths)
             if policy is None:
                 policy = policies[suite.policy_paths] = load_policy(suite.policy_paths)
-                load_plugins(policy.settings.plugins)
+            # Plugin callbacks are registered process-wide: only this policy's may answer its cases.
+            clear_hooks()
+            load_plugins(policy.settings.plugins)
             runner = CaseRunner(policy, run_handlers=run_handlers, sandbox=sandbox)
             cases: list[LoadedCase] = [c for c in suite.cases if only is None or only in c.case.name]
             for loaded in cases:

@@ -267,3 +267,28 @@ def test_the_examples_tests_pass() -> None:
     result = run_hookbus("policy", "test", str(REPO / "examples"))
     assert result.returncode == 0, result.stdout + result.stderr
     assert "failed" not in result.stdout and "no tests" not in result.stdout
+
+
+def test_a_plugin_answers_only_the_cases_of_the_policy_that_lists_it(tmp_path: Path) -> None:
+    (tmp_path / "curl_plugin.py").write_text(
+        textwrap.dedent(
+            """\
+            from bus.hooks.plugins import register_hook
+
+            def no_curl(hook_input):
+                return "no curl (plugin)" if "curl" in str(hook_input.tool_input or {}) else None
+
+            register_hook("PreToolUse", no_curl)
+            """
+        )
+    )
+    (tmp_path / "with.yaml").write_text("hookbus:\n  plugins: [curl_plugin]\nhooks: {}\n")
+    (tmp_path / "without.yaml").write_text("hooks: {}\n")
+    case = "cases:\n  - {{name: curl, tool: Bash, input: {{command: 'curl x'}}, expect: {{decision: {}}}}}\n"
+    (tmp_path / "with_test.yaml").write_text(case.format("deny"))
+    (tmp_path / "without_test.yaml").write_text(case.format("none"))
+    result = run_hookbus("policy", "test", ".", "--json", cwd=tmp_path)
+    assert result.returncode == 0, result.stdout + result.stderr
+    cases = {c["file"]: c for c in json.loads(result.stdout)["cases"]}
+    assert cases["with_test.yaml"]["reason"] == "no curl (plugin)"
+    assert cases["without_test.yaml"]["decision"] == "none"
