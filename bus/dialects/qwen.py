@@ -28,7 +28,7 @@ Output, in the fields Qwen's ``createHookOutput`` reads (``continue``, ``stopRea
 everything else is dropped, and ``hookSpecificOutput.hookEventName`` is the agent's name:
 
 * PreToolUse: ``permissionDecision`` allow / deny / ask with its reason, and
-  ``additionalContext`` (appended to the tool result). Qwen runs PreToolUse after its own
+  ``additionalContext`` (sent, but Qwen 0.24.4 does not pass it to the model). Qwen runs PreToolUse after its own
   approval step, so an allow lets the call go on but skips no prompt. ``ask`` shows Qwen's confirmation in
   its terminal UI; headless (``-p``) and in background subagents Qwen itself turns it into a
   deny. ``defer`` is dropped (Qwen's own permission flow decides). ``updatedInput`` is not
@@ -264,8 +264,8 @@ class QwenCode(Dialect):
         ),
         "stop_block": yes("`decision: block` on Stop; the reason is the next user message"),
         "add_context": partial(
-            "SessionStart, UserPromptSubmit, PreToolUse, PostToolUse, PostToolUseFailure, "
-            "SubagentStart; Stop context becomes a block with the context as reason"
+            "SessionStart, UserPromptSubmit, PostToolUse (appended to the tool result), PostToolUseFailure, "
+            "SubagentStart; Qwen drops PreToolUse context; Stop context becomes a block with it as reason"
         ),
         "fail_closed": partial(
             "an http hook fails open (Qwen runs the tool when the gateway cannot answer); "
