@@ -52,6 +52,9 @@ on PermissionRequest and its ``additionalContext`` on SessionStart, and never ca
   input is not sent (Copilot cannot rewrite there): its own permission flow decides.
 * PostToolUse / PostToolUseFailure: ``additionalContext``; ``decision: block`` + ``reason``
   (Copilot then replaces the tool result with the reason); ``continue: false`` blocks too.
+  PostToolUse's ``updatedToolOutput`` (or ``updatedMCPToolOutput``) becomes ``modifiedResult
+  {textResultForLlm, resultType}``: its text (a string, MCP text blocks, Bash's ``stdout`` /
+  ``stderr``, else its JSON) and the result type Copilot sent.
 * UserPromptSubmit: ``additionalContext``, ``decision: block`` + ``reason`` (the prompt is not
   sent); ``continue: false`` blocks. SessionStart / SubagentStart: ``additionalContext``.
 * Stop / SubagentStop: ``decision: block`` + ``reason`` (the reason becomes the next prompt);
@@ -62,6 +65,7 @@ on PermissionRequest and its ``additionalContext`` on SessionStart, and never ca
 from __future__ import annotations
 
 import datetime
+import json
 from typing import Any, Final
 
 from bus.dialects.base import AGENT_EVENT_NAME, AGENT_TOOL_NAME, Dialect, partial, yes
@@ -301,7 +305,34 @@ def _permission_request(output: dict[str, Any], specific: dict[str, Any]) -> dic
     return {}
 
 
-def copilot_output(event: str, output: dict[str, Any], tool: str = "") -> dict[str, Any]:
+def _result_text(value: Any) -> str:
+    """The text the model should read for a replaced tool output (Claude Code's shapes)."""
+    if isinstance(value, str):
+        return value
+    if isinstance(value, list):  # MCP content blocks
+        return "\n".join(str(b.get("text", "")) for b in value if isinstance(b, dict) and b.get("type") == "text")
+    if isinstance(value, dict):
+        for key in ("text_result_for_llm", "textResultForLlm", "content"):
+            if key in value:
+                return _result_text(value[key])
+        if "stdout" in value or "stderr" in value:
+            return "\n".join(str(value[k]) for k in ("stdout", "stderr") if value.get(k))
+    return json.dumps(value, ensure_ascii=False)
+
+
+def _modified_result(specific: dict[str, Any], agent_input: dict[str, Any]) -> dict[str, Any] | None:
+    replaced = specific.get("updatedToolOutput", specific.get("updatedMCPToolOutput"))
+    if replaced is None:
+        return None
+    sent = agent_input.get("tool_result") or agent_input.get("toolResult")
+    sent = sent if isinstance(sent, dict) else {}
+    kind = sent.get("result_type") or sent.get("resultType") or "success"
+    return {"textResultForLlm": _result_text(replaced), "resultType": kind}
+
+
+def copilot_output(
+    event: str, output: dict[str, Any], tool: str = "", agent_input: dict[str, Any] | None = None
+) -> dict[str, Any]:
     """A Claude Code hook output for ``event`` in the form Copilot reads (see the module docstring)."""
     specific = _specific(output)
     if event == "PreToolUse":
@@ -309,6 +340,8 @@ def copilot_output(event: str, output: dict[str, Any], tool: str = "") -> dict[s
     if event == "PermissionRequest":
         return _permission_request(output, specific)
     out: dict[str, Any] = {}
+    if event == "PostToolUse" and (replaced := _modified_result(specific, agent_input or {})) is not None:
+        out["modifiedResult"] = replaced
     if event in _CONTEXT_EVENTS and specific.get("additionalContext"):
         out["additionalContext"] = str(specific["additionalContext"])
     if event in _BLOCK_EVENTS:
@@ -355,7 +388,7 @@ class CopilotCli(Dialect):
     def to_agent(self, event: str, output: dict[str, Any], agent_input: dict[str, Any]) -> dict[str, Any]:
         name = agent_input.get("tool_name") or agent_input.get("toolName")
         tool = canonical_tool(name)[0] if isinstance(name, str) else ""
-        return copilot_output(event, output, tool)
+        return copilot_output(event, output, tool, agent_input)
 
 
 __all__ = [

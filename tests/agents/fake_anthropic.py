@@ -125,6 +125,13 @@ class FakeAnthropic:
             self.script = script
             self.requests = []
 
+    def tool_result(self, call_id: str = "toolu_fake_1") -> str:
+        """What the model was sent back for its tool call ``call_id`` (the last request that has it)."""
+        for request in reversed(self.requests):
+            if call_id in (found := tool_results(request)):
+                return found[call_id]
+        raise AssertionError(f"the model never got a result for {call_id}: {len(self.requests)} requests")
+
     def answer(self, request: dict[str, Any]) -> tuple[Reply, int]:
         with self._lock:
             self.requests.append(request)

@@ -36,7 +36,6 @@ from tests.agents.fake_anthropic import (
     one_tool_call,
     text,
     tool_calls,
-    tool_results,
     user_text,
 )
 from tests.agents.harness import LoopbackNetns, base_env, cache_dir, loopback_netns, pinned, serve_http
@@ -71,6 +70,10 @@ hooks:
         - type: rule
           reason: "hookbus central policy"
           deny: ["mcp__memo__forget"]
+  PostToolUse:
+    - matcher: Bash
+      hooks:
+        - {type: function, function: "copilot_policy:hide_output"}
   PermissionRequest:
     - matcher: Bash
       hooks:
@@ -94,6 +97,12 @@ async def rewrite(hook_input):
     if (hook_input.tool_input or {}).get("command") == "touch rewrite-me.txt":
         rewritten = {"command": "touch rewritten.txt", "description": "rewritten by hookbus"}
         return {"hookSpecificOutput": {"hookEventName": "PreToolUse", "updatedInput": rewritten}}
+    return None
+
+
+async def hide_output(hook_input):
+    if "SECRET-VALUE" in str(hook_input.tool_response):
+        return {"hookSpecificOutput": {"hookEventName": "PostToolUse", "updatedToolOutput": "[hidden by hookbus]"}}
     return None
 
 
@@ -190,15 +199,6 @@ class Copilot:
         return session
 
 
-def tool_result_text(fake: FakeAnthropic, call_id: str = "toolu_fake_1") -> str:
-    """What the model was sent back for its tool call ``call_id`` (the last request that carries it)."""
-    for request in reversed(fake.requests):
-        found = tool_results(request)
-        if call_id in found:
-            return found[call_id]
-    raise AssertionError(f"the model never got a result for {call_id}: {len(fake.requests)} requests")
-
-
 def records_of(copilot: Copilot, session: str, *events: str) -> list[LogRecord]:
     """The decision-log records of ``session``'s ``events``, oldest first."""
     with redis_sync.Redis.from_url(copilot.up.redis_url()) as redis:
@@ -260,7 +260,7 @@ def test_a_native_hook_denies_so_headless_copilot_runs_hooks(copilot: Copilot, w
     (home / "hooks" / "native.json").write_text(json.dumps({"version": 1, "hooks": {"PreToolUse": [hook]}}))
     copilot.fake.reset(one_tool_call("bash", bash("touch native.txt")))
     copilot.run(home, work)
-    assert tool_result_text(copilot.fake) == "Denied by preToolUse hook: NATIVE-DENY"
+    assert copilot.fake.tool_result() == "Denied by preToolUse hook: NATIVE-DENY"
     assert not (work / "native.txt").exists()
 
 
@@ -268,7 +268,7 @@ def test_a_native_hook_denies_so_headless_copilot_runs_hooks(copilot: Copilot, w
 def test_b_central_deny_reaches_the_model_and_the_decision_log(copilot: Copilot, http_home: Path, work: Path) -> None:
     copilot.fake.reset(one_tool_call("bash", bash("git push --force origin main && touch pushed.txt")))
     session = copilot.run(http_home, work)
-    seen = tool_result_text(copilot.fake)
+    seen = copilot.fake.tool_result()
     assert seen.startswith("Denied by preToolUse hook: ") and REASON in seen
     assert "Bash(git push --force *)" in seen
     assert not (work / "pushed.txt").exists()
@@ -284,7 +284,7 @@ def test_c_an_allowed_command_runs_and_every_event_is_recorded(copilot: Copilot,
     copilot.fake.reset(one_tool_call("bash", bash("touch allowed.txt")))
     session = copilot.run(http_home, work)
     assert (work / "allowed.txt").exists()
-    assert "Denied" not in tool_result_text(copilot.fake)
+    assert "Denied" not in copilot.fake.tool_result()
     events = (
         "SessionStart",
         "UserPromptSubmit",
@@ -309,7 +309,7 @@ def test_a_write_policy_applies_to_copilots_create_tool(copilot: Copilot, http_h
     target = work / "blocked" / "secret.txt"
     copilot.fake.reset(one_tool_call("create", {"path": str(target), "file_text": "x"}))
     copilot.run(http_home, work)
-    seen = tool_result_text(copilot.fake)
+    seen = copilot.fake.tool_result()
     assert seen.startswith("Denied by preToolUse hook: ") and "Write(blocked/**)" in seen
     assert not target.exists()
 
@@ -325,9 +325,9 @@ def test_an_mcp_policy_applies_to_copilots_mcp_tools(copilot: Copilot, http_home
     copilot.fake.reset(tool_calls(("memo-forget", {"note": "x"}), ("memo-remember", {"note": "y"})))
     copilot.run(http_home, work, extra=("--allow-all-tools", "--additional-mcp-config", json.dumps(config)))
     assert "memo-forget" in [t["name"] for t in copilot.fake.requests[0]["tools"]]
-    forget = tool_result_text(copilot.fake, "toolu_fake_1")
+    forget = copilot.fake.tool_result("toolu_fake_1")
     assert forget.startswith("Denied by preToolUse hook: ") and "mcp__memo__forget" in forget
-    assert tool_result_text(copilot.fake, "toolu_fake_2") == "memo remember done"
+    assert copilot.fake.tool_result("toolu_fake_2") == "memo remember done"
 
 
 @pytest.mark.timeout(120)
@@ -339,14 +339,14 @@ def test_allow_ask_and_permission_request_without_allow_all_tools(
     copilot.run(http_home, work, extra=())  # Copilot would ask for every shell command, and cannot
     assert (work / "approved.txt").exists()  # hookbus's allow skipped Copilot's own prompt
     # An ask Copilot cannot show (-p) is its own deny, never a run.
-    asked = tool_result_text(copilot.fake, "toolu_fake_2")
+    asked = copilot.fake.tool_result("toolu_fake_2")
     assert asked.startswith("Denied by preToolUse hook (unable to ask user for confirmation): ") and REASON in asked
     # PermissionRequest's decision object went back as Copilot's top-level behavior/message.
-    denied = tool_result_text(copilot.fake, "toolu_fake_3")
+    denied = copilot.fake.tool_result("toolu_fake_3")
     assert (
         denied.startswith("Permission denied by a PermissionRequest hook: ") and "hookbus permission policy" in denied
     )
-    assert tool_result_text(copilot.fake, "toolu_fake_4").startswith("Permission denied because no interactive user")
+    assert copilot.fake.tool_result("toolu_fake_4").startswith("Permission denied because no interactive user")
     assert sorted(p.name for p in work.iterdir()) == ["approved.txt"]
 
 
@@ -355,6 +355,13 @@ def test_d_rewritten_input_is_what_runs(copilot: Copilot, http_home: Path, work:
     copilot.fake.reset(one_tool_call("bash", bash("touch rewrite-me.txt")))
     copilot.run(http_home, work)
     assert (work / "rewritten.txt").exists() and not (work / "rewrite-me.txt").exists()
+
+
+@pytest.mark.timeout(120)
+def test_d_a_replaced_tool_output_is_what_the_model_reads(copilot: Copilot, http_home: Path, work: Path) -> None:
+    copilot.fake.reset(one_tool_call("bash", bash("echo SECRET-VALUE")))
+    copilot.run(http_home, work)
+    assert copilot.fake.tool_result() == "[hidden by hookbus]"
 
 
 @pytest.mark.timeout(120)
@@ -386,8 +393,8 @@ def test_e_a_refused_http_hook_is_a_deny(copilot: Copilot, http_home: Path, work
     copilot.fake.reset(one_tool_call("bash", bash("touch harmless.txt")))
     copilot.run(http_home, work, token="wrong")
     assert not (work / "harmless.txt").exists()
-    assert tool_result_text(copilot.fake).startswith("Denied by preToolUse hook from ")
-    assert tool_result_text(copilot.fake).endswith("(hook errored)")
+    assert copilot.fake.tool_result().startswith("Denied by preToolUse hook from ")
+    assert copilot.fake.tool_result().endswith("(hook errored)")
 
 
 @pytest.mark.timeout(120)
@@ -397,7 +404,7 @@ def test_e_a_wrong_token_fails_open_through_the_shim(copilot: Copilot, work: Pat
     assert "command hooks" in out and "COPILOT_HOOK_ALLOW_LOCALHOST" not in out
     copilot.fake.reset(one_tool_call("bash", bash("touch forbidden.txt")))
     copilot.run(home, work, token="wrong")
-    assert (work / "forbidden.txt").exists(), tool_result_text(copilot.fake)  # refused token: Copilot went on
+    assert (work / "forbidden.txt").exists(), copilot.fake.tool_result()  # refused token: Copilot went on
 
 
 @pytest.mark.timeout(120)
@@ -410,10 +417,10 @@ def test_e_fail_closed_blocks_with_a_wrong_token_and_decides_with_the_right_one(
     copilot.fake.reset(one_tool_call("bash", bash("touch harmless.txt")))
     copilot.run(home, work, token="wrong")
     assert not (work / "harmless.txt").exists()
-    assert tool_result_text(copilot.fake).startswith("Denied by preToolUse hook")
+    assert copilot.fake.tool_result().startswith("Denied by preToolUse hook")
     copilot.fake.reset(one_tool_call("bash", bash("touch forbidden.txt")))
     copilot.run(home, work)
-    assert REASON in tool_result_text(copilot.fake) and not (work / "forbidden.txt").exists()
+    assert REASON in copilot.fake.tool_result() and not (work / "forbidden.txt").exists()
     copilot.fake.reset(one_tool_call("bash", bash("touch fine.txt")))
     copilot.run(home, work)
     assert (work / "fine.txt").exists()  # with the right token an allowed call runs
@@ -430,4 +437,4 @@ def test_project_hooks_need_a_trusted_folder_in_prompt_mode(copilot: Copilot, wo
     assert (work / "forbidden-untrusted.txt").exists()  # the trap the installer warns about
     copilot.fake.reset(one_tool_call("bash", bash("touch forbidden-trusted.txt")))
     copilot.run(home, work, extra=("--allow-all-tools", "--trust-folder"))
-    assert REASON in tool_result_text(copilot.fake) and not (work / "forbidden-trusted.txt").exists()
+    assert REASON in copilot.fake.tool_result() and not (work / "forbidden-trusted.txt").exists()

@@ -30,7 +30,7 @@ SESSION = "9aeb6ff7-c9bc-4af7-bc05-04df19d10f5c"
 COPILOT_READS: dict[str, set[str]] = {
     "PreToolUse": {"permissionDecision", "permissionDecisionReason", "modifiedArgs", "additionalContext"},
     "PermissionRequest": {"behavior", "message", "interrupt"},
-    "PostToolUse": {"additionalContext", "decision", "reason"},
+    "PostToolUse": {"additionalContext", "decision", "reason", "modifiedResult"},
     "PostToolUseFailure": {"additionalContext", "decision", "reason"},
     "UserPromptSubmit": {"additionalContext", "decision", "reason"},
     "SessionStart": {"additionalContext"},
@@ -276,6 +276,29 @@ def test_block_and_context_events() -> None:
     for event in COPILOT_READS:
         for output in (block, context, pre("deny"), permission(behavior="deny"), {"continue": False}):
             copilot_reads(event, copilot_output(event, output))
+
+
+def test_a_replaced_tool_output_is_copilots_modified_result() -> None:
+    post = pascal("PostToolUse", tool_name="Bash", tool_result={"result_type": "success", "text_result_for_llm": "k"})
+
+    def replaced(value: Any) -> Any:
+        reply = {"hookSpecificOutput": {"hookEventName": "PostToolUse", "updatedToolOutput": value}}
+        answer = to_dialect("copilot", "PostToolUse", reply, post)
+        copilot_reads("PostToolUse", answer)
+        assert answer["modifiedResult"]["resultType"] == "success"
+        return answer["modifiedResult"]["textResultForLlm"]
+
+    assert replaced("[hidden]") == "[hidden]"
+    assert replaced({"stdout": "out", "stderr": "err", "interrupted": False}) == "out\nerr"
+    assert replaced([{"type": "text", "text": "a"}, {"type": "image"}, {"type": "text", "text": "b"}]) == "a\nb"
+    assert replaced({"text_result_for_llm": "t"}) == "t" and replaced({"n": 1}) == '{"n": 1}'
+    failed = camel(toolName="bash", toolArgs={}, toolResult={"resultType": "failure", "textResultForLlm": "x"})
+    mcp = {"hookSpecificOutput": {"hookEventName": "PostToolUse", "updatedMCPToolOutput": "y"}}
+    assert to_dialect("copilot", "PostToolUse", mcp, failed)["modifiedResult"] == {
+        "textResultForLlm": "y",
+        "resultType": "failure",
+    }
+    assert "modifiedResult" not in copilot_output("PostToolUseFailure", mcp)
 
 
 # -- declarations ---------------------------------------------------------------------------
