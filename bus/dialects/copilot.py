@@ -373,9 +373,9 @@ class CopilotCli(Dialect):
             "and SubagentStart; on Stop it becomes a block with the context as reason"
         ),
         "fail_closed": partial(
-            "an http PreToolUse hook that gets an error (gateway down, 401, 5xx) is a deny, but a timeout lets "
-            "the call run; `--fail-closed` installs the shim, which exits 2 (a deny) before Copilot's timeout; "
-            "other events go on"
+            "an http PreToolUse or PermissionRequest hook that gets an error (gateway down, 401, 5xx) is a deny, "
+            "but a timeout lets the call run; `--fail-closed` installs the shim, which exits 2 (a deny) before "
+            "Copilot's timeout; other events go on"
         ),
     }
     events = COPILOT_EVENTS
