@@ -86,6 +86,7 @@ class Case(_Model):
     """One event and what the policy must answer to it."""
 
     name: str = Field(min_length=1)
+    #: The event (default ``PreToolUse``, or a ``hookInput``'s own).
     event: str = "PreToolUse"
     tool: str | None = None
     #: The tool's input (tool events), or further input fields (other events).
@@ -122,16 +123,19 @@ class Case(_Model):
             raise ValueError("give either hookInput or tool/input, not both")
         return self
 
-    def canonical_input(self) -> tuple[dict[str, Any], str]:
-        """The hook input in Claude Code's format, and the dialect it came in (``""``: Claude Code's own)."""
+    def canonical_input(self) -> tuple[dict[str, Any], str, str]:
+        """The hook input in Claude Code's format, the dialect it came in (``""``: Claude Code's
+        own) and its event: a ``hookInput``'s own (translated) event unless ``event`` is given."""
         dialect = "" if self.agent in (None, "claude") else str(self.agent)
         if self.hook_input is not None:
             given = dict(self.hook_input)
             if dialect:
                 given = DIALECTS[dialect].to_canonical(given)
-            given.setdefault("hook_event_name", self.event)
+            named = given.get("hook_event_name")
+            event = named if "event" not in self.model_fields_set and named in EVENTS else self.event
+            given.setdefault("hook_event_name", event)
             given.setdefault("session_id", self.session.id)
-            return given, dialect
+            return given, dialect, str(event)
         hook_input: dict[str, Any] = {
             "hook_event_name": self.event,
             "session_id": self.session.id,
@@ -143,7 +147,7 @@ class Case(_Model):
             hook_input["tool_input"] = dict(self.input or {})
         else:
             hook_input.update(self.input or {})
-        return hook_input, dialect
+        return hook_input, dialect, self.event
 
 
 class CaseFile(_Model):

@@ -149,14 +149,18 @@ class CaseRunner:
 
     async def _run(self, loaded: LoadedCase, result: CaseResult) -> None:
         case = loaded.case
+        try:
+            hook_input, dialect, event = case.canonical_input()
+        except (ValueError, TypeError, KeyError, AttributeError) as exc:  # a dialect refusing the agent's input
+            result.error = f"hookInput is not a {case.agent} hook input: {type(exc).__name__}: {exc}"
+            return
         stubs: dict[str, Stub] = {}
         for stub in case.stubs:
-            entries = find_handlers(self.policy, stub.handler, case.event)
+            entries = find_handlers(self.policy, stub.handler, event)
             if not entries:
-                result.error = f"stub {stub.handler!r}: no handler of {case.event} in the policy is {stub.handler!r}"
+                result.error = f"stub {stub.handler!r}: no handler of {event} in the policy is {stub.handler!r}"
                 return
             stubs.update(dict.fromkeys((e.handler_id for e in entries), stub))
-        hook_input, dialect = case.canonical_input()
         session_id = str(hook_input.get("session_id"))
         state = SessionState()
         if case.session.stop_blocks:
@@ -173,15 +177,15 @@ class CaseRunner:
         engine = Engine(
             self.policy, cast(aioredis.Redis, state), self.keys, runners, async_handlers="skip", services=services
         )
-        blocking = event_spec(case.event).blocking
+        blocking = event_spec(event).blocking
         received_ms = now_ms()
         request = Request(
             uuid.uuid4().hex,
-            case.event,
+            event,
             case.tenant,
             orjson.dumps(hook_input),
             received_ms,
-            deadline_ms=received_ms + int(self.policy.settings.deadline_for(case.event) * 1000) if blocking else 0,
+            deadline_ms=received_ms + int(self.policy.settings.deadline_for(event) * 1000) if blocking else 0,
             reply_to="policy-test" if blocking else "",
             dialect=dialect,
             context=b"[]",  # no pending context from async hooks: there is no session to take it from

@@ -292,3 +292,31 @@ def test_a_plugin_answers_only_the_cases_of_the_policy_that_lists_it(tmp_path: P
     cases = {c["file"]: c for c in json.loads(result.stdout)["cases"]}
     assert cases["with_test.yaml"]["reason"] == "no curl (plugin)"
     assert cases["without_test.yaml"]["decision"] == "none"
+
+
+def test_a_whole_hook_input_in_an_agents_format_brings_its_own_event(tmp_path: Path) -> None:
+    (tmp_path / "policy.yaml").write_text(
+        "hooks:\n  PostToolUse:\n    - matcher: Bash\n      hooks:\n        - {type: rule, deny: ['Bash(rm -rf *)']}\n"
+    )
+    after_tool = {
+        "hook_event_name": "AfterTool",
+        "session_id": "g-1",
+        "cwd": "/w",
+        "tool_name": "run_shell_command",
+        "tool_input": {"command": "rm -rf x"},
+        "tool_response": {},
+    }
+    cases = [
+        {"name": "AfterTool: PostToolUse", "agent": "gemini", "hookInput": after_tool, "expect": {"decision": "block"}},
+        {
+            "name": "an event given wins",
+            "agent": "gemini",
+            "event": "PreToolUse",
+            "hookInput": after_tool,
+            "expect": {"decision": "none"},
+        },
+    ]
+    (tmp_path / "policy_test.json").write_text(json.dumps({"cases": cases}))
+    result = run_hookbus("policy", "test", str(tmp_path), "--json")
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert [c["decision"] for c in json.loads(result.stdout)["cases"]] == ["block", "none"]
