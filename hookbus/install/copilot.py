@@ -11,8 +11,8 @@ What: ``{"version": 1, "hooks": {EVENT: [entry]}}`` with PascalCase (Claude Code
 names, so Copilot sends Claude-shaped snake_case input. By default each entry is a
 ``type: "http"`` hook posting to ``URL/v1/hooks?dialect=copilot`` with the header
 ``Authorization: Bearer ${HOOKBUS_TOKEN}`` filled from ``allowedEnvVars: ["HOOKBUS_TOKEN"]``,
-and ``timeoutSec`` in seconds. Copilot denies a PreToolUse call whose http hook errs (gateway
-down, 401, 5xx) but runs it when the hook times out. ``--shim`` writes ``type: "command"``
+and ``timeoutSec`` in seconds. Copilot denies a PreToolUse or PermissionRequest call whose http
+hook errs (gateway down, 401, 5xx) but runs it when the hook times out. ``--shim`` writes ``type: "command"``
 hooks running ``hookbus hook --agent copilot --url URL`` instead, which fail open (the shim
 answers ``{}``); ``--fail-closed`` makes the shim exit 2 before Copilot's timeout, a deny on
 PreToolUse and PermissionRequest. The token is never written: Copilot reads
