@@ -334,6 +334,8 @@ def run(args: Any) -> int:
     kind = "command hooks (hookbus hook)" if shim else "http hooks"
     print(f"hookbus: {path}: {len(chosen_events(args.events))} {kind} -> {url}{backup}")
     print(f"hookbus: Copilot CLI sends ${TOKEN_ENV} as the bearer token: export it where copilot runs")
+    if not shim:
+        print("hookbus: note: Copilot denies tool calls while the gateway cannot be reached; --shim lets them run")
     return 0 if args.no_check else check(target, after_install=True)
 
 

@@ -72,6 +72,7 @@ def test_project_scope_writes_http_hooks_for_every_event(project: Path, capsys: 
     assert "tok" not in path.read_text().lower().replace("hookbus_token", "")  # no token value in the file
     captured = capsys.readouterr()
     assert f"{path}: 12 http hooks -> {URL}/v1/hooks" in captured.out
+    assert "note: Copilot denies tool calls while the gateway cannot be reached" in captured.out
     warnings = [line for line in captured.err.splitlines() if line.startswith("hookbus: warning: ")]
     assert any("COPILOT_HOOK_ALLOW_LOCALHOST=1" in line for line in warnings)
     assert any("trusted folder" in line for line in warnings)
@@ -156,8 +157,9 @@ def test_shim_and_fail_closed_write_command_hooks(project: Path, capsys: pytest.
             "timeoutSec": 4,
         }
     ]
-    err = capsys.readouterr().err
-    assert "COPILOT_HOOK_ALLOW_LOCALHOST" not in err  # a command hook has no http rules
+    captured = capsys.readouterr()
+    assert "COPILOT_HOOK_ALLOW_LOCALHOST" not in captured.err  # a command hook has no http rules
+    assert "note:" not in captured.out
     assert install("--shim", "--hook-command", "/opt/hb/hookbus", "--events", "PreToolUse") == 0
     shim = json.loads((project / ".github" / "hooks" / "hookbus.json").read_text())["hooks"]["PreToolUse"]
     assert shim == [
