@@ -76,7 +76,7 @@ class Qwen:
             assert code == 0
         return folder
 
-    def run(self, folder: Path, prompt: str, *, token: str = fleet.TOKEN) -> Completed:
+    def run(self, folder: Path, prompt: str, *, token: str = fleet.TOKEN, **more: str) -> Completed:
         env = base_env(
             self.root / "home",
             OPENAI_BASE_URL=self.model_url,
@@ -90,6 +90,7 @@ class Qwen:
             QWEN_CODE_DISABLE_PRECONNECT="1",
             QWEN_CODE_SUPPRESS_YOLO_WARNING="1",
         )
+        env.update(more)
         argv = [str(self.node), str(self.cli), "-p", prompt, "--yolo", "--output-format", "json"]
         argv += ["--auth-type", "openai", "--chat-recording", "false"]
         result = self.ns.run(argv, env=env, cwd=folder, timeout_s=120)
@@ -218,3 +219,23 @@ def test_a_wrong_token_fails_open_and_blocks_when_installed_fail_closed(qwen: Qw
     qwen.run(closed, "make the file", token="wrong")
     assert "failing closed" in last_result(qwen.fake)
     assert not (closed / "allowed.txt").exists()
+
+
+def test_user_and_system_scope_installs_land_where_qwen_reads_them(qwen: Qwen, monkeypatch: pytest.MonkeyPatch) -> None:
+    home, system = qwen.root / "other-qwen-home", qwen.root / "etc-qwen-code" / "settings.json"
+    monkeypatch.setenv("QWEN_HOME", str(home))
+    monkeypatch.setenv("QWEN_CODE_SYSTEM_SETTINGS_PATH", str(system))
+    base = ["install", "qwen", "--url", qwen.gateway, "--no-check"]
+    assert hookbus_main([*base, "--scope", "user", "--events", "PreToolUse"]) == 0
+    assert hookbus_main([*base, "--scope", "managed", "--events", "UserPromptSubmit"]) == 0
+    folder = qwen.project()  # no project hooks at all
+    qwen.fake.reset(one_tool_call(SHELL, shell(fleet.DENIED)))
+    qwen.run(
+        folder,
+        f"make the file {central_hooks.CONTEXT_TRIGGER}",
+        QWEN_HOME=str(home),
+        QWEN_CODE_SYSTEM_SETTINGS_PATH=str(system),
+    )
+    assert fleet.REASON in last_result(qwen.fake)  # the user-scope PreToolUse hook ran
+    assert central_hooks.CONTEXT in user_text(qwen.fake.requests[0])  # so did the system one
+    assert not (folder / "forbidden.txt").exists()
