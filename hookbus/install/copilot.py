@@ -30,7 +30,9 @@ hooks: an ``http://`` URL (loopback needs ``COPILOT_HOOK_ALLOW_LOCALHOST=1`` whe
 runs; elsewhere Copilot wants ``https://`` for hooks that send a token or decide
 permissions), repository hooks in ``copilot -p`` (loaded only in a trusted folder), and
 ``disableAllHooks`` in the file itself (its own hooks) or in the repository's
-``.github/copilot/settings(.local).json`` (every hook, the user's too).
+``.github/copilot/settings(.local).json`` (every hook, the user's too). It also warns when
+the repository's ``.claude/settings(.local).json`` holds hookbus's Claude Code hooks: Copilot
+runs those too, so its events would reach the gateway twice, once untranslated.
 """
 
 from __future__ import annotations
@@ -50,6 +52,7 @@ from urllib.parse import parse_qs, urlsplit
 from bus.errors import ConfigError
 from hookbus.install.command import check
 from hookbus.install.settings_file import TOKEN_ENV, default_hook_command, read_settings, render, write_atomically
+from hookbus.install.settings_file import installed_url as claude_installed_url
 from hookbus.shim import hook_url
 
 AGENT = "copilot"
@@ -258,6 +261,17 @@ def warnings(path: Path, scope: str, updated: dict[str, Any], url: str, http: bo
                 continue
             if isinstance(settings, dict) and settings.get("disableAllHooks") is True:
                 found.append(f"{other} sets disableAllHooks: true, so Copilot runs no hook in {repo}")
+        for name in ("settings.json", "settings.local.json"):
+            claude = repo / ".claude" / name
+            try:
+                has_hookbus = claude_installed_url(read_settings(claude)[1]) is not None
+            except ConfigError:
+                continue
+            if has_hookbus:
+                found.append(
+                    f"Copilot also runs the hooks in {claude} (in a trusted folder): its events reach hookbus "
+                    "a second time there, as Claude Code's, with Copilot's own tool arguments"
+                )
     return found
 
 

@@ -198,6 +198,12 @@ def test_warnings_for_what_would_skip_the_hooks(project: Path, capsys: pytest.Ca
     assert f"{repo_settings} sets disableAllHooks: true, so Copilot runs no hook in {project}" in err
     assert "trusted folder" not in err  # user hooks always load
     assert err.count("hookbus: warning: ") == 2
+    claude = project / ".claude" / "settings.json"
+    assert main(["install", "claude", "--url", URL, "--no-check", "--events", "PreToolUse"]) == 0 and claude.is_file()
+    capsys.readouterr()
+    assert install("--events", "Stop") == 0
+    err = capsys.readouterr().err
+    assert f"Copilot also runs the hooks in {claude} (in a trusted folder)" in err
     own = project / "own.json"
     own.write_text(json.dumps({"version": 1, "disableAllHooks": True, "hooks": {}}))
     repo_settings.write_text("{}")
