@@ -28,12 +28,13 @@ Output, in the fields Qwen's ``createHookOutput`` reads (``continue``, ``stopRea
 everything else is dropped, and ``hookSpecificOutput.hookEventName`` is the agent's name:
 
 * PreToolUse: ``permissionDecision`` allow / deny / ask with its reason, and
-  ``additionalContext`` (sent, but Qwen 0.24.4 does not pass it to the model). Qwen runs PreToolUse after its own
-  approval step, so an allow lets the call go on but skips no prompt. ``ask`` shows Qwen's confirmation in
-  its terminal UI; headless (``-p``) and in background subagents Qwen itself turns it into a
-  deny. ``defer`` is dropped (Qwen's own permission flow decides). ``updatedInput`` is not
-  applied by Qwen at PreToolUse, so a rewrite becomes a **deny** whose reason gives the
-  model the rewritten input to call the tool with instead (never the original call).
+  ``additionalContext`` (sent, though Qwen 0.24.4 does not pass it to the model). Qwen runs
+  PreToolUse after its own approval step, so an allow lets the call go on but skips no
+  prompt. ``ask`` shows Qwen's confirmation in its terminal UI; headless (``-p``) and in
+  background subagents Qwen itself turns it into a deny. ``defer`` is dropped (Qwen's own
+  permission flow decides). ``updatedInput`` is not applied by Qwen at PreToolUse, so a
+  rewrite becomes a **deny** whose reason gives the model the rewritten input to call the
+  tool with instead (never the original call).
 * PostToolUse / PostToolUseFailure: ``additionalContext``. Qwen ignores PostToolUse's
   ``decision: block``, so its reason is added to the context the model sees with the result.
   ``updatedToolOutput`` / ``updatedMCPToolOutput`` have no place in Qwen and are dropped.
