@@ -160,8 +160,12 @@ _CONTEXT_EVENTS: Final = ("PostToolUse", "PostToolUseFailure", "UserPromptSubmit
 _BLOCK_EVENTS: Final = ("PostToolUse", "PostToolUseFailure", "UserPromptSubmit", "Stop", "SubagentStop")
 
 
-def _iso(epoch_ms: float) -> str:
-    moment = datetime.datetime.fromtimestamp(epoch_ms / 1000, tz=datetime.UTC)
+def _iso(epoch_ms: float) -> str | float:
+    """``epoch_ms`` as ISO 8601 (as the PascalCase form sends it); a value no date has stays as sent."""
+    try:
+        moment = datetime.datetime.fromtimestamp(epoch_ms / 1000, tz=datetime.UTC)
+    except (OverflowError, OSError, ValueError):
+        return epoch_ms
     return moment.isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 

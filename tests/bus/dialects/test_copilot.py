@@ -131,6 +131,8 @@ def test_camel_case_inputs_get_an_event_and_claude_fields() -> None:
     assert copilot_input(camel(reason="complete"))["hook_event_name"] == "SessionEnd"
     assert copilot_input(camel(error={"message": "x"}))["hook_event_name"] == "StopFailure"
     assert "hook_event_name" not in copilot_input(camel())  # nothing to tell: the gateway refuses it
+    for odd in (10**30, float("nan"), -(10**20)):
+        assert copilot_input(camel(prompt="x", timestamp=odd))["timestamp"] is odd  # kept, never an error
 
 
 def test_permission_request_arrives_camel_case_named_by_hook_name() -> None:
