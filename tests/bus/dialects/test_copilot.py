@@ -9,6 +9,8 @@ against it, so a field Copilot would drop cannot hide a decision.
 
 from __future__ import annotations
 
+import json
+from collections.abc import Callable
 from typing import Any
 
 import orjson
@@ -24,6 +26,7 @@ from bus.dialects.copilot import (
     copilot_input,
     copilot_output,
 )
+from tests.conftest import BusProbe, async_wait_for
 
 SESSION = "9aeb6ff7-c9bc-4af7-bc05-04df19d10f5c"
 #: The fields Copilot CLI reads from a hook's answer, per (Claude Code) event.
@@ -301,6 +304,47 @@ def test_a_replaced_tool_output_is_copilots_modified_result() -> None:
         "resultType": "failure",
     }
     assert "modifiedResult" not in copilot_output("PostToolUseFailure", mcp)
+
+
+# -- live -----------------------------------------------------------------------------------
+
+LIVE_POLICY = """
+hookbus: {deadlineSeconds: 5.0}
+hooks:
+  PreToolUse:
+    - matcher: Write
+      hooks:
+        - {type: rule, deny: ["Write(//etc/**)"], reason: "not in /etc"}
+  PermissionRequest:
+    - matcher: Bash
+      hooks:
+        - {type: rule, deny: ["Bash(rm *)"], reason: "no rm"}
+"""
+
+
+async def test_copilot_through_a_live_gateway(platform: Callable[..., Any], bus: BusProbe) -> None:
+    write = pascal("PreToolUse", tool_name="Write", tool_input={"path": "/etc/passwd", "file_text": "x"})
+    rm = camel(
+        hookName="permissionRequest", toolName="bash", toolInput={"command": "rm -rf /w"}, permissionSuggestions=[]
+    )
+    async with platform(LIVE_POLICY) as p:
+        denied = await p.client.post(f"{p.url}/v1/hooks?dialect=copilot", json=write)
+        refused = await p.post(rm, headers={"X-Hookbus-Dialect": "copilot"})
+        fine = await p.post(
+            {**write, "tool_input": {"path": "/w/a", "file_text": "x"}}, headers={"X-Hookbus-Dialect": "copilot"}
+        )
+    assert denied.status_code == 200 and denied.json() == {
+        "permissionDecision": "deny",
+        "permissionDecisionReason": "not in /etc (rule: Write(//etc/**))",
+    }
+    assert refused.json() == {"behavior": "deny", "message": "no rm (rule: Bash(rm *))"}
+    assert fine.json() == {}
+    record = await async_wait_for(lambda: bus.record(denied.headers["X-Hookbus-Event-Id"]), timeout_s=5)
+    logged = json.loads(record.payload)
+    assert (record.agent, record.tool_name) == ("copilot", "Write")
+    assert logged[AGENT_TOOL_NAME] == "create" and logged["tool_input"] == {"file_path": "/etc/passwd", "content": "x"}
+    permission = await async_wait_for(lambda: bus.record(refused.headers["X-Hookbus-Event-Id"]), timeout_s=5)
+    assert (permission.event, permission.tool_name, permission.decision) == ("PermissionRequest", "Bash", "deny")
 
 
 # -- declarations ---------------------------------------------------------------------------
