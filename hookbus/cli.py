@@ -135,7 +135,11 @@ def build_parser() -> argparse.ArgumentParser:
     policy_sub = policy.add_subparsers(dest="policy_command", required=True, metavar="ACTION")
     check = policy_sub.add_parser("check", help="validate policy files; exit 1 with line-precise errors")
     check.add_argument("files", nargs="+", metavar="FILE")
-    check.add_argument("--strict", action="store_true", help="notes (ignored keys, ...) are errors too")
+    check.add_argument(
+        "--strict",
+        action="store_true",
+        help="notes (ignored keys, ...) and warnings (what an agent of the fleet cannot carry out) are errors too",
+    )
     replay = policy_sub.add_parser("replay", help="what a candidate policy would have decided on recorded events")
     replay.add_argument("candidate", nargs="+", metavar="CANDIDATE", help="candidate policy file(s), layered in order")
     replay.add_argument(
