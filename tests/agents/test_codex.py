@@ -27,6 +27,7 @@ import pytest
 import redis as redis_sync
 
 from bus.redis.keys import Keyspace
+from tests.agents import fleet
 from tests.agents.fake_responses import MODEL, FakeResponses, Reply, last_is_tool_output, messages, shell, text
 from tests.agents.fake_responses import tool_outputs as outputs_of
 from tests.agents.harness import Completed, LoopbackNetns, base_env, loopback_netns, pinned, serve_http
@@ -52,6 +53,8 @@ COMMANDS = {
     "closedtool": "echo closed > closed.txt",
     "ask": "git push origin main; echo ran > pushed.txt",
     "managed": FORCE_PUSH,
+    "fleetdeny": fleet.DENIED,
+    "fleetallow": fleet.ALLOWED,
 }
 POLICY_HOOK = """
 import json, sys
@@ -133,6 +136,7 @@ def write_policy(root: Path) -> Path:
     policy = {
         "hooks": {
             "PreToolUse": [
+                *fleet.policy()["hooks"]["PreToolUse"],  # the rules every agent's test holds its CLI to
                 {
                     "matcher": "Bash",
                     "hooks": [
@@ -359,6 +363,18 @@ def test_managed_hooks_run_without_any_trust(setup: Setup) -> None:
     assert "[[hooks.PreToolUse.hooks]]" in written and "--agent codex" in written
     assert not (run.work / "pushed.txt").exists()
     assert any(o.startswith("Command blocked by PreToolUse hook: hookbus: no force pushes") for o in run.tool_outputs())
+
+
+def test_the_fleet_policy_denies_and_allows_the_same_commands_as_for_every_agent(
+    setup: Setup, installed: dict[str, Completed]
+) -> None:
+    denied = run_codex(setup, "fleetdeny")
+    assert not (denied.work / "forbidden.txt").exists()
+    assert any(fleet.REASON in o for o in denied.tool_outputs()), denied.tool_outputs()
+    allowed = run_codex(setup, "fleetallow")
+    assert (allowed.work / "allowed.txt").exists()
+    meta, hook_input = decision_record(setup, tool_use_command=fleet.DENIED)
+    assert (meta["ag"], meta["tool"], meta["dec"], hook_input["agent_tool_name"]) == ("codex", "Bash", "deny", "Bash")
 
 
 def decision_record(setup: Setup, *, tool_use_command: str) -> tuple[dict[str, Any], dict[str, Any]]:
