@@ -9,9 +9,10 @@ names and no event name at all. ``PermissionRequest`` arrives camelCase either w
 
 Input, to Claude Code's shape (unknown fields kept as sent):
 
-* Event: ``hook_event_name``, else ``hookName``, else (camelCase files name no event) the
-  event its fields show: ``toolResult`` PostToolUse, ``toolArgs`` PreToolUse, ``stopReason``
-  Stop (SubagentStop with ``agentId``), ``initialPrompt``/``source`` SessionStart, ``prompt``
+* Event: ``hook_event_name``, else ``hookName``, else (camelCase files name no event, nor
+  does SubagentStart in a PascalCase file) the event its fields show: ``toolResult``
+  PostToolUse, ``toolArgs`` PreToolUse, ``stopReason`` Stop (SubagentStop with an agent id),
+  ``agentName`` SubagentStart, ``initialPrompt``/``source`` SessionStart, ``prompt``
   UserPromptSubmit, ``error`` StopFailure, ``reason`` SessionEnd. Copilot's names map as
   ``preToolUse`` / ``preMcpToolCall`` -> PreToolUse, ``postToolUse`` -> PostToolUse,
   ``postToolUseFailure`` -> PostToolUseFailure, ``userPromptSubmitted`` -> UserPromptSubmit,
@@ -23,8 +24,9 @@ Input, to Claude Code's shape (unknown fields kept as sent):
 * Fields: ``sessionId`` -> ``session_id``, ``transcriptPath`` -> ``transcript_path``,
   ``toolName`` -> ``tool_name``, ``toolArgs`` / ``toolInput`` -> ``tool_input``,
   ``toolResult {resultType, textResultForLlm}`` -> ``tool_result {result_type,
-  text_result_for_llm}``, ``stopReason``, ``initialPrompt``, ``agentId``, ``agentType``,
-  ``parentAgentId``, ``permissionSuggestions`` likewise; an epoch-millisecond ``timestamp``
+  text_result_for_llm}``, ``response`` -> ``last_assistant_message``, ``stopReason``,
+  ``initialPrompt``, ``agentId``, ``agentType``, ``agentName``, ``parentAgentId``,
+  ``permissionSuggestions`` likewise; an epoch-millisecond ``timestamp``
   becomes ISO 8601 (as the PascalCase form sends it). ``tool_result`` also fills
   ``tool_response`` when that is absent.
 * Tools: ``bash`` -> Bash, ``powershell`` -> PowerShell, ``view`` -> Read, ``create`` ->
@@ -144,12 +146,15 @@ _FIELDS: Final = {
     "parentAgentId": "parent_agent_id",
     "permissionSuggestions": "permission_suggestions",
     "lastAssistantMessage": "last_assistant_message",
+    "response": "last_assistant_message",
+    "agentName": "agent_name",
 }
 #: Which field shows the event in a camelCase input (which names none), first match wins.
 _SHAPES: Final = (
     ("toolResult", "PostToolUse"),
     ("toolArgs", "PreToolUse"),
     ("stopReason", "Stop"),
+    ("agentName", "SubagentStart"),
     ("initialPrompt", "SessionStart"),
     ("source", "SessionStart"),
     ("prompt", "UserPromptSubmit"),
@@ -175,7 +180,8 @@ def _event_of(raw: dict[str, Any]) -> str | None:
             return str(raw[key])
     for field, event in _SHAPES:
         if field in raw:
-            return "SubagentStop" if event == "Stop" and "agentId" in raw else event
+            subagent = "agentId" in raw or "agent_id" in raw
+            return "SubagentStop" if event == "Stop" and subagent else event
     return None
 
 

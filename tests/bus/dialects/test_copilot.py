@@ -138,6 +138,27 @@ def test_camel_case_inputs_get_an_event_and_claude_fields() -> None:
         assert copilot_input(camel(prompt="x", timestamp=odd))["timestamp"] is odd  # kept, never an error
 
 
+def test_subagent_events_as_copilot_sends_them() -> None:
+    ids = {"transcriptPath": "/t.jsonl", "agentName": "explore"}
+    # SubagentStart comes camel-ish and unnamed even from a PascalCase file.
+    start = copilot_input(camel(**ids, agent_id="a1", agent_type="explore", parent_agent_id="p"))
+    assert (start["hook_event_name"], start["agent_id"], start["agent_type"]) == ("SubagentStart", "a1", "explore")
+    assert start["agent_name"] == "explore" and start["transcript_path"] == "/t.jsonl"
+    camel_start = copilot_input(camel(**ids, agentId="a1", agentType="explore", parentAgentId="p"))
+    assert (camel_start["hook_event_name"], camel_start["agent_id"]) == ("SubagentStart", "a1")
+    stop = copilot_input(
+        camel(
+            **ids,
+            agentId="a1",
+            agentType="explore",
+            response="All done.",
+            stopReason="end_turn",
+            stop_hook_active=False,
+        )
+    )
+    assert (stop["hook_event_name"], stop["last_assistant_message"]) == ("SubagentStop", "All done.")
+
+
 def test_permission_request_arrives_camel_case_named_by_hook_name() -> None:
     raw = camel(
         hookName="permissionRequest",
