@@ -180,7 +180,7 @@ class HooksEndpoint:
         )
         # Plugins register their callbacks inside the dispatchers, so with any plugin listed
         # every blocking event waits for a decision.
-        blocking = event_spec(event).blocking and bool(policy.entries(event) or policy.settings.plugins)
+        blocking = event_spec(event).blocking and (policy.serves(event, speaker.name) or bool(policy.settings.plugins))
         if blocking:
             context_key = None
             if self.batcher.can_take_context and takes_context(policy, event):

@@ -77,3 +77,17 @@ async def test_a_handler_without_agents_runs_for_every_agent(platform: Callable[
             record = await logged(bus, response)
             assert (record.agent, record.decision) == (limited or "sdk", "deny")
             assert ran(p, record) == ([limited] if limited else []) + ["*"]
+
+
+async def test_an_event_whose_handlers_are_all_for_other_agents_is_recorded_without_waiting(
+    platform: Callable[..., Any], bus: BusProbe
+) -> None:
+    only_codex = {
+        "PreToolUse": [{"hooks": [{"type": "rule", "deny": ["Bash(rm *)"], "reason": "no", "agents": ["codex"]}]}]
+    }
+    async with platform(policy_yaml(only_codex)) as p:
+        from_claude = await p.post(pre_tool_use("rm -r build", "s-claude"))
+        from_codex = await p.post(pre_tool_use("rm -r build", "s-codex"), params=CODEX)
+        assert (from_claude.headers["x-hookbus-outcome"], answer(from_claude)) == ("recorded", {})
+        assert from_codex.headers["x-hookbus-outcome"] == "decided" and "no" in str(answer(from_codex))
+        assert (await logged(bus, from_claude)).outcome == "recorded"
