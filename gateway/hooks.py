@@ -23,6 +23,7 @@ from bus.dialects import dialect_for
 from bus.errors import BusUnavailable, ProtocolError, RequestRejected
 from bus.hooks.decisions import Decision, FailOpenReason, RecordOutcome
 from bus.hooks.events import event_spec
+from bus.policy.agents import serves
 from bus.policy.loading import Policy
 from bus.redis.connection import redis_errors
 from bus.rules.limits import depth_over
@@ -180,7 +181,7 @@ class HooksEndpoint:
         )
         # Plugins register their callbacks inside the dispatchers, so with any plugin listed
         # every blocking event waits for a decision.
-        blocking = event_spec(event).blocking and (policy.serves(event, speaker.name) or bool(policy.settings.plugins))
+        blocking = event_spec(event).blocking and (serves(policy, event, speaker.name) or bool(policy.settings.plugins))
         if blocking:
             context_key = None
             if self.batcher.can_take_context and takes_context(policy, event):

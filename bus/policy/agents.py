@@ -12,11 +12,15 @@ What a handler decides is known for ``rule`` handlers (their lists), for ``promp
 and for ``failMode: closed``; a ``command``, ``http``, ``mcp_tool`` or ``function`` handler
 *may* give any answer its event takes. ``shadow`` handlers decide nothing, and ``async`` ones
 can only leave context for the next turn.
+
+:func:`serves` tells the gateway whether any handler for an event runs for the agent that
+sent it (else the event is only recorded: nothing would answer).
 """
 
 from __future__ import annotations
 
 import dataclasses
+import weakref
 from collections.abc import Mapping
 from typing import Final
 
@@ -25,6 +29,22 @@ from bus.dialects.base import CAPABILITIES, CAPABILITY_TITLES, Dialect, Support
 from bus.hooks.events import STOP_EVENTS, event_spec
 from bus.policy.loading import HandlerEntry, Policy
 from bus.policy.schema import Handler, RuleHandler
+
+_SERVED: weakref.WeakKeyDictionary[Policy, frozenset[tuple[str, str]]] = weakref.WeakKeyDictionary()
+
+
+def serves(policy: Policy, event: str, agent: str) -> bool:
+    """Whether any handler of ``policy`` for ``event`` runs for ``agent`` (one set lookup once built)."""
+    served = _SERVED.get(policy)
+    if served is None:
+        served = _SERVED[policy] = frozenset(
+            (name, dialect)
+            for name, entries in policy.by_event.items()
+            for dialect in DIALECTS
+            if any(e.handler.agents is None or dialect in e.handler.agents for e in entries)
+        )
+    return (event, agent) in served
+
 
 #: Handler types whose answer is whatever their program returns: any decision the event takes.
 OPEN_ANSWER_TYPES: Final = frozenset({"command", "http", "mcp_tool", "function"})

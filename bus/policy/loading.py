@@ -21,7 +21,6 @@ from urllib.parse import urlsplit
 import yaml
 from pydantic import Field, TypeAdapter, ValidationError
 
-from bus.dialects import DIALECTS
 from bus.errors import PolicyError, PolicyProblem
 from bus.hooks.claude_settings import SETTINGS_KEYS
 from bus.hooks.events import EVENTS, HANDLER_TYPES, IF_EVENTS, NO_HTTP_EVENTS, event_spec
@@ -104,19 +103,6 @@ class Policy:
     def entries(self, event: str) -> tuple[HandlerEntry, ...]:
         """Every handler for ``event`` in policy order, deduplicated; empty when hooks are disabled."""
         return self.by_event.get(event, ())
-
-    def serves(self, event: str, agent: str) -> bool:
-        """Whether any handler for ``event`` runs for ``agent`` (a handler's ``agents``; one lookup)."""
-        return (event, agent) in self._served
-
-    @cached_property
-    def _served(self) -> frozenset[tuple[str, str]]:
-        return frozenset(
-            (event, agent)
-            for event, entries in self.by_event.items()
-            for agent in DIALECTS
-            if any(e.handler.agents is None or agent in e.handler.agents for e in entries)
-        )
 
     def events(self) -> frozenset[str]:
         """The events that have at least one handler."""

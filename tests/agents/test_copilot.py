@@ -25,10 +25,12 @@ from typing import Any
 import orjson
 import pytest
 import redis as redis_sync
+import yaml
 
 from bus.dialects.base import AGENT_TOOL_NAME
 from bus.redis.keys import Keyspace
 from bus.stream.protocol import LogRecord
+from tests.agents import fleet
 from tests.agents.fake_anthropic import (
     MODEL,
     FakeAnthropic,
@@ -216,8 +218,10 @@ def copilot(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Copilot]:
     functions = root / "functions"
     functions.mkdir()
     (functions / "copilot_policy.py").write_text(textwrap.dedent(FUNCTIONS))
-    policy = root / "policy.yaml"
-    policy.write_text(POLICY)
+    policy = root / "policy.json"
+    document = yaml.safe_load(POLICY)
+    document["hooks"]["PreToolUse"] += fleet.policy()["hooks"]["PreToolUse"]  # the rules every agent obeys
+    policy.write_text(json.dumps(document))
     python_path = os.pathsep.join(p for p in (str(functions), os.environ.get("PYTHONPATH", "")) if p)
     env = {"HOOKBUS_TOKENS": f"acme:{TOKEN}", "PYTHONPATH": python_path}
     fake = FakeAnthropic()
@@ -281,19 +285,12 @@ def test_b_central_deny_reaches_the_model_and_the_decision_log(copilot: Copilot,
 
 @pytest.mark.timeout(120)
 def test_c_an_allowed_command_runs_and_every_event_is_recorded(copilot: Copilot, http_home: Path, work: Path) -> None:
-    copilot.fake.reset(one_tool_call("bash", bash("touch allowed.txt")))
+    copilot.fake.reset(one_tool_call("bash", bash("touch plain.txt")))
     session = copilot.run(http_home, work)
-    assert (work / "allowed.txt").exists()
+    assert (work / "plain.txt").exists()
     assert "Denied" not in copilot.fake.tool_result()
-    events = (
-        "SessionStart",
-        "UserPromptSubmit",
-        "PreToolUse",
-        "PermissionRequest",
-        "PostToolUse",
-        "Stop",
-        "SessionEnd",
-    )
+    events = ("SessionStart", "UserPromptSubmit", "PreToolUse", "PermissionRequest", "PostToolUse", "Stop")
+    events += ("SessionEnd",)
     found = wait_for(
         lambda: records_of(copilot, session, *events) if records_of(copilot, session, "SessionEnd") else []
     )
@@ -302,6 +299,16 @@ def test_c_an_allowed_command_runs_and_every_event_is_recorded(copilot: Copilot,
     assert (
         permission.tool_name == "Bash" and orjson.loads(permission.payload)["agent_event_name"] == "permissionRequest"
     )
+
+
+@pytest.mark.timeout(120)
+def test_the_fleet_policy_allow_runs_the_command_and_skips_copilots_prompt(copilot: Copilot, http_home: Path) -> None:
+    (work := copilot.root / "fleet-allow").mkdir()
+    copilot.fake.reset(one_tool_call("bash", bash(fleet.ALLOWED)))
+    session = copilot.run(http_home, work)
+    assert (work / "allowed.txt").exists()
+    found = wait_for(lambda: records_of(copilot, session, "PreToolUse", "PermissionRequest"), timeout_s=30)
+    assert [(r.event, r.decision) for r in found] == [("PreToolUse", "allow")]  # no PermissionRequest after it
 
 
 @pytest.mark.timeout(120)
