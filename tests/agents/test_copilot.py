@@ -289,8 +289,7 @@ def test_c_an_allowed_command_runs_and_every_event_is_recorded(copilot: Copilot,
     session = copilot.run(http_home, work)
     assert (work / "plain.txt").exists()
     assert "Denied" not in copilot.fake.tool_result()
-    events = ("SessionStart", "UserPromptSubmit", "PreToolUse", "PermissionRequest", "PostToolUse", "Stop")
-    events += ("SessionEnd",)
+    events = "SessionStart UserPromptSubmit PreToolUse PermissionRequest PostToolUse Stop SessionEnd".split()
     found = wait_for(
         lambda: records_of(copilot, session, *events) if records_of(copilot, session, "SessionEnd") else []
     )
