@@ -14,6 +14,13 @@ if TYPE_CHECKING:
     from collections.abc import Sequence
 
 
+#: Every agent a record can name (the dialects; this module imports only the standard library).
+RECORDED_AGENTS = (
+    *("claude", "gemini", "codex", "copilot", "qwen", "cline", "droid"),
+    *("opencode", "cursor", "windsurf", "kiro", "auggie", "peri", "sdk"),
+)
+
+
 def _common(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--config", action="append", metavar="FILE", help="policy file (repeat to layer several)")
     parser.add_argument("--redis-url", metavar="URL", help="Redis URL (default: $HOOKBUS_REDIS_URL)")
@@ -118,7 +125,21 @@ def build_parser() -> argparse.ArgumentParser:
     hook.add_argument(
         "--agent",
         type=str.lower,
-        choices=("claude", "gemini", "codex", "copilot", "qwen", "peri"),
+        choices=(
+            "claude",
+            "gemini",
+            "codex",
+            "copilot",
+            "qwen",
+            "cline",
+            "droid",
+            "opencode",
+            "cursor",
+            "windsurf",
+            "kiro",
+            "auggie",
+            "peri",
+        ),
         default="claude",
         help="speak this agent's hook conventions (its dialect on the gateway; default claude)",
     )
@@ -189,7 +210,7 @@ def build_parser() -> argparse.ArgumentParser:
         ("tenant", "tenant"),
         ("event", "event name"),
         ("decision", "decision (allow, deny, ...) or outcome (decided, recorded, fail-open)"),
-        ("agent", "agent (claude, gemini, codex, copilot, qwen, peri, sdk)"),
+        ("agent", f"agent ({', '.join(RECORDED_AGENTS)})"),
     ):
         tail.add_argument(
             f"--{flag}",
@@ -262,7 +283,7 @@ def _audit(audit: argparse.ArgumentParser) -> None:
         ("session", "session id (or its start)"),
         ("event", "event name"),
         ("decision", "decision (allow, deny, ...) or outcome (decided, recorded, fail-open)"),
-        ("agent", "agent (claude, gemini, codex, copilot, qwen, peri, sdk)"),
+        ("agent", f"agent ({', '.join(RECORDED_AGENTS)})"),
     ):
         export.add_argument(
             f"--{flag}",

@@ -189,7 +189,21 @@ def post(url: str, body: bytes, token: str | None, timeout_s: float) -> tuple[in
 
 
 #: The agents ``--agent`` names (their dialects); ``claude`` is the default.
-AGENTS = ("claude", "gemini", "codex", "copilot", "qwen", "peri")
+AGENTS = (
+    "claude",
+    "gemini",
+    "codex",
+    "copilot",
+    "qwen",
+    "cline",
+    "droid",
+    "opencode",
+    "cursor",
+    "windsurf",
+    "kiro",
+    "auggie",
+    "peri",
+)
 
 
 def agent_url(url: str, agent: str) -> str:

@@ -17,12 +17,19 @@ from typing import Any, Final
 
 import orjson
 
+from bus.dialects.auggie import Auggie
 from bus.dialects.base import Dialect
+from bus.dialects.cline import Cline
 from bus.dialects.codex import CodexCli
 from bus.dialects.copilot import CopilotCli
+from bus.dialects.cursor import Cursor
+from bus.dialects.droid import FactoryDroid
 from bus.dialects.gemini import GeminiCli
+from bus.dialects.kiro import Kiro
+from bus.dialects.opencode import OpenCode
 from bus.dialects.peri import Peri
 from bus.dialects.qwen import QwenCode
+from bus.dialects.windsurf import Windsurf
 
 
 class Sdk(Dialect):
@@ -34,7 +41,23 @@ class Sdk(Dialect):
 
 #: Every dialect by name, Claude Code's first.
 DIALECTS: Final[dict[str, Dialect]] = {
-    d.name: d for d in (Dialect(), GeminiCli(), CodexCli(), CopilotCli(), QwenCode(), Peri(), Sdk())
+    d.name: d
+    for d in (
+        Dialect(),
+        GeminiCli(),
+        CodexCli(),
+        CopilotCli(),
+        QwenCode(),
+        Cline(),
+        FactoryDroid(),
+        OpenCode(),
+        Cursor(),
+        Windsurf(),
+        Kiro(),
+        Auggie(),
+        Peri(),
+        Sdk(),
+    )
 }
 CLAUDE: Final = DIALECTS["claude"]
 

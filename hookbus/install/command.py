@@ -45,7 +45,20 @@ def check(url: str, *, after_install: bool) -> int:
 
 
 #: The agents ``hookbus install`` connects; each but Claude Code has its module ``hookbus.install.<name>``.
-AGENTS = ("claude", "gemini", "codex", "copilot", "qwen")
+AGENTS = (
+    "claude",
+    "gemini",
+    "codex",
+    "copilot",
+    "qwen",
+    "cline",
+    "droid",
+    "opencode",
+    "cursor",
+    "windsurf",
+    "kiro",
+    "auggie",
+)
 
 
 def run_install(args: Any) -> int:

@@ -9,6 +9,7 @@ from typing import Any
 import httpx
 import pytest
 
+from bus.dialects import DIALECTS
 from bus.runtime.settings import Tokens
 from tests.conftest import DENY_RM, pre_tool_use
 
@@ -58,7 +59,7 @@ async def test_an_unknown_dialect_is_a_400_listing_the_known_ones(platform: Call
         by_query = await p.client.post(f"{p.url}/v1/hooks?dialect=pery", json=pre_tool_use("ls"))
         assert error_of(by_query, 400) == {
             "error": "unknown_dialect",
-            "detail": "unknown dialect 'pery' (known dialects: claude, gemini, codex, copilot, qwen, peri, sdk)",
+            "detail": f"unknown dialect 'pery' (known dialects: {', '.join(DIALECTS)})",
         }
         by_header = await p.post(pre_tool_use("ls"), headers={"X-Hookbus-Dialect": "kodex"})
         assert error_of(by_header, 400)["error"] == "unknown_dialect"
