@@ -37,6 +37,7 @@ class Sdk(Dialect):
 
     name = "sdk"
     title = "hookbus SDK"
+    verified = "hookbus's own SDK, in the test suite"
 
 
 #: Every dialect by name, Claude Code's first.

@@ -11,6 +11,7 @@ class Auggie(Dialect):
     name = "auggie"
     title = "Augment Auggie"
     transport = "command"
+    verified = ""
 
 
 __all__ = ["Auggie"]

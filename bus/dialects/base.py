@@ -86,8 +86,12 @@ class Dialect:
     events: ClassVar[Mapping[str, str]] = {}
     #: The agent's tool names -> Claude Code's (names not listed pass through unchanged).
     tools: ClassVar[Mapping[str, str]] = {}
-    #: How the agent connects: ``"http"`` (its own http hooks) or ``"command"`` (the shim).
+    #: How the agent connects: ``"http"`` (its own http hooks), ``"command"`` (the shim) or
+    #: ``"plugin"`` (an in-process plugin hookbus installs, which posts to the gateway).
     transport: ClassVar[str] = "http"
+    #: How the dialect was proven: the real CLI it was run against (package and version), or
+    #: ``"documentation only"`` (with what it was built from) when the CLI cannot run here.
+    verified: ClassVar[str] = "real CLI: @anthropic-ai/claude-code 2.1.332, headless, in the test suite"
 
     def to_canonical(self, hook_input: dict[str, Any]) -> dict[str, Any]:
         """The agent's hook input in Claude Code's shape (a new dict when anything changed;

@@ -11,6 +11,7 @@ class Cline(Dialect):
     name = "cline"
     title = "Cline"
     transport = "command"
+    verified = ""
 
 
 __all__ = ["Cline"]

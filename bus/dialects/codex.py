@@ -321,6 +321,7 @@ class CodexCli(Dialect):
     name = CODEX
     title = "Codex CLI"
     transport = "command"
+    verified = "real CLI: @openai/codex 0.171.0, headless, in the test suite"
     capabilities = {
         "deny": yes("`permissionDecision: deny` with a reason (hookbus supplies one when the policy gave none)"),
         "ask": no("Codex rejects `ask`: hookbus sends a deny whose reason says Codex cannot ask"),

@@ -391,6 +391,7 @@ class CopilotCli(Dialect):
     events = COPILOT_EVENTS
     tools = COPILOT_TOOLS
     transport = "http"
+    verified = "real CLI: @github/copilot 1.0.102, headless, in the test suite"
 
     def to_canonical(self, hook_input: dict[str, Any]) -> dict[str, Any]:
         return copilot_input(hook_input)

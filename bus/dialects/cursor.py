@@ -11,6 +11,7 @@ class Cursor(Dialect):
     name = "cursor"
     title = "Cursor"
     transport = "command"
+    verified = ""
 
 
 __all__ = ["Cursor"]

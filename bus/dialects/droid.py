@@ -11,6 +11,7 @@ class FactoryDroid(Dialect):
     name = "droid"
     title = "Factory Droid"
     transport = "command"
+    verified = ""
 
 
 __all__ = ["FactoryDroid"]

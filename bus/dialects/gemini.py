@@ -273,6 +273,7 @@ class GeminiCli(Dialect):
     events = GEMINI_EVENTS
     tools = GEMINI_TOOLS
     transport = "command"
+    verified = "real CLI: @google/gemini-cli 0.61.0, headless, in the test suite"
 
     def to_canonical(self, hook_input: dict[str, Any]) -> dict[str, Any]:
         return gemini_input(hook_input)

@@ -11,6 +11,7 @@ class Kiro(Dialect):
     name = "kiro"
     title = "Kiro"
     transport = "command"
+    verified = ""
 
 
 __all__ = ["Kiro"]

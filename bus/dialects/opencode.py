@@ -10,7 +10,8 @@ class OpenCode(Dialect):
 
     name = "opencode"
     title = "OpenCode"
-    transport = "http"
+    transport = "plugin"
+    verified = ""
 
 
 __all__ = ["OpenCode"]

@@ -138,6 +138,7 @@ class Peri(Dialect):
 
     name = PERI
     title = "Peri"
+    verified = "Peri's reply parser, restated in the tests from its source (no CLI run)"
     capabilities = {
         "deny": yes("`decision: block` as well as the specific output"),
         "ask": yes(),

@@ -247,6 +247,7 @@ class QwenCode(Dialect):
     name = QWEN
     title = "Qwen Code"
     transport = "http"
+    verified = "real CLI: @qwen-code/qwen-code 0.24.4, headless, in the test suite"
     events = QWEN_EVENTS
     tools = QWEN_TOOLS
     capabilities = {

@@ -25,16 +25,16 @@ def documented() -> list[Dialect]:
 
 
 def render() -> str:
-    """The table and its notes, as Markdown (without the markers)."""
+    """The table (a row per agent) and its notes, as Markdown (without the markers)."""
     dialects = documented()
     lines = [
-        "| can hookbus make the agent ... | " + " | ".join(f"{d.title} (`{d.name}`)" for d in dialects) + " |",
-        "|---|" + "---|" * len(dialects),
+        "| agent | " + " | ".join(CAPABILITY_TITLES[c] for c in CAPABILITIES) + " | connects by | verified against |",
+        "|---|" + "---|" * (len(CAPABILITIES) + 2),
     ]
-    for capability in CAPABILITIES:
-        cells = [_MARK[d.capabilities[capability].support] for d in dialects]
-        lines.append(f"| {CAPABILITY_TITLES[capability]} | " + " | ".join(cells) + " |")
-    lines.append("| connects by | " + " | ".join(_transport(d) for d in dialects) + " |")
+    for dialect in dialects:
+        cells = [_MARK[dialect.capabilities[c].support] for c in CAPABILITIES]
+        cells += [_transport(dialect), dialect.verified or "**not yet**"]
+        lines.append(f"| {dialect.title} (`{dialect.name}`) | " + " | ".join(cells) + " |")
     lines.append("")
     lines.append("How hookbus maps each decision, and what it sends where an agent cannot carry one out:")
     lines.append("")
@@ -50,7 +50,9 @@ def render() -> str:
 
 
 def _transport(dialect: Dialect) -> str:
-    return "its own `http` hooks" if dialect.transport == "http" else "the command shim"
+    return {"http": "its own `http` hooks", "plugin": "a plugin hookbus installs"}.get(
+        dialect.transport, "the command shim"
+    )
 
 
 def replace_in(text: str) -> str:

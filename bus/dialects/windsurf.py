@@ -11,6 +11,7 @@ class Windsurf(Dialect):
     name = "windsurf"
     title = "Windsurf (Cascade)"
     transport = "command"
+    verified = ""
 
 
 __all__ = ["Windsurf"]
