@@ -175,6 +175,8 @@ class Settings:
                 value = mask_url(value)
             elif f.name == "metrics_token" and value:
                 value = "***"
+            elif f.name == "policy_trusted_keys":
+                value = f"<{len(value)} keys>"
             fields.append(f"{f.name}={value!r}")
         return f"Settings({', '.join(fields)})"
 

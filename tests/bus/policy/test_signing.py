@@ -6,6 +6,7 @@ metrics registry, so a version refused by both counts twice in ``hookbus_policy_
 
 from __future__ import annotations
 
+import base64
 import logging
 from collections.abc import Callable
 from typing import Any
@@ -15,12 +16,13 @@ import pytest
 import yaml
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
+from bus.errors import ConfigError
 from bus.policy.loading import load_policy
 from bus.policy.registry import PolicyRegistry
-from bus.policy.signing import CONTEXT, Verifier, key_id, raw_public, sign, signed_bytes
+from bus.policy.signing import CONTEXT, Verifier, key_id, public_key_text, raw_public, sign, signed_bytes
 from bus.policy.store import PolicyStore, PolicyVersion
 from bus.runtime.metrics import Metrics
-from bus.runtime.settings import Tokens
+from bus.runtime.settings import Settings, Tokens
 from tests.conftest import DENY_RM, BusProbe, Platform, async_wait_for, logged, pre_tool_use
 
 KEY_A, KEY_B, KEY_C = (Ed25519PrivateKey.generate() for _ in range(3))
@@ -246,3 +248,14 @@ def test_what_is_signed_covers_scope_id_and_every_name_and_text() -> None:
     version = PolicyVersion("abc", "org", tuple(files), "ci", 0, "", signature, signer)
     Verifier(A_AND_B).verify(version, "org")
     Verifier().verify(PolicyVersion("abc", "org", tuple(files), "ci", 0, ""), "org")  # no keys: nothing checked
+
+
+def test_trusted_keys_are_parsed_once_at_start_and_a_bad_one_is_one_line() -> None:
+    a, b = (public_key_text(k) for k in A_AND_B)
+    settings = Settings.from_env({"HOOKBUS_POLICY_TRUSTED_KEYS": f" {a} ,{b},{a}"})
+    assert settings.policy_trusted_keys == A_AND_B and "<2 keys>" in repr(settings)
+    for spec in ("ed25519:" + base64.b64encode(bytes(31)).decode(), a.removeprefix("ed25519:"), "ed25519:***", " , "):
+        with pytest.raises(ConfigError) as refused:
+            Settings.from_env({"HOOKBUS_POLICY_TRUSTED_KEYS": spec})
+        assert "HOOKBUS_POLICY_TRUSTED_KEYS" in str(refused.value) and "\n" not in str(refused.value)
+    assert Settings.from_env({}).policy_trusted_keys == ()
