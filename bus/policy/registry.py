@@ -69,6 +69,8 @@ class PolicyRegistry:
         self.errors: dict[str, str] = {}
         #: scope -> why its newest version's signature was refused here (a part of ``errors``).
         self.refused: dict[str, str] = {}
+        #: (version id, scope) -> the refusal, so a request naming it is not a read and a log line each.
+        self._refusals: collections.OrderedDict[tuple[str, str], PolicyRejected] = collections.OrderedDict()
         self._on_change = on_change
         self._task = BackgroundTask(self._run, "hookbus-policy-registry")
 
@@ -98,6 +100,9 @@ class PolicyRegistry:
         try:
             for version, scope in ((org_v, ORG), (tenant_v, scope_for(tenant))):
                 if version and not version.startswith("file:") and version not in self._versions:
+                    if known := self._refusals.get((version, scope)):
+                        logger.debug("policy %s of tenant %s was refused here: %s", label, tenant, known)
+                        return self.for_tenant(tenant)[0]
                     await self._fetch(version, scope)
             return self._policy(org_v, tenant_v)
         except (HookBusError, KeyError) as exc:
@@ -201,7 +206,14 @@ class PolicyRegistry:
         version = await self.store.get(version_id)
         if version is None:
             raise HookBusError(f"policy version {version_id} is not in Redis")
-        self.verifier.verify(version, scope)
+        try:
+            self.verifier.verify(version, scope)
+        except PolicyRejected as exc:
+            self._refusals[(version_id, scope)] = exc
+            while len(self._refusals) > MAX_COMPOSED:
+                self._refusals.popitem(last=False)
+            raise
+        self._refusals.pop((version_id, scope), None)  # signed since
         self._versions[version_id] = version
         return version
 

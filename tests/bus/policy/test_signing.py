@@ -214,19 +214,27 @@ async def test_without_trusted_keys_nothing_is_verified_and_readyz_says_so(
 
 
 async def test_a_request_naming_an_unsigned_version_is_evaluated_under_the_current_one(
-    bus: BusProbe, write_policy: Callable[..., Any]
+    bus: BusProbe, write_policy: Callable[..., Any], caplog: pytest.LogCaptureFixture
 ) -> None:
     """A dispatcher resolves the version label a request carries: a forged one names an unsigned version."""
     base = load_policy([write_policy(DENY_RM)])
     store = PolicyStore(bus.redis, bus.keys)
     unsigned, _ = await store.push(denying("curl *"))
+    current, _ = await store.push(denying("wget *"), signing_key=KEY_A)
     metrics = Metrics()
     registry = PolicyRegistry(base, bus.redis, bus.keys, metrics=metrics, trusted_keys=A_AND_B)
     await registry.start()
     try:
-        assert registry.org_version() == f"file:{base.revision}"
-        assert await registry.resolve("acme", f"{unsigned.id}|") is base
-        assert metrics.value("hookbus_policy_rejected_total", reason="unsigned") == 2  # the refresh, the request
+        assert registry.org_version() == current.id
+        in_force = registry.for_tenant("acme")[0]
+        for _ in range(3):  # read and logged once, then known
+            assert await registry.resolve("acme", f"{unsigned.id}|") is in_force
+        assert metrics.value("hookbus_policy_rejected_total", reason="unsigned") == 1
+        assert caplog.text.count(f"policy {unsigned.id}| of tenant acme cannot be used") == 1
+        assert await registry.resolve("acme", f"{current.id}|") is in_force
+        await store.push(denying("curl *"), signing_key=KEY_B)  # signed since: now it may be used
+        await async_wait_for(lambda: registry.org_version() == unsigned.id, timeout_s=5)
+        assert await registry.resolve("acme", f"{unsigned.id}|") is registry.for_tenant("acme")[0]
     finally:
         await registry.stop()
 
