@@ -6,6 +6,12 @@ request (401, 429, ...) or answers with a fail-open outcome: exit 0 with no outp
 open), or with ``--fail-closed`` exit 2 with the reason on stderr (Claude Code then blocks
 the action on blocking events).
 
+Agents that read no JSON decision (Windsurf, Kiro; Auggie's PreToolUse) get the answer in
+the exit-code form ``{"exit_code": 2, "stderr": REASON, "stdout": TEXT}`` from their
+dialect; the shim prints ``stdout`` and ``stderr`` as text and exits with that code. Windsurf
+and Kiro show or add a hook's stdout as text, so they get nothing on stdout where the others
+get ``{}``.
+
 Start-up time is the whole cost of a command hook, so this module imports nothing beyond
 ``os``/``sys``/``time`` (already loaded by the interpreter) and ``_socket``: plain
 ``http://`` URLs are spoken with a minimal HTTP/1.1 client (one request, ``Connection:
@@ -206,6 +212,13 @@ AGENTS = (
 )
 
 
+#: Agents that read no JSON decision: the gateway answers them in the exit-code form
+#: ``{"exit_code": 2, "stderr": ..., "stdout": ...}``, which the shim carries out.
+EXIT_CODE_AGENTS = ("windsurf", "kiro", "auggie")
+#: Agents that show or add the hook's stdout as text: failing open, they get nothing, not ``{}``.
+SILENT_AGENTS = ("windsurf", "kiro")
+
+
 def agent_url(url: str, agent: str) -> str:
     """``url`` with ``dialect=AGENT`` in its query (unchanged for Claude Code)."""
     if agent == "claude":
@@ -221,7 +234,7 @@ def _fail(reason: str, fail_closed: bool, agent: str = "claude") -> int:
         sys.stderr.write(f"hookbus: {reason} (failing closed)\n")
         return 2
     sys.stderr.write(f"hookbus: {reason} (failing open)\n")
-    if agent != "claude":
+    if agent != "claude" and agent not in SILENT_AGENTS:
         sys.stdout.write("{}\n")
         sys.stdout.flush()
     return 0
@@ -251,7 +264,7 @@ def run_hook(
         return _fail("gateway could not decide in time", fail_closed, agent)
     answer = answer.strip()
     if answer in (b"", b"{}"):
-        if agent != "claude":
+        if agent != "claude" and agent not in SILENT_AGENTS:
             sys.stdout.write("{}\n")
         return 0
     import json
@@ -262,9 +275,23 @@ def run_hook(
         output = None
     if not isinstance(output, dict):
         return _fail("gateway sent a reply that is not a JSON object", fail_closed, agent)
+    if agent in EXIT_CODE_AGENTS and ("exit_code" in output or "stderr" in output or "stdout" in output):
+        return _carry_out(output)
     sys.stdout.buffer.write(answer + b"\n")
     sys.stdout.flush()
     return 0
+
+
+def _carry_out(answer: dict[str, Any]) -> int:
+    """Print an exit-code-form answer's ``stdout`` and ``stderr``; its exit code (0 or 2)."""
+    stdout, stderr = answer.get("stdout"), answer.get("stderr")
+    if isinstance(stdout, str) and stdout:
+        sys.stdout.write(stdout if stdout.endswith("\n") else stdout + "\n")
+        sys.stdout.flush()
+    if isinstance(stderr, str) and stderr:
+        sys.stderr.write(stderr if stderr.endswith("\n") else stderr + "\n")
+        sys.stderr.flush()
+    return 2 if answer.get("exit_code") == 2 else 0
 
 
 def parse_args(argv: list[str]) -> tuple[str | None, float, bool, str] | None:
@@ -309,4 +336,15 @@ def main(argv: list[str]) -> int | None:
     return run_hook(url, timeout_s, fail_closed, agent=agent)
 
 
-__all__ = ["AGENTS", "DEFAULT_URL", "agent_url", "hook_url", "main", "parse_args", "post", "run_hook"]
+__all__ = [
+    "AGENTS",
+    "DEFAULT_URL",
+    "EXIT_CODE_AGENTS",
+    "SILENT_AGENTS",
+    "agent_url",
+    "hook_url",
+    "main",
+    "parse_args",
+    "post",
+    "run_hook",
+]
