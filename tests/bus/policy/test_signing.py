@@ -176,6 +176,11 @@ async def test_a_version_changed_in_redis_or_a_signature_moved_is_refused(
         assert decision == "none" and label.startswith("file:")
         assert await denies(p, "rm -rf /")  # the node's own files are its last good policy
         assert (await signatures(p))["refused"]["org"].startswith(f"{good.id}: ")
+        # The pipeline pushes its files again: the version is restored, and taken.
+        restored, changed = await store.push(denying("curl *"), signing_key=KEY_A)
+        assert changed and restored.id == good.id
+        await async_wait_for(lambda: denies(p, "curl x"), timeout_s=5)
+        assert not await denies(p, "wget x") and (await signatures(p))["ok"]
 
 
 @pytest.mark.timeout(60)
@@ -237,6 +242,18 @@ async def test_a_request_naming_an_unsigned_version_is_evaluated_under_the_curre
         assert await registry.resolve("acme", f"{unsigned.id}|") is registry.for_tenant("acme")[0]
     finally:
         await registry.stop()
+
+
+async def test_pushing_a_signed_version_again_keeps_or_replaces_its_signature(bus: BusProbe) -> None:
+    store = PolicyStore(bus.redis, bus.keys)
+    signed, _ = await store.push(denying("curl *"), signing_key=KEY_A, message="from CI")
+    again, changed = await store.push(denying("curl *"))  # unsigned, same files: nothing changes
+    assert not changed and again.signed_by == key_id(raw_public(KEY_A)) and again.message == "from CI"
+    resigned, changed = await store.push(denying("curl *"), signing_key=KEY_B)
+    assert changed and resigned.id == signed.id
+    stored = await store.get(signed.id)
+    assert stored is not None and stored.signed_by == key_id(raw_public(KEY_B)) and stored.message == "from CI"
+    Verifier(A_AND_B).verify(stored, "org")
 
 
 def test_what_is_signed_covers_scope_id_and_every_name_and_text() -> None:
