@@ -153,7 +153,7 @@ class Verifier:
         if public is None:
             raise PolicyRejected(
                 "untrusted_key",
-                f"version {version.id} is signed by key {version.signed_by or '?'}, which is not trusted",
+                f"version {version.id} is signed by key {version.signed_by[:40] or '?'}, which is not trusted",
             )
         try:
             signature = base64.b64decode(version.signature, validate=True)
