@@ -47,8 +47,8 @@ def test_every_dialect_name_is_an_agent_name() -> None:
 
 
 def test_an_unknown_agent_is_one_line_naming_the_known_ones() -> None:
-    assert problems_of({**DENY_RM, "agents": ["codex", "cursor"]}) == [
-        f"hooks.PreToolUse[0].hooks[0].agents[1]: unknown agent 'cursor' {KNOWN}"
+    assert problems_of({**DENY_RM, "agents": ["codex", "aider"]}) == [
+        f"hooks.PreToolUse[0].hooks[0].agents[1]: unknown agent 'aider' {KNOWN}"
     ]
 
 
@@ -59,7 +59,7 @@ def test_a_misspelt_agent_gets_a_suggestion() -> None:
 
 
 def test_an_unknown_agent_in_the_fleet_is_refused_too() -> None:
-    assert problems_of(DENY_RM, agents=["qwen", "kiro"]) == [f"hookbus.agents[1]: unknown agent 'kiro' {KNOWN}"]
+    assert problems_of(DENY_RM, agents=["qwen", "devin"]) == [f"hookbus.agents[1]: unknown agent 'devin' {KNOWN}"]
 
 
 @pytest.mark.parametrize(
