@@ -133,7 +133,7 @@ def cursor_input(hook_input: dict[str, Any]) -> dict[str, Any]:
         tool = out["tool_name"]
         out[AGENT_TOOL_NAME] = tool
         out["tool_name"] = CURSOR_TOOLS.get(tool, tool)
-        arguments = _arguments(out.get("tool_input"))
+        arguments = dict(_arguments(out.get("tool_input")))
         if out["tool_name"] in _FILE_TOOLS and "file_path" not in arguments and "path" in arguments:
             arguments["file_path"] = arguments["path"]
         out["tool_input"] = arguments
@@ -147,7 +147,9 @@ def _updated_input(updated: dict[str, Any], agent_input: dict[str, Any]) -> dict
     """A canonical rewrite under Cursor's parameter names (``file_path`` back to ``path`` when Cursor sent that)."""
     raw = _arguments(agent_input.get("tool_input"))
     if "path" in raw and "file_path" not in raw and "file_path" in updated:
-        updated = {("path" if key == "file_path" else key): value for key, value in updated.items()}
+        path = updated["file_path"]
+        updated = {key: value for key, value in updated.items() if key not in ("path", "file_path")}
+        updated["path"] = path
     return updated
 
 
