@@ -298,3 +298,82 @@ def test_run_hook_in_process_never_raises(capsys: pytest.CaptureFixture[str]) ->
     with contextlib.suppress(SystemExit):
         assert run_hook("not a url at all", 0.2, True, stdin=b"{}") == 2
     assert "failing closed" in capsys.readouterr().err
+
+
+# -- agents that read no JSON decision: the exit-code form ------------------------------------
+
+
+def windsurf_command(command: str, trajectory: str) -> bytes:
+    tool_info = {"command_line": command, "cwd": "/tmp"}
+    return json.dumps(
+        {"agent_action_name": "pre_run_command", "trajectory_id": trajectory, "tool_info": tool_info}
+    ).encode()
+
+
+async def test_a_windsurf_deny_is_exit_2_with_the_reason_on_stderr(platform: Callable[..., Any], bus: BusProbe) -> None:
+    async with platform(DENY_RM) as p:
+        code, out, err = await shim("--agent", "windsurf", "--url", p.url, stdin=windsurf_command("rm -rf /", "t-deny"))
+        assert (code, out) == (2, b"") and err.startswith(b"no rm -rf") and err.count(b"\n") == 1
+        code, out, err = await shim("--agent", "windsurf", "--url", p.url, stdin=windsurf_command("ls", "t-allow"))
+        assert (code, out, err) == (0, b"", b"")  # Windsurf shows stdout: an allow prints nothing
+        kiro = {
+            "hook_event_name": "preToolUse",
+            "cwd": "/tmp",
+            "tool_name": "execute_bash",
+            "tool_input": {"command": "rm -rf /"},
+            "session_id": "k-deny",
+        }
+        code, out, err = await shim("--agent", "kiro", "--url", p.url, stdin=json.dumps(kiro).encode())
+        assert (code, out) == (2, b"") and err.startswith(b"no rm -rf")
+    assert (await logged_session(bus, "t-deny"))[0].decision == "deny"
+
+
+@pytest.mark.system
+async def test_windsurf_and_kiro_fail_open_with_nothing_on_stdout() -> None:
+    url = f"http://127.0.0.1:{free_port()}"
+    for agent in ("windsurf", "kiro"):
+        code, out, err = await shim("--agent", agent, "--url", url, stdin=windsurf_command("ls", "t-down"))
+        assert (code, out) == (0, b"") and b"failing open" in err
+        code, out, err = await shim("--agent", agent, "--url", url, "--fail-closed", stdin=windsurf_command("ls", "t"))
+        assert (code, out) == (2, b"") and b"failing closed" in err
+    code, out, _ = await shim("--agent", "auggie", "--url", url, stdin=windsurf_command("ls", "t-down"))
+    assert (code, out) == (0, b"{}\n")
+
+
+class _ExitCodeForm(http.server.BaseHTTPRequestHandler):
+    """Answers in the exit-code form, chosen by the path: context on stdout, or a bare exit 2."""
+
+    def do_POST(self) -> None:
+        self.rfile.read(int(self.headers["Content-Length"]))
+        body = {"/context/v1/hooks": b'{"stdout": "the repo is frozen"}', "/block/v1/hooks": b'{"exit_code": 2}'}[
+            self.path.split("?")[0]
+        ]
+        self.send_response(200)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, *args: Any) -> None:
+        pass
+
+
+@pytest.fixture
+def exit_code_server() -> Iterator[str]:
+    _ExitCodeForm.protocol_version = "HTTP/1.1"
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _ExitCodeForm)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{server.server_address[1]}"
+    server.shutdown()
+    server.server_close()
+
+
+@pytest.mark.system
+async def test_the_exit_code_form_is_carried_out_only_for_its_agents(exit_code_server: str) -> None:
+    prompt = json.dumps({"hook_event_name": "userPromptSubmit", "cwd": "/tmp", "prompt": "hi"}).encode()
+    code, out, err = await shim("--agent", "kiro", "--url", f"{exit_code_server}/context", stdin=prompt)
+    assert (code, out, err) == (0, b"the repo is frozen\n", b"")
+    assert (await shim("--agent", "kiro", "--url", f"{exit_code_server}/block", stdin=prompt))[:2] == (2, b"")
+    # an agent that reads JSON gets the answer as it came
+    code, out, _ = await shim("--agent", "gemini", "--url", f"{exit_code_server}/block", stdin=prompt)
+    assert (code, json.loads(out)) == (0, {"exit_code": 2})
