@@ -89,7 +89,8 @@ def create_app(settings: Settings, policy: Policy, redis_url: str, metrics: Metr
     async def metrics_endpoint(request: HTTPRequest) -> Response:
         if not authorized(request.headers.get("authorization"), settings.metrics_token):
             return error_response(401, "unauthorized", "missing or wrong metrics token", {"WWW-Authenticate": "Bearer"})
-        body, content_type = gateway.metrics.render()
+        openmetrics = "application/openmetrics-text" in request.headers.get("accept", "")
+        body, content_type = gateway.metrics.render(openmetrics)
         return Response(body, media_type=content_type)
 
     async def whoami(request: HTTPRequest) -> Response:

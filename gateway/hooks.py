@@ -27,12 +27,14 @@ from bus.policy.agents import serves
 from bus.policy.loading import Policy
 from bus.redis.connection import redis_errors
 from bus.rules.limits import depth_over
+from bus.runtime import tracing
 from bus.runtime.logs import event_fields
 from bus.runtime.metrics import event_label
 from bus.stream.pending_context import takes_context
 from bus.stream.protocol import Reply, Request, now_ms
 from bus.stream.settle import CLAIM_FAIL_OPEN, OUTCOME_GRACE_MS
 from gateway.state import Gateway
+from gateway.tracing import GatewayTrace
 
 logger = logging.getLogger("hookbus.gateway")
 
@@ -179,6 +181,7 @@ class HooksEndpoint:
             dialect="" if speaker.name == "claude" else speaker.name,
             policy=versions,
         )
+        trace = GatewayTrace(headers, request, speaker.name, started) if tracing.on else None
         # Plugins register their callbacks inside the dispatchers, so with any plugin listed
         # every blocking event waits for a decision.
         blocking = event_spec(event).blocking and (serves(policy, event, speaker.name) or bool(policy.settings.plugins))
@@ -186,9 +189,9 @@ class HooksEndpoint:
             context_key = None
             if self.batcher.can_take_context and takes_context(policy, event):
                 context_key = self.keys.pending_context(tenant, str(hook_input["session_id"]))
-            output, decision, fail_open = await self._decide(request, started, policy, partition, context_key)
+            output, decision, fail_open = await self._decide(request, started, policy, partition, context_key, trace)
         else:
-            output, decision, fail_open = await self._record(request, partition)
+            output, decision, fail_open = await self._record(request, partition, trace)
         response_headers = {"X-Hookbus-Event-Id": request.event_id, "X-Hookbus-Policy-Version": versions}
         if fail_open is not None:
             self.metrics.child(self.metrics.fail_open, label, fail_open).inc()
@@ -197,7 +200,11 @@ class HooksEndpoint:
         else:
             response_headers["X-Hookbus-Outcome"] = RecordOutcome.DECIDED if blocking else RecordOutcome.RECORDED
         self.metrics.child(self.metrics.decisions, label, decision).inc()
-        self.metrics.child(self.metrics.decision_latency, label).observe(time.perf_counter() - started)
+        latency_s = time.perf_counter() - started
+        self.metrics.child(self.metrics.decision_latency, label).observe(latency_s)
+        if trace is not None:
+            outcome = response_headers["X-Hookbus-Outcome"]
+            trace.finish(self.metrics, label, latency_s, decision, outcome, fail_open, self.settings.tracing.always)
         if fail_open is not None or logger.isEnabledFor(logging.DEBUG):
             _log_answer(request, hook_input, decision, fail_open)
         self.metrics.child(self.metrics.events_by_agent, speaker.name, label).inc()
@@ -205,11 +212,17 @@ class HooksEndpoint:
             output = speaker.to_agent(event, output, agent_input)
         return orjson.dumps(output), response_headers
 
-    async def _record(self, request: Request, partition: int) -> tuple[dict[str, Any], str, str | None]:
+    async def _record(
+        self, request: Request, partition: int, trace: GatewayTrace | None = None
+    ) -> tuple[dict[str, Any], str, str | None]:
         fields = request.encode()
         stream = self.keys.events_stream(partition)
         try:
+            if trace is not None:
+                trace.appending()
             await self.batcher.append(stream, fields)
+            if trace is not None:
+                trace.appended()
         except BusUnavailable:
             request.fail_open = FailOpenReason.REDIS_UNAVAILABLE
             self.spool.put(stream, request.encode())
@@ -231,7 +244,13 @@ class HooksEndpoint:
             )
 
     async def _decide(
-        self, request: Request, started: float, policy: Policy, partition: int, context_key: str | None
+        self,
+        request: Request,
+        started: float,
+        policy: Policy,
+        partition: int,
+        context_key: str | None,
+        trace: GatewayTrace | None = None,
     ) -> tuple[dict[str, Any], str, str | None]:
         # The deadline runs from the request's arrival (reading and parsing it count too), and
         # the dispatchers see the same instant as the end of their budget.
@@ -244,8 +263,14 @@ class HooksEndpoint:
         waiting = time.perf_counter()
         try:
             async with asyncio.timeout(remaining_s):
+                if trace is not None:
+                    trace.appending()
                 await self.batcher.append(stream, request.encode(), context_key)
+                if trace is not None:
+                    trace.appended()
                 reply = await future
+                if trace is not None:
+                    trace.replied()
             self.metrics.reply_wait.observe(time.perf_counter() - waiting)
         except TimeoutError:
             self.metrics.reply_wait.observe(time.perf_counter() - waiting)

@@ -144,6 +144,10 @@ def _dispatch(args: argparse.Namespace) -> int:
         return run_install(args)
     settings = _settings(args)
     _setup_logging(settings)
+    if args.command in ("gateway", "dispatcher", "worker"):
+        from bus.runtime import tracing
+
+        tracing.configure(settings.tracing, args.command)
     if args.command == "dlq":
         from hookbus.dlq import dlq_command
 

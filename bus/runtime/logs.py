@@ -3,7 +3,9 @@
 ``--log-format json`` (or ``HOOKBUS_LOG_FORMAT=json``) writes one JSON object per line
 (``time``, ``level``, ``logger``, ``pid``, ``message`` and the event's fields); ``text``, the
 default, writes ``time LEVEL logger[pid]: message`` followed by the same fields as
-``key=value`` (control characters escaped, a value with a space, ``=`` or ``"`` quoted). Call
+``key=value`` (control characters escaped, a value with a space, ``=`` or ``"`` quoted). While
+tracing is on (:mod:`bus.runtime.tracing`), a JSON line written inside a span also carries its
+``trace_id`` and ``span_id``. Call
 sites pass what they know about the event with ``extra=``, under the names of :data:`FIELDS`
 (:func:`event_fields` builds them). Per-event decisions are logged at debug level only; no line
 carries a hook input, a handler's output or a secret.
@@ -17,6 +19,8 @@ import sys
 from typing import Any, Final
 
 import orjson
+
+from bus.runtime import tracing
 
 LOG_FORMATS: Final = ("text", "json")
 
@@ -110,6 +114,8 @@ class JsonFormatter(logging.Formatter):
             "message": record.getMessage(),
             **extras(record),
         }
+        if tracing.on and (ids := tracing.log_ids()) is not None:  # the span the line was written in
+            line["trace_id"], line["span_id"] = ids
         if record.exc_info:  # exc_text when set: bus.redaction.redact has masked it already
             line["exc_info"] = record.exc_text or self.formatException(record.exc_info)
         if record.stack_info:

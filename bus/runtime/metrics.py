@@ -25,6 +25,7 @@ from prometheus_client import (
 
 from bus.hooks.decisions import Decision, FailOpenReason
 from bus.hooks.events import EVENTS, HANDLER_TYPES, STOP_EVENTS
+from bus.runtime.exemplars import OPENMETRICS_CONTENT_TYPE, Exemplars, openmetrics_text
 
 #: A rule decision takes well under a millisecond end to end, so the buckets start at 100 µs.
 LATENCY_BUCKETS = (
@@ -242,6 +243,8 @@ class Metrics:
             multiprocess_mode="livemax",
             registry=registry,
         )
+        #: Trace ids of recent latency observations (:mod:`bus.runtime.exemplars`), for OpenMetrics.
+        self.exemplars = Exemplars()
         self._observed: Observed | None = None
         self._policy_revision: dict[str, str] = {}
         #: ``child(family, *labels)``: ``family.labels(*labels)``, looked up once (every label set is bounded).
@@ -348,15 +351,18 @@ class Metrics:
         """One sample's current value in this registry (0 when the series does not exist)."""
         return self.registry.get_sample_value(name, labels) or 0.0
 
-    def render(self) -> tuple[bytes, str]:
-        """The exposition text of this registry, or of all processes in multiprocess mode."""
+    def render(self, openmetrics: bool = False) -> tuple[bytes, str]:
+        """The exposition text of this registry, or of all processes in multiprocess mode; with
+        ``openmetrics``, the OpenMetrics text with the latency exemplars."""
+        registry = self.registry
         if os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
             from prometheus_client import multiprocess
 
             registry = CollectorRegistry()
             multiprocess.MultiProcessCollector(registry)  # type: ignore[no-untyped-call]
-            return generate_latest(registry), CONTENT_TYPE_LATEST
-        return generate_latest(self.registry), CONTENT_TYPE_LATEST
+        if openmetrics:
+            return openmetrics_text(registry, self.exemplars), OPENMETRICS_CONTENT_TYPE
+        return generate_latest(registry), CONTENT_TYPE_LATEST
 
     def init(self) -> None:
         """Create every labelled series whose label values are known, at 0 (idempotent)."""

@@ -44,7 +44,7 @@ class _Handler(BaseHTTPRequestHandler):
                 {"WWW-Authenticate": "Bearer"},
             )
         else:
-            body, content_type = self.metrics.render()
+            body, content_type = self.metrics.render("application/openmetrics-text" in self.headers.get("Accept", ""))
             self._send(200, body, content_type)
 
     def _send(self, status: int, body: bytes, content_type: str, headers: dict[str, str] | None = None) -> None:

@@ -19,6 +19,7 @@ from urllib.parse import urlsplit
 from bus.errors import ConfigError
 from bus.redis.keys import DEFAULT_PREFIX, Keyspace
 from bus.redis.urls import CLUSTER_SCHEMES, SENTINEL_SYNTAX, cluster_url, is_sentinel_url, mask_url, parse_sentinel_url
+from bus.runtime.tracing import TraceSettings
 
 DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 8787
@@ -166,6 +167,8 @@ class Settings:
     metrics_token: str | None = None
     #: Public keys a pushed policy version must be signed by to be activated (none: not verified).
     policy_trusted_keys: tuple[bytes, ...] = ()
+    #: OpenTelemetry tracing (``OTEL_*``, ``HOOKBUS_TRACE_ALWAYS``): off unless an OTLP endpoint is named.
+    tracing: TraceSettings = dataclasses.field(default_factory=TraceSettings)
 
     def __repr__(self) -> str:
         fields = []
@@ -268,6 +271,7 @@ class Settings:
             values["admin_tokens"] = Tokens.parse_admin(admin)
         if trusted := env.get("HOOKBUS_POLICY_TRUSTED_KEYS", "").strip():
             values["policy_trusted_keys"] = parse_trusted_keys(trusted)
+        values["tracing"] = TraceSettings.from_env(env)
         values.update({k: v for k, v in overrides.items() if v is not None})
         if values.pop("redis_cluster", False) and values.get("redis_url"):
             values["redis_url"] = cluster_url(values["redis_url"])

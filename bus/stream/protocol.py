@@ -81,6 +81,8 @@ class Request:
     #: The session's pending context the gateway took when it appended the event (a JSON array,
     #: :mod:`bus.stream.pending_context`); None when it took none (the dispatcher looks itself).
     context: bytes | None = None
+    #: The W3C ``traceparent`` of the gateway's span for this event (``t``; "" when not traced).
+    trace: str = ""
 
     @property
     def blocking(self) -> bool:
@@ -114,6 +116,8 @@ class Request:
             self.fail_open,
             self.policy,
         ]
+        if self.trace:  # a field of its own: entries without it (untraced, older) decode the same
+            return {"m": orjson.dumps(meta), "p": self.payload, "t": self.trace}
         return {"m": orjson.dumps(meta), "p": self.payload}
 
     def named_fields(self) -> StreamFields:
@@ -135,6 +139,8 @@ class Request:
             fields["fo"] = self.fail_open
         if self.policy:
             fields["pv"] = self.policy
+        if self.trace:
+            fields["tp"] = self.trace
         return fields
 
     def to_job(self) -> dict[str, str | int]:
@@ -168,6 +174,8 @@ class Request:
                 policy=policy,
                 context=fields.get(b"c"),
             )
+            if (trace := fields.get(b"t")) is not None:
+                request.trace = trace.decode("latin-1")
         except (KeyError, ValueError, TypeError) as exc:  # orjson.JSONDecodeError is a ValueError
             raise ProtocolError(f"malformed stream entry: {exc!r}") from exc
         texts = (event_id, event, tenant, reply_to, dialect, fail_open, policy)
@@ -189,6 +197,7 @@ class Request:
                 dialect=fields.get(b"dc", b"").decode(),
                 fail_open=fields.get(b"fo", b"").decode(),
                 policy=fields.get(b"pv", b"").decode(),
+                trace=fields.get(b"tp", b"").decode(),
             )
         except (KeyError, ValueError, UnicodeDecodeError) as exc:
             raise ProtocolError(f"malformed stream entry: {exc!r}") from exc
@@ -280,6 +289,8 @@ class LogRecord:
     #: The agent that sent the event: the dialect it came in (``gemini``, ``codex``, ``sdk`` ...),
     #: ``claude`` for Claude Code's own format (:attr:`Request.agent`).
     agent: str = CLAUDE_CODE
+    #: The OpenTelemetry trace of the event (32 hex digits), when it was traced and exported.
+    trace_id: str = ""
 
     def meta(self) -> bytes:
         """The record as JSON, without the hook input (the ``r`` field). Its outcome comes first
@@ -307,6 +318,7 @@ class LogRecord:
             ("tuid", self.tool_use_id),
             ("rsn", self.reason),
             ("mask", self.masked),
+            ("tid", self.trace_id),
         ):
             if value:  # absent when empty: records stay small, and older readers ignore them
                 meta[key] = value
@@ -344,6 +356,7 @@ class LogRecord:
                 tool_use_id=meta.get("tuid", ""),
                 reason=meta.get("rsn", ""),
                 masked=meta.get("mask", []),
+                trace_id=meta.get("tid", ""),
             )
         except (KeyError, ValueError, TypeError, orjson.JSONDecodeError) as exc:
             raise ProtocolError(f"malformed decision-log entry: {exc!r}") from exc
@@ -380,6 +393,7 @@ class LogRecord:
             "hooks": self.hooks,
             "shadow": self.shadow,
             "masked": self.masked,
+            "trace_id": self.trace_id or None,
         }
 
 

@@ -495,6 +495,7 @@
       ["log id", rec.log_id],
     ];
     if (rec.__durationMs !== undefined) facts.push(["tool call", formatDuration(rec.__durationMs)]);
+    if (rec.trace_id) facts.push(["trace id", rec.trace_id]);
     const dl = el("dl");
     for (const [name, value] of facts) dl.append(el("dt", { text: name }), el("dd", { text: String(value) }));
     if (rec.masked && rec.masked.length) {

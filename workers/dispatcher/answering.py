@@ -34,6 +34,7 @@ from bus.redaction.redact import install_log_redaction, redactor_for
 from bus.redaction.scan import masking_deadline
 from bus.redis.connection import connect
 from bus.rules.limits import depth_over
+from bus.runtime import tracing
 from bus.runtime.logs import event_fields
 from bus.runtime.metrics import Metrics, event_label, process_metrics
 from bus.runtime.settings import Settings
@@ -41,6 +42,7 @@ from bus.stream.partitions import warn_partitions_changed
 from bus.stream.protocol import LogRecord, Reply, Request, now_ms
 from workers.dispatcher.outbox import Outbox, Settle
 from workers.dispatcher.streams import WorkStreams, log_maxlen
+from workers.dispatcher.tracing import DispatchTraces
 from workers.engine.evaluation import Engine, Evaluation
 from workers.engine.judging import offload
 from workers.handlers.runners import default_runners
@@ -118,6 +120,7 @@ class Dispatcher:
             services=self.services,
             metrics=self.metrics,
         )
+        self.traces = DispatchTraces(settings.tracing.always)
         self._slots = asyncio.Semaphore(settings.dispatch_concurrency)
         self._tasks: set[asyncio.Task[None]] = set()
         self.registry = PolicyRegistry(
@@ -196,6 +199,8 @@ class Dispatcher:
 
     def _settled(self, stream: str, entry_id: bytes) -> None:
         self.work.settled(stream, entry_id)
+        if tracing.on:
+            self.traces.settled(stream, entry_id)
 
     async def handle(self, stream: str, entry_id: bytes, fields: Mapping[bytes, bytes]) -> None:
         """Evaluate one entry and queue its settlement: record, reply and acknowledgement at once."""
@@ -204,6 +209,7 @@ class Dispatcher:
         except ProtocolError as exc:
             await self.work.dead_letter(stream, entry_id, fields, str(exc))
             return
+        span = self.traces.read(stream, entry_id, request) if tracing.on else None
         evaluation: Evaluation | None = None
         hook_input: dict[str, Any] | None = None
         reply: Reply | None = None
@@ -276,6 +282,8 @@ class Dispatcher:
         else:
             outcome = RecordOutcome.DECIDED
         record = await self._stored_record(request, outcome, fail_open, evaluation, hook_input)
+        if span is not None:
+            self.traces.settling(stream, entry_id, span, record)
         jobs: list[PreparedJob] = evaluation.jobs if evaluation is not None else []
         if jobs and not self.jobs_in_settle:
             await self.job_queue.put(request, jobs)

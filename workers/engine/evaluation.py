@@ -3,9 +3,10 @@
 Handlers are selected by the agent that sent the event (a handler's ``agents``), the group
 matcher and the handler's ``if``; ``async`` handlers become jobs for the arq queue
 (:attr:`Evaluation.jobs`, queued when the event is settled, see :mod:`workers.jobs.enqueue`);
-the rest run concurrently, each bounded by its own timeout and by the event's deadline. Their results are merged by :func:`bus.hooks.merge.merge_results`. Platform
-rules follow: ``failMode: closed``, ``shadow`` handlers (logged, never enforced), ``once``
-across the fleet, and the Stop guard.
+the rest run concurrently, each bounded by its own timeout and by the event's deadline. Their
+results are merged by :func:`bus.hooks.merge.merge_results`. Platform rules follow:
+``failMode: closed``, ``shadow`` handlers (logged, never enforced), ``once`` across the fleet,
+and the Stop guard.
 """
 
 from __future__ import annotations
@@ -34,6 +35,7 @@ from bus.redis.connection import redis_errors
 from bus.redis.keys import Keyspace
 from bus.rules.limits import current_limits
 from bus.rules.permissions import PermissionRule, parse_rule, rule_matches
+from bus.runtime import tracing
 from bus.runtime.logs import event_fields
 from bus.runtime.metrics import Metrics, event_label, process_metrics
 from bus.stream.pending_context import CONTEXT_BATCH, CONTEXT_TTL_S, parse_items, takes_context, with_context
@@ -43,6 +45,7 @@ from workers.engine.judging import judge_command, judged
 from workers.handlers.context import HookContext, Runner, default_timeout_s
 from workers.handlers.function import run_plugins
 from workers.handlers.runners import SELF_TIMED_TYPES
+from workers.handlers.tracing import HandlerSpan
 from workers.jobs.enqueue import PreparedJob, prepare_job
 from workers.services import Services
 
@@ -161,7 +164,10 @@ class Engine:
         limits = policy.settings.limits
         found = await judge_command(hook_input, limits, request.remaining_s())
         with judged(found, limits):
-            return await self._evaluate(request, hook_input, policy)
+            if not tracing.on:
+                return await self._evaluate(request, hook_input, policy)
+            with tracing.current(tracing.start("hookbus.evaluate", attributes={"hookbus.policy": policy.revision})):
+                return await self._evaluate(request, hook_input, policy)
 
     async def _evaluate(self, request: Request, hook_input: dict[str, Any], policy: Policy) -> Evaluation:
         event = request.event
@@ -287,6 +293,7 @@ class Engine:
                 )
         runner = self.runners.get(handler.type, _unsupported)
         timeout_s = 0.0
+        span = HandlerSpan(handler.type, ctx.entry.handler_id) if tracing.on else None
         started = time.perf_counter()
         try:
             if handler.type in INLINE_TYPES or handler.type in SELF_TIMED_TYPES:
@@ -308,6 +315,8 @@ class Engine:
         result.handler_id = ctx.entry.handler_id
         result.fail_closed = handler.fail_mode == "closed"
         result.shadow = handler.shadow
+        if span is not None:
+            span.end(result)
         self.metrics.child(self.metrics.hook_duration, handler.type).observe(result.duration_s)
         if result.failed:
             self.metrics.hook_errors.labels(handler.type, result.outcome.value).inc()

@@ -43,6 +43,7 @@ from bus.hooks.output import result_from_exit
 from bus.hooks.results import HandlerResult, Outcome
 from bus.policy.placeholders import project_dir, render_exec, render_shell
 from bus.policy.schema import CommandHandler
+from bus.runtime import tracing
 from bus.runtime.children import kill_with_parent
 from workers.handlers.context import HookContext
 
@@ -290,6 +291,7 @@ async def run_command(
         return done(HandlerResult(Outcome.ERROR, reason=f"cannot run {argv[0]}: {exc}"))
     if run.returncode is None:
         return done(HandlerResult(Outcome.TIMEOUT, reason=f"timed out after {timeout_s}s"))
+    tracing.annotate("process.exit.code", run.returncode)
     return done(result_from_exit(event, run.returncode, run.stdout, run.stderr))
 
 

@@ -43,6 +43,7 @@ from bus.errors import HookError
 from bus.hooks.output import cap_text, result_from_body
 from bus.hooks.results import HandlerResult, Outcome
 from bus.policy.schema import McpToolHandler
+from bus.runtime import tracing
 from bus.runtime.ssrf import parse_networks, resolve_checked
 from workers.handlers.context import HookContext
 from workers.outbound.client import USER_AGENT, GuardedClient, guard_key, outbound_client
@@ -174,13 +175,20 @@ async def guarded_client(
         follow_redirects=False,
         trust_env=False,
         headers={"User-Agent": USER_AGENT, "Accept-Encoding": "identity"},
-        event_hooks={"response": [on_response]},
+        event_hooks={"request": [_send_traceparent], "response": [on_response]},
     )
     try:
         yield client
     finally:
         if own is not None:
             await own.aclose()
+
+
+async def _send_traceparent(request: httpx.Request) -> None:
+    if tracing.on:  # the MCP server shows up inside hookbus's trace
+        headers: dict[str, str] = {}
+        tracing.inject(headers)
+        request.headers.update(headers)
 
 
 async def run(ctx: HookContext) -> HandlerResult:

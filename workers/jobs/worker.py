@@ -42,6 +42,7 @@ from bus.policy.schema import MAX_TRIES_LIMIT
 from bus.redaction.redact import Redactor, redactor_for
 from bus.redis.connection import connect, redis_errors
 from bus.redis.keys import Keyspace
+from bus.runtime import tracing
 from bus.runtime.logs import event_fields
 from bus.runtime.metrics import Metrics, process_metrics
 from bus.runtime.metrics_server import start_http_server
@@ -63,6 +64,7 @@ from workers.jobs.deadletters import (
 from workers.jobs.delivery import GiveUp, Limits, before_try, failed, verdict
 from workers.jobs.enqueue import JOB_FUNCTION, arq_pool
 from workers.jobs.leased import LeasedWorker
+from workers.jobs.tracing import traced_job
 from workers.outbound.webhooks import webhook_id
 from workers.services import Services
 
@@ -172,7 +174,8 @@ async def run_async_hook(ctx: dict[str, Any], job: dict[str, Any], handler_id: s
         delivery_id=webhook_id(request.event_id, handler_id),
     )
     started = time.perf_counter()
-    result = await _run_handler(ctx, hook)
+    run = _run_handler(ctx, hook)
+    result = await (traced_job(request, handler_id, handler_type, job_try, run) if tracing.on else run)
     took_s = time.perf_counter() - started
     ctx["metrics"].child(ctx["metrics"].hook_duration, handler_type).observe(took_s)
     ctx["metrics"].child(ctx["metrics"].async_job_duration, handler_type).observe(took_s)

@@ -36,6 +36,7 @@ import httpx
 
 from bus.errors import HookError, HookTimeout, OutboundError, ResponseTooLarge
 from bus.policy.loading import Policy
+from bus.runtime import tracing
 from bus.runtime.ssrf import parse_networks
 from workers.outbound.transport import Buffered, GuardedTransport
 from workers.services import Services
@@ -137,6 +138,9 @@ def _build(
     ``headers`` replace the client's defaults of the same name; values must be ASCII.
     """
     parsed = _parsed(url)
+    if tracing.on:  # the handler's span: the service answering shows up inside hookbus's trace
+        headers = dict(headers or {})
+        tracing.inject(headers)
     extra = [(name.encode("ascii"), value.encode("ascii")) for name, value in headers.items()] if headers else []
     names = {name.lower() for name, _ in extra}
     raw = [] if b"host" in names else [(b"Host", parsed.netloc)]
@@ -206,6 +210,7 @@ async def guarded_request(
         raise OutboundError(f"{_where(url)} sent an invalid HTTP response: {exc}") from exc
     except httpx.HTTPError as exc:
         raise OutboundError(f"request to {_where(url)} failed: {type(exc).__name__}: {exc}") from exc
+    tracing.annotate("http.response.status_code", response.status_code)
     return OutboundResponse(response.status_code, response.reason_phrase, response.headers, body)
 
 

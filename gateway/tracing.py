@@ -1,0 +1,99 @@
+"""The gateway's part of an event's trace: the request span, its append and its wait for the reply.
+
+Created only while :data:`bus.runtime.tracing.on` (the hooks endpoint checks it first). The
+request span continues the agent's trace when the request carries a W3C ``traceparent``, else
+it starts one; its ``traceparent`` goes into the stream entry (:attr:`Request.trace`), so every
+dispatcher that reads the event continues the same trace. The append and the wait are timed
+with two clock readings each and written as child spans when the request ends (no context
+switch on the hot path); an unsampled request writes none.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import TYPE_CHECKING
+
+from bus.hooks.decisions import Decision, RecordOutcome
+from bus.runtime import tracing
+from bus.stream.protocol import Request
+
+if TYPE_CHECKING:
+    from opentelemetry.trace import Span
+
+    from bus.runtime.metrics import Metrics
+
+
+class GatewayTrace:
+    """One hook request's spans."""
+
+    __slots__ = ("append_ns", "appended_ns", "replied_ns", "request", "span", "token")
+
+    def __init__(self, headers: dict[bytes, bytes], request: Request, agent: str, started: float) -> None:
+        # The request began before it was read and parsed: its span starts then.
+        started_ns = time.time_ns() - int((time.perf_counter() - started) * 1e9)
+        self.request = request
+        self.span: Span = tracing.start(
+            "hookbus.request",
+            parent=tracing.parent_context(headers.get(b"traceparent")),
+            kind="server",
+            start_ns=started_ns,
+            attributes={
+                "hookbus.event": request.event,
+                "hookbus.event_id": request.event_id,
+                "hookbus.tenant": request.tenant,
+                "hookbus.agent": agent,
+                "hookbus.policy": request.policy,
+            },
+        )
+        request.trace = tracing.traceparent(self.span)
+        self.append_ns = self.appended_ns = self.replied_ns = 0
+        # Current while the request runs when it is recorded (the log lines of its task name it).
+        self.token = tracing.enter(self.span) if self.span.is_recording() else None
+
+    def appending(self) -> None:
+        self.append_ns = time.time_ns()
+
+    def appended(self) -> None:
+        self.appended_ns = time.time_ns()
+
+    def replied(self) -> None:
+        self.replied_ns = time.time_ns()
+
+    def finish(
+        self,
+        metrics: Metrics,
+        label: str,
+        latency_s: float,
+        decision: str,
+        outcome: str,
+        fail_open: str | None,
+        always: frozenset[str],
+    ) -> None:
+        """End the request span with what the agent was told (and the exemplar of its latency)."""
+        span = self.span
+        if self.token is None:
+            return
+        tracing.leave(self.token)
+        end_ns = time.time_ns()
+        if self.append_ns:
+            appended_ns = self.appended_ns or end_ns
+            tracing.start("hookbus.append", parent=span, kind="producer", start_ns=self.append_ns).end(appended_ns)
+            if self.appended_ns and self.request.blocking:
+                waited = tracing.start("hookbus.wait_reply", parent=span, start_ns=appended_ns)
+                waited.set_attribute("hookbus.replied", bool(self.replied_ns))
+                waited.end(self.replied_ns or end_ns)
+        span.set_attribute("hookbus.decision", decision)
+        span.set_attribute("hookbus.outcome", outcome)
+        if fail_open:
+            span.set_attribute("hookbus.fail_open", fail_open)
+        if ("deny" in always and decision == Decision.DENY) or (
+            "fail-open" in always and (fail_open is not None or outcome == RecordOutcome.FAIL_OPEN)
+        ):
+            span.set_attribute(tracing.KEEP, True)
+        trace_id = tracing.trace_id(span)
+        if trace_id and (span.get_span_context().trace_flags.sampled or span.attributes.get(tracing.KEEP)):  # type: ignore[attr-defined]
+            metrics.exemplars.note(metrics.decision_latency, (label,), latency_s, trace_id)
+        span.end(end_ns)
+
+
+__all__ = ["GatewayTrace"]
