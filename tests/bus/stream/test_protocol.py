@@ -3,6 +3,8 @@ and the agent a decision-log record (:class:`bus.stream.protocol.LogRecord`) nam
 
 from __future__ import annotations
 
+import dataclasses
+
 import orjson
 import pytest
 
@@ -112,3 +114,24 @@ def test_a_record_written_before_records_named_their_agent_reads_as_claude() -> 
     fields[b"r"] = orjson.dumps(meta)
     read = LogRecord.decode(fields)
     assert (read.agent, read.to_json()["agent"]) == ("claude", "claude")
+
+
+@pytest.mark.parametrize("request_", [BLOCKING, RECORDED])
+def test_the_trace_context_travels_in_a_field_of_its_own(request_: Request) -> None:
+    traced = dataclasses.replace(request_, trace="00-" + "ab" * 16 + "-" + "cd" * 8 + "-01")
+    fields = traced.encode()
+    assert fields["t"] == traced.trace and sorted(fields) == ["m", "p", "t"]
+    assert Request.decode(as_read(fields)) == traced
+    assert Request.decode(as_read(traced.named_fields())) == traced
+    assert Request.from_job(traced.to_job()).trace == traced.trace
+    assert Request.decode(as_read(request_.encode())).trace == ""  # an untraced (or older) entry
+
+
+def test_a_record_names_its_trace_when_it_has_one() -> None:
+    record = LogRecord("e1", "PreToolUse", "acme", "s1", "decided", "deny", {}, b"{}", 1, 2, trace_id="ab" * 16)
+    back = LogRecord.decode(
+        {k.encode(): v if isinstance(v, bytes) else str(v).encode() for k, v in record.encode().items()}
+    )
+    assert back.trace_id == "ab" * 16 and back.to_json()["trace_id"] == "ab" * 16
+    plain = LogRecord("e1", "PreToolUse", "acme", "s1", "decided", "deny", {}, b"{}", 1, 2)
+    assert b"tid" not in plain.meta() and plain.to_json()["trace_id"] is None
