@@ -102,7 +102,7 @@ def cline(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cline]:
 
 def run_result(result: Completed) -> dict[str, Any]:
     """The ``run_result`` line of ``cline --json``'s output."""
-    lines = [json.loads(line) for line in result.stdout.splitlines() if line.startswith("{")]
+    lines: list[dict[str, Any]] = [json.loads(line) for line in result.stdout.splitlines() if line.startswith("{")]
     found = [line for line in lines if line.get("type") == "run_result"]
     assert found, result.stdout[-2000:]
     return found[-1]
