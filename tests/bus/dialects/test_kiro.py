@@ -7,6 +7,8 @@ answers are checked in the shim's exit-code form.
 
 from __future__ import annotations
 
+import pytest
+
 from bus.dialects import DIALECTS
 from bus.dialects.base import AGENT_EVENT_NAME, AGENT_TOOL_NAME, CAPABILITIES, Support
 from bus.dialects.kiro import canonical_tool_name, kiro_input, kiro_output
@@ -89,3 +91,34 @@ def test_declarations() -> None:
     assert dialect.capabilities["ask"].support is Support.NO
     assert dialect.capabilities["add_context"].support is Support.PARTIAL
     assert dialect.transport == "command" and dialect.verified.startswith("documentation only: ")
+
+
+@pytest.mark.parametrize("name", ["windsurf", "kiro", "auggie"])
+@pytest.mark.parametrize(
+    "event", ["PreToolUse", "PostToolUse", "UserPromptSubmit", "Stop", "SessionStart", "SessionEnd"]
+)
+def test_no_json_field_reaches_an_agent_that_reads_only_exit_codes(name: str, event: str) -> None:
+    """Everything a canonical output can hold, on every event: only the exit-code form comes out
+    (Auggie's Stop and context in Claude Code's form being the documented exceptions)."""
+    everything = {
+        "continue": True,
+        "systemMessage": "note",
+        "suppressOutput": True,
+        "decision": "block",
+        "reason": "because",
+        "hookSpecificOutput": {
+            "hookEventName": event,
+            "permissionDecision": "deny",
+            "permissionDecisionReason": "because",
+            "updatedInput": {"command": "ls"},
+            "additionalContext": "context",
+        },
+    }
+    out = DIALECTS[name].to_agent(event, everything, {})
+    allowed = {"exit_code", "stderr", "stdout"}
+    if name == "auggie" and event == "Stop":
+        allowed = {"decision", "reason"}
+    elif name == "auggie" and event in ("SessionStart", "PostToolUse"):
+        allowed = {"hookSpecificOutput"}
+    assert set(out) <= allowed, out
+    assert out.get("exit_code", 2) == 2
