@@ -16,6 +16,7 @@ import pytest
 from hookbus.cli import main
 from hookbus.install.cursor import DEFAULT_EVENTS, ENTERPRISE_FILES, WRITE_TOOLS_MATCHER, CursorHooks
 from hookbus.install.hooks_json import is_hookbus_command
+from hookbus.platform.redis_server import free_port
 
 USER_FILE: dict[str, Any] = {
     "version": 1,
@@ -126,3 +127,14 @@ def test_warnings_name_the_traps(isolated: Path, capsys: pytest.CaptureFixture[s
     assert install() == 0
     err = capsys.readouterr().err
     assert "version is 2" in err and "trusted workspace" in err
+
+
+@pytest.mark.system
+def test_check_reports_an_unreachable_gateway(isolated: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    dead = f"http://127.0.0.1:{free_port()}"
+    assert main(["install", "cursor", "--check", "--url", dead]) == 1
+    assert "check failed" in capsys.readouterr().err
+    assert main(["install", "cursor", "--url", dead, "--hook-command", "hookbus"]) == 0  # written; the check warns
+    assert "warning: check failed" in capsys.readouterr().err
+    assert main(["install", "cursor", "--check"]) == 1  # the installed URL is the one checked
+    assert dead in capsys.readouterr().err
