@@ -21,9 +21,10 @@ its own environment, so ``$HOOKBUS_TOKEN`` reaches the shim from there.
 Folders, by ``--scope``: ``project`` is ``.cline/hooks`` in the current folder (Cline's
 workspace), ``user`` is ``$CLINE_DIR/hooks`` (``~/.cline/hooks`` without it; ``cline --config
 DIR`` reads ``DIR/hooks`` instead). Cline has no managed or system-wide hooks folder, so
-``--scope managed`` is refused. ``--settings-file DIR`` writes into any folder (for ``cline
---hooks-dir DIR``). Timeouts: Cline waits up to 120 s for a tool hook (not configurable), so
-``--timeout`` (seconds, the shim's) must stay below that.
+``--scope managed`` is refused. ``--settings-file DIR`` writes into any folder, with a warning
+when Cline does not read it (``cline --hooks-dir`` only sets a variable Cline 3.0.65 never
+reads). Timeouts: Cline waits up to 120 s for a tool hook (not configurable), so ``--timeout``
+(seconds, the shim's) must stay below that.
 
 **Cline ignores exit codes**, so the shim's ``--fail-closed`` (exit 2, nothing on stdout)
 would fail open. With ``--fail-closed`` the PreToolUse script prints ``{"cancel": true, ...}``
@@ -80,14 +81,14 @@ def hooks_folder(scope: str, *, cwd: Path | None = None, env: dict[str, str] | N
         return cline_dir(env) / "hooks"
     if scope == "managed":
         raise ConfigError(
-            "Cline has no managed or system-wide hooks folder; use --scope user, or --settings-file DIR "
-            "with cline --hooks-dir DIR"
+            "Cline has no managed or system-wide hooks folder; use --scope user, or --settings-file DIR/hooks "
+            "with cline --config DIR"
         )
     raise ConfigError(f"unknown scope {scope!r} (project or user)")
 
 
 def read_folders(cwd: Path, env: dict[str, str]) -> list[Path]:
-    """Every folder Cline 3.0.65 reads hooks from (besides ``--hooks-dir``), for a workspace ``cwd``."""
+    """Every folder Cline 3.0.65 reads hooks from, for a workspace ``cwd`` (``--config`` moves the second)."""
     home = Path(env.get("HOME") or Path.home())
     return [
         home / "Documents" / "Cline" / "Hooks",
@@ -154,12 +155,15 @@ def warnings(folder: Path, events: tuple[str, ...], scope: str, written: list[Pa
     env = dict(os.environ)
     found = []
     if scope == "" and folder.resolve() not in {p.resolve() for p in read_folders(Path.cwd(), env)}:
-        found.append(f"Cline does not read hooks from {folder} unless started with --hooks-dir {folder}")
+        found.append(
+            f"Cline does not read hooks from {folder} (its --hooks-dir flag has no effect in 3.0.65); use a folder "
+            f"it reads, or cline --config DIR with DIR/hooks"
+        )
     if scope == "user" and env.get("CLINE_DIR"):
         found.append(f"CLINE_DIR is {env['CLINE_DIR']}: Cline reads these hooks only when run with the same CLINE_DIR")
     not_executable = [p.name for p in written if p.exists() and not os.access(p, os.X_OK)]
     if not_executable:
-        found.append(f"not executable (Cline's VS Code extension skips them): {', '.join(not_executable)}")
+        found.append(f"not executable (Cline's documentation asks for executable hooks): {', '.join(not_executable)}")
     detached = [event for event in events if event not in AWAITED]
     if detached:
         found.append(
