@@ -155,6 +155,8 @@ def test_a_central_deny_of_another_tool_stops_the_task_before_the_call(cline: Cl
     result = cline.run(folder, cline_dir, "write the file")
     assert run_result(result)["finishReason"] == "aborted"  # Cline's cancel: the whole task
     assert not (folder / DENIED_FILE).exists()
+    assert "hookbus denied editor: hookbus: no denied files" in (cline_dir / "data" / "logs" / "cline.log").read_text()
+    assert all("no denied files" not in user_text(request) for request in cline.fake.requests)  # as documented
     wait_for(lambda: bool(records_of(cline, folder, decision="deny")), timeout_s=30, interval_s=0.1)
     record = records_of(cline, folder, decision="deny")[-1]
     assert (record["tool_name"], record["input"]["agent_tool_name"]) == ("Write", "editor")
