@@ -169,7 +169,8 @@ def _hook_map(document: dict[str, Any], *, wrapped: bool) -> dict[str, Any]:
 def _updated(document: dict[str, Any], plan: DroidPlan | None, url: str | None, *, wrapped: bool) -> dict[str, Any]:
     if wrapped:
         return merge(document, plan, only_url=url)
-    return merge({"hooks": document}, plan, only_url=url).get("hooks", {})
+    hooks: dict[str, Any] = merge({"hooks": document}, plan, only_url=url).get("hooks", {})
+    return hooks
 
 
 def warnings(path: Path, scope: str, document: dict[str, Any], plan: DroidPlan, env: dict[str, str]) -> list[str]:

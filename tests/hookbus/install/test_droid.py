@@ -58,7 +58,7 @@ def test_a_project_install_writes_the_flat_event_map_droid_reads(project: Path) 
     assert install() == 0
     written = json.loads((project / ".factory" / "hooks.json").read_text())
     assert "hooks" not in written and set(written) == set(DEFAULT_EVENTS)
-    for event, handlers in hookbus_handlers(written).items():
+    for handlers in hookbus_handlers(written).values():
         [handler] = handlers
         argv = shlex.split(handler["command"])
         assert argv[1:6] == ["hook", "--agent", "droid", "--url", URL]
