@@ -152,9 +152,10 @@ def test_a_central_deny_stops_the_command_the_model_reads_why_and_the_log_names_
 
 
 def test_an_allow_runs_the_command_above_droids_own_autonomy_level(droid: Droid) -> None:
-    folder = droid.project("--events", "SessionStart", "PreToolUse", "PostToolUse", "Stop", "SessionEnd")
+    folder = droid.project("--timeout", "10")  # every default event
     droid.fake.reset(one_tool_call(SHELL, shell(fleet.ALLOWED, risk="high")))
-    droid.run(folder, "make the file", auto="low")  # without the allow: "insufficient permission", exit 1
+    result = droid.run(folder, "make the file", auto="low")  # without the allow: "insufficient permission", exit 1
+    assert json.loads(result.stdout)["is_error"] is False
     assert (folder / "allowed.txt").exists()
     wait_for(lambda: bool(records_of(droid, folder, "allow")), timeout_s=30, interval_s=0.1)
     assert records_of(droid, folder, "allow")[-1]["input"]["tool_input"]["command"] == fleet.ALLOWED
