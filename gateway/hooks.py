@@ -181,7 +181,7 @@ class HooksEndpoint:
             dialect="" if speaker.name == "claude" else speaker.name,
             policy=versions,
         )
-        trace = GatewayTrace(headers, request, speaker.name, started) if tracing.on else None
+        trace = GatewayTrace.begin(headers, request, speaker.name, started) if tracing.on else None
         # Plugins register their callbacks inside the dispatchers, so with any plugin listed
         # every blocking event waits for a decision.
         blocking = event_spec(event).blocking and (serves(policy, event, speaker.name) or bool(policy.settings.plugins))

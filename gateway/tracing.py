@@ -18,8 +18,6 @@ from bus.runtime import tracing
 from bus.stream.protocol import Request
 
 if TYPE_CHECKING:
-    from opentelemetry.trace import Span
-
     from bus.runtime.metrics import Metrics
 
 
@@ -28,13 +26,25 @@ class GatewayTrace:
 
     __slots__ = ("append_ns", "appended_ns", "replied_ns", "request", "span", "token")
 
-    def __init__(self, headers: dict[bytes, bytes], request: Request, agent: str, started: float) -> None:
+    @classmethod
+    def begin(cls, headers: dict[bytes, bytes], request: Request, agent: str, started: float) -> GatewayTrace | None:
+        """The request's trace; None when the sampler leaves a new trace out (its ids still go on
+        in the stream entry, with the sampled flag off, and no span is built)."""
+        parent = headers.get(b"traceparent")
+        if parent is None and (left_out := tracing.left_out()) is not None:
+            request.trace = left_out
+            return None
+        return cls(parent, request, agent, started)
+
+    def __init__(self, parent: bytes | None, request: Request, agent: str, started: float) -> None:
+        self.request = request
+        self.append_ns = self.appended_ns = self.replied_ns = 0
+        self.token: object | None = None
         # The request began before it was read and parsed: its span starts then.
         started_ns = time.time_ns() - int((time.perf_counter() - started) * 1e9)
-        self.request = request
-        self.span: Span = tracing.start(
+        span = self.span = tracing.start(
             "hookbus.request",
-            parent=tracing.parent_context(headers.get(b"traceparent")),
+            parent=tracing.parent_context(parent),
             kind="server",
             start_ns=started_ns,
             attributes={
@@ -45,10 +55,10 @@ class GatewayTrace:
                 "hookbus.policy": request.policy,
             },
         )
-        request.trace = tracing.traceparent(self.span)
-        self.append_ns = self.appended_ns = self.replied_ns = 0
+        request.trace = tracing.traceparent(span)
         # Current while the request runs when it is recorded (the log lines of its task name it).
-        self.token = tracing.enter(self.span) if self.span.is_recording() else None
+        if span.is_recording():
+            self.token = tracing.enter(span)
 
     def appending(self) -> None:
         self.append_ns = time.time_ns()

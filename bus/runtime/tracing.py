@@ -23,6 +23,7 @@ from __future__ import annotations
 import collections
 import contextlib
 import dataclasses
+import random
 import time
 from collections.abc import Iterator, Mapping
 from typing import TYPE_CHECKING, Any, Final, cast
@@ -37,6 +38,9 @@ if TYPE_CHECKING:
 #: True once :func:`configure` has turned tracing on in this process; every call site checks it first.
 on: bool = False
 _tracer: Tracer | None = None
+#: The share of new traces kept, when hookbus samples roots itself (the default sampler, no keep
+#: mode); None when the SDK's sampler decides everything.
+_root_ratio: float | None = None
 
 #: What ``HOOKBUS_TRACE_ALWAYS`` may list.
 ALWAYS_OUTCOMES: Final = ("fail-open", "deny")
@@ -45,6 +49,8 @@ KEEP: Final = "hookbus.keep"
 #: Unsampled traces held at once in keep mode (the oldest is dropped past it).
 MAX_HELD_TRACES: Final = 4096
 _TRUE: Final = frozenset({"1", "true", "yes"})
+_random, _getrandbits, _randbytes = random.random, random.getrandbits, random.randbytes
+_SAMPLED_FLAGS: Final = frozenset(f"{flags:02x}" for flags in range(256) if flags & 1)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -75,7 +81,7 @@ def configure(settings: TraceSettings, role: str, *, exporter: Any = None) -> No
     service name is ``OTEL_SERVICE_NAME``, ``hookbus`` by default. ``exporter`` replaces the
     OTLP/HTTP exporter (benchmarks).
     """
-    global on, _tracer
+    global on, _tracer, _root_ratio
     if not settings.enabled:
         return
     import os
@@ -90,7 +96,7 @@ def configure(settings: TraceSettings, role: str, *, exporter: Any = None) -> No
         exporter = OTLPSpanExporter()  # OTEL_EXPORTER_OTLP_* decide where and how
     resource = Resource.create({"service.name": os.environ.get("OTEL_SERVICE_NAME") or "hookbus", "hookbus.role": role})
     resource = resource.merge(OTELResourceDetector().detect())
-    sampler = _sampler(bool(settings.always))
+    sampler, _root_ratio = _sampler(bool(settings.always))
     provider = TracerProvider(sampler=sampler, resource=resource)
     batch = BatchSpanProcessor(exporter)
     provider.add_span_processor(cast("SpanProcessor", KeepOutcomes(batch)) if settings.always else batch)
@@ -106,21 +112,35 @@ def shutdown() -> None:
     from opentelemetry.sdk.trace import Tracer as SdkTracer
 
     tracer, _tracer, on = _tracer, None, False
+    global _root_ratio
+    _root_ratio = None
     if isinstance(tracer, SdkTracer):
         tracer.span_processor.shutdown()
 
 
-def _sampler(record_unsampled: bool) -> Any:
+def _sampler(record_unsampled: bool) -> tuple[Any, float | None]:
+    """The SDK's sampler, and the ratio :func:`start` applies to new traces itself (or None).
+
+    By default new traces are kept at ``OTEL_TRACES_SAMPLER_ARG`` and the rest follow their
+    parent, as ``parentbased_traceidratio``; a new trace left out is then never handed to the
+    SDK (its ids are drawn here, with the sampled flag off, for the parent-based choice
+    downstream): that is most of what a 1 % sample costs. In keep mode the SDK's ratio sampler
+    decides, since unsampled spans are recorded all the same.
+    """
     import os
 
     from opentelemetry.sdk.trace import sampling
 
     if os.environ.get("OTEL_TRACES_SAMPLER"):
         chosen: sampling.Sampler = sampling._get_from_env_or_default()
-    else:
-        ratio = float(os.environ.get("OTEL_TRACES_SAMPLER_ARG") or 1.0)
-        chosen = sampling.ParentBased(sampling.TraceIdRatioBased(ratio))
-    return _record_unsampled_class()(chosen) if record_unsampled else chosen
+        return (_record_unsampled_class()(chosen) if record_unsampled else chosen), None
+    try:
+        ratio = min(1.0, max(0.0, float(os.environ.get("OTEL_TRACES_SAMPLER_ARG") or 1.0)))
+    except ValueError:
+        raise ConfigError(f"OTEL_TRACES_SAMPLER_ARG={os.environ['OTEL_TRACES_SAMPLER_ARG']!r} is not a ratio") from None
+    if record_unsampled:
+        return _record_unsampled_class()(sampling.ParentBased(sampling.TraceIdRatioBased(ratio))), None
+    return sampling.ParentBased(sampling.ALWAYS_ON), ratio
 
 
 def _record_unsampled_class() -> type:
@@ -213,24 +233,69 @@ def _as_sampled(span: ReadableSpan) -> ReadableSpan:
     )
 
 
-# Everything below is called only once :data:`on` is true.
+# Everything below is called only once :data:`on` is true; what it needs of the API is bound
+# once, by :func:`configure` (an import statement per call costs more than the span).
+
+
+class _Api:
+    """The OpenTelemetry API's names the calls below use."""
+
+    def __init__(self) -> None:
+        from opentelemetry import context
+        from opentelemetry.trace import (
+            Link,
+            NonRecordingSpan,
+            SpanContext,
+            SpanKind,
+            TraceFlags,
+            get_current_span,
+            set_span_in_context,
+            use_span,
+        )
+
+        self.Context = context.Context
+        self.attach, self.detach = context.attach, context.detach
+        self.Link, self.NonRecordingSpan, self.SpanContext, self.TraceFlags = (
+            Link,
+            NonRecordingSpan,
+            SpanContext,
+            TraceFlags,
+        )
+        self.kinds = {kind.name.lower(): kind for kind in SpanKind}
+        self.get_current_span, self.set_span_in_context, self.use_span = get_current_span, set_span_in_context, use_span
+
+
+_api: _Api | None = None
+
+
+def _bound() -> _Api:
+    global _api
+    if _api is None:
+        _api = _Api()
+    return _api
 
 
 def parent_context(traceparent: str | bytes | None) -> Context | None:
     """The context a W3C ``traceparent`` names (None when it is absent or malformed)."""
     if not traceparent:
         return None
-    from opentelemetry.trace import NonRecordingSpan, set_span_in_context
-    from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
-
     text = traceparent.decode("latin-1") if isinstance(traceparent, bytes) else traceparent
-    extracted = TraceContextTextMapPropagator().extract({"traceparent": text})
-    from opentelemetry.trace import get_current_span
-
-    span = get_current_span(extracted)
-    if not span.get_span_context().is_valid:
+    parts = text.strip().split("-")
+    if len(parts) < 4 or parts[0] == "ff" or len(parts[0]) != 2 or (parts[0] == "00" and len(parts) != 4):
         return None
-    return set_span_in_context(NonRecordingSpan(span.get_span_context()))
+    version, trace_hex, span_hex, flags_hex = parts[:4]
+    if len(trace_hex) != 32 or len(span_hex) != 16 or len(flags_hex) != 2:
+        return None
+    try:
+        trace_id, span_id, flags = int(trace_hex, 16), int(span_hex, 16), int(flags_hex, 16)
+        int(version, 16)
+    except ValueError:
+        return None
+    if not trace_id or not span_id or trace_hex != trace_hex.lower() or span_hex != span_hex.lower():
+        return None
+    api = _bound()
+    remote = api.SpanContext(trace_id, span_id, is_remote=True, trace_flags=api.TraceFlags(flags))
+    return api.set_span_in_context(api.NonRecordingSpan(remote))
 
 
 def start(
@@ -248,22 +313,27 @@ def start(
 
     ``kind`` is an OpenTelemetry span kind's name; ``links`` are traceparents it links to.
     """
-    from opentelemetry.context import Context
-    from opentelemetry.trace import Link, SpanKind, get_current_span, set_span_in_context
-
+    api = _bound()
     assert _tracer is not None
-    context = set_span_in_context(parent) if parent is not None and not isinstance(parent, dict) else parent
+    context = api.set_span_in_context(parent) if parent is not None and not isinstance(parent, dict) else parent
     if new_trace:
-        context = Context()
+        context = api.Context()
+    if (
+        _root_ratio is not None
+        and _random() >= _root_ratio
+        and not api.get_current_span(context).get_span_context().is_valid
+    ):  # a new trace, left out: no span for the SDK to build, only ids to pass on
+        ids = api.SpanContext(_getrandbits(128) or 1, _getrandbits(64) or 1, False, api.TraceFlags(0))
+        return api.NonRecordingSpan(ids)
     linked = []
     for traceparent in links:
         if (linked_context := parent_context(traceparent)) is not None:
-            linked.append(Link(get_current_span(linked_context).get_span_context()))
+            linked.append(api.Link(api.get_current_span(linked_context).get_span_context()))
     return _tracer.start_span(
         name,
         context=context,
-        kind=SpanKind[kind.upper()],
-        attributes=dict(attributes) if attributes else None,
+        kind=api.kinds[kind],
+        attributes=attributes,
         links=linked,
         start_time=start_ns,
     )
@@ -272,24 +342,18 @@ def start(
 @contextlib.contextmanager
 def current(span: Span) -> Iterator[Span]:
     """``span`` as the current span for the block (ended after it)."""
-    from opentelemetry.trace import use_span
-
-    with use_span(span, end_on_exit=True):
+    with _bound().use_span(span, end_on_exit=True):
         yield span
 
 
 def enter(span: Span) -> object:
     """Make ``span`` the current span of this task until :func:`leave` with the token returned."""
-    from opentelemetry import context
-    from opentelemetry.trace import set_span_in_context
-
-    return context.attach(set_span_in_context(span))
+    api = _bound()
+    return api.attach(api.set_span_in_context(span))
 
 
 def leave(token: object) -> None:
-    from opentelemetry import context
-
-    context.detach(token)  # type: ignore[arg-type]
+    _bound().detach(token)  # type: ignore[arg-type]
 
 
 def traceparent(span: Span) -> str:
@@ -304,20 +368,35 @@ def trace_id(span: Span) -> str:
     return f"{context.trace_id:032x}" if context.trace_flags.sampled or span.is_recording() else ""
 
 
+def left_out() -> str | None:
+    """The ``traceparent`` to pass on for a new trace the sampler leaves out, or None when the
+    trace is kept (or the SDK's own sampler decides): a left-out trace needs no span at all."""
+    if _root_ratio is None or _random() < _root_ratio:
+        return None
+    ids = _randbytes(24).hex()
+    return "00-" + ids[:32] + "-" + ids[32:] + "-00"
+
+
+def recording() -> bool:
+    """Whether the current span records (its children are worth starting); False while off."""
+    return on and _bound().get_current_span().is_recording()
+
+
+def sampled(traceparent: str) -> bool:
+    """Whether a well-formed ``traceparent``'s sampled flag is set (the cheap test before any span)."""
+    return len(traceparent) == 55 and traceparent[-2:] in _SAMPLED_FLAGS
+
+
 def annotate(name: str, value: Any) -> None:
     """Set an attribute on the current span (a no-op while tracing is off)."""
     if on:
-        from opentelemetry.trace import get_current_span
-
-        get_current_span().set_attribute(name, value)
+        _bound().get_current_span().set_attribute(name, value)
 
 
 def inject(headers: dict[str, str]) -> None:
     """Add the current span's ``traceparent`` to outbound ``headers`` (a no-op while tracing is off)."""
     if on:
-        from opentelemetry.trace import get_current_span
-
-        span = get_current_span()
+        span = _bound().get_current_span()
         if span.get_span_context().is_valid:
             headers["traceparent"] = traceparent(span)
 
@@ -326,9 +405,7 @@ def log_ids() -> tuple[str, str] | None:
     """The current span's trace and span ids in hex, for a log line (None when off or outside a span)."""
     if not on:
         return None
-    from opentelemetry.trace import get_current_span
-
-    context = get_current_span().get_span_context()
+    context = _bound().get_current_span().get_span_context()
     if not context.is_valid:
         return None
     return f"{context.trace_id:032x}", f"{context.span_id:016x}"
@@ -350,10 +427,13 @@ __all__ = [
     "enter",
     "inject",
     "leave",
+    "left_out",
     "log_ids",
     "now_ns",
     "on",
     "parent_context",
+    "recording",
+    "sampled",
     "start",
     "trace_id",
     "traceparent",

@@ -32,8 +32,11 @@ class DispatchTraces:
         self.always = always
         self.open: collections.OrderedDict[tuple[str, bytes], tuple[Span, Span]] = collections.OrderedDict()
 
-    def read(self, stream: str, entry_id: bytes, request: Request) -> Span:
-        """Start the entry's dispatch span, current for the rest of its task (its evaluation)."""
+    def read(self, stream: str, entry_id: bytes, request: Request) -> Span | None:
+        """Start the entry's dispatch span, current for the rest of its task (its evaluation);
+        None for an event whose trace is not sampled (unless its outcome may keep it)."""
+        if request.trace and not self.always and not tracing.sampled(request.trace):
+            return None
         span = tracing.start(
             "hookbus.dispatch",
             parent=tracing.parent_context(request.trace),

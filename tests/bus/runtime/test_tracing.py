@@ -136,3 +136,24 @@ def test_outbound_headers_get_the_current_traceparent(exported: InMemorySpanExpo
         span.end()
     assert headers == {"traceparent": tracing.traceparent(span)}
     assert span.attributes is not None and span.attributes["http.response.status_code"] == 204  # type: ignore[attr-defined]
+
+
+def test_without_keep_mode_a_left_out_trace_builds_no_span(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The default sampler at a 0 ratio: new traces get ids (flag off) for those downstream, and
+    no span; a sampled parent is still followed."""
+    monkeypatch.setenv("OTEL_TRACES_SAMPLER_ARG", "0")
+    monkeypatch.delenv("OTEL_TRACES_SAMPLER", raising=False)
+    exporter = InMemorySpanExporter()
+    tracing.configure(TraceSettings(enabled=True), "test", exporter=exporter)
+    try:
+        left_out = tracing.left_out()
+        assert left_out is not None and len(left_out) == 55 and left_out.endswith("-00")
+        assert not tracing.sampled(left_out) and tracing.sampled(left_out[:-2] + "01")
+        root = tracing.start("root")
+        assert not root.is_recording() and root.get_span_context().is_valid
+        assert tracing.traceparent(root).endswith("-00")
+        root.end()
+        tracing.start("child", parent=tracing.parent_context(left_out[:-2] + "01")).end()
+        assert finished(exporter) == ["child"]
+    finally:
+        tracing.shutdown()
