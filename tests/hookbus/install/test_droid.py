@@ -194,3 +194,12 @@ def test_the_installed_shim_command_runs(tmp_path: Path) -> None:
     assert command[:3] == [sys.executable, "-m", "hookbus"]
     done = subprocess.run([*command, "--help"], capture_output=True, text=True, timeout=60, cwd=REPO, check=False)
     assert done.returncode == 0 and "--agent" in done.stdout
+
+
+@pytest.mark.system
+def test_check_reads_the_installed_url_and_reports_an_unreachable_gateway(project: Path) -> None:
+    assert main(["install", "droid", "--url", "http://127.0.0.1:9", "--no-check", "--events", "PreToolUse"]) == 0
+    argv = [sys.executable, "-m", "hookbus", "install", "droid", "--check"]
+    result = subprocess.run(argv, cwd=project, capture_output=True, text=True, timeout=60, check=False)
+    assert result.returncode == 1 and "Traceback" not in result.stderr
+    assert result.stderr.startswith("hookbus: check failed: ") and "127.0.0.1:9" in result.stderr
