@@ -24,19 +24,33 @@ import pytest
 
 from hookbus.cli import main as hookbus_main
 from tests.agents import central_hooks, fleet
-from tests.agents.fake_anthropic import MODEL, FakeAnthropic, one_tool_call, text, tool_results, user_text
+from tests.agents.fake_anthropic import (
+    MODEL,
+    FakeAnthropic,
+    one_tool_call,
+    text,
+    tool_calls,
+    tool_results,
+    user_text,
+)
 from tests.agents.harness import Completed, LoopbackNetns, base_env, loopback_netns, pinned, serve_http
 from tests.conftest import wait_for
 from tests.up import UpProcess, running_up
 
 pytestmark = [pytest.mark.system, pytest.mark.timeout(300)]
 SHELL = "Execute"
+FILE_REASON = "hookbus droid test: protected file"
 
 
 def policy() -> dict[str, Any]:
     """The fleet's policy, with its context handler on SessionStart too (Droid's headless context event)."""
     document = fleet.policy()
-    document["hooks"]["SessionStart"] = [{"hooks": [{"type": "command", "command": central_hooks.command("context")}]}]
+    context = {"hooks": [{"type": "command", "command": central_hooks.command("context")}]}
+    document["hooks"]["SessionStart"] = [context]
+    document["hooks"]["PostToolUse"] = [context]
+    files = {"type": "rule", "reason": FILE_REASON, "deny": ["Edit(protected.txt)", "Edit(guarded.txt)"]}
+    asks = {"type": "rule", "reason": "hookbus droid test: sure?", "ask": ["Edit(ask-me.txt)"]}
+    document["hooks"]["PreToolUse"].append({"matcher": "Write|Edit", "hooks": [files, asks]})
     return document
 
 
@@ -162,6 +176,30 @@ def test_an_allow_runs_the_command_above_droids_own_autonomy_level(droid: Droid)
     wait_for(lambda: "SessionEnd" in {r["event"] for r in records_of(droid, folder)}, timeout_s=30, interval_s=0.1)
     events = {r["event"] for r in records_of(droid, folder)}
     assert {"SessionStart", "PreToolUse", "PostToolUse", "Stop", "SessionEnd"} <= events
+
+
+def test_file_tools_meet_claude_codes_write_and_edit_rules_and_context_follows_a_result(droid: Droid) -> None:
+    folder = droid.project("--events", "PreToolUse", "PostToolUse")
+    (folder / "guarded.txt").write_text("x")
+    droid.fake.reset(
+        tool_calls(
+            ("Create", {"file_path": str(folder / "protected.txt"), "content": "x"}),
+            ("Edit", {"file_path": str(folder / "guarded.txt"), "old_str": "x", "new_str": "y"}),
+            ("Create", {"file_path": str(folder / "ask-me.txt"), "content": "x"}),
+            ("Create", {"file_path": str(folder / "fine.txt"), "content": central_hooks.CONTEXT_TRIGGER}),
+        )
+    )
+    droid.run(folder, "write the files")
+    assert last_result(droid.fake, "toolu_fake_1").startswith(f"Error: {FILE_REASON}")
+    assert last_result(droid.fake, "toolu_fake_2").startswith(f"Error: {FILE_REASON}")
+    assert "which Factory Droid cannot do here: denied instead" in last_result(droid.fake, "toolu_fake_3")
+    assert not (folder / "protected.txt").exists() and not (folder / "ask-me.txt").exists()
+    assert (folder / "guarded.txt").read_text() == "x" and (folder / "fine.txt").exists()
+    assert central_hooks.CONTEXT in user_text(droid.fake.requests[-1])  # PostToolUse context, after fine.txt
+    assert central_hooks.CONTEXT not in user_text(droid.fake.requests[0])
+    wait_for(lambda: len(records_of(droid, folder, "deny")) >= 2, timeout_s=30, interval_s=0.1)
+    tools = {(r["tool_name"], r["input"]["agent_tool_name"]) for r in records_of(droid, folder, "deny")}
+    assert tools == {("Write", "Create"), ("Edit", "Edit")}
 
 
 def test_a_central_rewrite_runs_the_rewritten_command(droid: Droid) -> None:
