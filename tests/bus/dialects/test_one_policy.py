@@ -157,12 +157,9 @@ async def test_one_policy_decides_alike_for_every_agent(platform: Callable[..., 
                 assert response.status_code == 200, (name, response.text)
                 assert response.headers["X-Hookbus-Outcome"] == "decided", (name, response.headers)
                 answers[name, decision] = response.json()
-    # A stub (a dialect not written yet declares no verification) is Claude Code's format
-    # unchanged: it is sent like the others, and named at the end instead of failing here.
-    stubs = [name for name, dialect in DIALECTS.items() if not dialect.verified]
     wrong = {key: answer for key, answer in answers.items() if not FORMS[key[0]](answer, key[1])}
-    assert not {key: answer for key, answer in wrong.items() if key[0] not in stubs}, wrong
-    for name in (name for name in DIALECTS if name not in stubs):
+    assert not wrong, wrong
+    for name in DIALECTS:
         for decision in ("deny", "allow"):
             (record,) = await logged_session(bus, f"one-policy-{name}-{decision}")
             assert (record.agent, record.decision, record.tool_name) == (name, decision, "Bash"), (name, record)
@@ -172,5 +169,3 @@ async def test_one_policy_decides_alike_for_every_agent(platform: Callable[..., 
             )
             if name not in ("claude", "sdk", "peri", "codex"):
                 assert logged[AGENT_TOOL_NAME] != "", name
-    if stubs:
-        pytest.xfail(f"dialects not written yet: {', '.join(stubs)}")
