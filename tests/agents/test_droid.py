@@ -170,6 +170,10 @@ def test_an_allow_runs_the_command_above_droids_own_autonomy_level(droid: Droid)
     droid.fake.reset(one_tool_call(SHELL, shell(fleet.ALLOWED, risk="high")))
     result = droid.run(folder, "make the file", auto="low")  # without the allow: "insufficient permission", exit 1
     assert json.loads(result.stdout)["is_error"] is False
+    logs = "\n".join(p.read_text(errors="replace") for p in (droid.home / ".factory" / "logs").glob("*"))
+    assert logs.strip()  # Droid logs there, so the check below can fail
+    ignored = [line for line in logs.splitlines() if "Ignoring unknown hook event" in line and str(folder) in line]
+    assert ignored == []  # Droid knows every event name the installer writes
     assert (folder / "allowed.txt").exists()
     wait_for(lambda: bool(records_of(droid, folder, "allow")), timeout_s=30, interval_s=0.1)
     assert records_of(droid, folder, "allow")[-1]["input"]["tool_input"]["command"] == fleet.ALLOWED
