@@ -182,13 +182,20 @@ def test_central_context_reaches_the_model_with_the_prompt(opencode: OpenCodeRun
     assert conversations and central_hooks.CONTEXT in conversations[0]
 
 
-def test_a_stop_block_is_not_carried_out_but_recorded(opencode: OpenCodeRun) -> None:
-    folder = opencode.project("--events", "Stop")
+def test_session_idle_is_reported_as_stop_and_the_run_ends(opencode: OpenCodeRun) -> None:
+    folder = opencode.project("--events", "Stop", "SessionStart", "StopFailure", "SessionEnd")
     opencode.fake.reset(lambda request: text(f"Finished; {central_hooks.STOP_TRIGGER}"))
     opencode.run(folder, "say you are done")
     conversations = [r for r in opencode.fake.requests if r.get("tools")]
-    assert len(conversations) == 1  # OpenCode has no Stop decision: the run ends
+    assert len(conversations) == 1  # one turn: nothing continues it
     assert central_hooks.STOP_REASON not in user_text(conversations[0])
+
+    def stops() -> list[dict[str, Any]]:
+        return [r for r in records_of(opencode, folder) if r["event"] == "Stop"]
+
+    wait_for(stops, timeout_s=30, interval_s=0.1)
+    record = stops()[-1]
+    assert (record["event"], record["input"]["agent_event_name"]) == ("Stop", "session.idle")
 
 
 def test_a_wrong_token_fails_open_and_blocks_when_installed_fail_closed(opencode: OpenCodeRun) -> None:
@@ -202,3 +209,31 @@ def test_a_wrong_token_fails_open_and_blocks_when_installed_fail_closed(opencode
     opencode.run(closed, "make the file", token="wrong")
     assert "failing closed" in last_result(opencode.fake)
     assert not (closed / "allowed.txt").exists()
+
+
+def test_user_and_managed_scope_installs_land_where_opencode_loads_them(
+    opencode: OpenCodeRun, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    config_home, managed = opencode.root / "xdg-config", opencode.root / "etc-opencode"
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(config_home))
+    monkeypatch.delenv("OPENCODE_CONFIG_DIR", raising=False)
+    monkeypatch.setenv("OPENCODE_TEST_MANAGED_CONFIG_DIR", str(managed))
+    base = ["install", "opencode", "--url", opencode.gateway, "--no-check"]
+    assert hookbus_main([*base, "--scope", "user", "--events", "PreToolUse"]) == 0
+    assert hookbus_main([*base, "--scope", "managed", "--events", "UserPromptSubmit"]) == 0
+    assert (config_home / "opencode" / "plugins" / "hookbus.js").is_file()
+    assert json.loads((managed / "opencode.json").read_text())["plugin"] == [
+        (managed / "plugins" / "hookbus.js").resolve().as_uri()
+    ]
+    folder = opencode.project()  # no project plugin at all
+    opencode.fake.reset(one_tool_call(SHELL, shell(fleet.DENIED)))
+    opencode.run(
+        folder,
+        f"make the file {central_hooks.CONTEXT_TRIGGER}",
+        XDG_CONFIG_HOME=str(config_home),
+        OPENCODE_TEST_MANAGED_CONFIG_DIR=str(managed),
+    )
+    assert fleet.REASON in last_result(opencode.fake)  # the user-scope plugin ran
+    conversations = [user_text(r) for r in opencode.fake.requests if r.get("tools")]
+    assert central_hooks.CONTEXT in conversations[0]  # so did the managed one
+    assert not (folder / "forbidden.txt").exists()
