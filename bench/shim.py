@@ -10,6 +10,8 @@ machine with the same interpreter (the venv's, which the ``hookbus`` console scr
 * a typical local Python hook (``bench/local_hook.py``: ``json`` + ``re`` on stdin);
 * ``hookbus hook`` against a live ``hookbus up`` (examples/policy.yaml): an allowed
   command (``{}``, nothing printed) and a denied one (decision JSON printed);
+* ``hookbus hook --agent gemini`` on a Gemini CLI ``BeforeTool`` input (the dialect's
+  translation both ways, on the gateway) that is denied;
 * ``hookbus hook`` with the gateway down (start-up and a refused connect, no round trip);
 * the HTTP round trip alone, measured in-process with the shim's own client.
 
@@ -106,6 +108,16 @@ def main() -> int:
     url = f"http://127.0.0.1:{port}"
     dead = f"http://127.0.0.1:{free_port()}"
     allow, deny = hook_input("ls -la"), hook_input("rm -rf /")
+    gemini = json.dumps(
+        {
+            "hook_event_name": "BeforeTool",
+            "session_id": "bench-shim",
+            "cwd": "/tmp",
+            "timestamp": "2026-12-02T00:00:00.000Z",
+            "tool_name": "run_shell_command",
+            "tool_input": {"command": "rm -rf /", "description": "clean up"},
+        }
+    ).encode()
     cases: dict[str, tuple[list[str], bytes, bool | None]] = {
         "python -c pass": ([PY, "-c", "pass"], b"", None),
         "python -S -c pass": ([PY, "-S", "-c", "pass"], b"", None),
@@ -113,6 +125,7 @@ def main() -> int:
         "hookbus hook, allowed ({})": ([HOOKBUS, "hook", "--url", url], allow, False),
         "hookbus hook, denied (JSON out)": ([HOOKBUS, "hook", "--url", url], deny, True),
         "hookbus hook, gateway down": ([HOOKBUS, "hook", "--url", dead], allow, False),
+        "hookbus hook --agent gemini, denied": ([HOOKBUS, "hook", "--agent", "gemini", "--url", url], gemini, True),
     }
     with tempfile.TemporaryDirectory(prefix="hookbus-bench-") as state:
         platform = start_platform(port, state)
