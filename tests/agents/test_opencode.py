@@ -13,6 +13,8 @@ setup runs project plugins at all, so none can pass because plugins never loaded
 from __future__ import annotations
 
 import json
+import shlex
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -28,6 +30,34 @@ from tests.up import UpProcess, running_up
 
 pytestmark = [pytest.mark.system, pytest.mark.timeout(300)]
 SHELL = "bash"
+PROMPT_TRIGGER = "please-block-my-prompt"
+PROMPT_REASON = "hookbus-prompt-marker: not this prompt"
+AFTER_TRIGGER = "please-annotate-the-result"
+AFTER_CONTEXT = "hookbus-after-marker: the output was reviewed"
+
+
+def answer_when(trigger: str, answer: dict[str, Any]) -> str:
+    """A central ``command`` handler that prints ``answer`` when its input mentions ``trigger``."""
+    program = (
+        f"import json, sys; found = {trigger!r} in sys.stdin.read(); print(json.dumps({answer!r} if found else {{}}))"
+    )
+    return f"{shlex.quote(sys.executable)} -c {shlex.quote(program)}"
+
+
+def write_policy(folder: Path) -> Path:
+    """The fleet's policy, plus a prompt block and tool-result context this agent can carry out."""
+    policy = fleet.policy()
+    block = {"decision": "block", "reason": PROMPT_REASON}
+    policy["hooks"]["UserPromptSubmit"].append(
+        {"hooks": [{"type": "command", "command": answer_when(PROMPT_TRIGGER, block)}]}
+    )
+    context = {"hookSpecificOutput": {"hookEventName": "PostToolUse", "additionalContext": AFTER_CONTEXT}}
+    policy["hooks"]["PostToolUse"] = [{"hooks": [{"type": "command", "command": answer_when(AFTER_TRIGGER, context)}]}]
+    path = folder / "opencode-policy.json"
+    path.write_text(json.dumps(policy, indent=2))
+    return path
+
+
 LOCAL_DENY = """export const LocalDeny = async () => ({
   "tool.execute.before": async (input) => {
     if (input.tool === "bash") throw new Error("the local plugin says no")
@@ -59,7 +89,8 @@ class OpenCodeRun:
             assert hookbus_main([*argv, "--settings-file", str(target)]) == 0
         return folder
 
-    def run(self, folder: Path, prompt: str, *, token: str = fleet.TOKEN, **more: str) -> Completed:
+    def env(self, token: str, **more: str) -> dict[str, str]:
+        """The environment of one OpenCode run: a throwaway home, the fake model, no network fetches."""
         config = {
             "model": "anthropic/claude-sonnet-4-5",
             "provider": {"anthropic": {"options": {"baseURL": self.model_url, "apiKey": "sk-fake"}}},
@@ -85,6 +116,10 @@ class OpenCodeRun:
             HOOKBUS_TOKEN=token,
         )
         env.update(more)
+        return env
+
+    def run(self, folder: Path, prompt: str, *, token: str = fleet.TOKEN, **more: str) -> Completed:
+        env = self.env(token, **more)
         result = self.ns.run([str(self.binary), "run", "--format", "json", prompt], env=env, cwd=folder, timeout_s=120)
         assert result.returncode == 0, (result.stdout[-2000:], result.stderr[-2000:])
         return result
@@ -98,7 +133,7 @@ def opencode(tmp_path_factory: pytest.TempPathFactory) -> Iterator[OpenCodeRun]:
     with (
         loopback_netns() as ns,
         serve_http(ns.listen(), fake.handler()) as model_port,
-        running_up(root, fleet.write_policy(root), {"HOOKBUS_TOKENS": fleet.TOKENS}) as up,
+        running_up(root, write_policy(root), {"HOOKBUS_TOKENS": fleet.TOKENS}) as up,
     ):
         yield OpenCodeRun(ns, up, fake, model_port, root)
 
@@ -237,3 +272,27 @@ def test_user_and_managed_scope_installs_land_where_opencode_loads_them(
     conversations = [user_text(r) for r in opencode.fake.requests if r.get("tools")]
     assert central_hooks.CONTEXT in conversations[0]  # so did the managed one
     assert not (folder / "forbidden.txt").exists()
+
+
+def test_a_central_prompt_block_keeps_the_prompt_from_the_model(opencode: OpenCodeRun) -> None:
+    folder = opencode.project("--events", "UserPromptSubmit")
+    opencode.fake.reset(lambda request: text("Noted."))
+    result = opencode.ns.run(
+        [str(opencode.binary), "run", "--format", "json", f"hello {PROMPT_TRIGGER}"],
+        env=opencode.env(fleet.TOKEN),
+        cwd=folder,
+        timeout_s=120,
+    )
+    assert not [r for r in opencode.fake.requests if PROMPT_TRIGGER in user_text(r)]
+    # OpenCode 1.18.33 ends the run on the plugin's throw and shows a generic error, not the reason.
+    assert result.returncode == 1 and '"type":"error"' in result.stdout
+    wait_for(lambda: bool(records_of(opencode, folder, "block")), timeout_s=30, interval_s=0.1)
+    assert records_of(opencode, folder, "block")[-1]["event"] == "UserPromptSubmit"
+
+
+def test_central_context_is_appended_to_the_tool_result_the_model_reads(opencode: OpenCodeRun) -> None:
+    folder = opencode.project("--events", "PostToolUse")
+    opencode.fake.reset(one_tool_call(SHELL, shell(f"echo {AFTER_TRIGGER}")))
+    opencode.run(folder, "run it")
+    seen = last_result(opencode.fake)
+    assert AFTER_TRIGGER in seen and AFTER_CONTEXT in seen
