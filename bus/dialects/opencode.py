@@ -53,10 +53,12 @@ Output, only what the plugin reads (``decision``, ``reason``, ``args``, ``contex
   ``updatedToolOutput`` / ``updatedMCPToolOutput`` becomes ``output``, which replaces it.
 * UserPromptSubmit: ``additionalContext`` becomes ``context``, appended to the user message
   before it is sent; ``decision: block`` (or ``continue: false``) becomes a deny: the plugin
-  throws and OpenCode does not send the prompt.
+  throws and OpenCode does not send the prompt (``opencode run`` 1.18.33 then ends with a
+  generic "Unexpected server error"; the reason is only in the decision log).
 * PreCompact: ``additionalContext`` becomes ``context`` (added to the compaction prompt).
 * Every other event (SessionStart, Stop, ...): the plugin only reports them; nothing is sent
-  back (OpenCode offers no way to block a Stop or add context there).
+  back (OpenCode offers no way to block a Stop or add context there). ``session.idle`` carries
+  no last assistant message, so a Stop input has no ``last_assistant_message``.
 """
 
 from __future__ import annotations
