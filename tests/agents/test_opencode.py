@@ -296,3 +296,22 @@ def test_central_context_is_appended_to_the_tool_result_the_model_reads(opencode
     opencode.run(folder, "run it")
     seen = last_result(opencode.fake)
     assert AFTER_TRIGGER in seen and AFTER_CONTEXT in seen
+
+
+def test_a_gateway_that_does_not_answer_in_time_fails_open_or_closed_by_the_deadline(opencode: OpenCodeRun) -> None:
+    silent = opencode.ns.listen()  # accepts connections (the backlog) and never answers
+    url = f"http://127.0.0.1:{silent.getsockname()[1]}"
+    target = ".opencode/plugins/hookbus.js"
+    folder = opencode.project()
+    argv = ["install", "opencode", "--url", url, "--no-check", "--events", "PreToolUse", "--timeout", "1"]
+    assert hookbus_main([*argv, "--settings-file", str(folder / target)]) == 0
+    opencode.fake.reset(one_tool_call(SHELL, shell(fleet.DENIED)))
+    opencode.run(folder, "make the file")
+    assert (folder / "forbidden.txt").exists()  # open: the deadline passed, the tool ran
+
+    closed = opencode.project()
+    assert hookbus_main([*argv, "--fail-closed", "--settings-file", str(closed / target)]) == 0
+    opencode.fake.reset(one_tool_call(SHELL, shell(fleet.ALLOWED)))
+    opencode.run(closed, "make the file")
+    assert "no answer within 1000 ms" in last_result(opencode.fake)
+    assert not (closed / "allowed.txt").exists()
