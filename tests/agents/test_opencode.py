@@ -315,3 +315,18 @@ def test_a_gateway_that_does_not_answer_in_time_fails_open_or_closed_by_the_dead
     opencode.run(closed, "make the file")
     assert "no answer within 1000 ms" in last_result(opencode.fake)
     assert not (closed / "allowed.txt").exists()
+
+
+def test_a_user_install_under_opencode_config_dir_is_loaded_from_there(
+    opencode: OpenCodeRun, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    custom = opencode.root / "opencode-config-dir"
+    monkeypatch.setenv("OPENCODE_CONFIG_DIR", str(custom))
+    argv = ["install", "opencode", "--url", opencode.gateway, "--no-check", "--scope", "user", "--events", "PreToolUse"]
+    assert hookbus_main(argv) == 0
+    assert (custom / "plugins" / "hookbus.js").is_file()
+    folder = opencode.project()
+    opencode.fake.reset(one_tool_call(SHELL, shell(fleet.DENIED)))
+    opencode.run(folder, "make the file", OPENCODE_CONFIG_DIR=str(custom))
+    assert fleet.REASON in last_result(opencode.fake)
+    assert not (folder / "forbidden.txt").exists()
