@@ -83,6 +83,9 @@ class Request:
     context: bytes | None = None
     #: The W3C ``traceparent`` of the gateway's span for this event (``t``; "" when not traced).
     trace: str = ""
+    #: Set by the dispatcher that records this event's spans (never written): its evaluation and
+    #: handlers add theirs (one attribute read for the others).
+    traced: bool = dataclasses.field(default=False, compare=False, repr=False)
 
     @property
     def blocking(self) -> bool:

@@ -52,6 +52,7 @@ class DispatchTraces:
             },
         )
         tracing.enter(span)  # the task ends with the entry: nothing to leave
+        request.traced = span.is_recording()
         return span
 
     def settling(self, stream: str, entry_id: bytes, span: Span, record: LogRecord) -> None:

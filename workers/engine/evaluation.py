@@ -164,7 +164,7 @@ class Engine:
         limits = policy.settings.limits
         found = await judge_command(hook_input, limits, request.remaining_s())
         with judged(found, limits):
-            if not tracing.recording():  # off, or an event whose trace is not sampled
+            if not request.traced:  # tracing off, or an event whose trace is not sampled
                 return await self._evaluate(request, hook_input, policy)
             with tracing.current(tracing.start("hookbus.evaluate", attributes={"hookbus.policy": policy.revision})):
                 return await self._evaluate(request, hook_input, policy)
@@ -293,7 +293,7 @@ class Engine:
                 )
         runner = self.runners.get(handler.type, _unsupported)
         timeout_s = 0.0
-        span = HandlerSpan(handler.type, ctx.entry.handler_id) if tracing.recording() else None
+        span = HandlerSpan(handler.type, ctx.entry.handler_id) if ctx.request.traced else None
         started = time.perf_counter()
         try:
             if handler.type in INLINE_TYPES or handler.type in SELF_TIMED_TYPES:
