@@ -2,15 +2,18 @@
 
 ``with OtlpReceiver() as receiver:`` serves ``POST /v1/traces`` (protobuf, gzip or not) in a
 thread; ``receiver.spans`` holds every span received, flattened (:class:`ReceivedSpan`), and
-:meth:`OtlpReceiver.wait_for_spans` polls for a condition on them.
+:meth:`OtlpReceiver.wait_for_spans` polls for a condition on them. :func:`traced_in_process`
+turns tracing on in the test's own process, into an in-memory exporter.
 """
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import gzip
+import os
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
@@ -19,6 +22,8 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
     ExportTraceServiceResponse,
 )
 from opentelemetry.proto.common.v1.common_pb2 import AnyValue
+from opentelemetry.sdk.trace import ReadableSpan
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from tests.conftest import wait_for
 
@@ -142,4 +147,34 @@ def otel_env(receiver: OtlpReceiver, **more: str) -> dict[str, str]:
     }
 
 
-__all__ = ["OtlpReceiver", "ReceivedSpan", "otel_env"]
+@contextlib.contextmanager
+def traced_in_process(ratio: float = 1.0, always: frozenset[str] = frozenset()) -> Iterator[InMemorySpanExporter]:
+    """Tracing on in this process for the block, into an in-memory exporter (flushed when read
+    through :func:`finished`); off again after it."""
+    from bus.runtime import tracing
+
+    previous = os.environ.get("OTEL_TRACES_SAMPLER_ARG")
+    os.environ["OTEL_TRACES_SAMPLER_ARG"] = str(ratio)
+    exporter = InMemorySpanExporter()
+    try:
+        tracing.configure(tracing.TraceSettings(enabled=True, always=always), "test", exporter=exporter)
+        yield exporter
+    finally:
+        tracing.shutdown()
+        if previous is None:
+            os.environ.pop("OTEL_TRACES_SAMPLER_ARG", None)
+        else:
+            os.environ["OTEL_TRACES_SAMPLER_ARG"] = previous
+
+
+def finished(exporter: InMemorySpanExporter) -> list[ReadableSpan]:
+    """The spans ``exporter`` got, once the batch processor has handed over what it holds."""
+    from bus.runtime import tracing
+
+    tracer = tracing._tracer
+    if tracer is not None:
+        tracer.span_processor.force_flush()  # type: ignore[attr-defined]
+    return list(exporter.get_finished_spans())
+
+
+__all__ = ["OtlpReceiver", "ReceivedSpan", "finished", "otel_env", "traced_in_process"]
