@@ -12,12 +12,15 @@ Input, as the plugin posts it (one object per hook call; unknown fields are kept
 * Tool hooks add ``tool`` (OpenCode's tool id), ``callID`` and ``args`` (the tool's arguments,
   camelCase); ``tool.execute.after`` adds ``result {title, output, metadata}``.
 * ``chat.message`` adds ``prompt`` (the text parts of the user message), ``messageID``,
-  ``agent`` and ``model``; bus events add their ``properties``.
+  ``agent`` and ``model``; bus events add their ``properties``, and ``session.idle`` also
+  ``lastAssistantMessage`` (the text of the session's last assistant message, read with the
+  plugin context's SDK client).
 
 Mapped to Claude Code's shape: ``session_id`` <- ``sessionID``, ``cwd`` <- ``directory``,
 ``tool_use_id`` <- ``callID``, ``tool_input`` <- ``args``, ``tool_response`` <- ``result``,
-``timestamp`` (ISO 8601) <- ``time``; the OpenCode event in ``agent_event_name`` and the
-tool id in ``agent_tool_name``. Event by event:
+``last_assistant_message`` <- ``lastAssistantMessage``, ``timestamp`` (ISO 8601) <- ``time``;
+the OpenCode event in ``agent_event_name`` and the tool id in ``agent_tool_name``. Event by
+event:
 
 * ``tool.execute.before`` -> PreToolUse; ``tool.execute.after`` -> PostToolUse.
 * ``chat.message`` -> UserPromptSubmit (``prompt``).
@@ -57,8 +60,7 @@ Output, only what the plugin reads (``decision``, ``reason``, ``args``, ``contex
   generic "Unexpected server error"; the reason is only in the decision log).
 * PreCompact: ``additionalContext`` becomes ``context`` (added to the compaction prompt).
 * Every other event (SessionStart, Stop, ...): the plugin only reports them; nothing is sent
-  back (OpenCode offers no way to block a Stop or add context there). ``session.idle`` carries
-  no last assistant message, so a Stop input has no ``last_assistant_message``.
+  back (OpenCode offers no way to block a Stop or add context there).
 """
 
 from __future__ import annotations
@@ -205,6 +207,8 @@ def opencode_input(hook_input: dict[str, Any]) -> dict[str, Any]:
         out[AGENT_TOOL_NAME] = tool
         out["tool_name"] = name
         out["tool_input"] = converted
+    if isinstance(out.get("lastAssistantMessage"), str):
+        out.setdefault("last_assistant_message", out["lastAssistantMessage"])
     if "result" in out:
         out.setdefault("tool_response", out["result"])
     canonical = out.get("hook_event_name")

@@ -44,6 +44,19 @@ async function decide(body) {
   }
 }
 
+// The text of the session's last assistant message (for Stop's last_assistant_message), or undefined.
+async function lastAssistantText(client, sessionID) {
+  try {
+    const found = await client.session.messages({ path: { id: sessionID } })
+    const messages = Array.isArray(found?.data) ? found.data : []
+    const last = messages.filter((m) => m?.info?.role === "assistant").at(-1)
+    const texts = (last?.parts ?? []).filter((part) => part.type === "text").map((part) => part.text)
+    return texts.length > 0 ? texts.join("\n") : undefined
+  } catch {
+    return undefined
+  }
+}
+
 function refuse(answer) {
   if (answer.decision === "deny") throw new Error(answer.reason || "Denied by hookbus policy")
 }
@@ -123,8 +136,10 @@ export const HookbusPlugin = async (ctx) => {
       const properties = event.properties ?? {}
       const sessionID = properties.sessionID ?? properties.info?.id
       if (typeof sessionID !== "string") return
+      const body = { ...common(), event: event.type, sessionID, properties }
+      if (event.type === "session.idle") body.lastAssistantMessage = await lastAssistantText(ctx.client, sessionID)
       try {
-        await post({ ...common(), event: event.type, sessionID, properties })
+        await post(body)
       } catch {
         // only reported: nothing to carry out
       }

@@ -217,12 +217,12 @@ def test_central_context_reaches_the_model_with_the_prompt(opencode: OpenCodeRun
     assert conversations and central_hooks.CONTEXT in conversations[0]
 
 
-def test_session_idle_is_reported_as_stop_and_the_run_ends(opencode: OpenCodeRun) -> None:
+def test_a_central_stop_block_is_recorded_but_opencode_cannot_keep_working(opencode: OpenCodeRun) -> None:
     folder = opencode.project("--events", "Stop", "SessionStart", "StopFailure", "SessionEnd")
     opencode.fake.reset(lambda request: text(f"Finished; {central_hooks.STOP_TRIGGER}"))
     opencode.run(folder, "say you are done")
     conversations = [r for r in opencode.fake.requests if r.get("tools")]
-    assert len(conversations) == 1  # one turn: nothing continues it
+    assert len(conversations) == 1  # no second turn: the block is not carried out
     assert central_hooks.STOP_REASON not in user_text(conversations[0])
 
     def stops() -> list[dict[str, Any]]:
@@ -231,6 +231,8 @@ def test_session_idle_is_reported_as_stop_and_the_run_ends(opencode: OpenCodeRun
     wait_for(stops, timeout_s=30, interval_s=0.1)
     record = stops()[-1]
     assert (record["event"], record["input"]["agent_event_name"]) == ("Stop", "session.idle")
+    assert central_hooks.STOP_TRIGGER in record["input"]["last_assistant_message"]
+    assert record["decision"] == "block"  # the policy blocked the Stop; OpenCode cannot carry it out
 
 
 def test_a_wrong_token_fails_open_and_blocks_when_installed_fail_closed(opencode: OpenCodeRun) -> None:

@@ -138,7 +138,8 @@ def test_other_events_map_to_claude_codes_with_their_fields() -> None:
     prompt = opencode_input(posted("chat.message", prompt="hello", messageID="m"))
     assert (prompt["hook_event_name"], prompt["prompt"]) == ("UserPromptSubmit", "hello")
     assert opencode_input(posted("session.created"))["source"] == "startup"
-    stop = opencode_input(posted("session.idle"))
+    stop = opencode_input(posted("session.idle", lastAssistantMessage="Done."))
+    assert stop["last_assistant_message"] == "Done."
     assert (stop["hook_event_name"], stop["stop_hook_active"], stop[AGENT_EVENT_NAME]) == (
         "Stop",
         False,
