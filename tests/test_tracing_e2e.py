@@ -23,6 +23,7 @@ import yaml
 from prometheus_client.openmetrics.parser import text_string_to_metric_families
 
 from bus.redis.keys import Keyspace
+from tests.ci import missing
 from tests.conftest import wait_for
 from tests.deploy.promtool import promtool
 from tests.otlp import OtlpReceiver, ReceivedSpan, otel_env
@@ -31,6 +32,7 @@ from tests.up import UpProcess, running_up
 pytestmark = [pytest.mark.system, pytest.mark.timeout(120)]
 
 TOKEN = "tok-acme"
+CHROMIUM = Path("/usr/bin/chromium")
 HEADERS = {"Authorization": f"Bearer {TOKEN}"}
 
 
@@ -277,3 +279,31 @@ def test_sampling_is_honoured_and_denials_kept_when_asked(tmp_path: Path) -> Non
                 assert not [s for s in receiver.spans if s.attributes.get("hookbus.event_id") == allowed]
     finally:
         service.close()
+
+
+@pytest.mark.timeout(120)
+def test_the_consoles_detail_view_shows_the_trace_id(platform: tuple[UpProcess, OtlpReceiver, PolicyService]) -> None:
+    """Debian's chromium (Playwright, no downloaded browser) opens the traced platform's console."""
+    if not CHROMIUM.exists():
+        missing("no /usr/bin/chromium (apt-get install chromium)")
+    from playwright.sync_api import expect, sync_playwright
+
+    up, receiver, _ = platform
+    reply = post(up, bash("git push --force origin console", session="s-console"))
+    (request,) = spans_of(receiver, reply.headers["x-hookbus-event-id"], {"hookbus.request"})["hookbus.request"]
+    with sync_playwright() as pw:
+        browser = pw.chromium.launch(executable_path=str(CHROMIUM), args=["--no-sandbox"])
+        try:
+            page = browser.new_page()
+            page.goto(f"{up.url}/ui")
+            expect(page.locator("#token-dialog")).to_be_visible(timeout=10_000)
+            page.fill("#token-input", TOKEN)
+            page.click("#token-ok")
+            deny = page.locator('#feed li[data-verdict="deny"]', has_text="s-console")
+            expect(deny).to_be_visible(timeout=10_000)
+            deny.click()
+            detail = page.locator("#detail")
+            expect(detail).to_contain_text("trace id")
+            expect(detail).to_contain_text(request.trace_id)
+        finally:
+            browser.close()
