@@ -21,6 +21,7 @@ from starlette.types import Receive, Scope, Send
 
 from bus.errors import RequestRejected
 from bus.policy.loading import Policy
+from bus.runtime import tracing
 from bus.runtime.metrics import Metrics
 from bus.runtime.metrics_server import authorized
 from bus.runtime.settings import Settings
@@ -139,6 +140,7 @@ def create_app(settings: Settings, policy: Policy, redis_url: str, metrics: Metr
         finally:
             await observer.stop()
             await gateway.stop()
+            tracing.flush()  # uvicorn ends the process by its signal next: no exit handler runs
 
     from starlette.routing import Route
 

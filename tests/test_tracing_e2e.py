@@ -307,3 +307,22 @@ def test_the_consoles_detail_view_shows_the_trace_id(platform: tuple[UpProcess, 
             expect(detail).to_contain_text(request.trace_id)
         finally:
             browser.close()
+
+
+def test_spans_still_batched_when_the_platform_stops_are_exported(tmp_path: Path) -> None:
+    """A batch delay longer than the run: only stopping ``up`` can export the spans, and does."""
+    service = PolicyService()
+    try:
+        with OtlpReceiver() as receiver:
+            policy = write_policy(tmp_path / "policy.yaml", service.url)
+            env = {"HOOKBUS_TOKENS": f"acme:{TOKEN}", **otel_env(receiver), "OTEL_BSP_SCHEDULE_DELAY": "600000"}
+            with running_up(tmp_path, policy, env) as up:
+                event_id = post(up, bash("ls")).headers["x-hookbus-event-id"]
+                hook_input = {"hook_event_name": "Notification", "session_id": "s", "message": "m", "cwd": "/tmp"}
+                job_id = post(up, hook_input).headers["x-hookbus-event-id"]
+                wait_for(lambda: len(service.headers) >= 2, timeout_s=20, interval_s=0.05)  # the job ran
+                assert receiver.spans == []
+            roles = {s.role for s in receiver.spans if s.attributes.get("hookbus.event_id") in (event_id, job_id)}
+            assert roles == {"gateway", "dispatcher", "worker"}
+    finally:
+        service.close()

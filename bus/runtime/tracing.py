@@ -118,6 +118,13 @@ def shutdown() -> None:
         tracer.span_processor.shutdown()
 
 
+def flush(timeout_s: float = 5.0) -> None:
+    """Export the spans still waiting in the batch (a process about to be ended by a signal,
+    which skips the exit handlers, calls it first: uvicorn re-raises SIGTERM once it has shut down)."""
+    if _tracer is not None:
+        _tracer.span_processor.force_flush(int(timeout_s * 1000))  # type: ignore[attr-defined]
+
+
 def _sampler(record_unsampled: bool) -> tuple[Any, float | None]:
     """The SDK's sampler, and the ratio :func:`start` applies to new traces itself (or None).
 
@@ -425,6 +432,7 @@ __all__ = [
     "configure",
     "current",
     "enter",
+    "flush",
     "inject",
     "leave",
     "left_out",
