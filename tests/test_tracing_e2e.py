@@ -184,6 +184,8 @@ def test_one_event_is_one_trace_across_the_gateway_and_a_dispatcher(
     assert {s.attributes["hookbus.handler.outcome"] for s in handlers.values()} == {"ok"}
     assert handlers["command"].attributes["process.exit.code"] == 0
     assert handlers["http"].attributes["http.response.status_code"] == 200
+    assert handlers["http"].attributes["hookbus.handler.name"] == service.url
+    assert handlers["command"].attributes["hookbus.handler.name"] == "exit"
     assert request.attributes["hookbus.outcome"] == "decided" and request.attributes["hookbus.agent"] == "claude"
     # The spans nest in time too: the gateway's request covers the dispatcher's work.
     assert request.start_ns <= dispatch.start_ns and dispatch.end_ns <= request.end_ns + 50_000_000

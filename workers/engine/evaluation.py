@@ -293,7 +293,7 @@ class Engine:
                 )
         runner = self.runners.get(handler.type, _unsupported)
         timeout_s = 0.0
-        span = HandlerSpan(handler.type, ctx.entry.handler_id) if ctx.request.traced else None
+        span = HandlerSpan(handler, ctx.entry.handler_id) if ctx.request.traced else None
         started = time.perf_counter()
         try:
             if handler.type in INLINE_TYPES or handler.type in SELF_TIMED_TYPES:

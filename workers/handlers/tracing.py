@@ -9,12 +9,32 @@ exit code (:mod:`workers.handlers.command`).
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
+from urllib.parse import urlsplit
 
 from bus.hooks.results import HandlerResult
+from bus.policy.schema import CommandHandler, FunctionHandler, Handler, HttpHandler, McpToolHandler
 from bus.runtime import tracing
 
 if TYPE_CHECKING:
     from opentelemetry.trace import Span
+
+
+def handler_name(handler: Handler) -> str:
+    """What a reader of the trace knows the handler by: its ``statusMessage``, else the program
+    a command runs, the address an http hook posts to (no query: it may hold a key), the MCP
+    server and tool, the function; "" for the others (rules, prompts, agents: the id names them)."""
+    if handler.status_message:
+        return handler.status_message[:200]
+    if isinstance(handler, CommandHandler):
+        return (handler.command.split(maxsplit=1) or [""])[0][:200]
+    if isinstance(handler, HttpHandler):
+        parts = urlsplit(handler.url)
+        return f"{parts.scheme}://{parts.hostname or ''}{f':{parts.port}' if parts.port else ''}{parts.path}"[:200]
+    if isinstance(handler, McpToolHandler):
+        return f"{handler.server}/{handler.tool}"
+    if isinstance(handler, FunctionHandler):
+        return handler.function
+    return ""
 
 
 class HandlerSpan:
@@ -22,10 +42,11 @@ class HandlerSpan:
 
     __slots__ = ("span", "token")
 
-    def __init__(self, handler_type: str, handler_id: str, name: str = "hookbus.handler") -> None:
-        self.span: Span = tracing.start(
-            name, attributes={"hookbus.handler.type": handler_type, "hookbus.handler.id": handler_id}
-        )
+    def __init__(self, handler: Handler, handler_id: str) -> None:
+        attributes = {"hookbus.handler.type": handler.type, "hookbus.handler.id": handler_id}
+        if name := handler_name(handler):
+            attributes["hookbus.handler.name"] = name
+        self.span: Span = tracing.start("hookbus.handler", attributes=attributes)
         self.token = tracing.enter(self.span)
 
     def end(self, result: HandlerResult) -> None:

@@ -12,13 +12,14 @@ import time
 from collections.abc import Awaitable
 
 from bus.hooks.results import HandlerResult
+from bus.policy.schema import Handler
 from bus.runtime import tracing
 from bus.stream.protocol import Request
 from workers.handlers.tracing import HandlerSpan
 
 
 async def traced_job(
-    request: Request, handler_id: str, handler_type: str, job_try: int, run: Awaitable[HandlerResult]
+    request: Request, handler_id: str, handler: Handler, job_try: int, run: Awaitable[HandlerResult]
 ) -> HandlerResult:
     """``run``'s result, inside a ``hookbus.job`` span that links to the event's trace."""
     job = tracing.start(
@@ -34,7 +35,7 @@ async def traced_job(
         },
     )
     with tracing.current(job):
-        span = HandlerSpan(handler_type, handler_id)
+        span = HandlerSpan(handler, handler_id)
         started = time.perf_counter()
         result = await run
         result.duration_s = result.duration_s or time.perf_counter() - started

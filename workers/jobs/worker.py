@@ -175,7 +175,7 @@ async def run_async_hook(ctx: dict[str, Any], job: dict[str, Any], handler_id: s
     )
     started = time.perf_counter()
     run = _run_handler(ctx, hook)
-    result = await (traced_job(request, handler_id, handler_type, job_try, run) if tracing.on else run)
+    result = await (traced_job(request, handler_id, entry.handler, job_try, run) if tracing.on else run)
     took_s = time.perf_counter() - started
     ctx["metrics"].child(ctx["metrics"].hook_duration, handler_type).observe(took_s)
     ctx["metrics"].child(ctx["metrics"].async_job_duration, handler_type).observe(took_s)

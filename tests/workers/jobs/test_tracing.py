@@ -4,6 +4,7 @@ own, linked to its event's, with the handler's span beneath it."""
 from __future__ import annotations
 
 from bus.hooks.results import HandlerResult, Outcome
+from bus.policy.schema import HttpHandler
 from bus.runtime import tracing
 from bus.stream.protocol import Request
 from tests.otlp import finished, traced_in_process
@@ -23,7 +24,8 @@ async def test_a_job_starts_a_trace_linked_to_its_event_and_holds_the_handler_sp
         return HandlerResult(Outcome.ERROR, reason="HTTP 503", duration_s=0.25)
 
     with traced_in_process() as exporter:
-        result = await traced_job(request, "h1", "http", 2, run())
+        hook = HttpHandler(type="http", url="https://policy.example:8443/v1/check?key=secret")
+        result = await traced_job(request, "h1", hook, 2, run())
         spans = {span.name: span for span in finished(exporter)}
     assert result.outcome is Outcome.ERROR
     job, handler = spans["hookbus.job"], spans["hookbus.handler"]
@@ -35,6 +37,7 @@ async def test_a_job_starts_a_trace_linked_to_its_event_and_holds_the_handler_sp
     assert handler.parent is not None and handler.parent.span_id == job.context.span_id
     attributes = dict(handler.attributes or {})
     assert attributes["hookbus.handler.type"] == "http" and attributes["hookbus.handler.duration_ms"] == 250.0
+    assert attributes["hookbus.handler.name"] == "https://policy.example:8443/v1/check"  # no query: keys live there
     assert handler.status.status_code.name == "ERROR"
     assert seen == [
         f"00-{handler.context.trace_id:032x}-{handler.context.span_id:016x}-{int(handler.context.trace_flags):02x}"
