@@ -27,7 +27,6 @@ others (Notification is accepted but undocumented). Warnings: a project's
 from __future__ import annotations
 
 import copy
-import difflib
 import os
 import re
 import shlex
@@ -42,6 +41,7 @@ from hookbus.install.settings_file import (
     TOKEN_ENV,
     InstallPlan,
     default_hook_command,
+    print_diff,
     read_settings,
     render,
     write_atomically,
@@ -155,17 +155,6 @@ def merge(settings: dict[str, Any], wanted: dict[str, dict[str, Any]] | None, on
     return result
 
 
-def _diff(path: Path, old: str | None, new: str | None) -> list[str]:
-    return list(
-        difflib.unified_diff(
-            (old or "").splitlines(keepends=True),
-            (new or "").splitlines(keepends=True),
-            fromfile=str(path) if old is not None else "/dev/null",
-            tofile=str(path) if new is not None else "/dev/null",
-        )
-    )
-
-
 def _read(path: Path) -> str | None:
     try:
         return path.read_text(encoding="utf-8")
@@ -227,9 +216,9 @@ def run(args: Any) -> int:
     new_text = render(updated)
     if args.dry_run:
         if updated != settings or old_text is None:
-            sys.stdout.writelines(_diff(path, old_text, new_text))
+            print_diff(path, old_text, new_text)
         for script, text in changed_scripts.items():
-            sys.stdout.writelines(_diff(script, _read(script), text))
+            print_diff(script, _read(script), text)
         return 0
     if updated != settings or old_text is None:
         write_atomically(path, new_text, backup=old_text is not None)

@@ -38,7 +38,6 @@ says so, as for a folder Cline does not read and a script that is not executable
 
 from __future__ import annotations
 
-import difflib
 import os
 import re
 import shlex
@@ -49,7 +48,7 @@ from typing import Any
 from bus.dialects.cline import HOOK_FILES
 from bus.errors import ConfigError
 from hookbus.install.command import check
-from hookbus.install.settings_file import TOKEN_ENV, InstallPlan, default_hook_command, write_atomically
+from hookbus.install.settings_file import TOKEN_ENV, InstallPlan, default_hook_command, print_diff, write_atomically
 
 MARKER = "# Written by hookbus install cline (hookbus install cline --uninstall removes it)."
 #: Cline's hook files (its event names), in the order Cline's documentation lists them.
@@ -226,14 +225,7 @@ def run(args: Any) -> int:
         for event, text in changes.items():
             path = folder / event
             old = current[event]
-            sys.stdout.writelines(
-                difflib.unified_diff(
-                    (old or "").splitlines(keepends=True),
-                    (text or "").splitlines(keepends=True),
-                    fromfile=str(path) if old is not None else "/dev/null",
-                    tofile=str(path) if text is not None else "/dev/null",
-                )
-            )
+            print_diff(path, old, text)
         return 0
     written: list[Path] = []
     for event, text in changes.items():

@@ -30,7 +30,6 @@ Codex does not trust (it ignores the whole ``.codex/`` layer), ``[features] hook
 
 from __future__ import annotations
 
-import difflib
 import json
 import math
 import os
@@ -50,6 +49,7 @@ from hookbus.install.settings_file import (
     default_hook_command,
     installed_url,
     merge,
+    print_diff,
     read_settings,
     render,
     write_atomically,
@@ -304,13 +304,7 @@ def run(args: Any) -> int:
         print(f"hookbus: {path} is already up to date; nothing to change")
         return check(plan.url, after_install=True) if plan is not None and not args.no_check else 0
     if args.dry_run:
-        diff = difflib.unified_diff(
-            (old_text or "").splitlines(keepends=True),
-            new_text.splitlines(keepends=True),
-            fromfile=str(path) if old_text is not None else "/dev/null",
-            tofile=str(path),
-        )
-        sys.stdout.writelines(diff)
+        print_diff(path, old_text, new_text)
         return 0
     write_atomically(path, new_text, backup=old_text is not None)
     backup = f" (previous version: {path}.bak)" if old_text is not None else ""

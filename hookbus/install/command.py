@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import difflib
 import importlib
 import os
 import re
@@ -21,6 +20,7 @@ from hookbus.install.settings_file import (
     installed_url,
     merge,
     notes,
+    print_diff,
     read_settings,
     render,
     settings_path,
@@ -96,13 +96,7 @@ def run_install(args: Any) -> int:
         return check(plan.url, after_install=True) if plan is not None and not args.no_check else 0
     new_text = render(updated)
     if args.dry_run:
-        diff = difflib.unified_diff(
-            (old_text or "").splitlines(keepends=True),
-            new_text.splitlines(keepends=True),
-            fromfile=str(path) if old_text is not None else "/dev/null",
-            tofile=str(path),
-        )
-        sys.stdout.writelines(diff)
+        print_diff(path, old_text, new_text)
         return 0
     write_atomically(path, new_text, backup=old_text is not None)
     backup = f" (previous version: {path}.bak)" if old_text is not None else ""

@@ -38,7 +38,6 @@ runs those too, so its events would reach the gateway twice, once untranslated.
 from __future__ import annotations
 
 import copy
-import difflib
 import ipaddress
 import json
 import os
@@ -51,7 +50,14 @@ from urllib.parse import parse_qs, urlsplit
 
 from bus.errors import ConfigError
 from hookbus.install.command import check
-from hookbus.install.settings_file import TOKEN_ENV, default_hook_command, read_settings, render, write_atomically
+from hookbus.install.settings_file import (
+    TOKEN_ENV,
+    default_hook_command,
+    print_diff,
+    read_settings,
+    render,
+    write_atomically,
+)
 from hookbus.install.settings_file import installed_url as claude_installed_url
 from hookbus.shim import hook_url
 
@@ -275,17 +281,6 @@ def warnings(path: Path, scope: str, updated: dict[str, Any], url: str, http: bo
     return found
 
 
-def _print_diff(path: Path, old_text: str | None, new_text: str | None) -> None:
-    sys.stdout.writelines(
-        difflib.unified_diff(
-            (old_text or "").splitlines(keepends=True),
-            (new_text or "").splitlines(keepends=True),
-            fromfile=str(path) if old_text is not None else "/dev/null",
-            tofile=str(path) if new_text is not None else "/dev/null",
-        )
-    )
-
-
 def _after_uninstall(path: Path, updated: dict[str, Any]) -> str | None:
     """The text to leave after an uninstall: the ``.bak`` when it is the same content, None to delete."""
     bak = path.with_name(path.name + ".bak")
@@ -333,7 +328,7 @@ def run(args: Any) -> int:
         for warning in warnings(path, args.scope if not args.settings_file else "", updated, url, not shim):
             print(f"hookbus: warning: {warning}", file=sys.stderr)
     if args.dry_run:
-        _print_diff(path, old_text, new_text)
+        print_diff(path, old_text, new_text)
         return 0
     backup = f" (previous version: {path}.bak)" if old_text is not None else ""
     if new_text is None:

@@ -35,7 +35,6 @@ UserPromptSubmit, which ``droid exec`` never sends.
 
 from __future__ import annotations
 
-import difflib
 import json
 import math
 import os
@@ -54,6 +53,7 @@ from hookbus.install.settings_file import (
     default_hook_command,
     installed_url,
     merge,
+    print_diff,
     read_settings,
     render,
     write_atomically,
@@ -238,13 +238,7 @@ def run(args: Any) -> int:
     elif plan is None and not updated and not wrapped and not path.with_name(path.name + ".bak").exists():
         new_text = None  # a hooks.json hookbus created: gone again
     if args.dry_run:
-        diff = difflib.unified_diff(
-            (old_text or "").splitlines(keepends=True),
-            (new_text or "").splitlines(keepends=True),
-            fromfile=str(path) if old_text is not None else "/dev/null",
-            tofile=str(path) if new_text is not None else "/dev/null",
-        )
-        sys.stdout.writelines(diff)
+        print_diff(path, old_text, new_text)
         return 0
     if new_text is None:
         path.unlink()

@@ -28,7 +28,6 @@ command in a project file (Gemini trusts project hooks by name and command).
 
 from __future__ import annotations
 
-import difflib
 import json
 import os
 import re
@@ -48,6 +47,7 @@ from hookbus.install.settings_file import (
     installed_url,
     is_hookbus_handler,
     merge,
+    print_diff,
     render,
     write_atomically,
 )
@@ -293,13 +293,7 @@ def run(args: Any) -> int:
             return 0 if args.no_check else check(plan.url, after_install=True)
         return 0
     if args.dry_run:
-        diff = difflib.unified_diff(
-            (old_text or "").splitlines(keepends=True),
-            new_text.splitlines(keepends=True),
-            fromfile=str(path) if old_text is not None else "/dev/null",
-            tofile=str(path),
-        )
-        sys.stdout.writelines(diff)
+        print_diff(path, old_text, new_text)
         return 0
     write_atomically(path, new_text, backup=old_text is not None)
     backup = f" (previous version: {path}.bak)" if old_text is not None else ""

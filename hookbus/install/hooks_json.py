@@ -17,7 +17,6 @@ shim with its own environment, so ``$HOOKBUS_TOKEN`` reaches it from there.
 from __future__ import annotations
 
 import copy
-import difflib
 import re
 import shlex
 import sys
@@ -32,6 +31,7 @@ from hookbus.install.settings_file import (
     InstallPlan,
     default_hook_command,
     is_hookbus_handler,
+    print_diff,
     read_settings,
     render,
     write_atomically,
@@ -200,13 +200,7 @@ def run_install(spec: HooksFile, args: Any) -> int:
     remove = plan is None and spec.is_empty(updated)
     new_text = "" if remove else render(updated)
     if args.dry_run:
-        diff = difflib.unified_diff(
-            (old_text or "").splitlines(keepends=True),
-            new_text.splitlines(keepends=True),
-            fromfile=str(path) if old_text is not None else "/dev/null",
-            tofile="/dev/null" if remove else str(path),
-        )
-        sys.stdout.writelines(diff)
+        print_diff(path, old_text, None if remove else new_text)
         return 0
     if remove:  # it held only hookbus's hooks: it goes, its last version kept as .bak
         write_atomically(path.with_name(path.name + ".bak"), old_text or "", backup=False)

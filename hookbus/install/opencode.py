@@ -23,7 +23,6 @@ never overwritten. After writing it warns about what would make OpenCode silentl
 
 from __future__ import annotations
 
-import difflib
 import json
 import os
 import re
@@ -36,7 +35,7 @@ from urllib.parse import urlsplit
 from bus.dialects.opencode import OPENCODE_EVENTS
 from bus.errors import ConfigError
 from hookbus.install.command import check
-from hookbus.install.settings_file import TOKEN_ENV, read_settings, write_atomically
+from hookbus.install.settings_file import TOKEN_ENV, print_diff, read_settings, write_atomically
 from hookbus.shim import hook_url
 
 PLUGIN_NAME = "hookbus.js"
@@ -146,17 +145,6 @@ def read_settings_text(text: str) -> Any:
         return None
 
 
-def _diff(path: Path, old: str | None, new: str | None) -> None:
-    sys.stdout.writelines(
-        difflib.unified_diff(
-            (old or "").splitlines(keepends=True),
-            (new or "").splitlines(keepends=True),
-            str(path) if old is not None else "/dev/null",
-            str(path) if new is not None else "/dev/null",
-        )
-    )
-
-
 def warnings(path: Path, scope: str) -> list[str]:
     """What would make OpenCode silently not run the plugin at ``path``."""
     found = []
@@ -228,9 +216,9 @@ def run(args: Any) -> int:
             return 0
     elif args.dry_run:
         if new_text != old_text:
-            _diff(path, old_text, new_text)
+            print_diff(path, old_text, new_text)
         if config_changes and config_path is not None:
-            _diff(config_path, config_text, json.dumps(new_config, indent=2) + "\n")
+            print_diff(config_path, config_text, json.dumps(new_config, indent=2) + "\n")
         return 0
     else:
         if new_text != old_text:

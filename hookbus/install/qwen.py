@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import contextlib
 import copy
-import difflib
 import ipaddress
 import json
 import os
@@ -39,6 +38,7 @@ from hookbus.install.settings_file import (
     TOKEN_ENV,
     default_hook_command,
     is_hookbus_handler,
+    print_diff,
     read_settings,
     write_atomically,
 )
@@ -374,9 +374,7 @@ def run(args: Any) -> int:
     if unchanged:
         print(f"hookbus: {path} is already up to date; nothing to change")
     elif args.dry_run:
-        old_lines = (old_text or "").splitlines(keepends=True)
-        frm = str(path) if old_text is not None else "/dev/null"
-        sys.stdout.writelines(difflib.unified_diff(old_lines, new_text.splitlines(keepends=True), frm, str(path)))
+        print_diff(path, old_text, new_text)
         return 0
     else:
         write_atomically(path, new_text, backup=old_text is not None)

@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import difflib
 import json
 import os
 import re
@@ -272,6 +273,19 @@ def read_settings(path: Path) -> tuple[str | None, dict[str, Any]]:
     return text, settings
 
 
+def print_diff(path: Path, old_text: str | None, new_text: str | None) -> None:
+    """Print what writing ``new_text`` over ``old_text`` at ``path`` changes, as a unified diff
+    (``None``: the file does not exist, before or after); what ``--dry-run`` shows."""
+    sys.stdout.writelines(
+        difflib.unified_diff(
+            (old_text or "").splitlines(keepends=True),
+            (new_text or "").splitlines(keepends=True),
+            fromfile=str(path) if old_text is not None else "/dev/null",
+            tofile=str(path) if new_text is not None else "/dev/null",
+        )
+    )
+
+
 def write_atomically(path: Path, text: str, *, backup: bool) -> None:
     """Replace ``path`` with ``text`` via a temporary file and a rename; keep ``<path>.bak``."""
     try:
@@ -336,6 +350,7 @@ __all__ = [
     "is_hookbus_handler",
     "merge",
     "notes",
+    "print_diff",
     "read_settings",
     "render",
     "settings_path",
