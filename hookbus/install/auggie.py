@@ -26,7 +26,6 @@ others (Notification is accepted but undocumented). Warnings: a project's
 
 from __future__ import annotations
 
-import copy
 import os
 import re
 import shlex
@@ -41,6 +40,7 @@ from hookbus.install.settings_file import (
     TOKEN_ENV,
     InstallPlan,
     default_hook_command,
+    merge_handlers,
     print_diff,
     read_settings,
     render,
@@ -110,49 +110,7 @@ def is_hookbus_handler(handler: Any, only_url: str | None = None) -> bool:
 
 def merge(settings: dict[str, Any], wanted: dict[str, dict[str, Any]] | None, only_url: str | None) -> dict[str, Any]:
     """``settings`` with hookbus's handlers set to ``wanted`` (removed when None); a new dict."""
-    result = copy.deepcopy(settings)
-    hooks = result.get("hooks")
-    if hooks is None:
-        if not wanted:
-            return result
-        hooks = result["hooks"] = {}
-    if not isinstance(hooks, dict):
-        raise ConfigError("the settings file's 'hooks' is not an object; fix it by hand first")
-    wanted = wanted or {}
-    placed: set[str] = set()
-    for event in list(hooks):
-        groups = hooks[event]
-        if not isinstance(groups, list):
-            continue
-        kept_groups, removed_any = [], False
-        for group in groups:
-            handlers = group.get("hooks") if isinstance(group, dict) else None
-            if not isinstance(handlers, list):
-                kept_groups.append(group)
-                continue
-            kept: list[Any] = []
-            for handler in handlers:
-                if not is_hookbus_handler(handler, only_url):
-                    kept.append(handler)
-                elif event in wanted and event not in placed:
-                    kept.append(wanted[event])
-                    placed.add(event)
-                else:
-                    removed_any = True
-            if kept or len(kept) == len(handlers):
-                kept_groups.append({**group, "hooks": kept})
-        if kept_groups or not removed_any:
-            hooks[event] = kept_groups
-        else:
-            del hooks[event]
-    for event, handler in wanted.items():
-        if event not in placed:
-            if not isinstance(hooks.setdefault(event, []), list):
-                raise ConfigError(f"the settings file's hooks.{event} is not a list; fix it by hand first")
-            hooks[event].append({"hooks": [handler]})
-    if not hooks and settings.get("hooks") != {}:
-        del result["hooks"]
-    return result
+    return merge_handlers(settings, wanted or {}, only_url=only_url, is_ours=is_hookbus_handler)
 
 
 def _read(path: Path) -> str | None:

@@ -43,6 +43,7 @@ import shlex
 import shutil
 import sys
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
@@ -203,15 +204,27 @@ def merge(settings: dict[str, Any], plan: InstallPlan | None, *, only_url: str |
     The input is not modified. Handlers already installed are replaced where they stand;
     missing ones are appended as a new matcher group with no matcher (= every value).
     """
+    wanted = {event: plan.handler(event) for event in plan.events} if plan else {}
+    return merge_handlers(settings, wanted, only_url=only_url)
+
+
+def merge_handlers(
+    settings: dict[str, Any],
+    wanted: dict[str, dict[str, Any]],
+    *,
+    only_url: str | None = None,
+    is_ours: Callable[[Any, str | None], bool] = is_hookbus_handler,
+) -> dict[str, Any]:
+    """``settings`` (Claude Code's ``hooks`` layout) with the handlers ``is_ours`` recognises set
+    to ``wanted``, one per event (all removed when it is empty); a new dict, as :func:`merge`."""
     result = copy.deepcopy(settings)
     hooks = result.get("hooks")
     if hooks is None:
-        if plan is None:
+        if not wanted:
             return result
         hooks = result["hooks"] = {}
     if not isinstance(hooks, dict):
         raise ConfigError("the settings file's 'hooks' is not an object; fix it by hand first")
-    wanted = {event: plan.handler(event) for event in plan.events} if plan else {}
     placed: set[str] = set()
     for event in list(hooks):
         groups = hooks[event]
@@ -225,7 +238,7 @@ def merge(settings: dict[str, Any], plan: InstallPlan | None, *, only_url: str |
                 continue
             kept: list[Any] = []
             for handler in handlers:
-                if not is_hookbus_handler(handler, only_url):
+                if not is_ours(handler, only_url):
                     kept.append(handler)
                 elif event in wanted and event not in placed:
                     kept.append(wanted[event])
@@ -349,6 +362,7 @@ __all__ = [
     "installed_url",
     "is_hookbus_handler",
     "merge",
+    "merge_handlers",
     "notes",
     "print_diff",
     "read_settings",
