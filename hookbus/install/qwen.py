@@ -21,7 +21,6 @@ folder trust, ``security.allowedHttpHookUrls``, private-network addresses withou
 from __future__ import annotations
 
 import contextlib
-import copy
 import ipaddress
 import json
 import os
@@ -38,6 +37,7 @@ from hookbus.install.settings_file import (
     TOKEN_ENV,
     default_hook_command,
     is_hookbus_handler,
+    merge_handlers,
     print_diff,
     read_settings,
     write_atomically,
@@ -170,47 +170,13 @@ def merge(
     The input is not modified; handlers already there are replaced where they stand, missing
     ones appended as a new matcher group.
     """
-    result = copy.deepcopy(settings)
-    hooks = result.get("hooks")
-    if hooks is None:
-        if not wanted:
-            return result
-        hooks = result["hooks"] = {}
-    if not isinstance(hooks, dict):
-        raise ConfigError("the settings file's 'hooks' is not an object; fix it by hand first")
-    wanted = wanted or {}
-    placed: set[str] = set()
-    for event in [e for e in hooks if e not in HOOKS_CONFIG_FIELDS and isinstance(hooks[e], list)]:
-        kept_groups, removed_any = [], False
-        for group in hooks[event]:
-            entries = group.get("hooks") if isinstance(group, dict) else None
-            if not isinstance(entries, list):
-                kept_groups.append(group)
-                continue
-            kept: list[Any] = []
-            for entry in entries:
-                found = handler_url(entry)
-                if found is None or (only_url is not None and found != hook_url(only_url)):
-                    kept.append(entry)
-                elif event in wanted and event not in placed:
-                    kept.append(wanted[event])
-                    placed.add(event)
-                else:
-                    removed_any = True
-            if kept or not entries:
-                kept_groups.append({**group, "hooks": kept})
-        if kept_groups or not removed_any:
-            hooks[event] = kept_groups
-        else:
-            del hooks[event]
-    for event, entry in wanted.items():
-        if event not in placed:
-            if not isinstance(hooks.setdefault(event, []), list):
-                raise ConfigError(f"the settings file's hooks.{event} is not a list; fix it by hand first")
-            hooks[event].append({"hooks": [entry]})
-    if not hooks and settings.get("hooks") != {}:
-        del result["hooks"]
-    return result
+    return merge_handlers(settings, wanted or {}, only_url=only_url, is_ours=_is_ours)
+
+
+def _is_ours(entry: Any, only_url: str | None) -> bool:
+    """Whether ``entry`` is a hookbus handler (for ``only_url``'s gateway, when given)."""
+    found = handler_url(entry)
+    return found is not None and (only_url is None or found == hook_url(only_url))
 
 
 def _get(settings: dict[str, Any], *path: str) -> Any:
