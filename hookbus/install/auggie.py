@@ -27,7 +27,6 @@ others (Notification is accepted but undocumented). Warnings: a project's
 from __future__ import annotations
 
 import os
-import re
 import shlex
 import sys
 from pathlib import Path
@@ -40,6 +39,7 @@ from hookbus.install.settings_file import (
     TOKEN_ENV,
     InstallPlan,
     default_hook_command,
+    event_names,
     merge_handlers,
     print_diff,
     read_settings,
@@ -67,7 +67,7 @@ def settings_path(scope: str) -> Path:
 
 def auggie_events(names: list[str] | None) -> tuple[str, ...]:
     """The events ``--events`` names (default :data:`DEFAULT_EVENTS`)."""
-    wanted = [name for chunk in names or [] for name in re.split(r"[,\s]+", chunk) if name]
+    wanted = event_names(names)
     unknown = [name for name in wanted if name not in AUGGIE_HOOK_EVENTS]
     if unknown:
         raise ConfigError(f"not Auggie hook events: {', '.join(unknown)} (known: {', '.join(AUGGIE_HOOK_EVENTS)})")

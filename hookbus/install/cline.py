@@ -39,7 +39,6 @@ says so, as for a folder Cline does not read and a script that is not executable
 from __future__ import annotations
 
 import os
-import re
 import shlex
 import sys
 from pathlib import Path
@@ -48,7 +47,14 @@ from typing import Any
 from bus.dialects.cline import HOOK_FILES
 from bus.errors import ConfigError
 from hookbus.install.command import check
-from hookbus.install.settings_file import TOKEN_ENV, InstallPlan, default_hook_command, print_diff, write_atomically
+from hookbus.install.settings_file import (
+    TOKEN_ENV,
+    InstallPlan,
+    default_hook_command,
+    event_names,
+    print_diff,
+    write_atomically,
+)
 
 MARKER = "# Written by hookbus install cline (hookbus install cline --uninstall removes it)."
 #: Cline's hook files (its event names), in the order Cline's documentation lists them.
@@ -99,7 +105,7 @@ def read_folders(cwd: Path, env: dict[str, str]) -> list[Path]:
 
 def cline_events(names: list[str] | None) -> tuple[str, ...]:
     """The Cline hook files ``--events`` names (Cline's or Claude Code's names; default all)."""
-    wanted = [name for chunk in names or [] for name in re.split(r"[,\s]+", chunk) if name]
+    wanted = event_names(names)
     if "PreCompact" in wanted:
         raise ConfigError("Cline 3.0.65 finds a PreCompact hook file but never runs it; leave PreCompact out")
     events: list[str] = []

@@ -47,6 +47,7 @@ from hookbus.install.settings_file import (
     TOKEN_ENV,
     InstallPlan,
     default_hook_command,
+    event_names,
     installed_url,
     merge,
     print_diff,
@@ -102,7 +103,7 @@ def hooks_path(scope: str, *, cwd: Path | None = None, env: dict[str, str] | Non
 
 def codex_events(names: list[str] | None) -> tuple[str, ...]:
     """The events ``--events`` names (comma or space separated), or the default set."""
-    named = tuple(dict.fromkeys(e for chunk in names or [] for e in re.split(r"[,\s]+", chunk) if e))
+    named = tuple(dict.fromkeys(event_names(names)))
     unknown = [name for name in named if name not in CODEX_EVENTS]
     if unknown:
         raise ConfigError(f"not Codex hook events: {', '.join(unknown)} (Codex has {', '.join(CODEX_EVENTS)})")

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import importlib
 import os
-import re
 import sys
 from pathlib import Path
 from typing import Any
@@ -17,6 +16,7 @@ from hookbus.install.settings_file import (
     TOKEN_ENV,
     InstallPlan,
     default_hook_command,
+    event_names,
     installed_url,
     merge,
     notes,
@@ -80,7 +80,7 @@ def run_install(args: Any) -> int:
     if args.uninstall:
         updated = merge(settings, None, only_url=args.url)
     else:
-        named = dict.fromkeys(e for chunk in (args.events or []) for e in re.split(r"[,\s]+", chunk) if e)
+        named = dict.fromkeys(event_names(args.events))
         events = tuple(named) or DEFAULT_EVENTS
         plan = InstallPlan(
             url=args.url or "",

@@ -41,7 +41,6 @@ import copy
 import ipaddress
 import json
 import os
-import re
 import shlex
 import sys
 from pathlib import Path
@@ -53,6 +52,7 @@ from hookbus.install.command import check
 from hookbus.install.settings_file import (
     TOKEN_ENV,
     default_hook_command,
+    event_names,
     print_diff,
     read_settings,
     render,
@@ -106,7 +106,7 @@ def chosen_events(named: list[str] | None) -> tuple[str, ...]:
     """The events to install: ``--events`` (Claude Code's names Copilot knows) or the default."""
     picked: dict[str, None] = {}
     unknown = []
-    for name in (e for chunk in named or () for e in re.split(r"[,\s]+", chunk) if e):
+    for name in event_names(named):
         if name in DEFAULT_EVENTS:
             picked[name] = None
         else:

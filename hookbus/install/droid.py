@@ -38,7 +38,6 @@ from __future__ import annotations
 import json
 import math
 import os
-import re
 import shlex
 import sys
 from pathlib import Path
@@ -51,6 +50,7 @@ from hookbus.install.settings_file import (
     TOKEN_ENV,
     InstallPlan,
     default_hook_command,
+    event_names,
     installed_url,
     merge,
     print_diff,
@@ -117,7 +117,7 @@ def hooks_path(scope: str, *, cwd: Path | None = None, env: dict[str, str] | Non
 
 def droid_events(names: list[str] | None) -> tuple[str, ...]:
     """The events ``--events`` names (comma or space separated), or the default set."""
-    named = tuple(dict.fromkeys(e for chunk in names or [] for e in re.split(r"[,\s]+", chunk) if e))
+    named = tuple(dict.fromkeys(event_names(names)))
     unknown = [name for name in named if name not in DROID_EVENTS]
     if unknown:
         raise ConfigError(f"not Factory Droid hook events: {', '.join(unknown)} (Droid has {', '.join(DROID_EVENTS)})")

@@ -44,6 +44,7 @@ from hookbus.install.settings_file import (
     TOKEN_ENV,
     InstallPlan,
     default_hook_command,
+    event_names,
     installed_url,
     is_hookbus_handler,
     merge,
@@ -101,7 +102,7 @@ def settings_path(scope: str, *, cwd: Path | None = None, env: dict[str, str] | 
 
 def gemini_events(names: list[str] | None) -> tuple[str, ...]:
     """The Gemini events ``--events`` names (Gemini's or Claude Code's names; default :data:`DEFAULT_EVENTS`)."""
-    wanted = [name for chunk in names or [] for name in re.split(r"[,\s]+", chunk) if name]
+    wanted = event_names(names)
     events = [_FROM_CLAUDE.get(name, name) for name in wanted]
     unknown = [name for name, event in zip(wanted, events, strict=True) if event not in GEMINI_HOOK_EVENTS]
     if unknown:

@@ -17,7 +17,6 @@ shim with its own environment, so ``$HOOKBUS_TOKEN`` reaches it from there.
 from __future__ import annotations
 
 import copy
-import re
 import shlex
 import sys
 from pathlib import Path
@@ -30,6 +29,7 @@ from hookbus.install.settings_file import (
     TOKEN_ENV,
     InstallPlan,
     default_hook_command,
+    event_names,
     is_hookbus_handler,
     print_diff,
     read_settings,
@@ -92,7 +92,7 @@ class HooksFile:
 
     def choose_events(self, names: list[str] | None) -> tuple[str, ...]:
         """The events ``--events`` names (the agent's or Claude Code's names; default :attr:`default_events`)."""
-        wanted = [name for chunk in names or [] for name in re.split(r"[,\s]+", chunk) if name]
+        wanted = event_names(names)
         chosen: list[str] = []
         unknown = []
         for name in wanted:

@@ -35,7 +35,7 @@ from urllib.parse import urlsplit
 from bus.dialects.opencode import OPENCODE_EVENTS
 from bus.errors import ConfigError
 from hookbus.install.command import check
-from hookbus.install.settings_file import TOKEN_ENV, print_diff, read_settings, write_atomically
+from hookbus.install.settings_file import TOKEN_ENV, event_names, print_diff, read_settings, write_atomically
 from hookbus.shim import hook_url
 
 PLUGIN_NAME = "hookbus.js"
@@ -83,7 +83,7 @@ def chosen_events(named: list[str] | None) -> tuple[str, ...]:
     """The OpenCode events the plugin posts: ``--events`` (OpenCode's or Claude Code's names) or all."""
     picked: dict[str, None] = {}
     unknown = []
-    for name in (e for chunk in named or () for e in re.split(r"[,\s]+", chunk) if e):
+    for name in event_names(named):
         event = EVENTS_BY_CLAUDE_NAME.get(name, name)
         if event in OPENCODE_EVENTS:
             picked[event] = None

@@ -36,6 +36,7 @@ from hookbus.install.command import check
 from hookbus.install.settings_file import (
     TOKEN_ENV,
     default_hook_command,
+    event_names,
     is_hookbus_handler,
     merge_handlers,
     print_diff,
@@ -103,7 +104,7 @@ def chosen_events(named: list[str] | None) -> tuple[str, ...]:
     known = (*DEFAULT_EVENTS, *OPT_IN_EVENTS)
     picked: dict[str, None] = {}
     unknown = []
-    for name in (e for chunk in named or () for e in re.split(r"[,\s]+", chunk) if e):
+    for name in event_names(named):
         event = CLAUDE_NAMES.get(name, name)
         if event in known:
             picked[event] = None

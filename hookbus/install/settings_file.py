@@ -43,7 +43,7 @@ import shlex
 import shutil
 import sys
 import tempfile
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
@@ -286,6 +286,11 @@ def read_settings(path: Path) -> tuple[str | None, dict[str, Any]]:
     return text, settings
 
 
+def event_names(chunks: Iterable[str] | None) -> list[str]:
+    """The event names ``--events`` was given: each argument split at commas and spaces."""
+    return [name for chunk in chunks or () for name in re.split(r"[,\s]+", chunk) if name]
+
+
 def print_diff(path: Path, old_text: str | None, new_text: str | None) -> None:
     """Print what writing ``new_text`` over ``old_text`` at ``path`` changes, as a unified diff
     (``None``: the file does not exist, before or after); what ``--dry-run`` shows."""
@@ -359,6 +364,7 @@ __all__ = [
     "OPT_IN_EVENTS",
     "InstallPlan",
     "default_hook_command",
+    "event_names",
     "installed_url",
     "is_hookbus_handler",
     "merge",
