@@ -8,17 +8,16 @@ from __future__ import annotations
 
 import sys
 
+from hookbus.shim import AGENTS as SHIM_AGENTS  # the standard library only, like this module
+
 TYPE_CHECKING = False  # not typing.TYPE_CHECKING: importing typing costs milliseconds on every hook
 if TYPE_CHECKING:
     import argparse
     from collections.abc import Sequence
 
 
-#: Every agent a record can name (the dialects; this module imports only the standard library).
-RECORDED_AGENTS = (
-    *("claude", "gemini", "codex", "copilot", "qwen", "cline", "droid"),
-    *("opencode", "cursor", "windsurf", "kiro", "auggie", "peri", "sdk"),
-)
+#: Every agent a record can name: the dialects (this module may import only the standard library).
+RECORDED_AGENTS = (*SHIM_AGENTS, "sdk")
 
 
 def _common(parser: argparse.ArgumentParser) -> None:
@@ -125,21 +124,7 @@ def build_parser() -> argparse.ArgumentParser:
     hook.add_argument(
         "--agent",
         type=str.lower,
-        choices=(
-            "claude",
-            "gemini",
-            "codex",
-            "copilot",
-            "qwen",
-            "cline",
-            "droid",
-            "opencode",
-            "cursor",
-            "windsurf",
-            "kiro",
-            "auggie",
-            "peri",
-        ),
+        choices=SHIM_AGENTS,
         default="claude",
         help="speak this agent's hook conventions (its dialect on the gateway; default claude)",
     )

@@ -26,6 +26,7 @@ from hookbus.install.settings_file import (
     settings_path,
     write_atomically,
 )
+from hookbus.shim import AGENTS as SHIM_AGENTS
 from hookbus.shim import hook_url
 
 
@@ -45,20 +46,7 @@ def check(url: str, *, after_install: bool) -> int:
 
 
 #: The agents ``hookbus install`` connects; each but Claude Code has its module ``hookbus.install.<name>``.
-AGENTS = (
-    "claude",
-    "gemini",
-    "codex",
-    "copilot",
-    "qwen",
-    "cline",
-    "droid",
-    "opencode",
-    "cursor",
-    "windsurf",
-    "kiro",
-    "auggie",
-)
+AGENTS = tuple(agent for agent in SHIM_AGENTS if agent != "peri")  # Peri is configured by hand
 
 
 def run_install(args: Any) -> int:
