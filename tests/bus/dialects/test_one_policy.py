@@ -169,3 +169,22 @@ async def test_one_policy_decides_alike_for_every_agent(platform: Callable[..., 
             )
             if name not in ("claude", "sdk", "peri", "codex"):
                 assert logged[AGENT_TOOL_NAME] != "", name
+
+
+@pytest.mark.timeout(180)
+async def test_a_hostile_command_in_any_dialect_is_still_denied_by_its_deadline(
+    platform: Callable[..., Any], bus: BusProbe
+) -> None:
+    # Every dialect's translation runs on agent-controlled input before the policy does: a
+    # 400 KB command must still be decided (not failed open at the deadline) and denied in
+    # each agent's own form, with its record.
+    command = fleet.DENIED + " " + "x" * 400_000
+    async with platform(json.dumps(fleet.policy())) as p:
+        for name in DIALECTS:
+            body = shell_call(name, command, f"hostile-{name}")
+            response = await p.client.post(f"{p.url}/v1/hooks?dialect={name}", json=body, timeout=30)
+            assert response.status_code == 200, (name, response.text[:300])
+            assert response.headers["X-Hookbus-Outcome"] == "decided", (name, response.headers)
+            assert FORMS[name](response.json(), "deny"), (name, response.text[:300])
+            (record,) = await logged_session(bus, f"hostile-{name}")
+            assert (record.agent, record.decision) == (name, "deny")
