@@ -34,7 +34,6 @@ import json
 import math
 import os
 import re
-import shlex
 import sys
 import tomllib
 from pathlib import Path
@@ -43,7 +42,6 @@ from typing import Any
 from bus.errors import ConfigError
 from hookbus.install.command import check
 from hookbus.install.settings_file import (
-    SHIM_DEFAULT_TIMEOUT_S,
     TOKEN_ENV,
     InstallPlan,
     default_hook_command,
@@ -53,6 +51,7 @@ from hookbus.install.settings_file import (
     print_diff,
     read_settings,
     render,
+    shim_command_line,
     write_atomically,
 )
 from hookbus.shim import hook_url
@@ -124,13 +123,13 @@ class CodexPlan(InstallPlan):
 
     def command_for(self, event: str) -> str:
         """The shell command Codex runs for ``event``."""
-        parts = [self.hook_command, "hook", "--agent", "codex", "--url", shlex.quote(self.url)]
-        shim_timeout = min(SHIM_DEFAULT_TIMEOUT_S, round(min(self.timeout_s, self.timeout_for(event)) * 0.8, 1))
-        if shim_timeout != SHIM_DEFAULT_TIMEOUT_S:
-            parts += ["--timeout", f"{shim_timeout:g}"]
-        if self.fail_closed and event in FAIL_CLOSED_EVENTS:
-            parts.append("--fail-closed")
-        return " ".join(parts)
+        return shim_command_line(
+            self.hook_command,
+            self.url,
+            agent="codex",
+            timeout_s=min(self.timeout_s, self.timeout_for(event)),
+            fail_closed=self.fail_closed and event in FAIL_CLOSED_EVENTS,
+        )
 
     def handler(self, event: str) -> dict[str, Any]:
         return {"type": "command", "command": self.command_for(event), "timeout": self.timeout_for(event)}

@@ -56,6 +56,7 @@ from hookbus.install.settings_file import (
     print_diff,
     read_settings,
     render,
+    shim_command_line,
     write_atomically,
 )
 from hookbus.install.settings_file import installed_url as claude_installed_url
@@ -82,7 +83,6 @@ DEFAULT_EVENTS = (
 )
 #: Copilot's events whose http hooks must use https:// (they decide permissions).
 AUTHORIZATION_EVENTS = frozenset({"PreToolUse", "PermissionRequest"})
-SHIM_DEFAULT_TIMEOUT_S = 5.0
 
 
 def copilot_home(env: dict[str, str] | None = None) -> Path:
@@ -127,14 +127,9 @@ def entry(url: str, *, command: str | None, timeout_s: float, fail_closed: bool)
             "allowedEnvVars": [TOKEN_ENV],
             "timeoutSec": seconds,
         }
-    parts = [command, "hook", "--agent", AGENT, "--url", shlex.quote(url)]
     # The shim answers before Copilot's own timeout, which always fails open.
-    shim_timeout = min(SHIM_DEFAULT_TIMEOUT_S, round(timeout_s * 0.8, 1))
-    if shim_timeout != SHIM_DEFAULT_TIMEOUT_S:
-        parts += ["--timeout", f"{shim_timeout:g}"]
-    if fail_closed:
-        parts.append("--fail-closed")
-    return {"type": "command", "bash": " ".join(parts), "timeoutSec": seconds}
+    line = shim_command_line(command, url, agent=AGENT, timeout_s=timeout_s, fail_closed=fail_closed)
+    return {"type": "command", "bash": line, "timeoutSec": seconds}
 
 
 def _shim_url(argv: list[str]) -> str | None:

@@ -38,7 +38,6 @@ from __future__ import annotations
 import json
 import math
 import os
-import shlex
 import sys
 from pathlib import Path
 from typing import Any
@@ -46,7 +45,6 @@ from typing import Any
 from bus.errors import ConfigError
 from hookbus.install.command import check
 from hookbus.install.settings_file import (
-    SHIM_DEFAULT_TIMEOUT_S,
     TOKEN_ENV,
     InstallPlan,
     default_hook_command,
@@ -56,6 +54,7 @@ from hookbus.install.settings_file import (
     print_diff,
     read_settings,
     render,
+    shim_command_line,
     write_atomically,
 )
 from hookbus.shim import hook_url
@@ -137,13 +136,13 @@ class DroidPlan(InstallPlan):
 
     def command_for(self, event: str) -> str:
         """The shell command Droid runs for ``event``."""
-        parts = [self.hook_command, "hook", "--agent", "droid", "--url", shlex.quote(self.url)]
-        shim_timeout = min(SHIM_DEFAULT_TIMEOUT_S, round(self.timeout_s * 0.8, 1))
-        if shim_timeout != SHIM_DEFAULT_TIMEOUT_S:
-            parts += ["--timeout", f"{shim_timeout:g}"]
-        if self.fail_closed and event in FAIL_CLOSED_EVENTS:
-            parts.append("--fail-closed")
-        return " ".join(parts)
+        return shim_command_line(
+            self.hook_command,
+            self.url,
+            agent="droid",
+            timeout_s=self.timeout_s,
+            fail_closed=self.fail_closed and event in FAIL_CLOSED_EVENTS,
+        )
 
     def handler(self, event: str) -> dict[str, Any]:
         return {"type": "command", "command": self.command_for(event), "timeout": self.timeout_for(event)}

@@ -31,7 +31,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import shlex
 import sys
 from pathlib import Path
 from typing import Any
@@ -40,7 +39,6 @@ from bus.dialects.gemini import GEMINI_EVENTS
 from bus.errors import ConfigError
 from hookbus.install.command import check
 from hookbus.install.settings_file import (
-    SHIM_DEFAULT_TIMEOUT_S,
     TOKEN_ENV,
     InstallPlan,
     default_hook_command,
@@ -50,6 +48,7 @@ from hookbus.install.settings_file import (
     merge,
     print_diff,
     render,
+    shim_command_line,
     write_atomically,
 )
 
@@ -118,13 +117,9 @@ class GeminiPlan(InstallPlan):
         object.__setattr__(self, "url", base.url)
 
     def shim_command(self) -> str:
-        parts = [self.hook_command, "hook", "--agent", "gemini", "--url", shlex.quote(self.url)]
-        shim_timeout = min(SHIM_DEFAULT_TIMEOUT_S, round(self.timeout_s * 0.8, 1))
-        if shim_timeout != SHIM_DEFAULT_TIMEOUT_S:
-            parts += ["--timeout", f"{shim_timeout:g}"]
-        if self.fail_closed:
-            parts.append("--fail-closed")
-        return " ".join(parts)
+        return shim_command_line(
+            self.hook_command, self.url, agent="gemini", timeout_s=self.timeout_s, fail_closed=self.fail_closed
+        )
 
     def handler(self, event: str) -> dict[str, Any]:
         return {

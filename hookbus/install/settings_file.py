@@ -87,6 +87,23 @@ def settings_path(
     raise ConfigError(f"unknown scope {scope!r} (project, user or managed)")
 
 
+def shim_command_line(
+    hook_command: str, url: str, *, agent: str = "claude", timeout_s: float, fail_closed: bool
+) -> str:
+    """The shell command an agent runs for ``hookbus hook`` (``--agent`` but for Claude Code).
+
+    The shim gives up at 0.8 of the handler's ``timeout_s`` (at most its own default), so that
+    it answers, failing open or closed as asked, before the agent's timeout decides instead.
+    """
+    parts = [hook_command, "hook", *(("--agent", agent) if agent != "claude" else ()), "--url", shlex.quote(url)]
+    shim_timeout = min(SHIM_DEFAULT_TIMEOUT_S, round(timeout_s * 0.8, 1))
+    if shim_timeout != SHIM_DEFAULT_TIMEOUT_S:
+        parts += ["--timeout", f"{shim_timeout:g}"]
+    if fail_closed:
+        parts.append("--fail-closed")
+    return " ".join(parts)
+
+
 @dataclasses.dataclass(frozen=True)
 class InstallPlan:
     """What to install: the gateway URL, the events, and how each handler looks."""
@@ -115,13 +132,7 @@ class InstallPlan:
 
     def shim_command(self) -> str:
         """The shell command Claude Code runs for shim events."""
-        parts = [self.hook_command, "hook", "--url", shlex.quote(self.url)]
-        shim_timeout = min(SHIM_DEFAULT_TIMEOUT_S, round(self.timeout_s * 0.8, 1))
-        if shim_timeout != SHIM_DEFAULT_TIMEOUT_S:
-            parts += ["--timeout", f"{shim_timeout:g}"]
-        if self.fail_closed:
-            parts.append("--fail-closed")
-        return " ".join(parts)
+        return shim_command_line(self.hook_command, self.url, timeout_s=self.timeout_s, fail_closed=self.fail_closed)
 
     def handler(self, event: str) -> dict[str, Any]:
         """The handler object hookbus installs for ``event``."""
@@ -374,5 +385,6 @@ __all__ = [
     "read_settings",
     "render",
     "settings_path",
+    "shim_command_line",
     "write_atomically",
 ]
