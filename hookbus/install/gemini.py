@@ -51,6 +51,7 @@ from hookbus.install.settings_file import (
     shim_command_line,
     write_atomically,
 )
+from hookbus.install.settings_file import read_settings as claude_read_settings
 
 #: Every hook event of Gemini CLI 0.61.0.
 GEMINI_HOOK_EVENTS = (
@@ -137,24 +138,19 @@ def _strip_comments(text: str) -> str:
 def read_settings(path: Path) -> tuple[str | None, dict[str, Any]]:
     """The file's text (None when absent) and its object; Gemini's comments are refused (they would be lost)."""
     try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        return None, {}
-    except OSError as exc:
-        raise ConfigError(f"cannot read {path}: {exc.strerror or exc}") from exc
-    if not text.strip():
-        return text, {}
-    try:
-        settings = json.loads(text)
-    except ValueError as exc:
-        try:
-            json.loads(_strip_comments(text))
-        except ValueError:
-            raise ConfigError(f"{path} is not valid JSON ({exc}); fix it by hand first") from exc
+        return claude_read_settings(path)
+    except ConfigError as exc:
+        if not isinstance(exc.__cause__, ValueError) or not _parses(_strip_comments(path.read_text(encoding="utf-8"))):
+            raise
         raise ConfigError(f"{path} has comments, which rewriting it would lose; remove them first") from exc
-    if not isinstance(settings, dict):
-        raise ConfigError(f"{path} does not hold a JSON object")
-    return text, settings
+
+
+def _parses(text: str) -> bool:
+    try:
+        json.loads(text)
+    except ValueError:
+        return False
+    return True
 
 
 def _trusted(folder: Path, env: dict[str, str]) -> bool | None:
