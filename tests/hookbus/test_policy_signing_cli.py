@@ -114,7 +114,14 @@ def test_hookbus_up_takes_versions_pushed_with_sign_and_refuses_others(tmp_path:
         )
         assert untrusted.returncode == 0
         wait_for(lambda: rejected(up, "untrusted_key") >= 2, timeout_s=10)
-        check = httpx.get(f"{up.url}/readyz", timeout=5).json()["checks"]["policy_signatures"]
+
+        def signatures() -> dict[str, Any]:
+            found: dict[str, Any] = httpx.get(f"{up.url}/readyz", timeout=5).json()["checks"]["policy_signatures"]
+            return found
+
+        # The metric counts every process; the gateway's own /readyz may refresh a moment later.
+        wait_for(lambda: "not trusted" in signatures()["refused"].get("org", ""), timeout_s=10)
+        check = signatures()
         assert check["verified"] and check["trusted_keys"] == [key_name] and "not trusted" in check["refused"]["org"]
         versions = run_hookbus("policy", "versions", HOOKBUS_REDIS_URL=url).stdout.splitlines()
         other_name = key_id(raw_public(load_private_key(other_key)))
