@@ -2,21 +2,23 @@
 
 A gateway and a dispatcher (``bench/run.py``'s roles, the example ``rule`` policy) on an embedded
 Redis, saturated by ``--concurrency`` connections for ``--seconds`` each round; every round
-starts the roles again with tracing off, then with tracing on at ``--ratio`` (1 %) exporting
-over OTLP/HTTP to a collector in this process that answers every export and drops it. The
-modes alternate round by round; reported: the median decisions/s of each and the ratio.
+starts the roles again with tracing off and with tracing on at ``--ratio`` (1 %) exporting
+over OTLP/HTTP to a collector in a process of its own that answers every export and drops it.
+Redis is emptied before every run, and the order alternates (off-on, on-off, ...) so that
+neither mode always runs second; reported: the median decisions/s of each, the ratio of the
+medians and the median of each round's own ratio (on ÷ off, run back to back).
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import multiprocessing
 import os
 import signal
 import statistics
 import sys
 import tempfile
-import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
@@ -24,6 +26,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+import redis
 from loadgen import Connection, saturate
 from run import BODIES, start_roles
 
@@ -33,11 +36,8 @@ from hookbus.platform.redis_server import EmbeddedRedis, free_port
 class DroppingCollector(BaseHTTPRequestHandler):
     """An OTLP/HTTP endpoint that accepts every export (an empty ExportTraceServiceResponse)."""
 
-    exports = 0
-
     def do_POST(self) -> None:
         self.rfile.read(int(self.headers.get("Content-Length", "0")))
-        DroppingCollector.exports += 1
         self.send_response(200)
         self.send_header("Content-Type", "application/x-protobuf")
         self.send_header("Content-Length", "0")
@@ -63,7 +63,14 @@ async def decisions_per_s(port: int, concurrency: int, seconds: float) -> float:
     return done / took_s
 
 
+def collect(port: int) -> None:
+    """The collector's process (the load generator's GIL is not shared with it)."""
+    ThreadingHTTPServer(("127.0.0.1", port), DroppingCollector).serve_forever()
+
+
 def run_round(redis_url: str, env: dict[str, str], args: argparse.Namespace) -> float:
+    with redis.Redis.from_url(redis_url) as client:
+        client.flushall()  # each run starts from the same empty Redis
     saved = {key: os.environ.get(key) for key in env}
     os.environ.update(env)
     try:
@@ -85,28 +92,35 @@ def run_round(redis_url: str, env: dict[str, str], args: argparse.Namespace) -> 
 
 
 def main(args: argparse.Namespace) -> None:
-    collector = ThreadingHTTPServer(("127.0.0.1", 0), DroppingCollector)
-    threading.Thread(target=collector.serve_forever, daemon=True).start()
+    collector_port = free_port()
+    collector = multiprocessing.Process(target=collect, args=(collector_port,), daemon=True)
+    collector.start()
     traced = {
-        "OTEL_EXPORTER_OTLP_ENDPOINT": f"http://127.0.0.1:{collector.server_address[1]}",
+        "OTEL_EXPORTER_OTLP_ENDPOINT": f"http://127.0.0.1:{collector_port}",
         "OTEL_TRACES_SAMPLER_ARG": str(args.ratio),
     }
-    modes = {"off": {}, f"on {args.ratio:.0%}": traced}
+    on = f"on {args.ratio:.0%}"
+    modes = {"off": {}, on: traced}
     rates: dict[str, list[float]] = {name: [] for name in modes}
     with tempfile.TemporaryDirectory() as state, EmbeddedRedis(state, persistent=False) as redis_server:
-        for _ in range(args.rounds):
-            for name, env in modes.items():
-                rates[name].append(run_round(redis_server.url, env, args))
+        for round_ in range(args.rounds):
+            order = list(modes) if round_ % 2 == 0 else list(reversed(modes))
+            for name in order:
+                rates[name].append(run_round(redis_server.url, modes[name], args))
                 print(f"{name}: {rates[name][-1]:,.0f}/s", file=sys.stderr)
-    collector.shutdown()
+    collector.terminate()
     median = {name: statistics.median(values) for name, values in rates.items()}
-    exports = DroppingCollector.exports
-    print(f"{args.rounds} rounds of {args.seconds:g} s at {args.concurrency} connections; {exports} exports\n")
+    paired = [traced_rate / off_rate for traced_rate, off_rate in zip(rates[on], rates["off"], strict=True)]
+    print(f"{args.rounds} rounds of {args.seconds:g} s at {args.concurrency} connections\n")
     print("| tracing | decisions/s (median; min-max) | ÷ off |")
     print("|---|---|---|")
     for name, values in rates.items():
         spread = f"{min(values):,.0f}-{max(values):,.0f}"
         print(f"| {name} | {median[name]:,.0f} ({spread}) | {median[name] / median['off']:.3f} |")
+    print(
+        f"\nround by round, {on} ÷ off: median {statistics.median(paired):.3f} "
+        f"(min-max {min(paired):.3f}-{max(paired):.3f})"
+    )
 
 
 if __name__ == "__main__":
