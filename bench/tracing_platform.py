@@ -36,8 +36,13 @@ from hookbus.platform.redis_server import EmbeddedRedis, free_port
 class DroppingCollector(BaseHTTPRequestHandler):
     """An OTLP/HTTP endpoint that accepts every export (an empty ExportTraceServiceResponse)."""
 
+    #: Exports received, shared with the benchmark's process (proof that the traced runs exported).
+    exports: Any = None
+
     def do_POST(self) -> None:
         self.rfile.read(int(self.headers.get("Content-Length", "0")))
+        with self.exports.get_lock():
+            self.exports.value += 1
         self.send_response(200)
         self.send_header("Content-Type", "application/x-protobuf")
         self.send_header("Content-Length", "0")
@@ -63,8 +68,9 @@ async def decisions_per_s(port: int, concurrency: int, seconds: float) -> float:
     return done / took_s
 
 
-def collect(port: int) -> None:
+def collect(port: int, exports: Any) -> None:
     """The collector's process (the load generator's GIL is not shared with it)."""
+    DroppingCollector.exports = exports
     ThreadingHTTPServer(("127.0.0.1", port), DroppingCollector).serve_forever()
 
 
@@ -93,7 +99,8 @@ def run_round(redis_url: str, env: dict[str, str], args: argparse.Namespace) -> 
 
 def main(args: argparse.Namespace) -> None:
     collector_port = free_port()
-    collector = multiprocessing.Process(target=collect, args=(collector_port,), daemon=True)
+    exports = multiprocessing.Value("i", 0)
+    collector = multiprocessing.Process(target=collect, args=(collector_port, exports), daemon=True)
     collector.start()
     traced = {
         "OTEL_EXPORTER_OTLP_ENDPOINT": f"http://127.0.0.1:{collector_port}",
@@ -111,7 +118,7 @@ def main(args: argparse.Namespace) -> None:
     collector.terminate()
     median = {name: statistics.median(values) for name, values in rates.items()}
     paired = [traced_rate / off_rate for traced_rate, off_rate in zip(rates[on], rates["off"], strict=True)]
-    print(f"{args.rounds} rounds of {args.seconds:g} s at {args.concurrency} connections\n")
+    print(f"{args.rounds} rounds of {args.seconds:g} s at {args.concurrency} connections; {exports.value} exports\n")
     print("| tracing | decisions/s (median; min-max) | ÷ off |")
     print("|---|---|---|")
     for name, values in rates.items():
