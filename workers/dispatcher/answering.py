@@ -32,7 +32,7 @@ from bus.policy.registry import PolicyRegistry
 from bus.policy.reload import PolicyWatcher
 from bus.redaction.redact import install_log_redaction, redactor_for
 from bus.redaction.scan import masking_deadline
-from bus.redis.connection import connect
+from bus.redis.topology import Topology
 from bus.rules.limits import depth_over
 from bus.runtime import tracing
 from bus.runtime.logs import event_fields
@@ -89,10 +89,18 @@ class Dispatcher:
         #: The bus's partitions are fixed when the node starts (a reload cannot move a session's events).
         self.keys = settings.keys.with_partitions(policy.settings.streams.partitions)
         self.consumer = consumer or f"{socket.gethostname()}-{os.getpid()}"
+        #: A single Redis or a Redis Cluster, read once from the URL: what differs asks it.
+        self.topology = Topology.from_url(redis_url)
         # No per-command socket timer (it costs a timer per read); the read loop has its own bound.
-        self.redis = connect(redis_url, socket_timeout_s=None)
+        self.redis = self.topology.connect(socket_timeout_s=None)
         self.outbox = Outbox(
-            self.redis, self.keys, redis_url, on_written=self._settled, on_refused=self._settled, metrics=self.metrics
+            self.redis,
+            self.keys,
+            redis_url,
+            on_written=self._settled,
+            on_refused=self._settled,
+            metrics=self.metrics,
+            topology=self.topology,
         )
         self.work = WorkStreams(
             settings,
@@ -105,6 +113,7 @@ class Dispatcher:
             redact=lambda fields: self.redactor.fields(fields),
             retention=lambda: self.policy.settings.decision_log,
             metrics=self.metrics,
+            topology=self.topology,
         )
         queue_url = settings.queue_url_for(redis_url)  # ConfigError for a cluster
         self.arq = arq_pool(queue_url)

@@ -25,8 +25,9 @@ from typing import Any
 import redis.asyncio as aioredis
 
 from bus.errors import BusUnavailable, RedisCommandError
-from bus.redis.connection import PartitionClients, hookbus_error, is_cluster, redis_errors
+from bus.redis.connection import hookbus_error, redis_errors
 from bus.redis.keys import DISPATCH_GROUP, Keyspace
+from bus.redis.topology import Topology
 from bus.runtime.metrics import Metrics, process_metrics
 from bus.runtime.retry import BackgroundTask, Backoff
 from bus.stream.protocol import LogRecord, Reply, Request, StreamFields
@@ -74,10 +75,13 @@ class Outbox:
         on_written: Callable[[str, bytes], None] | None = None,
         on_refused: Callable[[str, bytes], None] | None = None,
         metrics: Metrics | None = None,
+        *,
+        topology: Topology | None = None,
     ) -> None:
         """``on_written(stream, entry_id)`` is called once an entry's settlement (or its
         dead letter, or acknowledgement) is stored; ``on_refused`` when Redis refused it for
-        good (not a transient error): the entry is left pending for a later claim."""
+        good (not a transient error): the entry is left pending for a later claim.
+        ``topology``: the bus's (read from ``redis_url`` when not given)."""
         self.metrics = metrics or process_metrics()
         self.redis = redis
         self._on_written = on_written
@@ -85,13 +89,16 @@ class Outbox:
         self.keys = keys
         self.redis_url = redis_url
         self._settle_sha = redis.register_script(SETTLE).sha
-        self.clients = PartitionClients(redis, redis_url, socket_timeout_s=None)
+        self.topology = topology or Topology.from_url(redis_url)
+        self.clients = self.topology.partition_clients(redis, socket_timeout_s=None)
         # The script is sent by its digest (EVALSHA). A single Redis gets it loaded before the
         # first flush and after a NOSCRIPT (a restart). On a cluster each partition's first
         # settle, and its first after a NOSCRIPT (a replica promoted by a failover), is an EVAL,
         # which caches the script on that master only: SCRIPT LOAD would go to every master.
-        self._cluster = is_cluster(redis)
-        self._load_script = not self._cluster
+        self._preload = self.topology.preloads_scripts
+        self._load_script = self._preload
+        #: One settle call (and one pipeline) for every partition's events; a call per partition on a cluster.
+        self._across_partitions = self.topology.settles_across_partitions
         self._loaded_partitions: set[int] = set()
         self.job_tally = JobTally(self.metrics)
         self._ops: list[Settle | Write] = []
@@ -182,7 +189,7 @@ class Outbox:
         """The KEYS and ARGV of one :data:`bus.stream.settle.SETTLE` call for ``ops``."""
         keys: list[str] = []
         # On a cluster the gateway listens on its partition's shard channel (gateway.replies.sharded).
-        args: list[Any] = [DISPATCH_GROUP, "SPUBLISH" if self._cluster else "PUBLISH"]
+        args: list[Any] = [DISPATCH_GROUP, self.topology.reply_publish_command]
         for op in ops:
             request, reply = op.request, op.reply
             keys += [self.keys.outcome(request.event_id, op.partition), self.keys.decision_log(op.partition), op.stream]
@@ -210,7 +217,7 @@ class Outbox:
         (its keys share one slot)."""
         groups: dict[int, list[Settle]] = {}
         for op in settles:
-            groups.setdefault(op.partition if self._cluster else 0, []).append(op)
+            groups.setdefault(0 if self._across_partitions else op.partition, []).append(op)
         return [
             group[first : first + max_events] for group in groups.values() for first in range(0, len(group), max_events)
         ]
@@ -267,10 +274,10 @@ class Outbox:
             if self._load_script:
                 await self.redis.script_load(SETTLE)
                 self._load_script = False
-            if self._cluster:
-                results = await self._send_each(batches, writes, acks)
-            else:
+            if self._across_partitions:
                 results = await self._send_pipelined(batches, writes, acks)
+            else:
+                results = await self._send_each(batches, writes, acks)
         # An outage (a cluster's "no node serves this slot" mid-failover too) is retried; a
         # refused command is not.
         errors = [hookbus_error(r, self.redis_url) if isinstance(r, BaseException) else None for r in results]
@@ -278,7 +285,7 @@ class Outbox:
         refused: list[Settle] = []
         for batch, result, error in zip(batches, results, errors, strict=False):
             if isinstance(error, RedisCommandError) and error.code == "NOSCRIPT":
-                self._load_script = not self._cluster
+                self._load_script = self._preload
                 self._loaded_partitions.discard(batch[0].partition)
                 failed += batch
             elif error is not None:

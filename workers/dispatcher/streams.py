@@ -23,9 +23,10 @@ import redis.asyncio as aioredis
 
 from bus.errors import BusUnavailable, ConfigError, ProtocolError, RedisCommandError
 from bus.policy.schema import DecisionLogSettings
-from bus.redis.connection import PartitionClients, connect, is_cluster, read_streams, redis_errors
+from bus.redis.connection import read_streams, redis_errors
 from bus.redis.entries import entry_order
 from bus.redis.keys import DEAD_LETTER_MAXLEN, DISPATCH_GROUP, Keyspace
+from bus.redis.topology import Topology
 from bus.runtime.metrics import Metrics, process_metrics
 from bus.runtime.retry import Backoff
 from bus.runtime.settings import Settings
@@ -60,8 +61,11 @@ class WorkStreams:
         redact: Callable[[StreamFields], StreamFields],
         retention: Callable[[], DecisionLogSettings],
         metrics: Metrics | None = None,
+        topology: Topology | None = None,
     ) -> None:
+        """``topology``: the bus's (read from ``redis_url`` when not given)."""
         self.metrics = metrics or process_metrics()
+        self.topology = topology or Topology.from_url(redis_url)
         self.settings = settings
         self.keys = keys
         self.redis = redis
@@ -80,19 +84,19 @@ class WorkStreams:
         #: What ended the janitor, if it ended while the dispatcher runs (then it is not ready).
         self.janitor_failed: BaseException | None = None
         self.reader_name = f"hookbus-reader-{uuid.uuid4().hex[:12]}"
-        self.reader = connect(redis_url, socket_timeout_s=None, client_name=self.reader_name)
-        self.readers = PartitionClients(self.reader, redis_url, socket_timeout_s=None, client_name=self.reader_name)
+        self.reader = self.topology.connect(socket_timeout_s=None, client_name=self.reader_name)
+        self.readers = self.topology.partition_clients(self.reader, socket_timeout_s=None, client_name=self.reader_name)
+        #: A single Redis: one read group, whose blocked read CLIENT UNBLOCK can end.
+        self._unblockable = self.topology.reads_every_stream_at_once
         # One XREADGROUP names streams of one slot only on a cluster: a read per partition there.
         self._read_groups = (
-            [[keys.blocking_stream(p), keys.events_stream(p)] for p in self.partitions]
-            if is_cluster(self.reader)
-            else [list(self.names)]
+            [list(self.names)]
+            if self._unblockable
+            else [[keys.blocking_stream(p), keys.events_stream(p)] for p in self.partitions]
         )
         self._reads: dict[int, asyncio.Task[list[Any]]] = {}
         self._groups_ready: set[int] = set()
         self._backoffs = [Backoff(cap_s=1.0) for _ in self._read_groups]
-        #: A single Redis: one read group, whose blocked read CLIENT UNBLOCK can end.
-        self._unblockable = not is_cluster(self.reader)
         #: The bound of the read in flight: shortened at stop, in case Redis does not answer.
         self._read_deadline: asyncio.Timeout | None = None
 

@@ -27,16 +27,19 @@ import redis.asyncio as aioredis
 
 from bus.redis.autopipeline import AutoPipeline
 from bus.redis.connection import is_cluster, redis_errors
+from bus.redis.topology import Topology
 
 
 class ContextPops:
     """Coalesces concurrent ``LPOP key count`` into pipelined round trips (single Redis)."""
 
-    def __init__(self, redis: aioredis.Redis, redis_url: str = "") -> None:
-        """``redis_url`` only names the server in :class:`BusUnavailable` messages."""
+    def __init__(self, redis: aioredis.Redis, redis_url: str = "", *, topology: Topology | None = None) -> None:
+        """``redis_url`` only names the server in :class:`BusUnavailable` messages; ``topology``
+        says whether pops coalesce (:attr:`Topology.coalesces_context_pops`; read from
+        ``redis`` itself when not given)."""
         self.redis = redis
         self.redis_url = redis_url
-        self._coalesce = not is_cluster(redis)
+        self._coalesce = topology.coalesces_context_pops if topology is not None else not is_cluster(redis)
         self.pipeline: AutoPipeline[tuple[str, int]] = AutoPipeline(
             self._send, redis_url, what="context pop", drop_cancelled=True
         )
