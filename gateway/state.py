@@ -21,9 +21,10 @@ from bus.errors import BusUnavailable, RequestRejected
 from bus.policy.loading import Policy
 from bus.policy.registry import PolicyRegistry
 from bus.policy.reload import PolicyWatcher
-from bus.redis.connection import PartitionClients, connect, is_cluster, redis_errors
+from bus.redis.connection import redis_errors
 from bus.redis.keys import WORK_STREAM_MAXLEN, Keyspace
 from bus.redis.tokens import TOKEN_PREFIX, TokenStore
+from bus.redis.topology import Topology
 from bus.runtime.metrics import Metrics, process_metrics
 from bus.runtime.settings import Settings, Tokens
 from bus.stream.partitions import warn_partitions_changed
@@ -49,23 +50,28 @@ class Gateway:
         self.settings = settings
         self.policy = policy
         self.redis_url = redis_url
+        #: A single Redis or a Redis Cluster, read once from the URL: what differs asks it.
+        self.topology = Topology.from_url(redis_url)
         #: The bus's partitions are fixed when the node starts (a reload cannot move a session's events).
         self.keys: Keyspace = settings.keys.with_partitions(policy.settings.streams.partitions)
         self.gateway_id = f"{os.getpid()}-{uuid.uuid4().hex[:8]}"
         self._id_prefix = uuid.uuid4().hex[:16]
         self._ids = itertools.count(1)
-        self.redis = connect(redis_url, connect_timeout_s=0.5, socket_timeout_s=None)
-        self.partition_clients = PartitionClients(self.redis, redis_url, connect_timeout_s=0.5, socket_timeout_s=None)
+        self.redis = self.topology.connect(connect_timeout_s=0.5, socket_timeout_s=None)
+        self.partition_clients = self.topology.partition_clients(
+            self.redis, connect_timeout_s=0.5, socket_timeout_s=None
+        )
         partition_of_stream = self.keys.work_streams(self.keys.all_partitions)
         self.batcher = AppendBatcher(
             self.redis,
             redis_url,
             WORK_STREAM_MAXLEN,
             lambda stream: self.partition_clients.get(partition_of_stream.get(stream, 0)),
+            topology=self.topology,
         )
         self.waiter: ReplyWaiter | ShardedReplyWaiter
-        if is_cluster(self.redis):
-            self.waiter = ShardedReplyWaiter(redis_url, self.keys, self.gateway_id)
+        if self.topology.sharded_replies:
+            self.waiter = ShardedReplyWaiter(self.topology, self.keys, self.gateway_id)
         else:
             self.waiter = ReplyWaiter(redis_url, self.keys.reply_channel(self.gateway_id))
         self.spool = Spool(self._append_many, metrics=self.metrics)

@@ -2,12 +2,13 @@
 
 A bus on a Redis Cluster is named by a ``redis+cluster://`` (or ``rediss+cluster://``) URL:
 ``HOOKBUS_REDIS_CLUSTER=1`` / ``--redis-cluster`` turn the configured URL into one
-(:func:`bus.redis.urls.cluster_url`), so the choice travels with the URL to every role and command.
-:func:`connect` then answers a redis-py ``RedisCluster`` seeded from that node. The cluster
-client speaks the same commands; what it cannot do is named where it matters: no MULTI
-transactions (:func:`transaction`: a connection to the slot's node), no scripts in its
-pipelines (the dispatcher sends them one by one), and no asyncio Pub/Sub (the gateway's
-sharded subscriptions use connections of their own, :mod:`gateway.replies.sharded`).
+(:func:`bus.redis.urls.cluster_url`), so the choice travels with the URL to every role and
+command; each role reads it once, as a :class:`bus.redis.topology.Topology`. :func:`connect`
+then answers a redis-py ``RedisCluster`` seeded from that node. The cluster client speaks the
+same commands; what it cannot do is named where it matters: no MULTI transactions
+(:func:`transaction`: a connection to the slot's node), no scripts in its pipelines (the
+dispatcher sends them one by one), and no asyncio Pub/Sub (the gateway's sharded
+subscriptions use connections of their own, :mod:`gateway.replies.sharded`).
 
 The async queue's Redis may be named by a Sentinel URL (``redis+sentinel://``,
 :mod:`bus.redis.urls`): :func:`connect` then answers a client of the master the Sentinels name
@@ -90,7 +91,9 @@ def node_url(url: str) -> str:
 
 
 def is_cluster(client: object) -> bool:
-    """Whether ``client`` talks to a Redis Cluster (see the module docstring for what differs)."""
+    """Whether ``client`` talks to a Redis Cluster. For the helpers here that are handed a client
+    (:func:`read_streams`, :func:`transaction`); the roles ask their
+    :class:`~bus.redis.topology.Topology` instead."""
     return isinstance(client, RedisCluster)
 
 
@@ -237,36 +240,6 @@ async def read_streams(
     return await cluster.execute_command(*pieces, target_nodes=node)
 
 
-class PartitionClients:
-    """A client per partition on a Redis Cluster; the one shared client on a single Redis.
-
-    redis-py's cluster client answers a connection error from one node by closing every
-    connection it holds (to re-read the topology): one client for all partitions would stall
-    them all while one master fails over. A client of its own per partition keeps the stall
-    to the partitions of the node that failed.
-    """
-
-    def __init__(self, shared: aioredis.Redis, url: str, **options: Any) -> None:
-        self.shared = shared
-        self.url = url
-        self.options = options
-        self._own: dict[int, aioredis.Redis] = {}
-
-    def get(self, partition: int) -> aioredis.Redis:
-        if not is_cluster(self.shared):
-            return self.shared
-        client = self._own.get(partition)
-        if client is None:
-            client = self._own[partition] = connect(self.url, **self.options)
-        return client
-
-    async def aclose(self) -> None:
-        clients, self._own = list(self._own.values()), {}
-        for client in clients:
-            with contextlib.suppress(Exception):
-                await client.aclose()
-
-
 @contextlib.asynccontextmanager
 async def transaction(client: aioredis.Redis, key: str) -> AsyncIterator[Pipeline]:
     """A MULTI/EXEC pipeline for keys that share ``key``'s slot. On a cluster (whose client has
@@ -399,7 +372,6 @@ def redis_errors(url: str = "") -> Iterator[None]:
 
 __all__ = [
     "TCP_KEEPALIVE_OPTIONS",
-    "PartitionClients",
     "SentinelBlockingPool",
     "connect",
     "error_reply",

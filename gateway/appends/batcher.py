@@ -21,8 +21,9 @@ from typing import Any
 import redis.asyncio as aioredis
 
 from bus.redis.autopipeline import AutoPipeline
-from bus.redis.connection import is_cluster, lost_connection, missing_script, redis_errors
+from bus.redis.connection import lost_connection, missing_script, redis_errors
 from bus.redis.keys import WORK_STREAM_MAXLEN
+from bus.redis.topology import Topology
 from bus.stream.pending_context import APPEND_TAKING_CONTEXT, CONTEXT_BATCH
 from bus.stream.protocol import StreamFields
 
@@ -39,15 +40,19 @@ class AppendBatcher:
         redis_url: str = "",
         maxlen: int = WORK_STREAM_MAXLEN,
         client_for: Callable[[str], aioredis.Redis] | None = None,
+        *,
+        topology: Topology | None = None,
     ) -> None:
-        """``client_for(stream)``: a stream's partition's client (:class:`bus.redis.connection.PartitionClients`)."""
+        """``client_for(stream)``: a stream's partition's client (:class:`bus.redis.topology.PartitionClients`);
+        ``topology``: the bus's (read from ``redis_url`` when not given)."""
         self.redis = redis
         self.client_for = client_for or (lambda stream: redis)
         self.redis_url = redis_url
         self.maxlen = maxlen
-        self._per_stream = is_cluster(redis)
+        self.topology = topology or Topology.from_url(redis_url)
+        self._per_stream = not self.topology.batches_appends_across_streams
         #: Whether an append can take its session's pending context (one script: a single Redis only).
-        self.can_take_context = not self._per_stream
+        self.can_take_context = self.topology.appends_take_context
         self._append_sha = redis.register_script(APPEND_TAKING_CONTEXT).sha
         self._pipeline: AutoPipeline[_Append] = AutoPipeline(self._send, redis_url, what="append")
 
@@ -69,7 +74,7 @@ class AppendBatcher:
                     unloaded, await self._pipelined(client, [batch[n] for n in unloaded], load=True), strict=True
                 ):
                     results[n] = result
-        if self._per_stream and any(lost_connection(r) for r in results):
+        if self.topology.cluster and any(lost_connection(r) for r in results):
             # A cluster pipeline that does not raise keeps its map of the slots: after a failover
             # it would go on sending to the dead master. Closing it makes the next use re-read it.
             await client.aclose()

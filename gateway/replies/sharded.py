@@ -24,8 +24,9 @@ from redis.asyncio.cluster import RedisCluster
 from redis.asyncio.connection import Connection
 
 from bus.errors import BusUnavailable, RedisCommandError
-from bus.redis.connection import connect, redis_errors
+from bus.redis.connection import redis_errors
 from bus.redis.keys import Keyspace
+from bus.redis.topology import Topology
 from bus.runtime.retry import BackgroundTask, Backoff
 from gateway.replies.reader import PendingReplies
 
@@ -38,12 +39,16 @@ PING_EVERY_S = 5.0
 class ShardedReplyWaiter(PendingReplies):
     """Resolves waiting requests from the replies published on each partition's shard channel."""
 
-    def __init__(self, redis_url: str, keys: Keyspace, gateway_id: str) -> None:
+    def __init__(self, topology: Topology, keys: Keyspace, gateway_id: str) -> None:
+        """``topology``: a Redis Cluster's (:attr:`Topology.sharded_replies`)."""
+        if not topology.cluster:
+            raise ValueError("sharded replies need a Redis Cluster")
         super().__init__()
-        self.redis_url = redis_url
+        self.redis_url = topology.url
         self.channels = [keys.shard_reply_channel(gateway_id, p) for p in keys.all_partitions]
         self._live: set[int] = set()
-        self._cluster = cast(RedisCluster, connect(redis_url))
+        # Only to find each channel's master: the subscriptions are connections of their own.
+        self._cluster = cast(RedisCluster, topology.connect())
         self._tasks = [
             BackgroundTask(functools.partial(self._run, p), f"hookbus-shard-reply-{p}") for p in keys.all_partitions
         ]
