@@ -1,7 +1,9 @@
 """What deciding one event costs the dispatcher's CPU, in-process: ``python bench/evaluate.py``.
 
-The Bash tool calls of ``bench/run.py`` (every one a different command) against the example
-policy (``examples/policy.yaml``, or ``--policy``), timed in this process, three ways:
+Tool calls against the example policy (``examples/policy.yaml``, or ``--policy``), timed in this
+process. ``--corpus mix`` (the default) is :mod:`bench.corpus`'s realistic mix of tools and
+commands, drawn afresh each round (so one-off commands stay one-offs); ``--corpus unique`` is
+the Bash calls of ``bench/run.py``, every one a different command (no cache helps). Three ways:
 
 * **parse**: ``orjson.loads`` of the hook input, what any JSON endpoint does per request (the
   baseline the other two are divided by);
@@ -11,7 +13,8 @@ policy (``examples/policy.yaml``, or ``--policy``), timed in this process, three
   and only with async hooks in the policy) is left out.
 
 Each is run ``--rounds`` times over ``--events`` events, alternating, so that the host's speed
-cancels out of the ratios; reported: the median µs per event of each and the ratios.
+cancels out of the ratios; reported: the median µs per event of each and the ratios, and the
+hit rate of the shell split cache during the evaluations.
 For where the time goes: ``py-spy record -o profile.svg -- python bench/evaluate.py --rounds 20``.
 """
 
@@ -30,10 +33,12 @@ import orjson
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+import corpus
 from run import BODIES
 
 from bus.policy.loading import Policy, load_policy
 from bus.redis.keys import Keyspace
+from bus.rules import bashsplit
 from bus.stream.protocol import Request
 from workers.engine.evaluation import Engine, selected
 from workers.handlers.runners import default_runners
@@ -41,12 +46,14 @@ from workers.handlers.runners import default_runners
 ROOT = Path(__file__).resolve().parent.parent
 
 
-def requests(count: int) -> list[Request]:
+def requests(kind: str, count: int, seed: int) -> list[Request]:
+    if kind == "mix":
+        bodies = corpus.events(count, seed)
+    else:
+        bodies = [BODIES[(seed * count + i) % len(BODIES)] for i in range(count)]
     return [
-        Request(
-            event_id=f"bench-{i}", event="PreToolUse", tenant="default", payload=BODIES[i % len(BODIES)], received_ms=0
-        )
-        for i in range(count)
+        Request(event_id=f"bench-{i}", event="PreToolUse", tenant="default", payload=body, received_ms=0)
+        for i, body in enumerate(bodies)
     ]
 
 
@@ -74,17 +81,24 @@ async def main(args: argparse.Namespace) -> None:
     policy = load_policy([args.policy])
     # No Redis: rule handlers need none, and the events ask for no pending context.
     engine = Engine(policy, None, Keyspace(), default_runners(), async_handlers="jobs")  # type: ignore[arg-type]
-    batch = requests(args.events)
     us: dict[str, list[float]] = {name: [] for name in WAYS}
+    warm = requests(args.corpus, args.events, 0)
     for way in WAYS.values():  # warm-up: caches, the first metric children
-        await way(batch[:500], engine, policy)
-    for _ in range(args.rounds):
+        await way(warm, engine, policy)
+    hits = misses = 0
+    for round_ in range(args.rounds):
+        batch = requests(args.corpus, args.events, round_ + 1)
         for name, way in WAYS.items():
+            before = bashsplit.split_cache_info()
             started = time.perf_counter()
             await way(batch, engine, policy)
             us[name].append((time.perf_counter() - started) / len(batch) * 1e6)
+            if name == "evaluate":
+                after = bashsplit.split_cache_info()
+                hits, misses = hits + after.hits - before.hits, misses + after.misses - before.misses
     median = {name: statistics.median(values) for name, values in us.items()}
-    print(f"{args.events} PreToolUse Bash events x {args.rounds} rounds, policy {args.policy}\n")
+    print(f"{args.events} PreToolUse events ({args.corpus}) x {args.rounds} rounds, policy {args.policy}")
+    print(f"shell split cache: {hits / max(1, hits + misses):.0%} hits ({hits} of {hits + misses} lookups)\n")
     print("| way | µs / event (median; min-max) | ÷ parse |")
     print("|---|---|---|")
     for name, values in us.items():
@@ -97,6 +111,7 @@ async def main(args: argparse.Namespace) -> None:
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--policy", default=str(ROOT / "examples" / "policy.yaml"))
+    parser.add_argument("--corpus", choices=("mix", "unique"), default="mix")
     parser.add_argument("--events", type=int, default=5000)
     parser.add_argument("--rounds", type=int, default=5)
     asyncio.run(main(parser.parse_args()))

@@ -50,6 +50,9 @@ class HandlerResult:
     retryable: bool = True
     #: The earliest retry the other side asked for (an http hook's ``Retry-After``), in seconds.
     retry_after_s: float | None = None
+    #: ``(decision, reason)`` of this result merged alone, when its runner knows them (a rule's
+    #: verdict): an event that only this result answers then needs no merge.
+    decided: tuple[str, str | None] | None = None
 
     @property
     def failed(self) -> bool:

@@ -79,7 +79,15 @@ def _parse(command: str, powershell: bool, deadline: float | None = None) -> tup
         return None
 
 
-_parse_cached = functools.lru_cache(maxsize=2048)(_parse)
+#: Fleets repeat the same commands all day (``git status``, ``npm test``): each distinct one is
+#: split once while it stays among the most recent ``SPLIT_CACHE_SIZE``.
+SPLIT_CACHE_SIZE: Final = 2048
+_parse_cached = functools.lru_cache(maxsize=SPLIT_CACHE_SIZE)(_parse)
+
+
+def split_cache_info() -> functools._CacheInfo:
+    """Hits, misses and size of the split cache (commands up to ``CACHED_COMMAND_CHARS``)."""
+    return _parse_cached.cache_info()
 
 
 def split_within(command: str, powershell: bool, budget_s: float) -> Judged:
@@ -148,6 +156,7 @@ def strip_wrappers(words: tuple[Word, ...]) -> tuple[Word, ...]:
 
 __all__ = [
     "CACHED_COMMAND_CHARS",
+    "SPLIT_CACHE_SIZE",
     "Judged",
     "OutOfTime",
     "Prepared",
@@ -158,6 +167,7 @@ __all__ = [
     "prepare",
     "reset_prepared",
     "split_bash",
+    "split_cache_info",
     "split_within",
     "strip_wrappers",
     "unjudged",

@@ -80,6 +80,16 @@ def using_limits(limits: Limits) -> Iterator[None]:
         _CURRENT.reset(token)
 
 
+def set_limits(limits: Limits) -> contextvars.Token[Limits]:
+    """Judge under ``limits`` from now on in this context; returns the token for :func:`reset_limits`."""
+    return _CURRENT.set(limits)
+
+
+def reset_limits(token: contextvars.Token[Limits]) -> None:
+    """Undo :func:`set_limits`."""
+    _CURRENT.reset(token)
+
+
 def depth_over(value: Any, limit: int) -> int | None:
     """The nesting depth of a parsed JSON value when it is over ``limit``, else ``None``.
 
@@ -113,5 +123,7 @@ __all__ = [
     "Limits",
     "current_limits",
     "depth_over",
+    "reset_limits",
+    "set_limits",
     "using_limits",
 ]

@@ -24,8 +24,6 @@ Everything is compiled once (``functools.lru_cache``): this runs on every PreToo
 from __future__ import annotations
 
 import functools
-import os
-import posixpath
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -35,8 +33,9 @@ from urllib.parse import urlsplit
 import re2
 
 from bus.rules.bashsplit import CACHED_COMMAND_CHARS, SimpleCommand, parse_commands, split_bash, strip_wrappers
-from bus.rules.globs import Glob, gitignore_regex, glob, glob_regex
+from bus.rules.globs import Glob, glob, glob_regex
 from bus.rules.limits import PATH_MAX_CHARS, current_limits
+from bus.rules.paths import path_matches
 
 EDIT_TOOLS: Final = frozenset({"Edit", "Write", "MultiEdit", "NotebookEdit"})
 READ_TOOLS: Final = frozenset({"Read", "Grep", "Glob", "LS", "NotebookRead"})
@@ -100,7 +99,6 @@ _SAFE_ENV: Final = frozenset(
     }
 )
 RuleKind = Literal["if", "allow", "ask", "deny"]
-_WINDOWS_DRIVE: Final = re.compile(r"([A-Za-z]):[\\/]")
 
 
 @dataclass(frozen=True, slots=True)
@@ -193,16 +191,11 @@ def rule_matches(
         )
     limits = current_limits()
     if tool in EDIT_TOOLS or tool in READ_TOOLS:
-        fields = _PATH_FIELDS.get(tool, ("file_path", "notebook_path"))
-        default = cwd if tool in _PATH_FIELDS else None  # Glob/Grep/LS search the cwd by default
-        path = next((tool_input[f] for f in fields if tool_input.get(f)), default)
-        more = tool_input.get("file_paths") if tool in EDIT_TOOLS else None  # every file of a multi-file edit
-        paths = [p for p in (path, *(more if isinstance(more, list) else ())) if isinstance(p, str)]
-        too_long = any(limits.string_too_long(p) or len(p) > PATH_MAX_CHARS for p in paths)
-        if too_long or (cwd and len(cwd) > PATH_MAX_CHARS):
+        paths = call_paths(tool, tool_input, cwd)
+        if paths_too_long(paths, cwd):
             return fail_open if paths else False  # cannot be judged
         every = all if kind == "allow" else any
-        return bool(paths) and every(_path_matches(content, p, cwd, deny_rule) for p in paths)
+        return bool(paths) and every(path_matches(content, p, cwd, deny_rule) for p in paths)
     if tool == "WebFetch":
         url = tool_input.get("url")
         return fail_open if isinstance(url, str) and limits.string_too_long(url) else _url_matches(content, url)
@@ -210,6 +203,35 @@ def rule_matches(
         if isinstance(value := tool_input.get(field), str):
             return fail_open if limits.string_too_long(value) else glob(content).fullmatch(value)
     return False
+
+
+def call_paths(tool: str, tool_input: Mapping[str, Any], cwd: str | None) -> list[str]:
+    """The paths a file tool's call touches (Glob/Grep/LS search the cwd by default)."""
+    fields = _PATH_FIELDS.get(tool, ("file_path", "notebook_path"))
+    default = cwd if tool in _PATH_FIELDS else None
+    path = next((tool_input[f] for f in fields if tool_input.get(f)), default)
+    more = tool_input.get("file_paths") if tool in EDIT_TOOLS else None  # every file of a multi-file edit
+    return [p for p in (path, *(more if isinstance(more, list) else ())) if isinstance(p, str)]
+
+
+def paths_too_long(paths: list[str], cwd: str | None) -> bool:
+    """A path (or the cwd) too long to judge: it meets every deny and ask rule of its tool."""
+    limits = current_limits()
+    return any(limits.string_too_long(p) or len(p) > PATH_MAX_CHARS for p in paths) or bool(
+        cwd and len(cwd) > PATH_MAX_CHARS
+    )
+
+
+def path_rule(rule: PermissionRule, tool_name: str, kind: RuleKind) -> bool:
+    """Whether :func:`rule_matches` judges ``rule`` on the paths of a ``tool_name`` call."""
+    tool = _TOOL_ALIASES.get(tool_name, tool_name)
+    rule_tool = _TOOL_ALIASES.get(rule.tool, rule.tool)
+    if (tool not in EDIT_TOOLS and tool not in READ_TOOLS) or rule.content is None:
+        return False
+    if not _tool_applies(rule_tool, tool, kind in ("deny", "ask")):
+        return False
+    param = _PARAM_RULE.fullmatch(rule.content)
+    return not (param and param.group(1) in (_PARAMS.get(tool, frozenset()) | _PARAMS.get(rule_tool, frozenset())))
 
 
 def _tool_applies(rule_tool: str, tool: str, read_covers_edits: bool) -> bool:
@@ -328,69 +350,6 @@ def _dynamic_could_match(pattern: _ShellPattern, cmd: SimpleCommand) -> bool:
 # --- File paths -------------------------------------------------------------------------
 
 
-@dataclass(frozen=True, slots=True)
-class _PathPattern:
-    anchor: Literal["root", "home", "cwd"]
-    regex: re.Pattern[str]  # matched against the path relative to the anchor
-
-
-@functools.lru_cache(maxsize=4096)
-def _path_pattern(content: str, deny_rule: bool) -> _PathPattern:
-    pattern = content.strip()
-    anchor: Literal["root", "home", "cwd"] = "cwd"
-    if pattern.startswith("//"):
-        anchor, rel, anchored = "root", pattern[2:], True
-    elif pattern == "~" or pattern.startswith("~/"):
-        anchor, rel, anchored = "home", pattern[2:], True
-    elif pattern.startswith(("/", "./")):  # ``/x`` is settings-relative in Claude Code: cwd here
-        rel, anchored = pattern[pattern.index("/") + 1 :], True
-    else:
-        rel = pattern
-        anchored = "/" in rel.rstrip("/")
-        if deny_rule and re.fullmatch(r"[^/]+/\*\*", rel):
-            anchored = False  # deny/ask: ``secrets/**`` matches a ``secrets`` dir at any depth
-    if rel.endswith("/"):
-        rel += "**"
-    if not rel.strip("/"):
-        return _PathPattern(anchor, re.compile(r".*", re.DOTALL))
-    if not anchored:
-        rel = "**/" + rel
-    return _PathPattern(anchor, re.compile(gitignore_regex(rel) + r"(?:/.*)?", re.DOTALL))
-
-
-def _normalize_path(path: str) -> str:
-    """POSIX form: ``C:\\Users\\a`` -> ``/c/Users/a``; ``..`` and doubled slashes resolved."""
-    drive = _WINDOWS_DRIVE.match(path)
-    if drive:
-        path = f"/{drive.group(1).lower()}/{path[3:]}".replace("\\", "/")
-    path = posixpath.normpath(path)
-    return "/" + path.lstrip("/") if path.startswith("//") else path
-
-
-def _path_matches(content: str, path: str, cwd: str | None, deny_rule: bool) -> bool:
-    pattern = _path_pattern(content, deny_rule)
-    base_cwd = _normalize_path(cwd) if cwd else None
-    path = _normalize_path(path)
-    if not path.startswith("/") and base_cwd is not None:
-        path = posixpath.normpath(posixpath.join(base_cwd, path))
-    if pattern.anchor == "root":
-        base: str | None = "/"
-    elif pattern.anchor == "home":
-        base = _normalize_path(os.path.expanduser("~"))
-    else:
-        base = base_cwd
-    if base is None:  # no cwd: try the path as given and every tail of it
-        parts = path.strip("/").split("/")
-        return any(pattern.regex.fullmatch("/".join(parts[k:])) for k in range(len(parts)))
-    if base == "/":
-        rel = path[1:] if path.startswith("/") else None
-    elif path == base:
-        rel = ""
-    else:
-        rel = path[len(base) + 1 :] if path.startswith(base + "/") else None
-    return rel is not None and pattern.regex.fullmatch(rel) is not None
-
-
 # --- WebFetch ---------------------------------------------------------------------------
 
 
@@ -442,7 +401,10 @@ __all__ = [
     "SHELL_TOOLS",
     "PermissionRule",
     "RuleKind",
+    "call_paths",
     "parse_rule",
+    "path_rule",
+    "paths_too_long",
     "rule_matches",
     "shell_regex",
     "shell_texts",

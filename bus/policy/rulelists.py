@@ -1,0 +1,282 @@
+"""The permission rules of a ``rule`` handler, compiled once and evaluated in-process.
+
+The ``deny``, ``ask`` and ``allow`` lists are checked in that order and the first rule that
+matches the tool call decides. On PreToolUse the verdict is a ``permissionDecision``; on
+PermissionRequest a ``decision.behavior`` (``ask`` has no equivalent there and yields no
+decision); on the other tool events a ``deny`` becomes ``decision: "block"``. Events with
+no tool call get no decision from a rule handler.
+
+A rule pack runs on every tool call, so each list is compiled once per tool: a shell tool's
+plain patterns into one alternation (a single regex pass per subcommand text), a file tool's
+path rules into one alternation per anchor (see :class:`bus.rules.paths.PathRules`). The
+group that matched names the rule; the list's other rules are tried one by one, and only
+those before it in the list, so the rule named is always the first that matches.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import re
+from typing import Any, Final, Protocol
+
+from bus.hooks.decisions import Decision
+from bus.hooks.results import HandlerResult, Outcome
+from bus.rules.bashsplit import CACHED_COMMAND_CHARS, SPLIT_CACHE_SIZE, unjudged
+from bus.rules.paths import PathRules
+from bus.rules.permissions import (
+    EDIT_TOOLS,
+    READ_TOOLS,
+    SHELL_TOOLS,
+    PermissionRule,
+    RuleKind,
+    call_paths,
+    parse_rule,
+    path_rule,
+    paths_too_long,
+    rule_matches,
+    shell_regex,
+    shell_texts,
+)
+
+_BLOCK_EVENTS: Final = frozenset({"PostToolUse", "PostToolUseFailure"})
+_VERDICTS: Final[tuple[RuleKind, ...]] = ("deny", "ask", "allow")
+
+
+Rule = tuple[int, PermissionRule, str]  # position in its list, the rule, its text
+
+
+@dataclasses.dataclass(frozen=True)
+class ToolRules:
+    """One list's rules for one tool: those one alternation decides (group ``r<position>``), the rest."""
+
+    #: A shell tool's plain patterns as one regex (not for allow lists: every subcommand must match).
+    shell: re.Pattern[str] | None
+    #: A file tool's path rules, one alternation per anchor.
+    paths: PathRules | None
+    #: The list's other rules, tried one by one.
+    others: tuple[Rule, ...]
+
+
+@dataclasses.dataclass(frozen=True)
+class RuleList:
+    """One verdict's rules, with a compiled fast path per tool."""
+
+    verdict: RuleKind
+    rules: tuple[Rule, ...]
+    tools: dict[str, ToolRules]
+
+    def first_match(self, tool_name: str, tool_input: dict[str, Any], cwd: str | None) -> str | None:
+        """The text of the first rule of the list (in its order) that matches the call."""
+        compiled = self.tools.get(tool_name)
+        candidates = self.rules
+        found: int | None = None
+        if compiled is not None and compiled.shell is not None:
+            command = tool_input.get("command")
+            texts = _judged_texts(command, tool_name == "PowerShell") if isinstance(command, str) else None
+            if texts is not None:  # statically known: one regex pass per subcommand text decides
+                found = _first_position(compiled.shell, texts)
+                candidates = compiled.others
+        elif compiled is not None and compiled.paths is not None and cwd:
+            paths = call_paths(tool_name, tool_input, cwd)
+            if not paths_too_long(paths, cwd) and (len(paths) <= 1 or self.verdict != "allow"):
+                positions = [p for p in (compiled.paths.first(path, cwd) for path in paths) if p is not None]
+                found = min(positions, default=None)
+                candidates = compiled.others
+        for position, rule, text in candidates:
+            if found is not None and position > found:
+                break
+            if rule_matches(rule, tool_name, tool_input, cwd, kind=self.verdict):
+                return text
+        return None if found is None else self.rules[found][2]
+
+
+def _judged_texts(command: str, powershell: bool) -> tuple[str, ...] | None:
+    """Every text the command's subcommands are matched as, or ``None`` when they cannot decide alone."""
+    if unjudged(command, powershell) is not None:
+        return None
+    return _texts(command, powershell) if len(command) <= CACHED_COMMAND_CHARS else _sorted_texts(command, powershell)
+
+
+def _first_position(combined: re.Pattern[str], texts: tuple[str, ...]) -> int | None:
+    best: int | None = None
+    for text in texts:
+        found = combined.fullmatch(text)
+        if found is not None and found.lastgroup is not None:
+            position = int(found.lastgroup[1:])
+            best = position if best is None else min(best, position)
+    return best
+
+
+def _sorted_texts(command: str, powershell: bool) -> tuple[str, ...] | None:
+    """:func:`shell_texts` in a fixed order."""
+    texts = shell_texts(command, powershell)
+    return None if texts is None else tuple(sorted(texts))
+
+
+#: Every deny and ask list of every rule handler on an event asks for the same command's texts:
+#: all but the first ask cost a lookup (commands up to ``CACHED_COMMAND_CHARS`` only).
+_texts = functools.lru_cache(maxsize=SPLIT_CACHE_SIZE)(_sorted_texts)
+
+
+def _is_shell_rule(rule: PermissionRule, tool: str) -> bool:
+    """A plain shell pattern of ``tool`` that one regex matches in linear time."""
+    return (
+        rule.tool == tool
+        and rule.content is not None
+        and ":" not in rule.content.split(" ", 1)[0]
+        and rule.content.strip() != "*"  # matches even a command of no subcommands: tried on its own
+        and shell_regex(rule, tool == "PowerShell") is not None
+    )
+
+
+def _shell_rules(verdict: RuleKind, rules: tuple[Rule, ...], tool: str) -> ToolRules | None:
+    mine = [item for item in rules if _is_shell_rule(item[1], tool)]
+    if not mine or verdict == "allow":
+        return None
+    patterns = [(position, shell_regex(rule, tool == "PowerShell")) for position, rule, _ in mine]
+    combined = re.compile(
+        "|".join(f"(?P<r{position}>{p.pattern})" for position, p in patterns if p),
+        patterns[0][1].flags if patterns[0][1] else 0,
+    )
+    chosen = {position for position, _ in patterns}
+    return ToolRules(combined, None, tuple(item for item in rules if item[0] not in chosen))
+
+
+def _path_rules(verdict: RuleKind, rules: tuple[Rule, ...], tool: str) -> ToolRules | None:
+    mine = [(position, rule.content or "") for position, rule, _ in rules if path_rule(rule, tool, verdict)]
+    if not mine:
+        return None
+    chosen = {position for position, _ in mine}
+    paths = PathRules.compile(mine, verdict in ("deny", "ask"))
+    return ToolRules(None, paths, tuple(item for item in rules if item[0] not in chosen))
+
+
+def _compile(verdict: RuleKind, texts: tuple[str, ...]) -> RuleList:
+    rules = tuple((position, parse_rule(text), text) for position, text in enumerate(texts))
+    tools: dict[str, ToolRules] = {}
+    for tool in SHELL_TOOLS:
+        if (shell := _shell_rules(verdict, rules, tool)) is not None:
+            tools[tool] = shell
+    for tool in EDIT_TOOLS | READ_TOOLS:
+        if (paths := _path_rules(verdict, rules, tool)) is not None:
+            tools[tool] = paths
+    return RuleList(verdict, rules, tools)
+
+
+class RuleLists(Protocol):
+    """A ``rule`` handler's lists, as the policy holds them."""
+
+    deny: list[str]
+    ask: list[str]
+    allow: list[str]
+
+
+def compile_rules(handler: RuleLists) -> tuple[RuleList, ...]:
+    """The handler's deny, ask and allow lists, compiled once."""
+    return compile_lists(tuple(handler.deny), tuple(handler.ask), tuple(handler.allow))
+
+
+@functools.lru_cache(maxsize=1024)
+def compile_lists(deny: tuple[str, ...], ask: tuple[str, ...], allow: tuple[str, ...]) -> tuple[RuleList, ...]:
+    """The deny, ask and allow lists compiled (kept for the most recent 1024 handlers' lists)."""
+    return tuple(_compile(verdict, texts) for verdict, texts in zip(_VERDICTS, (deny, ask, allow), strict=True))
+
+
+def first_verdict(lists: tuple[RuleList, ...], hook_input: dict[str, Any]) -> tuple[str, str] | None:
+    """``(verdict, rule text)`` of the first matching rule of ``lists``, deny before ask before allow."""
+    tool_name = hook_input.get("tool_name")
+    if not isinstance(tool_name, str):
+        return None
+    tool_input = hook_input.get("tool_input")
+    if not isinstance(tool_input, dict):
+        tool_input = {}
+    cwd = hook_input.get("cwd")
+    if not isinstance(cwd, str):
+        cwd = None
+    for rule_list in lists:
+        found = rule_list.first_match(tool_name, tool_input, cwd)
+        if found is not None:
+            return rule_list.verdict, found
+    return None
+
+
+def evaluate_rules(handler: RuleLists, hook_input: dict[str, Any]) -> tuple[str, str] | None:
+    """``(verdict, rule text)`` of the handler's first matching rule, deny before ask before allow."""
+    return first_verdict(compile_rules(handler), hook_input)
+
+
+def rule_output(event: str, verdict: str, rule: str, reason: str | None, unjudged: str | None = None) -> dict[str, Any]:
+    """The Claude Code output object for a rule verdict on ``event``; ``unjudged`` says why the
+    input could not be judged (then only deny and ask rules meet it)."""
+    text = f"{reason} (rule: {rule})" if reason else f"hookbus: {verdict} by rule {rule}"
+    if unjudged:
+        text += f"; {unjudged}, so it cannot be judged and meets every deny and ask rule of its tool"
+    if event == "PreToolUse":
+        return {
+            "hookSpecificOutput": {
+                "hookEventName": event,
+                "permissionDecision": verdict,
+                "permissionDecisionReason": text,
+            }
+        }
+    if event == "PermissionRequest" and verdict in ("allow", "deny"):
+        decision: dict[str, Any] = {"behavior": verdict}
+        if verdict == "deny":
+            decision["message"] = text
+        return {"hookSpecificOutput": {"hookEventName": event, "decision": decision}}
+    if event in _BLOCK_EVENTS and verdict == "deny":
+        return {"decision": "block", "reason": text}
+    return {}
+
+
+def decide_rules(
+    lists: tuple[RuleList, ...], reason: str | None, event: str, hook_input: dict[str, Any]
+) -> HandlerResult:
+    """What a ``rule`` handler with these lists answers to ``event``: its output, and its
+    decision as merging it alone would make it (:attr:`HandlerResult.decided`)."""
+    found = first_verdict(lists, hook_input)
+    if found is None:
+        return HandlerResult(Outcome.OK, output={}, handler_type="rule")
+    verdict, rule = found
+    tool_name, tool_input = hook_input.get("tool_name"), hook_input.get("tool_input")
+    command = tool_input.get("command") if tool_name in SHELL_TOOLS and isinstance(tool_input, dict) else None
+    why = unjudged(command, tool_name == "PowerShell") if isinstance(command, str) else None
+    output = rule_output(event, verdict, rule, reason, why)
+    return HandlerResult(Outcome.OK, output=output, handler_type="rule", decided=_decided(event, verdict, output))
+
+
+def _decided(event: str, verdict: str, output: dict[str, Any]) -> tuple[str, str | None] | None:
+    shape = _ALONE.get((event, verdict))
+    if shape is None:
+        return None
+    label, reason_key = shape
+    if reason_key is None:
+        return label, None
+    holder = output.get("hookSpecificOutput", output)
+    reason = holder.get(reason_key) if reason_key != "message" else holder["decision"]["message"]
+    return label, reason
+
+
+#: The decision and where its reason is, of a rule verdict's output merged alone, for the
+#: events and verdicts where that merge gives the output back unchanged (the tests check it).
+_ALONE: Final[dict[tuple[str, str], tuple[str, str | None]]] = {
+    **{("PreToolUse", v): (v, "permissionDecisionReason") for v in ("deny", "ask", "allow")},
+    ("PermissionRequest", "deny"): (Decision.DENY, "message"),
+    ("PermissionRequest", "allow"): (Decision.ALLOW, None),
+    ("PostToolUse", "deny"): (Decision.BLOCK, "reason"),
+    ("PostToolUseFailure", "deny"): (Decision.BLOCK, "reason"),
+}
+
+
+__all__ = [
+    "RuleList",
+    "RuleLists",
+    "ToolRules",
+    "compile_lists",
+    "compile_rules",
+    "decide_rules",
+    "evaluate_rules",
+    "first_verdict",
+    "rule_output",
+]
