@@ -188,9 +188,31 @@ def is_known(name: str) -> bool:
     return name in EVENTS
 
 
+#: Claude Code's default handler timeouts, in seconds.
+DEFAULT_TIMEOUT_S = {
+    "command": 600.0,
+    "http": 600.0,
+    "mcp_tool": 600.0,
+    "prompt": 30.0,
+    "agent": 60.0,
+    "rule": 5.0,
+    "function": 30.0,
+}
+_SHORT_EVENTS_S = {"UserPromptSubmit": 30.0, "PreModelSwitch": 30.0, "PostModelSwitch": 30.0, "MessageDisplay": 10.0}
+
+
+def default_timeout_s(handler_type: str, event: str) -> float:
+    """Claude Code's default timeout for ``handler_type`` on ``event``."""
+    base = DEFAULT_TIMEOUT_S.get(handler_type, 600.0)
+    if handler_type in ("command", "http", "mcp_tool"):
+        return min(base, _SHORT_EVENTS_S.get(event, base))
+    return base
+
+
 __all__ = [
     "ALL_HANDLER_TYPES",
     "CLAUDE_EVENTS",
+    "DEFAULT_TIMEOUT_S",
     "EVENTS",
     "IF_EVENTS",
     "NARROW_MATCHER_EVENTS",
@@ -199,6 +221,7 @@ __all__ = [
     "SEED_EVENTS",
     "STOP_EVENTS",
     "EventSpec",
+    "default_timeout_s",
     "event_spec",
     "is_known",
 ]

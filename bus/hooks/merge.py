@@ -123,9 +123,13 @@ class _Verdict:
 
 def merge_results(event: str, results: Sequence[HandlerResult]) -> MergedDecision:
     """Merge the results of ``event``'s handlers (in policy order) into one hook output."""
-    if all(r.outcome is Outcome.OK and not r.output and not r.text for r in results if not r.shadow):
-        # Nobody said anything (most tool calls a policy lets through): nothing to merge.
+    voters = [r for r in results if not r.shadow and (r.outcome is not Outcome.OK or r.output or r.text)]
+    if not voters:  # nobody said anything (most tool calls a policy lets through): nothing to merge
         return MergedDecision({}, Decision.NONE, None)
+    if len(voters) == 1 and voters[0].decided is not None and voters[0].output is not None:
+        # One answer whose runner knows what merging it alone gives (a rule's verdict).
+        decision, reason = voters[0].decided
+        return MergedDecision(voters[0].output, decision, reason)
     return _merge(event, results)
 
 

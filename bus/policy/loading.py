@@ -26,6 +26,8 @@ from bus.hooks.claude_settings import SETTINGS_KEYS
 from bus.hooks.events import EVENTS, HANDLER_TYPES, IF_EVENTS, NO_HTTP_EVENTS, event_spec
 from bus.hooks.matching import compile_matcher
 from bus.policy import schema
+from bus.policy.compiled import compile_policy
+from bus.policy.entries import HandlerEntry
 from bus.policy.placeholders import literal_program, reparse_warning
 from bus.policy.schema import (
     CommandHandler,
@@ -52,22 +54,6 @@ _TOP_LEVEL: Final[dict[str, tuple[TypeAdapter[Any], str | None]]] = {
     "$schema": (TypeAdapter(str), None),
     "description": (TypeAdapter(str), None),  # plugin hooks/hooks.json files have one
 }
-
-
-@dataclass(frozen=True)
-class HandlerEntry:
-    """One handler of the policy, where it came from, and its stable id."""
-
-    event: str
-    group_index: int
-    handler_index: int
-    matcher: str | None
-    handler: Handler
-    handler_id: str  # sha256 of (event, matcher, canonical handler JSON): equal handlers share it
-    source: str
-
-    def __hash__(self) -> int:
-        return hash((self.handler_id, self.source, self.group_index, self.handler_index))
 
 
 @dataclass
@@ -394,16 +380,18 @@ def merge_policy(files: Sequence[PolicyFile]) -> Policy:
         digest.update(len(data).to_bytes(8, "big") + data)
     if disable and seen:
         notes.append("disableAllHooks is true: no handler runs")
-    return Policy(
-        settings=_PLATFORM.validate_python(platform, strict=True, by_alias=True, by_name=False),
-        revision=digest.hexdigest()[:12],
-        sources=tuple(f.source for f in files),
-        disable_all_hooks=disable,
-        allowed_http_hook_urls=_union(f.allowed_http_hook_urls for f in files),
-        http_hook_allowed_env_vars=_union(f.http_hook_allowed_env_vars for f in files),
-        notes=tuple(notes),
-        by_event={} if disable else {event: tuple(found) for event, found in by_event.items()},
-        files=tuple(files),
+    return compile_policy(
+        Policy(
+            settings=_PLATFORM.validate_python(platform, strict=True, by_alias=True, by_name=False),
+            revision=digest.hexdigest()[:12],
+            sources=tuple(f.source for f in files),
+            disable_all_hooks=disable,
+            allowed_http_hook_urls=_union(f.allowed_http_hook_urls for f in files),
+            http_hook_allowed_env_vars=_union(f.http_hook_allowed_env_vars for f in files),
+            notes=tuple(notes),
+            by_event={} if disable else {event: tuple(found) for event, found in by_event.items()},
+            files=tuple(files),
+        )
     )
 
 
@@ -420,10 +408,8 @@ def read_policy_files(paths: Sequence[str | Path]) -> list[PolicyFile]:
 
 
 def load_policy(paths: Sequence[str | Path]) -> Policy:
-    """Load, check and layer the policy files at ``paths`` (in order; later files override).
-
-    Raises PolicyError listing every problem of every file, each with its line.
-    """
+    """Load, check, layer (later files override) and compile the policy files at ``paths``;
+    raises PolicyError listing every problem of every file, each with its line."""
     return merge_policy(read_policy_files(paths))
 
 

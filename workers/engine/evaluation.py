@@ -14,7 +14,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
-import functools
 import logging
 import time
 from collections.abc import Mapping, Sequence
@@ -25,16 +24,16 @@ import redis.asyncio as aioredis
 
 from bus.errors import BusUnavailable, RedisCommandError
 from bus.hooks.decisions import Decision, FailOpenReason
-from bus.hooks.events import IF_EVENTS, STOP_EVENTS
-from bus.hooks.matching import compile_matcher, matcher_value
+from bus.hooks.events import STOP_EVENTS
 from bus.hooks.merge import MergedDecision, merge_results
 from bus.hooks.plugins import hooks_for
 from bus.hooks.results import HandlerResult, Outcome
+from bus.policy.compiled import INLINE_TYPES, CompiledHandler, compiled
+from bus.policy.compiled import selected as compiled_selected
 from bus.policy.loading import HandlerEntry, Policy
+from bus.policy.rulelists import decide_rules
 from bus.redis.connection import redis_errors
 from bus.redis.keys import Keyspace
-from bus.rules.limits import current_limits
-from bus.rules.permissions import PermissionRule, parse_rule, rule_matches
 from bus.runtime import tracing
 from bus.runtime.logs import event_fields
 from bus.runtime.metrics import Metrics, event_label, process_metrics
@@ -53,8 +52,6 @@ logger = logging.getLogger("hookbus.dispatcher")
 
 ONCE_TTL_S = 7 * 86400
 ONCE_CLAIM_GRACE_S = 30
-#: Handler types evaluated in-process without I/O: no task, no timer.
-INLINE_TYPES = frozenset({"rule"})
 STOP_GUARD_TTL_S = 3600
 
 #: What the engine does with ``async`` handlers: make them jobs (:attr:`Evaluation.jobs`, the
@@ -92,40 +89,10 @@ def deciders(event: str, results: Sequence[HandlerResult], decision: str) -> lis
     return [r.handler_id for r in voters if merge_results(event, [r]).decision == decision]
 
 
-@functools.lru_cache(maxsize=4096)
-def _if_rule(text: str) -> PermissionRule | None:
-    try:
-        return parse_rule(text)
-    except ValueError:
-        return None
-
-
 def selected(entry: HandlerEntry, event: str, hook_input: Mapping[str, Any], agent: str = CLAUDE_CODE) -> bool:
     """Does ``entry`` run on this event from ``agent`` (its ``agents``, group matcher, then ``if``)?
-
-    A matcher value over ``hookbus.limits.stringBytes`` cannot be judged: the handler runs."""
-    if entry.handler.agents is not None and agent not in entry.handler.agents:
-        return False
-    value = matcher_value(event, hook_input)
-    too_long = value is not None and current_limits().string_too_long(value)
-    if not too_long and not compile_matcher(entry.matcher, event).matches(value):
-        return False
-    condition = entry.handler.if_
-    if condition is None:
-        return True
-    if event not in IF_EVENTS:
-        return False
-    rule = _if_rule(condition)
-    if rule is None:
-        return True  # an `if` that cannot be parsed fails open: the hook runs
-    tool_input = hook_input.get("tool_input")
-    cwd = hook_input.get("cwd")
-    return rule_matches(
-        rule,
-        str(hook_input.get("tool_name", "")),
-        tool_input if isinstance(tool_input, dict) else {},
-        cwd if isinstance(cwd, str) else None,
-    )
+    The reference :meth:`bus.policy.compiled.CompiledEvent.select` decides as."""
+    return compiled_selected(entry, event, hook_input, agent)
 
 
 async def _unsupported(ctx: HookContext) -> HandlerResult:
@@ -171,31 +138,32 @@ class Engine:
 
     async def _evaluate(self, request: Request, hook_input: dict[str, Any], policy: Policy) -> Evaluation:
         event = request.event
-        agent = request.agent
-        contexts: list[HookContext] = []
+        slots: list[HandlerResult | None] = []  # in policy order; None: run below
+        contexts: list[tuple[int, HookContext]] = []
         jobs: list[PreparedJob] = []
-        for entry in policy.entries(event):
-            if not selected(entry, event, hook_input, agent):
-                continue
-            if entry.handler.async_ and self.async_handlers != "inline":
+        fast = not request.traced
+        for handler in compiled(policy).select(event, hook_input, request.agent):
+            if handler.run_async and self.async_handlers != "inline":
                 if self.async_handlers == "jobs":
                     settings = policy.settings.async_
-                    jobs.append(
-                        prepare_job(
-                            request,
-                            entry.handler_id,
-                            entry.handler.max_age_seconds or settings.max_age_seconds,
-                            settings.max_queued,
-                        )
-                    )
+                    max_age_s = handler.handler.max_age_seconds or settings.max_age_seconds
+                    jobs.append(prepare_job(request, handler.handler_id, max_age_s, settings.max_queued))
                 continue
-            timeout_s = entry.handler.timeout or default_timeout_s(entry.handler.type, event)
-            contexts.append(HookContext(request, hook_input, entry, policy, timeout_s, self.services))
-        if len(contexts) == 1 or all(ctx.entry.handler.type in INLINE_TYPES for ctx in contexts):
+            if fast and handler.rules is not None and not handler.handler.once:
+                slots.append(self._decide_inline(handler, event, hook_input))
+                continue
+            ctx = HookContext(request, hook_input, handler.entry, policy, handler.timeout_s, self.services)
+            contexts.append((len(slots), ctx))
+            slots.append(None)
+        if len(contexts) == 1 or all(ctx.entry.handler.type in INLINE_TYPES for _, ctx in contexts):
             # In-process handlers finish without yielding: running them in turn skips a task each.
-            results = [await self._run(ctx) for ctx in contexts]
+            for i, ctx in contexts:
+                slots[i] = await self._run(ctx)
         else:
-            results = list(await asyncio.gather(*(self._run(ctx) for ctx in contexts)))
+            ran = await asyncio.gather(*(self._run(ctx) for _, ctx in contexts))
+            for (i, _), result in zip(contexts, ran, strict=True):
+                slots[i] = result
+        results = [result for result in slots if result is not None]
         if hooks_for(event) and not policy.disable_all_hooks:  # bus.hooks.plugins callbacks, after the policy's
             timeout_s = min(default_timeout_s("function", event), request.remaining_s())
             results.append(await run_plugins(event, hook_input, timeout_s, self.metrics))
@@ -269,6 +237,25 @@ class Engine:
         except (BusUnavailable, RedisCommandError, ValueError, AttributeError) as exc:
             # AttributeError: the hook input is no object; RedisCommandError: the key is no list.
             logger.warning("pending context of event %s could not be put back: %s", request.event_id, exc)
+
+    def _decide_inline(self, handler: CompiledHandler, event: str, hook_input: dict[str, Any]) -> HandlerResult:
+        """A ``rule`` handler, decided in this call: what :meth:`_run` does, minus what it cannot need."""
+        assert handler.rules is not None
+        started = time.perf_counter()
+        try:
+            result = decide_rules(handler.rules, handler.reason, event, hook_input)
+        except Exception as exc:  # a broken handler must never break the dispatcher
+            logger.exception("handler raised", extra={"handler": handler.handler_id, "handler_type": "rule"})
+            result = HandlerResult(Outcome.ERROR, reason=f"{type(exc).__name__}: {exc}")
+        result.duration_s = time.perf_counter() - started
+        result.handler_type = handler.handler_type
+        result.handler_id = handler.handler_id
+        result.fail_closed = handler.handler.fail_mode == "closed"
+        result.shadow = handler.handler.shadow
+        self.metrics.child(self.metrics.hook_duration, handler.handler_type).observe(result.duration_s)
+        if result.failed:
+            self.metrics.hook_errors.labels(handler.handler_type, result.outcome.value).inc()
+        return result
 
     async def _run(self, ctx: HookContext) -> HandlerResult:
         handler = ctx.entry.handler

@@ -11,12 +11,11 @@ rule and ``if`` of the event then sees without splitting it again.
 from __future__ import annotations
 
 import asyncio
-import contextlib
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Mapping
 from typing import Any, TypeVar
 
 from bus.rules.bashsplit import Judged, prepare, reset_prepared, split_within
-from bus.rules.limits import INLINE_SPLIT_CHARS, SPLIT_BUDGET_S, Limits, using_limits
+from bus.rules.limits import INLINE_SPLIT_CHARS, SPLIT_BUDGET_S, Limits, reset_limits, set_limits
 from bus.rules.permissions import SHELL_TOOLS
 from workers.handlers.threads import ThreadHandoff
 
@@ -59,16 +58,24 @@ async def offload(fn: Callable[..., T], *args: Any) -> T:
     return result
 
 
-@contextlib.contextmanager
-def judged(found: dict[tuple[str, bool], Judged] | None, limits: Limits) -> Iterator[None]:
+class judged:
     """Evaluate the event under these judgements and limits (in the current context)."""
-    token = prepare(found) if found else None
-    with using_limits(limits):
-        try:
-            yield
-        finally:
-            if token is not None:
-                reset_prepared(token)
+
+    __slots__ = ("_found", "_limits", "_limits_token", "_token")
+
+    def __init__(self, found: dict[tuple[str, bool], Judged] | None, limits: Limits) -> None:
+        self._found = found
+        self._limits = limits
+
+    def __enter__(self) -> None:
+        # A class, not a generator: this runs around every event's evaluation.
+        self._token = prepare(self._found) if self._found else None
+        self._limits_token = set_limits(self._limits)
+
+    def __exit__(self, *exc: object) -> None:
+        reset_limits(self._limits_token)
+        if self._token is not None:
+            reset_prepared(self._token)
 
 
 __all__ = ["judge_command", "judged", "offload"]
