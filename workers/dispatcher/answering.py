@@ -128,6 +128,7 @@ class Dispatcher:
             async_handlers="jobs",
             services=self.services,
             metrics=self.metrics,
+            topology=self.topology,
         )
         self.traces = DispatchTraces(settings.tracing.always)
         self._slots = asyncio.Semaphore(settings.dispatch_concurrency)

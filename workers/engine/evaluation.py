@@ -34,6 +34,7 @@ from bus.policy.loading import HandlerEntry, Policy
 from bus.policy.rulelists import decide_rules
 from bus.redis.connection import redis_errors
 from bus.redis.keys import Keyspace
+from bus.redis.topology import Topology
 from bus.runtime import tracing
 from bus.runtime.logs import event_fields
 from bus.runtime.metrics import Metrics, event_label, process_metrics
@@ -111,12 +112,13 @@ class Engine:
         async_handlers: AsyncHandlers = "inline",
         services: Services | None = None,
         metrics: Metrics | None = None,
+        topology: Topology | None = None,
     ) -> None:
         self.metrics = metrics or process_metrics()
         self.policy = policy
         self.redis = redis
         #: Pending-context pops of concurrent events, pipelined together.
-        self.context_pops = ContextPops(redis)
+        self.context_pops = ContextPops(redis, topology=topology)
         self.keys = keys
         self.runners = dict(runners)
         self.async_handlers = async_handlers
