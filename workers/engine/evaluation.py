@@ -16,7 +16,7 @@ import contextlib
 import dataclasses
 import logging
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from typing import Any, Literal
 
 import orjson
@@ -25,11 +25,12 @@ import redis.asyncio as aioredis
 from bus.errors import BusUnavailable, RedisCommandError
 from bus.hooks.decisions import Decision, FailOpenReason
 from bus.hooks.events import STOP_EVENTS
-from bus.hooks.merge import MergedDecision, merge_results
+from bus.hooks.merge import MergedDecision
 from bus.hooks.plugins import hooks_for
 from bus.hooks.results import HandlerResult, Outcome
 from bus.policy.compiled import INLINE_TYPES, CompiledHandler, compiled
 from bus.policy.compiled import selected as compiled_selected
+from bus.policy.deciding import deciders, judge
 from bus.policy.loading import HandlerEntry, Policy
 from bus.policy.rulelists import decide_rules
 from bus.redis.connection import redis_errors
@@ -72,22 +73,6 @@ class Evaluation:
     jobs: list[PreparedJob] = dataclasses.field(default_factory=list)
     #: The ids of the handlers that made the decision (none for ``none``).
     decided_by: list[str] = dataclasses.field(default_factory=list)
-
-
-def deciders(event: str, results: Sequence[HandlerResult], decision: str) -> list[str]:
-    """The ids of the handlers among ``results`` (the enforced ones) whose own answer is ``decision``.
-
-    Every handler that voted the winning decision counts (two rules denying the same call
-    both decided it); a handler that failed open decided nothing.
-    """
-    if decision == Decision.NONE:
-        return []
-    # An OK answer with nothing in it takes no part in the merge: with one answer that says
-    # something, the merged decision is its own; only several cost a merge each.
-    voters = [r for r in results if r.outcome is not Outcome.OK or r.output or r.text]
-    if len(voters) == 1:
-        return [voters[0].handler_id]
-    return [r.handler_id for r in voters if merge_results(event, [r]).decision == decision]
 
 
 def selected(entry: HandlerEntry, event: str, hook_input: Mapping[str, Any], agent: str = CLAUDE_CODE) -> bool:
@@ -169,36 +154,19 @@ class Engine:
         if hooks_for(event) and not policy.disable_all_hooks:  # bus.hooks.plugins callbacks, after the policy's
             timeout_s = min(default_timeout_s("function", event), request.remaining_s())
             results.append(await run_plugins(event, hook_input, timeout_s, self.metrics))
-        whole_shadow = policy.settings.shadow
-        shadow_results = [r for r in results if r.shadow or whole_shadow]
-        shadow: list[dict[str, Any]] = []
-        if shadow_results:
-            would = merge_results(event, [dataclasses.replace(r, shadow=False) for r in shadow_results])
-            self.metrics.shadow_decisions.labels(event, would.decision).inc()
-            shadow.append(
-                {"decision": would.decision, "output": would.output, "handlers": [r.handler_id for r in shadow_results]}
-            )
-        enforced = [] if whole_shadow else [r for r in results if not r.shadow]
-        merged = merge_results(event, enforced)
-        fail_open: FailOpenReason | None = None
-        for result in results:
-            if result.outcome is Outcome.TIMEOUT:
-                self.metrics.child(self.metrics.timeouts, "handler").inc()
-        for result in enforced:
-            if result.failed and result.fail_closed:
-                self.metrics.fail_closed.labels(event, result.handler_type).inc()
-            elif result.failed and merged.decision in (Decision.NONE, Decision.ALLOW):
-                # Counted only when the failure may have let the action through.
-                timed_out = result.outcome is Outcome.TIMEOUT
-                fail_open = FailOpenReason.HOOK_TIMEOUT if timed_out else FailOpenReason.HOOK_ERROR
+        judgement = judge(event, results, policy.settings.shadow)
+        merged = judgement.merged
         if event in STOP_EVENTS:
             merged = await self._stop_guard(request, hook_input, merged, policy.settings.stop_block_limit)
         if request.context is not None or (request.blocking and takes_context(policy, event)):
             merged = await self._deliver_async_context(request, hook_input, merged)
-        decided_by = deciders(event, enforced, merged.decision)
+        decided_by = deciders(event, judgement.enforced, merged.decision)
+        child = self.metrics.child
+        for count in judgement.counts:  # the judgement's side effects, in one step
+            child(getattr(self.metrics, count.metric), *count.labels).inc()
         for handler_id in decided_by:
-            self.metrics.child(self.metrics.handler_decisions, event_label(event), handler_id, merged.decision).inc()
-        return Evaluation(merged, results, shadow, fail_open, jobs, decided_by)
+            child(self.metrics.handler_decisions, event_label(event), handler_id, merged.decision).inc()
+        return Evaluation(merged, results, judgement.shadow, judgement.fail_open, jobs, decided_by)
 
     async def _deliver_async_context(
         self, request: Request, hook_input: dict[str, Any], merged: MergedDecision
