@@ -56,7 +56,8 @@ class HandlerResult:
 
     @property
     def failed(self) -> bool:
-        return self.outcome in (Outcome.ERROR, Outcome.TIMEOUT)
+        outcome = self.outcome  # identity: comparing a StrEnum by value costs a str comparison each
+        return outcome is Outcome.ERROR or outcome is Outcome.TIMEOUT
 
 
 __all__ = ["HandlerResult", "Outcome"]

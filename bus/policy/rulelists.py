@@ -34,6 +34,7 @@ from bus.rules.permissions import (
     parse_rule,
     path_rule,
     paths_too_long,
+    rule_applies,
     rule_matches,
     shell_regex,
     shell_texts,
@@ -50,12 +51,18 @@ Rule = tuple[int, PermissionRule, str]  # position in its list, the rule, its te
 class ToolRules:
     """One list's rules for one tool: those one alternation decides (group ``r<position>``), the rest."""
 
+    #: The list's rules whose tool part covers the tool, in list order.
+    applicable: tuple[Rule, ...]
     #: A shell tool's plain patterns as one regex (not for allow lists: every subcommand must match).
-    shell: re.Pattern[str] | None
+    shell: re.Pattern[str] | None = None
     #: A file tool's path rules, one alternation per anchor.
-    paths: PathRules | None
-    #: The list's other rules, tried one by one.
-    others: tuple[Rule, ...]
+    paths: PathRules | None = None
+    #: The applicable rules the alternation does not decide, tried one by one.
+    others: tuple[Rule, ...] = ()
+
+
+#: Tools without a compiled form (MCP tools, ...) each keep their applicable rules, up to this many.
+TOOLS_PER_LIST: Final = 256
 
 
 @dataclasses.dataclass(frozen=True)
@@ -68,16 +75,16 @@ class RuleList:
 
     def first_match(self, tool_name: str, tool_input: dict[str, Any], cwd: str | None) -> str | None:
         """The text of the first rule of the list (in its order) that matches the call."""
-        compiled = self.tools.get(tool_name)
-        candidates = self.rules
+        compiled = self.tools.get(tool_name) or self._for_tool(tool_name)
+        candidates = compiled.applicable
         found: int | None = None
-        if compiled is not None and compiled.shell is not None:
+        if compiled.shell is not None:
             command = tool_input.get("command")
             texts = _judged_texts(command, tool_name == "PowerShell") if isinstance(command, str) else None
             if texts is not None:  # statically known: one regex pass per subcommand text decides
                 found = _first_position(compiled.shell, texts)
                 candidates = compiled.others
-        elif compiled is not None and compiled.paths is not None and cwd:
+        elif compiled.paths is not None and cwd:
             paths = call_paths(tool_name, tool_input, cwd)
             if not paths_too_long(paths, cwd) and (len(paths) <= 1 or self.verdict != "allow"):
                 positions = [p for p in (compiled.paths.first(path, cwd) for path in paths) if p is not None]
@@ -89,6 +96,12 @@ class RuleList:
             if rule_matches(rule, tool_name, tool_input, cwd, kind=self.verdict):
                 return text
         return None if found is None else self.rules[found][2]
+
+    def _for_tool(self, tool_name: str) -> ToolRules:
+        found = ToolRules(tuple(item for item in self.rules if rule_applies(item[1], tool_name, self.verdict)))
+        if len(self.tools) < TOOLS_PER_LIST:
+            self.tools[tool_name] = found
+        return found
 
 
 def _judged_texts(command: str, powershell: bool) -> tuple[str, ...] | None:
@@ -130,8 +143,8 @@ def _is_shell_rule(rule: PermissionRule, tool: str) -> bool:
     )
 
 
-def _shell_rules(verdict: RuleKind, rules: tuple[Rule, ...], tool: str) -> ToolRules | None:
-    mine = [item for item in rules if _is_shell_rule(item[1], tool)]
+def _shell_rules(verdict: RuleKind, applicable: tuple[Rule, ...], tool: str) -> ToolRules | None:
+    mine = [item for item in applicable if _is_shell_rule(item[1], tool)]
     if not mine or verdict == "allow":
         return None
     patterns = [(position, shell_regex(rule, tool == "PowerShell")) for position, rule, _ in mine]
@@ -140,27 +153,25 @@ def _shell_rules(verdict: RuleKind, rules: tuple[Rule, ...], tool: str) -> ToolR
         patterns[0][1].flags if patterns[0][1] else 0,
     )
     chosen = {position for position, _ in patterns}
-    return ToolRules(combined, None, tuple(item for item in rules if item[0] not in chosen))
+    return ToolRules(applicable, shell=combined, others=tuple(item for item in applicable if item[0] not in chosen))
 
 
-def _path_rules(verdict: RuleKind, rules: tuple[Rule, ...], tool: str) -> ToolRules | None:
-    mine = [(position, rule.content or "") for position, rule, _ in rules if path_rule(rule, tool, verdict)]
+def _path_rules(verdict: RuleKind, applicable: tuple[Rule, ...], tool: str) -> ToolRules | None:
+    mine = [(position, rule.content or "") for position, rule, _ in applicable if path_rule(rule, tool, verdict)]
     if not mine:
         return None
     chosen = {position for position, _ in mine}
     paths = PathRules.compile(mine, verdict in ("deny", "ask"))
-    return ToolRules(None, paths, tuple(item for item in rules if item[0] not in chosen))
+    return ToolRules(applicable, paths=paths, others=tuple(item for item in applicable if item[0] not in chosen))
 
 
 def _compile(verdict: RuleKind, texts: tuple[str, ...]) -> RuleList:
     rules = tuple((position, parse_rule(text), text) for position, text in enumerate(texts))
     tools: dict[str, ToolRules] = {}
-    for tool in SHELL_TOOLS:
-        if (shell := _shell_rules(verdict, rules, tool)) is not None:
-            tools[tool] = shell
-    for tool in EDIT_TOOLS | READ_TOOLS:
-        if (paths := _path_rules(verdict, rules, tool)) is not None:
-            tools[tool] = paths
+    for tool in SHELL_TOOLS | EDIT_TOOLS | READ_TOOLS:
+        applicable = tuple(item for item in rules if rule_applies(item[1], tool, verdict))
+        compile_tool = _shell_rules if tool in SHELL_TOOLS else _path_rules
+        tools[tool] = compile_tool(verdict, applicable, tool) or ToolRules(applicable)
     return RuleList(verdict, rules, tools)
 
 
@@ -179,8 +190,10 @@ def compile_rules(handler: RuleLists) -> tuple[RuleList, ...]:
 
 @functools.lru_cache(maxsize=1024)
 def compile_lists(deny: tuple[str, ...], ask: tuple[str, ...], allow: tuple[str, ...]) -> tuple[RuleList, ...]:
-    """The deny, ask and allow lists compiled (kept for the most recent 1024 handlers' lists)."""
-    return tuple(_compile(verdict, texts) for verdict, texts in zip(_VERDICTS, (deny, ask, allow), strict=True))
+    """The deny, ask and allow lists compiled, the empty ones left out (kept for the most recent
+    1024 handlers' lists)."""
+    lists = zip(_VERDICTS, (deny, ask, allow), strict=True)
+    return tuple(_compile(verdict, texts) for verdict, texts in lists if texts)
 
 
 def first_verdict(lists: tuple[RuleList, ...], hook_input: dict[str, Any]) -> tuple[str, str] | None:

@@ -234,6 +234,13 @@ def path_rule(rule: PermissionRule, tool_name: str, kind: RuleKind) -> bool:
     return not (param and param.group(1) in (_PARAMS.get(tool, frozenset()) | _PARAMS.get(rule_tool, frozenset())))
 
 
+def rule_applies(rule: PermissionRule, tool_name: str, kind: RuleKind) -> bool:
+    """Whether ``rule``'s tool part covers ``tool_name`` (else :func:`rule_matches` is ``False``)."""
+    tool = _TOOL_ALIASES.get(tool_name, tool_name)
+    rule_tool = _TOOL_ALIASES.get(rule.tool, rule.tool)
+    return _tool_applies(rule_tool, tool, rule.content is not None and kind in ("deny", "ask"))
+
+
 def _tool_applies(rule_tool: str, tool: str, read_covers_edits: bool) -> bool:
     if rule_tool == tool:
         return True
@@ -405,6 +412,7 @@ __all__ = [
     "parse_rule",
     "path_rule",
     "paths_too_long",
+    "rule_applies",
     "rule_matches",
     "shell_regex",
     "shell_texts",
