@@ -67,6 +67,13 @@ class Write:
 class Outbox:
     """Queued Redis writes, flushed by one background task."""
 
+    #: Event-loop turns the writer waits before a flush for more writes to join it, while it
+    #: holds fewer than :attr:`linger_events`. Off (0: a write leaves at the writer's next turn):
+    #: under load a flush already carries what finished during the previous one, and waiting for
+    #: more did not cut the CPU per event measurably (``bench/settle_batch.py`` sets it).
+    linger_turns: int = 0
+    linger_events: int = SETTLE_MAX_EVENTS
+
     def __init__(
         self,
         redis: aioredis.Redis,
@@ -152,6 +159,10 @@ class Outbox:
             await self._wake.wait()
             self._wake.clear()
             while self._ops:
+                for _ in range(self.linger_turns):
+                    if len(self._ops) >= self.linger_events:
+                        break
+                    await asyncio.sleep(0)
                 ops, self._ops = self._ops, []
                 error: BusUnavailable | None = None
                 try:
