@@ -86,6 +86,19 @@ class Request:
     #: Set by the dispatcher that records this event's spans (never written): its evaluation and
     #: handlers add theirs (one attribute read for the others).
     traced: bool = dataclasses.field(default=False, compare=False, repr=False)
+    #: The hook input once :meth:`hook_input` has parsed it (never written): every later stage
+    #: (the engine, the handlers, the record, the settle) reads this one object.
+    parsed: dict[str, Any] | None = dataclasses.field(default=None, compare=False, repr=False)
+
+    def hook_input(self) -> dict[str, Any]:
+        """The hook input, parsed on the first call only; :class:`ValueError` when the payload is
+        not JSON (``orjson.JSONDecodeError`` is one) or not an object."""
+        if self.parsed is None:
+            value = orjson.loads(self.payload)
+            if not isinstance(value, dict):
+                raise ValueError("hook input is not a JSON object")
+            self.parsed = value
+        return self.parsed
 
     @property
     def blocking(self) -> bool:

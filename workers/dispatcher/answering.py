@@ -232,9 +232,7 @@ class Dispatcher:
             await self.engine.restore_context(request)  # what its append took waits for the next turn
         else:
             try:
-                hook_input = orjson.loads(request.payload)
-                if not isinstance(hook_input, dict):
-                    raise ValueError("hook input is not a JSON object")
+                hook_input = request.hook_input()
                 policy = await self.registry.resolve(request.tenant, request.policy)
                 limit = policy.settings.limits.nesting_depth
                 if depth_over(hook_input, limit) is not None:  # the gateway refuses these
@@ -368,11 +366,10 @@ class Dispatcher:
         """The record as it stands if the dispatcher's answer arrives in time (the settle
         script turns it into a fail-open record when it does not); masked unless not ``store``."""
         merged = evaluation.merged if evaluation else MergedDecision(output={}, decision=Decision.NONE, reason=None)
-        if hook_input is None:  # not parsed (expired entries): the log still names the session
+        if hook_input is None:  # not evaluated (expired entries): the log still names the session
             try:
-                parsed: Any = orjson.loads(request.payload)
-                hook_input = parsed if isinstance(parsed, dict) else {}
-            except orjson.JSONDecodeError:
+                hook_input = request.hook_input()
+            except ValueError:
                 hook_input = {}
         session_id = str(hook_input.get("session_id", ""))
         tool_name = str(hook_input.get("tool_name") or "")

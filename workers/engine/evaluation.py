@@ -198,14 +198,14 @@ class Engine:
             return
         try:
             items = [orjson.dumps(item) for item in parse_items(request.context)]
-            key = self.keys.pending_context(request.tenant, str(orjson.loads(request.payload).get("session_id")))
+            key = self.keys.pending_context(request.tenant, str(request.hook_input().get("session_id")))
             with redis_errors():
                 async with self.redis.pipeline(transaction=False) as pipe:  # one key: one node of a cluster
                     pipe.lpush(key, *reversed(items))
                     pipe.expire(key, CONTEXT_TTL_S)
                     await pipe.execute()
-        except (BusUnavailable, RedisCommandError, ValueError, AttributeError) as exc:
-            # AttributeError: the hook input is no object; RedisCommandError: the key is no list.
+        except (BusUnavailable, RedisCommandError, ValueError) as exc:
+            # ValueError: the hook input is no JSON object; RedisCommandError: the key is no list.
             logger.warning("pending context of event %s could not be put back: %s", request.event_id, exc)
 
     def _decide_inline(self, handler: CompiledHandler, event: str, hook_input: dict[str, Any]) -> HandlerResult:

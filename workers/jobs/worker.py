@@ -90,7 +90,7 @@ async def deliver_later(redis: aioredis.Redis, keys: Keyspace, request: Request,
     message = output.get("systemMessage")
     if not context and not message:
         return
-    session = str(orjson.loads(request.payload).get("session_id", ""))
+    session = str(request.hook_input().get("session_id", ""))
     key = keys.pending_context(request.tenant, session)
     item = orjson.dumps({"additionalContext": context, "systemMessage": message, "event": request.event})
     async with redis.pipeline(transaction=False) as pipe:  # one key: one node of a cluster, in order
@@ -138,7 +138,7 @@ async def run_async_hook(ctx: dict[str, Any], job: dict[str, Any], handler_id: s
     registry: PolicyRegistry | None = ctx.get("registry")
     if registry is not None and request.policy:  # a tenant's layer: the versions its gateway chose
         policy = await registry.resolve(request.tenant, request.policy)
-    hook_input = orjson.loads(request.payload)
+    hook_input = request.hook_input()
     redactor = _redactor(ctx, policy)
     entry = policy.entry(handler_id)
     if entry is None:
