@@ -14,8 +14,10 @@ the Bash calls of ``bench/run.py``, every one a different command (no cache help
 
 Timed in CPU time of this process (``time.process_time``: what a dispatcher spends, and less
 moved by other load on the host than wall time). Each is run ``--rounds`` times over
-``--events`` events, alternating, so that the host's speed cancels out of the ratios; reported: the median µs per event of each and the ratios, and the
-hit rate of the shell split cache during the evaluations.
+``--events`` events, alternating, so that the host's speed cancels out of the ratios;
+reported: the median µs per event of each and the ratios, and how many Bash calls found their
+command in the caches keyed by command text (the commands' texts a shell rule matches, then
+the split itself, which sees only the first one's misses).
 For where the time goes: ``py-spy record -o profile.svg -- python bench/evaluate.py --rounds 20``.
 """
 
@@ -37,6 +39,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 import corpus
 from run import BODIES
 
+from bus.policy import rulelists
 from bus.policy.compiled import compiled
 from bus.policy.loading import Policy, load_policy
 from bus.redis.keys import Keyspace
@@ -86,20 +89,32 @@ async def main(args: argparse.Namespace) -> None:
     warm = requests(args.corpus, args.events, 0)
     for way in WAYS.values():  # warm-up: caches, the first metric children
         await way(warm, engine, policy)
-    hits = misses = 0
+    hits = misses = shell_calls = 0
+    first: tuple[int, int] = (0, 0)
     for round_ in range(args.rounds):
         batch = requests(args.corpus, args.events, round_ + 1)
         for name, way in WAYS.items():
-            before = bashsplit.split_cache_info()
+            before, texts_before = bashsplit.split_cache_info(), rulelists.texts_cache_info()
             started = time.process_time()
             await way(batch, engine, policy)
             us[name].append((time.process_time() - started) / len(batch) * 1e6)
             if name == "evaluate":
-                after = bashsplit.split_cache_info()
+                after, texts_after = bashsplit.split_cache_info(), rulelists.texts_cache_info()
                 hits, misses = hits + after.hits - before.hits, misses + after.misses - before.misses
+                first = (
+                    first[0] + texts_after.hits - texts_before.hits,
+                    first[1] + texts_after.misses - texts_before.misses,
+                )
+                shell_calls += sum(b'"tool_name":"Bash"' in request.payload for request in batch)
     median = {name: statistics.median(values) for name, values in us.items()}
     print(f"{args.events} PreToolUse events ({args.corpus}) x {args.rounds} rounds, policy {args.policy}")
-    print(f"shell split cache: {hits / max(1, hits + misses):.0%} hits ({hits} of {hits + misses} lookups)\n")
+    looked = first[0] + first[1]
+    found = shell_calls - first[1]
+    print(
+        f"Bash calls whose command was found in the caches: {found / max(1, shell_calls):.0%} "
+        f"({found} of {shell_calls}; the commands' texts cache {first[0]} hits of {looked} lookups, "
+        f"every deny and ask list looks; then the split cache {hits} hits of {hits + misses})\n"
+    )
     print("| way | µs / event (median; min-max) | ÷ parse |")
     print("|---|---|---|")
     for name, values in us.items():

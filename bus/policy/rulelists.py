@@ -132,6 +132,12 @@ def _sorted_texts(command: str, powershell: bool) -> tuple[str, ...] | None:
 _texts = functools.lru_cache(maxsize=SPLIT_CACHE_SIZE)(_sorted_texts)
 
 
+def texts_cache_info() -> functools._CacheInfo:
+    """Hits, misses and size of the cache of commands' texts, the first a shell rule looks in
+    (its misses go on to the split cache, :func:`bus.rules.bashsplit.split_cache_info`)."""
+    return _texts.cache_info()
+
+
 def _is_shell_rule(rule: PermissionRule, tool: str) -> bool:
     """A plain shell pattern of ``tool`` that one regex matches in linear time."""
     return (
@@ -292,4 +298,5 @@ __all__ = [
     "evaluate_rules",
     "first_verdict",
     "rule_output",
+    "texts_cache_info",
 ]
