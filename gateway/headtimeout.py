@@ -1,10 +1,16 @@
-"""Closes connections whose request head does not arrive in time (slow-loris).
+"""The gateway's HTTP protocol on uvicorn: a deadline on request heads, one write per hook answer.
 
-uvicorn bounds idle keep-alive connections but not a request head that trickles in a byte
+Slow-loris: uvicorn bounds idle keep-alive connections but not a request head that trickles in a byte
 at a time, so a few hundred such connections hold the gateway's sockets for as long as
 their clients like. This protocol starts a timer when a connection opens and when each
 request begins, stops it when the head is complete, and closes the connection (counted in
 ``hookbus_request_head_timeouts_total``) when it fires first.
+
+One write per hook answer: uvicorn writes a response's head when the app sends it and the
+body when that comes, two ``write`` calls on the socket. ``POST /v1/hooks`` sends its body right
+after its head, so for those requests the head is held and goes out with the body, in one
+system call (the bytes on the wire are the same). Other endpoints (the console's event
+stream sends its head long before its first event) write as uvicorn does.
 """
 
 from __future__ import annotations
@@ -18,6 +24,40 @@ from bus.runtime.metrics import Metrics, process_metrics
 
 #: Seconds a client has to send a whole request head (line and headers).
 HEAD_TIMEOUT_S = 5.0
+
+
+class _HeadWithBody:
+    """A request's view of its connection's transport: the response head, once written, is held
+    until the next write (the body) or ``close`` and sent with it."""
+
+    __slots__ = ("_cycle", "_held", "_transport")
+
+    def __init__(self, transport: asyncio.Transport, cycle: Any) -> None:
+        self._transport = transport
+        self._cycle = cycle
+        self._held: bytes | None = None
+
+    def write(self, data: bytes) -> None:
+        if self._held is not None:
+            data, self._held = self._held + data, None
+        elif self._cycle.response_started and not self._cycle.response_complete:
+            # uvicorn writes the head once it has marked the response started (a 100 Continue
+            # is written before that, and goes out at once).
+            self._held = data
+            return
+        self._transport.write(data)
+
+    def close(self) -> None:
+        if self._held is not None:
+            data, self._held = self._held, None
+            self._transport.write(data)
+        self._transport.close()
+
+    def is_closing(self) -> bool:
+        return self._transport.is_closing()
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._transport, name)
 
 
 class HeadTimeoutProtocol(HttpToolsProtocol):
@@ -61,6 +101,10 @@ class HeadTimeoutProtocol(HttpToolsProtocol):
     def on_headers_complete(self) -> None:
         self._disarm()
         super().on_headers_complete()
+        cycle = self.cycle
+        scope = self.scope
+        if cycle is not None and scope["path"] == "/v1/hooks" and scope["method"] == "POST":
+            cycle.transport = _HeadWithBody(self.transport, cycle)  # type: ignore[assignment]
 
 
 __all__ = ["HEAD_TIMEOUT_S", "HeadTimeoutProtocol"]

@@ -96,3 +96,42 @@ async def test_complete_requests_on_a_kept_alive_connection_are_served(m: Metric
         assert not await closed_within(reader, 0.6)
         writer.close()
     assert m.value("hookbus_request_head_timeouts_total") == 0
+
+
+async def echo_length(scope: dict[str, Any], receive: Any, send: Any) -> None:
+    """Reads the body (so that uvicorn answers ``Expect: 100-continue``), then answers its length."""
+    if scope["type"] != "http":
+        return
+    size = 0
+    while True:
+        message = await receive()
+        size += len(message.get("body", b""))
+        if not message.get("more_body", False):
+            break
+    body = str(size).encode()
+    await send({"type": "http.response.start", "status": 200, "headers": [(b"content-length", b"%d" % len(body))]})
+    await send({"type": "http.response.body", "body": body})
+
+
+@pytest.mark.timeout(20)
+async def test_a_hook_answer_held_for_its_body_still_lets_100_continue_through(m: Metrics) -> None:
+    port = free_port()
+    config = uvicorn.Config(echo_length, host="127.0.0.1", port=port, http=quick_timeout(m), lifespan="off")
+    instance = uvicorn.Server(config)
+    task = asyncio.create_task(instance.serve())
+    try:
+        while not instance.started:
+            await asyncio.sleep(0.01)
+        reader, writer = await asyncio.open_connection("127.0.0.1", port)
+        writer.write(b"POST /v1/hooks HTTP/1.1\r\nHost: x\r\nExpect: 100-continue\r\nContent-Length: 5\r\n\r\n")
+        await writer.drain()
+        assert await reader.readuntil(b"\r\n\r\n") == b"HTTP/1.1 100 Continue\r\n\r\n"
+        writer.write(b"hello")
+        await writer.drain()
+        head = await reader.readuntil(b"\r\n\r\n")
+        assert head.startswith(b"HTTP/1.1 200 OK\r\n") and b"content-length: 1\r\n" in head
+        assert await reader.readexactly(1) == b"5"
+        writer.close()
+    finally:
+        instance.should_exit = True
+        await task
