@@ -135,3 +135,19 @@ def test_a_record_names_its_trace_when_it_has_one() -> None:
     assert back.trace_id == "ab" * 16 and back.to_json()["trace_id"] == "ab" * 16
     plain = LogRecord("e1", "PreToolUse", "acme", "s1", "decided", "deny", {}, b"{}", 1, 2)
     assert b"tid" not in plain.meta() and plain.to_json()["trace_id"] is None
+
+
+def test_the_hook_input_is_parsed_once_and_shared_by_every_stage() -> None:
+    request = Request.decode(as_read(dataclasses.replace(BLOCKING).encode()))
+    first = request.hook_input()
+    assert first == {"session_id": "s"}
+    assert request.hook_input() is first  # the same object: no stage parses it again
+    assert Request.decode(as_read(request.encode())) == request  # never written to the stream
+
+
+@pytest.mark.parametrize("payload", [b"not json", b"[1, 2]", b'"text"'])
+def test_a_hook_input_that_is_not_an_object_is_a_value_error(payload: bytes) -> None:
+    request = dataclasses.replace(BLOCKING, payload=payload)
+    with pytest.raises(ValueError):
+        request.hook_input()
+    assert request.parsed is None
