@@ -33,6 +33,7 @@ from bus.runtime.metrics import event_label
 from bus.stream.pending_context import takes_context
 from bus.stream.protocol import Reply, Request, now_ms
 from bus.stream.settle import CLAIM_FAIL_OPEN, OUTCOME_GRACE_MS
+from gateway.replies.deadlines import Deadlines
 from gateway.state import Gateway
 from gateway.tracing import GatewayTrace
 
@@ -66,6 +67,10 @@ class HooksEndpoint:
         self._claim_script = gateway.redis.register_script(CLAIM_FAIL_OPEN)
         #: Bytes of request bodies being handled right now, per tenant (the in-flight budget).
         self._inflight_bytes: dict[str, int] = {}
+        #: Every waiting request's deadline, on one timer.
+        self._deadlines = Deadlines()
+        # The limits are the settings', fixed for the process.
+        self._rate_limited = self.limiter.enabled
 
     async def read_body(self, headers: dict[bytes, bytes], receive: Receive) -> bytes:
         limit = self.settings.max_body_bytes
@@ -121,7 +126,7 @@ class HooksEndpoint:
         """Answer one hook request: the JSON body and the response headers (status 200)."""
         started = time.perf_counter()
         tenant, token_id = await self.authorize(headers)
-        if self.limiter.enabled:
+        if self._rate_limited:
             await self._rate_limit(tenant, token_id)
         body = await self.read_body(headers, receive)
         budget = self.settings.tenant_inflight_bytes
@@ -262,7 +267,7 @@ class HooksEndpoint:
         reply: Reply | None
         waiting = time.perf_counter()
         try:
-            async with asyncio.timeout(remaining_s):
+            with self._deadlines.after(remaining_s):
                 if trace is not None:
                     trace.appending()
                 await self.batcher.append(stream, request.encode(), context_key)
