@@ -137,7 +137,7 @@ class Engine:
                     jobs.append(prepare_job(request, handler.handler_id, max_age_s, settings.max_queued))
                 continue
             if fast and handler.rules is not None and not handler.handler.once:
-                slots.append(self._decide_inline(handler, event, hook_input))
+                slots.append(self._decide_inline(handler, request, hook_input))
                 continue
             ctx = HookContext(request, hook_input, handler.entry, policy, handler.timeout_s, self.services)
             contexts.append((len(slots), ctx))
@@ -208,14 +208,16 @@ class Engine:
             # ValueError: the hook input is no JSON object; RedisCommandError: the key is no list.
             logger.warning("pending context of event %s could not be put back: %s", request.event_id, exc)
 
-    def _decide_inline(self, handler: CompiledHandler, event: str, hook_input: dict[str, Any]) -> HandlerResult:
-        """A ``rule`` handler, decided in this call: what :meth:`_run` does, minus what it cannot need."""
+    def _decide_inline(self, handler: CompiledHandler, request: Request, hook_input: dict[str, Any]) -> HandlerResult:
+        """A ``rule`` handler without ``once``, untraced, decided in this call: what :meth:`_run`
+        does, without the task, the timer and the coroutine it needs for handlers that wait."""
         assert handler.rules is not None
         started = time.perf_counter()
         try:
-            result = decide_rules(handler.rules, handler.reason, event, hook_input)
+            result = decide_rules(handler.rules, handler.reason, request.event, hook_input)
         except Exception as exc:  # a broken handler must never break the dispatcher
-            logger.exception("handler raised", extra={"handler": handler.handler_id, "handler_type": "rule"})
+            extra = _fields(request, hook_input, handler.handler_id, handler_type="rule")
+            logger.exception("handler raised", extra=extra)
             result = HandlerResult(Outcome.ERROR, reason=f"{type(exc).__name__}: {exc}")
         result.duration_s = time.perf_counter() - started
         result.handler_type = handler.handler_type
@@ -225,6 +227,9 @@ class Engine:
         self.metrics.child(self.metrics.hook_duration, handler.handler_type).observe(result.duration_s)
         if result.failed:
             self.metrics.hook_errors.labels(handler.handler_type, result.outcome.value).inc()
+            closed = " (failMode: closed, so it blocks)" if result.fail_closed else ""
+            extra = _fields(request, hook_input, handler.handler_id, handler_type="rule", reason=result.reason)
+            logger.info("handler %s%s", result.outcome.value, closed, extra=extra)
         return result
 
     async def _run(self, ctx: HookContext) -> HandlerResult:

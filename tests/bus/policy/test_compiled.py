@@ -297,3 +297,23 @@ def test_a_policy_is_compiled_when_it_loads() -> None:
     assert policy in _COMPILED
     handler = compiled(policy).events["PreToolUse"].handlers[0]
     assert handler.rules is not None and handler.rules[0].verdict == "deny"
+
+
+def test_a_rule_that_raises_fails_like_any_handler(monkeypatch: pytest.MonkeyPatch) -> None:
+    text = "hooks:\n  PreToolUse:\n    - hooks:\n        - {type: rule, deny: ['Bash(rm *)']}\n"
+    policy = policy_from_text(text + "        - {type: rule, failMode: closed, ask: ['Bash(git push *)']}\n")
+    engine = engine_for(policy)
+
+    def broken(*args: Any) -> HandlerResult:
+        raise RuntimeError("rule exploded")
+
+    monkeypatch.setattr("workers.engine.evaluation.decide_rules", broken)
+    request = Request(event_id="e", event="PreToolUse", tenant="default", payload=b"{}", received_ms=0)
+    hook_input = {"session_id": "s", "tool_name": "Bash", "tool_input": {"command": "ls"}}
+    evaluation = asyncio.run(engine.evaluate(request, hook_input, policy))
+    assert [r.outcome for r in evaluation.results] == [Outcome.ERROR, Outcome.ERROR]
+    assert evaluation.merged.decision == "deny"  # the failMode: closed one blocks
+    assert "rule exploded" in (evaluation.merged.reason or "")
+    alone = policy_from_text(text)
+    evaluation = asyncio.run(engine_for(alone).evaluate(request, hook_input, alone))
+    assert (evaluation.merged.decision, evaluation.fail_open) == ("none", "hook_error")  # fail open, counted
