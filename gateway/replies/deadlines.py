@@ -2,7 +2,7 @@
 
 Every blocking hook request waits for its reply until its deadline. ``asyncio.timeout`` arms
 and cancels one event loop timer per request (about 6 µs on uvloop); here the deadlines of
-every request in flight sit in one heap behind one timer. A request that ends in time only
+every request in flight sit in one queue behind one timer. A request that ends in time only
 marks its entry done (the heap drops it when the timer passes it); one still running at its
 deadline is cancelled, and its ``with`` block raises :class:`TimeoutError`, exactly as
 ``asyncio.timeout`` would (a cancellation from anyone else goes on as a cancellation).
@@ -11,6 +11,7 @@ deadline is cancelled, and its ``with`` block raises :class:`TimeoutError`, exac
 from __future__ import annotations
 
 import asyncio
+import collections
 import heapq
 import itertools
 from types import TracebackType
@@ -23,11 +24,13 @@ _RESOLUTION_S = 0.001
 class Deadline:
     """One request's deadline: ``with deadlines.after(seconds):`` around what it waits for."""
 
-    __slots__ = ("_cancelling", "_task", "done", "expired")
+    __slots__ = ("_cancelling", "_task", "done", "expired", "when")
 
-    def __init__(self, task: asyncio.Task[object]) -> None:
+    def __init__(self, task: asyncio.Task[object], when: float) -> None:
         self._task = task
         self._cancelling = task.cancelling()
+        #: The loop's time it is due at.
+        self.when = when
         self.done = False
         self.expired = False
 
@@ -48,9 +51,15 @@ class Deadline:
 
 
 class Deadlines:
-    """The deadlines of one process's requests, on one loop timer at a time."""
+    """The deadlines of one process's requests, on one loop timer at a time.
+
+    Requests with the same budget arrive in the order they are due, so a deadline no earlier
+    than the last one queued joins a FIFO (O(1) in, O(1) out); only one due earlier than that
+    (a shorter budget) goes into a heap.
+    """
 
     def __init__(self) -> None:
+        self._queue: collections.deque[Deadline] = collections.deque()
         self._heap: list[tuple[float, int, Deadline]] = []
         self._order = itertools.count()
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -59,7 +68,7 @@ class Deadlines:
 
     def __len__(self) -> int:
         """Deadlines not yet passed or dropped (done ones included until the timer passes them)."""
-        return len(self._heap)
+        return len(self._queue) + len(self._heap)
 
     def after(self, delay_s: float) -> Deadline:
         """A deadline ``delay_s`` from now for the running task (a context manager)."""
@@ -67,10 +76,14 @@ class Deadlines:
         assert task is not None, "a deadline needs a running task"
         loop = task.get_loop()
         if loop is not self._loop:  # a new event loop (tests): the old one's timer is gone with it
-            self._loop, self._heap, self._timer = loop, [], None
-        deadline = Deadline(task)
+            self._loop, self._queue, self._heap, self._timer = loop, collections.deque(), [], None
         when = loop.time() + delay_s
-        heapq.heappush(self._heap, (when, next(self._order), deadline))
+        deadline = Deadline(task, when)
+        queue = self._queue
+        if not queue or when >= queue[-1].when:
+            queue.append(deadline)
+        else:
+            heapq.heappush(self._heap, (when, next(self._order), deadline))
         if self._timer is None or when < self._timer_at:
             self._arm(when)
         return deadline
@@ -85,17 +98,21 @@ class Deadlines:
         self._timer = None
         assert self._loop is not None
         now = self._loop.time() + _RESOLUTION_S
-        heap = self._heap
-        while heap:
-            when, _, deadline = heap[0]
-            if deadline.done:
-                heapq.heappop(heap)
-            elif when <= now:
-                heapq.heappop(heap)
+        queue, heap = self._queue, self._heap
+        while queue and (queue[0].done or queue[0].when <= now):
+            deadline = queue.popleft()
+            if not deadline.done:
                 deadline._expire()
-            else:
-                self._arm(when)
-                return
+        while heap and (heap[0][2].done or heap[0][0] <= now):
+            deadline = heapq.heappop(heap)[2]
+            if not deadline.done:
+                deadline._expire()
+        # What is left at the front of each is due later and still waited for.
+        due = [queue[0].when] if queue else []
+        if heap:
+            due.append(heap[0][0])
+        if due:
+            self._arm(min(due))
 
 
 __all__ = ["Deadline", "Deadlines"]
