@@ -1,16 +1,7 @@
 """``rule`` handlers: permission rules evaluated in-process, no subprocess.
 
-The ``deny``, ``ask`` and ``allow`` lists are checked in that order and the first rule that
-matches the tool call decides. On PreToolUse the verdict is a ``permissionDecision``; on
-PermissionRequest a ``decision.behavior`` (``ask`` has no equivalent there and yields no
-decision); on the other tool events a ``deny`` becomes ``decision: "block"``. Events with
-no tool call get no decision from a rule handler.
-
-A rule pack runs on every tool call, so each list is compiled once per tool: a shell tool's
-plain patterns into one alternation (a single regex pass per subcommand text), a file tool's
-path rules into one alternation per anchor (see :class:`bus.rules.paths.PathRules`). The
-group that matched names the rule; the list's other rules are tried one by one, and only
-those before it in the list, so the rule named is always the first that matches.
+What a rule handler answers (deny before ask before allow, the output per event) and how its
+lists are compiled is :mod:`bus.policy.rulelists`; this runner applies it to one event.
 """
 
 from __future__ import annotations
