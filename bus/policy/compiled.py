@@ -29,8 +29,6 @@ from bus.policy.schema import Handler, PlatformSettings, RuleHandler
 from bus.rules.limits import Limits, current_limits
 from bus.rules.permissions import PermissionRule, parse_rule, rule_matches
 
-#: Handler types evaluated in-process without I/O: no task, no timer.
-INLINE_TYPES: Final = frozenset({"rule"})
 #: How many (matcher value, agent) choices each event remembers; past it, it starts again.
 CHOICES_PER_EVENT: Final = 1024
 #: Matcher values longer than this are chosen for each time, never remembered.
@@ -50,7 +48,6 @@ class CompiledHandler:
     #: The parsed ``if``; ``None`` when there is none or it cannot be parsed (the hook runs).
     condition: PermissionRule | None
     timeout_s: float
-    inline: bool
     run_async: bool
     #: A ``rule`` handler's lists, compiled, and its ``reason``.
     rules: tuple[RuleList, ...] | None
@@ -77,7 +74,6 @@ def _compile_handler(entry: HandlerEntry, event: str) -> CompiledHandler | None:
         agents=None if handler.agents is None else frozenset(handler.agents),
         condition=None if handler.if_ is None else _condition(handler.if_),
         timeout_s=handler.timeout or default_timeout_s(handler.type, event),
-        inline=handler.type in INLINE_TYPES,
         run_async=bool(handler.async_),
         rules=compile_rules(handler) if isinstance(handler, RuleHandler) else None,
         reason=handler.reason if isinstance(handler, RuleHandler) else None,
@@ -203,7 +199,6 @@ def selected(entry: HandlerEntry, event: str, hook_input: Mapping[str, Any], age
 
 __all__ = [
     "CHOICES_PER_EVENT",
-    "INLINE_TYPES",
     "CompiledEvent",
     "CompiledHandler",
     "CompiledPolicy",

@@ -228,9 +228,17 @@ def evaluate_rules(handler: RuleLists, hook_input: dict[str, Any]) -> tuple[str,
 def rule_output(event: str, verdict: str, rule: str, reason: str | None, unjudged: str | None = None) -> dict[str, Any]:
     """The Claude Code output object for a rule verdict on ``event``; ``unjudged`` says why the
     input could not be judged (then only deny and ask rules meet it)."""
+    return _output(event, verdict, _reason_text(verdict, rule, reason, unjudged))
+
+
+def _reason_text(verdict: str, rule: str, reason: str | None, unjudged: str | None) -> str:
     text = f"{reason} (rule: {rule})" if reason else f"hookbus: {verdict} by rule {rule}"
     if unjudged:
         text += f"; {unjudged}, so it cannot be judged and meets every deny and ask rule of its tool"
+    return text
+
+
+def _output(event: str, verdict: str, text: str) -> dict[str, Any]:
     if event == "PreToolUse":
         return {
             "hookSpecificOutput": {
@@ -261,30 +269,28 @@ def decide_rules(
     tool_name, tool_input = hook_input.get("tool_name"), hook_input.get("tool_input")
     command = tool_input.get("command") if tool_name in SHELL_TOOLS and isinstance(tool_input, dict) else None
     why = unjudged(command, tool_name == "PowerShell") if isinstance(command, str) else None
-    output = rule_output(event, verdict, rule, reason, why)
-    return HandlerResult(Outcome.OK, output=output, handler_type="rule", decided=_decided(event, verdict, output))
+    text = _reason_text(verdict, rule, reason, why)
+    output = _output(event, verdict, text)
+    return HandlerResult(Outcome.OK, output=output, handler_type="rule", decided=_decided(event, verdict, text))
 
 
-def _decided(event: str, verdict: str, output: dict[str, Any]) -> tuple[str, str | None] | None:
+def _decided(event: str, verdict: str, text: str) -> tuple[str, str | None] | None:
     shape = _ALONE.get((event, verdict))
     if shape is None:
         return None
-    label, reason_key = shape
-    if reason_key is None:
-        return label, None
-    holder = output.get("hookSpecificOutput", output)
-    reason = holder.get(reason_key) if reason_key != "message" else holder["decision"]["message"]
-    return label, reason
+    label, gives_reason = shape
+    return label, text if gives_reason else None
 
 
-#: The decision and where its reason is, of a rule verdict's output merged alone, for the
-#: events and verdicts where that merge gives the output back unchanged (the tests check it).
-_ALONE: Final[dict[tuple[str, str], tuple[str, str | None]]] = {
-    **{("PreToolUse", v): (v, "permissionDecisionReason") for v in ("deny", "ask", "allow")},
-    ("PermissionRequest", "deny"): (Decision.DENY, "message"),
-    ("PermissionRequest", "allow"): (Decision.ALLOW, None),
-    ("PostToolUse", "deny"): (Decision.BLOCK, "reason"),
-    ("PostToolUseFailure", "deny"): (Decision.BLOCK, "reason"),
+#: The decision of a rule verdict's output merged alone, and whether the verdict's text is its
+#: reason, for the events and verdicts where that merge gives the output back unchanged (the
+#: tests check it).
+_ALONE: Final[dict[tuple[str, str], tuple[str, bool]]] = {
+    **{("PreToolUse", v): (v, True) for v in ("deny", "ask", "allow")},
+    ("PermissionRequest", "deny"): (Decision.DENY, True),
+    ("PermissionRequest", "allow"): (Decision.ALLOW, False),
+    ("PostToolUse", "deny"): (Decision.BLOCK, True),
+    ("PostToolUseFailure", "deny"): (Decision.BLOCK, True),
 }
 
 

@@ -28,7 +28,7 @@ from bus.hooks.events import STOP_EVENTS
 from bus.hooks.merge import MergedDecision
 from bus.hooks.plugins import hooks_for
 from bus.hooks.results import HandlerResult, Outcome
-from bus.policy.compiled import INLINE_TYPES, CompiledHandler, compiled
+from bus.policy.compiled import CompiledHandler, compiled
 from bus.policy.compiled import selected as compiled_selected
 from bus.policy.deciding import deciders, judge
 from bus.policy.loading import HandlerEntry, Policy
@@ -54,6 +54,8 @@ logger = logging.getLogger("hookbus.dispatcher")
 
 ONCE_TTL_S = 7 * 86400
 ONCE_CLAIM_GRACE_S = 30
+#: Handler types evaluated in-process without I/O: no task, no timer.
+INLINE_TYPES = frozenset({"rule"})
 STOP_GUARD_TTL_S = 3600
 
 #: What the engine does with ``async`` handlers: make them jobs (:attr:`Evaluation.jobs`, the

@@ -22,7 +22,7 @@ from bus.hooks import merge
 from bus.hooks.results import HandlerResult, Outcome
 from bus.policy.compiled import CHOICES_PER_EVENT, compiled, selected
 from bus.policy.loading import Policy, load_policy, policy_from_text
-from bus.policy.rulelists import _ALONE, _decided, compile_lists, rule_output
+from bus.policy.rulelists import _ALONE, _decided, _reason_text, compile_lists, rule_output
 from bus.policy.schema import RuleHandler
 from bus.redis.keys import Keyspace
 from bus.rules import bashsplit
@@ -244,7 +244,8 @@ def test_a_rule_verdict_merged_alone_is_its_own_output(event: str, verdict: str)
     # The fast path hands a lone rule verdict back unmerged: only where merging changes nothing.
     for reason in ("why", None):
         output = rule_output(event, verdict, "Bash(x)", reason)
-        result = HandlerResult(Outcome.OK, output=output, handler_type="rule", decided=_decided(event, verdict, output))
+        text = _reason_text(verdict, "Bash(x)", reason, None)
+        result = HandlerResult(Outcome.OK, output=output, handler_type="rule", decided=_decided(event, verdict, text))
         assert result.decided is not None
         assert merge.merge_results(event, [result]) == merge._merge(event, [result])
 
