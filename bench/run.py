@@ -20,6 +20,7 @@ import sys
 import tempfile
 import time
 import uuid
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
@@ -125,6 +126,11 @@ def start_roles(url: str, port: int, dispatchers: int, policy: Path = POLICY) ->
         subprocess.Popen([*hookbus, "dispatcher", "--config", str(policy)], env=env, cwd=ROOT)
         for _ in range(dispatchers)
     ]
+    return wait_ready(roles, port, dispatchers)
+
+
+def wait_ready(roles: list[subprocess.Popen[bytes]], port: int, dispatchers: int) -> list[subprocess.Popen[bytes]]:
+    """``roles`` once the gateway on ``port`` is ready and sees ``dispatchers`` alive (30 s at most)."""
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline:
         try:
@@ -140,8 +146,10 @@ def start_roles(url: str, port: int, dispatchers: int, policy: Path = POLICY) ->
     raise RuntimeError("hookbus did not become ready")
 
 
-async def hookbus_phase(port: int, args: argparse.Namespace) -> dict[str, Any]:
-    async def make_call() -> Any:
+def hook_caller(port: int) -> Callable[[], Awaitable[Callable[[int], Awaitable[None]]]]:
+    """For :func:`loadgen.saturate`: each call opens a connection whose calls post ``BODIES``."""
+
+    async def make_call() -> Callable[[int], Awaitable[None]]:
         connection = await Connection("127.0.0.1", port).open()
 
         async def call(i: int) -> None:
@@ -151,6 +159,11 @@ async def hookbus_phase(port: int, args: argparse.Namespace) -> dict[str, Any]:
 
         return call
 
+    return make_call
+
+
+async def hookbus_phase(port: int, args: argparse.Namespace) -> dict[str, Any]:
+    make_call = hook_caller(port)
     # Correctness first: the answers are the rule pack's.
     check = await make_call()
     connection = await Connection("127.0.0.1", port).open()

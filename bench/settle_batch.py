@@ -35,15 +35,14 @@ import time
 from pathlib import Path
 from typing import Any
 
-import httpx
 import redis
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from loadgen import Connection, saturate, steady_rate
+from loadgen import saturate, steady_rate
 from procstat import CpuMeter
-from run import BODIES, POLICY
+from run import POLICY, hook_caller, wait_ready
 
 from hookbus.platform.redis_server import EmbeddedRedis, free_port
 
@@ -84,17 +83,7 @@ def start(url: str, port: int, config: tuple[int, int, int]) -> list[subprocess.
             cwd=ROOT,
         ),
     ]
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline:
-        try:
-            ready = httpx.get(f"http://127.0.0.1:{port}/readyz", timeout=1).json()
-            if ready["ready"] and ready["checks"]["dispatchers"]["alive"] >= 1:
-                return roles
-        except (httpx.HTTPError, KeyError, ValueError):
-            pass
-        time.sleep(0.1)
-    stop(roles)
-    raise RuntimeError("hookbus did not become ready")
+    return wait_ready(roles, port, 1)
 
 
 def stop(roles: list[subprocess.Popen[bytes]]) -> None:
@@ -110,16 +99,7 @@ def calls(client: redis.Redis) -> dict[str, int]:
 
 
 async def load(args: argparse.Namespace, port: int, measure: CpuMeter, client: redis.Redis) -> dict[str, float]:
-    async def make_call() -> Any:
-        connection = await Connection("127.0.0.1", port).open()
-
-        async def call(i: int) -> None:
-            status, body = await connection.post("/v1/hooks", BODIES[i % len(BODIES)])
-            if status != 200:
-                raise RuntimeError(f"gateway answered {status}: {body[:200]!r}")
-
-        return call
-
+    make_call = hook_caller(port)
     await saturate(make_call, args.concurrency, 1.0)  # warm-up
     before = calls(client)
     measure.start()

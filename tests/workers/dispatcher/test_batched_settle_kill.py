@@ -20,7 +20,6 @@ import fcntl
 import json
 import os
 import signal
-import socket
 import subprocess
 from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
@@ -31,8 +30,8 @@ import pytest
 import yaml
 
 from bus.stream.protocol import LogRecord
-from tests.conftest import BusProbe, async_wait_for, hookbus_process
-from tests.workers.dispatcher.test_answering import DENY, dispatcher
+from tests.conftest import BusProbe, async_wait_for
+from tests.workers.dispatcher.test_answering import DENY, dispatcher, start_dispatcher_process
 
 #: Events per batch: more than a handful, so that a settle call carries many.
 BATCH = 24
@@ -165,22 +164,7 @@ async def _kill_mid_batch(
 ) -> list[httpx.Response]:
     """The two batches through a dispatcher process killed in the second; returns every answer."""
     async with platform(text, dispatchers=0) as p:
-        a = hookbus_process(
-            "dispatcher",
-            "--config",
-            str(policy_file),
-            "--redis-url",
-            redis_url,
-            env={"HOOKBUS_CLAIM_IDLE_MS": "200", "HOOKBUS_LOG_LEVEL": "warning"},
-        )
-        children.append(a)
-        consumer_a = f"{socket.gethostname()}-{a.pid}"
-
-        async def a_beating() -> bool:
-            assert a.poll() is None, a.communicate()
-            return bool(await bus.redis.hexists(bus.keys.dispatchers, consumer_a))  # type: ignore[misc]
-
-        await async_wait_for(a_beating, timeout_s=20)
+        a, consumer_a = await start_dispatcher_process(policy_file, redis_url, bus, children)
         # A first settle (SCRIPT LOAD, which a pause would hold too) before the batches.
         warm_up = await p.post(tool_call("Read", 0))
         assert warm_up.headers["X-Hookbus-Outcome"] == "decided"
