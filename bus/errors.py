@@ -9,8 +9,11 @@
     ├── RedisCommandError        Redis refused a command (NOGROUP, WRONGTYPE, NOSCRIPT...)
     ├── RequestRejected          the gateway refuses a request (4xx with a JSON body)
     ├── ProtocolError            a stream entry or reply hookbus did not write
+    ├── PolicyRejected           a pushed policy version a node refuses to activate (signing)
     ├── HookError                a handler failed: non-blocking, counted as ``hook_error``
     │   ├── HookTimeout          a handler ran past its timeout
+    │   │   ├── OutboundTimeout  an outbound request past its deadline (workers.outbound)
+    │   │   └── LlmTimeout       an LLM call past its timeout (also an LlmError)
     │   ├── OutputSchemaError    a handler's JSON output does not fit the event's schema
     │   ├── PluginCallbackError  a plugin callback raised (bus.hooks.plugins)
     │   ├── ToolError            an agent hook's tool call failed (workers.handlers.agent)
@@ -104,6 +107,10 @@ class HookTimeout(HookError):
     """A handler ran past its timeout and was cancelled."""
 
 
+class OutboundTimeout(HookTimeout):
+    """An outbound request that did not finish before its deadline."""
+
+
 class OutputSchemaError(HookError):
     """A handler's JSON output does not fit the schema of the event it answered."""
 
@@ -140,6 +147,10 @@ class LlmError(HookError):
     """An LLM call failed (configuration, transport, status or reply shape); non-blocking."""
 
 
+class LlmTimeout(LlmError, HookTimeout):
+    """An LLM call ran past its timeout."""
+
+
 class SigningError(HookError):
     """A delivery that cannot be signed: the secret's variable is unset or does not hold a secret."""
 
@@ -148,23 +159,40 @@ class ProtocolError(HookBusError):
     """A stream entry or reply that hookbus did not write (or a newer, incompatible one)."""
 
 
+#: Why a node refused to activate a pushed policy version (the ``reason`` of ``hookbus_policy_rejected_total``).
+POLICY_REJECTED_REASONS = ("unsigned", "untrusted_key", "bad_signature", "wrong_scope")
+
+
+class PolicyRejected(HookBusError):
+    """A pushed policy version a node refuses to activate; ``reason`` is one of :data:`POLICY_REJECTED_REASONS`."""
+
+    def __init__(self, reason: str, detail: str) -> None:
+        assert reason in POLICY_REJECTED_REASONS
+        super().__init__(detail)
+        self.reason = reason
+
+
 class RedisServerError(HookBusError):
     """The embedded Redis server could not be started."""
 
 
 __all__ = [
+    "POLICY_REJECTED_REASONS",
     "BusUnavailable",
     "ConfigError",
     "HookBusError",
     "HookError",
     "HookTimeout",
     "LlmError",
+    "LlmTimeout",
     "OutboundError",
+    "OutboundTimeout",
     "OutputSchemaError",
     "PluginCallbackError",
     "PluginError",
     "PolicyError",
     "PolicyProblem",
+    "PolicyRejected",
     "ProtocolError",
     "RedisCommandError",
     "RedisServerError",

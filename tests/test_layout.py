@@ -192,3 +192,19 @@ def test_no_module_is_too_long() -> None:
         f"{name}: {n} lines" for name, path in modules() if (n := len(path.read_text().splitlines())) > MAX_MODULE_LINES
     )
     assert long == []
+
+
+def test_every_hookbus_error_is_declared_in_bus_errors() -> None:
+    # A class deriving from one of bus.errors' classes anywhere else is a new error outside the hierarchy.
+    errors_path = ROOT / "bus" / "errors.py"
+    ours = {node.name for node in ast.walk(ast.parse(errors_path.read_text())) if isinstance(node, ast.ClassDef)}
+    assert {"HookBusError", "HookTimeout", "LlmError"} <= ours
+    elsewhere = sorted(
+        f"{name}.{node.name}"
+        for name, path in modules()
+        if path != errors_path
+        for node in ast.walk(ast.parse(path.read_text(), str(path)))
+        if isinstance(node, ast.ClassDef)
+        and any((base.id if isinstance(base, ast.Name) else getattr(base, "attr", "")) in ours for base in node.bases)
+    )
+    assert elsewhere == []

@@ -28,10 +28,10 @@ from typing import Any
 
 import redis.asyncio as aioredis
 
-from bus.errors import BusUnavailable, HookBusError
+from bus.errors import BusUnavailable, HookBusError, PolicyRejected
 from bus.policy.layers import compose
 from bus.policy.loading import Policy
-from bus.policy.signing import PolicyRejected, Verifier
+from bus.policy.signing import Verifier
 from bus.policy.store import ORG, PolicyStore, PolicyVersion, scope_for
 from bus.redis.keys import Keyspace
 from bus.runtime.metrics import Metrics, process_metrics

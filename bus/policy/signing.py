@@ -31,21 +31,11 @@ from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
 
-from bus.errors import ConfigError, HookBusError
-from bus.runtime.metrics import POLICY_REJECTED_REASONS
+from bus.errors import ConfigError, PolicyRejected
 from bus.runtime.settings import TRUSTED_KEY_PREFIX
 
 #: The first bytes of every signed message: a signature over anything else never verifies here.
 CONTEXT = b"hookbus policy version v1\n"
-
-
-class PolicyRejected(HookBusError):
-    """A version this node refuses to activate; ``reason`` is one of POLICY_REJECTED_REASONS."""
-
-    def __init__(self, reason: str, detail: str) -> None:
-        assert reason in POLICY_REJECTED_REASONS
-        super().__init__(detail)
-        self.reason = reason
 
 
 def key_id(public: bytes) -> str:

@@ -23,6 +23,7 @@ from prometheus_client import (
     generate_latest,
 )
 
+from bus.errors import POLICY_REJECTED_REASONS
 from bus.hooks.decisions import Decision, FailOpenReason
 from bus.hooks.events import EVENTS, HANDLER_TYPES, STOP_EVENTS
 from bus.runtime.exemplars import OPENMETRICS_CONTENT_TYPE, Exemplars, openmetrics_text
@@ -69,8 +70,6 @@ ASYNC_STATUSES = ("queued", "succeeded", "retried", "failed", "dead", "dropped")
 REJECTED_CODES = ("400", "401", "413", "429")
 SPOOL_STATUSES = ("held", "flushed", "dropped")
 ROLES = ("gateway", "dispatcher", "worker")
-#: Why a node refused to activate a pushed policy version (nodes with trusted keys only).
-POLICY_REJECTED_REASONS = ("unsigned", "untrusted_key", "bad_signature", "wrong_scope")
 TIMEOUT_STAGES = ("queue_wait", "handler", "reply")
 #: Every ``op`` of ``hookbus_redis_errors_total`` (a new call site adds its name here).
 REDIS_ERROR_OPS = ("claim", "observe", "read", "settle", "worker", "xadd")
@@ -182,6 +181,11 @@ class Metrics:
         )
         self.redis_errors = Counter(
             "hookbus_redis_errors_total", "Redis calls that failed, by operation", ["op"], registry=registry
+        )
+        self.traces_forced_ignored = Counter(
+            "hookbus_traces_forced_ignored_total",
+            "Sampled traceparents not followed because their tenant forced more traces than HOOKBUS_TRACE_FORCED_PER_S",
+            registry=registry,
         )
         self.head_timeouts = Counter(
             "hookbus_request_head_timeouts_total",

@@ -31,7 +31,7 @@ from typing import Any, Final
 import orjson
 
 from bus.decisionlog.reader import read_merged
-from bus.errors import BusUnavailable, LlmError, ProtocolError, ToolError
+from bus.errors import BusUnavailable, LlmError, LlmTimeout, ProtocolError, ToolError
 from bus.hooks.results import HandlerResult, Outcome
 from bus.policy.schema import AgentHandler
 from bus.redis.connection import redis_errors
@@ -39,7 +39,7 @@ from bus.stream.partitions import bus_keyspace
 from bus.stream.protocol import LogRecord
 from workers.handlers.context import HookContext
 from workers.handlers.prompt import input_json, parse_verdict, render_prompt, verdict_result
-from workers.outbound.llm import LlmClient, LlmTimeout, ToolUse
+from workers.outbound.llm import LlmClient, ToolUse
 
 MAX_TURNS: Final = 50
 MAX_TOKENS: Final = 1024

@@ -50,13 +50,13 @@ from typing import Any, Final
 
 import orjson
 
-from bus.errors import LlmError, OutputSchemaError
+from bus.errors import LlmError, LlmTimeout, OutputSchemaError
 from bus.hooks.events import STOP_EVENTS, event_spec
 from bus.hooks.output import check_output
 from bus.hooks.results import HandlerResult, Outcome
 from bus.policy.schema import PromptHandler
 from workers.handlers.context import HookContext
-from workers.outbound.llm import LlmClient, LlmTimeout
+from workers.outbound.llm import LlmClient
 
 MAX_TOKENS: Final = 1024
 DEFAULT_REASON: Final = "a prompt hook rejected this without giving a reason"

@@ -3,9 +3,10 @@
 Every request hookbus makes on a policy's behalf (http hooks, the LLM endpoint of prompt and
 agent hooks, MCP servers) goes through :func:`outbound_client`; :func:`guarded_request` adds
 the per-request deadline, reads the body under the size cap and maps httpx's exceptions to
-hookbus's (:class:`OutboundError`, :class:`OutboundTimeout`, and from :mod:`bus.runtime.ssrf`
-:class:`~bus.runtime.ssrf.SSRFBlocked` / :class:`~bus.runtime.ssrf.ResolveError` /
-:class:`~bus.runtime.ssrf.ResponseTooLarge`), all :class:`~bus.errors.HookError`.
+hookbus's (:class:`~bus.errors.OutboundError`, :class:`~bus.errors.OutboundTimeout`, and from
+:mod:`bus.runtime.ssrf` :class:`~bus.runtime.ssrf.SSRFBlocked` /
+:class:`~bus.runtime.ssrf.ResolveError` / :class:`~bus.runtime.ssrf.ResponseTooLarge`), all
+:class:`~bus.errors.HookError`.
 
 The client lives in ``Services.http_client``, created on first use and keyed by the policy's
 ``allowedNetworks`` and ``maxResponseBytes``: a policy that changes them gets a new client and
@@ -34,7 +35,7 @@ import functools
 
 import httpx
 
-from bus.errors import HookError, HookTimeout, OutboundError, ResponseTooLarge
+from bus.errors import HookError, OutboundError, OutboundTimeout, ResponseTooLarge
 from bus.policy.loading import Policy
 from bus.runtime import tracing
 from bus.runtime.ssrf import parse_networks
@@ -46,10 +47,6 @@ USER_AGENT = "hookbus/0.1"
 DEFAULT_TIMEOUT = httpx.Timeout(30.0, connect=10.0)
 
 GuardKey = tuple[tuple[str, ...], int]
-
-
-class OutboundTimeout(HookTimeout):
-    """An outbound request that did not finish before its deadline."""
 
 
 class GuardedClient(httpx.AsyncClient):

@@ -15,8 +15,8 @@ replaced after a policy change is closed).
 
 Every failure is a :class:`LlmError` (a non-blocking :class:`~bus.errors.HookError`): a
 missing API key, a refused or failed connection, a non-2xx status, a reply that is not the
-Messages API shape. Timeouts are :class:`LlmTimeout`. The API key never appears in a repr,
-a log line or an error message.
+Messages API shape. Timeouts are :class:`~bus.errors.LlmTimeout`. The API key never appears
+in a repr, a log line or an error message.
 """
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ from typing import Any, Final
 
 import orjson
 
-from bus.errors import HookError, HookTimeout, LlmError
+from bus.errors import HookError, HookTimeout, LlmError, LlmTimeout
 from bus.policy.loading import Policy
 from bus.redis.urls import mask_url
 from workers.outbound.client import guarded_request
@@ -42,10 +42,6 @@ ANTHROPIC_VERSION: Final = "2023-06-01"
 MESSAGES_PATH: Final = "/v1/messages"
 #: How much of an error body is quoted in an error message.
 ERROR_TEXT_CHARS: Final = 300
-
-
-class LlmTimeout(LlmError, HookTimeout):
-    """An LLM call ran past its timeout."""
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
