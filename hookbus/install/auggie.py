@@ -179,7 +179,7 @@ def run(args: Any) -> int:
             print_diff(script, _read(script), text)
         return 0
     if updated != settings or old_text is None:
-        write_atomically(path, new_text, backup=old_text is not None)
+        write_atomically(path, new_text, backup=old_text is not None, follow_link=True)
     for script, text in changed_scripts.items():
         if text is None:
             script.unlink(missing_ok=True)

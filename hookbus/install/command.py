@@ -86,7 +86,7 @@ def run_install(args: Any) -> int:
     if args.dry_run:
         print_diff(path, old_text, new_text)
         return 0
-    write_atomically(path, new_text, backup=old_text is not None)
+    write_atomically(path, new_text, backup=old_text is not None, follow_link=True)
     backup = f" (previous version: {path}.bak)" if old_text is not None else ""
     if plan is None:
         print(f"hookbus: removed hookbus's hooks from {path}{backup}")

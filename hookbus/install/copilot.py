@@ -58,6 +58,7 @@ from hookbus.install.settings_file import (
     render,
     shim_command_line,
     write_atomically,
+    write_backup,
 )
 from hookbus.install.settings_file import installed_url as claude_installed_url
 from hookbus.shim import hook_url
@@ -327,11 +328,11 @@ def run(args: Any) -> int:
         return 0
     backup = f" (previous version: {path}.bak)" if old_text is not None else ""
     if new_text is None:
-        write_atomically(path.with_name(path.name + ".bak"), old_text or "", backup=False)
+        write_backup(path, old_text or "")
         path.unlink()
         print(f"hookbus: removed {path}, which held only hookbus's hooks{backup}")
         return 0
-    write_atomically(path, new_text, backup=old_text is not None)
+    write_atomically(path, new_text, backup=old_text is not None, follow_link=True)
     if args.uninstall:
         print(f"hookbus: removed hookbus's hooks from {path}{backup}")
         return 0

@@ -243,7 +243,7 @@ def run(args: Any) -> int:
         path.unlink()
         print(f"hookbus: removed {path}, which held only hookbus's hooks")
         return 0
-    write_atomically(path, new_text, backup=old_text is not None)
+    write_atomically(path, new_text, backup=old_text is not None, follow_link=True)
     backup = f" (previous version: {path}.bak)" if old_text is not None else ""
     if plan is None:
         print(f"hookbus: removed hookbus's hooks from {path}{backup}")

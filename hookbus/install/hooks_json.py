@@ -35,6 +35,7 @@ from hookbus.install.settings_file import (
     read_settings,
     render,
     write_atomically,
+    write_backup,
 )
 
 _ABSENT = object()
@@ -203,11 +204,11 @@ def run_install(spec: HooksFile, args: Any) -> int:
         print_diff(path, old_text, None if remove else new_text)
         return 0
     if remove:  # it held only hookbus's hooks: it goes, its last version kept as .bak
-        write_atomically(path.with_name(path.name + ".bak"), old_text or "", backup=False)
+        write_backup(path, old_text or "")
         path.unlink()
         print(f"hookbus: removed {path}, which held only hookbus's hooks (previous version: {path}.bak)")
         return 0
-    write_atomically(path, new_text, backup=old_text is not None)
+    write_atomically(path, new_text, backup=old_text is not None, follow_link=True)
     backup = f" (previous version: {path}.bak)" if old_text is not None else ""
     if plan is None:
         print(f"hookbus: removed hookbus's hooks from {path}{backup}")

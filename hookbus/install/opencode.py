@@ -225,7 +225,7 @@ def run(args: Any) -> int:
             if new_text is None:
                 path.unlink()
             else:
-                write_atomically(path, new_text, backup=old_text is not None)
+                write_atomically(path, new_text, backup=old_text is not None, follow_link=True)
         if config_changes and config_path is not None:
             bak = _read(config_path.with_name(config_path.name + ".bak")) if args.uninstall else None
             if args.uninstall and not new_config and bak is None:
@@ -233,7 +233,7 @@ def run(args: Any) -> int:
             else:
                 before = bak is not None and read_settings_text(bak) == new_config
                 new_config_text = bak if before and bak is not None else json.dumps(new_config, indent=2) + "\n"
-                write_atomically(config_path, new_config_text, backup=config_text is not None)
+                write_atomically(config_path, new_config_text, backup=config_text is not None, follow_link=True)
         if args.uninstall:
             print(f"hookbus: removed hookbus's OpenCode plugin {path}")
             if config_changes:

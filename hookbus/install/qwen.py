@@ -344,7 +344,7 @@ def run(args: Any) -> int:
         print_diff(path, old_text, new_text)
         return 0
     else:
-        write_atomically(path, new_text, backup=old_text is not None)
+        write_atomically(path, new_text, backup=old_text is not None, follow_link=True)
         backup = f" (previous version: {path}.bak)" if old_text is not None else ""
         if args.uninstall:
             print(f"hookbus: removed hookbus's hooks from {path}{backup}")

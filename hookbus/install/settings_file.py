@@ -23,7 +23,8 @@ has no path to return would break worktrees. PreModelSwitch and PostModelSwitch:
 Code v2.1.251+ only, and not in the published settings schema yet.
 
 The file is written atomically (temporary file in the same folder, then rename) and the
-previous version is kept as ``<file>.bak``; ``--dry-run`` prints a unified diff instead. The
+previous version is kept as ``<file>.bak``, written the same way, so a planted link there is
+replaced, never written through; ``--dry-run`` prints a unified diff instead. The
 shim command names the ``hookbus`` that ran the installer by its absolute path (Claude Code's
 ``PATH`` may not have it), unless ``hookbus`` on ``PATH`` is that same file. After writing, and
 alone with ``--check``, it posts a harmless test event to the gateway with ``$HOOKBUS_TOKEN``
@@ -315,30 +316,85 @@ def print_diff(path: Path, old_text: str | None, new_text: str | None) -> None:
     )
 
 
-def write_atomically(path: Path, text: str, *, backup: bool) -> None:
-    """Replace ``path`` with ``text`` via a temporary file and a rename; keep ``<path>.bak``."""
+def _write_new(path: Path, data: bytes, mode: int) -> None:
+    """Put ``data`` at ``path`` with ``mode``: a fresh temporary file beside it (``O_EXCL``,
+    ``O_NOFOLLOW``) renamed over it, so a symbolic link at ``path`` is replaced, never followed."""
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        mode = path.stat().st_mode & 0o7777 if path.exists() else 0o644
-        if backup and path.exists():
-            bak = path.with_name(path.name + ".bak")
-            bak.write_bytes(path.read_bytes())
-            os.chmod(bak, mode)
-        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+        with os.fdopen(fd, "wb") as handle:
+            os.fchmod(handle.fileno(), mode)
+            handle.write(data)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def _link_target(path: Path) -> Path | None:
+    """The regular file a symbolic link at ``path`` leads to (None: no link, or a link to no file)."""
+    if not path.is_symlink():
+        return None
+    try:
+        real = path.resolve(strict=True)
+    except (OSError, RuntimeError):  # dangling, or a loop
+        return None
+    return real if real.is_file() else None
+
+
+def write_backup(path: Path, data: str | bytes, mode: int | None = None) -> Path:
+    """Keep ``data`` as ``<path>.bak`` the way settings are written (temporary file, rename).
+
+    A ``.bak`` that is a symbolic link is replaced by a regular file, with a warning: it is
+    never written through, or a planted link would have the installer copy a file it did
+    not write (a repository's own settings) over any file the user can write. ``mode`` is
+    ``path``'s by default.
+    """
+    if mode is None:
         try:
-            with os.fdopen(fd, "w", encoding="utf-8") as handle:
-                handle.write(text)
-                handle.flush()
-                os.fsync(handle.fileno())
-            os.chmod(tmp, mode)
-            os.replace(tmp, path)
-        except BaseException:
-            Path(tmp).unlink(missing_ok=True)
-            raise
+            mode = path.stat().st_mode & 0o7777
+        except OSError:
+            mode = 0o600
+    bak = path.with_name(path.name + ".bak")
+    if bak.is_symlink():
+        print(f"hookbus: warning: {bak} was a symbolic link; replaced it with a regular file", file=sys.stderr)
+    _write_new(bak, data.encode("utf-8") if isinstance(data, str) else data, mode)
+    return bak
+
+
+def write_atomically(path: Path, text: str, *, backup: bool, follow_link: bool = False) -> Path:
+    """Replace ``path`` with ``text`` via a temporary file and a rename; keep ``<path>.bak``.
+
+    A symbolic link at ``path`` is replaced by a regular file, unless ``follow_link`` (a
+    settings file the caller has just read and parsed) and it leads to an existing regular
+    file: that file is then written, in its own folder and with its ``.bak`` beside it, as
+    a dotfiles setup expects. Returns the file written.
+    """
+    try:
+        real = _link_target(path) if follow_link else None
+        if real is not None:
+            print(f"hookbus: note: {path} is a symbolic link; writing the file it leads to, {real}")
+            path = real
+        elif path.is_symlink():
+            print(f"hookbus: warning: {path} was a symbolic link; replacing it with a regular file", file=sys.stderr)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        old: bytes | None = None
+        mode = 0o644
+        if real is not None or not path.is_symlink():
+            try:
+                mode = path.stat().st_mode & 0o7777
+                old = path.read_bytes()
+            except FileNotFoundError:
+                pass
+        if backup and old is not None:
+            write_backup(path, old, mode)
+        _write_new(path, text.encode("utf-8"), mode)
     except PermissionError as exc:
         raise ConfigError(f"cannot write {path}: permission denied (managed settings need root)") from exc
     except OSError as exc:
         raise ConfigError(f"cannot write {path}: {exc.strerror or exc}") from exc
+    return path
 
 
 def _wildcard(pattern: str, url: str) -> bool:
@@ -387,4 +443,5 @@ __all__ = [
     "settings_path",
     "shim_command_line",
     "write_atomically",
+    "write_backup",
 ]

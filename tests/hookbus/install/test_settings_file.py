@@ -27,6 +27,7 @@ from bus.errors import ConfigError
 from bus.hooks.events import CLAUDE_EVENTS
 from bus.runtime.settings import Tokens
 from hookbus.cli import main
+from hookbus.install.command import AGENTS as INSTALL_AGENTS
 from hookbus.install.settings_file import (
     DEFAULT_EVENTS,
     OPT_IN_EVENTS,
@@ -36,7 +37,7 @@ from hookbus.install.settings_file import (
     merge,
     settings_path,
 )
-from tests.conftest import REPO, BusProbe, async_wait_for
+from tests.conftest import REPO, BusProbe, async_wait_for, run_hookbus
 
 SCHEMA_PATH = REPO / "tests" / "data" / "claude-code-settings.schema.json"
 URL = "http://127.0.0.1:8787/v1/hooks"
@@ -429,3 +430,82 @@ def test_a_missing_settings_folder_is_an_error_unless_create(
     assert install(path, "--events", "Stop", "--dry-run")[0] == 0 and not path.parent.exists()
     code, settings = install(path, "--events", "Stop", "--create")
     assert code == 0 and list(ours(settings)) == ["Stop"]
+
+
+# -- files are written without following a planted link -------------------------------------------
+
+#: A repository's own settings: the second line would run in a shell that sourced the file.
+HOSTILE_SETTINGS = '{\n"$(touch /tmp/hookbus-pwned)": 1\n}\n'
+
+
+@pytest.mark.system
+def test_a_planted_bak_link_is_replaced_not_followed(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    home.mkdir()
+    bashrc = home / ".bashrc"
+    bashrc.write_text("export PATH=$HOME/bin:$PATH\n")
+    repo = home / "src" / "repo"
+    (repo / ".claude").mkdir(parents=True)
+    (repo / ".claude" / "settings.json").write_text(HOSTILE_SETTINGS)
+    bak = repo / ".claude" / "settings.json.bak"
+    bak.symlink_to(Path("..", "..", "..", ".bashrc"))
+    assert bak.resolve() == bashrc
+    done = run_hookbus("install", "claude", "--events", "Stop", "--no-check", cwd=repo, HOME=str(home))
+    assert done.returncode == 0, done.stderr
+    assert bashrc.read_text() == "export PATH=$HOME/bin:$PATH\n"
+    assert not bak.is_symlink() and bak.read_text() == HOSTILE_SETTINGS
+    assert done.stderr == f"hookbus: warning: {bak} was a symbolic link; replaced it with a regular file\n"
+    assert "Stop" in json.loads((repo / ".claude" / "settings.json").read_text())["hooks"]
+
+
+def _written_file(agent: str, folder: Path) -> tuple[Path, Path]:
+    """``--settings-file`` for ``agent``, and the file in it whose ``.bak`` an update writes."""
+    if agent == "cline":  # a folder of one script per event
+        return folder / "hooks", folder / "hooks" / "PreToolUse"
+    name = {"codex": "config.toml", "opencode": "hookbus.js"}.get(agent, "settings.json")
+    return folder / name, folder / name
+
+
+@pytest.mark.parametrize("agent", [agent for agent in INSTALL_AGENTS if agent != "auggie"])
+def test_no_installer_writes_through_a_bak_link(tmp_path: Path, capsys: pytest.CaptureFixture[str], agent: str) -> None:
+    # Auggie's settings name its scripts, not the URL: an update rewrites only the scripts, without backups.
+    outside = tmp_path / "outside"
+    outside.write_text("mine\n")
+    target, written = _written_file(agent, tmp_path / agent)
+    args = ["install", agent, "--settings-file", str(target), "--create", "--no-check"]
+    assert main([*args, "--url", "http://gw-one:8787"]) == 0
+    before = written.read_text()
+    bak = written.with_name(written.name + ".bak")
+    bak.symlink_to(outside)
+    capsys.readouterr()
+    assert main([*args, "--url", "http://gw-two:8787"]) == 0
+    assert outside.read_text() == "mine\n"
+    assert not bak.is_symlink() and bak.read_text() == before
+    assert f"hookbus: warning: {bak} was a symbolic link" in capsys.readouterr().err
+
+
+def test_a_settings_file_that_is_a_link_is_written_where_it_leads(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    dotfiles = tmp_path / "dotfiles" / "claude-settings.json"
+    dotfiles.parent.mkdir()
+    dotfiles.write_text(json.dumps(USER_SETTINGS))
+    link = tmp_path / ".claude" / "settings.json"
+    link.parent.mkdir()
+    link.symlink_to(dotfiles)
+    _, settings = install(link, "--events", "Stop")
+    assert link.is_symlink() and list(ours(settings)) == ["Stop"]
+    assert json.loads(dotfiles.with_name("claude-settings.json.bak").read_text()) == USER_SETTINGS
+    assert not (link.parent / "settings.json.bak").exists()
+    assert f"{link} is a symbolic link; writing the file it leads to, {dotfiles}" in capsys.readouterr().out
+
+
+def test_a_dangling_settings_link_is_replaced_not_followed(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    elsewhere = tmp_path / "autostart" / "evil.desktop"
+    elsewhere.parent.mkdir()
+    link = tmp_path / ".claude" / "settings.json"
+    link.parent.mkdir()
+    link.symlink_to(elsewhere)
+    _, settings = install(link, "--events", "Stop")
+    assert not elsewhere.exists() and not link.is_symlink() and list(ours(settings)) == ["Stop"]
+    assert f"hookbus: warning: {link} was a symbolic link" in capsys.readouterr().err
