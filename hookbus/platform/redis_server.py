@@ -4,6 +4,10 @@ hookbus needs no system Redis: it runs the ``redis-server`` binary that the ``re
 wheel ships (or one on ``PATH``), listening on a unix socket in a state directory, and
 stops it on exit. On Linux the server is tied to its parent with ``PR_SET_PDEATHSIG`` so a
 killed parent leaves no orphan behind.
+
+The append-only file holds the hook inputs unmasked (the streams), so the directory is
+private: 0700, with every file in it 0600. Redis runs with umask 077, and the modes of what an
+earlier run left there are fixed on every start.
 """
 
 from __future__ import annotations
@@ -13,6 +17,7 @@ import importlib.util
 import os
 import shutil
 import socket
+import stat
 import subprocess
 import time
 from pathlib import Path
@@ -21,6 +26,31 @@ from types import TracebackType
 from bus.errors import RedisServerError
 from bus.runtime.children import die_with_parent
 from hookbus.platform.state import FolderLock, read_json, write_json
+
+#: Modes of the state directory (and every folder in it) and of its files.
+PRIVATE_DIR_MODE = 0o700
+PRIVATE_FILE_MODE = 0o600
+
+
+def make_private(folder: Path) -> None:
+    """Make ``folder`` 0700, and the folders in it 0700 and the regular files 0600 (links and
+    sockets are left alone: the folder's own mode already keeps others out of them)."""
+    folder.mkdir(mode=PRIVATE_DIR_MODE, parents=True, exist_ok=True)
+    os.chmod(folder, PRIVATE_DIR_MODE)
+    for root, dirs, files in os.walk(folder):
+        for name in dirs + files:
+            path = os.path.join(root, name)
+            kind = os.lstat(path).st_mode
+            if stat.S_ISDIR(kind):
+                os.chmod(path, PRIVATE_DIR_MODE)
+            elif stat.S_ISREG(kind):
+                os.chmod(path, PRIVATE_FILE_MODE)
+
+
+def _start_server() -> None:
+    """``preexec_fn`` of redis-server: what it creates is private, and it dies with its parent."""
+    os.umask(0o077)
+    die_with_parent()
 
 
 def find_redis_server() -> str:
@@ -63,7 +93,10 @@ class EmbeddedRedis:
 
     def start(self, timeout_s: float = 10.0) -> EmbeddedRedis:
         """Start the server and wait until it answers PING."""
-        self.state_dir.mkdir(parents=True, exist_ok=True)
+        try:
+            make_private(self.state_dir)
+        except OSError as exc:
+            raise RedisServerError(f"cannot make {self.state_dir} private (0700): {exc.strerror or exc}") from exc
         # One server per folder: a second one would take over the socket and the data files.
         # A server that is going away (its parent was just killed) gets a second to finish.
         if not self._lock.acquire(wait_s=1.0):
@@ -92,7 +125,7 @@ class EmbeddedRedis:
                 args,
                 stdin=subprocess.DEVNULL,
                 stdout=subprocess.DEVNULL,
-                preexec_fn=die_with_parent,
+                preexec_fn=_start_server,
                 process_group=0,  # a terminal's Ctrl-C must not stop Redis before its clients
                 pass_fds=(self._lock.fd,) if self._lock.fd is not None else (),  # the lock lives as long as Redis
             )
@@ -157,4 +190,4 @@ def free_port() -> int:
         return port
 
 
-__all__ = ["EmbeddedRedis", "find_redis_server", "free_port"]
+__all__ = ["EmbeddedRedis", "find_redis_server", "free_port", "make_private"]
