@@ -30,14 +30,16 @@ from bus.rules.permissions import (
     SHELL_TOOLS,
     PermissionRule,
     RuleKind,
+    ShellView,
     call_paths,
     parse_rule,
     path_rule,
     paths_too_long,
     rule_applies,
     rule_matches,
+    shell_head_regex,
     shell_regex,
-    shell_texts,
+    shell_view,
 )
 
 _BLOCK_EVENTS: Final = frozenset({"PostToolUse", "PostToolUseFailure"})
@@ -55,6 +57,12 @@ class ToolRules:
     applicable: tuple[Rule, ...]
     #: A shell tool's plain patterns as one regex (not for allow lists: every subcommand must match).
     shell: re.Pattern[str] | None = None
+    #: The first words of those patterns more specific than a command name, as one regex: what a
+    #: subcommand with run-time expansions is matched on (:class:`bus.rules.permissions.ShellView`).
+    heads: re.Pattern[str] | None = None
+    #: The position of the first rule in :attr:`shell`: the one a command whose program is an
+    #: expansion meets first.
+    first_shell: int = 0
     #: A file tool's path rules, one alternation per anchor.
     paths: PathRules | None = None
     #: The applicable rules the alternation does not decide, tried one by one.
@@ -80,9 +88,14 @@ class RuleList:
         found: int | None = None
         if compiled.shell is not None:
             command = tool_input.get("command")
-            texts = _judged_texts(command, tool_name == "PowerShell") if isinstance(command, str) else None
-            if texts is not None:  # statically known: one regex pass per subcommand text decides
-                found = _first_position(compiled.shell, texts)
+            view = _judged_view(command, tool_name == "PowerShell") if isinstance(command, str) else None
+            if view is not None:  # one regex pass per subcommand text decides, whatever the number of rules
+                found = _first_position(compiled.shell, view.texts)
+                if view.dynamic_program:
+                    found = compiled.first_shell if found is None else min(found, compiled.first_shell)
+                elif view.dynamic_heads and compiled.heads is not None:
+                    head = _first_position(compiled.heads, view.dynamic_heads)
+                    found = head if found is None else found if head is None else min(found, head)
                 candidates = compiled.others
         elif compiled.paths is not None and cwd:
             paths = call_paths(tool_name, tool_input, cwd)
@@ -104,11 +117,12 @@ class RuleList:
         return found
 
 
-def _judged_texts(command: str, powershell: bool) -> tuple[str, ...] | None:
-    """Every text the command's subcommands are matched as, or ``None`` when they cannot decide alone."""
+def _judged_view(command: str, powershell: bool) -> ShellView | None:
+    """The command's :class:`ShellView`, or ``None`` when it cannot be judged (then the rules are
+    tried one by one, and deny and ask rules meet it)."""
     if unjudged(command, powershell) is not None:
         return None
-    return _texts(command, powershell) if len(command) <= CACHED_COMMAND_CHARS else _sorted_texts(command, powershell)
+    return _views(command, powershell) if len(command) <= CACHED_COMMAND_CHARS else _long_views(command, powershell)
 
 
 def _first_position(combined: re.Pattern[str], texts: tuple[str, ...]) -> int | None:
@@ -121,21 +135,17 @@ def _first_position(combined: re.Pattern[str], texts: tuple[str, ...]) -> int | 
     return best
 
 
-def _sorted_texts(command: str, powershell: bool) -> tuple[str, ...] | None:
-    """:func:`shell_texts` in a fixed order."""
-    texts = shell_texts(command, powershell)
-    return None if texts is None else tuple(sorted(texts))
-
-
-#: Every deny and ask list of every rule handler on an event asks for the same command's texts:
-#: all but the first ask cost a lookup (commands up to ``CACHED_COMMAND_CHARS`` only).
-_texts = functools.lru_cache(maxsize=SPLIT_CACHE_SIZE)(_sorted_texts)
+#: Every deny and ask list of every rule handler on an event asks for the same command's view:
+#: all but the first ask cost a lookup (commands up to ``CACHED_COMMAND_CHARS``; the few longer
+#: ones in flight are kept apart, so that they never push the fleet's common commands out).
+_views = functools.lru_cache(maxsize=SPLIT_CACHE_SIZE)(shell_view)
+_long_views = functools.lru_cache(maxsize=16)(shell_view)
 
 
 def texts_cache_info() -> functools._CacheInfo:
     """Hits, misses and size of the cache of commands' texts, the first a shell rule looks in
     (its misses go on to the split cache, :func:`bus.rules.bashsplit.split_cache_info`)."""
-    return _texts.cache_info()
+    return _views.cache_info()
 
 
 def _is_shell_rule(rule: PermissionRule, tool: str) -> bool:
@@ -153,13 +163,20 @@ def _shell_rules(verdict: RuleKind, applicable: tuple[Rule, ...], tool: str) -> 
     mine = [item for item in applicable if _is_shell_rule(item[1], tool)]
     if not mine or verdict == "allow":
         return None
-    patterns = [(position, shell_regex(rule, tool == "PowerShell")) for position, rule, _ in mine]
-    combined = re.compile(
-        "|".join(f"(?P<r{position}>{p.pattern})" for position, p in patterns if p),
-        patterns[0][1].flags if patterns[0][1] else 0,
-    )
+    powershell = tool == "PowerShell"
+    patterns = [(position, shell_regex(rule, powershell)) for position, rule, _ in mine]
+    flags = patterns[0][1].flags if patterns[0][1] else 0
+    combined = re.compile("|".join(f"(?P<r{position}>{p.pattern})" for position, p in patterns if p), flags)
+    heads = [(position, shell_head_regex(rule, powershell)) for position, rule, _ in mine]
+    head_alternation = "|".join(f"(?P<r{position}>{h.pattern})" for position, h in heads if h)
     chosen = {position for position, _ in patterns}
-    return ToolRules(applicable, shell=combined, others=tuple(item for item in applicable if item[0] not in chosen))
+    return ToolRules(
+        applicable,
+        shell=combined,
+        heads=re.compile(head_alternation, flags) if head_alternation else None,
+        first_shell=min(chosen),
+        others=tuple(item for item in applicable if item[0] not in chosen),
+    )
 
 
 def _path_rules(verdict: RuleKind, applicable: tuple[Rule, ...], tool: str) -> ToolRules | None:

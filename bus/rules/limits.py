@@ -8,6 +8,9 @@ bound the size:
   split. It *cannot be judged*: it matches the policy's deny and ask rules for its tool and
   never an allow rule, and the rule's reason says so. A shorter command that the splitter
   cannot read within its time budget is judged the same way.
+* ``subcommands`` (default 1024): a command of more simple commands than this (the parts
+  between ``;``, ``&&``, ``|`` ..., and those inside substitutions) cannot be judged either:
+  every rule and ``if`` reads each of them, so the count bounds the work a command costs.
 * ``nestingDepth`` (default 64): a hook input nested deeper is refused by the gateway with
   ``400 too_deep``; the decision log, dead letters and every reader handle at least this.
 * ``stringBytes`` (default 16 KiB): a file path, URL or other string a rule or a matcher reads
@@ -27,11 +30,13 @@ from pydantic import BaseModel, ConfigDict, Field
 
 #: The deepest ``nestingDepth`` a policy may set: every later ``orjson.dumps`` handles far more (254).
 MAX_NESTING_DEPTH: Final = 200
-#: Commands up to this many characters are split on the event loop (well under a millisecond);
+#: Commands up to this many characters are split on the event loop (a few milliseconds at most);
 #: longer ones in a worker thread, within :data:`SPLIT_BUDGET_S`.
-INLINE_SPLIT_CHARS: Final = 4096
+INLINE_SPLIT_CHARS: Final = 2048
 #: The most one command's splitting may take before it counts as "cannot be judged".
 SPLIT_BUDGET_S: Final = 0.5
+#: The most ``subcommands`` a policy may set: matching stays within a few milliseconds per event.
+MAX_SUBCOMMANDS: Final = 4096
 #: No file path is longer on Linux (PATH_MAX): a longer one cannot be judged whatever ``stringBytes`` says.
 PATH_MAX_CHARS: Final = 4096
 
@@ -42,6 +47,7 @@ class Limits(BaseModel):
     model_config = ConfigDict(extra="forbid", populate_by_name=True, frozen=True, strict=True)
 
     command_bytes: Annotated[int, Field(ge=256)] = Field(default=64 * 1024, alias="commandBytes")
+    subcommands: Annotated[int, Field(ge=16, le=MAX_SUBCOMMANDS)] = 1024
     nesting_depth: Annotated[int, Field(ge=8, le=MAX_NESTING_DEPTH)] = Field(default=64, alias="nestingDepth")
     string_bytes: Annotated[int, Field(ge=256)] = Field(default=16 * 1024, alias="stringBytes")
 
@@ -53,6 +59,13 @@ class Limits(BaseModel):
         if size <= self.command_bytes:
             return None
         return f"the command is {size} bytes, over the limit of {self.command_bytes} (hookbus.limits.commandBytes)"
+
+    def too_many_subcommands(self, count: int) -> str | None:
+        """Why a command of ``count`` simple commands cannot be judged, or ``None``."""
+        if count <= self.subcommands:
+            return None
+        limit = self.subcommands
+        return f"the command has {count} simple commands, over the limit of {limit} (hookbus.limits.subcommands)"
 
     def string_too_long(self, text: str) -> bool:
         """Whether ``text`` is over ``stringBytes`` (counted in characters, a lower bound of its bytes)."""
@@ -118,6 +131,7 @@ __all__ = [
     "DEFAULT_LIMITS",
     "INLINE_SPLIT_CHARS",
     "MAX_NESTING_DEPTH",
+    "MAX_SUBCOMMANDS",
     "PATH_MAX_CHARS",
     "SPLIT_BUDGET_S",
     "Limits",

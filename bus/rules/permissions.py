@@ -388,12 +388,62 @@ def shell_texts(command: str, powershell: bool = False) -> frozenset[str] | None
     """Every text the subcommands of ``command`` are matched as, for a combined pre-check.
 
     ``None`` when that is not enough to decide: the command cannot be parsed, or run-time
-    expansions make its final text unknowable (then call :func:`rule_matches` per rule).
+    expansions make its final text unknowable (then see :func:`shell_view`).
     """
     commands = parse_commands(command, powershell=powershell)
     if commands is None or any(cmd.dynamic for cmd in commands):
         return None
     return frozenset().union(*(_variants(cmd, powershell) for cmd in commands))
+
+
+@dataclass(frozen=True, slots=True)
+class ShellView:
+    """What every ``deny``/``ask`` shell pattern is checked against, worked out in one pass over
+    the subcommands, so that a list of patterns costs one combined match per text whatever the
+    number of its rules (see :func:`rule_matches` for the rules it stands for).
+
+    A pattern matches the command when it matches one of ``texts``; or, when a subcommand's
+    program is only known at run time (``dynamic_program``), always; or, when it is more
+    specific than a command name, when its first word matches one of ``dynamic_heads``.
+    """
+
+    #: Every text of every subcommand (as written, unquoted, wrappers removed), sorted.
+    texts: tuple[str, ...]
+    #: The program names of the subcommands with run-time expansions (both forms), sorted.
+    dynamic_heads: tuple[str, ...]
+    #: Some subcommand's program itself is an expansion.
+    dynamic_program: bool
+    #: How many subcommands the command has.
+    subcommands: int
+
+
+def shell_view(command: str, powershell: bool = False) -> ShellView | None:
+    """The :class:`ShellView` of ``command``; ``None`` when it cannot be parsed."""
+    commands = parse_commands(command, powershell=powershell)
+    if commands is None:
+        return None
+    texts: set[str] = set()
+    heads: set[str] = set()
+    dynamic_program = False
+    for cmd in commands:
+        texts.update(_variants(cmd, powershell))
+        if cmd.dynamic and cmd.words:
+            for word in (cmd.words[0], strip_wrappers(cmd.words)[0]):
+                if word.dynamic:
+                    dynamic_program = True
+                else:
+                    heads.add(word.value)
+    return ShellView(tuple(sorted(texts)), tuple(sorted(heads)), dynamic_program, len(commands))
+
+
+def shell_head_regex(rule: PermissionRule, powershell: bool = False) -> re.Pattern[str] | None:
+    """The regex a dynamic subcommand's program name is matched with for a ``deny``/``ask`` rule
+    (:attr:`ShellView.dynamic_heads`); ``None`` for a pattern no more specific than a command
+    name, which an expansion never makes match."""
+    pattern = _shell_pattern(rule.content or "*", powershell)
+    if pattern.name_only:
+        return None
+    return glob_regex("*".join(pattern.head.parts), powershell)
 
 
 def shell_regex(rule: PermissionRule, powershell: bool = False) -> re.Pattern[str] | None:
@@ -408,13 +458,16 @@ __all__ = [
     "SHELL_TOOLS",
     "PermissionRule",
     "RuleKind",
+    "ShellView",
     "call_paths",
     "parse_rule",
     "path_rule",
     "paths_too_long",
     "rule_applies",
     "rule_matches",
+    "shell_head_regex",
     "shell_regex",
     "shell_texts",
+    "shell_view",
     "split_bash",
 ]

@@ -31,7 +31,7 @@ from bus.policy.loading import Policy
 from bus.policy.registry import PolicyRegistry
 from bus.policy.reload import PolicyWatcher
 from bus.redaction.redact import install_log_redaction, redactor_for
-from bus.redaction.scan import masking_deadline
+from bus.redaction.scan import OverBudget, masking_deadline
 from bus.redis.topology import Topology
 from bus.rules.limits import depth_over
 from bus.runtime import tracing
@@ -44,7 +44,7 @@ from workers.dispatcher.outbox import Outbox, Settle
 from workers.dispatcher.streams import WorkStreams, log_maxlen
 from workers.dispatcher.tracing import DispatchTraces
 from workers.engine.evaluation import Engine, Evaluation
-from workers.engine.judging import offload
+from workers.engine.judging import Refused, offload
 from workers.handlers.runners import default_runners
 from workers.jobs.enqueue import JobQueue, PreparedJob, arq_pool
 from workers.services import Services
@@ -324,9 +324,12 @@ class Dispatcher:
                 budget_s = (
                     max(0.05, min(_MASK_BUDGET_S, request.remaining_s() / 2)) if request.blocking else _MASK_BUDGET_S
                 )
-                record = await offload(
-                    self._masked_record, budget_s, request, outcome, fail_open, evaluation, hook_input
+                masked = await offload(
+                    request.tenant, budget_s, self._masked_record, request, outcome, fail_open, evaluation, hook_input
                 )
+                if isinstance(masked, Refused):  # past its budget: the input is not stored, a note says why
+                    raise OverBudget(f"masking did not run: {masked.why}")
+                record = masked
             else:
                 record = self._record(request, outcome, fail_open, evaluation, hook_input)
             record.meta()  # it can be written

@@ -118,7 +118,7 @@ class Engine:
         all past ``hookbus.limits``); every rule and ``if`` of the event sees that judgement."""
         policy = policy or self.policy
         limits = policy.settings.limits
-        found = await judge_command(hook_input, limits, request.remaining_s())
+        found = await judge_command(hook_input, limits, request.remaining_s(), request.tenant)
         with judged(found, limits):
             if not request.traced:  # tracing off, or an event whose trace is not sampled
                 return await self._evaluate(request, hook_input, policy)

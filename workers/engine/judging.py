@@ -2,10 +2,14 @@
 
 Splitting a long shell command is the one piece of decision work whose cost grows with the
 input. A command over ``hookbus.limits.commandBytes`` is not split at all; a long one is split
-in a worker thread of its own, within a time budget, so the dispatcher's event loop goes on
-serving every other event (and tenant) meanwhile. Either way the answer is recorded for the
-event (:func:`bus.rules.bashsplit.prepare`): its commands, or why it cannot be judged, which every
-rule and ``if`` of the event then sees without splitting it again.
+in a worker thread, within a time budget that runs from when it was queued, so the
+dispatcher's event loop goes on serving every other event meanwhile. The threads are shared
+fairly between tenants (:class:`workers.engine.fairthreads.FairThreads`): one tenant's long
+commands never wait behind another's. A command of more simple commands than
+``hookbus.limits.subcommands`` cannot be judged either: every rule and ``if`` of the event
+reads each of them, so the count bounds the work left on the event loop. Either way the answer
+is recorded for the event (:func:`bus.rules.bashsplit.prepare`): its commands, or why it cannot
+be judged, which every rule and ``if`` of the event then sees without splitting it again.
 """
 
 from __future__ import annotations
@@ -14,21 +18,26 @@ import asyncio
 from collections.abc import Callable, Mapping
 from typing import Any, TypeVar
 
-from bus.rules.bashsplit import Judged, prepare, reset_prepared, split_within
+from bus.rules.bashsplit import Judged, parse_commands, prepare, reset_prepared, split_within
 from bus.rules.limits import INLINE_SPLIT_CHARS, SPLIT_BUDGET_S, Limits, reset_limits, set_limits
 from bus.rules.permissions import SHELL_TOOLS
-from workers.handlers.threads import ThreadHandoff
+from workers.engine.fairthreads import FairThreads, Refused
 
 T = TypeVar("T")
 
-#: Two threads: a long command each while the event loop keeps the GIL's other turns.
-_threads = ThreadHandoff(2, "hookbus-judge")
+#: Two threads: a long command each while the event loop keeps the GIL's other turns. A tenant
+#: has at most one call running and this many waiting; past that its inputs cannot be judged.
+_threads = FairThreads(2, 8, "hookbus-judge")
+#: No simple command takes less than a character: a command no longer than the limit cannot be
+#: over it, so it is not counted ahead.
+_CHARS_PER_SUBCOMMAND = 1
 
 
 async def judge_command(
-    hook_input: Mapping[str, Any], limits: Limits, remaining_s: float
+    hook_input: Mapping[str, Any], limits: Limits, remaining_s: float, tenant: str = ""
 ) -> dict[tuple[str, bool], Judged] | None:
-    """The judgement of the event's shell command when it is too long to split inline, else ``None``."""
+    """The judgement of the event's shell command when it is too long to split inline or has too
+    many simple commands to judge, else ``None``."""
     tool = hook_input.get("tool_name")
     tool_input = hook_input.get("tool_input")
     if tool not in SHELL_TOOLS or not isinstance(tool_input, dict):
@@ -40,22 +49,38 @@ async def judge_command(
     if why := limits.command_too_long(command):
         return {key: why}
     if len(command) <= INLINE_SPLIT_CHARS:
-        return None
+        if len(command) <= limits.subcommands * _CHARS_PER_SUBCOMMAND:
+            return None
+        commands = parse_commands(command, powershell=key[1])  # cached: the rules find it again
+        why = limits.too_many_subcommands(len(commands)) if commands is not None else None
+        return {key: why} if why else None
     budget_s = min(SPLIT_BUDGET_S, max(remaining_s / 2, 0.05))
-    result: Judged
+    result: Judged | Refused
     try:
-        # The thread stops itself at its budget; the wait also covers its turn in the queue.
+        # The thread stops itself at what is left of the budget; the wait covers its turn in the queue.
         async with asyncio.timeout(budget_s + 0.05):
-            result = await _threads.run(split_within, command, key[1], budget_s)
+            result = await _threads.run(tenant, budget_s, _split, command, key[1])
     except TimeoutError:
-        result = f"the command could not be split within {budget_s:g} s"
+        result = Refused(f"it was not split within {budget_s:g} s")
+    if isinstance(result, Refused):
+        return {key: f"the command could not be split ({result.why})"}
+    if isinstance(result, tuple) and (why := limits.too_many_subcommands(len(result))):
+        return {key: why}
     return {key: result}
 
 
-async def offload(fn: Callable[..., T], *args: Any) -> T:
-    """``fn(*args)`` in one of these threads (CPU-bound work on a large input: masking a record)."""
-    result: T = await _threads.run(fn, *args)
-    return result
+def _split(budget_s: float, command: str, powershell: bool) -> Judged:
+    return split_within(command, powershell, budget_s)
+
+
+async def offload(tenant: str, budget_s: float, fn: Callable[..., T], *args: Any) -> T | Refused:
+    """``fn(remaining_s, *args)`` in one of these threads, within ``budget_s`` from now (CPU-bound
+    work on a large input: masking a record); :class:`Refused` when it cannot run in time."""
+    try:
+        async with asyncio.timeout(budget_s + 0.05):
+            return await _threads.run(tenant, budget_s, fn, *args)
+    except TimeoutError:
+        return Refused(f"it was not done within {budget_s:g} s")
 
 
 class judged:
@@ -78,4 +103,4 @@ class judged:
             reset_prepared(self._token)
 
 
-__all__ = ["judge_command", "judged", "offload"]
+__all__ = ["Refused", "judge_command", "judged", "offload"]

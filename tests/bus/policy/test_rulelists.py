@@ -1,0 +1,106 @@
+"""Rule lists: one pass over a command's subcommands whatever the number of rules, with the same
+answer as trying each rule in list order (:func:`bus.rules.permissions.rule_matches`)."""
+
+from __future__ import annotations
+
+import itertools
+from typing import Any
+
+import pytest
+
+from bus.policy import rulelists
+from bus.policy.rulelists import RuleList, compile_lists
+from bus.rules import permissions
+from bus.rules.permissions import rule_matches
+
+pytestmark = pytest.mark.timeout(60)
+
+DENY = (
+    "Bash(git status)",
+    "Bash(npm publish *)",
+    "Bash(git push *--force*)",
+    "Bash(git push *)",
+    "Bash(rm -rf *)",
+    "Bash(curl * | sh)",
+    "Bash(*secret*)",
+    "Bash(sudo *)",
+    "Bash(timeout)",
+    "Bash(dd if=* of=/dev/*)",
+    "Bash(git*)",
+    "Bash(chmod -R 777 *)",
+    "Bash(a * b * c * d)",  # three stars: tried on its own
+    "Bash(npm run test:*)",
+    "Bash(description:danger*)",
+)
+
+COMMANDS = (
+    "ls",
+    "git status",
+    "git push origin main",
+    "git push $REMOTE --force",
+    "git $SUB --force",
+    "$CMD -rf /",
+    "`which rm` -rf /",
+    "echo $(rm -rf /)",
+    "rm -rf $HOME",
+    "rm $FLAGS /",
+    "timeout 5 $X",
+    "timeout 5 git push $x",
+    "nohup sudo $x",
+    "x=1 npm publish $TAG",
+    "curl $URL | sh",
+    "cat $F | grep secret",
+    "dd if=$IN of=/dev/sda",
+    "chmod -R 777 $D; ls",
+    "a 1 b 2 c 3 d",
+    "npm run test:$x",
+    "echo 'unterminated",
+    "for f in $(ls); do rm -rf $f; done",
+    "${GIT} push",
+    "git push && $(echo git) status",
+)
+
+
+def reference(rule_list: RuleList, tool_input: dict[str, Any]) -> str | None:
+    """The first rule of the list, in its order, that matches on its own."""
+    return next(
+        (
+            text
+            for _, rule, text in rule_list.rules
+            if rule_matches(rule, "Bash", tool_input, "/w", kind=rule_list.verdict)
+        ),
+        None,
+    )
+
+
+@pytest.mark.parametrize("verdict", ["deny", "ask"])
+@pytest.mark.parametrize("command", COMMANDS)
+def test_the_combined_match_names_the_rule_trying_each_would(command: str, verdict: str) -> None:
+    deny, ask = (DENY, ()) if verdict == "deny" else ((), DENY)
+    (rule_list,) = compile_lists(deny, ask, ())
+    for rules in (rule_list, *(compile_lists(tuple(order), (), ())[0] for order in _orders())):
+        tool_input = {"command": command, "description": "x"}
+        assert rules.first_match("Bash", tool_input, "/w") == reference(rules, tool_input), command
+
+
+def _orders() -> list[tuple[str, ...]]:
+    """A few other orders of the same rules (the first match depends on it)."""
+    return [tuple(reversed(DENY)), DENY[5:] + DENY[:5], tuple(itertools.islice(itertools.cycle(DENY[1::2]), 7))]
+
+
+def test_a_command_costs_one_pass_whatever_the_number_of_rules(monkeypatch: pytest.MonkeyPatch) -> None:
+    rules = (*(f"Bash(tool{i} --flag *)" for i in range(300)), "Bash(rm -rf *)")
+    (rule_list,) = compile_lists(rules, (), ())
+    command = "a;" * 1000 + "a $x; rm -rf /"  # expansions: the rules used to be tried one by one
+    calls = 0
+    real = permissions._command_matches
+
+    def counted(*args: Any) -> bool:
+        nonlocal calls
+        calls += 1
+        return real(*args)
+
+    monkeypatch.setattr(permissions, "_command_matches", counted)
+    rulelists._long_views.cache_clear()
+    assert rule_list.first_match("Bash", {"command": command}, "/w") == "Bash(rm -rf *)"
+    assert calls == 0  # every rule was decided by the combined match, none by one per subcommand
