@@ -45,7 +45,7 @@ from bus.redis.keys import Keyspace
 from bus.runtime import tracing
 from bus.runtime.metrics import Metrics
 from bus.stream.protocol import LogRecord, Request
-from gateway.tracing import GatewayTrace
+from gateway.tracing import ForcedTraces, GatewayTrace
 from workers.dispatcher.tracing import DispatchTraces
 from workers.engine.evaluation import Engine
 from workers.handlers.runners import default_runners
@@ -106,9 +106,10 @@ async def traced(batch: list[Request], engine: Any, policy: Policy, metrics: Met
     """Each event as :mod:`gateway.hooks` and :mod:`workers.dispatcher.answering` run it (a task
     for the dispatcher's part); with tracing off, and the untraced engine, the untraced path."""
     traces = DispatchTraces(frozenset())
+    forced = ForcedTraces(tracing.TraceSettings().forced_per_s, metrics.traces_forced_ignored)
     for sent in batch:
         started = time.perf_counter()
-        trace = GatewayTrace.begin(HEADERS, sent, "claude", started) if tracing.on else None
+        trace = GatewayTrace.begin(HEADERS, sent, "claude", started, forced) if tracing.on else None
         if trace is not None:
             trace.appending()
         fields = as_read(sent.encode())

@@ -35,7 +35,7 @@ from bus.stream.protocol import Reply, Request, now_ms
 from bus.stream.settle import CLAIM_FAIL_OPEN, OUTCOME_GRACE_MS
 from gateway.replies.deadlines import Deadlines
 from gateway.state import Gateway
-from gateway.tracing import GatewayTrace
+from gateway.tracing import ForcedTraces, GatewayTrace
 
 logger = logging.getLogger("hookbus.gateway")
 
@@ -71,6 +71,8 @@ class HooksEndpoint:
         self._deadlines = Deadlines()
         # The limits are the settings', fixed for the process.
         self._rate_limited = self.limiter.enabled
+        #: Each tenant's share of the traces its callers force with a sampled traceparent.
+        self._forced_traces = ForcedTraces(self.settings.tracing.forced_per_s, self.metrics.traces_forced_ignored)
 
     async def read_body(self, headers: dict[bytes, bytes], receive: Receive) -> bytes:
         limit = self.settings.max_body_bytes
@@ -186,7 +188,7 @@ class HooksEndpoint:
             dialect="" if speaker.name == "claude" else speaker.name,
             policy=versions,
         )
-        trace = GatewayTrace.begin(headers, request, speaker.name, started) if tracing.on else None
+        trace = GatewayTrace.begin(headers, request, speaker.name, started, self._forced_traces) if tracing.on else None
         # Plugins register their callbacks inside the dispatchers, so with any plugin listed
         # every blocking event waits for a decision.
         blocking = event_spec(event).blocking and (serves(policy, event, speaker.name) or bool(policy.settings.plugins))

@@ -6,6 +6,12 @@ it starts one; its ``traceparent`` goes into the stream entry (:attr:`Request.tr
 dispatcher that reads the event continues the same trace. The append and the wait are timed
 with two clock readings each and written as child spans when the request ends (no context
 switch on the hot path); an unsampled request writes none.
+
+A sampled ``traceparent`` forces the trace to be kept, and its spans share this process's export
+queue with every tenant's kept traces (the queue drops its oldest spans when full). So each
+tenant may force :attr:`TraceSettings.forced_per_s <bus.runtime.tracing.TraceSettings.forced_per_s>`
+traces a second (:class:`ForcedTraces`); past that its sampled flag is not followed, and the
+request is counted in ``hookbus_traces_forced_ignored_total``.
 """
 
 from __future__ import annotations
@@ -18,7 +24,43 @@ from bus.runtime import tracing
 from bus.stream.protocol import Request
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    from opentelemetry.context import Context
+    from prometheus_client import Counter
+
     from bus.runtime.metrics import Metrics
+
+
+class ForcedTraces:
+    """A token bucket per tenant for the traces its callers force with a sampled ``traceparent``.
+
+    Local to this process, as its span queue is. ``per_s`` traces a second, a burst of a
+    second's worth (at least one); 0 follows no caller's sampled flag. ``ignored`` counts the
+    requests whose flag was not followed. The tenants are the authenticated ones, so the
+    buckets are as many as the tenants configured.
+    """
+
+    __slots__ = ("buckets", "burst", "clock", "ignored", "per_s")
+
+    def __init__(self, per_s: float, ignored: Counter, clock: Callable[[], float] = time.monotonic) -> None:
+        self.per_s = per_s
+        self.clock = clock
+        self.burst = max(1.0, per_s) if per_s > 0 else 0.0
+        self.ignored = ignored
+        #: tenant -> (tokens left, the clock's reading at the last take).
+        self.buckets: dict[str, tuple[float, float]] = {}
+
+    def admit(self, tenant: str) -> bool:
+        """Take a token from ``tenant``'s bucket: False (and counted) when there is none."""
+        now = self.clock()
+        tokens, last = self.buckets.get(tenant, (self.burst, now))
+        tokens = min(self.burst, tokens + (now - last) * self.per_s)
+        admitted = tokens >= 1
+        self.buckets[tenant] = (tokens - 1 if admitted else tokens, now)
+        if not admitted:
+            self.ignored.inc()
+        return admitted
 
 
 class GatewayTrace:
@@ -27,16 +69,22 @@ class GatewayTrace:
     __slots__ = ("append_ns", "appended_ns", "replied_ns", "request", "span", "token")
 
     @classmethod
-    def begin(cls, headers: dict[bytes, bytes], request: Request, agent: str, started: float) -> GatewayTrace | None:
+    def begin(
+        cls, headers: dict[bytes, bytes], request: Request, agent: str, started: float, forced: ForcedTraces
+    ) -> GatewayTrace | None:
         """The request's trace; None when the sampler leaves a new trace out (its ids still go on
-        in the stream entry, with the sampled flag off, and no span is built)."""
-        parent = headers.get(b"traceparent")
-        if parent is None and (left_out := tracing.left_out()) is not None:
+        in the stream entry, with the sampled flag off, and no span is built). A sampled
+        ``traceparent`` past its tenant's share in ``forced`` continues the caller's trace unsampled."""
+        header = headers.get(b"traceparent")
+        if header is None and (left_out := tracing.left_out()) is not None:
             request.trace = left_out
             return None
+        parent = tracing.parent_context(header)
+        if parent is not None and tracing.caller_sampled(parent) and not forced.admit(request.tenant):
+            parent = tracing.unsampled(parent)
         return cls(parent, request, agent, started)
 
-    def __init__(self, parent: bytes | None, request: Request, agent: str, started: float) -> None:
+    def __init__(self, parent: Context | None, request: Request, agent: str, started: float) -> None:
         self.request = request
         self.append_ns = self.appended_ns = self.replied_ns = 0
         self.token: object | None = None
@@ -44,7 +92,7 @@ class GatewayTrace:
         started_ns = time.time_ns() - int((time.perf_counter() - started) * 1e9)
         span = self.span = tracing.start(
             "hookbus.request",
-            parent=tracing.parent_context(parent),
+            parent=parent,
             kind="server",
             start_ns=started_ns,
             attributes={
@@ -106,4 +154,4 @@ class GatewayTrace:
         span.end(end_ns)
 
 
-__all__ = ["GatewayTrace"]
+__all__ = ["ForcedTraces", "GatewayTrace"]

@@ -183,9 +183,7 @@ class Metrics:
             "hookbus_redis_errors_total", "Redis calls that failed, by operation", ["op"], registry=registry
         )
         self.traces_forced_ignored = Counter(
-            "hookbus_traces_forced_ignored_total",
-            "Sampled traceparents not followed because their tenant forced more traces than HOOKBUS_TRACE_FORCED_PER_S",
-            registry=registry,
+            "hookbus_traces_forced_ignored_total", "Sampled traceparents over their tenant's share", registry=registry
         )
         self.head_timeouts = Counter(
             "hookbus_request_head_timeouts_total",

@@ -12,6 +12,11 @@ A process turns it on with :func:`configure` (once, at start-up). The sampler is
 ``HOOKBUS_TRACE_ALWAYS=fail-open,deny`` keeps the traces of events that failed open or were
 denied whatever the sampler chose (:mod:`bus.runtime.sampling` says how); it costs the spans'
 recording on every event, which is why it is an option.
+
+A caller's sampled ``traceparent`` forces its event's trace to be kept, and that trace's spans
+share each process's export queue with every other tenant's. ``HOOKBUS_TRACE_FORCED_PER_S``
+bounds how many traces one tenant may force a second (:class:`gateway.tracing.ForcedTraces`);
+past it the caller's sampled flag is not followed (:func:`unsampled`).
 """
 
 from __future__ import annotations
@@ -52,6 +57,9 @@ class TraceSettings:
     enabled: bool = False
     #: Outcomes whose traces are kept whatever the sampler chose (:data:`ALWAYS_OUTCOMES`).
     always: frozenset[str] = frozenset()
+    #: Traces one tenant may force a second with a sampled ``traceparent`` (burst: a second's worth,
+    #: at least one); 0 never follows a caller's sampled flag.
+    forced_per_s: float = 10.0
 
     @classmethod
     def from_env(cls, env: Mapping[str, str]) -> TraceSettings:
@@ -63,7 +71,14 @@ class TraceSettings:
         always = frozenset(v.strip().lower() for v in env.get("HOOKBUS_TRACE_ALWAYS", "").split(",") if v.strip())
         if unknown := sorted(always - set(ALWAYS_OUTCOMES)):
             raise ConfigError(f"HOOKBUS_TRACE_ALWAYS: {', '.join(unknown)} is not one of: {', '.join(ALWAYS_OUTCOMES)}")
-        return cls(enabled=(named or exporter == "otlp") and not disabled, always=always)
+        forced = env.get("HOOKBUS_TRACE_FORCED_PER_S", "").strip() or "10"
+        try:
+            forced_per_s = float(forced)
+        except ValueError:
+            raise ConfigError(f"HOOKBUS_TRACE_FORCED_PER_S={forced!r} is not a number of traces a second") from None
+        if not 0 <= forced_per_s < float("inf"):
+            raise ConfigError(f"HOOKBUS_TRACE_FORCED_PER_S={forced!r}: traces a second must be 0 or more")
+        return cls(enabled=(named or exporter == "otlp") and not disabled, always=always, forced_per_s=forced_per_s)
 
 
 def configure(settings: TraceSettings, role: str, *, exporter: Any = None) -> None:
@@ -179,6 +194,21 @@ def parent_context(traceparent: str | bytes | None) -> Context | None:
         return None
     api = _bound()
     remote = api.SpanContext(trace_id, span_id, is_remote=True, trace_flags=api.TraceFlags(flags))
+    return api.set_span_in_context(api.NonRecordingSpan(remote))
+
+
+def caller_sampled(context: Context) -> bool:
+    """Whether the remote parent in ``context`` (from :func:`parent_context`) asks for its trace to be sampled."""
+    return bool(_bound().get_current_span(context).get_span_context().trace_flags.sampled)
+
+
+def unsampled(context: Context) -> Context:
+    """``context`` with its remote parent's sampled flag cleared: the same trace, left to the sampler
+    as an unsampled parent (not exported unless its outcome keeps it)."""
+    api = _bound()
+    parent = api.get_current_span(context).get_span_context()
+    flags = api.TraceFlags(int(parent.trace_flags) & ~api.TraceFlags.SAMPLED)
+    remote = api.SpanContext(parent.trace_id, parent.span_id, is_remote=True, trace_flags=flags)
     return api.set_span_in_context(api.NonRecordingSpan(remote))
 
 
@@ -306,6 +336,7 @@ __all__ = [
     "KeepOutcomes",
     "TraceSettings",
     "annotate",
+    "caller_sampled",
     "configure",
     "current",
     "enter",
@@ -322,4 +353,5 @@ __all__ = [
     "start",
     "trace_id",
     "traceparent",
+    "unsampled",
 ]

@@ -53,6 +53,7 @@ DEFINED_METRICS: Final = frozenset(
         "hookbus_stream_length",  # gauge {stream}
         "hookbus_stream_pending",  # gauge {stream, group}
         "hookbus_timeouts_total",  # counter {stage}
+        "hookbus_traces_forced_ignored_total",  # counter: caller-sampled traces over their tenant's share
     }
 )
 

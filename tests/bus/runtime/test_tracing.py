@@ -45,6 +45,15 @@ def test_trace_always_takes_fail_open_and_deny_only() -> None:
         Settings.from_env({"OTEL_TRACES_EXPORTER": "zipkin"})
 
 
+def test_forced_traces_per_tenant_are_a_rate_of_zero_or_more() -> None:
+    assert Settings.from_env({}).tracing.forced_per_s == 10.0
+    assert Settings.from_env({"HOOKBUS_TRACE_FORCED_PER_S": "0.5"}).tracing.forced_per_s == 0.5
+    assert Settings.from_env({"HOOKBUS_TRACE_FORCED_PER_S": "0"}).tracing.forced_per_s == 0.0
+    for wrong in ("-1", "many", "inf", "nan"):
+        with pytest.raises(ConfigError, match="HOOKBUS_TRACE_FORCED_PER_S="):
+            Settings.from_env({"HOOKBUS_TRACE_FORCED_PER_S": wrong})
+
+
 @pytest.mark.system  # a Python process of its own, with no OTEL_* set
 def test_with_tracing_off_the_sdk_is_never_imported() -> None:
     """A gateway, a dispatcher and a worker's modules, and a hook request through the app, load no SDK."""
