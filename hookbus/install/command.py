@@ -51,6 +51,8 @@ AGENTS = tuple(agent for agent in SHIM_AGENTS if agent != "peri")  # Peri is con
 
 def run_install(args: Any) -> int:
     """``hookbus install AGENT``: returns the exit code (errors raise ConfigError)."""
+    if getattr(args, "http", False) and args.agent != "copilot":
+        raise ConfigError(f"--http is for copilot only: the {args.agent} installer picks its hook type itself")
     if args.agent != "claude":
         installer = importlib.import_module(f"hookbus.install.{args.agent}")
         code: int = installer.run(args)
@@ -126,6 +128,12 @@ def add_install_arguments(parser: Any) -> None:
         help=f"handler timeout in seconds (default {DEFAULT_TIMEOUT_S:g})",
     )
     parser.add_argument("--fail-closed", action="store_true", help="shim hooks block when the gateway can't answer")
+    parser.add_argument(
+        "--http",
+        action="store_true",
+        help="copilot: native http hooks instead of the shim (no process per call, but Copilot then denies "
+        "every tool call while the gateway is down or refuses the token)",
+    )
     parser.add_argument(
         "--hook-command",
         metavar="CMD",

@@ -9,14 +9,16 @@ user and folder, trusted or not, and not switched off by ``disableAllHooks``).
 
 What: ``{"version": 1, "hooks": {EVENT: [entry]}}`` with PascalCase (Claude Code) event
 names, so Copilot sends Claude-shaped snake_case input. By default each entry is a
-``type: "http"`` hook posting to ``URL/v1/hooks?dialect=copilot`` with the header
-``Authorization: Bearer ${HOOKBUS_TOKEN}`` filled from ``allowedEnvVars: ["HOOKBUS_TOKEN"]``,
-and ``timeoutSec`` in seconds. Copilot denies a PreToolUse or PermissionRequest call whose http
-hook errs (gateway down, 401, 5xx) but runs it when the hook times out. ``--shim`` writes ``type: "command"``
-hooks running ``hookbus hook --agent copilot --url URL`` instead, which fail open (the shim
-answers ``{}``); ``--fail-closed`` makes the shim exit 2 before Copilot's timeout, a deny on
-PreToolUse and PermissionRequest. The token is never written: Copilot reads
-``$HOOKBUS_TOKEN`` from its environment.
+``type: "command"`` hook running the shim, ``hookbus hook --agent copilot --url URL``, with
+``timeoutSec`` in seconds: it fails open (answers ``{}``) when the gateway is down, slow or
+refuses the token, as hookbus does by default; ``--fail-closed`` makes it exit 2 then, before
+Copilot's timeout, a deny on PreToolUse and PermissionRequest. ``--http`` writes native
+``type: "http"`` hooks instead (no process per call), posting to
+``URL/v1/hooks?dialect=copilot`` with the header ``Authorization: Bearer ${HOOKBUS_TOKEN}``
+filled from ``allowedEnvVars: ["HOOKBUS_TOKEN"]``. Those fail closed: Copilot denies a
+PreToolUse or PermissionRequest call whose http hook errs (gateway down, 401, 5xx), though it
+runs it when the hook times out. The token is never written: Copilot reads ``$HOOKBUS_TOKEN``
+from its environment.
 
 Entries are hookbus's by their shape (an http hook with exactly that header and
 ``allowedEnvVars`` posting to a ``/v1/hooks?dialect=copilot`` URL; a ``hookbus hook --agent
@@ -243,7 +245,7 @@ def warnings(path: Path, scope: str, updated: dict[str, Any], url: str, http: bo
         else:
             found.append(
                 "Copilot skips http:// hooks that send a token or decide permissions (PreToolUse, "
-                "PermissionRequest): use an https:// URL, or --shim"
+                "PermissionRequest): use an https:// URL, or leave out --http"
             )
     if scope == "project":
         found.append(
@@ -307,7 +309,14 @@ def run(args: Any) -> int:
         return check(target, after_install=False)
     if not args.timeout > 0:
         raise ConfigError("--timeout must be more than 0 seconds")
-    shim = args.shim or args.fail_closed
+    http = bool(getattr(args, "http", False))
+    if http and (args.shim or args.fail_closed):
+        flag = "--shim" if args.shim else "--fail-closed"
+        raise ConfigError(
+            f"--http and {flag} do not go together: --http writes http hooks, which Copilot already fails "
+            "closed on; leave out --http for the shim"
+        )
+    shim = not http
     if args.uninstall:
         updated = merge(settings, None, only_url=args.url)
     else:
@@ -340,7 +349,10 @@ def run(args: Any) -> int:
     print(f"hookbus: {path}: {len(chosen_events(args.events))} {kind} -> {url}{backup}")
     print(f"hookbus: Copilot CLI sends ${TOKEN_ENV} as the bearer token: export it where copilot runs")
     if not shim:
-        print("hookbus: note: Copilot denies tool calls while the gateway cannot be reached; --shim lets them run")
+        print(
+            "hookbus: note: Copilot denies tool calls while the gateway cannot be reached or refuses the token "
+            "(http hooks fail closed); without --http they run"
+        )
     return 0 if args.no_check else check(target, after_install=True)
 
 

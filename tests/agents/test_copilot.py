@@ -235,9 +235,9 @@ def copilot(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Copilot]:
 
 @pytest.fixture(scope="module")
 def http_home(copilot: Copilot) -> Path:
-    """A ``COPILOT_HOME`` with hookbus's http hooks, installed by ``hookbus install copilot --scope user``."""
+    """A ``COPILOT_HOME`` with hookbus's http hooks, installed by ``hookbus install copilot --scope user --http``."""
     home = copilot.home("http")
-    out = copilot.install(home, "--scope", "user")
+    out = copilot.install(home, "--scope", "user", "--http")
     assert "token accepted as tenant acme" in out  # the installer's check went through the relay
     assert "COPILOT_HOOK_ALLOW_LOCALHOST=1" in out
     config = json.loads((home / "hooks" / "hookbus.json").read_text())

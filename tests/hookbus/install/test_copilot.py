@@ -16,6 +16,7 @@ import pytest
 
 from hookbus.cli import main
 from hookbus.install.copilot import DEFAULT_EVENTS, entry_url, hooks_path
+from hookbus.platform.redis_server import free_port
 
 URL = "http://127.0.0.1:8787"
 HOOK_URL = f"{URL}/v1/hooks?dialect=copilot"
@@ -54,8 +55,50 @@ def hookbus_entries(config: dict[str, Any]) -> dict[str, list[dict[str, Any]]]:
     }
 
 
-def test_project_scope_writes_http_hooks_for_every_event(project: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    assert install() == 0
+def test_by_default_every_event_gets_the_shim_which_fails_open(
+    project: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert install("--hook-command", "/opt/hb/hookbus") == 0
+    path = project / ".github" / "hooks" / "hookbus.json"
+    config = json.loads(path.read_text())
+    assert config["version"] == 1 and list(config["hooks"]) == list(DEFAULT_EVENTS)
+    for event in DEFAULT_EVENTS:
+        assert config["hooks"][event] == [
+            {"type": "command", "bash": f"/opt/hb/hookbus hook --agent copilot --url {URL}/v1/hooks", "timeoutSec": 10}
+        ]
+    captured = capsys.readouterr()
+    assert f"{path}: 12 command hooks (hookbus hook) -> {URL}/v1/hooks" in captured.out
+    assert "note:" not in captured.out
+    warnings = [line for line in captured.err.splitlines() if line.startswith("hookbus: warning: ")]
+    assert len(warnings) == 1 and "trusted folder" in warnings[0]  # no http rules for a command hook
+
+
+@pytest.mark.system
+@pytest.mark.parametrize(("flags", "code"), [((), 0), (("--fail-closed",), 2)])
+def test_the_installed_command_fails_open_unless_fail_closed(project: Path, flags: tuple[str, ...], code: int) -> None:
+    down = f"http://127.0.0.1:{free_port()}"  # nothing listens: the gateway is down
+    assert (
+        main(["install", "copilot", "--url", down, "--no-check", "--events", "PreToolUse", "--timeout", "2", *flags])
+        == 0
+    )
+    (entry,) = json.loads((project / ".github" / "hooks" / "hookbus.json").read_text())["hooks"]["PreToolUse"]
+    event = {
+        "hook_event_name": "PreToolUse",
+        "session_id": "s",
+        "cwd": str(project),
+        "tool_name": "Bash",
+        "tool_input": {"command": "ls"},
+    }
+    done = subprocess.run(
+        ["bash", "-c", entry["bash"]], input=json.dumps(event), capture_output=True, text=True, timeout=30, check=False
+    )
+    assert done.returncode == code, done.stderr  # Copilot denies a PreToolUse command hook's exit 2
+    assert ("failing closed" if code else "failing open") in done.stderr
+    assert done.stdout.strip() == ("" if code else "{}")
+
+
+def test_http_writes_native_http_hooks_for_every_event(project: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert install("--http") == 0
     path = project / ".github" / "hooks" / "hookbus.json"
     config = json.loads(path.read_text())
     assert config["version"] == 1 and list(config["hooks"]) == list(DEFAULT_EVENTS)
@@ -72,7 +115,7 @@ def test_project_scope_writes_http_hooks_for_every_event(project: Path, capsys: 
     assert "tok" not in path.read_text().lower().replace("hookbus_token", "")  # no token value in the file
     captured = capsys.readouterr()
     assert f"{path}: 12 http hooks -> {URL}/v1/hooks" in captured.out
-    assert "note: Copilot denies tool calls while the gateway cannot be reached" in captured.out
+    assert "note: Copilot denies tool calls while the gateway cannot be reached or refuses the token" in captured.out
     warnings = [line for line in captured.err.splitlines() if line.startswith("hookbus: warning: ")]
     assert any("COPILOT_HOOK_ALLOW_LOCALHOST=1" in line for line in warnings)
     assert any("trusted folder" in line for line in warnings)
@@ -122,7 +165,7 @@ def test_uninstall_deletes_a_file_that_held_only_hookbus(project: Path, capsys: 
 def test_uninstall_narrowed_to_one_gateway(project: Path) -> None:
     path = project / "hooks.json"
     path.write_text(json.dumps({"version": 1, "hooks": {}}))
-    assert install("--settings-file", str(path), "--events", "Stop") == 0
+    assert install("--http", "--settings-file", str(path), "--events", "Stop") == 0
     other = json.loads(path.read_text())
     other["hooks"]["Stop"].append({**other["hooks"]["Stop"][0], "url": "https://b.internal/v1/hooks?dialect=copilot"})
     path.write_text(json.dumps(other))
@@ -132,14 +175,14 @@ def test_uninstall_narrowed_to_one_gateway(project: Path) -> None:
 
 def test_dry_run_prints_a_diff_and_writes_nothing(project: Path, capsys: pytest.CaptureFixture[str]) -> None:
     path = project / ".github" / "hooks" / "hookbus.json"
-    assert install("--dry-run") == 0
+    assert install("--http", "--dry-run") == 0
     out = capsys.readouterr().out
     assert out.startswith(f"--- /dev/null\n+++ {path}\n") and f'+        "url": "{HOOK_URL}",' in out
     assert not path.exists() and not path.parent.exists()
-    assert install() == 0
+    assert install("--http") == 0
     before = path.read_text()
     capsys.readouterr()
-    assert install("--shim", "--dry-run") == 0
+    assert install("--dry-run") == 0
     diff = capsys.readouterr().out
     assert diff.startswith(f"--- {path}\n+++ {path}\n") and '+        "type": "command",' in diff
     assert path.read_text() == before and not (path.parent / "hookbus.json.bak").exists()
@@ -165,7 +208,7 @@ def test_shim_and_fail_closed_write_command_hooks(project: Path, capsys: pytest.
     assert shim == [
         {"type": "command", "bash": f"/opt/hb/hookbus hook --agent copilot --url {URL}/v1/hooks", "timeoutSec": 10}
     ]
-    assert install("--events", "PreToolUse") == 0  # back to http, in place
+    assert install("--http", "--events", "PreToolUse") == 0  # to http, in place
     back = json.loads((project / ".github" / "hooks" / "hookbus.json").read_text())["hooks"]["PreToolUse"]
     assert len(back) == 1 and back[0]["type"] == "http"
 
@@ -181,7 +224,7 @@ def test_user_scope_honours_copilot_home(project: Path, monkeypatch: pytest.Monk
 
 def test_managed_scope_is_copilots_policy_folder(project: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert hooks_path("managed") == Path("/etc/github-copilot/policy.d/hookbus.json")
-    assert install("--scope", "managed", "--dry-run", "--url", "https://hookbus.corp") == 0
+    assert install("--http", "--scope", "managed", "--dry-run", "--url", "https://hookbus.corp") == 0
     captured = capsys.readouterr()
     assert "+++ /etc/github-copilot/policy.d/hookbus.json" in captured.out
     assert '"url": "https://hookbus.corp/v1/hooks?dialect=copilot"' in captured.out
@@ -192,9 +235,9 @@ def test_warnings_for_what_would_skip_the_hooks(project: Path, capsys: pytest.Ca
     repo_settings = project / ".github" / "copilot" / "settings.json"
     repo_settings.parent.mkdir(parents=True)
     repo_settings.write_text(json.dumps({"disableAllHooks": True}))
-    assert install("--scope", "user", "--url", "http://hookbus.corp:8787", "--events", "Stop") == 0
+    assert install("--http", "--scope", "user", "--url", "http://hookbus.corp:8787", "--events", "Stop") == 0
     err = capsys.readouterr().err
-    assert "use an https:// URL, or --shim" in err
+    assert "use an https:// URL, or leave out --http" in err
     assert f"{repo_settings} sets disableAllHooks: true, so Copilot runs no hook in {project}" in err
     assert "trusted folder" not in err  # user hooks always load
     assert err.count("hookbus: warning: ") == 2
@@ -219,6 +262,8 @@ def test_warnings_for_what_would_skip_the_hooks(project: Path, capsys: pytest.Ca
         (["--url", "ftp://x"], "--url must be an http(s) URL"),
         (["--timeout", "0"], "--timeout must be more than 0 seconds"),
         (["--settings-file", "/nonexistent-dir/x.json"], "/nonexistent-dir does not exist (a typo?)"),
+        (["--http", "--fail-closed"], "--http and --fail-closed do not go together"),
+        (["--http", "--shim"], "--http and --shim do not go together"),
     ],
 )
 def test_bad_input_is_one_clear_line(
