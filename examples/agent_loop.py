@@ -6,9 +6,11 @@
 The "model" is a fixed script of tool calls. Around it the loop emits SessionStart,
 UserPromptSubmit, PreToolUse, PostToolUse and Stop through the SDK (a :class:`LocalHooks`
 with one local hook in front of a :class:`HookBusClient`) and follows the central
-decisions: a blocked call is not run and the reason goes back to the "model", a modified
-input is what runs, added context is handed to the "model", and a blocked Stop makes the
-agent do one more turn. Tools are simulated: nothing is executed or written.
+decisions: a call runs only when it is ``allowed``; a blocked call is not run and the reason
+goes back to the "model"; a call the policy ``asks`` about runs only when the person at the
+terminal says yes (with no terminal on stdin there is no one to ask, and it is not run); a
+modified input is what runs, added context is handed to the "model", and a blocked Stop makes
+the agent do one more turn. Tools are simulated: nothing is executed or written.
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ TURNS: list[list[tuple[str, dict[str, Any]]]] = [
     [
         ("Bash", {"command": "ls -la build"}),
         ("Bash", {"command": "rm -rf build /"}),
+        ("Bash", {"command": "git push origin main"}),
         ("Write", {"file_path": "notes/todo.md", "content": "- ship the release\n"}),
     ],
     [("Bash", {"command": "pytest -q"})],
@@ -42,10 +45,14 @@ def short(value: Any) -> str:
 
 
 def describe(decision: Decision) -> str:
-    """One line about a decision: blocked / modified / context / allowed."""
+    """One line about a decision: blocked / asks / deferred / modified / context / allowed."""
     parts = []
     if decision.blocked:
         parts.append(f"BLOCKED: {decision.reason}")
+    if decision.asks:
+        parts.append(f"ASKS: {decision.reason}")
+    if decision.defers:
+        parts.append(f"DEFERRED: {decision.reason}")
     if decision.updated_input is not None:
         parts.append(f"input modified -> {short(decision.updated_input)}")
     if decision.additional_context:
@@ -57,6 +64,20 @@ def describe(decision: Decision) -> str:
     return "; ".join(parts) or f"allowed ({decision.outcome})"
 
 
+def confirm(tool: str, tool_input: dict[str, Any], reason: str | None) -> bool:
+    """Ask the person at the terminal whether a call the policy asks about may run; False
+    (not run) when nobody answers yes, or when stdin is not a terminal: no one to ask."""
+    if not sys.stdin.isatty():
+        say("confirm", f"no one to ask (stdin is not a terminal): {tool} is not run")
+        return False
+    say("confirm", reason or "the policy asks for confirmation")
+    try:
+        answer = input(f"[confirm] run {tool} {short(tool_input)}? [y/N] ")
+    except EOFError:
+        answer = ""
+    return answer.strip().lower() in ("y", "yes")
+
+
 def run_tool(name: str, tool_input: dict[str, Any]) -> dict[str, Any]:
     """A pretend tool: returns what the tool would have returned."""
     if name == "Bash":
@@ -66,7 +87,7 @@ def run_tool(name: str, tool_input: dict[str, Any]) -> dict[str, Any]:
 
 def agent_loop(engine: LocalHooks) -> dict[str, int]:
     """Run the script through the hooks; returns counts for the summary line."""
-    counts = {"tool_calls": 0, "blocked": 0, "modified": 0, "context": 0, "turns": 0}
+    counts = {"tool_calls": 0, "blocked": 0, "asked": 0, "confirmed": 0, "modified": 0, "context": 0, "turns": 0}
     context: list[str] = []
 
     def note_context(decision: Decision) -> None:
@@ -92,9 +113,13 @@ def agent_loop(engine: LocalHooks) -> dict[str, int]:
             pre = engine.emit("PreToolUse", tool_name=tool, tool_input=tool_input, tool_use_id=tool_use_id)
             say("PreToolUse", f"{tool} {short(tool_input)} -> {describe(pre)}")
             note_context(pre)
-            if pre.blocked:
-                counts["blocked"] += 1
-                context.append(f"tool error for {tool}: {pre.reason}")  # what the model is told
+            counts["asked"] += pre.asks
+            confirmed = pre.asks and confirm(tool, tool_input, pre.reason)
+            counts["confirmed"] += confirmed
+            if not (pre.allowed or confirmed):  # blocked, deferred, or asked and not confirmed
+                counts["blocked"] += not pre.asks
+                refusal = f"not confirmed: {pre.reason}" if pre.asks else pre.reason
+                context.append(f"tool error for {tool}: {refusal}")  # what the model is told
                 continue
             if pre.updated_input is not None:
                 counts["modified"] += 1
@@ -115,7 +140,8 @@ def agent_loop(engine: LocalHooks) -> dict[str, int]:
         stop_hook_active = True
     say(
         "summary",
-        f"{counts['tool_calls']} tool calls, {counts['blocked']} blocked, {counts['modified']} modified, "
+        f"{counts['tool_calls']} tool calls, {counts['blocked']} blocked, "
+        f"{counts['asked']} asked ({counts['confirmed']} confirmed), {counts['modified']} modified, "
         f"{counts['context']} context additions, {counts['turns']} turns",
     )
     for line in context:

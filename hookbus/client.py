@@ -2,8 +2,15 @@
 
     with HookBusClient("http://127.0.0.1:8787") as bus:
         decision = bus.emit("PreToolUse", tool_name="Bash", tool_input={"command": "rm -rf /"})
-        if decision.blocked:
-            ...  # don't run the tool; tell the model decision.reason
+        if decision.allowed:
+            ...  # run the tool (with decision.updated_input when set)
+        elif decision.asks:
+            ...  # run it only if a person confirms (decision.reason says why); no person: don't
+        else:
+            ...  # don't run the tool (blocked or deferred); tell the model decision.reason
+
+``blocked`` alone is not the test for running a tool: an ``ask`` is not blocked, and must not
+run until a person confirms it.
 
 Each ``emit`` posts one Claude Code hook input (``hook_event_name``, the client's
 ``session_id``, ``cwd``, ``transcript_path`` plus your fields) to ``POST /v1/hooks`` and
@@ -57,10 +64,15 @@ def _text(value: Any) -> str | None:
 class Decision:
     """What hookbus decided about one event (read-only).
 
+    Before running a tool, read :attr:`allowed`: true only when it may run without a person.
+    Otherwise it is :attr:`blocked`, or it :attr:`asks` (run it only once a person confirms),
+    or it :attr:`defers` (don't run it now).
+
     ``blocked`` is true for a PreToolUse ``deny``, a ``decision: "block"`` (Stop, PostToolUse,
     UserPromptSubmit, ...), ``continue: false`` (then ``stop`` is true too), a
-    PermissionRequest ``behavior: "deny"``, or a failure under ``fail_closed``. ``reason`` is
-    the text to act on: the block reason, or the explanation of an ``ask``/``allow``.
+    PermissionRequest ``behavior: "deny"``, or a failure under ``fail_closed``; it is false for
+    an ``ask`` and a ``defer``. ``reason`` is the text to act on: the block reason, or the
+    explanation of an ``ask``/``allow`` (for an ``ask``, what to show the person).
     ``updated_input`` replaces the whole tool input when set. ``raw`` is the hook output
     object exactly as the gateway sent it.
     """
@@ -79,8 +91,21 @@ class Decision:
 
     @property
     def asks(self) -> bool:
-        """Whether the user should be asked first (PreToolUse ``ask``)."""
-        return self.permission_decision == "ask"
+        """Whether a person must confirm before the tool runs (``permissionDecision: "ask"``):
+        show them :attr:`reason`; with no one to ask, don't run it. Never true when :attr:`blocked`."""
+        return self.permission_decision == "ask" and not self.blocked
+
+    @property
+    def defers(self) -> bool:
+        """Whether the tool call is deferred (PreToolUse ``defer``): don't run it now; whoever
+        runs the agent resumes it later. Never true when :attr:`blocked`."""
+        return self.permission_decision == "defer" and not self.blocked
+
+    @property
+    def allowed(self) -> bool:
+        """Whether the tool may run without a person: not :attr:`blocked`, and neither :attr:`asks`
+        nor :attr:`defers` (an ``allow``, no opinion, or a fail-open)."""
+        return not self.blocked and self.permission_decision not in ("ask", "defer")
 
     @classmethod
     def from_output(

@@ -9,7 +9,10 @@ sync client runs in a worker thread: the gateway lives on the test's own event l
 from __future__ import annotations
 
 import asyncio
+import os
+import pty
 import shlex
+import subprocess
 import sys
 import time
 from collections.abc import Callable
@@ -22,7 +25,7 @@ from bus.runtime.settings import Tokens
 from hookbus.client import AsyncHookBusClient, Decision, HookBusClient
 from hookbus.local_hooks import LocalHooks, as_decision
 from hookbus.platform.redis_server import free_port
-from tests.conftest import REPO, BusProbe, async_wait_for, logged_session
+from tests.conftest import REPO, BusProbe, logged_session
 
 REWRITE = """\
 import json, sys
@@ -94,7 +97,10 @@ async def test_sync_client_decisions(platform: Callable[..., Any], bus: BusProbe
     assert deny.reason is not None and "central policy" in deny.reason and deny.event_id
     assert deny.raw["hookSpecificOutput"]["permissionDecision"] == "deny"
     assert not got["ask"].blocked and got["ask"].asks and "central policy" in (got["ask"].reason or "")
-    assert not got["allow"].blocked and got["allow"].permission_decision == "allow"
+    assert not got["ask"].allowed  # an ask does not run without a person
+    assert not deny.allowed and not deny.asks
+    assert got["allow"].allowed and got["allow"].permission_decision == "allow" and not got["allow"].asks
+    assert got["none"].allowed and got["rewrite"].allowed
     assert got["none"] == Decision(outcome="decided", event_id=got["none"].event_id)
     rewrite = got["rewrite"]
     assert not rewrite.blocked and rewrite.updated_input == {"file_path": "/sandbox/etc/passwd", "content": "x"}
@@ -205,8 +211,48 @@ def test_decision_from_output() -> None:
     assert not grant.blocked and grant.updated_input == {"command": "ls"}
     assert Decision.from_output({"decision": "approve", "reason": "fine"}).permission_decision == "allow"
     assert Decision.from_output({}) == Decision()
+    assert stop.blocked and not stop.allowed and not request.allowed and grant.allowed and Decision().allowed
     with pytest.raises(AttributeError):
         stop.blocked = False  # type: ignore[misc]
+
+
+def pre_tool_use(permission: str) -> Decision:
+    return Decision.from_output(
+        {
+            "hookSpecificOutput": {
+                "hookEventName": "PreToolUse",
+                "permissionDecision": permission,
+                "permissionDecisionReason": f"policy says {permission}",
+            }
+        }
+    )
+
+
+@pytest.mark.parametrize(
+    ("permission", "allowed", "asks", "defers", "blocked"),
+    [
+        ("allow", True, False, False, False),
+        ("ask", False, True, False, False),
+        ("defer", False, False, True, False),
+        ("deny", False, False, False, True),
+    ],
+)
+def test_only_an_allow_or_no_opinion_runs_without_a_person(
+    permission: str, allowed: bool, asks: bool, defers: bool, blocked: bool
+) -> None:
+    decision = pre_tool_use(permission)
+    assert (decision.allowed, decision.asks, decision.defers, decision.blocked) == (allowed, asks, defers, blocked)
+    assert decision.reason == f"policy says {permission}"
+
+
+def test_asking_is_never_allowed_whatever_it_is_combined_with() -> None:
+    ask, allow = pre_tool_use("ask"), pre_tool_use("allow")
+    assert not ask.combine(allow).allowed and ask.combine(allow).asks
+    assert not allow.combine(ask).allowed and allow.combine(ask).asks
+    denied = ask.combine(pre_tool_use("deny"))
+    assert denied.blocked and not denied.asks and not denied.allowed
+    assert Decision.failed("gateway down", fail_closed=False).allowed  # fail open: no opinion
+    assert not Decision.failed("gateway down", fail_closed=True).allowed
 
 
 # -- LocalHooks ------------------------------------------------------------------------------
@@ -292,34 +338,62 @@ async def test_adapter_composes_local_hooks_with_the_bus(
 # -- the example agent loop ------------------------------------------------------------------
 
 
-async def test_example_agent_loop(platform: Callable[..., Any], bus: BusProbe) -> None:
+PUSH = '[PreToolUse] Bash {"command": "git push origin main"} -> ASKS: A push publishes the work'
+
+
+@pytest.mark.parametrize("person", ["absent", "yes", "no"])
+async def test_example_agent_loop(platform: Callable[..., Any], bus: BusProbe, person: str) -> None:
+    """The example follows every decision; a call the policy asks about runs only on a person's
+    yes at the terminal, and with no terminal on stdin it is not run."""
     policy_text = (REPO / "examples" / "agent_loop_policy.yaml").read_text()
-    async with platform(policy_text) as p:
-        process = await asyncio.create_subprocess_exec(
-            sys.executable,
-            str(REPO / "examples" / "agent_loop.py"),
-            "--url",
-            p.url,
-            stdout=asyncio.subprocess.PIPE,
-            stderr=asyncio.subprocess.PIPE,
-            cwd=REPO,
-        )
-        out, err = await asyncio.wait_for(process.communicate(), 60)
+    terminal, stdin = None, subprocess.DEVNULL
+    if person != "absent":
+        terminal, stdin = pty.openpty()
+        os.write(terminal, b"y\n" if person == "yes" else b"\n")  # waits in the terminal until read
+    try:
+        async with platform(policy_text) as p:
+            process = await asyncio.create_subprocess_exec(
+                sys.executable,
+                str(REPO / "examples" / "agent_loop.py"),
+                "--url",
+                p.url,
+                stdin=stdin,
+                stdout=asyncio.subprocess.PIPE,
+                stderr=asyncio.subprocess.PIPE,
+                cwd=REPO,
+            )
+            out, err = await asyncio.wait_for(process.communicate(), 60)
+    finally:
+        if terminal is not None:
+            os.close(terminal)
+            os.close(stdin)
     assert process.returncode == 0, err.decode()
-    lines = out.decode().splitlines()
+    text = out.decode()
+    lines = text.splitlines()
     assert "[SessionStart] context added: Fleet policy:" in lines[1]
     assert "context added: Reminder from hookbus" in lines[2]
-    assert '[PreToolUse] Bash {"command": "rm -rf build /"} -> BLOCKED: Permission denied' in out.decode()
-    assert '-> input modified -> {"file_path": "/tmp/agent-sandbox/notes/todo.md"' in out.decode()
+    assert '[PreToolUse] Bash {"command": "rm -rf build /"} -> BLOCKED: Permission denied' in text
+    assert PUSH in text
+    assert '-> input modified -> {"file_path": "/tmp/agent-sandbox/notes/todo.md"' in text
     assert [line for line in lines if line.startswith("[Stop]")] == [
         "[Stop] BLOCKED: Run the tests (pytest) before stopping.",
         "[Stop] allowed (decided)",
     ]
-    assert "[summary] 4 tool calls, 1 blocked, 1 modified, 2 context additions, 2 turns" in lines
-    session = lines[0].split()[1]
-    expected = {"PostToolUse", "PreToolUse", "SessionStart", "Stop", "UserPromptSubmit"}
-
-    async def every_event_logged() -> bool:
-        return expected <= {r.event for r in await logged_session(bus, session)}
-
-    await async_wait_for(every_event_logged, timeout_s=5)
+    confirmed = person == "yes"
+    if person == "absent":
+        assert "[confirm] no one to ask (stdin is not a terminal): Bash is not run" in lines
+    else:
+        assert "\n[confirm] A push publishes the work: a person confirms it first (rule: Bash(git push *))\n" in text
+        assert '[confirm] run Bash {"command": "git push origin main"}? [y/N] ' in text
+    assert (
+        f"[summary] 5 tool calls, 1 blocked, 1 asked ({int(confirmed)} confirmed), 1 modified, "
+        "2 context additions, 2 turns"
+    ) in text
+    refused = "[model context] tool error for Bash: not confirmed: A push publishes the work"
+    assert (refused in text) is not confirmed
+    # Every event reached the bus: 12, and the push's PostToolUse when the person said yes.
+    records = await logged_session(bus, lines[0].split()[1], count=12 + confirmed)
+    assert {r.event for r in records} == {"PostToolUse", "PreToolUse", "SessionStart", "Stop", "UserPromptSubmit"}
+    # The pushed call ran (its PostToolUse reached the bus) only on the person's yes.
+    ran = [r for r in records if r.event == "PostToolUse" and b"git push" in r.payload]
+    assert len(ran) == int(confirmed)
