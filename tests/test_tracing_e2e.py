@@ -253,8 +253,9 @@ def test_latency_exemplars_in_openmetrics_and_none_in_the_classic_text(
 
 
 def test_sampling_is_honoured_and_denials_kept_when_asked(tmp_path: Path) -> None:
-    """A 0 ratio exports nothing, but for a sampled parent from the agent and, with
-    ``HOOKBUS_TRACE_ALWAYS=deny``, for a denied event (decided at its end)."""
+    """A 0 ratio exports nothing, but for a sampled parent from the agent (within its tenant's
+    share of forced traces) and, with ``HOOKBUS_TRACE_ALWAYS=deny``, for a denied event (decided
+    at its end)."""
     service = PolicyService()
     try:
         with OtlpReceiver() as receiver:
@@ -262,14 +263,18 @@ def test_sampling_is_honoured_and_denials_kept_when_asked(tmp_path: Path) -> Non
             env = {
                 "HOOKBUS_TOKENS": f"acme:{TOKEN}",
                 "HOOKBUS_TRACE_ALWAYS": "deny",
+                "HOOKBUS_TRACE_FORCED_PER_S": "0.001",  # one forced trace, the next in 1000 s
                 **otel_env(receiver, OTEL_TRACES_SAMPLER_ARG="0"),
             }
             with running_up(tmp_path, policy, env) as up:
                 allowed = post(up, bash("ls")).headers["x-hookbus-event-id"]
-                denied = post(up, bash("git push --force origin main")).headers["x-hookbus-event-id"]
                 trace_id = secrets.token_hex(16)
                 parent = f"00-{trace_id}-{secrets.token_hex(8)}-01"
                 chosen = post(up, bash("pwd"), {"traceparent": parent}).headers["x-hookbus-event-id"]
+                over_id = secrets.token_hex(16)
+                over_parent = f"00-{over_id}-{secrets.token_hex(8)}-01"
+                over = post(up, bash("pwd"), {"traceparent": over_parent}).headers["x-hookbus-event-id"]
+                denied = post(up, bash("git push --force origin main")).headers["x-hookbus-event-id"]
                 spans = spans_of(receiver, denied, {"hookbus.request", "hookbus.dispatch", "hookbus.handler"})
                 assert spans["hookbus.request"][0].attributes["hookbus.keep"] is True
                 assert spans["hookbus.dispatch"][0].parent_span_id == spans["hookbus.request"][0].span_id
@@ -277,8 +282,12 @@ def test_sampling_is_honoured_and_denials_kept_when_asked(tmp_path: Path) -> Non
                 assert spans_of(receiver, chosen, {"hookbus.request", "hookbus.dispatch"})
                 assert receiver.trace(trace_id)
                 assert "tid" not in record_of(up, allowed)
-                # The allowed one was recorded before the two after it: none of its spans came.
-                assert not [s for s in receiver.spans if s.attributes.get("hookbus.event_id") == allowed]
+                # The allowed one and the forced one past the tenant's share were recorded before
+                # the denied one: none of their spans came.
+                assert not [s for s in receiver.spans if s.attributes.get("hookbus.event_id") in (allowed, over)]
+                assert not receiver.trace(over_id) and "tid" not in record_of(up, over)
+                metrics = httpx.get(f"{up.url}/metrics", timeout=10).text
+                assert "hookbus_traces_forced_ignored_total 1.0" in metrics.splitlines()
     finally:
         service.close()
 
