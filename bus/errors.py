@@ -160,7 +160,7 @@ class ProtocolError(HookBusError):
 
 
 #: Why a node refused to activate a pushed policy version (the ``reason`` of ``hookbus_policy_rejected_total``).
-POLICY_REJECTED_REASONS = ("unsigned", "untrusted_key", "bad_signature", "wrong_scope")
+POLICY_REJECTED_REASONS = ("unsigned", "untrusted_key", "bad_signature", "wrong_scope", "outside_key_scope")
 
 
 class PolicyRejected(HookBusError):

@@ -128,7 +128,9 @@ def _dispatch(args: argparse.Namespace) -> int:
         from hookbus.tenancy import policy_command
 
         settings = _settings(args)
-        return policy_command(args, _require_redis(settings, embedded_ok=True), settings.keys)
+        return policy_command(
+            args, _require_redis(settings, embedded_ok=True), settings.keys, settings.policy_trusted_keys
+        )
     if args.command == "tokens":
         from hookbus.tenancy import tokens_command
 

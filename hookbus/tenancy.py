@@ -11,20 +11,24 @@ from __future__ import annotations
 import argparse
 import asyncio
 import datetime
+import functools
 import json
+import operator
 import os
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 
 import httpx
 
 from bus.errors import ConfigError
-from bus.policy.signing import generate, key_id, load_private_key, public_key_text
+from bus.policy.signing import generate, key_id, load_private_key, raw_public
 from bus.policy.store import PolicyStore, diff, scope_for
 from bus.redis.connection import connect
 from bus.redis.keys import Keyspace
 from bus.redis.tokens import TokenStore, parse_duration_s
 from bus.runtime.settings import Settings
+from bus.runtime.trustedkeys import KeyScope, TrustedKey
 
 POLICY_ACTIONS = ("push", "versions", "show", "diff", "rollback", "keygen")
 #: Where ``policy keygen`` writes the private key without ``--out``.
@@ -77,11 +81,18 @@ def add_policy_arguments(actions: argparse._SubParsersAction[argparse.ArgumentPa
         redis_source(sub)  # type: ignore[operator]
     keygen = actions.add_parser("keygen", help="make an Ed25519 key pair for 'policy push --sign'")
     keygen.add_argument(
+        "--scope",
+        required=True,
+        metavar="SCOPE",
+        help="the policy layers nodes let this key sign: org, tenant (any tenant) or tenant:NAME, "
+        "several joined by '+' (org+tenant: every layer)",
+    )
+    keygen.add_argument(
         "--out",
         default=DEFAULT_KEY_FILE,
         metavar="PATH",
-        help=f"the private key's file, written 0600 (default {DEFAULT_KEY_FILE}); the public key goes "
-        "to PATH.pub and stdout, as HOOKBUS_POLICY_TRUSTED_KEYS takes it",
+        help=f"the private key's file, written 0600 (default {DEFAULT_KEY_FILE}); the public key and "
+        "its scope go to PATH.pub and stdout, as HOOKBUS_POLICY_TRUSTED_KEYS takes them",
     )
 
 
@@ -175,7 +186,19 @@ def _read_files(paths: list[str]) -> list[tuple[str, str]]:
     return files
 
 
-async def _policy(args: argparse.Namespace, redis_url: str, keys: Keyspace) -> int:
+def _check_scope(key_file: str, public: bytes, layer: str, trusted: Sequence[TrustedKey]) -> None:
+    """ConfigError when ``trusted`` (this shell's HOOKBUS_POLICY_TRUSTED_KEYS) lets the key sign
+    other layers only: nodes that trust it so would refuse the version."""
+    listed = [k.scope for k in trusted if k.public == public]
+    scope = functools.reduce(operator.or_, listed, KeyScope())
+    if listed and not scope.allows(layer):
+        raise ConfigError(
+            f"{key_file} (key {key_id(public)}) may sign {scope} only, not {layer} "
+            "(HOOKBUS_POLICY_TRUSTED_KEYS): nodes would refuse this version, so nothing was pushed"
+        )
+
+
+async def _policy(args: argparse.Namespace, redis_url: str, keys: Keyspace, trusted: Sequence[TrustedKey]) -> int:
     redis = connect(redis_url)
     try:
         store = PolicyStore(redis, keys, redis_url)
@@ -184,6 +207,8 @@ async def _policy(args: argparse.Namespace, redis_url: str, keys: Keyspace) -> i
             files = _read_files(args.files)
             author = os.environ.get("HOOKBUS_AUTHOR") or None
             key = load_private_key(args.sign) if args.sign else None
+            if key is not None:
+                _check_scope(args.sign, raw_public(key), scope_for(args.tenant), trusted)
             version, changed = await store.push(
                 files, args.tenant, message=args.message, author=author, signing_key=key
             )
@@ -222,17 +247,20 @@ async def _policy(args: argparse.Namespace, redis_url: str, keys: Keyspace) -> i
 
 
 def keygen_command(args: argparse.Namespace) -> int:
-    """``policy keygen``: the private key to ``--out`` (0600), the public key to ``--out``.pub and stdout."""
+    """``policy keygen``: the private key to ``--out`` (0600); the public key with ``--scope``, as
+    HOOKBUS_POLICY_TRUSTED_KEYS takes it, to ``--out``.pub and stdout."""
+    scope = KeyScope.parse(args.scope, "--scope")
     out = Path(args.out)
     public_out = out.with_name(out.name + ".pub")
     if public_out.exists():
         raise ConfigError(f"{public_out} exists; keygen does not replace a key (choose another --out)")
     public = generate(out)
-    public_out.write_text(public_key_text(public) + "\n", encoding="utf-8")
-    print(public_key_text(public))
+    entry = str(TrustedKey(public, scope))
+    public_out.write_text(entry + "\n", encoding="utf-8")
+    print(entry)
     print(
-        f"hookbus: private key {out} (keep it secret: it signs policy), key id {key_id(public)}; "
-        "add the line above to HOOKBUS_POLICY_TRUSTED_KEYS (comma-separated) on every node",
+        f"hookbus: private key {out} (keep it secret: it signs policy), key id {key_id(public)}, may sign "
+        f"{scope}; add the line above to HOOKBUS_POLICY_TRUSTED_KEYS (comma-separated) on every node",
         file=sys.stderr,
     )
     return 0
@@ -242,9 +270,10 @@ def tokens_command(args: argparse.Namespace, redis_url: str, keys: Keyspace) -> 
     return asyncio.run(_tokens(args, redis_url, keys))
 
 
-def policy_command(args: argparse.Namespace, redis_url: str, keys: Keyspace) -> int:
-    """Raises PolicyError (printed line by line by the caller) for a push that does not load."""
-    return asyncio.run(_policy(args, redis_url, keys))
+def policy_command(args: argparse.Namespace, redis_url: str, keys: Keyspace, trusted: Sequence[TrustedKey] = ()) -> int:
+    """Raises PolicyError (printed line by line by the caller) for a push that does not load;
+    ConfigError for one signed by a key ``trusted`` does not let sign its layer."""
+    return asyncio.run(_policy(args, redis_url, keys, trusted))
 
 
 __all__ = [

@@ -10,9 +10,10 @@ last good one, says so in :attr:`errors` (``/readyz``), the log and
 ``hookbus_policy_load_failures_total``.
 
 A node given trusted public keys (``HOOKBUS_POLICY_TRUSTED_KEYS``) activates a pushed version
-only when its signature verifies (:mod:`bus.policy.signing`), both when it becomes current and
-when a request names a version this node has not loaded; a refused one is handled as one that
-does not load, counted in ``hookbus_policy_rejected_total{reason}`` instead.
+only when its signature verifies by a key that may sign its layer (:mod:`bus.policy.signing`),
+both when it becomes current and when a request names a version this node has not loaded; a
+refused one is handled as one that does not load, counted in
+``hookbus_policy_rejected_total{reason}`` instead.
 
 A request carries the versions the gateway chose (``org|tenant``), and a dispatcher
 evaluates it with exactly those: no event is answered by a mix of two versions.
@@ -36,6 +37,7 @@ from bus.policy.store import ORG, PolicyStore, PolicyVersion, scope_for
 from bus.redis.keys import Keyspace
 from bus.runtime.metrics import Metrics, process_metrics
 from bus.runtime.retry import BackgroundTask
+from bus.runtime.trustedkeys import TrustedKey
 
 logger = logging.getLogger("hookbus.policy")
 
@@ -55,7 +57,7 @@ class PolicyRegistry:
         keys: Keyspace | None = None,
         on_change: Callable[[], None] | None = None,
         metrics: Metrics | None = None,
-        trusted_keys: Sequence[bytes] = (),
+        trusted_keys: Sequence[TrustedKey] = (),
     ) -> None:
         self.metrics = metrics or process_metrics()
         self.verifier = Verifier(trusted_keys)
@@ -229,6 +231,7 @@ class PolicyRegistry:
             "ok": not self.refused,
             "verified": True,
             "trusted_keys": self.verifier.key_ids,
+            "key_scopes": self.verifier.key_scopes,
             "refused": self.refused,
         }
 

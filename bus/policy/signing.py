@@ -1,10 +1,11 @@
 """Signed policy versions: Ed25519 keys, what a signature covers, and the check every node runs.
 
 ``hookbus policy keygen`` makes a key pair: the private key as a PKCS#8 PEM file (mode 0600)
-and the public key as one line, ``ed25519:<base64 of its 32 bytes>``, the form
-``HOOKBUS_POLICY_TRUSTED_KEYS`` takes (comma-separated, parsed once at start by
-:mod:`bus.runtime.settings`). ``hookbus policy push --sign KEYFILE`` stores the signature and
-the signing key's id beside the version's files.
+and the public key as one line, ``ed25519:<base64 of its 32 bytes>``. A node trusts it as
+``HOOKBUS_POLICY_TRUSTED_KEYS`` lists it, with the layers it may sign (``@org``, ``@tenant``,
+``@tenant:<name>``: see :mod:`bus.runtime.trustedkeys`; parsed once at start).
+``hookbus policy push --sign KEYFILE`` stores the signature and the signing key's id beside
+the version's files.
 
 What is signed (:func:`signed_bytes`) is the version's scope (``org`` or ``tenant:<name>``),
 its id (the content hash of its files) and every file's name and text in order, each framed
@@ -13,8 +14,9 @@ signature) to another id or to another tenant's layer makes the signature fail. 
 and message describe the push and are not signed.
 
 A node with trusted keys activates a version only when :meth:`Verifier.verify` passes: it is
-signed, by a trusted key, the signature verifies, and the version belongs to the scope it is
-made current for. A node without trusted keys verifies nothing (signing is opt-in).
+signed, by a trusted key, the signature verifies, the version belongs to the scope it is made
+current for, and that scope is one the key may sign. A node without trusted keys verifies
+nothing (signing is opt-in).
 """
 
 from __future__ import annotations
@@ -32,7 +34,7 @@ from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
 
 from bus.errors import ConfigError, PolicyRejected
-from bus.runtime.settings import TRUSTED_KEY_PREFIX
+from bus.runtime.trustedkeys import KeyScope, TrustedKey, public_key_text
 
 #: The first bytes of every signed message: a signature over anything else never verifies here.
 CONTEXT = b"hookbus policy version v1\n"
@@ -41,11 +43,6 @@ CONTEXT = b"hookbus policy version v1\n"
 def key_id(public: bytes) -> str:
     """A public key's short name: the first 16 hex digits of the SHA-256 of its 32 bytes."""
     return hashlib.sha256(public).hexdigest()[:16]
-
-
-def public_key_text(public: bytes) -> str:
-    """``ed25519:<base64>``, one entry of ``HOOKBUS_POLICY_TRUSTED_KEYS``."""
-    return TRUSTED_KEY_PREFIX + base64.b64encode(public).decode()
 
 
 def raw_public(key: Ed25519PrivateKey) -> bytes:
@@ -118,10 +115,13 @@ class Signed(Protocol):
 
 
 class Verifier:
-    """Checks versions against the trusted public keys (raw 32 bytes each); none: checks nothing."""
+    """Checks versions against the trusted keys, each limited to its scope; none: checks nothing."""
 
-    def __init__(self, trusted: Sequence[bytes] = ()) -> None:
-        self._keys = {key_id(raw): Ed25519PublicKey.from_public_bytes(raw) for raw in trusted}
+    def __init__(self, trusted: Sequence[TrustedKey] = ()) -> None:
+        self._keys = {key_id(k.public): Ed25519PublicKey.from_public_bytes(k.public) for k in trusted}
+        self._scopes: dict[str, KeyScope] = {}
+        for k in trusted:
+            self._scopes[key_id(k.public)] = self._scopes.get(key_id(k.public), KeyScope()) | k.scope
 
     @property
     def enabled(self) -> bool:
@@ -130,6 +130,11 @@ class Verifier:
     @property
     def key_ids(self) -> list[str]:
         return list(self._keys)
+
+    @property
+    def key_scopes(self) -> dict[str, str]:
+        """Each trusted key's id and the layers it may sign, as ``HOOKBUS_POLICY_TRUSTED_KEYS`` writes them."""
+        return {kid: str(scope) for kid, scope in self._scopes.items()}
 
     def verify(self, version: Signed, scope: str) -> None:
         """Raise PolicyRejected unless ``version`` may be made current for ``scope`` here."""
@@ -153,6 +158,13 @@ class Verifier:
                 "bad_signature",
                 f"the signature of version {version.id} does not verify (changed since it was signed?)",
             ) from None
+        allowed = self._scopes[version.signed_by]
+        if not allowed.allows(version.scope):
+            raise PolicyRejected(
+                "outside_key_scope",
+                f"version {version.id} of {version.scope} is signed by key {version.signed_by}, "
+                f"which may sign only {allowed}",
+            )
 
 
 __all__ = [

@@ -7,7 +7,6 @@ the Redis password) never appear in a repr.
 
 from __future__ import annotations
 
-import base64
 import dataclasses
 import hmac
 import os
@@ -20,14 +19,13 @@ from bus.errors import ConfigError
 from bus.redis.keys import DEFAULT_PREFIX, Keyspace
 from bus.redis.urls import CLUSTER_SCHEMES, SENTINEL_SYNTAX, cluster_url, is_sentinel_url, mask_url, parse_sentinel_url
 from bus.runtime.tracing import TraceSettings
+from bus.runtime.trustedkeys import TrustedKey, parse_trusted_keys
 
 DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 8787
 DEFAULT_MAX_BODY_BYTES = 1 << 20
 #: The async worker's CPU scheduling choices (``HOOKBUS_WORKER_CPU``).
 WORKER_CPU: Final = ("normal", "idle")
-#: How a trusted policy-signing public key is written (``HOOKBUS_POLICY_TRUSTED_KEYS``).
-TRUSTED_KEY_PREFIX: Final = "ed25519:"
 
 
 def comma_list(given: str | Iterable[str] | None) -> list[str]:
@@ -52,28 +50,6 @@ def parse_partitions(spec: str) -> tuple[int, ...]:
     if not chosen:
         raise ConfigError("no partitions given (like 0-3,6)")
     return tuple(sorted(chosen))
-
-
-def parse_trusted_keys(spec: str) -> tuple[bytes, ...]:
-    """``ed25519:<base64>,...`` (what ``hookbus policy keygen`` prints) as raw 32-byte public keys."""
-    found: list[bytes] = []
-    for item in comma_list(spec):
-        try:
-            if not item.startswith(TRUSTED_KEY_PREFIX):
-                raise ValueError
-            raw = base64.b64decode(item.removeprefix(TRUSTED_KEY_PREFIX), validate=True)
-            if len(raw) != 32:
-                raise ValueError
-        except ValueError:
-            shown = item if len(item) <= 24 else item[:24] + "..."
-            raise ConfigError(
-                f"HOOKBUS_POLICY_TRUSTED_KEYS: {shown!r} is not an Ed25519 public key like "
-                f"'{TRUSTED_KEY_PREFIX}<base64 of 32 bytes>' (as 'hookbus policy keygen' prints)"
-            ) from None
-        found.append(raw)
-    if not found:
-        raise ConfigError("HOOKBUS_POLICY_TRUSTED_KEYS is set but names no key (unset it to verify nothing)")
-    return tuple(dict.fromkeys(found))
 
 
 class Tokens:
@@ -165,8 +141,9 @@ class Settings:
     log_format: str = "text"
     metrics_host: str = DEFAULT_HOST
     metrics_token: str | None = None
-    #: Public keys a pushed policy version must be signed by to be activated (none: not verified).
-    policy_trusted_keys: tuple[bytes, ...] = ()
+    #: Public keys a pushed policy version must be signed by to be activated, each with the layers
+    #: it may sign (none: not verified).
+    policy_trusted_keys: tuple[TrustedKey, ...] = ()
     #: OpenTelemetry tracing (``OTEL_*``, ``HOOKBUS_TRACE_ALWAYS``): off unless an OTLP endpoint is named.
     tracing: TraceSettings = dataclasses.field(default_factory=TraceSettings)
 

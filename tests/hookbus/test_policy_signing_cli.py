@@ -11,7 +11,7 @@ import httpx
 import pytest
 import yaml
 
-from bus.policy.signing import key_id, load_private_key, raw_public
+from bus.policy.signing import key_id, load_private_key, public_key_text, raw_public
 from bus.runtime.settings import parse_trusted_keys
 from tests.conftest import run_hookbus, wait_for
 from tests.up import UpProcess, running_up
@@ -22,10 +22,16 @@ BAD_KEY_LINE = (
     "hookbus: HOOKBUS_POLICY_TRUSTED_KEYS: 'ed25519:bm90IGEga2V5' is not an Ed25519 public key like "
     "'ed25519:<base64 of 32 bytes>' (as 'hookbus policy keygen' prints)\n"
 )
+#: A key as nodes trusted one before keys had scopes.
+UNSCOPED = public_key_text(bytes(32))
+UNSCOPED_LINE = (
+    f"hookbus: HOOKBUS_POLICY_TRUSTED_KEYS: key '{UNSCOPED[:24]}...' has no scope: append @org, @tenant or "
+    "@tenant:NAME to say which policy layers it may sign (@org+tenant for every layer, as before)\n"
+)
 
 
-def keygen(tmp_path: Path, name: str) -> tuple[Path, str]:
-    made = run_hookbus("policy", "keygen", "--out", str(tmp_path / name), cwd=tmp_path)
+def keygen(tmp_path: Path, name: str, scope: str = "org") -> tuple[Path, str]:
+    made = run_hookbus("policy", "keygen", "--scope", scope, "--out", str(tmp_path / name), cwd=tmp_path)
     assert made.returncode == 0, made.stderr
     return tmp_path / name, made.stdout.strip()
 
@@ -38,18 +44,31 @@ def denying(tmp_path: Path, pattern: str) -> Path:
 
 
 def test_keygen_writes_a_private_key_0600_and_prints_the_form_nodes_trust(tmp_path: Path) -> None:
-    made = run_hookbus("policy", "keygen", cwd=tmp_path)
+    made = run_hookbus("policy", "keygen", "--scope", "tenant:acme+tenant:beta", cwd=tmp_path)
     assert made.returncode == 0, made.stderr
     private, public = tmp_path / "hookbus-policy.key", made.stdout.strip()
     assert stat.S_IMODE(private.stat().st_mode) == 0o600
-    assert re.fullmatch(r"ed25519:[A-Za-z0-9+/]{43}=", public)
+    assert re.fullmatch(r"ed25519:[A-Za-z0-9+/]{43}=@tenant:acme\+tenant:beta", public)
     assert (tmp_path / "hookbus-policy.key.pub").read_text() == public + "\n"
-    (raw,) = parse_trusted_keys(public)
+    (trusted,) = parse_trusted_keys(public)
+    raw = trusted.public
     assert raw_public(load_private_key(private)) == raw
-    assert f"key id {key_id(raw)}" in made.stderr and "HOOKBUS_POLICY_TRUSTED_KEYS" in made.stderr
-    again = run_hookbus("policy", "keygen", cwd=tmp_path)  # never replaces a key
+    assert f"key id {key_id(raw)}, may sign tenant:acme+tenant:beta" in made.stderr
+    assert "HOOKBUS_POLICY_TRUSTED_KEYS" in made.stderr
+    again = run_hookbus("policy", "keygen", "--scope", "org", cwd=tmp_path)  # never replaces a key
     assert again.returncode == 1 and again.stderr.count("\n") == 1 and "exists" in again.stderr
     assert raw_public(load_private_key(private)) == raw
+
+
+def test_keygen_wants_a_scope_and_writes_nothing_without_a_good_one(tmp_path: Path) -> None:
+    unscoped = run_hookbus("policy", "keygen", cwd=tmp_path)
+    assert unscoped.returncode == 2 and "the following arguments are required: --scope" in unscoped.stderr
+    wrong = run_hookbus("policy", "keygen", "--scope", "tenants", cwd=tmp_path)
+    assert wrong.returncode == 1 and wrong.stderr == (
+        "hookbus: --scope: scope 'tenants' is not org, tenant (any tenant) or tenant:NAME "
+        "(several joined by '+', like 'org+tenant')\n"
+    )
+    assert list(tmp_path.iterdir()) == []
 
 
 def test_push_refuses_a_file_that_is_not_a_signing_key(tmp_path: Path, redis_url: str) -> None:
@@ -64,14 +83,43 @@ def test_push_refuses_a_file_that_is_not_a_signing_key(tmp_path: Path, redis_url
 
 
 @pytest.mark.parametrize("role", ["gateway", "dispatcher", "worker", "up"])
-def test_a_bad_trusted_key_stops_every_role_at_start_with_one_line(role: str, redis_url: str, tmp_path: Path) -> None:
-    started = run_hookbus(
-        role,
-        "--state-dir" if role == "up" else "--redis-url",
-        str(tmp_path) if role == "up" else redis_url,
-        HOOKBUS_POLICY_TRUSTED_KEYS="ed25519:bm90IGEga2V5",
-    )
-    assert started.returncode == 1 and started.stderr == BAD_KEY_LINE
+def test_a_bad_or_unscoped_trusted_key_stops_every_role_at_start_with_one_line(
+    role: str, redis_url: str, tmp_path: Path
+) -> None:
+    for trusted, line in [("ed25519:bm90IGEga2V5@org", BAD_KEY_LINE), (f"{UNSCOPED}@org,{UNSCOPED}", UNSCOPED_LINE)]:
+        started = run_hookbus(
+            role,
+            "--state-dir" if role == "up" else "--redis-url",
+            str(tmp_path) if role == "up" else redis_url,
+            HOOKBUS_POLICY_TRUSTED_KEYS=trusted,
+        )
+        assert started.returncode == 1 and started.stderr == line
+
+
+def test_push_refuses_a_key_the_trusted_keys_here_do_not_let_sign_that_layer(tmp_path: Path, redis_url: str) -> None:
+    key, public = keygen(tmp_path, "acme.key", "tenant:acme")
+    policy = str(denying(tmp_path, "curl *"))
+    prefix = f"m5{tmp_path.name}:"
+    for layer in (["--org"], ["--tenant", "beta"]):
+        pushed = run_hookbus(
+            "policy", "push", policy, *layer, "--sign", str(key), "--key-prefix", prefix,
+            HOOKBUS_REDIS_URL=redis_url, HOOKBUS_POLICY_TRUSTED_KEYS=public,
+        )  # fmt: skip
+        name = "org" if layer == ["--org"] else "tenant:beta"
+        assert pushed.returncode == 1 and pushed.stderr == (
+            f"hookbus: {key} (key {key_id(parse_trusted_keys(public)[0].public)}) may sign tenant:acme only, not "
+            f"{name} (HOOKBUS_POLICY_TRUSTED_KEYS): nodes would refuse this version, so nothing was pushed\n"
+        )
+    versions = [
+        run_hookbus("policy", "versions", *layer, "--key-prefix", prefix, HOOKBUS_REDIS_URL=redis_url).stdout
+        for layer in ([], ["--tenant", "beta"])
+    ]
+    assert versions == ["", ""]
+    own = run_hookbus(
+        "policy", "push", policy, "--tenant", "acme", "--sign", str(key), "--key-prefix", prefix,
+        HOOKBUS_REDIS_URL=redis_url, HOOKBUS_POLICY_TRUSTED_KEYS=public,
+    )  # fmt: skip
+    assert own.returncode == 0 and own.stdout.startswith("tenant:acme: version "), own.stderr
 
 
 def rejected(up: UpProcess, reason: str) -> float:
@@ -101,7 +149,7 @@ def test_hookbus_up_takes_versions_pushed_with_sign_and_refuses_others(tmp_path:
         signed = run_hookbus(
             "policy", "push", str(denying(tmp_path, "curl *")), "--sign", str(key), HOOKBUS_REDIS_URL=url
         )
-        key_name = key_id(parse_trusted_keys(public)[0])
+        key_name = key_id(parse_trusted_keys(public)[0].public)
         assert signed.returncode == 0 and signed.stdout.endswith(f"is now current, signed by key {key_name}\n"), (
             signed.stderr
         )

@@ -16,17 +16,18 @@ import pytest
 import yaml
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
-from bus.errors import ConfigError
+from bus.errors import POLICY_REJECTED_REASONS, ConfigError, PolicyRejected
 from bus.policy.loading import load_policy
 from bus.policy.registry import PolicyRegistry
 from bus.policy.signing import CONTEXT, Verifier, key_id, public_key_text, raw_public, sign, signed_bytes
 from bus.policy.store import PolicyStore, PolicyVersion
 from bus.runtime.metrics import Metrics
 from bus.runtime.settings import Settings, Tokens
+from bus.runtime.trustedkeys import EVERY_LAYER, KeyScope, TrustedKey
 from tests.conftest import DENY_RM, BusProbe, Platform, async_wait_for, logged, pre_tool_use
 
 KEY_A, KEY_B, KEY_C = (Ed25519PrivateKey.generate() for _ in range(3))
-A_AND_B = (raw_public(KEY_A), raw_public(KEY_B))
+A_AND_B = (TrustedKey(raw_public(KEY_A), EVERY_LAYER), TrustedKey(raw_public(KEY_B), EVERY_LAYER))
 TOKENS = Tokens.parse("acme:tok-a,beta:tok-b")
 #: Nodes run one dispatcher and one gateway, each refusing (and counting) a bad version once.
 NODES = 2
@@ -76,7 +77,8 @@ async def test_unsigned_and_untrusted_versions_are_refused_and_the_last_good_one
         assert await signatures(p) == {
             "ok": True,
             "verified": True,
-            "trusted_keys": [key_id(k) for k in A_AND_B],
+            "trusted_keys": [key_id(k.public) for k in A_AND_B],
+            "key_scopes": {key_id(k.public): "org+tenant" for k in A_AND_B},
             "refused": {},
         }
 
@@ -201,6 +203,108 @@ async def test_a_tenant_cannot_be_given_another_tenants_signed_layer(
         await async_wait_for(lambda: denies(p, "curl x", beta), timeout_s=5)
 
 
+KEY_ORG, KEY_ACME, KEY_TEAMS = (Ed25519PrivateKey.generate() for _ in range(3))
+#: As a node reads them: the platform's key signs the org layer, one team's its layer, a shared one any tenant's.
+SCOPED = Settings.from_env(
+    {
+        "HOOKBUS_POLICY_TRUSTED_KEYS": f"{public_key_text(raw_public(KEY_ORG))}@org,"
+        f"{public_key_text(raw_public(KEY_ACME))}@tenant:acme,{public_key_text(raw_public(KEY_TEAMS))}@tenant"
+    }
+).policy_trusted_keys
+DISABLE_ALL = [("takeover.yaml", "disableAllHooks: true\n")]
+
+
+@pytest.mark.timeout(60)
+async def test_a_key_signs_only_the_layers_its_scope_names(platform: Callable[..., Any], bus: BusProbe) -> None:
+    store = PolicyStore(bus.redis, bus.keys)
+    acme, beta = {"Authorization": "Bearer tok-a"}, {"Authorization": "Bearer tok-b"}
+    acme_key = key_id(raw_public(KEY_ACME))
+    async with platform(DENY_RM, tokens=TOKENS, policy_trusted_keys=SCOPED) as p:
+        assert (await signatures(p))["key_scopes"] == {
+            key_id(raw_public(KEY_ORG)): "org",
+            acme_key: "tenant:acme",
+            key_id(raw_public(KEY_TEAMS)): "tenant",
+        }
+        org_v, _ = await store.push(denying("rm -rf *", "curl *"), signing_key=KEY_ORG)  # the org's key: taken
+        await async_wait_for(lambda: denies(p, "curl x", beta), timeout_s=5)
+        acme_v, _ = await store.push(denying("wget *", name="team.yaml"), "acme", signing_key=KEY_ACME)  # its own
+        await async_wait_for(lambda: denies(p, "wget x", acme), timeout_s=5)
+
+        # acme's key signing the org layer, which would switch off every tenant's hooks: refused.
+        takeover, _ = await store.push(DISABLE_ALL, signing_key=KEY_ACME)
+        await refused_by_every_node(p, "outside_key_scope")
+        assert await decided(p, "rm -rf /", beta) == ("deny", f"{org_v.id}|")
+        assert await decided(p, "wget x", acme) == ("deny", f"{org_v.id}|{acme_v.id}")
+        assert (await signatures(p))["refused"] == {
+            "org": f"{takeover.id}: version {takeover.id} of org is signed by key {acme_key}, "
+            "which may sign only tenant:acme"
+        }
+
+        # acme's key signing beta's layer: refused; beta keeps the org layer alone.
+        beta_takeover, _ = await store.push(DISABLE_ALL, "beta", signing_key=KEY_ACME)
+        await refused_by_every_node(p, "outside_key_scope", before=NODES)
+        assert await decided(p, "rm -rf /", beta) == ("deny", f"{org_v.id}|")
+        assert (await signatures(p))["refused"]["tenant:beta"].endswith(
+            f"version {beta_takeover.id} of tenant:beta is signed by key {acme_key}, which may sign only tenant:acme"
+        )
+
+        # A key scoped to any tenant signs beta's layer, and the org's key the org layer again: taken.
+        beta_v, _ = await store.push(denying("nc *", name="team.yaml"), "beta", signing_key=KEY_TEAMS)
+        await async_wait_for(lambda: denies(p, "nc x", beta), timeout_s=5)
+        again, changed = await store.push(denying("rm -rf *", "curl *"), signing_key=KEY_ORG)
+        assert changed and again.id == org_v.id
+        await async_wait_for(lambda: signatures_ok(p), timeout_s=5)  # the refusals are over
+        assert await decided(p, "curl x", beta) == ("deny", f"{org_v.id}|{beta_v.id}")
+        assert await decided(p, "nc x", acme) == ("none", f"{org_v.id}|{acme_v.id}")
+
+
+async def signatures_ok(p: Platform) -> bool:
+    return bool((await signatures(p))["ok"])
+
+
+async def test_a_request_naming_a_version_signed_outside_its_keys_scope_is_evaluated_under_the_current_one(
+    bus: BusProbe, write_policy: Callable[..., Any]
+) -> None:
+    """A dispatcher verifies the versions a request names: a forged label names acme's takeover of the org."""
+    base = load_policy([write_policy(DENY_RM)])
+    store = PolicyStore(bus.redis, bus.keys)
+    takeover, _ = await store.push(DISABLE_ALL, signing_key=KEY_ACME)
+    current, _ = await store.push(denying("rm -rf *"), signing_key=KEY_ORG)
+    metrics = Metrics()
+    registry = PolicyRegistry(base, bus.redis, bus.keys, metrics=metrics, trusted_keys=SCOPED)
+    await registry.start()
+    try:
+        assert registry.org_version() == current.id
+        in_force = registry.for_tenant("beta")[0]
+        assert not in_force.disable_all_hooks
+        assert await registry.resolve("beta", f"{takeover.id}|") is in_force
+        assert metrics.value("hookbus_policy_rejected_total", reason="outside_key_scope") == 1
+    finally:
+        await registry.stop()
+
+
+def test_a_verifier_holds_each_key_to_its_scope() -> None:
+    files = (("team.yaml", "hooks: {}\n"),)
+
+    def signed(key: Ed25519PrivateKey, scope: str) -> PolicyVersion:
+        signature, signer = sign(key, scope, "abc", files)
+        return PolicyVersion("abc", scope, files, "ci", 0, "", signature, signer)
+
+    verifier = Verifier(SCOPED)
+    allowed = [(KEY_ORG, "org"), (KEY_ACME, "tenant:acme"), (KEY_TEAMS, "tenant:acme"), (KEY_TEAMS, "tenant:x")]
+    for key, scope in allowed:
+        verifier.verify(signed(key, scope), scope)
+    for key, scope in [(KEY_ACME, "org"), (KEY_ACME, "tenant:beta"), (KEY_TEAMS, "org"), (KEY_ORG, "tenant:acme")]:
+        with pytest.raises(PolicyRejected) as refused:
+            verifier.verify(signed(key, scope), scope)
+        assert refused.value.reason == "outside_key_scope"
+    # A key listed twice may sign what either entry names.
+    twice = Verifier([TrustedKey(raw_public(KEY_ACME), KeyScope(org=True)), *SCOPED])
+    twice.verify(signed(KEY_ACME, "org"), "org")
+    twice.verify(signed(KEY_ACME, "tenant:acme"), "tenant:acme")
+    assert twice.key_scopes[key_id(raw_public(KEY_ACME))] == "org+tenant:acme"
+
+
 @pytest.mark.timeout(30)
 async def test_without_trusted_keys_nothing_is_verified_and_readyz_says_so(
     platform: Callable[..., Any], bus: BusProbe
@@ -215,7 +319,7 @@ async def test_without_trusted_keys_nothing_is_verified_and_readyz_says_so(
             "verified": False,
             "warning": "pushed policy versions are not verified (no HOOKBUS_POLICY_TRUSTED_KEYS)",
         }
-        assert sum(refusals(p, r) for r in ("unsigned", "untrusted_key", "bad_signature", "wrong_scope")) == 0
+        assert sum(refusals(p, r) for r in POLICY_REJECTED_REASONS) == 0
 
 
 async def test_a_request_naming_an_unsigned_version_is_evaluated_under_the_current_one(
@@ -276,10 +380,11 @@ def test_what_is_signed_covers_scope_id_and_every_name_and_text() -> None:
 
 
 def test_trusted_keys_are_parsed_once_at_start_and_a_bad_one_is_one_line() -> None:
-    a, b = (public_key_text(k) for k in A_AND_B)
-    settings = Settings.from_env({"HOOKBUS_POLICY_TRUSTED_KEYS": f" {a} ,{b},{a}"})
+    a, b = (public_key_text(k.public) for k in A_AND_B)
+    settings = Settings.from_env({"HOOKBUS_POLICY_TRUSTED_KEYS": f" {a}@org+tenant ,{b}@tenant+org,{a}@org"})
     assert settings.policy_trusted_keys == A_AND_B and "<2 keys>" in repr(settings)
-    for spec in ("ed25519:" + base64.b64encode(bytes(31)).decode(), a.removeprefix("ed25519:"), "ed25519:***", " , "):
+    bad = ("ed25519:" + base64.b64encode(bytes(31)).decode(), a.removeprefix("ed25519:"), "ed25519:***", " , ")
+    for spec in (*(f"{key}@org" for key in bad[:3]), bad[3]):
         with pytest.raises(ConfigError) as refused:
             Settings.from_env({"HOOKBUS_POLICY_TRUSTED_KEYS": spec})
         assert "HOOKBUS_POLICY_TRUSTED_KEYS" in str(refused.value) and "\n" not in str(refused.value)
