@@ -30,17 +30,14 @@ from bus.rules.permissions import (
     SHELL_TOOLS,
     PermissionRule,
     RuleKind,
-    ShellView,
     call_paths,
     parse_rule,
     path_rule,
     paths_too_long,
     rule_applies,
     rule_matches,
-    shell_head_regex,
-    shell_regex,
-    shell_view,
 )
+from bus.rules.shellrules import ShellView, shell_head_regex, shell_regex, shell_view
 
 _BLOCK_EVENTS: Final = frozenset({"PostToolUse", "PostToolUseFailure"})
 _VERDICTS: Final[tuple[RuleKind, ...]] = ("deny", "ask", "allow")
@@ -155,7 +152,7 @@ def _is_shell_rule(rule: PermissionRule, tool: str) -> bool:
         and rule.content is not None
         and ":" not in rule.content.split(" ", 1)[0]
         and rule.content.strip() != "*"  # matches even a command of no subcommands: tried on its own
-        and shell_regex(rule, tool == "PowerShell") is not None
+        and shell_regex(rule.content, tool == "PowerShell") is not None
     )
 
 
@@ -164,10 +161,10 @@ def _shell_rules(verdict: RuleKind, applicable: tuple[Rule, ...], tool: str) -> 
     if not mine or verdict == "allow":
         return None
     powershell = tool == "PowerShell"
-    patterns = [(position, shell_regex(rule, powershell)) for position, rule, _ in mine]
+    patterns = [(position, shell_regex(rule.content or "*", powershell)) for position, rule, _ in mine]
     flags = patterns[0][1].flags if patterns[0][1] else 0
     combined = re.compile("|".join(f"(?P<r{position}>{p.pattern})" for position, p in patterns if p), flags)
-    heads = [(position, shell_head_regex(rule, powershell)) for position, rule, _ in mine]
+    heads = [(position, shell_head_regex(rule.content or "*", powershell)) for position, rule, _ in mine]
     head_alternation = "|".join(f"(?P<r{position}>{h.pattern})" for position, h in heads if h)
     chosen = {position for position, _ in patterns}
     return ToolRules(

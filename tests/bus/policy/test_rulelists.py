@@ -10,7 +10,7 @@ import pytest
 
 from bus.policy import rulelists
 from bus.policy.rulelists import RuleList, compile_lists
-from bus.rules import permissions
+from bus.rules import shellrules
 from bus.rules.permissions import rule_matches
 
 pytestmark = pytest.mark.timeout(60)
@@ -93,14 +93,14 @@ def test_a_command_costs_one_pass_whatever_the_number_of_rules(monkeypatch: pyte
     (rule_list,) = compile_lists(rules, (), ())
     command = "a;" * 1000 + "a $x; rm -rf /"  # expansions: the rules used to be tried one by one
     calls = 0
-    real = permissions._command_matches
+    real = shellrules._command_matches
 
     def counted(*args: Any) -> bool:
         nonlocal calls
         calls += 1
         return real(*args)
 
-    monkeypatch.setattr(permissions, "_command_matches", counted)
+    monkeypatch.setattr(shellrules, "_command_matches", counted)
     rulelists._long_views.cache_clear()
     assert rule_list.first_match("Bash", {"command": command}, "/w") == "Bash(rm -rf *)"
     assert calls == 0  # every rule was decided by the combined match, none by one per subcommand
