@@ -20,6 +20,7 @@ from urllib.parse import parse_qs
 import orjson
 
 from bus.dialects import dialect_for
+from bus.dialects.base import Dialect
 from bus.errors import BusUnavailable, ProtocolError, RequestRejected
 from bus.hooks.decisions import Decision, FailOpenReason, RecordOutcome
 from bus.hooks.events import event_spec
@@ -33,6 +34,7 @@ from bus.runtime.metrics import event_label
 from bus.stream.pending_context import takes_context
 from bus.stream.protocol import Reply, Request, now_ms
 from bus.stream.settle import CLAIM_FAIL_OPEN, OUTCOME_GRACE_MS
+from gateway.refusals import REFUSED_HEADER, REFUSED_REASONS, Refusal, agent_answer, refusal_record, refused_output
 from gateway.replies.deadlines import Deadlines
 from gateway.state import Gateway
 from gateway.tracing import ForcedTraces, GatewayTrace
@@ -69,6 +71,8 @@ class HooksEndpoint:
         self._inflight_bytes: dict[str, int] = {}
         #: Every waiting request's deadline, on one timer.
         self._deadlines = Deadlines()
+        for reason in REFUSED_REASONS:  # the refusal series start at 0 with the gateway
+            self.metrics.child(self.metrics.refused_inputs, reason)
         # The limits are the settings', fixed for the process.
         self._rate_limited = self.limiter.enabled
         #: Each tenant's share of the traces its callers force with a sampled traceparent.
@@ -130,7 +134,13 @@ class HooksEndpoint:
         tenant, token_id = await self.authorize(headers)
         if self._rate_limited:
             await self._rate_limit(tenant, token_id)
-        body = await self.read_body(headers, receive)
+        try:
+            body = await self.read_body(headers, receive)
+        except RequestRejected as exc:
+            if exc.status != 413:
+                raise
+            # Read no further than the limit: the event is not known, the answer denies it.
+            return await self._refuse(Refusal(exc.code, exc.detail), self._speaker(headers, query), tenant, None)
         budget = self.settings.tenant_inflight_bytes
         held = self._inflight_bytes.get(tenant, 0)
         if budget and held + len(body) > budget:
@@ -150,35 +160,53 @@ class HooksEndpoint:
             else:
                 del self._inflight_bytes[tenant]
 
-    async def _answer(
-        self, headers: dict[bytes, bytes], query: bytes, tenant: str, body: bytes, started: float
-    ) -> tuple[bytes, dict[str, str]]:
+    @staticmethod
+    def _speaker(headers: dict[bytes, bytes], query: bytes) -> Dialect:
+        """The dialect the request asked for (400 ``unknown_dialect`` for a name there is none of)."""
         dialect = headers.get(b"x-hookbus-dialect", b"").decode("latin-1")
         if query:
             dialect = parse_qs(query.decode("latin-1")).get("dialect", [dialect])[0]
         try:
-            speaker = dialect_for(dialect)
+            return dialect_for(dialect)
         except ValueError as exc:  # an unknown dialect name
             raise RequestRejected(400, "unknown_dialect", str(exc)) from exc
-        agent_input = hook_input = self.parse_object(body)
-        if speaker.name != "claude":
-            try:
-                hook_input = speaker.to_canonical(agent_input)
-            except (ValueError, TypeError) as exc:
-                raise RequestRejected(400, "invalid_input", f"not a {speaker.title} hook input: {exc}") from exc
-            if hook_input is not agent_input:
-                body = orjson.dumps(hook_input)
-        self.check_canonical(hook_input)
-        event = hook_input["hook_event_name"]
+
+    async def _answer(
+        self, headers: dict[bytes, bytes], query: bytes, tenant: str, body: bytes, started: float
+    ) -> tuple[bytes, dict[str, str]]:
+        speaker = self._speaker(headers, query)
+        agent_input: Any = None
+        hook_input: Any = None
+        try:
+            agent_input = hook_input = self.parse_object(body)
+            if speaker.name != "claude":
+                hook_input = None  # until translated: the agent's own event names mean nothing here
+                try:
+                    hook_input = speaker.to_canonical(agent_input)
+                    if not isinstance(hook_input, dict):
+                        raise TypeError(f"it translates to {type(hook_input).__name__}, not an object")
+                    if hook_input is not agent_input:
+                        body = orjson.dumps(hook_input)
+                except Exception as exc:  # RecursionError, anything: what cannot be translated cannot be judged
+                    hook_input = None
+                    why = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
+                    raise RequestRejected(400, "dialect_error", f"not a {speaker.title} hook input: {why}") from exc
+            self.check_canonical(hook_input)
+            event = hook_input["hook_event_name"]
+            policy, versions = self.registry.for_tenant(tenant)
+            limit = policy.settings.limits.nesting_depth
+            # Fewer brackets than the limit cannot nest deeper (one count in C; the walk only past it).
+            if body.count(b"[") + body.count(b"{") > limit and depth_over(hook_input, limit) is not None:
+                raise RequestRejected(
+                    400, "too_deep", f"the hook input is nested more than {limit} deep (hookbus.limits.nestingDepth)"
+                )
+        except RequestRejected as exc:
+            refusal = self._refusal(exc, speaker, tenant, hook_input)
+            if refusal is None:
+                raise
+            return await self._refuse(refusal, speaker, tenant, agent_input)
         label = event_label(event)
         partition = self.keys.partition_of(hook_input["session_id"])
-        policy, versions = self.registry.for_tenant(tenant)
-        limit = policy.settings.limits.nesting_depth
-        # Fewer brackets than the limit cannot nest deeper (one count in C; the walk only past it).
-        if body.count(b"[") + body.count(b"{") > limit and depth_over(hook_input, limit) is not None:
-            raise RequestRejected(
-                400, "too_deep", f"the hook input is nested more than {limit} deep (hookbus.limits.nestingDepth)"
-            )
         request = Request(
             event_id=self.new_event_id(),
             event=event,
@@ -189,9 +217,7 @@ class HooksEndpoint:
             policy=versions,
         )
         trace = GatewayTrace.begin(headers, request, speaker.name, started, self._forced_traces) if tracing.on else None
-        # Plugins register their callbacks inside the dispatchers, so with any plugin listed
-        # every blocking event waits for a decision.
-        blocking = event_spec(event).blocking and (serves(policy, event, speaker.name) or bool(policy.settings.plugins))
+        blocking = _waits_on(policy, event, speaker.name)
         if blocking:
             context_key = None
             if self.batcher.can_take_context and takes_context(policy, event):
@@ -218,6 +244,56 @@ class HooksEndpoint:
         if speaker.name != "claude":
             output = speaker.to_agent(event, output, agent_input)
         return orjson.dumps(output), response_headers
+
+    def _refusal(self, exc: RequestRejected, speaker: Dialect, tenant: str, hook_input: Any) -> Refusal | None:
+        """The refusal ``exc`` is for an input that cannot be judged, or ``None`` when it stays a
+        4xx: another error, or an event the gateway would not wait on."""
+        if exc.code not in REFUSED_REASONS:
+            return None
+        fields = hook_input if isinstance(hook_input, dict) else {}
+        event, session_id, tool_name = (fields.get(k) for k in ("hook_event_name", "session_id", "tool_name"))
+        if not isinstance(event, str) or not event:
+            event = None
+        elif not _waits_on(self.registry.for_tenant(tenant)[0], event, speaker.name):
+            return None
+        session_id = session_id if isinstance(session_id, str) else ""
+        return Refusal(exc.code, exc.detail, event, session_id, tool_name if isinstance(tool_name, str) else "")
+
+    async def _refuse(
+        self, refusal: Refusal, speaker: Dialect, tenant: str, agent_input: Any
+    ) -> tuple[bytes, dict[str, str]]:
+        """Answer an input that cannot be judged as denied (:mod:`gateway.refusals`), and record it."""
+        output, decision = refused_output(refusal.event, refusal.reason)
+        answer = agent_answer(speaker, refusal, output, agent_input)
+        event_id = self.new_event_id()
+        _, versions = self.registry.for_tenant(tenant)
+        label = event_label(refusal.event or "")
+        self.metrics.child(self.metrics.refused_inputs, refusal.code).inc()
+        self.metrics.child(self.metrics.decisions, label, decision).inc()
+        self.metrics.child(self.metrics.events_by_agent, speaker.name, label).inc()
+        fields = event_fields(
+            event_id,
+            refusal.event or "unknown",
+            tenant,
+            refusal.session_id or None,
+            decision=decision,
+            reason=refusal.code,
+        )
+        logger.info("denied a hook input it cannot judge: %s", refusal.header, extra=fields)
+        agent = "claude" if speaker.name == "claude" else speaker.name
+        record = refusal_record(refusal, event_id, tenant, agent, output, decision, now_ms(), versions)
+        stream = self.keys.decision_log(self.keys.partition_of(refusal.session_id) if refusal.session_id else 0)
+        try:
+            await self.batcher.append(stream, record.encode())
+        except BusUnavailable:
+            self.spool.put(stream, record.encode())
+        headers = {
+            "X-Hookbus-Event-Id": event_id,
+            "X-Hookbus-Policy-Version": versions,
+            "X-Hookbus-Outcome": RecordOutcome.DECIDED,
+            REFUSED_HEADER: refusal.header,
+        }
+        return orjson.dumps(answer), headers
 
     async def _record(
         self, request: Request, partition: int, trace: GatewayTrace | None = None
@@ -316,6 +392,13 @@ class HooksEndpoint:
             return Reply.decode(stored)
         except ProtocolError:
             return None
+
+
+def _waits_on(policy: Policy, event: str, agent: str) -> bool:
+    """Whether the gateway waits for a decision on ``event`` from ``agent`` under ``policy``."""
+    # Plugins register their callbacks inside the dispatchers, so with any plugin listed
+    # every blocking event waits for a decision.
+    return event_spec(event).blocking and (serves(policy, event, agent) or bool(policy.settings.plugins))
 
 
 def _log_answer(request: Request, hook_input: dict[str, Any], decision: str, fail_open: str | None) -> None:

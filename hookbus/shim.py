@@ -4,7 +4,9 @@ Reads one hook input JSON on stdin, asks the gateway, writes the Claude Code hoo
 on stdout and exits as Claude Code expects. When the gateway is down, slow, refuses the
 request (401, 429, ...) or answers with a fail-open outcome: exit 0 with no output (fail
 open), or with ``--fail-closed`` exit 2 with the reason on stderr (Claude Code then blocks
-the action on blocking events).
+the action on blocking events). An input the gateway cannot judge (too large, too deep,
+untranslatable: its answer carries ``X-Hookbus-Refused``) is denied whatever the flags: the
+answer is printed and the shim exits 2 with the reason on stderr.
 
 Agents that read no JSON decision (Windsurf, Kiro; Auggie's PreToolUse) get the answer in
 the exit-code form ``{"exit_code": 2, "stderr": REASON, "stdout": TEXT}`` from their
@@ -262,6 +264,9 @@ def run_hook(
         return _fail(f"gateway answered {status}: {detail}", fail_closed, agent)
     if headers.get("x-hookbus-outcome") == "fail-open":
         return _fail("gateway could not decide in time", fail_closed, agent)
+    refused = headers.get("x-hookbus-refused")
+    if refused is not None:
+        return _refused(answer.strip(), refused, agent)
     answer = answer.strip()
     if answer in (b"", b"{}"):
         if agent != "claude" and agent not in SILENT_AGENTS:
@@ -280,6 +285,19 @@ def run_hook(
     sys.stdout.buffer.write(answer + b"\n")
     sys.stdout.flush()
     return 0
+
+
+def _refused(answer: bytes, why: str, agent: str) -> int:
+    """The gateway could not judge the input and denied it: print its answer (the deny in the
+    agent's format, which agents that ignore exit codes read) and exit 2 (which blocks the
+    others, whatever the event), with the reason on stderr."""
+    if agent in EXIT_CODE_AGENTS:
+        answer = b""  # their answer is the exit-code form: exit 2 with the reason says it
+    elif answer not in (b"", b"{}"):
+        sys.stdout.buffer.write(answer + b"\n")
+        sys.stdout.flush()
+    sys.stderr.write(f"hookbus cannot judge this hook input, so it is denied: {why}\n")
+    return 2
 
 
 def _carry_out(answer: dict[str, Any]) -> int:

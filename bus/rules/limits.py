@@ -11,8 +11,9 @@ bound the size:
 * ``subcommands`` (default 1024): a command of more simple commands than this (the parts
   between ``;``, ``&&``, ``|`` ..., and those inside substitutions) cannot be judged either:
   every rule and ``if`` reads each of them, so the count bounds the work a command costs.
-* ``nestingDepth`` (default 64): a hook input nested deeper is refused by the gateway with
-  ``400 too_deep``; the decision log, dead letters and every reader handle at least this.
+* ``nestingDepth`` (default 64): a hook input nested deeper cannot be judged: the gateway denies
+  it (``400 too_deep`` for an event it does not wait on); the decision log, dead letters and
+  every reader handle at least this.
 * ``stringBytes`` (default 16 KiB): a file path, URL or other string a rule or a matcher reads
   (not a command, not a file's contents) longer than this cannot be judged either.
 

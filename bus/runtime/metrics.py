@@ -173,6 +173,9 @@ class Metrics:
         self.rejected = Counter(
             "hookbus_rejected_requests_total", "Requests refused at the gateway", ["code"], registry=registry
         )
+        self.refused_inputs = Counter(
+            "hookbus_refused_inputs_total", "Hook inputs the gateway denied unjudged", ["reason"], registry=registry
+        )
         self.spooled = Counter(
             "hookbus_spooled_events_total",
             "Non-blocking events held in memory while Redis was down",

@@ -43,6 +43,7 @@ DEFINED_METRICS: Final = frozenset(
         "hookbus_redis_errors_total",  # counter {op}
         "hookbus_redis_up",  # gauge 0/1
         "hookbus_rejected_requests_total",
+        "hookbus_refused_inputs_total",  # counter {reason}: inputs the gateway could not judge, denied
         "hookbus_reply_wait_seconds",  # histogram: the gateway's wait for a reply
         "hookbus_request_head_timeouts_total",
         "hookbus_role_restarts_total",  # counter {role}, `hookbus up` only

@@ -42,35 +42,50 @@ CORE_METRICS = (
 # -- malformed input -------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize(
-    ("body", "code"),
-    [
-        (b"{not json", "invalid_json"),
-        (b"", "invalid_json"),
-        (b"\xff\xfe\x00garbage", "invalid_json"),  # not UTF-8
-        (b"[" * 100_000 + b"]" * 100_000, "invalid_json"),  # nested past the parser's depth limit
-        (b'[{"hook_event_name": "Stop", "session_id": "s"}]', "invalid_input"),
-        (b'"just a string"', "invalid_input"),
-        (b"null", "invalid_input"),
-        (b'{"session_id": "s"}', "missing_field"),
-        (b'{"hook_event_name": "Stop"}', "missing_field"),
-        (b'{"hook_event_name": "Stop", "session_id": 5}', "invalid_field"),
-        (b'{"hook_event_name": ["Stop"], "session_id": "s"}', "invalid_field"),
-        (b'{"hook_event_name": "", "session_id": "s"}', "invalid_field"),
-        (b'{"hook_event_name": "PreToolUse", "session_id": "s", "tool_name": 7}', "invalid_field"),
-        (
-            b'{"hook_event_name": "PreToolUse", "session_id": "s", "tool_name": "Bash", "tool_input": [1]}',
-            "invalid_field",
-        ),
-        (b'{"hook_event_name": "PostToolUse", "session_id": "s", "tool_input": "rm -rf /"}', "invalid_field"),
-    ],
-)
-async def test_malformed_input_is_a_400_with_a_json_error(platform: Callable[..., Any], body: bytes, code: str) -> None:
+#: Malformed inputs: the refusal code, and whether the event is one the gateway would wait on
+#: (then the answer is a deny, 200, saying why) or not (then a 400). An event that cannot be read
+#: counts as one it waits on: what cannot be judged is denied.
+MALFORMED = [
+    (b"{not json", "invalid_json", True),
+    (b"", "invalid_json", True),
+    (b"\xff\xfe\x00garbage", "invalid_json", True),  # not UTF-8
+    (b"[" * 100_000 + b"]" * 100_000, "invalid_json", True),  # nested past the parser's depth limit
+    (b'[{"hook_event_name": "Stop", "session_id": "s"}]', "invalid_input", True),
+    (b'"just a string"', "invalid_input", True),
+    (b"null", "invalid_input", True),
+    (b'{"session_id": "s"}', "missing_field", True),
+    (b'{"hook_event_name": "Stop"}', "missing_field", False),  # DENY_RM listens to PreToolUse only
+    (b'{"hook_event_name": "Stop", "session_id": 5}', "invalid_field", False),
+    (b'{"hook_event_name": ["Stop"], "session_id": "s"}', "invalid_field", True),
+    (b'{"hook_event_name": "", "session_id": "s"}', "invalid_field", True),
+    (b'{"hook_event_name": "PreToolUse", "session_id": "s", "tool_name": 7}', "invalid_field", True),
+    (
+        b'{"hook_event_name": "PreToolUse", "session_id": "s", "tool_name": "Bash", "tool_input": [1]}',
+        "invalid_field",
+        True,
+    ),
+    (b'{"hook_event_name": "PostToolUse", "session_id": "s", "tool_input": "rm -rf /"}', "invalid_field", False),
+]
+
+
+@pytest.mark.parametrize(("body", "code", "denied"), MALFORMED)
+async def test_malformed_input_is_denied_or_a_400_with_a_json_error(
+    platform: Callable[..., Any], body: bytes, code: str, denied: bool
+) -> None:
     async with platform(DENY_RM) as p:
-        assert_error(await p.post(body, headers={"content-type": "application/json"}), 400, code)
+        response = await p.post(body, headers={"content-type": "application/json"})
+    if not denied:
+        assert_error(response, 400, code)
+        return
+    assert response.status_code == 200, response.text
+    assert response.headers["X-Hookbus-Refused"].startswith(f"{code}: ")
+    answer = response.json()
+    specific = answer.get("hookSpecificOutput", {})
+    assert answer.get("decision") == "block" or specific.get("permissionDecision") == "deny", answer
+    assert "cannot judge" in (answer.get("reason") or specific.get("permissionDecisionReason"))
 
 
-async def test_bodies_over_the_limit_are_413_with_or_without_content_length(platform: Callable[..., Any]) -> None:
+async def test_bodies_over_the_limit_are_denied_with_or_without_content_length(platform: Callable[..., Any]) -> None:
     big = b'{"hook_event_name": "Stop", "session_id": "s", "pad": "' + b"x" * (5 << 20) + b'"}'
 
     async def chunked() -> AsyncIterator[bytes]:
@@ -79,11 +94,14 @@ async def test_bodies_over_the_limit_are_413_with_or_without_content_length(plat
 
     async with platform(DENY_RM) as p:
         declared = await p.post(big)
-        assert_error(declared, 413, "payload_too_large")
         streamed = await p.client.post(f"{p.url}/v1/hooks", content=chunked())
         assert "content-length" not in streamed.request.headers
         assert streamed.request.headers["transfer-encoding"] == "chunked"
-        assert_error(streamed, 413, "payload_too_large")
+        # Not read past the limit, so the event is not known: the answer that denies any of them.
+        for refused in (declared, streamed):
+            assert refused.status_code == 200
+            assert refused.headers["X-Hookbus-Refused"].startswith("payload_too_large: ")
+            assert refused.json()["decision"] == "block" and "cannot judge" in refused.json()["reason"]
         # The limit is the limit: a body just under it is fine.
         small = await p.post({"hook_event_name": "Notification", "session_id": "s", "pad": "x" * 1000})
         assert small.status_code == 200
@@ -265,9 +283,11 @@ def test_the_real_gateway_process_keeps_the_contract(
 
     url = f"http://127.0.0.1:{port}/v1/hooks"
     with httpx.Client(timeout=10) as client:
-        assert_error(client.post(url, content=big), 413, "payload_too_large")
-        assert_error(client.post(url, content=chunked()), 413, "payload_too_large")
-        assert_error(client.post(url, content=b"\xff{"), 400, "invalid_json")
+        for refused in (client.post(url, content=big), client.post(url, content=chunked())):
+            assert (refused.status_code, refused.json()["decision"]) == (200, "block")
+            assert refused.headers["X-Hookbus-Refused"].startswith("payload_too_large: ")
+        unread = client.post(url, content=b"\xff{")
+        assert unread.headers["X-Hookbus-Refused"].startswith("invalid_json: ")
         assert_error(client.post(url, json={"hook_event_name": "Stop", "session_id": 5}), 400, "invalid_field")
         recorded = client.post(url, json={"hook_event_name": "Notification", "session_id": "s"})
         assert (recorded.status_code, recorded.json()) == (200, {})

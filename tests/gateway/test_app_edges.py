@@ -46,12 +46,18 @@ async def test_unknown_paths_and_methods_are_json(platform: Callable[..., Any]) 
         ({"tool_name": "Bash", "tool_input": "rm -rf /"}, "'tool_input' must be a JSON object"),
     ],
 )
-async def test_tool_fields_of_the_wrong_type_are_a_400_naming_the_field(
+async def test_tool_fields_of_the_wrong_type_are_denied_or_a_400_naming_the_field(
     platform: Callable[..., Any], fields: dict[str, Any], named: str
 ) -> None:
     async with platform(DENY_RM) as p:
-        body = {"hook_event_name": "PreToolUse", "session_id": "s", **fields}
-        assert error_of(await p.post(body), 400) == {"error": "invalid_field", "detail": named}
+        # An event the policy decides cannot be judged: denied, saying why.
+        denied = await p.post({"hook_event_name": "PreToolUse", "session_id": "s", **fields})
+        # One it does not decide (DENY_RM has no PostToolUse handler) stays a 400.
+        refused = await p.post({"hook_event_name": "PostToolUse", "session_id": "s", **fields})
+    assert denied.status_code == 200 and denied.headers["X-Hookbus-Refused"] == f"invalid_field: {named}"
+    assert denied.json()["hookSpecificOutput"]["permissionDecision"] == "deny"
+    assert named in denied.json()["hookSpecificOutput"]["permissionDecisionReason"]
+    assert error_of(refused, 400) == {"error": "invalid_field", "detail": named}
 
 
 async def test_an_unknown_dialect_is_a_400_listing_the_known_ones(platform: Callable[..., Any]) -> None:

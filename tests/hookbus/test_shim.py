@@ -129,11 +129,20 @@ async def test_fail_open_outcome_without_dispatchers(platform: Callable[..., Any
         assert (code, out) == (2, b"") and b"could not decide in time (failing closed)" in err
 
 
-async def test_malformed_input_is_a_400_and_fails_like_any_refusal(platform: Callable[..., Any]) -> None:
+async def test_input_the_gateway_cannot_judge_is_denied_with_exit_2_even_failing_open(
+    platform: Callable[..., Any],
+) -> None:
     async with platform(DENY_RM) as p:
-        assert (await shim("--url", p.url, stdin=b"{not json"))[:2] == (0, b"")
-        code, _, err = await shim("--url", p.url, "--fail-closed", stdin=b'{"session_id": "x"}')
-        assert code == 2 and b"400" in err and b"hook_event_name" in err
+        code, out, err = await shim("--url", p.url, stdin=b"{not json")
+        assert code == 2 and b"cannot judge" in err and b"invalid_json" in err
+        assert json.loads(out)["decision"] == "block"  # Claude Code's deny of a call, block of anything else
+        code, _, err = await shim("--url", p.url, stdin=b'{"session_id": "x"}')
+        assert code == 2 and b"hook_event_name" in err
+        # A 400 the gateway keeps (an event no handler decides) still fails open by default.
+        stop = b'{"hook_event_name": "Stop", "session_id": 5}'
+        assert (await shim("--url", p.url, stdin=stop))[:2] == (0, b"")
+        code, _, err = await shim("--url", p.url, "--fail-closed", stdin=stop)
+        assert code == 2 and b"400" in err
 
 
 # -- without a gateway ----------------------------------------------------------------------

@@ -2,9 +2,9 @@
 
 Tenant ``mallory`` sends every hostile shape (commands under and over the command limit,
 detector prefixes at the body limit, JSON nested around the depth limit) while tenant
-``alice`` sends ``rm -rf /`` over and over. Every one of mallory's events is denied (or
-refused with a clear 400), every one of alice's is denied, none fails open, and every
-answered event has exactly one record.
+``alice`` sends ``rm -rf /`` over and over. Every one of mallory's events is denied (by the
+policy, or because it cannot be judged), every one of alice's is denied, none fails open, and
+every answered event has exactly one record.
 """
 
 from __future__ import annotations
@@ -60,7 +60,7 @@ def within_body(unit: str, size: int) -> bytes:
 
 
 def hostile_bodies() -> Iterator[tuple[str, bytes, str]]:
-    """``(name, body, expected)``: expected ``deny`` or the 400 error code."""
+    """``(name, body, expected)``: expected ``deny`` by the policy, or the reason it was refused (and denied)."""
     for size in (60 * 1024, BODY_BYTES):
         for name, unit in {**COMMAND_UNITS, **OPEN_UNITS}.items():
             yield f"{name} at {size}", within_body(unit, size), "deny"
@@ -72,7 +72,14 @@ def hostile_bodies() -> Iterator[tuple[str, bytes, str]]:
             b'"tool_input": {"command": "rm -rf /", "pad": ' + nested_json(depth - 2) + b"}}"
         )
         # The object is depth 1, tool_input 2, the pad's lists the rest: this body is ``depth`` deep.
+        # Past the limit (64, then the parser's 1024) it cannot be judged: denied all the same.
         yield f"nested {depth}", body, "deny" if depth <= 64 else ("too_deep" if depth <= 1024 else "invalid_json")
+
+
+def denies(reply: httpx.Response) -> bool:
+    """Whether Claude Code denies the call on ``reply``: a PreToolUse deny or the top-level block."""
+    answer = reply.json() if reply.status_code == 200 else {}
+    return answer.get("decision") == "block" or answer.get("hookSpecificOutput", {}).get("permissionDecision") == "deny"
 
 
 def send(client: httpx.Client, token: str, body: bytes) -> httpx.Response:
@@ -108,8 +115,8 @@ def test_no_hostile_input_buys_a_fail_open_and_the_other_tenant_keeps_flowing(up
             decision = answer.get("hookSpecificOutput", {}).get("permissionDecision")
             if reply.headers.get("x-hookbus-outcome") != "decided" or decision != "deny":
                 wrong.append(f"{name}: {reply.status_code} {reply.headers.get('x-hookbus-outcome')} {reply.text[:200]}")
-        elif reply.status_code != 400 or reply.json().get("error") != expected:
-            wrong.append(f"{name}: wanted 400 {expected}, got {reply.status_code} {reply.text[:200]}")
+        elif not reply.headers.get("x-hookbus-refused", "").startswith(f"{expected}: ") or not denies(reply):
+            wrong.append(f"{name}: wanted a deny refusing {expected}, got {reply.status_code} {reply.text[:200]}")
     assert wrong == []
     assert len(alice) >= 10
     assert {
