@@ -28,7 +28,10 @@ Input, to Claude Code's shape (unknown fields kept as sent):
   ``initialPrompt``, ``agentId``, ``agentType``, ``agentName``, ``parentAgentId``,
   ``permissionSuggestions`` likewise; an epoch-millisecond ``timestamp``
   becomes ISO 8601 (as the PascalCase form sends it). ``tool_result`` also fills
-  ``tool_response`` when that is absent.
+  ``tool_response`` when that is absent. ``toolArgs`` as GitHub documents it, a JSON *string*,
+  is decoded (one that is not JSON is not a Copilot input: it cannot be judged). An input
+  with no session id (GitHub's camelCase examples show none) gets :func:`fallback_session`:
+  ``copilot:<cwd>``, the same for every call in one folder.
 * Tools: ``bash`` -> Bash, ``powershell`` -> PowerShell, ``view`` -> Read, ``create`` ->
   Write, ``edit`` / ``str_replace_editor`` / ``apply_patch`` -> Edit, ``glob`` -> Glob,
   ``grep`` / ``rg`` -> Grep, ``web_fetch`` -> WebFetch, ``web_search`` -> WebSearch,
@@ -69,6 +72,8 @@ from __future__ import annotations
 import datetime
 import json
 from typing import Any, Final
+
+import orjson
 
 from bus.dialects.base import AGENT_EVENT_NAME, AGENT_TOOL_NAME, Dialect, partial, yes
 
@@ -185,6 +190,19 @@ def _event_of(raw: dict[str, Any]) -> str | None:
     return None
 
 
+def fallback_session(cwd: Any) -> str:
+    """The session id of an input that names none: ``copilot:<cwd>`` (``copilot`` with no cwd)."""
+    return f"copilot:{cwd}" if isinstance(cwd, str) and cwd else "copilot"
+
+
+def decoded_arguments(text: str) -> Any:
+    """``toolArgs`` sent as a JSON string, decoded (ValueError when it is not JSON, nested too deep included)."""
+    try:
+        return orjson.loads(text)
+    except orjson.JSONDecodeError as exc:
+        raise ValueError(f"toolArgs is a string that is not JSON: {exc}") from exc
+
+
 def canonical_tool_input(tool: str, args: Any) -> Any:
     """Copilot's arguments for the Claude Code tool ``tool`` in Claude Code's names (a new dict)."""
     if not isinstance(args, dict):
@@ -245,8 +263,12 @@ def copilot_input(hook_input: dict[str, Any]) -> dict[str, Any]:
     for theirs, ours in _FIELDS.items():
         if theirs in out:
             value = out.pop(theirs)
+            if theirs == "toolArgs" and isinstance(value, str):
+                value = decoded_arguments(value)
             out.setdefault(ours, value)
     out.pop("hookName", None)
+    if out.get("session_id") is None:
+        out["session_id"] = fallback_session(out.get("cwd"))
     if isinstance(out.get("timestamp"), int | float) and not isinstance(out["timestamp"], bool):
         out["timestamp"] = _iso(out["timestamp"])
     if agent_event is not None:
@@ -414,4 +436,6 @@ __all__ = [
     "canonical_tool_input",
     "copilot_input",
     "copilot_output",
+    "decoded_arguments",
+    "fallback_session",
 ]

@@ -27,6 +27,7 @@ from bus.dialects.copilot import (
     copilot_output,
 )
 from tests.conftest import BusProbe, async_wait_for
+from tests.hookbus.test_shim import shim
 
 SESSION = "9aeb6ff7-c9bc-4af7-bc05-04df19d10f5c"
 #: The fields Copilot CLI reads from a hook's answer, per (Claude Code) event.
@@ -366,6 +367,55 @@ async def test_copilot_through_a_live_gateway(platform: Callable[..., Any], bus:
     assert logged[AGENT_TOOL_NAME] == "create" and logged["tool_input"] == {"file_path": "/etc/passwd", "content": "x"}
     permission = await async_wait_for(lambda: bus.record(refused.headers["X-Hookbus-Event-Id"]), timeout_s=5)
     assert (permission.event, permission.tool_name, permission.decision) == ("PermissionRequest", "Bash", "deny")
+
+
+#: preToolUse's input as GitHub's Copilot CLI hooks reference shows it: ``toolArgs`` a JSON
+#: string, no session id.
+DOCUMENTED = {
+    "timestamp": 1704614600000,
+    "cwd": "/path/to/project",
+    "toolName": "bash",
+    "toolArgs": '{"command":"rm -rf /","description":"Clean up"}',
+}
+DENY_RM_POLICY = """
+hookbus: {deadlineSeconds: 5.0}
+hooks:
+  PreToolUse:
+    - matcher: Bash
+      hooks:
+        - {type: rule, deny: ["Bash(rm -rf *)"], reason: "no rm -rf"}
+"""
+
+
+def test_the_documented_camel_case_input_decodes_its_arguments_and_gets_a_session() -> None:
+    translated = copilot_input(DOCUMENTED)
+    assert translated["hook_event_name"] == "PreToolUse" and translated["tool_name"] == "Bash"
+    assert translated["tool_input"] == {"command": "rm -rf /", "description": "Clean up"}
+    assert translated["session_id"] == "copilot:/path/to/project"  # one per working folder
+    assert copilot_input({k: v for k, v in DOCUMENTED.items() if k != "cwd"})["session_id"] == "copilot"
+    assert copilot_input({**DOCUMENTED, "sessionId": "s-1"})["session_id"] == "s-1"
+
+
+@pytest.mark.parametrize("args", ["rm -rf /", '{"command": "rm -rf /"', "[" * 2000 + "]" * 2000])
+def test_tool_args_that_are_not_json_are_not_a_copilot_input(args: str) -> None:
+    with pytest.raises(ValueError, match="toolArgs is a string that is not JSON"):
+        copilot_input({**DOCUMENTED, "toolArgs": args})
+
+
+async def test_rm_rf_in_the_documented_form_is_denied_through_the_shim(platform: Callable[..., Any]) -> None:
+    deep = {**DOCUMENTED, "toolArgs": '{"command": "rm -rf /", "pad": ' + "[" * 100 + "]" * 100 + "}"}
+    broken = {**DOCUMENTED, "toolArgs": '{"command": "rm -rf /"'}
+    async with platform(DENY_RM_POLICY) as p:
+        code, out, err = await shim("--url", p.url, "--agent", "copilot", stdin=orjson.dumps(DOCUMENTED))
+        refusals = [await shim("--url", p.url, "--agent", "copilot", stdin=orjson.dumps(b)) for b in (deep, broken)]
+    assert code == 0, err
+    assert json.loads(out) == {
+        "permissionDecision": "deny",
+        "permissionDecisionReason": "no rm -rf (rule: Bash(rm -rf *))",
+    }
+    for code, out, err in refusals:  # nested past nestingDepth, or not JSON: cannot be judged, denied
+        assert code == 2 and b"cannot judge" in err, err
+        assert json.loads(out)["permissionDecision"] == "deny"
 
 
 # -- declarations ---------------------------------------------------------------------------
