@@ -81,6 +81,11 @@ def bearer_token(headers: Mapping[bytes, bytes]) -> str | None:
     return token if scheme.lower() == "bearer" and token else None
 
 
+def token_digest(token: str) -> str:
+    """What identifies a token in per-token limits and keys: a digest, never the token itself."""
+    return hashlib.sha256(token.encode()).hexdigest()[:16]
+
+
 async def caller_for(
     settings: Settings, headers: Mapping[bytes, bytes], token_store: TokenStore | None = None
 ) -> Caller:
@@ -94,7 +99,7 @@ async def caller_for(
     token = bearer_token(headers)
     if token is None:
         raise _unauthorized("missing bearer token")
-    key = hashlib.sha256(token.encode()).hexdigest()[:16]
+    key = token_digest(token)
     # Both lists are always compared in full: which one matched must not show in the timing.
     is_admin = settings.admin_tokens.tenant_for(token) is not None
     tenant = settings.tokens.tenant_for(token)
@@ -169,4 +174,5 @@ __all__ = [
     "error_body",
     "error_response",
     "rejection",
+    "token_digest",
 ]

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import math
 import time
 from collections.abc import Awaitable, Callable, MutableMapping
 from typing import Any
@@ -34,6 +33,8 @@ from bus.runtime.metrics import event_label
 from bus.stream.pending_context import takes_context
 from bus.stream.protocol import Reply, Request, now_ms
 from bus.stream.settle import CLAIM_FAIL_OPEN, OUTCOME_GRACE_MS
+from gateway.inflight import InflightBudgets, Ticket
+from gateway.limits import Limited, LimitedOutcome, limited_answer
 from gateway.refusals import REFUSED_HEADER, REFUSED_REASONS, Refusal, agent_answer, refusal_record, refused_output
 from gateway.replies.deadlines import Deadlines
 from gateway.state import Gateway
@@ -67,8 +68,8 @@ class HooksEndpoint:
         self.authorize = gateway.authorize
         self.new_event_id = gateway.new_event_id
         self._claim_script = gateway.redis.register_script(CLAIM_FAIL_OPEN)
-        #: Bytes of request bodies being handled right now, per tenant (the in-flight budget).
-        self._inflight_bytes: dict[str, int] = {}
+        #: Bytes of request bodies being handled right now, per session, token and tenant.
+        self.inflight = InflightBudgets.from_settings(self.settings)
         #: Every waiting request's deadline, on one timer.
         self._deadlines = Deadlines()
         for reason in REFUSED_REASONS:  # the refusal series start at 0 with the gateway
@@ -132,8 +133,6 @@ class HooksEndpoint:
         """Answer one hook request: the JSON body and the response headers (status 200)."""
         started = time.perf_counter()
         tenant, token_id = await self.authorize(headers)
-        if self._rate_limited:
-            await self._rate_limit(tenant, token_id)
         try:
             body = await self.read_body(headers, receive)
         except RequestRejected as exc:
@@ -141,24 +140,12 @@ class HooksEndpoint:
                 raise
             # Read no further than the limit: the event is not known, the answer denies it.
             return await self._refuse(Refusal(exc.code, exc.detail), self._speaker(headers, query), tenant, None)
-        budget = self.settings.tenant_inflight_bytes
-        held = self._inflight_bytes.get(tenant, 0)
-        if budget and held + len(body) > budget:
-            raise RequestRejected(
-                429,
-                "over_budget",
-                f"tenant '{tenant}' has {held} bytes of events in flight; "
-                f"its budget is {budget} (HOOKBUS_TENANT_INFLIGHT_BYTES)",
-                {"Retry-After": "1"},
-            )
-        self._inflight_bytes[tenant] = held + len(body)
+        # The limits are checked once the session is known (_admit); the ticket gives back what they took.
+        ticket = Ticket(tenant, token_id, len(body))
         try:
-            return await self._answer(headers, query, tenant, body, started)
+            return await self._answer(headers, query, tenant, body, started, ticket)
         finally:
-            if (left := self._inflight_bytes[tenant] - len(body)) > 0:
-                self._inflight_bytes[tenant] = left
-            else:
-                del self._inflight_bytes[tenant]
+            self.inflight.release(ticket)
 
     @staticmethod
     def _speaker(headers: dict[bytes, bytes], query: bytes) -> Dialect:
@@ -172,7 +159,7 @@ class HooksEndpoint:
             raise RequestRejected(400, "unknown_dialect", str(exc)) from exc
 
     async def _answer(
-        self, headers: dict[bytes, bytes], query: bytes, tenant: str, body: bytes, started: float
+        self, headers: dict[bytes, bytes], query: bytes, tenant: str, body: bytes, started: float, ticket: Ticket
     ) -> tuple[bytes, dict[str, str]]:
         speaker = self._speaker(headers, query)
         agent_input: Any = None
@@ -205,6 +192,9 @@ class HooksEndpoint:
             if refusal is None:
                 raise
             return await self._refuse(refusal, speaker, tenant, agent_input)
+        ticket.session_id = hook_input["session_id"]
+        if (limited := await self._admit(ticket)) is not None:
+            return self._limited(limited, event, policy, speaker, agent_input)
         label = event_label(event)
         partition = self.keys.partition_of(hook_input["session_id"])
         request = Request(
@@ -312,19 +302,37 @@ class HooksEndpoint:
             return {}, Decision.NONE, FailOpenReason.REDIS_UNAVAILABLE
         return {}, Decision.NONE, None
 
-    async def _rate_limit(self, tenant: str, token_id: str | None) -> None:
-        try:
-            async with asyncio.timeout(0.05):
-                with redis_errors(self.redis_url):
-                    wait_s = await self.limiter.take(tenant, token_id)
-        except (BusUnavailable, TimeoutError):
-            self.metrics.child(self.metrics.redis_errors, "ratelimit").inc()
-            return  # the limit cannot be checked: let the request through (fail open)
-        if wait_s > 0:
-            who = f"token {token_id}" if token_id else f"tenant '{tenant}'"
-            raise RequestRejected(
-                429, "rate_limited", f"{who} is over its rate limit", {"Retry-After": str(max(1, math.ceil(wait_s)))}
-            )
+    async def _admit(self, ticket: Ticket) -> Limited | None:
+        """The limit ``ticket``'s request meets (its rates, then its bytes in flight), else None
+        with its bytes held."""
+        if self._rate_limited:
+            try:
+                async with asyncio.timeout(0.05):
+                    with redis_errors(self.redis_url):
+                        limited = await self.limiter.take(ticket.tenant, ticket.token_id, ticket.session_id)
+            except (BusUnavailable, TimeoutError):
+                self.metrics.child(self.metrics.redis_errors, "ratelimit").inc()
+                limited = None  # the rate cannot be checked: the request goes on (fail open)
+            if limited is not None:
+                return limited
+        return self.inflight.hold(ticket)
+
+    def _limited(
+        self, limited: Limited, event: str, policy: Policy, speaker: Dialect, agent_input: Any
+    ) -> tuple[bytes, dict[str, str]]:
+        """A limited event's answer: 429 when the agent does not wait on it, else 200 in its
+        format as ``hookbus.whenLimited`` says (:mod:`gateway.limits`)."""
+        if not event_spec(event).blocking:
+            self.metrics.child(self.metrics.limited, limited.kind, limited.scope, LimitedOutcome.REFUSED).inc()
+            raise limited.rejection()
+        # An event no handler listens to would get no opinion anyway: a limit takes nothing from it.
+        decided = serves(policy, event, speaker.name) or bool(policy.settings.plugins)
+        answer, outcome = limited_answer(event, limited, policy.settings.when_limited if decided else "open")
+        self.metrics.child(self.metrics.limited, limited.kind, limited.scope, outcome).inc()
+        self.metrics.child(self.metrics.decisions, event_label(event), answer.decision).inc()
+        logger.debug("limited (%s): %s", outcome, limited.detail)
+        output = answer.output if speaker.name == "claude" else speaker.to_agent(event, answer.output, agent_input)
+        return orjson.dumps(output), limited.headers(outcome)
 
     async def _decide(
         self,

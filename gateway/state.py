@@ -31,7 +31,7 @@ from bus.stream.partitions import warn_partitions_changed
 from bus.stream.pending_context import APPEND_TAKING_CONTEXT
 from bus.stream.protocol import StreamFields, now_ms
 from bus.stream.settle import CLAIM_FAIL_OPEN
-from gateway.access import bearer_token, caller_for
+from gateway.access import bearer_token, caller_for, token_digest
 from gateway.appends.batcher import AppendBatcher
 from gateway.appends.spool import Spool
 from gateway.ratelimit import SharedRateLimiter
@@ -75,14 +75,7 @@ class Gateway:
         else:
             self.waiter = ReplyWaiter(redis_url, self.keys.reply_channel(self.gateway_id))
         self.spool = Spool(self._append_many, metrics=self.metrics)
-        self.limiter = SharedRateLimiter(
-            self.redis,
-            self.keys,
-            settings.rate_limit_per_s,
-            settings.rate_limit_burst,
-            settings.token_rate_limit_per_s,
-            settings.token_rate_limit_burst,
-        )
+        self.limiter = SharedRateLimiter.from_settings(self.redis, settings)
         self.token_store = TokenStore(self.redis, self.keys, redis_url) if settings.managed_tokens else None
         # Events are sent by tenants: an org-admin token reads, it does not send.
         self._sender_settings = dataclasses.replace(settings, admin_tokens=Tokens({}))
@@ -150,9 +143,12 @@ class Gateway:
         return tenant
 
     async def authorize(self, headers: dict[bytes, bytes]) -> tuple[str, str | None]:
-        """``(tenant, managed token id)`` of a request that sends events; 401 for anything else."""
+        """``(tenant, token id)`` of a request that sends events; 401 for anything else. The id of
+        a static token is a digest of it (None when no tokens are configured)."""
         if self.token_store is None:
-            return self.authenticate(headers), None
+            tenant = self.authenticate(headers)
+            token = bearer_token(headers) if self.settings.tokens else None
+            return tenant, token_digest(token) if token is not None else None
         caller = await caller_for(self._sender_settings, headers, self.token_store)
         assert caller.tenant is not None  # no admin tokens here: every caller is a tenant
         return caller.tenant, caller.token_id

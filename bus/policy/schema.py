@@ -273,6 +273,9 @@ class PlatformSettings(_Strict):
     redact: RedactSettings = Field(default_factory=RedactSettings)
     async_: AsyncSettings = Field(default_factory=AsyncSettings, alias="async")
     limits: Limits = Field(default_factory=Limits)
+    #: What a blocking event over a rate limit or in-flight budget gets: no opinion (``open``),
+    #: or a deny/block saying so (``closed``); answered 200 either way (gateway.limits).
+    when_limited: FailMode = Field(default="open", alias="whenLimited")
     #: The agents this policy serves (the fleet): what ``hookbus policy check`` warns about.
     agents: list[AgentName] | None = None
     #: No tenant layer may disable, shadow or weaken the org's hooks (org layer only).

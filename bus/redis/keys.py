@@ -29,7 +29,9 @@ key                                       type        what it holds
 ``{P}:policy:versions:{scope}``           list        version ids of a scope (``org``, ``tenant:T``)
 ``{P}:policy:current``                    hash        scope -> the version id in force
 ``{p}policy:changed``                     pub/sub     a scope's version changed (nodes reload)
-``{p}ratelimit:{kind}:{name}``            hash        a token bucket shared by every gateway
+``{p}ratelimit:{T}:tenant``                hash        tenant T's token bucket, shared by every gateway
+``{p}ratelimit:{T}:token:{id}``            hash        a token's bucket (``{T}``: its tenant as a hash tag)
+``{p}ratelimit:{T}:session:{session}``     hash        a session's bucket
 ``{p}replay:{run}:...``                   (any)       a policy replay's scratch keys (then deleted)
 ========================================  ==========  =============================================
 
@@ -47,9 +49,10 @@ the partitions evenly over the slots, so masters that split the slots evenly hol
 many partitions; ``{p}layout`` lists them for operators. The control
 keys that change together in a transaction (tokens; pushed policy versions) share the tag
 ``{<prefix>}`` (``{hookbus}:tokens``). Everything else is a single-key operation and spreads
-over the cluster by its own name: per-session keys (``once``, Stop guard, context), rate
-buckets, heartbeats. The async queue (arq) does not run on a cluster: it has its own Redis
-(``HOOKBUS_QUEUE_REDIS_URL``) there.
+over the cluster by its own name: per-session keys (``once``, Stop guard, context),
+heartbeats. A tenant's rate buckets (its own, its tokens', its sessions') share the tag of the
+tenant's name, since one script takes from all three. The async queue (arq) does not run on a
+cluster: it has its own Redis (``HOOKBUS_QUEUE_REDIS_URL``) there.
 """
 
 from __future__ import annotations
@@ -201,8 +204,12 @@ class Keyspace:
     def policy_changed(self) -> str:
         return f"{self.prefix}policy:changed"
 
-    def rate_limit(self, kind: str, name: str) -> str:
-        return f"{self.prefix}ratelimit:{kind}:{name}"
+    def rate_limit(self, tenant: str, scope: str, name: str = "") -> str:
+        """A token bucket of ``tenant``: its own (``scope`` ``tenant``), a token's or a session's (``name``)."""
+        base = f"{self.prefix}ratelimit:{{{tenant}}}:{scope}"
+        if scope == "session":
+            return f"{base}:{session_key_part(name)}"
+        return f"{base}:{name}" if name else base
 
     def once(self, tenant: str, session_id: str, handler_id: str) -> str:
         return f"{self.prefix}once:{tenant}:{session_key_part(session_id)}:{handler_id}"

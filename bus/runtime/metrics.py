@@ -71,6 +71,10 @@ REJECTED_CODES = ("400", "401", "413", "429")
 SPOOL_STATUSES = ("held", "flushed", "dropped")
 ROLES = ("gateway", "dispatcher", "worker")
 TIMEOUT_STAGES = ("queue_wait", "handler", "reply")
+#: The labels of ``hookbus_limited_total`` (``gateway.limits``): which limit, whose, what the event got.
+LIMIT_KINDS = ("rate", "inflight")
+LIMIT_SCOPES = ("session", "token", "tenant")
+LIMITED_OUTCOMES = ("open", "closed", "refused")
 #: Every ``op`` of ``hookbus_redis_errors_total`` (a new call site adds its name here).
 REDIS_ERROR_OPS = ("claim", "observe", "read", "settle", "worker", "xadd")
 #: The ``tenant`` of ``hookbus_policy_info``: one policy serves every tenant today.
@@ -184,6 +188,12 @@ class Metrics:
         )
         self.redis_errors = Counter(
             "hookbus_redis_errors_total", "Redis calls that failed, by operation", ["op"], registry=registry
+        )
+        self.limited = Counter(
+            "hookbus_limited_total",
+            "Hook requests over a rate limit or in-flight budget, by limit, scope and what the event got",
+            ["limit", "scope", "outcome"],
+            registry=registry,
         )
         self.traces_forced_ignored = Counter(
             "hookbus_traces_forced_ignored_total", "Sampled traceparents over their tenant's share", registry=registry
@@ -390,6 +400,10 @@ class Metrics:
                 child(self.hook_errors, handler_type, outcome)
         for event in sorted(STOP_EVENTS):
             child(self.stop_guard, event)
+        for kind in LIMIT_KINDS:
+            for scope in LIMIT_SCOPES:
+                for outcome in LIMITED_OUTCOMES:
+                    child(self.limited, kind, scope, outcome)
         for family, values in (
             (self.async_jobs, ASYNC_STATUSES),
             (self.rejected, REJECTED_CODES),

@@ -122,11 +122,18 @@ class Settings:
     #: Bytes of events one tenant may have in flight at a gateway at once (0: no budget): past
     #: it, 429. Bounds the memory (Redis's and the gateway's) one tenant can hold.
     tenant_inflight_bytes: int = 64 * 1024 * 1024
+    #: The same budget per token (0: none but its tenant's).
+    token_inflight_bytes: int = 0
+    #: The same budget per session (None: a quarter of the tenant's; 0: none but its token's and tenant's).
+    session_inflight_bytes: int | None = None
     rate_limit_per_s: float = 0.0
     rate_limit_burst: int = 0
     #: Requests per second per token (0: no per-token limit); buckets shared in Redis.
     token_rate_limit_per_s: float = 0.0
     token_rate_limit_burst: int = 0
+    #: Requests per second per session (None: a quarter of the tenant's; 0: no per-session limit).
+    session_rate_limit_per_s: float | None = None
+    session_rate_limit_burst: int = 0
     #: Accept tokens created with ``hookbus tokens create`` (kept in Redis), beside ``tokens``.
     managed_tokens: bool = False
     dispatch_batch: int = 64
@@ -209,6 +216,10 @@ class Settings:
             ("rate_limit_burst", "HOOKBUS_RATE_LIMIT_BURST", int),
             ("token_rate_limit_per_s", "HOOKBUS_TOKEN_RATE_LIMIT", float),
             ("token_rate_limit_burst", "HOOKBUS_TOKEN_RATE_LIMIT_BURST", int),
+            ("token_inflight_bytes", "HOOKBUS_TOKEN_INFLIGHT_BYTES", int),
+            ("session_inflight_bytes", "HOOKBUS_SESSION_INFLIGHT_BYTES", int),
+            ("session_rate_limit_per_s", "HOOKBUS_SESSION_RATE_LIMIT", float),
+            ("session_rate_limit_burst", "HOOKBUS_SESSION_RATE_LIMIT_BURST", int),
             ("dispatch_batch", "HOOKBUS_DISPATCH_BATCH", int),
             ("dispatch_concurrency", "HOOKBUS_DISPATCH_CONCURRENCY", int),
             ("claim_idle_ms", "HOOKBUS_CLAIM_IDLE_MS", int),
@@ -268,6 +279,16 @@ class Settings:
             raise ConfigError("dispatch batch and concurrency must be positive")
         if self.max_streams_per_token <= 0:
             raise ConfigError("HOOKBUS_MAX_STREAMS_PER_TOKEN must be positive")
+        for value, name in (
+            (self.tenant_inflight_bytes, "HOOKBUS_TENANT_INFLIGHT_BYTES"),
+            (self.token_inflight_bytes, "HOOKBUS_TOKEN_INFLIGHT_BYTES"),
+            (self.session_inflight_bytes, "HOOKBUS_SESSION_INFLIGHT_BYTES"),
+            (self.rate_limit_per_s, "HOOKBUS_RATE_LIMIT"),
+            (self.token_rate_limit_per_s, "HOOKBUS_TOKEN_RATE_LIMIT"),
+            (self.session_rate_limit_per_s, "HOOKBUS_SESSION_RATE_LIMIT"),
+        ):
+            if value is not None and value < 0:
+                raise ConfigError(f"{name} must be 0 (no limit) or positive (got {value})")
         if self.log_format not in ("text", "json"):
             raise ConfigError(f"log format {self.log_format!r} is not one of: text, json (HOOKBUS_LOG_FORMAT)")
         if self.worker_cpu not in WORKER_CPU:

@@ -37,6 +37,7 @@ DEFINED_METRICS: Final = frozenset(
         "hookbus_handler_decisions_total",  # counter {event, handler, decision}
         "hookbus_hook_duration_seconds",
         "hookbus_hook_errors_total",
+        "hookbus_limited_total",  # counter {limit, scope, outcome}: requests over a rate limit or in-flight budget
         "hookbus_policy_info",  # info-style gauge {tenant, version} = 1
         "hookbus_policy_load_failures_total",
         "hookbus_policy_rejected_total",  # counter {reason}

@@ -207,10 +207,14 @@ async def test_rate_limit_is_a_429_with_retry_after_per_tenant(platform: Callabl
     tokens = Tokens.parse("acme:tok-a,beta:tok-b")
     async with platform(DENY_RM, tokens=tokens, rate_limit_per_s=1, rate_limit_burst=2) as p:
         acme = {"Authorization": "Bearer tok-a"}
-        statuses = [(await p.post(pre_tool_use("ls"), headers=acme)).status_code for _ in range(2)]
+
+        def note(session: str) -> dict[str, str]:
+            return {"hook_event_name": "Notification", "session_id": session}
+
+        statuses = [(await p.post(note(f"s-{i}"), headers=acme)).status_code for i in range(2)]
         assert statuses == [200, 200]
-        limited = await p.post(pre_tool_use("ls"), headers=acme)
-        assert_error(limited, 429, "rate_limited")
+        limited = await p.post(note("s-3"), headers=acme)
+        assert_error(limited, 429, "rate_limited")  # an event the agent does not wait on (test_limits: one it does)
         assert int(limited.headers["Retry-After"]) >= 1
         # Another tenant has its own bucket.
         assert (await p.post(pre_tool_use("ls"), headers={"Authorization": "Bearer tok-b"})).status_code == 200

@@ -15,6 +15,7 @@ import yaml
 from bus.policy.store import PolicyStore
 from bus.redis.tokens import TokenStore
 from bus.runtime.settings import Tokens
+from gateway.limits import Scope
 from tests.conftest import BusProbe, Platform, async_wait_for, logged, pre_tool_use
 
 TOKENS = Tokens.parse("acme:tok-a,beta:tok-b")
@@ -185,26 +186,57 @@ async def test_once_markers_and_stop_guard_counts_are_per_tenant(platform: Calla
         assert await blocked(BETA)  # beta's count is its own
 
 
-async def test_a_tenant_past_its_in_flight_byte_budget_gets_429_and_others_do_not(
+async def test_a_tenant_past_its_in_flight_byte_budget_is_limited_and_others_are_not(
     platform: Callable[..., Any],
 ) -> None:
     slow = yaml.safe_dump(
         {
-            "hookbus": {"deadlineSeconds": 3},
+            "hookbus": {"deadlineSeconds": 3, "whenLimited": "closed"},
             "hooks": {"PreToolUse": [{"matcher": "Bash", "hooks": [{"type": "command", "command": "sleep 0.5"}]}]},
         }
     )
     big = pre_tool_use("echo " + "x" * 2_000)
     async with platform(slow, tokens=TOKENS, tenant_inflight_bytes=3_000) as p:
         first = asyncio.create_task(p.post(big, headers=ACME))
-        await async_wait_for(lambda: p.app.hooks._inflight_bytes.get("acme"), timeout_s=5)
-        over = await p.post(big, headers=ACME)
-        assert over.status_code == 429 and over.json()["error"] == "over_budget"
+        await async_wait_for(lambda: p.app.hooks.inflight.held_bytes(Scope.TENANT, "acme"), timeout_s=5)
+        over = await p.post(pre_tool_use("echo " + "x" * 2_000, "s-2"), headers=ACME)
+        assert over.status_code == 200 and over.headers["X-Hookbus-Limited"] == "tenant inflight"
+        assert over.json()["hookSpecificOutput"]["permissionDecision"] == "deny"  # whenLimited: closed
         assert over.headers["Retry-After"] == "1"
+        note = await p.post({"hook_event_name": "Notification", "session_id": "s-3", "pad": "x" * 2_000}, headers=ACME)
+        assert note.status_code == 429 and note.json()["error"] == "over_budget"
         assert (await p.post(big, headers=BETA)).status_code == 200  # another tenant's budget is its own
         assert (await first).status_code == 200
-        assert (await p.post(big, headers=ACME)).status_code == 200  # freed once answered
-        assert p.app.hooks._inflight_bytes == {}
+        freed = await p.post(big, headers=ACME)
+        assert freed.status_code == 200 and "X-Hookbus-Limited" not in freed.headers  # freed once answered
+        assert p.app.hooks.inflight.held == {scope: {} for scope in Scope}
+
+
+async def test_a_session_flooding_in_flight_leaves_its_teammates_their_decisions(
+    platform: Callable[..., Any],
+) -> None:
+    slow = yaml.safe_dump(
+        {
+            "hookbus": {"deadlineSeconds": 5},
+            "hooks": {
+                "PreToolUse": [
+                    {"matcher": "Bash", "hooks": [{"type": "rule", "deny": ["Bash(rm -rf *)"]}]},
+                    {"matcher": "Bash", "hooks": [{"type": "command", "command": "sleep 2", "if": "Bash(sleep *)"}]},
+                ]
+            },
+        }
+    )
+    # The tenant may hold 8 KiB and a session a quarter of that: one of these 1.5 KB events.
+    held = pre_tool_use("sleep 1 #" + "x" * 1_400, "noisy")
+    async with platform(slow, tokens=TOKENS, tenant_inflight_bytes=8_192) as p:
+        first = asyncio.create_task(p.post(held, headers=ACME))
+        await async_wait_for(lambda: p.app.hooks.inflight.held_bytes(Scope.SESSION, ("acme", "noisy")), timeout_s=5)
+        flood = await asyncio.gather(*(p.post(held, headers=ACME) for _ in range(20)))
+        assert {(r.status_code, r.headers.get("X-Hookbus-Limited")) for r in flood} == {(200, "session inflight")}
+        assert p.app.hooks.inflight.held_bytes(Scope.TENANT, "acme") < 2_048  # the flood holds nothing
+        denied = await p.post(pre_tool_use("rm -rf /", "teammate"), headers=ACME)
+        assert denied.json()["hookSpecificOutput"]["permissionDecision"] == "deny"
+        assert (await first).status_code == 200
 
 
 async def test_managed_tokens_guard_every_endpoint_not_only_hooks(platform: Callable[..., Any], bus: BusProbe) -> None:
