@@ -163,6 +163,12 @@ def build_parser() -> argparse.ArgumentParser:
         "working directory, a fixed environment); without it they count as no opinion",
     )
     replay.add_argument("--limit", type=int, metavar="N", help="replay at most N records (default 100000)")
+    replay.add_argument(
+        "--budget",
+        type=float,
+        metavar="S",
+        help="stop after S seconds: the report says it is partial and how many records it read (default: no limit)",
+    )
     replay.add_argument("--fail-on-change", action="store_true", help="exit 3 when any decision changes")
     replay.add_argument("--trusted-module", action="append", metavar="M", help=argparse.SUPPRESS)
     replay.add_argument(
@@ -239,6 +245,12 @@ def _policy_tools(policy_sub: argparse._SubParsersAction[argparse.ArgumentParser
     coverage.add_argument("--until", metavar="T", help="end of the window (default: now)")
     coverage.add_argument("--tenant", action="append", metavar="T", help="only this tenant (repeat or comma-separate)")
     coverage.add_argument("--json", action="store_true", help="the report as one JSON object")
+    coverage.add_argument(
+        "--budget",
+        type=float,
+        metavar="S",
+        help="stop after S seconds: the report says it is partial and how many records it read (default: no limit)",
+    )
     _log_source(coverage)
 
 

@@ -117,6 +117,8 @@ class Settings:
     admin_tokens: Tokens = dataclasses.field(default_factory=lambda: Tokens({}))
     #: Concurrent ``/v1/events/stream`` connections one token may hold.
     max_streams_per_token: int = 4
+    #: Seconds a console replay or coverage report may read the decision log; past them it is partial.
+    console_budget_s: float = 10.0
     insecure: bool = False
     max_body_bytes: int = DEFAULT_MAX_BODY_BYTES
     #: Bytes of events one tenant may have in flight at a gateway at once (0: no budget): past
@@ -225,6 +227,7 @@ class Settings:
             ("claim_idle_ms", "HOOKBUS_CLAIM_IDLE_MS", int),
             ("max_deliveries", "HOOKBUS_MAX_DELIVERIES", int),
             ("max_streams_per_token", "HOOKBUS_MAX_STREAMS_PER_TOKEN", int),
+            ("console_budget_s", "HOOKBUS_CONSOLE_BUDGET_S", float),
         ):
             if key in env:
                 try:
@@ -277,6 +280,8 @@ class Settings:
             raise ConfigError("max body size must be positive")
         if self.dispatch_batch <= 0 or self.dispatch_concurrency <= 0:
             raise ConfigError("dispatch batch and concurrency must be positive")
+        if not 0 < self.console_budget_s < float("inf"):
+            raise ConfigError("HOOKBUS_CONSOLE_BUDGET_S must be a positive number of seconds")
         if self.max_streams_per_token <= 0:
             raise ConfigError("HOOKBUS_MAX_STREAMS_PER_TOKEN must be positive")
         for value, name in (

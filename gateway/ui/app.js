@@ -582,6 +582,7 @@
       el("b", { text: `${report.changed} of ${report.replayed}` }),
       ` recorded events would be decided differently (candidate revision ${report.candidate.revision}).`)];
     if (report.truncated) nodes.push(el("p", { class: "muted", text: `Stopped after ${report.records} records.` }));
+    nodes.push(...limitNotes(report));
     if (report.changes.length) {
       nodes.push(el("h3", { text: "changes" }),
         table(["change", "events"], report.changes.map((c) => [change(c.from, c.to), c.count])));
@@ -605,6 +606,20 @@
         + "and changed or matched a rule: the real input may decide differently." }));
     }
     $("w-result").replaceChildren(...nodes);
+  }
+
+  // A report that ran out of its time budget, and the logged inputs that cannot be judged (as live: deny and ask
+  // rules meet them).
+  function limitNotes(report) {
+    const notes = [];
+    if (report.partial) notes.push(el("p", { class: "error partial", text: `Partial: ${report.stopped}` }));
+    const unjudged = report.unjudged;
+    if (unjudged && unjudged.events) {
+      const first = unjudged.examples.length ? ` (e.g. ${unjudged.examples[0].reason})` : "";
+      notes.push(el("p", { class: "muted unjudged", text: `${unjudged.events} logged inputs cannot be judged, `
+        + `as live: deny and ask rules meet them${first}.` }));
+    }
+    return notes;
   }
 
   // -- coverage of the running policy --------------------------------------------------------------------------
@@ -639,6 +654,7 @@
     const headers = ["where", "handler or rule", "decided", "matched, not deciding"];
     const nodes = [el("p", { class: "summary" }, el("b", { text: `${report.events} logged events` }),
       ` against the running policy (revision ${report.revision}, ${(report.tenants || []).join(", ") || "all tenants"}).`)];
+    nodes.push(...limitNotes(report));
     nodes.push(el("h3", { text: "handlers" }), table(headers, rows(report.handlers)));
     if (report.rules.length) {
       const rules = table(headers, rows(report.rules));

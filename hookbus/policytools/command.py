@@ -115,7 +115,11 @@ def coverage_policy(args: argparse.Namespace, settings: Settings, redis_url: str
         raise ConfigError("no policy: pass --policy FILE (or --config, or set HOOKBUS_CONFIG)")
     policy = load_policy(paths)
     window = Window.parse(args.since, args.until)
-    report = asyncio.run(read_coverage(policy, redis_url, settings.keys, window, tenants=comma_list(args.tenant)))
+    if args.budget is not None and not args.budget > 0:
+        raise ConfigError("--budget must be a positive number of seconds")
+    report = asyncio.run(
+        read_coverage(policy, redis_url, settings.keys, window, tenants=comma_list(args.tenant), budget_s=args.budget)
+    )
     if args.json:
         sys.stdout.write(orjson.dumps(report.to_json()).decode() + "\n")
     else:

@@ -9,8 +9,11 @@ another handler's answer won, or it was shadow); then the handlers and rules tha
 matched in the window, and the tools seen in traffic that no handler of the policy covers.
 
 Which rule of a ``rule`` handler matched is worked out again from the recorded input (the
-log's, masked where the log masks). Records written before the log marked deciders count a
-handler as deciding when its own answer is the recorded decision (a rule's, or an exit 2).
+log's, masked where the log masks), under the policy's ``hookbus.limits`` and the split budget of
+a live decision (:mod:`hookbus.replay.judging`): an input that cannot be judged meets the deny
+and ask rules, as it did live, and is counted apart. Records written before the log marked
+deciders count a handler as deciding when its own answer is the recorded decision (a rule's, or
+an exit 2). A report given a time budget stops reading at its end and says it is partial.
 """
 
 from __future__ import annotations
@@ -19,8 +22,6 @@ import collections
 import dataclasses
 from collections.abc import Sequence
 from typing import Any
-
-import orjson
 
 from bus.decisionlog.audit import RecordFilter, Window, read_window
 from bus.hooks.decisions import Decision
@@ -34,6 +35,7 @@ from bus.redis.keys import Keyspace
 from bus.stream.protocol import LogRecord
 from hookbus.policytools.cases import line_map, line_of
 from hookbus.policytools.runner import handler_labels
+from hookbus.replay.judging import Budget, Logged, Unjudged, judge_logged
 from workers.engine.evaluation import selected
 from workers.handlers.rule import evaluate_rules, rule_output
 
@@ -68,6 +70,15 @@ class CoverageReport:
     uncovered: collections.Counter[str] = dataclasses.field(default_factory=collections.Counter)
     #: Handler ids in the log that the policy does not have (another revision's, or plugins).
     other_handlers: collections.Counter[str] = dataclasses.field(default_factory=collections.Counter)
+    #: Records whose input cannot be judged (too long, too deep, not split in time).
+    unjudged: Unjudged = dataclasses.field(default_factory=Unjudged)
+    #: The time budget, and why the report stopped before the end of the window (``partial``), if it did.
+    budget_s: float | None = None
+    stopped: str | None = None
+
+    @property
+    def partial(self) -> bool:
+        return self.stopped is not None
 
     @property
     def never_matched(self) -> list[Counted]:
@@ -86,6 +97,10 @@ class CoverageReport:
             "until_ms": self.until_ms,
             "tenants": self.tenants,
             "events": self.events,
+            "partial": self.partial,
+            "stopped": self.stopped,
+            "budget_s": self.budget_s,
+            "unjudged": self.unjudged.to_json(),
             "handlers": [{"id": hid, **c.to_json()} for hid, c in self.handlers.items()],
             "rules": [
                 {"handler": hid, "kind": kind, "rule": text, **c.to_json()}
@@ -101,6 +116,10 @@ class CoverageReport:
         lines = [
             f"coverage of revision {self.revision} ({', '.join(self.sources)}) by {self.events} logged events ({scope})"
         ]
+        if self.stopped:
+            lines.append(f"partial: {self.stopped}")
+        if self.unjudged.events:
+            lines.append(self.unjudged.to_text())
         width = max((len(c.where) + len(c.label) for c in [*self.handlers.values(), *self.rules.values()]), default=20)
         lines.append(f"{'handlers':<{width + 3}} {'decided':>8} {'matched':>8}")
         lines += [_row(c, width) for c in self.handlers.values()]
@@ -147,13 +166,19 @@ class _Counter:
                             key = (entry.handler_id, kind, text)
                             report.rules[key] = Counted(f"{kind} {text}", f"{entry.source}:{at}")
 
-    def add(self, record: LogRecord) -> None:
-        try:
-            hook_input = orjson.loads(record.payload)
-        except orjson.JSONDecodeError:
-            hook_input = None
-        hook_input = hook_input if isinstance(hook_input, dict) else {}
+    def add(self, log_id: str, record: LogRecord, logged: Logged | None) -> None:
+        """Count one record; ``logged`` is its input as judged (``None``: not a JSON object)."""
         self.report.events += 1
+        if logged is None:
+            self._add(record, {})
+            return
+        if logged.unjudged is not None:
+            self.report.unjudged.add(log_id, record, logged.unjudged)
+        with logged.judged():
+            self._add(record, logged.hook_input if logged.evaluable else None)
+
+    def _add(self, record: LogRecord, hook_input: dict[str, Any] | None) -> None:
+        """Count one record; ``hook_input`` ``None``: it is not evaluated (only what the record says counts)."""
         for hook in record.hooks:
             handler_id = str(hook.get("id", ""))
             entry = self.policy.entry(handler_id)
@@ -166,7 +191,9 @@ class _Counter:
                 counted.decided += 1
             else:
                 counted.matched += 1
-            if isinstance(entry.handler, RuleHandler) and (found := evaluate_rules(entry.handler, hook_input)):
+            if hook_input is None or not isinstance(entry.handler, RuleHandler):
+                continue
+            if found := evaluate_rules(entry.handler, hook_input):
                 rule = self.report.rules.get((handler_id, found[0], found[1]))
                 if rule is not None:
                     if decided:
@@ -176,17 +203,21 @@ class _Counter:
         if record.tool_name and event_spec(record.event).matcher_field == "tool_name":
             self.report.tools[record.tool_name] += 1
             agent = record.agent or "claude"
-            if not any(selected(e, record.event, hook_input, agent) for e in self.policy.entries(record.event)):
+            if hook_input is not None and not any(
+                selected(e, record.event, hook_input, agent) for e in self.policy.entries(record.event)
+            ):
                 self.report.uncovered[record.tool_name] += 1
 
 
-def _decided(record: LogRecord, hook: dict[str, Any], entry: HandlerEntry, hook_input: dict[str, Any]) -> bool:
+def _decided(record: LogRecord, hook: dict[str, Any], entry: HandlerEntry, hook_input: dict[str, Any] | None) -> bool:
     """Whether this handler made the record's decision (the record says so; older records: worked out)."""
     if "decided" in hook or record.decision == Decision.NONE or hook.get("shadow"):
         return bool(hook.get("decided"))
     if any("decided" in other for other in record.hooks):
         return False  # a record that marks deciders and did not mark this one
     if isinstance(entry.handler, RuleHandler):
+        if hook_input is None:
+            return False
         found = evaluate_rules(entry.handler, hook_input)
         if found is None:
             return False
@@ -196,16 +227,28 @@ def _decided(record: LogRecord, hook: dict[str, Any], entry: HandlerEntry, hook_
 
 
 async def read_coverage(
-    policy: Policy, redis_url: str, keys: Keyspace, window: Window, *, tenants: Sequence[str] = ()
+    policy: Policy,
+    redis_url: str,
+    keys: Keyspace,
+    window: Window,
+    *,
+    tenants: Sequence[str] = (),
+    budget_s: float | None = None,
 ) -> CoverageReport:
-    """The coverage of ``policy`` by the records of ``window`` (of ``tenants``, if given)."""
+    """The coverage of ``policy`` by the records of ``window`` (of ``tenants``, if given), read
+    for at most ``budget_s`` seconds (then the report is partial)."""
     report = CoverageReport(policy.revision, list(policy.sources), window.since_ms, window.until_ms, sorted(tenants))
+    report.budget_s = budget_s
     counter = _Counter(policy, report)
+    budget = Budget.start(budget_s)
     redis = connect(redis_url, socket_timeout_s=10.0)
     try:
         with redis_errors(redis_url):
-            async for _, record in read_window(redis, keys, window, RecordFilter.of(tenants=tenants)):
-                counter.add(record)
+            async for log_id, record in read_window(redis, keys, window, RecordFilter.of(tenants=tenants)):
+                if budget.spent():
+                    report.stopped = budget.stopped(report.events)
+                    break
+                counter.add(log_id, record, await judge_logged(record, policy.settings))
     finally:
         await redis.aclose()
     return report

@@ -12,6 +12,7 @@ import time
 from typing import Any
 
 from bus.hooks.decisions import Decision
+from hookbus.replay.judging import Unjudged
 
 #: Changed events kept as examples, per kind of change.
 EXAMPLES_PER_KIND = 3
@@ -116,6 +117,11 @@ class ReplayReport:
     read: int = 0
     skipped: int = 0
     truncated: bool = False
+    #: Records whose input cannot be judged (too long, too deep, not split in time).
+    unjudged: Unjudged = dataclasses.field(default_factory=Unjudged)
+    #: The time budget, and why the replay stopped before the end of the window (``partial``), if it did.
+    budget_s: float | None = None
+    stopped: str | None = None
     replayed: int = 0
     changed: int = 0
     kinds: collections.Counter[tuple[str, str]] = dataclasses.field(default_factory=collections.Counter)
@@ -125,6 +131,10 @@ class ReplayReport:
     not_replayed_events: int = 0
     changed_with_not_replayed: int = 0
     redaction_flagged: list[Replayed] = dataclasses.field(default_factory=list)
+
+    @property
+    def partial(self) -> bool:
+        return self.stopped is not None
 
     def add(self, item: Replayed) -> None:
         self.replayed += 1
@@ -154,6 +164,10 @@ class ReplayReport:
             "replayed": self.replayed,
             "skipped": self.skipped,
             "truncated": self.truncated,
+            "partial": self.partial,
+            "stopped": self.stopped,
+            "budget_s": self.budget_s,
+            "unjudged": self.unjudged.to_json(),
             "changed": self.changed,
             "unchanged": self.replayed - self.changed,
             "changes": [
@@ -185,6 +199,10 @@ class ReplayReport:
             lines.append(f"skipped {self.skipped} log entries that are not hook inputs hookbus can read")
         if self.truncated:
             lines.append(f"stopped after {self.read} records (--limit): narrow the window to see the rest")
+        if self.stopped:
+            lines.append(f"partial: {self.stopped}")
+        if self.unjudged.events:
+            lines.append(self.unjudged.to_text())
         lines.append(f"changed: {self.changed} of {self.replayed}" + ("" if self.changed else " (no decision changes)"))
         width = max((len(f"{a} -> {b}") for a, b in self.kinds), default=0)
         for (before, after), count in self.kinds.most_common():

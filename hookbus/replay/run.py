@@ -14,6 +14,12 @@ compared with the one the log holds. Nothing leaves the process:
 * ``async`` handlers are skipped (they never decide); ``once`` markers and Stop-guard counts
   go to a scratch keyspace (:meth:`bus.redis.keys.Keyspace.replay_scratch`), deleted at the end.
 
+Each input is judged as a live decision judges it (:mod:`hookbus.replay.judging`): under the
+candidate's ``hookbus.limits`` and with the dispatcher's split budget, so a command too long to
+judge meets the candidate's deny and ask rules, as it would live; such records are also counted
+apart (``unjudged``). With ``--budget`` the replay stops reading the window at that many seconds
+and says it is partial.
+
 The inputs are the log's, so redacted where the log redacts: an event with masked fields
 whose decision changed or that a rule matched is flagged, because the real input may decide
 otherwise.
@@ -48,6 +54,7 @@ from bus.redis.connection import connect, redis_errors
 from bus.redis.keys import Keyspace
 from bus.runtime.settings import Settings, comma_list
 from bus.stream.protocol import LogRecord, Request, now_ms
+from hookbus.replay.judging import Budget, Logged, judge_logged
 from hookbus.replay.report import Replayed, ReplayReport, input_summary, reason_of
 from workers.engine.evaluation import Engine
 from workers.handlers.command import run_command
@@ -159,14 +166,12 @@ class Replayer:
         # Async handlers never decide: left out.
         self.engine = Engine(policy, redis, self.scratch, runners, async_handlers="skip", services=services)
 
-    async def replay(self, log_id: str, record: LogRecord) -> Replayed | None:
-        """The candidate's decision on one record; None when its input is not a JSON object."""
-        try:
-            hook_input = orjson.loads(record.payload)
-        except orjson.JSONDecodeError:
-            return None
-        if not isinstance(hook_input, dict):
-            return None
+    async def replay(self, log_id: str, record: LogRecord, logged: Logged) -> Replayed:
+        """The candidate's decision on one record, whose input is ``logged`` (judged under the candidate's limits)."""
+        with logged.judged():  # what names a rule below sees the input as the engine saw it
+            return await self._replay(log_id, record, logged.hook_input)
+
+    async def _replay(self, log_id: str, record: LogRecord, hook_input: dict[str, Any]) -> Replayed:
         blocking = event_spec(record.event).blocking
         deadline_ms = now_ms() + int(self.policy.settings.deadline_for(record.event) * 1000) if blocking else 0
         request = Request(
@@ -243,12 +248,16 @@ async def replay_window(
     limit: int = DEFAULT_LIMIT,
     run_handlers: bool = False,
     trusted_modules: frozenset[str] | None = None,
+    budget_s: float | None = None,
 ) -> ReplayReport:
-    """Replay the records of ``window`` (of ``tenants``, if given) through ``policy`` and add up the differences."""
+    """Replay the records of ``window`` (of ``tenants``, if given) through ``policy`` and add up the
+    differences, for at most ``budget_s`` seconds (then the report is partial)."""
     window = window or Window()
     report = ReplayReport(
         policy.revision, list(policy.sources), window.since_ms, window.until_ms, sorted(tenants), run_handlers
     )
+    report.budget_s = budget_s
+    budget = Budget.start(budget_s)
     redis = connect(redis_url, socket_timeout_s=10.0)
     with tempfile.TemporaryDirectory(prefix="hookbus-replay-") as sandbox:
         runners = build_runners(run_handlers=run_handlers, sandbox=sandbox, trusted_modules=trusted_modules)
@@ -259,12 +268,17 @@ async def replay_window(
                     if report.read >= limit:
                         report.truncated = True
                         break
+                    if budget.spent():
+                        report.stopped = budget.stopped(report.read)
+                        break
                     report.read += 1
-                    item = await replayer.replay(log_id, record)
-                    if item is None:
+                    logged = await judge_logged(record, policy.settings)
+                    if logged is not None and logged.unjudged is not None:
+                        report.unjudged.add(log_id, record, logged.unjudged)
+                    if logged is None or not logged.evaluable:
                         report.skipped += 1
                     else:
-                        report.add(item)
+                        report.add(await replayer.replay(log_id, record, logged))
         finally:
             await replayer.close()
             await redis.aclose()
@@ -280,6 +294,8 @@ def replay_command(args: argparse.Namespace, settings: Settings, redis_url: str)
     window = Window.parse(args.since, args.until)
     if args.limit is not None and args.limit <= 0:
         raise ConfigError("--limit must be positive")
+    if args.budget is not None and not args.budget > 0:
+        raise ConfigError("--budget must be a positive number of seconds")
     trusted = frozenset(comma_list(args.trusted_module)) if args.trusted_module is not None else None
     policy = load_policy(args.candidate)
     plugins = policy.settings.plugins
@@ -297,6 +313,7 @@ def replay_command(args: argparse.Namespace, settings: Settings, redis_url: str)
             limit=args.limit or DEFAULT_LIMIT,
             run_handlers=args.run_handlers,
             trusted_modules=trusted,
+            budget_s=args.budget,
         )
     )
     if args.json:

@@ -116,11 +116,12 @@ async def test_a_bad_candidate_or_body_is_a_400(platform: Callable[..., Any]) ->
 async def test_a_replay_past_its_time_limit_is_stopped(
     platform: Callable[..., Any], bus: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(console_module, "REPLAY_TIMEOUT_S", 0.05)
-    async with platform(DENY_RM) as p:
+    # A child that has not stopped within its budget and the grace after it is killed.
+    monkeypatch.setattr(console_module, "CHILD_GRACE_S", 0.05)
+    async with platform(DENY_RM, console_budget_s=0.01) as p:
         slow = await p.client.post(f"{p.url}/v1/policy/replay", json={"policy": CURL_CANDIDATE}, timeout=60)
         assert_error(slow, 504, "replay_timeout")
         # The gateway is free for the next one.
-        monkeypatch.setattr(console_module, "REPLAY_TIMEOUT_S", 60.0)
+        monkeypatch.setattr(console_module, "CHILD_GRACE_S", 60.0)
         again = await p.client.post(f"{p.url}/v1/policy/replay", json={"policy": CURL_CANDIDATE}, timeout=60)
         assert again.status_code == 200, again.text

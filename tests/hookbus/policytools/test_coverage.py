@@ -157,3 +157,50 @@ async def test_records_that_do_not_mark_deciders_are_worked_out(redis_url: str, 
     assert got["deny Bash(shred *)"] == (1, 0) and got["allow Bash(ls *)"] == (1, 1)
     assert got["deny Bash(ls -la /secret*)"] == (1, 0)
     assert got["PreToolUse[Bash] rule pack"] == (2, 1) and got["PreToolUse[Bash] rule secrets"] == (1, 2)
+
+
+async def test_inputs_are_judged_under_the_limits_and_a_report_keeps_its_budget(
+    redis_url: str, bus: BusProbe, tmp_path: Path
+) -> None:
+    path = tmp_path / "policy.yaml"
+    path.write_text(POLICY)
+    policy = load_policy([path])
+    pack, secrets = (e.handler_id for e in policy.entries("PreToolUse")[:2])
+    deep: Any = []
+    for _ in range(79):
+        deep = [deep]
+    at = now_ms()
+    inputs = [
+        ("huge", pre_tool_use("a;" * 495_000 + "a $x"), "deny"),  # a megabyte: too long to judge
+        ("deep", {**pre_tool_use("ls -l"), "extra": deep}, "allow"),  # nested 80 deep: not evaluated
+        ("small", pre_tool_use("ls -l"), "allow"),
+    ]
+    for i, (name, hook_input, decision) in enumerate(inputs):
+        record = LogRecord(
+            event_id=name,
+            event="PreToolUse",
+            tenant="acme",
+            session_id="s",
+            tool_name="Bash",
+            outcome="decided",
+            decision=decision,
+            output={},
+            payload=orjson.dumps(hook_input),
+            received_ms=at,
+            decided_ms=at,
+            hooks=[{"id": pack, "type": "rule", "outcome": "ok"}, {"id": secrets, "type": "rule", "outcome": "ok"}],
+        )
+        await bus.redis.xadd(bus.keys.decision_log(), record.encode(), id=f"{at}-{i}")  # type: ignore[arg-type]
+    report = (await read_coverage(policy, redis_url, bus.keys, Window())).to_json()
+    assert report["events"] == 3 and report["partial"] is False and report["stopped"] is None
+    got = counts(report)
+    # As live: the command too long to judge meets the deny rules of both handlers, which decided it.
+    assert got["deny Bash(rm -rf *)"] == (1, 0) and got["deny Bash(ls -la /secret*)"] == (1, 0)
+    assert got["allow Bash(ls *)"] == (1, 0)  # the small one; the deep one is counted by handler only
+    assert got["PreToolUse[Bash] rule pack"] == (2, 1) and got["PreToolUse[Bash] rule secrets"] == (1, 2)
+    reasons = {e["id"]: e["reason"] for e in report["unjudged"]["examples"]}
+    assert report["unjudged"]["events"] == 2
+    assert "hookbus.limits.commandBytes" in reasons["huge"] and "hookbus.limits.nestingDepth" in reasons["deep"]
+    partial = (await read_coverage(policy, redis_url, bus.keys, Window(), budget_s=0.0)).to_json()
+    assert partial["partial"] is True and partial["events"] == 0 and partial["budget_s"] == 0.0
+    assert "time budget of 0 s ran out after 0 records" in partial["stopped"]

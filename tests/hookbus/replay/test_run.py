@@ -136,6 +136,74 @@ async def test_the_same_policy_changes_nothing(redis_url: str, window: dict[str,
     assert report["redacted"]["flagged"] == 0  # the masked record neither changed nor matched a rule
 
 
+#: A logged command of a megabyte: thousands of subcommands and an expansion, too long to judge.
+HUGE_COMMAND = "a;" * 495_000 + "a $x"
+
+
+def nested(depth: int) -> Any:
+    """A JSON value ``depth`` lists deep."""
+    value: Any = []
+    for _ in range(depth - 1):
+        value = [value]
+    return value
+
+
+async def test_inputs_are_judged_as_live_and_counted_when_they_cannot_be(redis_url: str) -> None:
+    redis = connect(redis_url)
+    at = now_ms() - MINUTE_MS
+    await record(redis, at, HUGE_COMMAND, "huge")
+    await record(redis, at + 1, "ls -la", "small")
+    deep = LogRecord(
+        event_id="ev-deep",
+        event="PreToolUse",
+        tenant="acme",
+        session_id="deep",
+        tool_name="Bash",
+        outcome="decided",
+        decision="none",
+        output={},
+        payload=orjson.dumps({**pre_tool_use("rm -rf /", "deep"), "extra": nested(80)}),
+        received_ms=at,
+        decided_ms=at,
+    )
+    await redis.xadd(KEYS.decision_log(), deep.encode(), id=f"{at + 2}-0")  # type: ignore[arg-type]
+    await redis.aclose()
+    candidate = policy_from_text(
+        policy_yaml(
+            {
+                "PreToolUse": [
+                    {
+                        "matcher": "Bash",
+                        "hooks": [{"type": "rule", "deny": ["Bash(rm -rf *)"], "allow": ["Bash(a *)"], "reason": "rm"}],
+                    }
+                ]
+            }
+        )
+    )
+    report = (await replay_window(candidate, redis_url, KEYS)).to_json()
+    assert (report["records"], report["replayed"], report["skipped"]) == (3, 2, 1)  # the deep one is not evaluated
+    assert report["partial"] is False and report["stopped"] is None and report["budget_s"] is None
+    # As live: the command too long to judge meets the deny rule, never the allow rule.
+    assert changes(report) == {"none->deny": 1}
+    (example,) = report["examples"]
+    assert example["id"] == f"ev-{at}" and "rule Bash(rm -rf *)" in example["responsible"][0]
+    assert "hookbus.limits.commandBytes" in example["candidate_reason"]
+    unjudged = report["unjudged"]
+    assert unjudged["events"] == 2
+    reasons = {e["id"]: e["reason"] for e in unjudged["examples"]}
+    assert "hookbus.limits.commandBytes" in reasons[f"ev-{at}"] and "hookbus.limits.nestingDepth" in reasons["ev-deep"]
+
+
+async def test_a_replay_past_its_budget_is_partial(redis_url: str, window: dict[str, int]) -> None:
+    policy = policy_from_text(CANDIDATE)
+    report = (await replay_window(policy, redis_url, KEYS, budget_s=0.0)).to_json()
+    assert report["partial"] is True and report["budget_s"] == 0.0
+    assert (report["records"], report["replayed"]) == (0, 0)
+    assert "time budget of 0 s ran out after 0 records" in report["stopped"]
+    whole = (await replay_window(policy, redis_url, KEYS, budget_s=600.0)).to_json()
+    assert whole["partial"] is False and whole["records"] == 9  # the junk entry is not a record
+
+
 async def test_side_effect_handlers_are_not_replayed_and_nothing_lands_in_the_live_keyspace(
     redis_url: str,
     window: dict[str, int],
