@@ -39,6 +39,7 @@ _WRAPPERS: Final[dict[str, tuple[frozenset[str], int]]] = {
     "time": (frozenset({"-f", "--format", "-o", "--output"}), 0),
     "nice": (frozenset({"-n", "--adjustment"}), 0),
     "stdbuf": (frozenset({"-i", "-o", "-e", "--input", "--output", "--error"}), 0),
+    "exec": (frozenset({"-a"}), 0),
     **dict.fromkeys(("nohup", "command", "builtin", "noglob", "xargs"), (frozenset[str](), 0)),
 }
 
@@ -70,7 +71,7 @@ def parse_commands(command: str, *, powershell: bool = False) -> tuple[SimpleCom
 
 
 def _parse(command: str, powershell: bool, deadline: float | None = None) -> tuple[SimpleCommand, ...] | None:
-    if not powershell and _PLAIN.fullmatch(command):  # the common case, ten times cheaper
+    if not powershell and _PLAIN.fullmatch(command) and "eval" not in command:  # the common case, ten times cheaper
         command_ = _finalize([Word(w, w) for w in command.split()], False)
         return () if command_ is None else (command_,)
     try:

@@ -1,123 +1,97 @@
 """The tokenizer behind :mod:`bus.rules.bashsplit`: a shell command line read into simple commands.
 
-It respects single and double quotes, backslash escapes, line continuations, comments and
-here-documents, and with ``powershell=True`` PowerShell's backtick escape, call operators and
-subexpressions. Runs of characters with no meaning to it are taken with one regex step each,
-so reading is linear in the command's length; with a ``deadline`` (``time.perf_counter()``)
-it raises :class:`OutOfTime` once that passes.
+It reads what bash reads before it runs anything: single, double, ANSI-C (``$'...'``) and locale
+(``$"..."``) quotes, backslash escapes, line continuations, comments, redirections (wherever they
+stand: a redirection and its target are not words of the command), here-documents (the
+substitutions in an unquoted one's body are commands too), brace expansion
+(:mod:`bus.rules.shellwords`), function definitions, ``{ }``/``( )`` groups, ``(( ))``, the
+``time``/``coproc``/``function`` keywords, ``eval``'s argument, and the commands inside
+``$(...)``, backticks, ``<(...)``, ``$(( ))`` and ``${ }``. With ``powershell=True`` it reads
+PowerShell's backtick escape, call operators and subexpressions instead.
+
+What it cannot read with confidence (``case``, a ``((`` that may be nested subshells, ``$[ ]``,
+an unterminated quote, a stray ``)``...) raises :class:`Unparsable`: the command cannot be
+judged. Runs of characters with no meaning to it are taken with one regex step each, so reading
+is linear in the command's length (``eval`` re-reads its argument, at most :data:`_MAX_EVALS`
+deep); with a ``deadline`` (``time.perf_counter()``) it raises :class:`OutOfTime` once that passes.
 """
 
 from __future__ import annotations
 
 import re
-import time
-from dataclasses import dataclass
 from typing import Final
 
-_MAX_DEPTH: Final = 32
+from bus.rules.shellquotes import HEREDOC_RUN, Reader
+from bus.rules.shellwords import (
+    ANSI_C_BODY,
+    DYNAMIC,
+    LITERAL,
+    QUOTED,
+    OutOfTime,
+    SimpleCommand,
+    TooMany,
+    Unparsable,
+    Word,
+    decode_ansi_c,
+    expand_braces,
+    pieces,
+)
+
+#: How many ``eval`` deep the parser reads the command an ``eval`` runs.
+_MAX_EVALS: Final = 4
 _ASSIGNMENT: Final = re.compile(r"([A-Za-z_][A-Za-z0-9_]*)(?:\[[^\]]*\])?\+?=")
 _KEYWORDS: Final = frozenset(
     {"!", "{", "}", "if", "then", "else", "elif", "fi", "do", "done", "while", "until", "esac"}
 )
+_NAME: Final = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _PS_CALL_OPERATORS: Final = frozenset({"&", "."})
-_BASH_NAME: Final = re.compile(r"[A-Za-z_][A-Za-z0-9_]*|[0-9@*#?$!-]")
-_PS_NAME: Final = re.compile(r"[A-Za-z0-9_:]+|[?$^_]")
-_WORD_BREAK: Final = frozenset(" \t\r\n;|()")
+_WORD_BREAK: Final = frozenset(" \t\r\n;|()&<>")
 _PS_WORD_BREAK: Final = frozenset(" \t\r\n;|(){}")
 #: A run of characters with no meaning to the parser, taken in one step.
 _BASH_PLAIN_RUN: Final = re.compile(r"[^\s;|()&<>'\"\\`$]+")
 _PS_PLAIN_RUN: Final = re.compile(r"[^\s;|()&<>'\"`$@{}]+")
 _BLANKS: Final = re.compile(r"[ \t\r]+")
-_BASH_DQ_RUN: Final = re.compile(r'[^"\\`$]+')
-_PS_DQ_RUN: Final = re.compile(r'[^"`$]+')
-#: A backtick substitution's body up to its closing backtick, and the escapes removed inside it.
-_BACKTICK_BODY: Final = re.compile(r"(?:[^`\\]|\\.)*`", re.DOTALL)
-_BACKTICK_ESCAPE: Final = re.compile(r"\\([`\\$])")
-#: Loop steps between two looks at the clock when the parser has a deadline.
-_STEPS_PER_CLOCK: Final = 2048
+#: A redirection operator, with its file descriptor (``2>``, ``{fd}>``); not ``<(``/``>(``.
+_REDIRECT: Final = re.compile(
+    r"(?:[0-9]+|\{[A-Za-z_][A-Za-z0-9_]*\})?(?:&>>?|<<<|<<-?|<>|[<>]&|>>|>\||<(?!\()|>(?!\())"
+)
 
 
-class Unparsable(ValueError):
-    """The command cannot be split with confidence."""
-
-
-class OutOfTime(Unparsable):
-    """The parser's deadline passed before it was done."""
-
-
-@dataclass(frozen=True, slots=True)
-class Word:
-    """One shell word: its source text, its value with quotes removed, and whether it expands."""
-
-    raw: str
-    value: str
-    dynamic: bool = False
-
-
-@dataclass(frozen=True, slots=True)
-class SimpleCommand:
-    """One simple command, with leading assignments and keywords already removed."""
-
-    words: tuple[Word, ...]
-    assigned: tuple[str, ...] = ()  # names of the leading ``VAR=value`` assignments removed
-
-    @property
-    def text(self) -> str:
-        """The command as written, whitespace between words normalised to one space."""
-        return " ".join(word.raw for word in self.words)
-
-    @property
-    def plain(self) -> str:
-        """The command with quotes and escapes removed (expansions kept as written)."""
-        return " ".join(word.value for word in self.words)
-
-    @property
-    def dynamic(self) -> bool:
-        """Whether ``$VAR``, ``$(...)``, backticks or similar make the final text unknowable."""
-        return any(word.dynamic for word in self.words)
-
-
-class _Parser:
-    def __init__(self, src: str, powershell: bool, depth: int = 0, deadline: float | None = None) -> None:
-        self.src = src
-        self.ps = powershell
-        self.depth = depth
-        self.deadline = deadline
-        self.steps = _STEPS_PER_CLOCK
-        self.pos = 0
-        self.nested: list[SimpleCommand] = []
-        self.heredocs: list[tuple[str, bool]] = []
-        self.want_delimiter: bool | None = None
-
-    def _tick(self) -> None:
-        """Count one loop step; past the deadline, give up."""
-        self.steps -= 1
-        if self.steps == 0:
-            self.steps = _STEPS_PER_CLOCK
-            if self.deadline is not None and time.perf_counter() > self.deadline:
-                raise OutOfTime("out of time")
+class _Parser(Reader):
+    def __init__(
+        self, src: str, powershell: bool, depth: int = 0, deadline: float | None = None, evals: int = 0
+    ) -> None:
+        super().__init__(src, powershell, depth, deadline, evals)
+        self.heredocs: list[tuple[str, bool, bool]] = []  # delimiter, strip tabs, quoted
+        #: The last word's brace expansion, when it has one (``_word`` sets it).
+        self.expanded: list[Word] | None = None
 
     def parse(self, closer: str | None) -> list[SimpleCommand]:
         """Parse a command list up to ``closer`` (``")"``) or the end of input."""
-        self.depth += 1
-        if self.depth > _MAX_DEPTH:
-            raise Unparsable("nesting too deep")
+        self._enter()
         commands = self._parse(closer)  # on Unparsable the whole parse is abandoned
         self.depth -= 1
         return commands
+
+    def child(self, src: str, evals: int | None = None) -> _Parser:
+        return _Parser(src, self.ps, self.depth, self.deadline, self.evals if evals is None else evals)
 
     def _parse(self, closer: str | None) -> list[SimpleCommand]:
         outer_nested, self.nested = self.nested, []
         commands: list[SimpleCommand] = []
         words: list[Word] = []
+        shown: list[tuple[int, str]] = []  # redirections: the number of words before each, its text
 
         def finish() -> None:
-            command = _finalize(words, self.ps)
+            command = _finalize(words, self.ps, shown)
             if command is not None:
                 commands.append(command)
+                if not self.ps:
+                    self._eval(command)
             commands.extend(self.nested)
             self.nested.clear()
             words.clear()
+            shown.clear()
 
         src, n = self.src, len(self.src)
         while self.pos < n:
@@ -134,7 +108,7 @@ class _Parser:
             elif c == "\n":
                 self.pos += 1
                 finish()
-                self._skip_heredoc_bodies()
+                self._heredoc_bodies()
             elif c == "#":
                 end = src.find("\n", self.pos)
                 self.pos = n if end < 0 else end
@@ -145,6 +119,8 @@ class _Parser:
                 finish()
                 self.nested, outer_nested = outer_nested, self.nested
                 return commands
+            elif not self.ps and c in "<>&0123456789{" and (redirect := _REDIRECT.match(src, self.pos)):
+                shown.append((len(words), self._redirection(redirect)))
             elif c == ";" or (c == "&" and (nxt == "&" or not self.ps) and nxt != ">"):
                 self.pos += 2 if src.startswith(("&&", ";;"), self.pos) else 1
                 finish()
@@ -152,229 +128,283 @@ class _Parser:
                 self.pos += 2 if nxt in ("|", "&") else 1
                 finish()
             elif c == "(" and not (self.ps and words):
-                if words and nxt == ")":  # ``name() { ...; }`` function definition
-                    words.append(Word("()", "()"))
-                    self.pos += 2
-                    continue
-                if words:
-                    raise Unparsable("unexpected '('")
-                self.pos += 1
-                self.nested.extend(self.parse(")"))
-            elif not self.ps and src.startswith("<<", self.pos) and not src.startswith("<<<", self.pos):
-                strip_tabs = src.startswith("<<-", self.pos)
-                op = "<<-" if strip_tabs else "<<"
-                self.pos += len(op)
-                words.append(Word(op, op))
-                self.want_delimiter = strip_tabs
+                self._group(words)
             else:
                 word = self._word()
-                if self.want_delimiter is not None:
-                    self.heredocs.append((word.value, self.want_delimiter))
-                    self.want_delimiter = None
-                words.append(word)
+                if self.expanded is None:
+                    words.append(word)
+                elif _ASSIGNMENT.match(word.raw):  # not expanded as an assignment, but as an argument
+                    words.append(Word(word.raw, word.value, True))
+                else:
+                    words.extend(self.expanded)
         if closer is not None:
             raise Unparsable(f"missing {closer!r}")
         finish()
         self.nested = outer_nested
         return commands
 
-    def _skip_heredoc_bodies(self) -> None:
-        for delimiter, strip_tabs in self.heredocs:
-            while self.pos < len(self.src):
-                end = self.src.find("\n", self.pos)
-                line = self.src[self.pos : len(self.src) if end < 0 else end]
-                self.pos = len(self.src) if end < 0 else end + 1
+    def _group(self, words: list[Word]) -> None:
+        """A ``(`` where bash reads one: a function definition, ``(( ))`` or a subshell."""
+        src = self.src
+        if src.startswith("()", self.pos) and words and not self.ps:  # ``name() body``: its body is read
+            if len(words) - _lead(words, True) > 1:  # after ``if``, ``then``, ``{``...: one name
+                raise Unparsable("unexpected '()'")
+            words.clear()
+            self.pos += 2
+            return
+        if words and (self.ps or _lead(words, True) < len(words)):
+            if self.ps:
+                raise Unparsable("unexpected '('")
+            if not (len(words) == 1 and words[0].raw == "for" and src.startswith("((", self.pos)):
+                raise Unparsable("unexpected '('")
+        words.clear()  # the keywords before a group (``time``, ``!``, ``if``) run it
+        if not self.ps and src.startswith("((", self.pos):
+            self.pos += 2
+            self._arithmetic()
+        else:
+            self.pos += 1
+            self.nested.extend(self.parse(")"))
+
+    def _redirection(self, redirect: re.Match[str]) -> str:
+        """Read a redirection and its target (dropped from the words; a substitution in the target
+        still runs); return it as written."""
+        src, op = self.src, redirect.group().lstrip("0123456789")
+        op = op[op.find("}") + 1 :] if op.startswith("{") else op
+        self.pos = redirect.end()
+        blanks = _BLANKS.match(src, self.pos)
+        if blanks is not None:
+            self.pos = blanks.end()
+        c, nxt = src[self.pos : self.pos + 1], src[self.pos + 1 : self.pos + 2]
+        if not c or c in ";|&()\n" or (c in "<>" and nxt != "("):
+            raise Unparsable(f"a redirection {op!r} without its target")
+        start = self.pos
+        target = self._word()
+        if op in ("<<", "<<-"):
+            quoted = any(q in target.raw for q in "'\"\\")
+            self.heredocs.append((target.value, op == "<<-", quoted))
+            return f"{redirect.group()} {target.raw}"
+        return redirect.group() + src[redirect.end() : start] + target.raw
+
+    def _heredoc_bodies(self) -> None:
+        """Read the bodies of the here-documents opened on the line just ended."""
+        src, n = self.src, len(self.src)
+        for delimiter, strip_tabs, quoted in self.heredocs:
+            start = end = self.pos
+            while self.pos < n:
+                self._tick()
+                stop = src.find("\n", self.pos)
+                line = src[self.pos : n if stop < 0 else stop]
+                self.pos = n if stop < 0 else stop + 1
                 if (line.lstrip("\t") if strip_tabs else line) == delimiter:
                     break
+                end = self.pos
+            if not quoted and end > start:  # its substitutions run
+                body = self.child(src[start:end])
+                body.expansions(HEREDOC_RUN)
+                self.nested.extend(body.nested)
         self.heredocs.clear()
+
+    def _eval(self, command: SimpleCommand) -> None:
+        """Read the command ``eval`` runs: its arguments joined; unknowable if they expand."""
+        words = command.words
+        k = 0
+        while k < len(words) - 1 and words[k].value in ("builtin", "command", "time", "-p"):
+            k += 1
+        if words[k].value != "eval" or words[k].dynamic:
+            return
+        args = words[k + 1 :]
+        if args and args[0].value == "--":
+            args = args[1:]
+        if not args:
+            return
+        text = " ".join(word.value for word in args)
+        if any(word.dynamic for word in args):  # runs whatever the expansion holds
+            self.nested.append(SimpleCommand((Word(text, text, True),)))
+            return
+        if self.evals >= _MAX_EVALS:
+            raise Unparsable("eval nested too deep")
+        self.nested.extend(self.child(text, self.evals + 1).parse(None))
 
     def _word(self) -> Word:
         src, n, start = self.src, len(self.src), self.pos
         breaks = _PS_WORD_BREAK if self.ps else _WORD_BREAK
         value: list[str] = []
+        kinds: list[int] = []  # what each part of the value is, for brace expansion
+        braces = False
         dynamic = False
         plain = _PS_PLAIN_RUN if self.ps else _BASH_PLAIN_RUN
         while self.pos < n:
             self._tick()
             run = plain.match(src, self.pos)
             if run is not None:
-                value.append(run.group())
+                text = run.group()
+                value.append(text)
+                kinds.append(LITERAL)
+                braces = braces or "{" in text
                 self.pos = run.end()
                 continue
             c = src[self.pos]
             nxt = src[self.pos + 1 : self.pos + 2]
             before = self.pos
+            kind = QUOTED
             if c == "(" and self.ps:  # PowerShell (sub)expression
                 self.pos += 1
                 self.nested.extend(self.parse(")"))
-                value.append(src[before : self.pos])
-                dynamic = True
-                continue
-            if c == "(" and src[self.pos - 1 : self.pos] == "=":  # bash array ``a=(x y)``
-                end = _matching(src, self.pos, "(", ")") + 1
-                value.append(src[self.pos : end])
-                self.pos = end
-                continue
-            if c in breaks or (c == "&" and not self.ps and self.pos > start and src[self.pos - 1] not in "<>"):
-                break
-            if not self.ps and src.startswith("<<", self.pos) and not src.startswith("<<<", self.pos):
-                break
-            if c in "<>" and nxt == "(" and not self.ps:  # process substitution
+                kind = DYNAMIC
+            elif c == "(" and src[self.pos - 1 : self.pos] == "=" and _ASSIGNMENT.fullmatch(src, start, self.pos):
+                self._array()  # bash array ``a=(x y)``
+            elif c in "<>" and nxt == "(" and not self.ps:  # process substitution
                 self.pos += 2
                 self.nested.extend(self.parse(")"))
-                value.append(src[before : self.pos])
-                dynamic = True
+                kind = DYNAMIC
+            elif c in breaks:
+                break
             elif c == "'":
                 value.append(self._single_quoted())
+                kinds.append(kind)
+                continue
             elif c == '"':
                 text, expands = self._double_quoted()
                 value.append(text)
+                kinds.append(DYNAMIC if expands else QUOTED)
                 dynamic |= expands
+                continue
             elif c == self._escape_char:
                 if not nxt:
                     raise Unparsable("dangling escape")
+                self.pos += 2
                 if nxt != "\n":
                     value.append(nxt)
-                self.pos += 2
+                    kinds.append(QUOTED)
+                continue
             elif c == "`":  # bash command substitution (PowerShell's backtick is the escape)
                 self._backticks()
-                value.append(src[before : self.pos])
-                dynamic = True
+                kind = DYNAMIC
             elif c == "$" and nxt == "'" and not self.ps:  # ANSI-C quoting: $'...'
-                self.pos += 1
-                value.append(self._single_quoted(escapes=True))
-            elif c == "$" or (self.ps and c == "@" and nxt == "("):
-                dynamic |= self._dollar()
-                value.append(src[before : self.pos])
-            else:
-                # ``>&``, ``>|``, ``<&`` and ``&>`` stay glued to their redirection
-                take = 3 if src.startswith("<<<", self.pos) else 2 if c in "<>" and nxt in "&|" else 1
-                value.append(src[self.pos : self.pos + take])
-                self.pos += take
-        raw = src[start : self.pos]
-        return Word(raw, "".join(value), dynamic)
-
-    @property
-    def _escape_char(self) -> str:
-        return "`" if self.ps else "\\"
-
-    def _single_quoted(self, escapes: bool = False) -> str:
-        src, start = self.src, self.pos + 1
-        while True:
-            end = src.find("'", start)
-            if end < 0:
-                raise Unparsable("unterminated single quote")
-            if (self.ps and src.startswith("''", end)) or (escapes and _escaped(src, end)):
-                start = end + 2 if self.ps else end + 1
+                body = ANSI_C_BODY.match(src, self.pos + 2)
+                if body is None:
+                    raise Unparsable("unterminated $'...' string")
+                self.pos = body.end()
+                value.append(decode_ansi_c(body.group()[:-1]))
+                kinds.append(QUOTED)
                 continue
-            text = src[self.pos + 1 : end]
-            self.pos = end + 1
-            return text.replace("''", "'") if self.ps else text
+            elif c == "$" and nxt == '"' and not self.ps:  # locale string: $"..." (untranslated)
+                self.pos += 1
+                continue
+            elif c == "$" or (self.ps and c == "@" and nxt == "("):
+                kind = DYNAMIC if self._dollar() else QUOTED
+            else:  # PowerShell: ``>&``, ``>|``, ``<&`` and ``&>`` stay glued to their redirection
+                take = 3 if src.startswith("<<<", self.pos) else 2 if c in "<>" and nxt in "&|" else 1
+                self.pos += take
+            value.append(src[before : self.pos])
+            kinds.append(kind)
+            dynamic |= kind == DYNAMIC
+        raw = src[start : self.pos]
+        word = Word(raw, "".join(value), dynamic)
+        self.expanded = self._braces(value, kinds, word) if braces and not self.ps else None
+        return word
 
-    def _double_quoted(self) -> tuple[str, bool]:
+    def _braces(self, value: list[str], kinds: list[int], word: Word) -> list[Word] | None:
+        """The words bash's brace expansion makes of this word; ``None`` when it makes itself."""
+        try:
+            expanded = expand_braces(pieces(value, kinds))
+        except TooMany:
+            return [Word(word.raw, word.value, True)]
+        if len(expanded) == 1 and expanded[0][0] == word.value:
+            return None
+        return [Word(text, text, dynamic) for text, dynamic in expanded]
+
+    def _array(self) -> None:
+        """The elements of ``name=(...)``, read as words (their substitutions run)."""
         src, n = self.src, len(self.src)
         self.pos += 1
-        value: list[str] = []
-        dynamic = False
-        plain = _PS_DQ_RUN if self.ps else _BASH_DQ_RUN
-        while self.pos < n:
+        while True:
             self._tick()
-            run = plain.match(src, self.pos)
-            if run is not None:
-                value.append(run.group())
-                self.pos = run.end()
-                continue
+            blanks = re.compile(r"[ \t\r\n]+").match(src, self.pos)
+            if blanks is not None:
+                self.pos = blanks.end()
+            if self.pos >= n:
+                raise Unparsable("missing ')'")
             c = src[self.pos]
-            nxt = src[self.pos + 1 : self.pos + 2]
-            if c == '"':
-                if self.ps and nxt == '"':
-                    value.append('"')
-                    self.pos += 2
-                    continue
+            if c == ")":
                 self.pos += 1
-                return "".join(value), dynamic
-            if c == self._escape_char and nxt:
-                if self.ps or nxt in '"\\$`':
-                    value.append(nxt)
-                elif nxt != "\n":
-                    value.append(c + nxt)
-                self.pos += 2
-            elif c == "`" and not self.ps:
-                start = self.pos
-                self._backticks()
-                value.append(src[start : self.pos])
-                dynamic = True
-            elif c == "$":
-                start = self.pos
-                dynamic |= self._dollar()
-                value.append(src[start : self.pos])
-            else:
-                value.append(c)
-                self.pos += 1
-        raise Unparsable("unterminated double quote")
-
-    def _backticks(self) -> None:
-        body = _BACKTICK_BODY.match(self.src, self.pos + 1)
-        if body is None:
-            raise Unparsable("unterminated backtick")
-        self.pos = body.end()
-        inner = _BACKTICK_ESCAPE.sub(r"\1", body.group()[:-1])
-        self.nested.extend(_Parser(inner, self.ps, self.depth, self.deadline).parse(None))
-
-    def _dollar(self) -> bool:
-        """Consume an expansion starting at ``$`` (or PowerShell ``@(``); True if it is dynamic."""
-        src, i = self.src, self.pos
-        nxt = src[i + 1 : i + 2]
-        if src.startswith("$((", i) and not self.ps:
-            self.pos = _matching(src, i + 1, "(", ")") + 1
-        elif nxt == "(":
-            self.pos = i + 2
-            self.nested.extend(self.parse(")"))
-        elif nxt == "{":
-            self.pos = _matching(src, i + 1, "{", "}") + 1
-        else:
-            name = (_PS_NAME if self.ps else _BASH_NAME).match(src, i + 1)
-            self.pos = name.end() if name else i + 1
-            return name is not None
-        return True
+                return
+            if c == "#":
+                end = src.find("\n", self.pos)
+                self.pos = n if end < 0 else end
+                continue
+            if c in ";|&(<>":
+                raise Unparsable(f"unexpected {c!r} in an array")
+            self._word()
 
 
-def _escaped(src: str, i: int) -> bool:
-    """Whether ``src[i]`` is preceded by an odd number of backslashes (the run before it only)."""
-    j = i
-    while j > 0 and src[j - 1] == "\\":
-        j -= 1
-    return (i - j) % 2 == 1
-
-
-_BRACKETS: Final = {"(": re.compile(r"[()]"), "{": re.compile(r"[{}]")}
-
-
-def _matching(src: str, start: int, opener: str, closer: str) -> int:
-    """Index of the ``closer`` balancing the ``opener`` at ``start``."""
-    depth = 0
-    for found in _BRACKETS[opener].finditer(src, start):
-        if found.group() == opener:
-            depth += 1
-        else:
-            depth -= 1
-            if depth == 0:
-                return found.start()
-    raise Unparsable(f"missing {closer!r}")
-
-
-def _finalize(words: list[Word], powershell: bool) -> SimpleCommand | None:
-    """Drop leading keywords and ``VAR=value`` assignments; ``None`` if nothing is left."""
-    i, assigned = 0, []
-    while i < len(words):
+def _lead(words: list[Word], group_follows: bool = False, assigned: list[str] | None = None) -> int:
+    """How many leading words are keywords, assignments or the like: the command starts after
+    them. ``group_follows``: a ``(`` comes next (``coproc NAME (...)``, ``function f ()``)."""
+    i, n = 0, len(words)
+    while i < n:
         raw = words[i].raw
+        follows = words[i + 1].raw if i + 1 < n else None
         assignment = _ASSIGNMENT.match(raw)
         if assignment:
-            assigned.append(assignment.group(1))
-        elif raw not in _KEYWORDS and not (powershell and raw in _PS_CALL_OPERATORS):
+            if assigned is not None:
+                assigned.append(assignment.group(1))
+        elif raw in _KEYWORDS:
+            pass
+        elif raw == "time" and (follows in ("-p", None) or follows in _KEYWORDS or (group_follows and i + 2 == n)):
+            i += follows == "-p"
+        elif raw == "coproc":
+            if follows is not None and _NAME.fullmatch(follows) and (i + 2 < n and words[i + 2].raw == "{"):
+                i += 1
+            elif follows is not None and i + 2 == n and group_follows:
+                i += 1
+        elif raw == "function" and follows is not None:
+            i += 1
+        else:
             break
         i += 1
-    return SimpleCommand(tuple(words[i:]), tuple(assigned)) if i < len(words) else None
+    return min(i, n)
+
+
+def _finalize(words: list[Word], powershell: bool, shown: list[tuple[int, str]] | None = None) -> SimpleCommand | None:
+    """Drop leading keywords and ``VAR=value`` assignments; ``None`` if nothing is left."""
+    assigned: list[str] = []
+    if powershell:
+        i = 0
+        while i < len(words):
+            assignment = _ASSIGNMENT.match(words[i].raw)
+            if assignment:
+                assigned.append(assignment.group(1))
+            elif words[i].raw not in _KEYWORDS and words[i].raw not in _PS_CALL_OPERATORS:
+                break
+            i += 1
+    else:
+        i = _lead(words, assigned=assigned)
+    if i >= len(words):
+        return None
+    kept = tuple(words[i:])
+    head = kept[0]
+    if not head.dynamic and _globbed(head.value):  # the program is whatever file the pattern meets
+        kept = (Word(head.raw, head.value, True), *kept[1:])
+    written = None
+    if shown:  # the redirections where they stood (each after as many words as it counts)
+        texts, k = [], 0
+        for at, word in enumerate(kept, start=i):
+            while k < len(shown) and shown[k][0] <= at:
+                texts.append(shown[k][1])
+                k += 1
+            texts.append(word.raw)
+        texts.extend(text for _, text in shown[k:])
+        written = " ".join(texts)
+    return SimpleCommand(kept, tuple(assigned), written)
+
+
+def _globbed(value: str) -> bool:
+    """Whether a program name holds a pattern bash expands to file names (``/???/r?``)."""
+    if "*" in value or "?" in value:
+        return True
+    opening = value.find("[")
+    return opening >= 0 and value.find("]", opening + 2) > 0
 
 
 __all__ = ["OutOfTime", "SimpleCommand", "Unparsable", "Word"]
