@@ -20,10 +20,11 @@ import orjson
 
 from bus.dialects import dialect_for
 from bus.dialects.base import Dialect
+from bus.dialects.mcpnames import naming_servers
 from bus.errors import BusUnavailable, ProtocolError, RequestRejected
 from bus.hooks.decisions import Decision, FailOpenReason, RecordOutcome
 from bus.hooks.events import event_spec
-from bus.policy.agents import serves
+from bus.policy.agents import mcp_servers, serves
 from bus.policy.loading import Policy
 from bus.redis.connection import redis_errors
 from bus.rules.limits import depth_over
@@ -169,7 +170,9 @@ class HooksEndpoint:
             if speaker.name != "claude":
                 hook_input = None  # until translated: the agent's own event names mean nothing here
                 try:
-                    hook_input = speaker.to_canonical(agent_input)
+                    # MCP tool names split as the tenant's policy names its servers (bus.dialects.mcpnames).
+                    with naming_servers(mcp_servers(self.registry.for_tenant(tenant)[0])):
+                        hook_input = speaker.to_canonical(agent_input)
                     if not isinstance(hook_input, dict):
                         raise TypeError(f"it translates to {type(hook_input).__name__}, not an object")
                     if hook_input is not agent_input:

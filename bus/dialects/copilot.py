@@ -37,7 +37,9 @@ Input, to Claude Code's shape (unknown fields kept as sent):
   ``grep`` / ``rg`` -> Grep, ``web_fetch`` -> WebFetch, ``web_search`` -> WebSearch,
   ``ask_user`` -> AskUserQuestion, ``update_todo`` -> TodoWrite, ``task`` -> Agent; an MCP
   tool, which Copilot names ``<server>-<tool>`` in both forms (its own tools have no dash),
-  -> ``mcp__<server>__<tool>``, split at the last dash. The agent's own
+  -> ``mcp__<server>__<tool>``, split after the longest server the policy names that it starts
+  with (a server's and a tool's names may both hold dashes: :mod:`bus.dialects.mcpnames`), else
+  at the last dash. The agent's own
   name is kept in ``agent_tool_name`` (in PascalCase mode, where Copilot already sends
   Claude's name, it is the agent name that name stands for). Arguments follow the tool:
   ``path`` -> ``file_path`` (Read, Write, Edit), ``file_text`` -> ``content`` (Write),
@@ -76,6 +78,7 @@ from typing import Any, Final
 import orjson
 
 from bus.dialects.base import AGENT_EVENT_NAME, AGENT_TOOL_NAME, Dialect, partial, yes
+from bus.dialects.mcpnames import claude_mcp_name
 
 COPILOT: Final = "copilot"
 #: Copilot's event names (camelCase files, and its own PascalCase extras) -> Claude Code's.
@@ -250,10 +253,8 @@ def canonical_tool(name: str) -> tuple[str, str]:
         return COPILOT_TOOLS[name], name
     if name in AGENT_TOOLS or name.startswith("mcp__"):
         return name, AGENT_TOOLS.get(name, name)
-    server, dash, tool = name.rpartition("-")
-    if dash and server and tool:  # Copilot's own tools have no dash: an MCP tool, ``<server>-<tool>``
-        return f"mcp__{server}__{tool}", name
-    return name, name
+    mcp = claude_mcp_name(name, "-", "last")  # Copilot's own tools have no dash: an MCP tool, ``<server>-<tool>``
+    return (mcp, name) if mcp is not None else (name, name)
 
 
 def copilot_input(hook_input: dict[str, Any]) -> dict[str, Any]:

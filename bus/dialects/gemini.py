@@ -22,8 +22,11 @@ TodoWrite, ``ask_user`` -> AskUserQuestion, ``enter_plan_mode`` / ``exit_plan_mo
 EnterPlanMode / ExitPlanMode, ``invoke_agent`` -> Task. A relative ``file_path`` is made
 absolute against ``cwd`` (Gemini accepts workspace-relative paths; a rule such as
 ``Write(/etc/**)`` must see where the file really is). MCP tools ``mcp_<server>_<tool>``
-become ``mcp__<server>__<tool>``, named from ``mcp_context`` when Gemini sends it (else the
-name is split at its first ``_`` after ``mcp_``). Every other field and parameter is kept.
+become ``mcp__<server>__<tool>``, named from ``mcp_context`` when Gemini sends it; else the
+name says not where the server's name ends, and it is split after the longest server the
+policy names that it starts with, or at its first ``_`` after ``mcp_`` as Gemini itself reads
+it (:mod:`bus.dialects.mcpnames`). Older Gemini CLIs name them ``<server>__<tool>``, which
+becomes ``mcp__<server>__<tool>`` too. Every other field and parameter is kept.
 
 Output, in the fields Gemini CLI reads: ``decision`` (``allow`` / ``deny`` / ``ask``),
 ``reason``, ``continue``, ``stopReason``, ``systemMessage``, ``suppressOutput`` and an
@@ -57,6 +60,7 @@ import re
 from typing import Any, Final
 
 from bus.dialects.base import AGENT_EVENT_NAME, AGENT_TOOL_NAME, Dialect, partial, yes
+from bus.dialects.mcpnames import claude_mcp_name
 
 GEMINI: Final = "gemini"
 #: Gemini CLI's event names -> Claude Code's.
@@ -124,9 +128,9 @@ def canonical_tool_name(name: str, mcp_context: Any = None) -> str:
         server, tool = context.get("server_name"), context.get("tool_name")
         if isinstance(server, str) and isinstance(tool, str) and server and tool:
             return f"mcp__{server}__{tool}"
-        server, sep, tool = name[4:].partition("_")
-        if sep and server and tool:
-            return f"mcp__{server}__{tool}"
+        return claude_mcp_name(name[4:], "_", "first") or name
+    if "__" in name and not name.startswith(("_", "mcp__")):  # older Gemini CLIs: <server>__<tool>
+        return claude_mcp_name(name, "__", "first") or name
     return name
 
 

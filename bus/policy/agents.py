@@ -14,7 +14,9 @@ and for ``failMode: closed``; a ``command``, ``http``, ``mcp_tool`` or ``functio
 can only leave context for the next turn.
 
 :func:`serves` tells the gateway whether any handler for an event runs for the agent that
-sent it (else the event is only recorded: nothing would answer).
+sent it (else the event is only recorded: nothing would answer), and :func:`mcp_servers` which
+MCP servers the policy names (its dialects split agents' MCP tool names by them:
+:mod:`bus.dialects.mcpnames`).
 """
 
 from __future__ import annotations
@@ -26,11 +28,13 @@ from typing import Final
 
 from bus.dialects import DIALECTS
 from bus.dialects.base import CAPABILITIES, CAPABILITY_TITLES, Dialect, Support
+from bus.dialects.mcpnames import policy_servers
 from bus.hooks.events import STOP_EVENTS, event_spec
 from bus.policy.loading import HandlerEntry, Policy
 from bus.policy.schema import Handler, RuleHandler
 
 _SERVED: weakref.WeakKeyDictionary[Policy, frozenset[tuple[str, str]]] = weakref.WeakKeyDictionary()
+_MCP_SERVERS: weakref.WeakKeyDictionary[Policy, frozenset[str]] = weakref.WeakKeyDictionary()
 
 
 def serves(policy: Policy, event: str, agent: str) -> bool:
@@ -44,6 +48,20 @@ def serves(policy: Policy, event: str, agent: str) -> bool:
             if any(e.handler.agents is None or dialect in e.handler.agents for e in entries)
         )
     return (event, agent) in served
+
+
+def mcp_servers(policy: Policy) -> frozenset[str]:
+    """The MCP servers ``policy`` names in its matchers, ``if`` conditions and rules (found once per policy)."""
+    found = _MCP_SERVERS.get(policy)
+    if found is None:
+        texts: list[str] = []
+        for entries in policy.by_event.values():
+            for entry in entries:
+                texts += [entry.matcher or "", entry.handler.if_ or ""]
+                if isinstance(entry.handler, RuleHandler):
+                    texts += [*entry.handler.deny, *entry.handler.ask, *entry.handler.allow]
+        found = _MCP_SERVERS[policy] = policy_servers(texts)
+    return found
 
 
 #: Handler types whose answer is whatever their program returns: any decision the event takes.
@@ -155,4 +173,13 @@ def agent_warnings(policy: Policy, dialects: Mapping[str, Dialect] = DIALECTS) -
     return out
 
 
-__all__ = ["OPEN_ANSWER_TYPES", "AgentWarning", "Use", "agent_warnings", "decisions", "named_agents"]
+__all__ = [
+    "OPEN_ANSWER_TYPES",
+    "AgentWarning",
+    "Use",
+    "agent_warnings",
+    "decisions",
+    "mcp_servers",
+    "named_agents",
+    "serves",
+]
