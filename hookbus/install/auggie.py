@@ -136,6 +136,11 @@ def warnings(scope: str, path: Path) -> list[str]:
     return []
 
 
+def _script_to_check(folder: Path) -> Path:
+    """The script Auggie runs for most events (the fail-closed one when it is the only one)."""
+    return folder / SCRIPT if (folder / SCRIPT).exists() else folder / FAIL_CLOSED_SCRIPT
+
+
 def run(args: Any) -> int:
     """``hookbus install auggie``: the exit code (a user's error raises ConfigError)."""
     path = Path(args.settings_file) if args.settings_file else settings_path(args.scope)
@@ -144,7 +149,11 @@ def run(args: Any) -> int:
     folder = path.parent / "hooks"
     old_text, settings = read_settings(path)
     if args.check:
-        return check(InstallPlan(url=args.url or script_url(folder / SCRIPT) or "").url, after_install=False)
+        return check(
+            InstallPlan(url=args.url or script_url(folder / SCRIPT) or "").url,
+            after_install=False,
+            hook_file=_script_to_check(folder),
+        )
     scripts: dict[Path, str | None] = {}
     plan: InstallPlan | None = None
     if args.uninstall:
@@ -170,7 +179,7 @@ def run(args: Any) -> int:
             return 0
         for warning in warnings("" if args.settings_file else args.scope, path):
             print(f"hookbus: warning: {warning}", file=sys.stderr)
-        return 0 if args.no_check else check(plan.url, after_install=True)
+        return 0 if args.no_check else check(plan.url, after_install=True, hook_file=_script_to_check(folder))
     new_text = render(updated)
     if args.dry_run:
         if updated != settings or old_text is None:
@@ -194,7 +203,7 @@ def run(args: Any) -> int:
     print(f"hookbus: Auggie runs hooks with its own environment: export ${TOKEN_ENV} where auggie runs")
     for warning in warnings("" if args.settings_file else args.scope, path):
         print(f"hookbus: warning: {warning}", file=sys.stderr)
-    return 0 if args.no_check else check(plan.url, after_install=True)
+    return 0 if args.no_check else check(plan.url, after_install=True, hook_file=_script_to_check(folder))
 
 
 __all__ = [

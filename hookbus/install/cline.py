@@ -178,6 +178,14 @@ def warnings(folder: Path, events: tuple[str, ...], scope: str, written: list[Pa
     return found
 
 
+def _script_to_check(folder: Path) -> Path | None:
+    """The first of hookbus's scripts in ``folder`` (what ``--check`` runs as Cline would)."""
+    for event in CLINE_HOOK_EVENTS:
+        if is_hookbus_script(_read(folder / event)):
+            return folder / event
+    return None
+
+
 def run(args: Any) -> int:
     """``hookbus install cline``: the exit code (a user's error raises ConfigError)."""
     env = dict(os.environ)
@@ -191,7 +199,7 @@ def run(args: Any) -> int:
     if args.check:
         urls = [script_url(text) for text in current.values() if is_hookbus_script(text) and text]
         url = args.url or next((u for u in urls if u), None) or env.get("HOOKBUS_URL") or ""
-        return check(InstallPlan(url=url).url, after_install=False)
+        return check(InstallPlan(url=url).url, after_install=False, hook_file=_script_to_check(folder))
     wanted: dict[str, str | None] = {}
     plan: InstallPlan | None = None
     if args.uninstall:
@@ -226,7 +234,7 @@ def run(args: Any) -> int:
             return 0
         for warning in warnings(folder, events, args.scope if not args.settings_file else "", []):
             print(f"hookbus: warning: {warning}", file=sys.stderr)
-        return 0 if args.no_check else check(plan.url, after_install=True)
+        return 0 if args.no_check else check(plan.url, after_install=True, hook_file=_script_to_check(folder))
     if args.dry_run:
         for event, text in changes.items():
             path = folder / event
@@ -252,7 +260,7 @@ def run(args: Any) -> int:
     print(f"hookbus: Cline runs hooks with its own environment: export ${TOKEN_ENV} where cline runs")
     for warning in warnings(folder, events, args.scope if not args.settings_file else "", written):
         print(f"hookbus: warning: {warning}", file=sys.stderr)
-    return 0 if args.no_check else check(plan.url, after_install=True)
+    return 0 if args.no_check else check(plan.url, after_install=True, hook_file=_script_to_check(folder))
 
 
 def _remove(path: Path) -> None:

@@ -287,7 +287,7 @@ def run(args: Any) -> int:
         url = args.url or installed_url(document) or env.get("HOOKBUS_URL") or ""
         if args.url:
             InstallPlan(url=args.url)  # the same URL rules as an install
-        return check(hook_url(url), after_install=False)
+        return check(hook_url(url), after_install=False, hook_file=path)
     plan = None
     if not args.uninstall:
         plan = CodexPlan(
@@ -302,7 +302,7 @@ def run(args: Any) -> int:
         new_text = restored
     if new_text == (old_text or "") and (old_text is not None or plan is None):
         print(f"hookbus: {path} is already up to date; nothing to change")
-        return check(plan.url, after_install=True) if plan is not None and not args.no_check else 0
+        return check(plan.url, after_install=True, hook_file=path) if plan is not None and not args.no_check else 0
     if args.dry_run:
         print_diff(path, old_text, new_text)
         return 0
@@ -315,7 +315,7 @@ def run(args: Any) -> int:
     print(f"hookbus: Codex passes ${TOKEN_ENV} from its environment to the hooks: export it where codex runs")
     for warning in warnings(path, args.scope, _parse(path, new_text), env):
         print(f"hookbus: warning: {warning}", file=sys.stderr)
-    return 0 if args.no_check else check(plan.url, after_install=True)
+    return 0 if args.no_check else check(plan.url, after_install=True, hook_file=path)
 
 
 __all__ = [

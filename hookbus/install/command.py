@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib
 import os
+import shlex
 import sys
 from pathlib import Path
 from typing import Any
@@ -30,11 +31,27 @@ from hookbus.shim import AGENTS as SHIM_AGENTS
 from hookbus.shim import hook_url
 
 
-def check(url: str, *, after_install: bool) -> int:
-    """Post a test event to ``url`` with ``$HOOKBUS_TOKEN`` and report; the exit code (0 after an install)."""
-    from hookbus.install.check import check_gateway
+def check(url: str, *, after_install: bool, hook_file: Path | None = None) -> int:
+    """Run the command the hooks in ``hook_file`` run, as the agent would, then post a test event
+    to ``url`` with ``$HOOKBUS_TOKEN``, and report; the exit code.
 
-    ok, message = check_gateway(url, os.environ.get(TOKEN_ENV) or None)
+    After an install, a gateway that does not answer is only a warning (it may not run yet);
+    a command that cannot start is an error either way: the agent would run every tool unchecked.
+    """
+    from hookbus.install.check import check_command, check_gateway, installed_command
+
+    token = os.environ.get(TOKEN_ENV) or None
+    command = installed_command(hook_file) if hook_file is not None else None
+    if command is not None:
+        result, message = check_command(command, token)
+        if result != "ok":
+            if after_install and result == "no-gateway":
+                print(f"hookbus: warning: check failed: {message}", file=sys.stderr)
+                return 0
+            print(f"hookbus: check failed: {message}", file=sys.stderr)
+            return 1
+        print(f"hookbus: check: {message}")
+    ok, message = check_gateway(url, token)
     if ok:
         print(f"hookbus: check: {message}")
         return 0
@@ -45,6 +62,20 @@ def check(url: str, *, after_install: bool) -> int:
     return 1
 
 
+def _warn_unless_absolute(command: str) -> None:
+    """Warn when ``--hook-command`` starts with a program found through ``PATH``."""
+    try:
+        program = shlex.split(command)[0]
+    except (ValueError, IndexError):
+        raise ConfigError(f"--hook-command {command!r} is not a command a shell can run") from None
+    if not os.path.isabs(program):
+        print(
+            f"hookbus: warning: --hook-command starts with {program!r}, not an absolute path: the agent looks it up "
+            "in its own PATH, and where it is not found every tool runs unchecked (--check tries it)",
+            file=sys.stderr,
+        )
+
+
 #: The agents ``hookbus install`` connects; each but Claude Code has its module ``hookbus.install.<name>``.
 AGENTS = tuple(agent for agent in SHIM_AGENTS if agent != "peri")  # Peri is configured by hand
 
@@ -53,6 +84,8 @@ def run_install(args: Any) -> int:
     """``hookbus install AGENT``: returns the exit code (errors raise ConfigError)."""
     if getattr(args, "http", False) and args.agent != "copilot":
         raise ConfigError(f"--http is for copilot only: the {args.agent} installer picks its hook type itself")
+    if args.hook_command and not args.uninstall and args.agent != "opencode":  # OpenCode refuses it
+        _warn_unless_absolute(args.hook_command)
     if args.agent != "claude":
         installer = importlib.import_module(f"hookbus.install.{args.agent}")
         code: int = installer.run(args)
@@ -65,7 +98,7 @@ def run_install(args: Any) -> int:
         url = args.url or installed_url(settings) or os.environ.get("HOOKBUS_URL") or ""
         if args.url:
             InstallPlan(url=args.url)  # the same URL rules as an install
-        return check(hook_url(url), after_install=False)
+        return check(hook_url(url), after_install=False, hook_file=path)
     plan: InstallPlan | None = None
     if args.uninstall:
         updated = merge(settings, None, only_url=args.url)
@@ -83,7 +116,7 @@ def run_install(args: Any) -> int:
         updated = merge(settings, plan)
     if updated == settings and (old_text is not None or args.uninstall):
         print(f"hookbus: {path} is already up to date; nothing to change")
-        return check(plan.url, after_install=True) if plan is not None and not args.no_check else 0
+        return check(plan.url, after_install=True, hook_file=path) if plan is not None and not args.no_check else 0
     new_text = render(updated)
     if args.dry_run:
         print_diff(path, old_text, new_text)
@@ -98,7 +131,7 @@ def run_install(args: Any) -> int:
     print(f"hookbus: Claude Code sends ${TOKEN_ENV} as the bearer token: export it where Claude Code runs")
     for note in notes(updated, plan):
         print(f"hookbus: note: {note}")
-    return 0 if args.no_check else check(plan.url, after_install=True)
+    return 0 if args.no_check else check(plan.url, after_install=True, hook_file=path)
 
 
 def add_install_arguments(parser: Any) -> None:
@@ -137,8 +170,8 @@ def add_install_arguments(parser: Any) -> None:
     parser.add_argument(
         "--hook-command",
         metavar="CMD",
-        help="how Claude Code starts the shim (default: the absolute path of this hookbus, or "
-        "'hookbus' when that is the one on PATH)",
+        help="how the agent starts the shim (default: the absolute path of this hookbus; a command that is "
+        "not an absolute path gets a warning: the agent may run it with another PATH)",
     )
     parser.add_argument("--create", action="store_true", help="create the --settings-file's folder if missing")
     parser.add_argument("--dry-run", action="store_true", help="print a unified diff and write nothing")
@@ -146,7 +179,8 @@ def add_install_arguments(parser: Any) -> None:
     parser.add_argument(
         "--check",
         action="store_true",
-        help="only check: post a test event with $HOOKBUS_TOKEN and report the tenant or the problem "
+        help="only check: run the installed hook command as the agent would (PATH=/usr/bin:/bin), then post a "
+        "test event with $HOOKBUS_TOKEN; one line names the tenant or the problem, exit 1 on a problem "
         "(also done after every install)",
     )
     parser.add_argument("--no-check", action="store_true", help="skip the check after installing")

@@ -306,7 +306,7 @@ def run(args: Any) -> int:
         raise ConfigError(f"--url must be an http(s) URL such as https://hookbus.internal:8787 (got {args.url!r})")
     target = f"{url}?dialect={AGENT}"
     if args.check:
-        return check(target, after_install=False)
+        return check(target, after_install=False, hook_file=path)
     if not args.timeout > 0:
         raise ConfigError("--timeout must be more than 0 seconds")
     http = bool(getattr(args, "http", False))
@@ -327,7 +327,7 @@ def run(args: Any) -> int:
         updated = merge(base, dict.fromkeys(chosen_events(args.events), new))
     if updated == settings and (old_text is not None or args.uninstall):
         print(f"hookbus: {path} is already up to date; nothing to change")
-        return 0 if args.uninstall or args.no_check else check(target, after_install=True)
+        return 0 if args.uninstall or args.no_check else check(target, after_install=True, hook_file=path)
     new_text = _after_uninstall(path, updated) if args.uninstall else render(updated)
     if not args.uninstall:
         for warning in warnings(path, args.scope if not args.settings_file else "", updated, url, not shim):
@@ -353,7 +353,7 @@ def run(args: Any) -> int:
             "hookbus: note: Copilot denies tool calls while the gateway cannot be reached or refuses the token "
             "(http hooks fail closed); without --http they run"
         )
-    return 0 if args.no_check else check(target, after_install=True)
+    return 0 if args.no_check else check(target, after_install=True, hook_file=path)
 
 
 __all__ = [

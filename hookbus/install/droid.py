@@ -217,7 +217,7 @@ def run(args: Any) -> int:
         url = args.url or installed_url(document if wrapped else {"hooks": document}) or env.get("HOOKBUS_URL") or ""
         if args.url:
             InstallPlan(url=args.url)  # the same URL rules as an install
-        return check(hook_url(url), after_install=False)
+        return check(hook_url(url), after_install=False, hook_file=path)
     plan = None
     if not args.uninstall:
         plan = DroidPlan(
@@ -231,7 +231,7 @@ def run(args: Any) -> int:
     new_text: str | None = render(updated)
     if updated == document and (old_text is not None or plan is None):
         print(f"hookbus: {path} is already up to date; nothing to change")
-        return check(plan.url, after_install=True) if plan is not None and not args.no_check else 0
+        return check(plan.url, after_install=True, hook_file=path) if plan is not None and not args.no_check else 0
     if plan is None and (restored := _restorable_backup(path, updated)) is not None:
         new_text = restored
     elif plan is None and not updated and not wrapped and not path.with_name(path.name + ".bak").exists():
@@ -252,7 +252,7 @@ def run(args: Any) -> int:
     print(f"hookbus: Droid passes ${TOKEN_ENV} from its environment to the hooks: export it where droid runs")
     for warning in warnings(path, args.scope, json.loads(new_text), plan, env):
         print(f"hookbus: warning: {warning}", file=sys.stderr)
-    return 0 if args.no_check else check(plan.url, after_install=True)
+    return 0 if args.no_check else check(plan.url, after_install=True, hook_file=path)
 
 
 __all__ = [

@@ -262,7 +262,7 @@ def run(args: Any) -> int:
     old_text, settings = read_settings(path)
     if args.check:
         url = args.url or installed_url(settings) or env.get("HOOKBUS_URL") or ""
-        return check(GeminiPlan(url=url).url, after_install=False)
+        return check(GeminiPlan(url=url).url, after_install=False, hook_file=path)
     plan: GeminiPlan | None = None
     if args.uninstall:
         updated = merge(settings, None, only_url=args.url)
@@ -282,7 +282,7 @@ def run(args: Any) -> int:
         if plan is not None:
             for warning in warnings(updated, settings, plan, args.scope if not args.settings_file else "", path):
                 print(f"hookbus: warning: {warning}", file=sys.stderr)
-            return 0 if args.no_check else check(plan.url, after_install=True)
+            return 0 if args.no_check else check(plan.url, after_install=True, hook_file=path)
         return 0
     if args.dry_run:
         print_diff(path, old_text, new_text)
@@ -296,7 +296,7 @@ def run(args: Any) -> int:
     print(f"hookbus: Gemini CLI runs hooks with its own environment: export ${TOKEN_ENV} where gemini runs")
     for warning in warnings(updated, settings, plan, args.scope if not args.settings_file else "", path):
         print(f"hookbus: warning: {warning}", file=sys.stderr)
-    return 0 if args.no_check else check(plan.url, after_install=True)
+    return 0 if args.no_check else check(plan.url, after_install=True, hook_file=path)
 
 
 __all__ = [

@@ -177,7 +177,7 @@ def run_install(spec: HooksFile, args: Any) -> int:
     old_text, config = read_settings(path)
     if args.check:
         url = args.url or spec.installed_url(config) or ""
-        return check(InstallPlan(url=url).url, after_install=False)
+        return check(InstallPlan(url=url).url, after_install=False, hook_file=path)
     plan: InstallPlan | None = None
     if args.uninstall:
         updated = spec.merge(config, None, args.url and InstallPlan(url=args.url).url)
@@ -197,7 +197,7 @@ def run_install(spec: HooksFile, args: Any) -> int:
             return 0
         for warning in spec.warnings(updated, scope, path):
             print(f"hookbus: warning: {warning}", file=sys.stderr)
-        return 0 if args.no_check else check(plan.url, after_install=True)
+        return 0 if args.no_check else check(plan.url, after_install=True, hook_file=path)
     remove = plan is None and spec.is_empty(updated)
     new_text = "" if remove else render(updated)
     if args.dry_run:
@@ -217,7 +217,7 @@ def run_install(spec: HooksFile, args: Any) -> int:
     print(f"hookbus: {spec.title} runs hooks with its own environment: export ${TOKEN_ENV} where it runs")
     for warning in spec.warnings(updated, scope, path):
         print(f"hookbus: warning: {warning}", file=sys.stderr)
-    return 0 if args.no_check else check(plan.url, after_install=True)
+    return 0 if args.no_check else check(plan.url, after_install=True, hook_file=path)
 
 
 __all__ = ["HooksFile", "is_hookbus_command", "run_install", "shim_command"]

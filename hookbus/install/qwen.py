@@ -325,7 +325,7 @@ def run(args: Any) -> int:
     if parts.scheme not in ("http", "https") or not parts.hostname:
         raise ConfigError(f"--url must be an http(s) URL such as http://hookbus.internal:8787 (got {args.url!r})")
     if args.check:
-        return check(url, after_install=False)
+        return check(url, after_install=False, hook_file=path)
     if not args.timeout > 0:
         raise ConfigError("--timeout must be more than 0 seconds")
     shim = args.shim or args.fail_closed  # an http hook fails open: failing closed needs the shim
@@ -357,7 +357,7 @@ def run(args: Any) -> int:
     scope = _scope_of(path) if args.settings_file else args.scope
     for warning in warnings(path, scope, updated, url, not shim):
         print(f"hookbus: warning: {warning}", file=sys.stderr)
-    return 0 if args.no_check or args.dry_run else check(url, after_install=True)
+    return 0 if args.no_check or args.dry_run else check(url, after_install=True, hook_file=path)
 
 
 __all__ = ["DEFAULT_EVENTS", "OPT_IN_EVENTS", "handler", "handler_url", "merge", "run", "settings_path", "warnings"]

@@ -26,9 +26,10 @@ The file is written atomically (temporary file in the same folder, then rename) 
 previous version is kept as ``<file>.bak``, written the same way, so a planted link there is
 replaced, never written through; ``--dry-run`` prints a unified diff instead. The
 shim command names the ``hookbus`` that ran the installer by its absolute path (Claude Code's
-``PATH`` may not have it), unless ``hookbus`` on ``PATH`` is that same file. After writing, and
-alone with ``--check``, it posts a harmless test event to the gateway with ``$HOOKBUS_TOKEN``
-(:mod:`hookbus.install.check`) and says whether the token is accepted, as which tenant.
+``PATH`` may not have it). After writing, and alone with ``--check``, it runs the installed
+shim command as Claude Code would, with a minimal ``PATH``, then posts a harmless test event to
+the gateway with ``$HOOKBUS_TOKEN`` (:mod:`hookbus.install.check`) and says whether the token is
+accepted, as which tenant.
 This module uses only the standard library.
 """
 
@@ -41,7 +42,6 @@ import json
 import os
 import re
 import shlex
-import shutil
 import sys
 import tempfile
 from collections.abc import Callable, Iterable
@@ -149,12 +149,14 @@ class InstallPlan:
         }
 
 
-def default_hook_command(argv0: str | None = None, executable: str | None = None, path: str | None = None) -> str:
-    """How Claude Code should start the shim: the ``hookbus`` that runs now, by absolute path.
+def default_hook_command(argv0: str | None = None, executable: str | None = None) -> str:
+    """How an agent should start the shim: the ``hookbus`` that runs now, by absolute path.
 
     That is ``argv0`` when it is the ``hookbus`` console script, else the one next to the
-    Python ``executable`` (``python -m hookbus`` from a virtualenv), else ``python -m hookbus``.
-    Plain ``hookbus`` when the one on ``path`` (default ``$PATH``) is that same file.
+    Python ``executable`` (``python -m hookbus`` from a virtualenv), else ``python -m hookbus``
+    with that interpreter. Never a bare ``hookbus``: an agent may run hooks with another
+    ``PATH`` than the shell that installed them, and a command it cannot find lets every tool
+    run unchecked. The path is shell-quoted (the agent runs the command through a shell).
     """
     argv0 = sys.argv[0] if argv0 is None else argv0
     executable = sys.executable if executable is None else executable
@@ -163,11 +165,8 @@ def default_hook_command(argv0: str | None = None, executable: str | None = None
     for candidate in candidates:
         found = os.path.abspath(candidate)
         if os.path.isfile(found) and os.access(found, os.X_OK):
-            on_path = shutil.which("hookbus", path=path)
-            if on_path is not None and os.path.samefile(on_path, found):
-                return "hookbus"
             return shlex.quote(found)
-    return f"{shlex.quote(executable)} -m hookbus"
+    return f"{shlex.quote(os.path.abspath(executable))} -m hookbus"
 
 
 def _handler_url(handler: dict[str, Any]) -> str | None:

@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
+import shlex
+import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -13,7 +16,7 @@ import pytest
 
 from bus.runtime.settings import Tokens
 from hookbus.cli import main
-from hookbus.install.check import CHECK_EVENT, check_gateway
+from hookbus.install.check import CHECK_EVENT, MINIMAL_PATH, check_gateway
 from hookbus.platform.redis_server import free_port
 from tests.conftest import DENY_RM, BusProbe, async_wait_for
 
@@ -121,3 +124,64 @@ async def test_every_install_ends_with_the_check_and_check_alone_reads_the_insta
     assert code == 0 and err.startswith(f"hookbus: warning: check failed: cannot reach {p.url}/v1/hooks")
     with pytest.raises(httpx.ConnectError):
         httpx.get(p.url)
+
+
+# -- the installed command, run as the agent runs it ---------------------------------------------
+
+
+async def test_the_check_runs_the_installed_command_with_a_minimal_path(
+    platform: Callable[..., Any],
+    bus: BusProbe,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    path = tmp_path / "settings.json"
+    monkeypatch.setenv("HOOKBUS_TOKEN", "tok-1")
+    async with platform(DENY_RM, tokens=Tokens.parse("fleet:tok-1")) as p:
+        code, out, err = await check("--settings-file", str(path), "--check", "--url", p.url, capsys=capsys)
+        assert (code, out) == (0, f"hookbus: check: {p.url}/v1/hooks reachable, token accepted as tenant fleet\n")
+        args = ("--settings-file", str(path), "--url", p.url, "--events", "SessionStart", "Stop")
+        code, out, err = await check(*args, capsys=capsys)
+        assert (code, err) == (0, "")
+        assert out.splitlines()[-2:] == [
+            f"hookbus: check: the installed command runs with PATH={MINIMAL_PATH} and reaches the gateway",
+            f"hookbus: check: {p.url}/v1/hooks reachable, token accepted as tenant fleet",
+        ]
+
+        async def checks() -> int:  # the first --check (no command yet), then the command's and the gateway's
+            return len([r for r in await bus.log() if r.event == CHECK_EVENT])
+
+        async def all_in() -> bool:
+            return await checks() >= 3
+
+        await async_wait_for(all_in, timeout_s=10)
+    assert await checks() == 3
+
+
+@pytest.mark.system
+def test_a_command_the_agent_cannot_find_fails_the_check(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # `hookbus` is on the installer's PATH, not on the agent's.
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "hookbus").write_text(f'#!/bin/sh\nexec {shlex.quote(sys.executable)} -m hookbus "$@"\n')
+    (bin_dir / "hookbus").chmod(0o755)
+    monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
+    assert not any((Path(d) / "hookbus").exists() for d in MINIMAL_PATH.split(":"))
+    path = tmp_path / "settings.json"
+    url = f"http://127.0.0.1:{free_port()}"
+    args = ["install", "claude", "--settings-file", str(path), "--url", url, "--events", "SessionStart"]
+    assert main([*args, "--hook-command", "hookbus"]) == 1  # written, but it would never run
+    err = capsys.readouterr().err.splitlines()
+    assert err[0].startswith("hookbus: warning: --hook-command starts with 'hookbus', not an absolute path")
+    assert err[1].startswith(f"hookbus: check failed: the installed command cannot start with PATH={MINIMAL_PATH} (")
+    assert "not found" in err[1] and len(err) == 2
+    assert main(["install", "claude", "--settings-file", str(path), "--check"]) == 1
+    assert capsys.readouterr().err == "\n".join(err[1:]) + "\n"
+    # The default command is absolute: it starts, and says that it does not reach the gateway.
+    assert main(args) == 0
+    (line,) = capsys.readouterr().err.splitlines()
+    assert line.startswith("hookbus: warning: check failed: the installed command runs but does not reach the gateway")
+    assert main(["install", "claude", "--settings-file", str(path), "--check"]) == 1

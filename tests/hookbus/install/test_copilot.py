@@ -295,7 +295,10 @@ def test_the_console_command_and_its_check(project: Path) -> None:
         check=False,
     )
     assert done.returncode == 0, done.stderr  # written; the gateway may simply not run yet
-    assert "hookbus: warning: check failed: cannot reach http://127.0.0.1:9/v1/hooks?dialect=copilot" in done.stderr
+    assert (
+        "hookbus: warning: check failed: the installed command runs but does not reach the gateway: gateway "
+        "unreachable at http://127.0.0.1:9/v1/hooks?dialect=copilot"
+    ) in done.stderr
     assert (project / ".github" / "hooks" / "hookbus.json").is_file()
     checked = subprocess.run(
         [sys.executable, "-m", "hookbus", "install", "copilot", "--check"],
@@ -305,4 +308,7 @@ def test_the_console_command_and_its_check(project: Path) -> None:
         timeout=60,
         check=False,
     )
-    assert checked.returncode == 1 and "check failed: cannot reach http://127.0.0.1:9/" in checked.stderr
+    assert checked.returncode == 1
+    assert "check failed: the installed command runs but does not reach the gateway: gateway unreachable at " in (
+        checked.stderr
+    )

@@ -14,6 +14,7 @@ import copy
 import json
 import os
 import re
+import shlex
 import subprocess
 import sys
 from collections.abc import Callable
@@ -375,27 +376,35 @@ def executable(path: Path) -> Path:
     return path
 
 
-def test_the_shim_command_is_the_hookbus_that_ran_the_installer(tmp_path: Path) -> None:
+def test_the_shim_command_is_the_hookbus_that_ran_the_installer(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     python = executable(tmp_path / "venv" / "bin" / "python")
     beside = executable(tmp_path / "venv" / "bin" / "hookbus")
     console = executable(tmp_path / "other" / "bin" / "hookbus")
-    elsewhere = str(tmp_path / "nothing-here")
     # `python -m hookbus` from a virtualenv: the console script next to the interpreter.
-    assert default_hook_command("/src/hookbus/__main__.py", str(python), elsewhere) == str(beside)
-    # The console script itself, by its absolute path.
-    assert default_hook_command(str(console), str(python), elsewhere) == str(console)
-    # The same file is `hookbus` on PATH: the plain name is enough (and survives upgrades).
-    assert default_hook_command(str(console), str(python), str(console.parent)) == "hookbus"
-    assert default_hook_command(str(console), str(python), str(beside.parent)) == str(console)
-    # No console script anywhere: the interpreter runs the module.
+    assert default_hook_command("/src/hookbus/__main__.py", str(python)) == str(beside)
+    # The console script itself, by its absolute path, even when it is the `hookbus` on PATH:
+    # the agent may run its hooks with another PATH.
+    assert default_hook_command(str(console), str(python)) == str(console)
+    monkeypatch.chdir(console.parent)
+    assert default_hook_command("./hookbus", str(python)) == str(console)
+    # No console script anywhere: the interpreter runs the module, by its absolute path.
     lonely = executable(tmp_path / "py" / "python3")
-    assert default_hook_command("-c", str(lonely), elsewhere) == f"{lonely} -m hookbus"
+    assert default_hook_command("-c", str(lonely)) == f"{lonely} -m hookbus"
+
+
+def test_the_default_shim_command_is_never_a_bare_name(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    found = executable(tmp_path / "bin" / "hookbus")
+    monkeypatch.setenv("PATH", str(found.parent))
+    assert default_hook_command(str(found), sys.executable) == str(found)
+    assert os.path.isabs(shlex.split(default_hook_command())[0])
 
 
 def test_a_shim_command_with_spaces_is_quoted_and_still_recognised(tmp_path: Path) -> None:
     python = executable(tmp_path / "my venv" / "bin" / "python")
     executable(python.parent / "hookbus")
-    command = default_hook_command("x", str(python), str(tmp_path))
+    command = default_hook_command("x", str(python))
     assert command == f"'{tmp_path}/my venv/bin/hookbus'"
     handler = InstallPlan(url=URL, hook_command=command).handler("SessionStart")
     assert handler["command"].startswith(f"'{tmp_path}/my venv/bin/hookbus' hook --url ")
