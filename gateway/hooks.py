@@ -134,15 +134,17 @@ class HooksEndpoint:
         """Answer one hook request: the JSON body and the response headers (status 200)."""
         started = time.perf_counter()
         tenant, token_id = await self.authorize(headers)
+        # The limits are checked once the session is known (_admit); the ticket gives back what they took.
+        ticket = Ticket(tenant, token_id, 0)
         try:
             body = await self.read_body(headers, receive)
         except RequestRejected as exc:
             if exc.status != 413:
                 raise
             # Read no further than the limit: the event is not known, the answer denies it.
-            return await self._refuse(Refusal(exc.code, exc.detail), self._speaker(headers, query), tenant, None)
-        # The limits are checked once the session is known (_admit); the ticket gives back what they took.
-        ticket = Ticket(tenant, token_id, len(body))
+            speaker = self._speaker(headers, query)
+            return await self._refuse(Refusal(exc.code, exc.detail), speaker, tenant, None, ticket)
+        ticket.size_bytes = len(body)
         try:
             return await self._answer(headers, query, tenant, body, started, ticket)
         finally:
@@ -194,7 +196,7 @@ class HooksEndpoint:
             refusal = self._refusal(exc, speaker, tenant, hook_input)
             if refusal is None:
                 raise
-            return await self._refuse(refusal, speaker, tenant, agent_input)
+            return await self._refuse(refusal, speaker, tenant, agent_input, ticket)
         ticket.session_id = hook_input["session_id"]
         if (limited := await self._admit(ticket)) is not None:
             return self._limited(limited, event, policy, speaker, agent_input)
@@ -253,9 +255,12 @@ class HooksEndpoint:
         return Refusal(exc.code, exc.detail, event, session_id, tool_name if isinstance(tool_name, str) else "")
 
     async def _refuse(
-        self, refusal: Refusal, speaker: Dialect, tenant: str, agent_input: Any
+        self, refusal: Refusal, speaker: Dialect, tenant: str, agent_input: Any, ticket: Ticket
     ) -> tuple[bytes, dict[str, str]]:
-        """Answer an input that cannot be judged as denied (:mod:`gateway.refusals`), and record it."""
+        """Answer an input that cannot be judged as denied (:mod:`gateway.refusals`), and record it
+        unless its sender is over a rate limit (a flood of them fills no log)."""
+        ticket.session_id = refusal.session_id or None
+        limited = await self._rate(ticket)
         output, decision = refused_output(refusal.event, refusal.reason)
         answer = agent_answer(speaker, refusal, output, agent_input)
         event_id = self.new_event_id()
@@ -272,6 +277,16 @@ class HooksEndpoint:
             decision=decision,
             reason=refusal.code,
         )
+        headers = {
+            "X-Hookbus-Event-Id": event_id,
+            "X-Hookbus-Policy-Version": versions,
+            "X-Hookbus-Outcome": RecordOutcome.DECIDED,
+            REFUSED_HEADER: refusal.header,
+        }
+        if limited is not None:  # denied all the same; only the record and the log line are left out
+            self.metrics.child(self.metrics.limited, limited.kind, limited.scope, LimitedOutcome.CLOSED).inc()
+            headers["X-Hookbus-Limited"] = limited.headers(LimitedOutcome.CLOSED)["X-Hookbus-Limited"]
+            return orjson.dumps(answer), headers
         logger.info("denied a hook input it cannot judge: %s", refusal.header, extra=fields)
         agent = "claude" if speaker.name == "claude" else speaker.name
         record = refusal_record(refusal, event_id, tenant, agent, output, decision, now_ms(), versions)
@@ -280,12 +295,6 @@ class HooksEndpoint:
             await self.batcher.append(stream, record.encode())
         except BusUnavailable:
             self.spool.put(stream, record.encode())
-        headers = {
-            "X-Hookbus-Event-Id": event_id,
-            "X-Hookbus-Policy-Version": versions,
-            "X-Hookbus-Outcome": RecordOutcome.DECIDED,
-            REFUSED_HEADER: refusal.header,
-        }
         return orjson.dumps(answer), headers
 
     async def _record(
@@ -308,17 +317,20 @@ class HooksEndpoint:
     async def _admit(self, ticket: Ticket) -> Limited | None:
         """The limit ``ticket``'s request meets (its rates, then its bytes in flight), else None
         with its bytes held."""
-        if self._rate_limited:
-            try:
-                async with asyncio.timeout(0.05):
-                    with redis_errors(self.redis_url):
-                        limited = await self.limiter.take(ticket.tenant, ticket.token_id, ticket.session_id)
-            except (BusUnavailable, TimeoutError):
-                self.metrics.child(self.metrics.redis_errors, "ratelimit").inc()
-                limited = None  # the rate cannot be checked: the request goes on (fail open)
-            if limited is not None:
-                return limited
-        return self.inflight.hold(ticket)
+        limited = await self._rate(ticket)
+        return limited if limited is not None else self.inflight.hold(ticket)
+
+    async def _rate(self, ticket: Ticket) -> Limited | None:
+        """The rate limit ``ticket``'s request meets, else None (a token taken from each bucket)."""
+        if not self._rate_limited:
+            return None
+        try:
+            async with asyncio.timeout(0.05):
+                with redis_errors(self.redis_url):
+                    return await self.limiter.take(ticket.tenant, ticket.token_id, ticket.session_id)
+        except (BusUnavailable, TimeoutError):
+            self.metrics.child(self.metrics.redis_errors, "ratelimit").inc()
+            return None  # the rate cannot be checked: the request goes on (fail open)
 
     def _limited(
         self, limited: Limited, event: str, policy: Policy, speaker: Dialect, agent_input: Any
@@ -329,7 +341,7 @@ class HooksEndpoint:
             self.metrics.child(self.metrics.limited, limited.kind, limited.scope, LimitedOutcome.REFUSED).inc()
             raise limited.rejection()
         # An event no handler listens to would get no opinion anyway: a limit takes nothing from it.
-        decided = serves(policy, event, speaker.name) or bool(policy.settings.plugins)
+        decided = _waits_on(policy, event, speaker.name)
         answer, outcome = limited_answer(event, limited, policy.settings.when_limited if decided else "open")
         self.metrics.child(self.metrics.limited, limited.kind, limited.scope, outcome).inc()
         self.metrics.child(self.metrics.decisions, event_label(event), answer.decision).inc()

@@ -16,7 +16,7 @@ import yaml
 from bus.dialects import dialect_for
 from bus.runtime.settings import Tokens
 from gateway.limits import Limited, LimitedOutcome, LimitKind, Scope, limited_answer
-from tests.conftest import DENY_RM, pre_tool_use
+from tests.conftest import DENY_RM, BusProbe, pre_tool_use
 
 TOKENS = Tokens.parse("acme:tok-a,beta:tok-b")
 ACME = {"Authorization": "Bearer tok-a"}
@@ -114,3 +114,28 @@ async def test_a_policy_layer_chooses_what_limited_events_get(platform: Callable
         await p.post(pre_tool_use("ls", "a"))
         opened = await until_limited(p, pre_tool_use("rm -rf /", "a"))
         assert (opened.status_code, opened.json(), opened.headers["X-Hookbus-Outcome"]) == (200, {}, "fail-open")
+
+
+async def test_a_flood_of_inputs_it_cannot_judge_is_denied_and_fills_no_log(
+    platform: Callable[..., Any], bus: BusProbe
+) -> None:
+    async with platform(DENY_RM, rate_limit_per_s=0.01, rate_limit_burst=2) as p:
+        answers = [await p.post(b"not json") for _ in range(12)]
+        assert all(a.status_code == 200 and a.json()["decision"] == "block" for a in answers)  # denied, every one
+        limited = [a for a in answers if "X-Hookbus-Limited" in a.headers]
+        assert limited and {a.headers["X-Hookbus-Limited"] for a in limited} == {"tenant rate"}
+        recorded = {r.event_id for r in await bus.log()}
+        assert all(a.headers["X-Hookbus-Event-Id"] not in recorded for a in limited)
+        assert all(a.headers["X-Hookbus-Event-Id"] in recorded for a in answers if a not in limited)
+        assert limited_count(p, "rate", "tenant", "closed") == len(limited)
+
+
+async def test_each_static_token_of_a_tenant_has_its_own_budget(platform: Callable[..., Any]) -> None:
+    tokens = Tokens.parse("acme:tok-a,acme:tok-a2")
+    async with platform(DENY_RM, tokens=tokens, token_rate_limit_per_s=0.01, token_rate_limit_burst=1) as p:
+        await p.post(pre_tool_use("ls", "a"), headers=ACME)
+        spent = await until_limited(p, pre_tool_use("ls", "b"), headers=ACME)
+        assert spent.headers["X-Hookbus-Limited"] == "token rate"
+        other = await p.post(pre_tool_use("rm -rf /", "c"), headers={"Authorization": "Bearer tok-a2"})
+        assert other.json()["hookSpecificOutput"]["permissionDecision"] == "deny"
+        assert "X-Hookbus-Limited" not in other.headers
