@@ -38,15 +38,19 @@ from run import BODIES
 
 from bus.hooks.decisions import RecordOutcome
 from bus.redis.keys import DISPATCH_GROUP, Keyspace
+from bus.runtime.replykey import key_or_process
 from bus.stream.protocol import LogRecord, Reply, Request, now_ms
 from bus.stream.settle import SETTLE_MAX_EVENTS
 from hookbus.platform.redis_server import EmbeddedRedis
 from workers.dispatcher.outbox import Outbox, Settle, Write
 
 CHANNEL = "hookbus:reply:bench-gateway"
+#: The key the outbox seals with when it is given none (this process's).
+REPLY_KEY = key_or_process(None)
 ROOT = Path(__file__).resolve().parent.parent
 SUBSCRIBER = """
 import sys, time, redis
+from bus.runtime.replykey import reply_json
 from bus.stream.protocol import Reply
 expected, deadline = int(sys.argv[2]), time.monotonic() + float(sys.argv[3])
 client = redis.Redis.from_url(sys.argv[1])
@@ -58,7 +62,9 @@ cpu0 = time.process_time()
 while seen < expected and time.monotonic() < deadline:
     message = pubsub.get_message(timeout=1.0)
     if message and message["type"] == "message":
-        seen += len(Reply.decode_many(message["data"]))
+        for sealed in message["data"].split(b"\n"):  # one sealed reply per line
+            Reply.decode(reply_json(sealed))
+            seen += 1
 print(seen, time.process_time() - cpu0, flush=True)
 """
 
@@ -119,8 +125,8 @@ async def batched(client: aioredis.Redis, keys: Keyspace, stream: str, ids: list
         chunk = range(start, min(len(ids), start + batch))
         events = [event(keys, i) for i in chunk]
         async with client.pipeline(transaction=False) as pipe:
-            replies = [reply.encode() for _, _, reply in events]
-            pipe.publish(CHANNEL, replies[0] if len(replies) == 1 else b"[" + b",".join(replies) + b"]")
+            replies = [REPLY_KEY.seal(request.meta(), request.payload, reply.encode()) for request, _, reply in events]
+            pipe.publish(CHANNEL, b"\n".join(replies))
             for _, record, _ in events:
                 pipe.xadd(keys.decision_log(), record.encode(), maxlen=100_000, approximate=True)  # type: ignore[arg-type]
             pipe.xack(stream, DISPATCH_GROUP, *(ids[i] for i in chunk))

@@ -10,10 +10,11 @@ are answered once appended. This is the hot path: it runs as plain ASGI, without
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import logging
 import time
 from collections.abc import Awaitable, Callable, MutableMapping
-from typing import Any
+from typing import Any, cast
 from urllib.parse import parse_qs
 
 import orjson
@@ -21,7 +22,7 @@ import orjson
 from bus.dialects import dialect_for
 from bus.dialects.base import Dialect
 from bus.dialects.mcpnames import naming_servers
-from bus.errors import BusUnavailable, ProtocolError, RequestRejected
+from bus.errors import BusUnavailable, RequestRejected
 from bus.hooks.decisions import Decision, FailOpenReason, RecordOutcome
 from bus.hooks.events import event_spec
 from bus.policy.agents import mcp_servers, serves
@@ -68,6 +69,7 @@ class HooksEndpoint:
         self.registry = gateway.registry
         self.authorize = gateway.authorize
         self.new_event_id = gateway.new_event_id
+        self.reply_key = gateway.reply_key
         self._claim_script = gateway.redis.register_script(CLAIM_FAIL_OPEN)
         #: Bytes of request bodies being handled right now, per session, token and tenant.
         self.inflight = InflightBudgets.from_settings(self.settings)
@@ -363,7 +365,10 @@ class HooksEndpoint:
         remaining_s = max(0.0, policy.settings.deadline_for(request.event) - (time.perf_counter() - started))
         request.reply_to = self.waiter.channel_for(partition)
         request.deadline_ms = now_ms() + int(remaining_s * 1000)
-        future = self.waiter.expect(request.event_id)
+        entry = request.encode()
+        # Only a reply made with the reply key for this very request is taken (bus.runtime.replykey).
+        binding = self.reply_key.bind(cast(bytes, entry["m"]), request.payload)
+        future = self.waiter.expect(request.event_id, binding)
         stream = self.keys.blocking_stream(partition)
         reply: Reply | None
         waiting = time.perf_counter()
@@ -371,7 +376,7 @@ class HooksEndpoint:
             with self._deadlines.after(remaining_s):
                 if trace is not None:
                     trace.appending()
-                await self.batcher.append(stream, request.encode(), context_key)
+                await self.batcher.append(stream, entry, context_key)
                 if trace is not None:
                     trace.appended()
                 reply = await future
@@ -381,7 +386,7 @@ class HooksEndpoint:
         except TimeoutError:
             self.metrics.reply_wait.observe(time.perf_counter() - waiting)
             self.metrics.child(self.metrics.timeouts, "reply").inc()
-            reply = await self._claim(request, FailOpenReason.TIMEOUT, partition)
+            reply = await self._claim(request, FailOpenReason.TIMEOUT, partition, binding)
         except BusUnavailable as exc:
             logger.debug("failing open: %s", exc)
             # Keep the audit record: a dispatcher writes it, as fail-open, once Redis is back.
@@ -394,9 +399,12 @@ class HooksEndpoint:
             return {}, Decision.NONE, FailOpenReason.TIMEOUT
         return reply.output, reply.decision, reply.fail_open
 
-    async def _claim(self, request: Request, reason: FailOpenReason, partition: int) -> Reply | None:
+    async def _claim(
+        self, request: Request, reason: FailOpenReason, partition: int, binding: hashlib.blake2b
+    ) -> Reply | None:
         """Past the deadline: the decision if a dispatcher settled the event in time (its
-        reply was lost or late), else mark the event as answered fail-open (:mod:`bus.stream.settle`)."""
+        reply was lost or late) and it verifies against ``binding``, else mark the event as
+        answered fail-open (:mod:`bus.stream.settle`)."""
         ttl_ms = OUTCOME_GRACE_MS + max(0, request.deadline_ms - now_ms())
         try:
             async with asyncio.timeout(CLAIM_TIMEOUT_S):
@@ -409,12 +417,7 @@ class HooksEndpoint:
             self.metrics.child(self.metrics.redis_errors, "claim").inc()
             logger.debug("could not settle %s as fail-open: %s", request.event_id, exc)
             return None
-        if not stored:
-            return None
-        try:
-            return Reply.decode(stored)
-        except ProtocolError:
-            return None
+        return self.waiter.verified(request.event_id, binding, stored) if stored else None
 
 
 def _waits_on(policy: Policy, event: str, agent: str) -> bool:

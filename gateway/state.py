@@ -26,6 +26,7 @@ from bus.redis.keys import WORK_STREAM_MAXLEN, Keyspace
 from bus.redis.tokens import TOKEN_PREFIX, TokenStore
 from bus.redis.topology import Topology
 from bus.runtime.metrics import Metrics, process_metrics
+from bus.runtime.replykey import key_or_process
 from bus.runtime.settings import Settings, Tokens
 from bus.stream.partitions import warn_partitions_changed
 from bus.stream.pending_context import APPEND_TAKING_CONTEXT
@@ -71,9 +72,11 @@ class Gateway:
         )
         self.waiter: ReplyWaiter | ShardedReplyWaiter
         if self.topology.sharded_replies:
-            self.waiter = ShardedReplyWaiter(self.topology, self.keys, self.gateway_id)
+            self.waiter = ShardedReplyWaiter(self.topology, self.keys, self.gateway_id, self.metrics)
         else:
-            self.waiter = ReplyWaiter(redis_url, self.keys.reply_channel(self.gateway_id))
+            self.waiter = ReplyWaiter(redis_url, self.keys.reply_channel(self.gateway_id), self.metrics)
+        #: Checks the MAC of every reply (:mod:`bus.runtime.replykey`).
+        self.reply_key = key_or_process(settings.reply_key)
         self.spool = Spool(self._append_many, metrics=self.metrics)
         self.limiter = SharedRateLimiter.from_settings(self.redis, settings)
         self.token_store = TokenStore(self.redis, self.keys, redis_url) if settings.managed_tokens else None

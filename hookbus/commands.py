@@ -146,6 +146,8 @@ def _dispatch(args: argparse.Namespace) -> int:
         return run_install(args)
     settings = _settings(args)
     _setup_logging(settings)
+    if args.command in ("gateway", "dispatcher"):
+        settings.require_reply_key()  # every role of a bus shares it: never one of a process's own
     if args.command in ("gateway", "dispatcher", "worker"):
         from bus.runtime import tracing
 

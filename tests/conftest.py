@@ -23,7 +23,7 @@ import time
 import uuid
 from collections.abc import AsyncIterator, Callable, Generator, Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, Final
 
 import httpx
 import pytest
@@ -38,6 +38,7 @@ from bus.policy.loading import Policy, load_policy
 from bus.redis.connection import connect
 from bus.redis.keys import DISPATCH_GROUP, Keyspace
 from bus.runtime.metrics import Metrics
+from bus.runtime.replykey import process_secret
 from bus.runtime.settings import Settings
 from bus.stream.protocol import LogRecord
 from gateway.app import create_app
@@ -47,6 +48,11 @@ from workers.dispatcher.answering import Dispatcher
 from workers.services import Services
 
 REPO = Path(__file__).resolve().parent.parent
+
+#: The reply key of every role the suite starts: the in-process roles' own (their settings name
+#: none), and so the key of the child roles too, which read it from their environment.
+REPLY_KEY_ENV: Final = {"HOOKBUS_REPLY_KEY": process_secret()}
+os.environ.update(REPLY_KEY_ENV)
 
 #: A policy denying ``rm -rf`` in Bash, with a 2 s deadline.
 DENY_RM = """
@@ -123,9 +129,10 @@ def pr(**decision: Any) -> dict[str, Any]:
 
 
 def clean_env(**extra: str) -> dict[str, str]:
-    """This process's environment without ``HOOKBUS_*`` variables and ``http_proxy``, plus ``extra``."""
+    """This process's environment without ``HOOKBUS_*`` variables (but the suite's reply key) and
+    ``http_proxy``, plus ``extra``."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("HOOKBUS_") and k.lower() != "http_proxy"}
-    return {**env, **extra}
+    return {**env, **REPLY_KEY_ENV, **extra}
 
 
 def wait_for(predicate: Callable[[], Any], timeout_s: float = 10.0, interval_s: float = 0.01) -> Any:

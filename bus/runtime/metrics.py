@@ -177,6 +177,9 @@ class Metrics:
         self.rejected = Counter(
             "hookbus_rejected_requests_total", "Requests refused at the gateway", ["code"], registry=registry
         )
+        self.replies_rejected = Counter(  # bus.runtime.replykey
+            "hookbus_replies_rejected_total", "Replies the gateway dropped", ["reason"], registry=registry
+        )
         self.refused_inputs = Counter(
             "hookbus_refused_inputs_total", "Hook inputs the gateway denied unjudged", ["reason"], registry=registry
         )
@@ -407,6 +410,7 @@ class Metrics:
         for family, values in (
             (self.async_jobs, ASYNC_STATUSES),
             (self.rejected, REJECTED_CODES),
+            (self.replies_rejected, ("unauthenticated", "malformed")),
             (self.spooled, SPOOL_STATUSES),
             (self.dead_letters, ("blocking", "events")),
             (self.role_restarts, ROLES),

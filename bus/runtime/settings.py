@@ -18,6 +18,7 @@ from urllib.parse import urlsplit
 from bus.errors import ConfigError
 from bus.redis.keys import DEFAULT_PREFIX, Keyspace
 from bus.redis.urls import CLUSTER_SCHEMES, SENTINEL_SYNTAX, cluster_url, is_sentinel_url, mask_url, parse_sentinel_url
+from bus.runtime.replykey import ReplyKey
 from bus.runtime.tracing import TraceSettings
 from bus.runtime.trustedkeys import TrustedKey, parse_trusted_keys
 
@@ -153,6 +154,10 @@ class Settings:
     #: Public keys a pushed policy version must be signed by to be activated, each with the layers
     #: it may sign (none: not verified).
     policy_trusted_keys: tuple[TrustedKey, ...] = ()
+    #: The secret every gateway and dispatcher shares to authenticate replies (``HOOKBUS_REPLY_KEY``
+    #: or ``HOOKBUS_REPLY_KEY_FILE``); None: a role started on its own refuses to start, roles
+    #: embedded in one process share a random one (:mod:`bus.runtime.replykey`).
+    reply_key: ReplyKey | None = None
     #: OpenTelemetry tracing (``OTEL_*``, ``HOOKBUS_TRACE_ALWAYS``): off unless an OTLP endpoint is named.
     tracing: TraceSettings = dataclasses.field(default_factory=TraceSettings)
 
@@ -166,6 +171,8 @@ class Settings:
                 value = "***"
             elif f.name == "policy_trusted_keys":
                 value = f"<{len(value)} keys>"
+            elif f.name == "reply_key" and value is not None:
+                value = "***"
             fields.append(f"{f.name}={value!r}")
         return f"Settings({', '.join(fields)})"
 
@@ -260,6 +267,13 @@ class Settings:
             values["tokens"] = Tokens.parse(tokens)
         if admin := env.get("HOOKBUS_ADMIN_TOKENS", "").strip():
             values["admin_tokens"] = Tokens.parse_admin(admin)
+        if secret := env.get("HOOKBUS_REPLY_KEY", "").strip():
+            values["reply_key"] = ReplyKey(secret)
+        elif path := env.get("HOOKBUS_REPLY_KEY_FILE"):
+            try:
+                values["reply_key"] = ReplyKey(Path(path).read_bytes())
+            except OSError as exc:
+                raise ConfigError(f"cannot read HOOKBUS_REPLY_KEY_FILE {path}: {exc.strerror}") from exc
         if trusted := env.get("HOOKBUS_POLICY_TRUSTED_KEYS", "").strip():
             values["policy_trusted_keys"] = parse_trusted_keys(trusted)
         values["tracing"] = TraceSettings.from_env(env)
@@ -271,6 +285,15 @@ class Settings:
         settings = cls(**values)
         settings.validate()
         return settings
+
+    def require_reply_key(self) -> ReplyKey:
+        """The reply key of a gateway or dispatcher started on its own: ConfigError when unset."""
+        if self.reply_key is None:
+            raise ConfigError(
+                "no reply key: set HOOKBUS_REPLY_KEY (or HOOKBUS_REPLY_KEY_FILE) to the same secret on every "
+                "gateway and dispatcher, e.g. python -c 'import secrets; print(secrets.token_hex(32))'"
+            )
+        return self.reply_key
 
     def validate(self) -> None:
         """Raise ConfigError for settings that cannot work."""

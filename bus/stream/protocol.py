@@ -3,8 +3,9 @@
 A gateway appends each event to a stream: blocking events to ``stream:blocking`` with the
 reply channel of the gateway process and an absolute deadline, non-blocking events to
 ``stream:events``. Dispatchers read both through one consumer group, run the policy and,
-for blocking events, PUBLISH a :class:`Reply` on the gateway's channel; one reader per
-gateway process resolves all of its waiting requests. Every event, with its decision, is
+for blocking events, PUBLISH a :class:`Reply` on the gateway's channel, sealed with a MAC of
+the shared reply key (:mod:`bus.runtime.replykey`); one reader per gateway process resolves all
+of its waiting requests with the replies that verify. Every event, with its decision, is
 then appended to the decision log.
 
 Entries are flat maps of short ASCII keys to bytes; the hook input travels as the exact
@@ -13,7 +14,6 @@ JSON bytes the agent sent.
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import logging
 import time
@@ -115,26 +115,32 @@ class Request:
     def remaining_s(self) -> float:
         return max(0.0, (self.deadline_ms - now_ms()) / 1000) if self.blocking else float("inf")
 
+    def meta(self) -> bytes:
+        """The metadata of the stream entry (``m``): one JSON array. A reply's MAC covers it and
+        the hook input (:mod:`bus.runtime.replykey`), as the gateway wrote them."""
+        return orjson.dumps(
+            [
+                self.event_id,
+                self.event,
+                self.tenant,
+                self.received_ms,
+                self.reply_to,
+                self.deadline_ms,
+                self.dialect,
+                self.fail_open,
+                self.policy,
+            ]
+        )
+
     def encode(self) -> StreamFields:
         """The stream entry: the metadata as one JSON array (``m``) and the hook input (``p``).
 
         Two fields, not one per value: redis-py packs every argument of a command on its own,
         and that packing was the larger part of the gateway's cost per append.
         """
-        meta = [
-            self.event_id,
-            self.event,
-            self.tenant,
-            self.received_ms,
-            self.reply_to,
-            self.deadline_ms,
-            self.dialect,
-            self.fail_open,
-            self.policy,
-        ]
         if self.trace:  # a field of its own: entries without it (untraced, older) decode the same
-            return {"m": orjson.dumps(meta), "p": self.payload, "t": self.trace}
-        return {"m": orjson.dumps(meta), "p": self.payload}
+            return {"m": self.meta(), "p": self.payload, "t": self.trace}
+        return {"m": self.meta(), "p": self.payload}
 
     def named_fields(self) -> StreamFields:
         """The entry with one field per value (how gateways before the ``m`` field appended
@@ -221,7 +227,7 @@ class Request:
 
 @dataclasses.dataclass(slots=True)
 class Reply:
-    """A dispatcher's answer to one blocking request."""
+    """A dispatcher's answer to one blocking request (sent sealed with its MAC, :mod:`bus.runtime.replykey`)."""
 
     event_id: str
     output: dict[str, Any]
@@ -237,30 +243,17 @@ class Reply:
         )
 
     @classmethod
-    def decode(cls, data: bytes) -> Reply:
+    def decode(cls, data: bytes | memoryview) -> Reply:
         try:
             return cls._from_raw(orjson.loads(data))
         except orjson.JSONDecodeError as exc:
             raise ProtocolError(f"malformed reply: {exc!r}") from exc
 
     @classmethod
-    def decode_many(cls, data: bytes) -> list[Reply]:
-        """One reply, or a JSON array of replies published together."""
-        try:
-            raw = orjson.loads(data)
-        except orjson.JSONDecodeError as exc:
-            raise ProtocolError(f"malformed reply: {exc!r}") from exc
-        if not isinstance(raw, list):
-            return [cls._from_raw(raw)]
-        replies = []
-        for item in raw:  # one malformed item must not cost the others their answer
-            with contextlib.suppress(ProtocolError):
-                replies.append(cls._from_raw(item))
-        return replies
-
-    @classmethod
     def _from_raw(cls, raw: Any) -> Reply:
         try:
+            if type(raw["id"]) is not str:
+                raise TypeError("the event id is not a string")
             return cls(
                 event_id=raw["id"],
                 output=raw["out"],

@@ -25,7 +25,8 @@ the entry stays pending until a retry succeeds.
 
 One :data:`SETTLE` call settles a batch of events (the dispatcher sends everything that
 finished while its previous write was in flight, up to :data:`SETTLE_MAX_EVENTS`): the rules
-above hold per event, the batch's replies to one gateway go out as one message and its
+above hold per event, the batch's replies to one gateway go out as one message (one sealed
+reply per line, :mod:`bus.runtime.replykey`) and its
 entries are acknowledged by one ``XACK`` per stream, so the cost per event falls with load.
 
 The first settle also queues the event's async hook jobs (:mod:`workers.jobs.enqueue`), after the
@@ -90,7 +91,7 @@ end
 #       cluster), then per event: entry id, log maxlen, record meta, hook input, deadline ms
 #       (0: non-blocking), reply (may be empty), outcome if decided, fail-open reason if
 #       decided, forced reason, reply channel, number of jobs; then JOB_ARGS per job
-# The replies of one channel go out as one message (a JSON array when there are several), and
+# The replies of one channel go out as one message (one per line when there are several), and
 # the entries of one stream are acknowledged by one XACK, after every record is written.
 # Returns, per event, {1, outcome, jobs queued, jobs dropped} when it wrote the record, else
 # {0, state, 0, 0}, flattened.
@@ -185,7 +186,7 @@ for _, stream in ipairs(streams) do
 end
 for _, channel in ipairs(channels) do
   local list = replies[channel]
-  redis.call(ARGV[2], channel, #list == 1 and list[1] or '[' .. table.concat(list, ',') .. ']')
+  redis.call(ARGV[2], channel, table.concat(list, '\\n'))
 end
 return results
 """.replace("GRACE_MS", str(OUTCOME_GRACE_MS))

@@ -27,6 +27,7 @@ from bus.errors import BusUnavailable, RedisCommandError
 from bus.redis.connection import redis_errors
 from bus.redis.keys import Keyspace
 from bus.redis.topology import Topology
+from bus.runtime.metrics import Metrics
 from bus.runtime.retry import BackgroundTask, Backoff
 from gateway.replies.reader import PendingReplies
 
@@ -39,11 +40,11 @@ PING_EVERY_S = 5.0
 class ShardedReplyWaiter(PendingReplies):
     """Resolves waiting requests from the replies published on each partition's shard channel."""
 
-    def __init__(self, topology: Topology, keys: Keyspace, gateway_id: str) -> None:
+    def __init__(self, topology: Topology, keys: Keyspace, gateway_id: str, metrics: Metrics | None = None) -> None:
         """``topology``: a Redis Cluster's (:attr:`Topology.sharded_replies`)."""
         if not topology.cluster:
             raise ValueError("sharded replies need a Redis Cluster")
-        super().__init__()
+        super().__init__(metrics)
         self.redis_url = topology.url
         self.channels = [keys.shard_reply_channel(gateway_id, p) for p in keys.all_partitions]
         self._live: set[int] = set()

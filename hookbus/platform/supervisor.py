@@ -4,8 +4,9 @@ One platform per state folder: ``up`` first takes the folder's lock (:mod:`hookb
 and refuses, naming the running one, when another ``up`` holds it. It checks that the
 gateway's port is free, starts an embedded Redis when no URL is given, then one gateway, N
 dispatchers and one async worker as child processes sharing a Prometheus multiprocess
-directory (so the gateway's ``/metrics`` shows every role). What runs is kept in the state
-file for ``hookbus status`` and ``hookbus stop``.
+directory (so the gateway's ``/metrics`` shows every role), and a reply key made for this run
+(``HOOKBUS_REPLY_KEY``, :mod:`bus.runtime.replykey`) in their environment only, unless one is
+set. What runs is kept in the state file for ``hookbus status`` and ``hookbus stop``.
 
 A role that exits is restarted after a backoff (0.5 s, doubling, at most 10 s); every restart
 is logged and counted in ``hookbus_role_restarts_total{role}``. More than ``restart_limit``
@@ -36,6 +37,7 @@ from bus.policy.loading import Policy, load_policy
 from bus.policy.reload import stamp
 from bus.redis.urls import mask_url
 from bus.runtime.children import die_with_parent
+from bus.runtime.replykey import new_secret
 from bus.runtime.settings import Settings
 from hookbus.platform.redis_server import EmbeddedRedis
 from hookbus.platform.state import (
@@ -242,6 +244,10 @@ class Supervisor:
         # Every role shares this machine: the async worker takes only the CPU the decision path
         # leaves (workers.jobs.worker.set_cpu_priority), unless told otherwise.
         self.env.setdefault("HOOKBUS_WORKER_CPU", "idle")
+        if self.settings.reply_key is None:
+            # The gateway and dispatchers authenticate replies with it: made here for this run,
+            # it lives only in the roles' environment (never in a file, a log line or Redis).
+            self.env["HOOKBUS_REPLY_KEY"] = new_secret()
         for role in self.roles:
             self.start_role(role)
         self.write_state("running")

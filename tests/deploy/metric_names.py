@@ -43,8 +43,9 @@ DEFINED_METRICS: Final = frozenset(
         "hookbus_policy_rejected_total",  # counter {reason}
         "hookbus_redis_errors_total",  # counter {op}
         "hookbus_redis_up",  # gauge 0/1
-        "hookbus_rejected_requests_total",
         "hookbus_refused_inputs_total",  # counter {reason}: inputs the gateway could not judge, denied
+        "hookbus_rejected_requests_total",
+        "hookbus_replies_rejected_total",  # counter {reason}: replies the gateway dropped
         "hookbus_reply_wait_seconds",  # histogram: the gateway's wait for a reply
         "hookbus_request_head_timeouts_total",
         "hookbus_role_restarts_total",  # counter {role}, `hookbus up` only

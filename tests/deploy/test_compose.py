@@ -186,6 +186,7 @@ def test_env_example_gives_working_settings(hookbus_services: dict[str, dict[str
         settings = Settings.from_env(env)
         assert settings.redis_url and settings.redis_url.startswith("redis://redis:"), name
         assert len(settings.tokens) >= 1, f"{name}: the example must configure tokens"
+        assert settings.reply_key is not None, f"{name}: the example must configure a reply key"
 
 
 def test_redis_is_durable_and_awaited(services: dict[str, dict[str, Any]], hookbus_services: dict[str, Any]) -> None:

@@ -317,6 +317,7 @@ def test_references_between_objects_resolve(helm: ModuleType, values_file: Path)
         name
         for name in (
             values.get("tokens", {}).get("existingSecret"),
+            values.get("replyKey", {}).get("existingSecret"),
             values.get("redis", {}).get("existingSecret"),
             values.get("redis", {}).get("queue", {}).get("existingSecret"),
         )
@@ -460,6 +461,7 @@ def test_existing_secrets_are_referenced_not_created(helm: ModuleType) -> None:
     assert env["HOOKBUS_REDIS_URL"]["valueFrom"]["secretKeyRef"] == {"name": "hookbus-redis", "key": "url"}
     assert env["HOOKBUS_QUEUE_REDIS_URL"]["valueFrom"]["secretKeyRef"] == {"name": "hookbus-redis", "key": "queue-url"}
     assert env["HOOKBUS_TOKENS"]["valueFrom"]["secretKeyRef"] == {"name": "hookbus-tokens", "key": "tokens"}
+    assert env["HOOKBUS_REPLY_KEY"]["valueFrom"]["secretKeyRef"] == {"name": "hookbus-reply-key", "key": "reply-key"}
     assert container(gateway)["image"] == (
         "registry.example.com/platform/hookbus@sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"
     )
@@ -504,3 +506,20 @@ def test_tokens(helm: ModuleType) -> None:
 
     with pytest.raises(helm.HelmError, match="the gateway needs tokens"):
         render(helm, {"tokens": {"generate": False}})
+
+
+def test_reply_key(helm: ModuleType) -> None:
+    docs = render(helm, {})
+    generated = _secret(docs, f"{RELEASE}-hookbus-reply-key")["reply-key"]
+    assert re.fullmatch(r"[A-Za-z0-9]{64}", generated)
+    ref = {"name": f"{RELEASE}-hookbus-reply-key", "key": "reply-key"}
+    for role in ("gateway", "dispatcher"):  # the two that make and check replies; the worker does not
+        assert env_of(deployment(docs, role))["HOOKBUS_REPLY_KEY"]["valueFrom"]["secretKeyRef"] == ref
+    assert "HOOKBUS_REPLY_KEY" not in env_of(deployment(docs, "worker"))
+
+    own = render(helm, {"replyKey": {"existingSecret": "mine", "existingSecretKey": "k"}})
+    assert f"{RELEASE}-hookbus-reply-key" not in objects(own, "Secret")
+    assert env_of(deployment(own, "dispatcher"))["HOOKBUS_REPLY_KEY"]["valueFrom"]["secretKeyRef"] == {
+        "name": "mine",
+        "key": "k",
+    }

@@ -101,6 +101,7 @@ class Dispatcher:
             on_refused=self._settled,
             metrics=self.metrics,
             topology=self.topology,
+            reply_key=settings.reply_key,
         )
         self.work = WorkStreams(
             settings,

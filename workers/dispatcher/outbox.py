@@ -29,6 +29,7 @@ from bus.redis.connection import hookbus_error, redis_errors
 from bus.redis.keys import DISPATCH_GROUP, Keyspace
 from bus.redis.topology import Topology
 from bus.runtime.metrics import Metrics, process_metrics
+from bus.runtime.replykey import ReplyKey, key_or_process
 from bus.runtime.retry import BackgroundTask, Backoff
 from bus.stream.protocol import LogRecord, Reply, Request, StreamFields
 from bus.stream.settle import SETTLE, SETTLE_MAX_EVENTS
@@ -84,12 +85,15 @@ class Outbox:
         metrics: Metrics | None = None,
         *,
         topology: Topology | None = None,
+        reply_key: ReplyKey | None = None,
     ) -> None:
         """``on_written(stream, entry_id)`` is called once an entry's settlement (or its
         dead letter, or acknowledgement) is stored; ``on_refused`` when Redis refused it for
         good (not a transient error): the entry is left pending for a later claim.
-        ``topology``: the bus's (read from ``redis_url`` when not given)."""
+        ``topology``: the bus's (read from ``redis_url`` when not given). ``reply_key`` seals
+        every reply (:mod:`bus.runtime.replykey`; the process's own when not given)."""
         self.metrics = metrics or process_metrics()
+        self._reply_key = key_or_process(reply_key)
         self.redis = redis
         self._on_written = on_written
         self._on_refused = on_refused
@@ -210,7 +214,7 @@ class Outbox:
                 op.record.meta(),
                 op.record.payload,
                 request.deadline_ms if request.blocking else 0,
-                reply.encode() if reply is not None else b"",
+                self._reply_key.seal(request.meta(), request.payload, reply.encode()) if reply is not None else b"",
                 op.record.outcome,
                 op.record.fail_open,
                 request.fail_open,

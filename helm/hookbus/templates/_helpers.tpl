@@ -85,6 +85,14 @@ helm.sh/chart: {{ include "hookbus.chart" .root }}
 {{- if .Values.tokens.existingSecret }}{{ .Values.tokens.existingSecretKey }}{{ else }}tokens{{ end -}}
 {{- end -}}
 
+{{- define "hookbus.replyKeySecretName" -}}
+{{- default (printf "%s-reply-key" (include "hookbus.fullname" .)) .Values.replyKey.existingSecret -}}
+{{- end -}}
+
+{{- define "hookbus.replyKeySecretKey" -}}
+{{- if .Values.replyKey.existingSecret }}{{ .Values.replyKey.existingSecretKey }}{{ else }}reply-key{{ end -}}
+{{- end -}}
+
 {{- define "hookbus.redisSecretName" -}}
 {{- printf "%s-redis" (include "hookbus.fullname" .) -}}
 {{- end -}}
@@ -226,6 +234,13 @@ true
     secretKeyRef:
       name: {{ include "hookbus.tokensSecretName" $root }}
       key: {{ include "hookbus.tokensSecretKey" $root }}
+{{- end }}
+{{- if or (eq .component "gateway") (eq .component "dispatcher") }}
+- name: HOOKBUS_REPLY_KEY
+  valueFrom:
+    secretKeyRef:
+      name: {{ include "hookbus.replyKeySecretName" $root }}
+      key: {{ include "hookbus.replyKeySecretKey" $root }}
 {{- end }}
 {{- range $name, $value := $root.Values.config.env }}
 - name: {{ $name }}

@@ -6,6 +6,7 @@ gateway's claim script, on a real Redis.
 
 from __future__ import annotations
 
+import hashlib
 import uuid
 from collections.abc import AsyncIterator
 from typing import Any
@@ -14,6 +15,7 @@ import pytest_asyncio
 
 from bus.redis.connection import connect
 from bus.redis.keys import DISPATCH_GROUP, Keyspace
+from bus.runtime.replykey import key_or_process, reply_json, verify
 from bus.stream.protocol import LogRecord, Reply, Request, now_ms
 from bus.stream.settle import CLAIM_FAIL_OPEN
 from hookbus.platform.redis_server import EmbeddedRedis
@@ -21,6 +23,11 @@ from tests.conftest import BusProbe, async_wait_for
 from workers.dispatcher.outbox import Outbox, Settle
 
 DENY = {"hookSpecificOutput": {"hookEventName": "PreToolUse", "permissionDecision": "deny"}}
+
+
+def sent_to(request: Request) -> hashlib.blake2b:
+    """What a gateway checks the replies to ``request`` with (the outbox seals with the process's key)."""
+    return key_or_process(None).bind(request.meta(), request.payload)
 
 
 class Harness:
@@ -98,7 +105,8 @@ async def test_in_time_the_reply_is_published_and_logged_as_decided(harness: Har
         request, entry_id = await harness.entry()
         await harness.settle(request, entry_id, Reply(request.event_id, DENY, "deny"))
         message = await async_wait_for(lambda: pubsub.get_message(ignore_subscribe_messages=True, timeout=0.1))
-        assert Reply.decode(message["data"]).decision == "deny"
+        assert verify(sent_to(request), message["data"])  # sealed for this request (the process's key)
+        assert Reply.decode(reply_json(message["data"])).decision == "deny"
     finally:
         await pubsub.aclose()  # type: ignore[no-untyped-call]
     [record] = await harness.records(request)
@@ -106,7 +114,7 @@ async def test_in_time_the_reply_is_published_and_logged_as_decided(harness: Har
     assert await harness.pending() == 0
     # The gateway's claim after the deadline recovers the same decision (a lost reply).
     recovered = await harness.claim(request)
-    assert Reply.decode(recovered).decision == "deny"
+    assert verify(sent_to(request), recovered) and Reply.decode(reply_json(recovered)).decision == "deny"
 
 
 async def test_gateway_first_means_fail_open_in_the_log_and_no_reply(harness: Harness) -> None:

@@ -6,10 +6,13 @@ import asyncio
 from collections.abc import AsyncIterator, Callable
 from typing import Any
 
+import orjson
 import pytest_asyncio
 
 from bus.redis.connection import connect
-from bus.stream.protocol import Reply
+from bus.runtime.metrics import Metrics
+from bus.runtime.replykey import ReplyKey, new_secret
+from bus.stream.protocol import Reply, Request, now_ms
 from gateway.replies.reader import ReplyWaiter
 from hookbus.platform.redis_server import EmbeddedRedis
 from tests.conftest import BusProbe, async_wait_for
@@ -29,18 +32,40 @@ hooks:
 
 @pytest_asyncio.fixture
 async def waiter(redis_url: str) -> AsyncIterator[ReplyWaiter]:
-    reader = ReplyWaiter(redis_url, CHANNEL)
+    reader = ReplyWaiter(redis_url, CHANNEL, Metrics())
     await reader.start()
     await asyncio.wait_for(reader.subscribed.wait(), 5)
     yield reader
     await reader.stop()
 
 
+KEY = ReplyKey(new_secret())
+
+
+def request(event_id: str, command: str = "rm -rf /") -> Request:
+    """A blocking request answered on :data:`CHANNEL`, as a gateway appends it."""
+    payload = orjson.dumps({"hook_event_name": "PreToolUse", "session_id": "s", "tool_input": {"command": command}})
+    return Request(event_id, "PreToolUse", "default", payload, now_ms(), now_ms() + 5000, CHANNEL)
+
+
+def expect(waiter: ReplyWaiter, asked: Request) -> asyncio.Future[Reply]:
+    return waiter.expect(asked.event_id, KEY.bind(asked.meta(), asked.payload))
+
+
+def sealed(asked: Request, reply: Reply, key: ReplyKey = KEY) -> bytes:
+    return key.seal(asked.meta(), asked.payload, reply.encode())
+
+
+def rejected(waiter: ReplyWaiter, reason: str) -> float:
+    return waiter.metrics.registry.get_sample_value("hookbus_replies_rejected_total", {"reason": reason}) or 0.0
+
+
 async def test_one_message_may_carry_several_replies(waiter: ReplyWaiter, bus: BusProbe) -> None:
-    futures = {event_id: waiter.expect(event_id) for event_id in ("a", "b", "c")}
-    batch = b"[" + b",".join(Reply(i, {"n": i}, "allow").encode() for i in ("a", "b")) + b"]"
+    asked = {event_id: request(event_id) for event_id in ("a", "b", "c")}
+    futures = {event_id: expect(waiter, r) for event_id, r in asked.items()}
+    batch = b"\n".join(sealed(asked[i], Reply(i, {"n": i}, "allow")) for i in ("a", "b"))
     assert await bus.redis.publish(CHANNEL, batch) == 1
-    assert await bus.redis.publish(CHANNEL, Reply("c", {}, "none", "hook_error").encode()) == 1
+    assert await bus.redis.publish(CHANNEL, sealed(asked["c"], Reply("c", {}, "none", "hook_error"))) == 1
     got = {event_id: await asyncio.wait_for(future, 5) for event_id, future in futures.items()}
     assert got["a"].output == {"n": "a"} and got["b"].decision == "allow"
     assert got["c"].fail_open == "hook_error"
@@ -48,27 +73,56 @@ async def test_one_message_may_carry_several_replies(waiter: ReplyWaiter, bus: B
 
 
 async def test_garbage_and_strangers_do_not_stop_the_reader(waiter: ReplyWaiter, bus: BusProbe) -> None:
-    mine = waiter.expect("mine")
-    for junk in (b"not json", b"[1, 2]", b'{"no": "id"}', Reply("someone-else", {}).encode()):
+    mine = request("mine")
+    answer = expect(waiter, mine)
+    stranger = sealed(request("someone-else"), Reply("someone-else", {}))
+    for junk in (b"not json", b"[1, 2]", b'{"no": "id"}', b"x" * 64 + b'{"no": "id"}', stranger):
         await bus.redis.publish(CHANNEL, junk)
-    await bus.redis.publish(CHANNEL, Reply("mine", {"ok": True}).encode())
-    assert (await asyncio.wait_for(mine, 5)).output == {"ok": True}
+    await bus.redis.publish(CHANNEL, sealed(mine, Reply("mine", {"ok": True})))
+    assert (await asyncio.wait_for(answer, 5)).output == {"ok": True}
     assert waiter.subscribed.is_set()
+    assert rejected(waiter, "malformed") == 4  # the stranger's reply is another gateway's business
+
+
+async def test_a_reply_that_does_not_verify_is_dropped_and_the_real_one_taken(
+    waiter: ReplyWaiter, bus: BusProbe
+) -> None:
+    asked = request("pending")
+    answer = expect(waiter, asked)
+    allow = Reply("pending", {"hookSpecificOutput": {"permissionDecision": "allow"}}, "allow")
+    other_key = ReplyKey(new_secret())
+    forgeries = [
+        allow.encode(),  # no MAC at all
+        b"0" * 64 + allow.encode(),  # a made-up one
+        sealed(asked, allow, other_key),  # made with another key
+        sealed(request("pending", command="ls"), allow),  # for another request under this event id
+        sealed(request("other"), Reply("other", {}, "allow")).replace(b'"other"', b'"pending"'),  # another event's
+        sealed(asked, Reply("pending", {}, "none")).replace(b'"none"', b'"allow"'),  # changed once sealed
+    ]
+    for forged in forgeries:
+        await bus.redis.publish(CHANNEL, forged)
+    deny = Reply("pending", {"hookSpecificOutput": {"permissionDecision": "deny"}}, "deny")
+    await bus.redis.publish(CHANNEL, sealed(asked, deny))
+    assert (await asyncio.wait_for(answer, 5)).decision == "deny"
+    assert rejected(waiter, "unauthenticated") == 5 and rejected(waiter, "malformed") == 1  # the bare one
+    assert waiter.waiting == 0
 
 
 async def test_forgotten_requests_are_not_resolved(waiter: ReplyWaiter, bus: BusProbe) -> None:
-    late = waiter.expect("late")
+    gone = request("late")
+    late = expect(waiter, gone)
     waiter.forget("late")
     assert waiter.waiting == 0
-    await bus.redis.publish(CHANNEL, Reply("late", {}).encode())
-    probe = waiter.expect("probe")  # a reply published after the first one is read after it
-    await bus.redis.publish(CHANNEL, Reply("probe", {}).encode())
+    await bus.redis.publish(CHANNEL, sealed(gone, Reply("late", {})))
+    after = request("probe")
+    probe = expect(waiter, after)  # a reply published after the first one is read after it
+    await bus.redis.publish(CHANNEL, sealed(after, Reply("probe", {})))
     await asyncio.wait_for(probe, 5)
     assert not late.done()
 
 
 async def test_the_reader_resubscribes_after_redis_restarts(private_redis: EmbeddedRedis) -> None:
-    reader = ReplyWaiter(private_redis.url, CHANNEL)
+    reader = ReplyWaiter(private_redis.url, CHANNEL, Metrics())
     await reader.start()
     publisher = connect(private_redis.url)
     try:
@@ -79,8 +133,10 @@ async def test_the_reader_resubscribes_after_redis_restarts(private_redis: Embed
         private_redis.start()
         await asyncio.wait_for(reader.subscribed.wait(), 5)
         assert reader.last_error is None
-        answer = reader.expect("after")
-        await async_wait_for(lambda: publisher.publish(CHANNEL, Reply("after", {"back": 1}).encode()), timeout_s=5)
+        asked = request("after")
+        answer = expect(reader, asked)
+        message = sealed(asked, Reply("after", {"back": 1}))
+        await async_wait_for(lambda: publisher.publish(CHANNEL, message), timeout_s=5)
         assert (await asyncio.wait_for(answer, 5)).output == {"back": 1}
     finally:
         await publisher.aclose()

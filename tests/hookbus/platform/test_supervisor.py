@@ -16,7 +16,7 @@ import pytest
 
 from bus.policy.loading import load_policy
 from hookbus.platform.redis_server import free_port
-from tests.conftest import REPO, ready, wait_for
+from tests.conftest import REPLY_KEY_ENV, REPO, ready, wait_for
 
 pytestmark = pytest.mark.system  # starts processes (or servers) itself
 
@@ -84,6 +84,12 @@ def test_up_serves_decisions_and_stops_every_child(tmp_path: Path, stop_signal: 
             timeout=5,
         ).json()
         assert deny["hookSpecificOutput"]["permissionDecision"] == "deny"
+        # One reply key, made by `up` and shared by its roles (so the deny above verified); it
+        # is in their environment only: never in up's output, a file of the state folder or Redis.
+        reply_keys = {_environ(pid).get("HOOKBUS_REPLY_KEY") for pid in family} - {None}
+        assert len(reply_keys) == 1
+        reply_key = str(reply_keys.pop()).encode()
+        assert len(reply_key) >= 32
         metrics = httpx.get(f"http://127.0.0.1:{port}/metrics", timeout=5).text
         assert 'hookbus_hook_duration_seconds_count{type="rule"}' in metrics  # the dispatchers' metrics too
 
@@ -102,10 +108,22 @@ def test_up_serves_decisions_and_stops_every_child(tmp_path: Path, stop_signal: 
         assert up.returncode == 0, err.decode()
         assert b"embedded Redis" in out and b"stopped" in out
         wait_for(lambda: not any(Path(f"/proc/{pid}").exists() and _alive(pid) for pid in family), timeout_s=10)
+        assert reply_key not in out + err
+        written = [path for path in (tmp_path / "state").rglob("*") if path.is_file()]
+        assert any(path.name.startswith("appendonly") for path in written)  # Redis's own files are read too
+        assert [path for path in written if reply_key in path.read_bytes()] == []
     finally:
         if up.poll() is None:
             up.kill()
             up.communicate()
+
+
+def _environ(pid: int) -> dict[str, str]:
+    try:
+        raw = Path(f"/proc/{pid}/environ").read_bytes()
+    except OSError:
+        return {}
+    return dict(item.decode(errors="replace").partition("=")[::2] for item in raw.split(b"\0") if b"=" in item)
 
 
 def _alive(pid: int) -> bool:
@@ -170,11 +188,13 @@ def test_policy_check_reports_every_error_with_its_line(tmp_path: Path) -> None:
 DENY_A = 'hooks:\n  PreToolUse:\n    - hooks: [{type: rule, deny: ["Bash(rm -rf /aaaa)"], reason: "not there"}]\n'
 
 
-def hookbus_cli(*args: str, cwd: Path = REPO, timeout_s: float = 60) -> subprocess.CompletedProcess[str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("HOOKBUS_")}
+def hookbus_cli(
+    *args: str, cwd: Path = REPO, timeout_s: float = 60, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
+    full_env = {**{k: v for k, v in os.environ.items() if not k.startswith("HOOKBUS_")}, **(env or {})}
     return subprocess.run(
         [sys.executable, "-m", "hookbus", *args],
-        env=env,
+        env=full_env,
         cwd=cwd,
         capture_output=True,
         text=True,
@@ -420,10 +440,26 @@ def test_up_with_a_missing_plugin_is_one_line(tmp_path: Path) -> None:
 def test_a_dispatcher_with_a_missing_plugin_is_one_line(tmp_path: Path, redis_url: str) -> None:
     policy = tmp_path / "plugins.yaml"
     policy.write_text("hookbus:\n  plugins: [no_such_plugin_here]\n")
-    result = hookbus_cli("dispatcher", "--config", str(policy), "--redis-url", redis_url, cwd=tmp_path)
+    result = hookbus_cli(
+        "dispatcher", "--config", str(policy), "--redis-url", redis_url, cwd=tmp_path, env=REPLY_KEY_ENV
+    )
     assert result.returncode == 1
     assert "Traceback" not in result.stderr
     assert result.stderr.splitlines()[-1] == (
         "hookbus: cannot load plugin(s): no_such_plugin_here: ModuleNotFoundError: No module named "
         "'no_such_plugin_here'"
     )
+
+
+@pytest.mark.parametrize("role", ["gateway", "dispatcher"])
+def test_a_role_started_on_its_own_without_a_reply_key_is_one_line(role: str, tmp_path: Path, redis_url: str) -> None:
+    # Not a key of its own: the other roles could not verify its replies, or it theirs.
+    result = hookbus_cli(role, "--redis-url", redis_url, cwd=tmp_path)
+    assert result.returncode == 1
+    assert result.stderr == (
+        "hookbus: no reply key: set HOOKBUS_REPLY_KEY (or HOOKBUS_REPLY_KEY_FILE) to the same secret on every "
+        "gateway and dispatcher, e.g. python -c 'import secrets; print(secrets.token_hex(32))'\n"
+    )
+    short = hookbus_cli(role, "--redis-url", redis_url, cwd=tmp_path, env={"HOOKBUS_REPLY_KEY": "too-short"})
+    assert short.returncode == 1 and "at least 32 characters" in short.stderr
+    assert "too-short" not in short.stderr

@@ -21,6 +21,7 @@ import redis.asyncio as aioredis
 from bus.redis.connection import connect
 from bus.redis.keys import DISPATCH_GROUP, Keyspace
 from bus.runtime.metrics import Metrics
+from bus.runtime.replykey import reply_json
 from bus.stream.protocol import LogRecord, Reply, Request, now_ms
 from hookbus.platform.redis_server import EmbeddedRedis
 from tests.conftest import BusProbe, async_wait_for, redis_reads
@@ -207,7 +208,9 @@ async def read_replies(pubsub: Any, expected: int) -> list[list[str]]:
         while sum(map(len, messages)) < expected:
             message = await pubsub.get_message(ignore_subscribe_messages=True, timeout=1.0)
             if message is not None:
-                messages.append([reply.event_id for reply in Reply.decode_many(message["data"])])
+                # One sealed reply per line (bus.runtime.replykey).
+                lines = message["data"].split(b"\n")
+                messages.append([Reply.decode(reply_json(line)).event_id for line in lines])
     return messages
 
 
