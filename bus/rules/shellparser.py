@@ -43,6 +43,10 @@ _ASSIGNMENT: Final = re.compile(r"([A-Za-z_][A-Za-z0-9_]*)(?:\[[^\]]*\])?\+?=")
 _KEYWORDS: Final = frozenset(
     {"!", "{", "}", "if", "then", "else", "elif", "fi", "do", "done", "while", "until", "esac"}
 )
+#: The words a command that runs ``eval`` starts with.
+_EVAL_HEADS: Final = frozenset({"eval", "builtin", "command", "time"})
+#: Keywords that may take the next word with them (``time -p``, ``coproc NAME``, ``function f``).
+_LEADERS: Final = frozenset({"time", "coproc", "function"})
 _NAME: Final = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _PS_CALL_OPERATORS: Final = frozenset({"&", "."})
 _WORD_BREAK: Final = frozenset(" \t\r\n;|()&<>")
@@ -51,6 +55,7 @@ _PS_WORD_BREAK: Final = frozenset(" \t\r\n;|(){}")
 _BASH_PLAIN_RUN: Final = re.compile(r"[^\s;|()&<>'\"\\`$]+")
 _PS_PLAIN_RUN: Final = re.compile(r"[^\s;|()&<>'\"`$@{}]+")
 _BLANKS: Final = re.compile(r"[ \t\r]+")
+_SPACES: Final = re.compile(r"[ \t\r\n]+")
 #: A redirection operator, with its file descriptor (``2>``, ``{fd}>``); not ``<(``/``>(``.
 _REDIRECT: Final = re.compile(
     r"(?:[0-9]+|\{[A-Za-z_][A-Za-z0-9_]*\})?(?:&>>?|<<<|<<-?|<>|[<>]&|>>|>\||<(?!\()|>(?!\())"
@@ -78,6 +83,7 @@ class _Parser(Reader):
 
     def _parse(self, closer: str | None) -> list[SimpleCommand]:
         outer_nested, self.nested = self.nested, []
+        substitution, self.substituting = self.substituting, False
         commands: list[SimpleCommand] = []
         words: list[Word] = []
         shown: list[tuple[int, str]] = []  # redirections: the number of words before each, its text
@@ -86,7 +92,7 @@ class _Parser(Reader):
             command = _finalize(words, self.ps, shown)
             if command is not None:
                 commands.append(command)
-                if not self.ps:
+                if not self.ps and command.words[0].value in _EVAL_HEADS:
                     self._eval(command)
             commands.extend(self.nested)
             self.nested.clear()
@@ -108,7 +114,7 @@ class _Parser(Reader):
             elif c == "\n":
                 self.pos += 1
                 finish()
-                self._heredoc_bodies()
+                self._heredoc_bodies(substitution)
             elif c == "#":
                 end = src.find("\n", self.pos)
                 self.pos = n if end < 0 else end
@@ -119,11 +125,11 @@ class _Parser(Reader):
                 finish()
                 self.nested, outer_nested = outer_nested, self.nested
                 return commands
-            elif not self.ps and c in "<>&0123456789{" and (redirect := _REDIRECT.match(src, self.pos)):
-                shown.append((len(words), self._redirection(redirect)))
             elif c == ";" or (c == "&" and (nxt == "&" or not self.ps) and nxt != ">"):
                 self.pos += 2 if src.startswith(("&&", ";;"), self.pos) else 1
                 finish()
+            elif not self.ps and c in "<>&0123456789{" and (redirect := _REDIRECT.match(src, self.pos)):
+                shown.append((len(words), self._redirection(redirect)))
             elif c == "|":
                 self.pos += 2 if nxt in ("|", "&") else 1
                 finish()
@@ -185,8 +191,10 @@ class _Parser(Reader):
             return f"{redirect.group()} {target.raw}"
         return redirect.group() + src[redirect.end() : start] + target.raw
 
-    def _heredoc_bodies(self) -> None:
-        """Read the bodies of the here-documents opened on the line just ended."""
+    def _heredoc_bodies(self, substitution: bool) -> None:
+        """Read the bodies of the here-documents opened on the line just ended. In a substitution,
+        as in bash, a line that starts with the delimiter ends the body (``EOF)``), and the rest
+        of that line is read as commands."""
         src, n = self.src, len(self.src)
         for delimiter, strip_tabs, quoted in self.heredocs:
             start = end = self.pos
@@ -194,11 +202,16 @@ class _Parser(Reader):
                 self._tick()
                 stop = src.find("\n", self.pos)
                 line = src[self.pos : n if stop < 0 else stop]
-                self.pos = n if stop < 0 else stop + 1
-                if (line.lstrip("\t") if strip_tabs else line) == delimiter:
+                text = line.lstrip("\t") if strip_tabs else line
+                if text == delimiter:
+                    self.pos = n if stop < 0 else stop + 1
                     break
+                if substitution and delimiter and text.startswith(delimiter):
+                    self.pos += len(line) - len(text) + len(delimiter)
+                    break
+                self.pos = n if stop < 0 else stop + 1
                 end = self.pos
-            if not quoted and end > start:  # its substitutions run
+            if not quoted and (src.find("$", start, end) >= 0 or src.find("`", start, end) >= 0):  # they run
                 body = self.child(src[start:end])
                 body.expansions(HEREDOC_RUN)
                 self.nested.extend(body.nested)
@@ -251,14 +264,16 @@ class _Parser(Reader):
                 self.pos += 1
                 self.nested.extend(self.parse(")"))
                 kind = DYNAMIC
-            elif c == "(" and src[self.pos - 1 : self.pos] == "=" and _ASSIGNMENT.fullmatch(src, start, self.pos):
-                self._array()  # bash array ``a=(x y)``
-            elif c in "<>" and nxt == "(" and not self.ps:  # process substitution
-                self.pos += 2
-                self.nested.extend(self.parse(")"))
-                kind = DYNAMIC
             elif c in breaks:
-                break
+                if c == "(" and src[self.pos - 1 : self.pos] == "=" and _ASSIGNMENT.fullmatch(src, start, self.pos):
+                    self._array()  # bash array ``a=(x y)``
+                elif c in "<>" and nxt == "(" and not self.ps:  # process substitution
+                    self.pos += 2
+                    self.substituting = True
+                    self.nested.extend(self.parse(")"))
+                    kind = DYNAMIC
+                else:
+                    break
             elif c == "'":
                 value.append(self._single_quoted())
                 kinds.append(kind)
@@ -301,7 +316,8 @@ class _Parser(Reader):
             dynamic |= kind == DYNAMIC
         raw = src[start : self.pos]
         word = Word(raw, "".join(value), dynamic)
-        self.expanded = self._braces(value, kinds, word) if braces and not self.ps else None
+        expands = braces and not self.ps and "}" in raw and ("," in raw or ".." in raw)
+        self.expanded = self._braces(value, kinds, word) if expands else None
         return word
 
     def _braces(self, value: list[str], kinds: list[int], word: Word) -> list[Word] | None:
@@ -320,7 +336,7 @@ class _Parser(Reader):
         self.pos += 1
         while True:
             self._tick()
-            blanks = re.compile(r"[ \t\r\n]+").match(src, self.pos)
+            blanks = _SPACES.match(src, self.pos)
             if blanks is not None:
                 self.pos = blanks.end()
             if self.pos >= n:
@@ -344,13 +360,14 @@ def _lead(words: list[Word], group_follows: bool = False, assigned: list[str] | 
     i, n = 0, len(words)
     while i < n:
         raw = words[i].raw
-        follows = words[i + 1].raw if i + 1 < n else None
+        if raw in _KEYWORDS:
+            i += 1
+            continue
         assignment = _ASSIGNMENT.match(raw)
+        follows = words[i + 1].raw if i + 1 < n and raw in _LEADERS else None
         if assignment:
             if assigned is not None:
                 assigned.append(assignment.group(1))
-        elif raw in _KEYWORDS:
-            pass
         elif raw == "time" and (follows in ("-p", None) or follows in _KEYWORDS or (group_follows and i + 2 == n)):
             i += follows == "-p"
         elif raw == "coproc":
@@ -378,6 +395,8 @@ def _finalize(words: list[Word], powershell: bool, shown: list[tuple[int, str]] 
             elif words[i].raw not in _KEYWORDS and words[i].raw not in _PS_CALL_OPERATORS:
                 break
             i += 1
+    elif words and "=" not in (first := words[0].raw) and first not in _KEYWORDS and first not in _LEADERS:
+        i = 0  # the common case: the command starts at once
     else:
         i = _lead(words, assigned=assigned)
     if i >= len(words):

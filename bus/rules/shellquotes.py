@@ -47,6 +47,8 @@ class Reader:
         self.steps = _STEPS_PER_CLOCK
         self.pos = 0
         self.nested: list[SimpleCommand] = []
+        #: The next ``parse(")")`` reads ``$( )`` or ``<( )``: a here-document in it ends at its end.
+        self.substituting = False
 
     def _tick(self) -> None:
         """Count one loop step; past the deadline, give up."""
@@ -145,6 +147,7 @@ class Reader:
             self._arithmetic()
         elif nxt == "(":
             self.pos = i + 2
+            self.substituting = True
             self.nested.extend(self.parse(")"))
         elif nxt == "{" and not self.ps:
             self.pos = i + 2

@@ -106,6 +106,9 @@ ENGINE_CASES = [
     "cat <<EOF; rm -rf /\nbody\nEOF",
     "cat <<A <<B\n$(rm -rf /)\nA\n$(git reset --hard)\nB",
     "git commit -m \"$(cat <<'EOF'\nIt's done\nEOF\n)\" && git push --force",
+    "echo $(cat <<EOF\n$(rm -rf /)\nEOF) ; git reset --hard",
+    "x=$(cat <<EOF\nhello\nEOFrm -rf /)",
+    "cat <(cat <<EOF\n$(rm -rf /)\nEOF)",
     "r\\m -rf /",
     "'r'm -rf /",
     '"rm" -rf /',
@@ -277,8 +280,7 @@ def test_nested_contexts_are_read(sandbox: Path) -> None:
         assert_read(sandbox, case, must_run=False)  # some pairs are syntax errors: ``exec (...)``
     assert ran > 0.8 * len(cases)
     refused = [case for case in cases if parse_commands(case) is None]
-    # Refused: a here-document whose delimiter line closes a substitution (``EOF)``), and syntax errors.
-    assert all("\nEOF)" in case or case.startswith("exec (") or case.startswith("exec f()") for case in refused)
+    assert all(run_in_bash(sandbox, case) == [] for case in refused)  # syntax errors: bash runs nothing
 
 
 def test_hostile_shapes_are_read(sandbox: Path) -> None:

@@ -87,6 +87,9 @@ def plains(command: str) -> list[str] | None:
         ("cat <<-EOF\n\t`rm x`\n\tEOF\nls", ["cat", "ls", "rm x"]),
         ("cat <<'EOF'\n$(rm -rf /)\nEOF", ["cat"]),
         ("cat <<E\\OF\n$(rm -rf /)\nEOF", ["cat"]),
+        # in a substitution, a line that starts with the delimiter ends the body; the rest is read
+        ("x=$(cat <<EOF\nhi\nEOF) ; rm x", ["cat", "rm x"]),
+        ("x=$(cat <<'EOF'\nhi\nEOFrm -rf /)", ["cat", "rm -rf /"]),
     ],
 )
 def test_commands_are_read_as_bash_runs_them(command: str, expected: list[str]) -> None:
