@@ -31,7 +31,8 @@ import re
 import time
 from typing import Final
 
-from bus.rules.shellparser import OutOfTime, SimpleCommand, Unparsable, Word, _finalize, _Parser
+from bus.rules.shellparser import OutOfTime, SimpleCommand, Unparsable, Word, _Parser
+from bus.rules.shellwords import finalize
 
 #: Wrappers Claude Code strips before matching: name -> (options taking a value, positionals).
 _WRAPPERS: Final[dict[str, tuple[frozenset[str], int]]] = {
@@ -72,7 +73,7 @@ def parse_commands(command: str, *, powershell: bool = False) -> tuple[SimpleCom
 
 def _parse(command: str, powershell: bool, deadline: float | None = None) -> tuple[SimpleCommand, ...] | None:
     if not powershell and _PLAIN.fullmatch(command) and "eval" not in command:  # the common case, ten times cheaper
-        command_ = _finalize([Word(w, w) for w in command.split()], False)
+        command_ = finalize([Word(w, w) for w in command.split()], False)
         return () if command_ is None else (command_,)
     try:
         return tuple(_Parser(command, powershell, deadline=deadline).parse(None))

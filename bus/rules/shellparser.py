@@ -24,6 +24,7 @@ from typing import Final
 from bus.rules.shellquotes import HEREDOC_RUN, Reader
 from bus.rules.shellwords import (
     ANSI_C_BODY,
+    ASSIGNMENT,
     DYNAMIC,
     LITERAL,
     QUOTED,
@@ -34,21 +35,16 @@ from bus.rules.shellwords import (
     Word,
     decode_ansi_c,
     expand_braces,
+    finalize,
+    lead_words,
     pieces,
 )
 
 #: How many ``eval`` deep the parser reads the command an ``eval`` runs.
 _MAX_EVALS: Final = 4
-_ASSIGNMENT: Final = re.compile(r"([A-Za-z_][A-Za-z0-9_]*)(?:\[[^\]]*\])?\+?=")
-_KEYWORDS: Final = frozenset(
-    {"!", "{", "}", "if", "then", "else", "elif", "fi", "do", "done", "while", "until", "esac"}
-)
-#: The words a command that runs ``eval`` starts with.
-_EVAL_HEADS: Final = frozenset({"eval", "builtin", "command", "time"})
-#: Keywords that may take the next word with them (``time -p``, ``coproc NAME``, ``function f``).
-_LEADERS: Final = frozenset({"time", "coproc", "function"})
-_NAME: Final = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
-_PS_CALL_OPERATORS: Final = frozenset({"&", "."})
+#: The commands whose arguments bash may run as commands, and the words such a command starts with.
+_RUNS_TEXT: Final = frozenset({"eval", "trap", "alias"})
+_EVAL_HEADS: Final = frozenset({"builtin", "command", "time", *_RUNS_TEXT})
 _WORD_BREAK: Final = frozenset(" \t\r\n;|()&<>")
 _PS_WORD_BREAK: Final = frozenset(" \t\r\n;|(){}")
 #: A run of characters with no meaning to the parser, taken in one step.
@@ -89,7 +85,7 @@ class _Parser(Reader):
         shown: list[tuple[int, str]] = []  # redirections: the number of words before each, its text
 
         def finish() -> None:
-            command = _finalize(words, self.ps, shown)
+            command = finalize(words, self.ps, shown)
             if command is not None:
                 commands.append(command)
                 if not self.ps and command.words[0].value in _EVAL_HEADS:
@@ -137,9 +133,12 @@ class _Parser(Reader):
                 self._group(words)
             else:
                 word = self._word()
+                if not word.dynamic and "=" in word.raw and ("$(" in word.value or "`" in word.value):
+                    if not self.ps and ASSIGNMENT.match(word.raw):
+                        self._stored(word)
                 if self.expanded is None:
                     words.append(word)
-                elif _ASSIGNMENT.match(word.raw):  # not expanded as an assignment, but as an argument
+                elif ASSIGNMENT.match(word.raw):  # not expanded as an assignment, but as an argument
                     words.append(Word(word.raw, word.value, True))
                 else:
                     words.extend(self.expanded)
@@ -153,12 +152,12 @@ class _Parser(Reader):
         """A ``(`` where bash reads one: a function definition, ``(( ))`` or a subshell."""
         src = self.src
         if src.startswith("()", self.pos) and words and not self.ps:  # ``name() body``: its body is read
-            if len(words) - _lead(words, True) > 1:  # after ``if``, ``then``, ``{``...: one name
+            if len(words) - lead_words(words, True) > 1:  # after ``if``, ``then``, ``{``...: one name
                 raise Unparsable("unexpected '()'")
             words.clear()
             self.pos += 2
             return
-        if words and (self.ps or _lead(words, True) < len(words)):
+        if words and (self.ps or lead_words(words, True) < len(words)):
             if self.ps:
                 raise Unparsable("unexpected '('")
             if not (len(words) == 1 and words[0].raw == "for" and src.startswith("((", self.pos)):
@@ -218,25 +217,42 @@ class _Parser(Reader):
         self.heredocs.clear()
 
     def _eval(self, command: SimpleCommand) -> None:
-        """Read the command ``eval`` runs: its arguments joined; unknowable if they expand."""
+        """Read the commands in the text of ``eval`` (its arguments joined), ``trap`` (its action)
+        and ``alias`` (its values); one whose text expands runs whatever the expansion holds."""
         words = command.words
         k = 0
         while k < len(words) - 1 and words[k].value in ("builtin", "command", "time", "-p"):
             k += 1
-        if words[k].value != "eval" or words[k].dynamic:
+        head, args = words[k], list(words[k + 1 :])
+        if head.dynamic or head.value not in _RUNS_TEXT:
             return
-        args = words[k + 1 :]
         if args and args[0].value == "--":
             args = args[1:]
         if not args:
             return
-        text = " ".join(word.value for word in args)
-        if any(word.dynamic for word in args):  # runs whatever the expansion holds
-            self.nested.append(SimpleCommand((Word(text, text, True),)))
-            return
+        scripts: list[tuple[str, bool]] = []
+        if head.value == "eval":
+            scripts.append((" ".join(word.value for word in args), any(word.dynamic for word in args)))
+        elif head.value == "trap" and not args[0].value.startswith("-"):
+            scripts.append((args[0].value, args[0].dynamic))
+        elif head.value == "alias":
+            scripts.extend((word.value.partition("=")[2], word.dynamic) for word in args if "=" in word.value)
+        for text, dynamic in scripts:
+            if dynamic:
+                self.nested.append(SimpleCommand((Word(text, text, True),)))
+            elif self.evals >= _MAX_EVALS:
+                raise Unparsable("eval nested too deep")
+            else:
+                self.nested.extend(self.child(text, self.evals + 1).parse(None))
+
+    def _stored(self, word: Word) -> None:
+        """An assigned value holding a substitution as text (``x='a[$(rm x)]'``): bash runs it if
+        the value is read as arithmetic or a prompt (``$((x))``, ``${x@P}``), so it is read too."""
+        body = self.child(word.value, self.evals + 1)
         if self.evals >= _MAX_EVALS:
-            raise Unparsable("eval nested too deep")
-        self.nested.extend(self.child(text, self.evals + 1).parse(None))
+            raise Unparsable("assigned substitutions nested too deep")
+        body.expansions(HEREDOC_RUN)
+        self.nested.extend(body.nested)
 
     def _word(self) -> Word:
         src, n, start = self.src, len(self.src), self.pos
@@ -265,8 +281,8 @@ class _Parser(Reader):
                 self.nested.extend(self.parse(")"))
                 kind = DYNAMIC
             elif c in breaks:
-                if c == "(" and src[self.pos - 1 : self.pos] == "=" and _ASSIGNMENT.fullmatch(src, start, self.pos):
-                    self._array()  # bash array ``a=(x y)``
+                if c == "(" and src[self.pos - 1 : self.pos] == "=" and ASSIGNMENT.fullmatch(src, start, self.pos):
+                    kind = DYNAMIC if self._array() else QUOTED  # bash array ``a=(x y)``
                 elif c in "<>" and nxt == "(" and not self.ps:  # process substitution
                     self.pos += 2
                     self.substituting = True
@@ -330,10 +346,11 @@ class _Parser(Reader):
             return None
         return [Word(text, text, dynamic) for text, dynamic in expanded]
 
-    def _array(self) -> None:
-        """The elements of ``name=(...)``, read as words (their substitutions run)."""
+    def _array(self) -> bool:
+        """The elements of ``name=(...)``, read as words (their substitutions run); whether one expands."""
         src, n = self.src, len(self.src)
         self.pos += 1
+        dynamic = False
         while True:
             self._tick()
             blanks = _SPACES.match(src, self.pos)
@@ -344,86 +361,14 @@ class _Parser(Reader):
             c = src[self.pos]
             if c == ")":
                 self.pos += 1
-                return
+                return dynamic
             if c == "#":
                 end = src.find("\n", self.pos)
                 self.pos = n if end < 0 else end
                 continue
             if c in ";|&(<>":
                 raise Unparsable(f"unexpected {c!r} in an array")
-            self._word()
-
-
-def _lead(words: list[Word], group_follows: bool = False, assigned: list[str] | None = None) -> int:
-    """How many leading words are keywords, assignments or the like: the command starts after
-    them. ``group_follows``: a ``(`` comes next (``coproc NAME (...)``, ``function f ()``)."""
-    i, n = 0, len(words)
-    while i < n:
-        raw = words[i].raw
-        if raw in _KEYWORDS:
-            i += 1
-            continue
-        assignment = _ASSIGNMENT.match(raw)
-        follows = words[i + 1].raw if i + 1 < n and raw in _LEADERS else None
-        if assignment:
-            if assigned is not None:
-                assigned.append(assignment.group(1))
-        elif raw == "time" and (follows in ("-p", None) or follows in _KEYWORDS or (group_follows and i + 2 == n)):
-            i += follows == "-p"
-        elif raw == "coproc":
-            if follows is not None and _NAME.fullmatch(follows) and (i + 2 < n and words[i + 2].raw == "{"):
-                i += 1
-            elif follows is not None and i + 2 == n and group_follows:
-                i += 1
-        elif raw == "function" and follows is not None:
-            i += 1
-        else:
-            break
-        i += 1
-    return min(i, n)
-
-
-def _finalize(words: list[Word], powershell: bool, shown: list[tuple[int, str]] | None = None) -> SimpleCommand | None:
-    """Drop leading keywords and ``VAR=value`` assignments; ``None`` if nothing is left."""
-    assigned: list[str] = []
-    if powershell:
-        i = 0
-        while i < len(words):
-            assignment = _ASSIGNMENT.match(words[i].raw)
-            if assignment:
-                assigned.append(assignment.group(1))
-            elif words[i].raw not in _KEYWORDS and words[i].raw not in _PS_CALL_OPERATORS:
-                break
-            i += 1
-    elif words and "=" not in (first := words[0].raw) and first not in _KEYWORDS and first not in _LEADERS:
-        i = 0  # the common case: the command starts at once
-    else:
-        i = _lead(words, assigned=assigned)
-    if i >= len(words):
-        return None
-    kept = tuple(words[i:])
-    head = kept[0]
-    if not head.dynamic and _globbed(head.value):  # the program is whatever file the pattern meets
-        kept = (Word(head.raw, head.value, True), *kept[1:])
-    written = None
-    if shown:  # the redirections where they stood (each after as many words as it counts)
-        texts, k = [], 0
-        for at, word in enumerate(kept, start=i):
-            while k < len(shown) and shown[k][0] <= at:
-                texts.append(shown[k][1])
-                k += 1
-            texts.append(word.raw)
-        texts.extend(text for _, text in shown[k:])
-        written = " ".join(texts)
-    return SimpleCommand(kept, tuple(assigned), written)
-
-
-def _globbed(value: str) -> bool:
-    """Whether a program name holds a pattern bash expands to file names (``/???/r?``)."""
-    if "*" in value or "?" in value:
-        return True
-    opening = value.find("[")
-    return opening >= 0 and value.find("]", opening + 2) > 0
+            dynamic |= self._word().dynamic
 
 
 __all__ = ["OutOfTime", "SimpleCommand", "Unparsable", "Word"]

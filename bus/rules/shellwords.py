@@ -1,8 +1,11 @@
-"""The word expansions bash performs before it runs a command, as far as they can be told from
-the text alone: ANSI-C quoting (``$'\\x72\\x6d'`` is ``rm``) and brace expansion (``{rm,-rf,/}``
-is three words, ``rm -{r,f}`` two).
+"""Words and the commands they make, for the shell reader (:mod:`bus.rules.shellparser`).
 
-Both are bounded: a word whose braces would give more than :data:`MAX_BRACE_WORDS` words, or that
+The word expansions bash performs before it runs a command, as far as they can be told from
+the text alone: ANSI-C quoting (``$'\\x72\\x6d'`` is ``rm``) and brace expansion (``{rm,-rf,/}``
+is three words, ``rm -{r,f}`` two); and the simple command a list of words makes (leading
+keywords such as ``if``, ``{``, ``time -p``, ``coproc NAME`` and ``VAR=value`` assignments dropped).
+
+The expansion is bounded: a word whose braces would give more than :data:`MAX_BRACE_WORDS` words, or that
 holds more than :data:`MAX_BRACE_MARKS` braces and commas, is not expanded and the parser marks
 it dynamic (known only at run time), as it does ``$VAR``.
 """
@@ -57,6 +60,15 @@ class SimpleCommand:
         return any(word.dynamic for word in self.words)
 
 
+#: A ``NAME=``, ``NAME+=`` or ``NAME[i]=`` assignment's start.
+ASSIGNMENT: Final = re.compile(r"([A-Za-z_][A-Za-z0-9_]*)(?:\[[^\]]*\])?\+?=")
+_KEYWORDS: Final = frozenset(
+    {"!", "{", "}", "if", "then", "else", "elif", "fi", "do", "done", "while", "until", "esac"}
+)
+#: Keywords that may take the next word with them (``time -p``, ``coproc NAME``, ``function f``).
+_LEADERS: Final = frozenset({"time", "coproc", "function"})
+_NAME: Final = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+_PS_CALL_OPERATORS: Final = frozenset({"&", "."})
 #: The body of ``$'...'`` after the opening quote, up to and including its closing quote.
 ANSI_C_BODY: Final = re.compile(r"(?:[^'\\]++|\\.)*+'", re.DOTALL)
 _ANSI_C_ESCAPE: Final = re.compile(
@@ -212,8 +224,84 @@ def _sequence(text: str) -> list[str] | None:
     return [f"{v:0{width + (v < 0)}d}" if padded else str(v) for v in values]
 
 
+# --- The command a list of words makes ------------------------------------------------------
+
+
+def lead_words(words: list[Word], group_follows: bool = False, assigned: list[str] | None = None) -> int:
+    """How many leading words are keywords, assignments or the like: the command starts after
+    them. ``group_follows``: a ``(`` comes next (``coproc NAME (...)``, ``function f ()``)."""
+    i, n = 0, len(words)
+    while i < n:
+        raw = words[i].raw
+        if raw in _KEYWORDS:
+            i += 1
+            continue
+        assignment = ASSIGNMENT.match(raw)
+        follows = words[i + 1].raw if i + 1 < n and raw in _LEADERS else None
+        if assignment:
+            if assigned is not None:
+                assigned.append(assignment.group(1))
+        elif raw == "time" and (follows in ("-p", None) or follows in _KEYWORDS or (group_follows and i + 2 == n)):
+            i += follows == "-p"
+        elif raw == "coproc":
+            if follows is not None and _NAME.fullmatch(follows) and (i + 2 < n and words[i + 2].raw == "{"):
+                i += 1
+            elif follows is not None and i + 2 == n and group_follows:
+                i += 1
+        elif raw == "function" and follows is not None:
+            i += 1
+        else:
+            break
+        i += 1
+    return min(i, n)
+
+
+def finalize(words: list[Word], powershell: bool, shown: list[tuple[int, str]] | None = None) -> SimpleCommand | None:
+    """Drop leading keywords and ``VAR=value`` assignments; ``None`` if nothing is left."""
+    assigned: list[str] = []
+    if powershell:
+        i = 0
+        while i < len(words):
+            assignment = ASSIGNMENT.match(words[i].raw)
+            if assignment:
+                assigned.append(assignment.group(1))
+            elif words[i].raw not in _KEYWORDS and words[i].raw not in _PS_CALL_OPERATORS:
+                break
+            i += 1
+    elif words and "=" not in (first := words[0].raw) and first not in _KEYWORDS and first not in _LEADERS:
+        i = 0  # the common case: the command starts at once
+    else:
+        i = lead_words(words, assigned=assigned)
+    if i >= len(words):
+        return None
+    kept = tuple(words[i:])
+    head = kept[0]
+    if not head.dynamic and _globbed(head.value):  # the program is whatever file the pattern meets
+        kept = (Word(head.raw, head.value, True), *kept[1:])
+    written = None
+    if shown:  # the redirections where they stood (each after as many words as it counts)
+        texts, k = [], 0
+        for at, word in enumerate(kept, start=i):
+            while k < len(shown) and shown[k][0] <= at:
+                texts.append(shown[k][1])
+                k += 1
+            texts.append(word.raw)
+        texts.extend(text for _, text in shown[k:])
+        written = " ".join(texts)
+    return SimpleCommand(kept, tuple(assigned), written)
+
+
+def _globbed(value: str) -> bool:
+    """Whether a program name holds a pattern bash expands to file names (``/???/r?``)."""
+    if "*" in value or "?" in value:
+        return True
+    opening = value.find("[")
+    return opening >= 0 and value.find("]", opening + 2) > 0
+
+
 __all__ = [
     "ANSI_C_BODY",
+    "ASSIGNMENT",
     "MAX_BRACE_MARKS",
     "MAX_BRACE_WORDS",
     "OutOfTime",
@@ -223,5 +311,7 @@ __all__ = [
     "Word",
     "decode_ansi_c",
     "expand_braces",
+    "finalize",
+    "lead_words",
     "pieces",
 ]

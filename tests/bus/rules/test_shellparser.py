@@ -68,6 +68,14 @@ def plains(command: str) -> list[str] | None:
         ("eval \"eval 'rm x'\"", ["eval eval 'rm x'", "eval rm x", "rm x"]),
         ("builtin eval -- rm x", ["builtin eval -- rm x", "rm x"]),
         ('eval "$x"', ["eval $x", "$x"]),  # what it runs is known only at run time
+        # so are trap's action and alias's values
+        ("trap 'rm -rf /' EXIT", ["trap rm -rf / EXIT", "rm -rf /"]),
+        ("trap - EXIT", ["trap - EXIT"]),
+        ("alias a='rm x' b=ls", ["alias a=rm x b=ls", "rm x", "ls"]),
+        # a substitution stored as text in a variable runs when bash reads it as arithmetic or a prompt
+        ("x='a[$(rm -rf /)]'; echo $((x))", ["rm -rf /", "echo $((x))"]),
+        ('declare x="\\$(rm x)"', ["declare x=$(rm x)", "rm x"]),
+        ("echo '$(rm x)'", ["echo $(rm x)"]),  # not assigned: only printed
         # substitutions in arithmetic and parameter expansion
         ("echo $(( $(rm -rf /) + 1 ))", ["echo $(( $(rm -rf /) + 1 ))", "rm -rf /"]),
         ("echo ${x:-$(rm -rf /)}", ["echo ${x:-$(rm -rf /)}", "rm -rf /"]),
