@@ -5,23 +5,28 @@ It reads what bash reads before it runs anything: single, double, ANSI-C (``$'..
 stand: a redirection and its target are not words of the command), here-documents (the
 substitutions in an unquoted one's body are commands too), brace expansion
 (:mod:`bus.rules.shellwords`), function definitions, ``{ }``/``( )`` groups, ``(( ))``, the
-``time``/``coproc``/``function`` keywords, ``eval``'s argument, and the commands inside
-``$(...)``, backticks, ``<(...)``, ``$(( ))`` and ``${ }``. With ``powershell=True`` it reads
+``time``/``coproc``/``function`` keywords, and the commands inside ``$(...)``, backticks,
+``<(...)``, ``$(( ))`` and ``${ }``. The texts bash runs as commands are read as commands too:
+``eval``'s argument, ``trap``'s action, ``alias``'s values, ``mapfile -C``'s callback, and
+substitutions stored as text where bash reads them again (``x='a[$(cmd)]'``); a script sourced
+from a stream (``source <(...)``) is known only at run time. With ``powershell=True`` it reads
 PowerShell's backtick escape, call operators and subexpressions instead.
 
 What it cannot read with confidence (``case``, a ``((`` that may be nested subshells, ``$[ ]``,
 an unterminated quote, a stray ``)``...) raises :class:`Unparsable`: the command cannot be
 judged. Runs of characters with no meaning to it are taken with one regex step each, so reading
-is linear in the command's length (``eval`` re-reads its argument, at most :data:`_MAX_EVALS`
-deep); with a ``deadline`` (``time.perf_counter()``) it raises :class:`OutOfTime` once that passes.
+is linear in the command's length (a text bash runs is read again, at most
+:data:`bus.rules.shellquotes.MAX_EVALS` deep); with a ``deadline`` (``time.perf_counter()``) it
+raises :class:`OutOfTime` once that passes.
 """
 
 from __future__ import annotations
 
+import itertools
 import re
 from typing import Final
 
-from bus.rules.shellquotes import HEREDOC_RUN, Reader
+from bus.rules.shellquotes import HEREDOC_RUN, MAX_EVALS, Reader
 from bus.rules.shellwords import (
     ANSI_C_BODY,
     ASSIGNMENT,
@@ -40,10 +45,10 @@ from bus.rules.shellwords import (
     pieces,
 )
 
-#: How many ``eval`` deep the parser reads the command an ``eval`` runs.
-_MAX_EVALS: Final = 4
+#: Files that are streams: a script read from one is known only at run time.
+_STREAMS: Final = ("/dev/stdin", "/dev/fd/", "/proc/self/fd/", "-")
 #: The commands whose arguments bash may run as commands, and the words such a command starts with.
-_RUNS_TEXT: Final = frozenset({"eval", "trap", "alias"})
+_RUNS_TEXT: Final = frozenset({"eval", "trap", "alias", "source", ".", "mapfile", "readarray"})
 _EVAL_HEADS: Final = frozenset({"builtin", "command", "time", *_RUNS_TEXT})
 _WORD_BREAK: Final = frozenset(" \t\r\n;|()&<>")
 _PS_WORD_BREAK: Final = frozenset(" \t\r\n;|(){}")
@@ -133,9 +138,9 @@ class _Parser(Reader):
                 self._group(words)
             else:
                 word = self._word()
-                if not word.dynamic and "=" in word.raw and ("$(" in word.value or "`" in word.value):
-                    if not self.ps and ASSIGNMENT.match(word.raw):
-                        self._stored(word)
+                if not word.dynamic and ("$(" in word.value or "`" in word.value) and not self.ps:
+                    if "[" in word.value or ASSIGNMENT.match(word.raw):  # an assigned value, a subscript
+                        self.stored(word.value)
                 if self.expanded is None:
                     words.append(word)
                 elif ASSIGNMENT.match(word.raw):  # not expanded as an assignment, but as an argument
@@ -221,7 +226,7 @@ class _Parser(Reader):
         and ``alias`` (its values); one whose text expands runs whatever the expansion holds."""
         words = command.words
         k = 0
-        while k < len(words) - 1 and words[k].value in ("builtin", "command", "time", "-p"):
+        while k < len(words) - 1 and words[k].value in ("builtin", "command", "time", "-p", "--"):
             k += 1
         head, args = words[k], list(words[k + 1 :])
         if head.dynamic or head.value not in _RUNS_TEXT:
@@ -237,22 +242,18 @@ class _Parser(Reader):
             scripts.append((args[0].value, args[0].dynamic))
         elif head.value == "alias":
             scripts.extend((word.value.partition("=")[2], word.dynamic) for word in args if "=" in word.value)
+        elif head.value in ("source", ".") and (args[0].dynamic or args[0].value.startswith(_STREAMS)):
+            scripts.append((args[0].value, True))  # runs what a stream holds: known only at run time
+        elif head.value in ("mapfile", "readarray"):  # ``-C callback`` runs with a line's index and text
+            callbacks = (b for a, b in itertools.pairwise(args) if a.value == "-C")
+            scripts.extend((f"{b.value} ${{index}} ${{line}}", b.dynamic) for b in callbacks)
         for text, dynamic in scripts:
             if dynamic:
                 self.nested.append(SimpleCommand((Word(text, text, True),)))
-            elif self.evals >= _MAX_EVALS:
+            elif self.evals >= MAX_EVALS:
                 raise Unparsable("eval nested too deep")
             else:
                 self.nested.extend(self.child(text, self.evals + 1).parse(None))
-
-    def _stored(self, word: Word) -> None:
-        """An assigned value holding a substitution as text (``x='a[$(rm x)]'``): bash runs it if
-        the value is read as arithmetic or a prompt (``$((x))``, ``${x@P}``), so it is read too."""
-        body = self.child(word.value, self.evals + 1)
-        if self.evals >= _MAX_EVALS:
-            raise Unparsable("assigned substitutions nested too deep")
-        body.expansions(HEREDOC_RUN)
-        self.nested.extend(body.nested)
 
     def _word(self) -> Word:
         src, n, start = self.src, len(self.src), self.pos

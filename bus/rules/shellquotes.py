@@ -13,9 +13,12 @@ import re
 import time
 from typing import Final
 
-from bus.rules.shellwords import ANSI_C_BODY, OutOfTime, SimpleCommand, Unparsable
+from bus.rules.shellwords import ANSI_C_BODY, OutOfTime, SimpleCommand, Unparsable, decode_ansi_c
 
 MAX_DEPTH: Final = 32
+#: How many texts deep the reader reads the commands of a text bash runs (``eval``, ``trap``,
+#: a substitution stored as text): each is read again, so this bounds the work to a multiple.
+MAX_EVALS: Final = 4
 _BASH_NAME: Final = re.compile(r"[A-Za-z_][A-Za-z0-9_]*|[0-9@*#?$!-]")
 _PS_NAME: Final = re.compile(r"[A-Za-z0-9_:]+|[?$^_]")
 _BASH_DQ_RUN: Final = re.compile(r'[^"\\`$]+')
@@ -217,8 +220,8 @@ class Reader:
                 if self.pos + 1 >= n:
                     raise Unparsable("dangling escape")
                 self.pos += 2
-            elif c == "'":
-                self._single_quoted()
+            elif c == "'":  # in an array subscript, bash runs the substitutions even in quotes
+                self.stored(self._single_quoted())
             elif c == '"':
                 self._double_quoted()
             elif c == "`":
@@ -228,9 +231,22 @@ class Reader:
                 if body is None:
                     raise Unparsable("unterminated $'...' string")
                 self.pos = body.end()
+                self.stored(decode_ansi_c(body.group()[:-1]))
             else:
                 self._dollar()
         raise Unparsable("missing '}'")
+
+    def stored(self, text: str) -> None:
+        """Read the substitutions written as plain text in ``text``: bash runs them where it reads
+        the text again as arithmetic (``a['$(x)']``, ``$((x))`` of ``x='a[$(x)]'``) or as a
+        prompt (``${x@P}``)."""
+        if "$(" not in text and "`" not in text:
+            return
+        if self.evals >= MAX_EVALS:
+            raise Unparsable("texts run as commands nested too deep")
+        body = self.child(text, self.evals + 1)
+        body.expansions(HEREDOC_RUN)
+        self.nested.extend(body.nested)
 
     def expansions(self, plain: re.Pattern[str]) -> None:
         """Read the substitutions of text where quotes are plain characters."""
@@ -266,4 +282,4 @@ def _matching(src: str, start: int, opener: str, closer: str) -> int:
     raise Unparsable(f"missing {closer!r}")
 
 
-__all__ = ["HEREDOC_RUN", "MAX_DEPTH", "Reader"]
+__all__ = ["HEREDOC_RUN", "MAX_DEPTH", "MAX_EVALS", "Reader"]

@@ -76,6 +76,13 @@ def plains(command: str) -> list[str] | None:
         ("x='a[$(rm -rf /)]'; echo $((x))", ["rm -rf /", "echo $((x))"]),
         ('declare x="\\$(rm x)"', ["declare x=$(rm x)", "rm x"]),
         ("echo '$(rm x)'", ["echo $(rm x)"]),  # not assigned: only printed
+        ("let 'a[$(rm x)]=1'", ["let a[$(rm x)]=1", "rm x"]),  # a subscript: arithmetic
+        ("echo ${a['$(rm x)']}", ["echo ${a['$(rm x)']}", "rm x"]),
+        # a script from a stream is known only at run time; mapfile's callback runs
+        ("source <(echo x)", ["source <(echo x)", "echo x", "<(echo x)"]),
+        ("echo x | . /dev/stdin", ["echo x", ". /dev/stdin", "/dev/stdin"]),
+        ("source venv/bin/activate", ["source venv/bin/activate"]),
+        ("mapfile -C 'rm x' -c 1 a", ["mapfile -C rm x -c 1 a", "rm x ${index} ${line}"]),
         # substitutions in arithmetic and parameter expansion
         ("echo $(( $(rm -rf /) + 1 ))", ["echo $(( $(rm -rf /) + 1 ))", "rm -rf /"]),
         ("echo ${x:-$(rm -rf /)}", ["echo ${x:-$(rm -rf /)}", "rm -rf /"]),
