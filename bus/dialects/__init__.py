@@ -8,7 +8,7 @@ the header ``X-Hookbus-Dialect: NAME``; ``claude`` (or nothing) is Claude Code i
 any other name than those in :data:`DIALECTS` is refused, so a typo never silently turns
 into Claude Code's format.
 
-Imports: bus.errors.
+Imports: bus.errors, bus.rules.
 """
 
 from __future__ import annotations

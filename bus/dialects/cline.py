@@ -24,9 +24,12 @@ camelCase JSON object on stdin. Input: there is no ``hook_event_name`` or ``sess
 
 Tools become Claude Code's, the original kept as ``agent_tool_name``; relative paths are made
 absolute against ``cwd``. The SDK's ``run_commands`` (``{"commands": [...]}``) and the legacy
-``execute_command`` -> Bash, the commands joined by newlines into ``command`` (so a rule
-judges each). ``read_files`` (``files[{path, ...}]``) and ``read_file`` -> Read with
-``file_path`` (the first) and ``file_paths`` (every one, each judged by path rules).
+``execute_command`` -> Bash; Cline runs each of the commands on its own, so they are joined by
+newlines into ``command`` only when each reads on its own and the joined text reads as exactly
+their commands (:func:`bus.dialects.shellinput.joined_commands`): an entry that opens a
+here-document or a quote cannot hide the next ones; such a list cannot be judged.
+``read_files`` (``files[{path, ...}]``) and ``read_file`` -> Read with ``file_path`` (the first)
+and ``file_paths`` (every one, each judged by path rules).
 ``editor`` -> Edit (``path``, ``old_text``, ``new_text`` -> ``file_path``, ``old_string``,
 ``new_string``), or Write with ``content`` when it has neither ``old_text`` nor
 ``insert_line`` (it creates the file); ``write_to_file`` -> Write, ``replace_in_file`` -> Edit;
@@ -71,6 +74,7 @@ from typing import Any, Final
 
 from bus.dialects.base import AGENT_EVENT_NAME, AGENT_TOOL_NAME, Dialect, no, partial
 from bus.dialects.codex import patch_input
+from bus.dialects.shellinput import joined_commands
 
 CLINE: Final = "cline"
 #: Cline's SDK hook names (``hookName``) -> Claude Code's events.
@@ -179,7 +183,7 @@ def canonical_tool_call(name: str, tool_input: dict[str, Any], cwd: object) -> t
     if name == "run_commands":
         given = out.get("commands")
         commands: list[Any] = given if isinstance(given, list) else [] if given is None else [given]
-        out["command"] = "\n".join(command_text(entry) for entry in commands)
+        out["command"] = joined_commands([command_text(entry) for entry in commands])
     elif name == "apply_patch":
         return patch_input(out, cwd)
     elif name == "read_files":

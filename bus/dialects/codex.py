@@ -3,8 +3,11 @@
 Codex's events, their names and its input fields are Claude Code's already (snake_case,
 ``permission_mode`` from Claude Code's set, plus ``turn_id``, kept). Input: the shell tool
 arrives as ``Bash`` with ``{"command": ...}``; older and other shell names (``shell``,
-``exec_command``, ``local_shell``, ``shell_command``, ``unified_exec``) become ``Bash`` too, an
-argv list or a ``cmd`` field becoming the ``command`` string. ``apply_patch`` (``{"command":
+``exec_command``, ``local_shell``, ``shell_command``, ``unified_exec``) become ``Bash`` too, a
+``cmd`` field becoming ``command``; an argv list becomes the script when it runs a shell with
+``-c`` (``["bash", "-lc", SCRIPT]``), else the argv joined with shell quoting
+(:mod:`bus.dialects.shellinput`). ``write_stdin`` (keystrokes to a running session) becomes
+``Bash`` whose ``command`` is the lines its ``chars`` type. ``apply_patch`` (``{"command":
 <patch>}``) becomes a file tool from the patch's headers (``*** Add File`` / ``*** Update
 File`` / ``*** Delete File`` / ``*** Move to``), paths made absolute against ``cwd``: ``Write``
 with ``file_path`` and ``content`` when the patch creates, deletes or moves a file (a deletion
@@ -56,11 +59,14 @@ from dataclasses import dataclass, field
 from typing import Any, Final
 
 from bus.dialects.base import AGENT_TOOL_NAME, Dialect, no, partial, yes
+from bus.dialects.shellinput import argv_command, keystrokes_input
 
 CODEX: Final = "codex"
 PATCH_TOOL: Final = "apply_patch"
 #: Codex's shell tool names, all ``Bash`` inside hookbus.
 SHELL_NAMES: Final = frozenset({"Bash", "shell", "exec_command", "local_shell", "shell_command", "unified_exec"})
+#: Codex's tool that types into a running shell session (``chars``).
+STDIN_TOOL: Final = "write_stdin"
 DEFAULT_DENY_REASON: Final = "Denied by hookbus policy"
 ASK_SUFFIX: Final = " (hookbus policy asks for confirmation, which Codex cannot do: denied instead)"
 _PATCH_HEADER: Final = re.compile(r"\*\*\* (Add|Update|Delete) File: (.+)")
@@ -191,7 +197,7 @@ def codex_input(hook_input: dict[str, Any]) -> dict[str, Any]:
             shell = dict(tool_input)
             command = shell.get("command", shell.get("cmd"))
             if isinstance(command, list) and all(isinstance(arg, str) for arg in command):
-                command = shlex.join(command)
+                command = argv_command(command)
             if isinstance(command, str):
                 shell["command"] = command
             out["tool_input"] = shell
@@ -200,6 +206,8 @@ def codex_input(hook_input: dict[str, Any]) -> dict[str, Any]:
                 folder = _absolute(found[1], cwd) if found[1] else cwd
                 out["tool_name"], out["tool_input"] = patch_input({**shell, "command": found[0]}, folder)
                 out["tool_input"]["command"] = command
+    elif tool == STDIN_TOOL:
+        out["tool_name"], out["tool_input"] = "Bash", keystrokes_input(tool_input, "chars")
     elif tool == PATCH_TOOL and isinstance(tool_input, dict):
         out["tool_name"], out["tool_input"] = patch_input(tool_input, out.get("cwd"))
     elif tool == PATCH_TOOL:
@@ -222,7 +230,11 @@ def _rewrite(updated: dict[str, Any], agent_input: dict[str, Any]) -> tuple[dict
     changed = {key for key, value in updated.items() if value != original.get(key)}  # absent keys: as they were
     if not changed:
         return None, None
-    if changed == {"command"} and isinstance(updated.get("command"), str):
+    if (
+        changed == {"command"}
+        and isinstance(updated.get("command"), str)
+        and agent_input.get("tool_name") != STDIN_TOOL
+    ):
         return {"command": updated["command"]}, None
     tool = agent_input.get("tool_name")
     fields = ", ".join(sorted(changed - {"command"}) or ["command"])
@@ -343,7 +355,7 @@ class CodexCli(Dialect):
             "UserPromptSubmit; `hookbus install codex --fail-closed` sets it on those events only"
         ),
     }
-    tools = {name: "Bash" for name in SHELL_NAMES} | {PATCH_TOOL: "Edit", "view_image": "Read"}
+    tools = {name: "Bash" for name in SHELL_NAMES} | {STDIN_TOOL: "Bash", PATCH_TOOL: "Edit", "view_image": "Read"}
 
     def to_canonical(self, hook_input: dict[str, Any]) -> dict[str, Any]:
         return codex_input(hook_input)
@@ -352,4 +364,14 @@ class CodexCli(Dialect):
         return codex_output(event, output, agent_input)
 
 
-__all__ = ["CODEX", "PATCH_TOOL", "SHELL_NAMES", "CodexCli", "PatchFile", "codex_input", "codex_output", "parse_patch"]
+__all__ = [
+    "CODEX",
+    "PATCH_TOOL",
+    "SHELL_NAMES",
+    "STDIN_TOOL",
+    "CodexCli",
+    "PatchFile",
+    "codex_input",
+    "codex_output",
+    "parse_patch",
+]

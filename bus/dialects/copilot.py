@@ -35,12 +35,11 @@ Input, to Claude Code's shape (unknown fields kept as sent):
 * Tools: ``bash`` -> Bash, ``powershell`` -> PowerShell, ``view`` -> Read, ``create`` ->
   Write, ``edit`` / ``str_replace_editor`` / ``apply_patch`` -> Edit, ``glob`` -> Glob,
   ``grep`` / ``rg`` -> Grep, ``web_fetch`` -> WebFetch, ``web_search`` -> WebSearch,
-  ``ask_user`` -> AskUserQuestion, ``update_todo`` -> TodoWrite, ``task`` -> Agent; an MCP
-  tool, which Copilot names ``<server>-<tool>`` in both forms (its own tools have no dash),
-  -> ``mcp__<server>__<tool>``, split after the longest server the policy names that it starts
-  with (a server's and a tool's names may both hold dashes: :mod:`bus.dialects.mcpnames`), else
-  at the last dash. The agent's own
-  name is kept in ``agent_tool_name`` (in PascalCase mode, where Copilot already sends
+  ``ask_user`` -> AskUserQuestion, ``update_todo`` -> TodoWrite, ``task`` -> Agent, ``write_bash``
+  -> Bash, the lines its keys (``input``) type (:mod:`bus.dialects.shellinput`); an MCP tool,
+  ``<server>-<tool>`` in both forms (Copilot's own tools have no dash), -> ``mcp__<server>__<tool>``
+  read at every dash a server the policy names ends at (:mod:`bus.dialects.mcpnames`), else at
+  the last dash. The agent's own name is kept in ``agent_tool_name`` (in PascalCase mode, where Copilot already sends
   Claude's name, it is the agent name that name stands for). Arguments follow the tool:
   ``path`` -> ``file_path`` (Read, Write, Edit), ``file_text`` -> ``content`` (Write),
   ``old_str`` / ``new_str`` -> ``old_string`` / ``new_string`` (Edit), ``view_range
@@ -53,7 +52,7 @@ on PermissionRequest and its ``additionalContext`` on SessionStart, and never ca
 
 * PreToolUse: ``permissionDecision`` ``allow`` / ``deny`` / ``ask``, ``permissionDecisionReason``,
   ``additionalContext``, and ``updatedInput`` as ``modifiedArgs`` in Copilot's argument names.
-  ``defer`` (Copilot has none) and ``continue: false`` become a deny saying so.
+  ``defer`` (Copilot has none), ``continue: false`` and a rewrite of keys become a deny saying so.
 * PermissionRequest: the ``decision`` object's ``behavior``, ``message`` and ``interrupt`` at
   the top level; ``continue: false`` is a deny with ``interrupt``. An allow that rewrites the
   input is not sent (Copilot cannot rewrite there): its own permission flow decides.
@@ -79,8 +78,11 @@ import orjson
 
 from bus.dialects.base import AGENT_EVENT_NAME, AGENT_TOOL_NAME, Dialect, partial, yes
 from bus.dialects.mcpnames import claude_mcp_name
+from bus.dialects.shellinput import keystrokes_input
 
 COPILOT: Final = "copilot"
+#: Copilot's tool that types into a running shell session (``input``).
+STDIN_TOOL: Final = "write_bash"
 #: Copilot's event names (camelCase files, and its own PascalCase extras) -> Claude Code's.
 COPILOT_EVENTS: Final[dict[str, str]] = {
     "preToolUse": "PreToolUse",
@@ -117,6 +119,7 @@ COPILOT_TOOLS: Final[dict[str, str]] = {
     "ask_user": "AskUserQuestion",
     "update_todo": "TodoWrite",
     "task": "Agent",
+    STDIN_TOOL: "Bash",
 }
 #: Claude Code's tool names -> the Copilot tool each stands for in PascalCase mode.
 AGENT_TOOLS: Final[dict[str, str]] = {
@@ -289,6 +292,8 @@ def copilot_input(hook_input: dict[str, Any]) -> dict[str, Any]:
         out[AGENT_TOOL_NAME] = agent_tool
         if "tool_input" in out:
             out["tool_input"] = canonical_tool_input(tool, out["tool_input"])
+        if agent_tool == STDIN_TOOL:
+            out["tool_input"] = keystrokes_input(out.get("tool_input"), "input", named_keys=True)
     return out
 
 
@@ -316,6 +321,8 @@ def _pre_tool_use(output: dict[str, Any], specific: dict[str, Any], tool: str) -
         elif decision == "deny":
             out["permissionDecisionReason"] = "Denied by hookbus policy"
     if decision != "deny" and isinstance(specific.get("updatedInput"), dict):
+        if tool == STDIN_TOOL:
+            return {"permissionDecision": "deny", "permissionDecisionReason": "hookbus rewrote keys: denied"}
         out["modifiedArgs"] = agent_tool_input(tool, specific["updatedInput"])
     if specific.get("additionalContext"):
         out["additionalContext"] = str(specific["additionalContext"])
@@ -422,7 +429,7 @@ class CopilotCli(Dialect):
     def to_agent(self, event: str, output: dict[str, Any], agent_input: dict[str, Any]) -> dict[str, Any]:
         name = agent_input.get("tool_name") or agent_input.get("toolName")
         tool = canonical_tool(name)[0] if isinstance(name, str) else ""
-        return copilot_output(event, output, tool, agent_input)
+        return copilot_output(event, output, STDIN_TOOL if name == STDIN_TOOL else tool, agent_input)
 
 
 __all__ = [
@@ -431,6 +438,7 @@ __all__ = [
     "COPILOT",
     "COPILOT_EVENTS",
     "COPILOT_TOOLS",
+    "STDIN_TOOL",
     "CopilotCli",
     "agent_tool_input",
     "canonical_tool",
