@@ -31,7 +31,7 @@ import re
 import time
 from typing import Final
 
-from bus.rules.shellparser import OutOfTime, SimpleCommand, Unparsable, Word, _Parser
+from bus.rules.shellparser import READ_FURTHER, OutOfTime, SimpleCommand, Unparsable, Word, _Parser
 from bus.rules.shellwords import finalize
 
 #: Wrappers Claude Code strips before matching: name -> (options taking a value, positionals).
@@ -72,9 +72,12 @@ def parse_commands(command: str, *, powershell: bool = False) -> tuple[SimpleCom
 
 
 def _parse(command: str, powershell: bool, deadline: float | None = None) -> tuple[SimpleCommand, ...] | None:
-    if not powershell and _PLAIN.fullmatch(command) and "eval" not in command:  # the common case, ten times cheaper
+    if not powershell and _PLAIN.fullmatch(command):  # the common case, ten times cheaper
         command_ = finalize([Word(w, w) for w in command.split()], False)
-        return () if command_ is None else (command_,)
+        if command_ is None:
+            return ()
+        if command_.words[0].value not in READ_FURTHER:
+            return (command_,)
     try:
         return tuple(_Parser(command, powershell, deadline=deadline).parse(None))
     except (Unparsable, RecursionError):

@@ -50,6 +50,9 @@ _STREAMS: Final = ("/dev/stdin", "/dev/fd/", "/proc/self/fd/", "-")
 #: The commands whose arguments bash may run as commands, and the words such a command starts with.
 _RUNS_TEXT: Final = frozenset({"eval", "trap", "alias", "source", ".", "mapfile", "readarray"})
 _EVAL_HEADS: Final = frozenset({"builtin", "command", "time", *_RUNS_TEXT})
+#: The first words of the commands whose words the parser reads further (the text they run, a
+#: ``case`` statement): a shortcut that splits words only must leave such a command to the parser.
+READ_FURTHER: Final = frozenset({"case", *_EVAL_HEADS})
 _WORD_BREAK: Final = frozenset(" \t\r\n;|()&<>")
 _PS_WORD_BREAK: Final = frozenset(" \t\r\n;|(){}")
 #: A run of characters with no meaning to the parser, taken in one step.
@@ -69,6 +72,7 @@ class _Parser(Reader):
     ) -> None:
         super().__init__(src, powershell, depth, deadline, evals)
         self.heredocs: list[tuple[str, bool, bool]] = []  # delimiter, strip tabs, quoted
+        self.esac = False  # a case clause ended with ``esac``
         #: The last word's brace expansion, when it has one (``_word`` sets it).
         self.expanded: list[Word] | None = None
 
@@ -126,6 +130,11 @@ class _Parser(Reader):
                 finish()
                 self.nested, outer_nested = outer_nested, self.nested
                 return commands
+            elif c == ";" and nxt in (";", "&") and closer == "case":  # the end of a case clause
+                self.pos += 3 if src.startswith(";;&", self.pos) else 2
+                finish()
+                self.nested, outer_nested = outer_nested, self.nested
+                return commands
             elif c == ";" or (c == "&" and (nxt == "&" or not self.ps) and nxt != ">"):
                 self.pos += 2 if src.startswith(("&&", ";;"), self.pos) else 1
                 finish()
@@ -138,6 +147,16 @@ class _Parser(Reader):
                 self._group(words)
             else:
                 word = self._word()
+                if word.raw in ("case", "esac") and not self.ps and lead_words(words) == len(words):
+                    if word.raw == "case":
+                        self._case()
+                        continue
+                    if closer != "case":
+                        raise Unparsable("unexpected 'esac'")
+                    finish()
+                    self.esac = True
+                    self.nested, outer_nested = outer_nested, self.nested
+                    return commands
                 if not word.dynamic and ("$(" in word.value or "`" in word.value) and not self.ps:
                     if "[" in word.value or ASSIGNMENT.match(word.raw):  # an assigned value, a subscript
                         self.stored(word.value)
@@ -148,10 +167,52 @@ class _Parser(Reader):
                 else:
                     words.extend(self.expanded)
         if closer is not None:
-            raise Unparsable(f"missing {closer!r}")
+            raise Unparsable(f"missing {'esac' if closer == 'case' else closer!r}")
         finish()
         self.nested = outer_nested
         return commands
+
+    def _case(self) -> None:
+        """``case WORD in [(]PATTERN[|PATTERN]) LIST ;; ... esac``: every clause's commands, and those
+        of the substitutions in the word and the patterns."""
+        src, n = self.src, len(self.src)
+        self._skip(_BLANKS)
+        if not self._word().raw:
+            raise Unparsable("case without a word")
+        self._skip(_SPACES)
+        if self._word().raw != "in":
+            raise Unparsable("case without 'in'")
+        while True:
+            self._tick()
+            self._skip(_SPACES)
+            if src.startswith("#", self.pos):
+                end = src.find("\n", self.pos)
+                self.pos = n if end < 0 else end
+                continue
+            if src.startswith("esac", self.pos) and src[self.pos + 4 : self.pos + 5] in ("", *_WORD_BREAK):
+                self.pos += 4
+                return
+            self.pos += src.startswith("(", self.pos)
+            while True:  # the patterns, up to their ``)``
+                self._skip(_BLANKS)
+                if not self._word().raw:
+                    raise Unparsable("a case pattern missing")
+                self._skip(_BLANKS)
+                follows = src[self.pos : self.pos + 1]
+                self.pos += 1
+                if follows == ")":
+                    break
+                if follows != "|":
+                    raise Unparsable("unexpected text in a case pattern")
+            self.esac = False
+            self.nested.extend(self.parse("case"))
+            if self.esac:
+                return
+
+    def _skip(self, spaces: re.Pattern[str]) -> None:
+        found = spaces.match(self.src, self.pos)
+        if found is not None:
+            self.pos = found.end()
 
     def _group(self, words: list[Word]) -> None:
         """A ``(`` where bash reads one: a function definition, ``(( ))`` or a subshell."""
@@ -372,4 +433,4 @@ class _Parser(Reader):
             dynamic |= self._word().dynamic
 
 
-__all__ = ["OutOfTime", "SimpleCommand", "Unparsable", "Word"]
+__all__ = ["READ_FURTHER", "OutOfTime", "SimpleCommand", "Unparsable", "Word"]

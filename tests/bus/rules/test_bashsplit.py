@@ -81,7 +81,7 @@ def test_split_bash(command: str, expected: list[str]) -> None:
         "echo a\\",
         "(ls",
         "echo (x)",
-        "case x in a) ls;; esac",
+        "case x in a) ls",  # no esac
         "echo " + "$(" * 40 + "x" + ")" * 40,
     ],
 )
@@ -213,6 +213,12 @@ _PLAIN_SAMPLES = [
     "curl https://example.com/a:b,c@d%20",
     "terraform apply -auto-approve",
     "",
+    # read further than their words: the text they run, a case statement
+    "eval rm -rf /",
+    "time eval rm x",
+    "trap rm EXIT",
+    "alias a=rm",
+    "case x in esac",
 ]
 
 

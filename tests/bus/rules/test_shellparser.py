@@ -63,6 +63,13 @@ def plains(command: str) -> list[str] | None:
         ("coproc NAME { rm x; }", ["rm x"]),
         ("coproc NAME (rm x)", ["rm x"]),
         ("exec rm -rf /", ["exec rm -rf /"]),  # exec is a wrapper: stripped when matching
+        # case statements: every clause, and the substitutions in the word and the patterns
+        ("case x in a) ls;; esac", ["ls"]),
+        ("case $x in\n a|b) rm x;;\n (c) rm y ;&\n *) rm z ;;&\nesac; ls", ["rm x", "rm y", "rm z", "ls"]),
+        ("case x in a) echo esac;; esac", ["echo esac"]),
+        ("case x in a) case y in b) rm z;; esac;; esac", ["rm z"]),
+        ("case $(rm a) in $(rm b)) ;; esac", ["rm a", "rm b"]),
+        ("case x in esac", []),
         # eval's argument is a command
         ("eval 'rm -rf /'", ["eval rm -rf /", "rm -rf /"]),
         ("eval \"eval 'rm x'\"", ["eval eval 'rm x'", "eval rm x", "rm x"]),
@@ -148,6 +155,10 @@ def test_too_many_braces_are_known_only_at_run_time() -> None:
         "x y() { ls; }",
         "eval " + "'eval " * 6 + "ls" + "'" * 6,  # eval nested past the bound
         "echo $'unterminated",
+        "case x in a) ls",
+        "case x in a ls;; esac",
+        "case x a) ls;; esac",
+        "ls; esac",
     ],
 )
 def test_what_the_reader_is_not_sure_of_cannot_be_judged(command: str) -> None:
