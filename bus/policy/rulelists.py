@@ -23,7 +23,7 @@ from typing import Any, Final, Protocol
 from bus.hooks.decisions import Decision
 from bus.hooks.results import HandlerResult, Outcome
 from bus.rules.bashsplit import CACHED_COMMAND_CHARS, SPLIT_CACHE_SIZE, unjudged
-from bus.rules.paths import PathRules
+from bus.rules.paths import PathRules, agent_home
 from bus.rules.permissions import (
     EDIT_TOOLS,
     READ_TOOLS,
@@ -37,7 +37,7 @@ from bus.rules.permissions import (
     rule_applies,
     rule_matches,
 )
-from bus.rules.shellrules import ShellView, shell_head_regex, shell_regex, shell_view
+from bus.rules.shellrules import ShellView, shell_head_regex, shell_regex, shell_view, unreadable_code_unjudged
 
 _BLOCK_EVENTS: Final = frozenset({"PostToolUse", "PostToolUseFailure"})
 _VERDICTS: Final[tuple[RuleKind, ...]] = ("deny", "ask", "allow")
@@ -78,8 +78,11 @@ class RuleList:
     rules: tuple[Rule, ...]
     tools: dict[str, ToolRules]
 
-    def first_match(self, tool_name: str, tool_input: dict[str, Any], cwd: str | None) -> str | None:
-        """The text of the first rule of the list (in its order) that matches the call."""
+    def first_match(
+        self, tool_name: str, tool_input: dict[str, Any], cwd: str | None, home: str | None = None
+    ) -> str | None:
+        """The text of the first rule of the list (in its order) that matches the call (``home``:
+        the agent's, what ``~`` stands for)."""
         compiled = self.tools.get(tool_name) or self._for_tool(tool_name)
         candidates = compiled.applicable
         found: int | None = None
@@ -88,7 +91,7 @@ class RuleList:
             view = _judged_view(command, tool_name == "PowerShell") if isinstance(command, str) else None
             if view is not None:  # one regex pass per subcommand text decides, whatever the number of rules
                 found = _first_position(compiled.shell, view.texts)
-                if view.dynamic_program:
+                if view.dynamic_program or (view.opaque and unreadable_code_unjudged()):
                     found = compiled.first_shell if found is None else min(found, compiled.first_shell)
                 elif view.dynamic_heads and compiled.heads is not None:
                     head = _first_position(compiled.heads, view.dynamic_heads)
@@ -97,13 +100,13 @@ class RuleList:
         elif compiled.paths is not None and cwd:
             paths = call_paths(tool_name, tool_input, cwd)
             if not paths_too_long(paths, cwd) and (len(paths) <= 1 or self.verdict != "allow"):
-                positions = [p for p in (compiled.paths.first(path, cwd) for path in paths) if p is not None]
+                positions = [p for p in (compiled.paths.first(path, cwd, home) for path in paths) if p is not None]
                 found = min(positions, default=None)
                 candidates = compiled.others
         for position, rule, text in candidates:
             if found is not None and position > found:
                 break
-            if rule_matches(rule, tool_name, tool_input, cwd, kind=self.verdict):
+            if rule_matches(rule, tool_name, tool_input, cwd, kind=self.verdict, home=home):
                 return text
         return None if found is None else self.rules[found][2]
 
@@ -227,8 +230,9 @@ def first_verdict(lists: tuple[RuleList, ...], hook_input: dict[str, Any]) -> tu
     cwd = hook_input.get("cwd")
     if not isinstance(cwd, str):
         cwd = None
+    home = agent_home(hook_input)
     for rule_list in lists:
-        found = rule_list.first_match(tool_name, tool_input, cwd)
+        found = rule_list.first_match(tool_name, tool_input, cwd, home)
         if found is not None:
             return rule_list.verdict, found
     return None

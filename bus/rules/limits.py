@@ -16,6 +16,9 @@ bound the size:
   every reader handle at least this.
 * ``stringBytes`` (default 16 KiB): a file path, URL or other string a rule or a matcher reads
   (not a command, not a file's contents) longer than this cannot be judged either.
+* ``unreadableCode`` (default ``"read"``): interpreter code in a command that builds code at
+  run time (``python -c "exec(...)"``, :mod:`bus.rules.codereadings`) is judged on what can be
+  read of it; ``"unjudged"``: such a command cannot be judged.
 
 :func:`depth_over` measures nesting without recursion and stops at the limit.
 """
@@ -25,7 +28,7 @@ from __future__ import annotations
 import contextlib
 import contextvars
 from collections.abc import Iterator
-from typing import Annotated, Any, Final
+from typing import Annotated, Any, Final, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -51,6 +54,7 @@ class Limits(BaseModel):
     subcommands: Annotated[int, Field(ge=16, le=MAX_SUBCOMMANDS)] = 1024
     nesting_depth: Annotated[int, Field(ge=8, le=MAX_NESTING_DEPTH)] = Field(default=64, alias="nestingDepth")
     string_bytes: Annotated[int, Field(ge=256)] = Field(default=16 * 1024, alias="stringBytes")
+    unreadable_code: Literal["read", "unjudged"] = Field(default="read", alias="unreadableCode")
 
     def command_too_long(self, command: str) -> str | None:
         """Why ``command`` is over ``commandBytes``, or ``None``."""

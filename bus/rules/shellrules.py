@@ -1,11 +1,16 @@
 """Bash and PowerShell patterns of permission rules (``Bash(git push *)``), matched against a
 command's subcommands (see :mod:`bus.rules.permissions` for the rules' semantics).
 
-Each subcommand is matched as written, unquoted and with wrappers removed (its *variants*);
-one with run-time expansions also matches a pattern more specific than a command name whose
-first word matches its program. :class:`ShellView` gathers all of that for a whole command in
-one pass, so that a compiled list of patterns costs one combined match per text
-(:mod:`bus.policy.rulelists`).
+Each subcommand is read as every command it runs (its *readings*, :mod:`bus.rules.readings`:
+itself, the command a wrapper or ``sh -c`` runs, ``/bin/rm`` as ``rm``, what a ``python -c``
+one-liner does...), and each reading is matched as written, unquoted, with the wrappers Claude
+Code knows removed and with its flags in a canonical spelling (its *variants*). A ``deny``,
+``ask`` or ``if`` pattern matches when it matches a variant of any reading; an ``allow`` pattern
+only when it matches a variant of every reading. A reading with run-time expansions also
+matches a pattern more specific than a command name whose first word matches its program.
+:class:`ShellView` gathers all of that for a whole command in one pass (the readings of a
+subcommand are worked out once and cached with it), so that a compiled list of patterns costs
+one combined match per text (:mod:`bus.policy.rulelists`).
 """
 
 from __future__ import annotations
@@ -17,6 +22,8 @@ from typing import Final
 
 from bus.rules.bashsplit import CACHED_COMMAND_CHARS, SimpleCommand, parse_commands, strip_wrappers
 from bus.rules.globs import Glob, glob, glob_regex
+from bus.rules.limits import current_limits
+from bus.rules.readings import read_command, spellings
 
 _PS_ALIASES: Final = {
     alias: cmdlet
@@ -99,28 +106,72 @@ def shell_matches(content: str, command: str, powershell: bool, fail_open: bool,
     commands = parse_commands(command, powershell=powershell)
     if commands is None:
         return fail_open
-    if every:  # allow rules: every subcommand, no unsafe leading assignment
-        return bool(commands) and all(
-            _SAFE_ENV.issuperset(cmd.assigned) and _command_matches(pattern, cmd, powershell, fail_open)
-            for cmd in commands
-        )
-    return any(_command_matches(pattern, cmd, powershell, fail_open) for cmd in commands)
+    if every:  # allow rules: every reading of every subcommand, no unsafe leading assignment
+        return bool(commands) and all(_every_reading_matches(pattern, cmd, command, powershell) for cmd in commands)
+    return any(_any_reading_matches(pattern, cmd, command, powershell, fail_open) for cmd in commands)
 
 
-def _command_matches(pattern: _ShellPattern, cmd: SimpleCommand, powershell: bool, fail_open: bool) -> bool:
-    if any(pattern.fullmatch(text) for text in _variants(cmd, powershell)):
+def _any_reading_matches(
+    pattern: _ShellPattern, cmd: SimpleCommand, source: str, powershell: bool, fail_open: bool
+) -> bool:
+    read = _read(cmd, source, powershell)
+    if fail_open and read.opaque and unreadable_code_unjudged():
         return True
-    return fail_open and cmd.dynamic and _dynamic_could_match(pattern, cmd)
+    return any(_reading_matches(pattern, reading, texts, fail_open) for reading, texts in read.readings)
 
 
-def _variants(cmd: SimpleCommand, powershell: bool) -> frozenset[str]:
-    """The texts a subcommand is matched as: as written, unquoted, and with wrappers removed."""
+def _every_reading_matches(pattern: _ShellPattern, cmd: SimpleCommand, source: str, powershell: bool) -> bool:
+    read = _read(cmd, source, powershell)
+    if read.opaque and unreadable_code_unjudged():
+        return False
+    return all(
+        _SAFE_ENV.issuperset(reading.assigned) and _reading_matches(pattern, reading, texts, False)
+        for reading, texts in read.readings
+    )
+
+
+def _reading_matches(pattern: _ShellPattern, reading: SimpleCommand, texts: frozenset[str], fail_open: bool) -> bool:
+    if any(pattern.fullmatch(text) for text in texts):
+        return True
+    return fail_open and reading.dynamic and _dynamic_could_match(pattern, reading)
+
+
+def unreadable_code_unjudged() -> bool:
+    """Whether interpreter code that cannot be read cannot be judged, in the current context
+    (``hookbus.limits.unreadableCode``)."""
+    return current_limits().unreadable_code == "unjudged"
+
+
+@dataclass(frozen=True, slots=True)
+class _Read:
+    """A subcommand's readings, each with the texts it is matched as."""
+
+    readings: tuple[tuple[SimpleCommand, frozenset[str]], ...]
+    opaque: bool
+
+
+def _read(cmd: SimpleCommand, source: str, powershell: bool) -> _Read:
+    """The readings of a subcommand of ``source`` and their variants, worked out once."""
+    if cmd.written is not None and "<<" in cmd.written and "<<<" not in cmd.written and not powershell:
+        return _make_read(cmd, source, powershell)  # a here-document: its body is in ``source``
     if len(cmd.text) > CACHED_COMMAND_CHARS:  # a long one is not kept (the cache stays small)
-        return _make_variants(cmd, powershell)
-    return _cached_variants(cmd, powershell)
+        return _make_read(cmd, None, powershell)
+    return _cached_read(cmd, None, powershell)
+
+
+def _make_read(cmd: SimpleCommand, source: str | None, powershell: bool) -> _Read:
+    if powershell:
+        return _Read(((cmd, _make_variants(cmd, powershell)),), False)
+    read = read_command(cmd, source)
+    return _Read(tuple((reading, _make_variants(reading, False)) for reading in read.commands), read.opaque)
+
+
+_cached_read = functools.lru_cache(maxsize=4096)(_make_read)
 
 
 def _make_variants(cmd: SimpleCommand, powershell: bool) -> frozenset[str]:
+    """The texts a reading is matched as: as written, unquoted, with wrappers removed, and its
+    flags spelled canonically."""
     forms = [cmd]
     stripped = strip_wrappers(cmd.words)
     if stripped != cmd.words:
@@ -128,13 +179,13 @@ def _make_variants(cmd: SimpleCommand, powershell: bool) -> frozenset[str]:
     texts: set[str] = set()
     for form in forms:
         texts.update((form.text, form.plain, " ".join(form.text.split())))
-        alias = _PS_ALIASES.get(form.words[0].value.lower()) if powershell else None
-        if alias is not None:
-            texts.add(" ".join((alias, *(word.value for word in form.words[1:]))))
+        if powershell:
+            alias = _PS_ALIASES.get(form.words[0].value.lower())
+            if alias is not None:
+                texts.add(" ".join((alias, *(word.value for word in form.words[1:]))))
+        else:
+            texts.update(spellings(form.words))
     return frozenset(texts)
-
-
-_cached_variants = functools.lru_cache(maxsize=4096)(_make_variants)
 
 
 def _dynamic_could_match(pattern: _ShellPattern, cmd: SimpleCommand) -> bool:
@@ -152,9 +203,16 @@ def shell_texts(command: str, powershell: bool = False) -> frozenset[str] | None
     expansions make its final text unknowable (then see :func:`shell_view`).
     """
     commands = parse_commands(command, powershell=powershell)
-    if commands is None or any(cmd.dynamic for cmd in commands):
+    if commands is None:
         return None
-    return frozenset().union(*(_variants(cmd, powershell) for cmd in commands))
+    texts: set[str] = set()
+    for cmd in commands:
+        read = _read(cmd, command, powershell)
+        if read.opaque or any(reading.dynamic for reading, _ in read.readings):
+            return None
+        for _, variants in read.readings:
+            texts.update(variants)
+    return frozenset(texts)
 
 
 @dataclass(frozen=True, slots=True)
@@ -168,14 +226,17 @@ class ShellView:
     specific than a command name, when its first word matches one of ``dynamic_heads``.
     """
 
-    #: Every text of every subcommand (as written, unquoted, wrappers removed), sorted.
+    #: Every text of every reading of every subcommand (its variants), sorted.
     texts: tuple[str, ...]
-    #: The program names of the subcommands with run-time expansions (both forms), sorted.
+    #: The program names of the readings with run-time expansions (both forms), sorted.
     dynamic_heads: tuple[str, ...]
-    #: Some subcommand's program itself is an expansion.
+    #: Some reading's program itself is an expansion (or cannot be read).
     dynamic_program: bool
     #: How many subcommands the command has.
     subcommands: int
+    #: Some subcommand runs interpreter code that cannot be read (see
+    #: :func:`unreadable_code_unjudged`: then it meets every pattern).
+    opaque: bool = False
 
 
 def shell_view(command: str, powershell: bool = False) -> ShellView | None:
@@ -185,16 +246,19 @@ def shell_view(command: str, powershell: bool = False) -> ShellView | None:
         return None
     texts: set[str] = set()
     heads: set[str] = set()
-    dynamic_program = False
+    dynamic_program = opaque = False
     for cmd in commands:
-        texts.update(_variants(cmd, powershell))
-        if cmd.dynamic and cmd.words:
-            for word in (cmd.words[0], strip_wrappers(cmd.words)[0]):
-                if word.dynamic:
-                    dynamic_program = True
-                else:
-                    heads.add(word.value)
-    return ShellView(tuple(sorted(texts)), tuple(sorted(heads)), dynamic_program, len(commands))
+        read = _read(cmd, command, powershell)
+        opaque |= read.opaque
+        for reading, variants in read.readings:
+            texts.update(variants)
+            if reading.dynamic:
+                for word in (reading.words[0], strip_wrappers(reading.words)[0]):
+                    if word.dynamic:
+                        dynamic_program = True
+                    else:
+                        heads.add(word.value)
+    return ShellView(tuple(sorted(texts)), tuple(sorted(heads)), dynamic_program, len(commands), opaque)
 
 
 def shell_head_regex(content: str, powershell: bool = False) -> re.Pattern[str] | None:
@@ -213,4 +277,12 @@ def shell_regex(content: str, powershell: bool = False) -> re.Pattern[str] | Non
     return _shell_pattern(content, powershell).regex
 
 
-__all__ = ["ShellView", "shell_head_regex", "shell_matches", "shell_regex", "shell_texts", "shell_view"]
+__all__ = [
+    "ShellView",
+    "shell_head_regex",
+    "shell_matches",
+    "shell_regex",
+    "shell_texts",
+    "shell_view",
+    "unreadable_code_unjudged",
+]

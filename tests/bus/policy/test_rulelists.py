@@ -11,6 +11,7 @@ import pytest
 from bus.policy import rulelists
 from bus.policy.rulelists import RuleList, compile_lists
 from bus.rules import shellrules
+from bus.rules.paths import agent_home
 from bus.rules.permissions import rule_matches
 
 pytestmark = pytest.mark.timeout(60)
@@ -93,14 +94,57 @@ def test_a_command_costs_one_pass_whatever_the_number_of_rules(monkeypatch: pyte
     (rule_list,) = compile_lists(rules, (), ())
     command = "a;" * 1000 + "a $x; rm -rf /"  # expansions: the rules used to be tried one by one
     calls = 0
-    real = shellrules._command_matches
+    real = shellrules._reading_matches
 
     def counted(*args: Any) -> bool:
         nonlocal calls
         calls += 1
         return real(*args)
 
-    monkeypatch.setattr(shellrules, "_command_matches", counted)
+    monkeypatch.setattr(shellrules, "_reading_matches", counted)
     rulelists._long_views.cache_clear()
     assert rule_list.first_match("Bash", {"command": command}, "/w") == "Bash(rm -rf *)"
     assert calls == 0  # every rule was decided by the combined match, none by one per subcommand
+
+
+@pytest.mark.parametrize(
+    ("path", "transcript", "verdict"),
+    [
+        ("/home/dev/.ssh/id_rsa", "/home/dev/.claude/projects/p/s.jsonl", "deny"),
+        ("/home/dev/.ssh/id_rsa", None, "deny"),  # the home unknown: every home
+        ("/root/.aws/credentials", None, "deny"),
+        ("/srv/ci/.ssh/id_rsa", "/srv/ci/.codex/sessions/r.jsonl", "deny"),
+        ("/srv/ci/.ssh/id_rsa", None, None),
+        ("/home/dev/notes/a.md", "/home/dev/.claude/projects/p/s.jsonl", "allow"),
+        ("/home/dev/notes/a.md", None, None),  # an allow of ~ needs the agent's home
+        ("/opt/keys/id_ed25519", None, "deny"),  # //**/ is any directory
+        ("/work/repo/id_ed25519", None, "deny"),
+    ],
+)
+def test_home_and_any_directory_in_compiled_path_rules(path: str, transcript: str | None, verdict: str | None) -> None:
+    lists = compile_lists(
+        ("Read(~/.ssh/**)", "Read(~/.aws/credentials)", "Read(//**/id_ed25519)"), (), ("Read(~/notes/**)",)
+    )
+    hook_input = {"tool_name": "Read", "tool_input": {"file_path": path}, "cwd": "/work/repo"}
+    hook_input["transcript_path"] = transcript
+    found = rulelists.first_verdict(lists, hook_input)
+    assert (found[0] if found else None) == verdict
+    for rule_list in lists:  # the compiled answer is the rules' own, one by one
+        one_by_one = next(
+            (
+                text
+                for _, rule, text in rule_list.rules
+                if rule_matches(
+                    rule,
+                    "Read",
+                    hook_input["tool_input"],
+                    "/work/repo",
+                    kind=rule_list.verdict,
+                    home=agent_home(hook_input),
+                )
+            ),
+            None,
+        )
+        assert (
+            rule_list.first_match("Read", hook_input["tool_input"], "/work/repo", agent_home(hook_input)) == one_by_one
+        )
