@@ -34,11 +34,11 @@ Output. What Auggie documents, and nothing it might misread:
 
 from __future__ import annotations
 
-import os.path
 from typing import Any, Final
 
 from bus.dialects.base import AGENT_TOOL_NAME, Dialect, no, partial, yes
 from bus.dialects.windsurf import command_answer, pre_tool_block
+from bus.rules.paths import agent_home, agent_path
 
 AUGGIE: Final = "auggie"
 #: Auggie's built-in tool names -> Claude Code's.
@@ -59,7 +59,9 @@ RENAMED_PARAMS: Final[dict[str, dict[str, str]]] = {
 _CONTEXT_EVENTS: Final = frozenset({"SessionStart", "PostToolUse"})
 
 
-def canonical_tool_input(agent_tool: str, tool_input: dict[str, Any], cwd: Any) -> dict[str, Any]:
+def canonical_tool_input(
+    agent_tool: str, tool_input: dict[str, Any], cwd: Any, home: str | None = None
+) -> dict[str, Any]:
     """Auggie tool ``agent_tool``'s arguments with Claude Code's names added (a new dict; the others kept)."""
     out = dict(tool_input)
     for agent, claude in RENAMED_PARAMS.get(agent_tool, {}).items():
@@ -71,7 +73,7 @@ def canonical_tool_input(agent_tool: str, tool_input: dict[str, Any], cwd: Any) 
                 out[claude] = out[agent]
     path = out.get("file_path")
     if agent_tool in RENAMED_PARAMS and isinstance(path, str) and path and isinstance(cwd, str) and cwd:
-        out["file_path"] = os.path.normpath(os.path.join(cwd, os.path.expanduser(path)))
+        out["file_path"] = agent_path(path, cwd, home)
     return out
 
 
@@ -90,7 +92,7 @@ def auggie_input(hook_input: dict[str, Any]) -> dict[str, Any]:
         out[AGENT_TOOL_NAME] = tool
         out["tool_name"] = AUGGIE_TOOLS.get(tool, tool)
         if isinstance(out.get("tool_input"), dict):
-            out["tool_input"] = canonical_tool_input(tool, out["tool_input"], out.get("cwd"))
+            out["tool_input"] = canonical_tool_input(tool, out["tool_input"], out.get("cwd"), agent_home(out))
     if out.get("hook_event_name") == "Stop":
         out.setdefault("stop_hook_active", False)
     return out

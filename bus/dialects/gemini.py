@@ -21,7 +21,8 @@ of its ``prompt`` also fills ``url``), ``google_web_search`` -> WebSearch, ``wri
 TodoWrite, ``ask_user`` -> AskUserQuestion, ``enter_plan_mode`` / ``exit_plan_mode`` ->
 EnterPlanMode / ExitPlanMode, ``invoke_agent`` -> Task. A relative ``file_path`` is made
 absolute against ``cwd`` (Gemini accepts workspace-relative paths; a rule such as
-``Write(/etc/**)`` must see where the file really is). MCP tools ``mcp_<server>_<tool>``
+``Write(/etc/**)`` must see where the file really is), ``~`` against the agent's home
+(:func:`bus.rules.paths.agent_home`, never the gateway's). MCP tools ``mcp_<server>_<tool>``
 become ``mcp__<server>__<tool>``, named from ``mcp_context`` when Gemini sends it; else the
 name says not where the server's name ends, and it is split after the longest server the
 policy names that it starts with, or at its first ``_`` after ``mcp_`` as Gemini itself reads
@@ -55,12 +56,12 @@ mean nothing to Gemini and are never sent. Event by event:
 
 from __future__ import annotations
 
-import os.path
 import re
 from typing import Any, Final
 
 from bus.dialects.base import AGENT_EVENT_NAME, AGENT_TOOL_NAME, Dialect, partial, yes
 from bus.dialects.mcpnames import claude_mcp_name
+from bus.rules.paths import agent_home, agent_path
 
 GEMINI: Final = "gemini"
 #: Gemini CLI's event names -> Claude Code's.
@@ -134,13 +135,15 @@ def canonical_tool_name(name: str, mcp_context: Any = None) -> str:
     return name
 
 
-def canonical_tool_input(agent_tool: str, tool_input: dict[str, Any], cwd: Any) -> dict[str, Any]:
+def canonical_tool_input(
+    agent_tool: str, tool_input: dict[str, Any], cwd: Any, home: str | None = None
+) -> dict[str, Any]:
     """Gemini tool ``agent_tool``'s arguments under Claude Code's parameter names (a new dict)."""
     renamed = RENAMED_PARAMS.get(agent_tool, {})
     out = {renamed.get(key, key): value for key, value in tool_input.items()}
     path = out.get("file_path")
     if agent_tool in _PATH_TOOLS and isinstance(path, str) and path and isinstance(cwd, str) and cwd:
-        out["file_path"] = os.path.normpath(os.path.join(cwd, os.path.expanduser(path)))
+        out["file_path"] = agent_path(path, cwd, home)
     prompt = out.get("prompt")
     if agent_tool == "web_fetch" and "url" not in out and isinstance(prompt, str) and (url := _URL.search(prompt)):
         out["url"] = url.group(0).rstrip(".,;:")
@@ -160,7 +163,7 @@ def gemini_input(hook_input: dict[str, Any]) -> dict[str, Any]:
         out[AGENT_TOOL_NAME] = tool
         out["tool_name"] = canonical_tool_name(tool, out.get("mcp_context"))
         if isinstance(out.get("tool_input"), dict):
-            out["tool_input"] = canonical_tool_input(tool, out["tool_input"], out.get("cwd"))
+            out["tool_input"] = canonical_tool_input(tool, out["tool_input"], out.get("cwd"), agent_home(out))
     response = out.get("tool_response")
     if event == "AfterTool" and isinstance(response, dict) and response.get("error"):
         error = response["error"]
@@ -185,7 +188,8 @@ def gemini_tool_input(updated: dict[str, Any], agent_input: dict[str, Any]) -> d
     tool = agent_input.get("tool_name")
     tool = tool if isinstance(tool, str) else ""
     raw = agent_input.get("tool_input")
-    before = canonical_tool_input(tool, raw, agent_input.get("cwd")) if isinstance(raw, dict) else {}
+    home = agent_home(agent_input)
+    before = canonical_tool_input(tool, raw, agent_input.get("cwd"), home) if isinstance(raw, dict) else {}
     back = {claude: agent for agent, claude in RENAMED_PARAMS.get(tool, {}).items()}
     known = GEMINI_PARAMS.get(tool)
     changed: dict[str, Any] = {}

@@ -39,11 +39,11 @@ that exit code, stderr and stdout:
 
 from __future__ import annotations
 
-import os.path
 from typing import Any, Final
 
 from bus.dialects.base import AGENT_EVENT_NAME, AGENT_TOOL_NAME, Dialect, no, partial, yes
 from bus.dialects.windsurf import command_answer, pre_tool_block, prompt_block
+from bus.rules.paths import agent_home, agent_path
 
 KIRO: Final = "kiro"
 #: Kiro's event names (agent-config camelCase and hook-file PascalCase) -> Claude Code's.
@@ -83,13 +83,15 @@ def canonical_tool_name(name: str, tool_input: Any = None) -> str:
     return name
 
 
-def _absolute(path: Any, cwd: Any) -> Any:
+def _absolute(path: Any, cwd: Any, home: str | None = None) -> Any:
     if isinstance(path, str) and path and isinstance(cwd, str) and cwd:
-        return os.path.normpath(os.path.join(cwd, os.path.expanduser(path)))
+        return agent_path(path, cwd, home)
     return path
 
 
-def canonical_tool_input(claude_tool: str, tool_input: dict[str, Any], cwd: Any) -> dict[str, Any]:
+def canonical_tool_input(
+    claude_tool: str, tool_input: dict[str, Any], cwd: Any, home: str | None = None
+) -> dict[str, Any]:
     """Kiro's tool arguments under Claude Code's parameter names (a new dict; the others kept)."""
     out = dict(tool_input)
     if claude_tool in ("Read", "Write", "Edit"):
@@ -98,7 +100,7 @@ def canonical_tool_input(claude_tool: str, tool_input: dict[str, Any], cwd: Any)
         if path is None and isinstance(operations, list) and operations and isinstance(operations[0], dict):
             path = operations[0].get("path")
         if "file_path" not in out and path is not None:
-            out["file_path"] = _absolute(path, cwd)
+            out["file_path"] = _absolute(path, cwd, home)
     if claude_tool == "Write" and "file_text" in out:
         out.setdefault("content", out["file_text"])
     if claude_tool == "Edit":
@@ -130,7 +132,7 @@ def kiro_input(hook_input: dict[str, Any]) -> dict[str, Any]:
         out[AGENT_TOOL_NAME] = tool
         out["tool_name"] = canonical_tool_name(tool, raw)
         if isinstance(raw, dict):
-            out["tool_input"] = canonical_tool_input(out["tool_name"], raw, out.get("cwd"))
+            out["tool_input"] = canonical_tool_input(out["tool_name"], raw, out.get("cwd"), agent_home(out))
     if out.get("hook_event_name") == "Stop":
         out.setdefault("stop_hook_active", False)
     return out

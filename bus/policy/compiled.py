@@ -27,6 +27,7 @@ from bus.policy.entries import HandlerEntry
 from bus.policy.rulelists import RuleList, compile_rules
 from bus.policy.schema import Handler, PlatformSettings, RuleHandler
 from bus.rules.limits import Limits, current_limits
+from bus.rules.paths import agent_home
 from bus.rules.permissions import PermissionRule, parse_rule, rule_matches
 
 #: How many (matcher value, agent) choices each event remembers; past it, it starts again.
@@ -109,7 +110,12 @@ class CompiledEvent:
         tool_name = str(hook_input.get("tool_name", ""))
         arguments = tool_input if isinstance(tool_input, dict) else {}
         where = cwd if isinstance(cwd, str) else None
-        return tuple(h for h in chosen if h.condition is None or rule_matches(h.condition, tool_name, arguments, where))
+        home = agent_home(hook_input)
+        return tuple(
+            h
+            for h in chosen
+            if h.condition is None or rule_matches(h.condition, tool_name, arguments, where, home=home)
+        )
 
     def _choose(self, value: str | None, agent: str) -> tuple[CompiledHandler, ...]:
         # A matcher value over hookbus.limits.stringBytes cannot be judged: the handler runs.
@@ -194,6 +200,7 @@ def selected(entry: HandlerEntry, event: str, hook_input: Mapping[str, Any], age
         str(hook_input.get("tool_name", "")),
         tool_input if isinstance(tool_input, dict) else {},
         cwd if isinstance(cwd, str) else None,
+        home=agent_home(hook_input),
     )
 
 

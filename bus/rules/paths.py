@@ -3,7 +3,16 @@
 ``Read(**/.env)``, ``Edit(//etc/**)``, ``Read(~/.ssh/**)``: :func:`path_matches` tests one
 pattern against one path. A pattern is anchored at ``//`` (the root), ``~/`` (home) or the
 working directory (``/x``, ``./x``, ``x/y``); one without a slash matches at any depth below
-it, and so does a one-directory pattern such as ``secrets/**`` in a deny or ask rule.
+it, and so does a one-directory pattern such as ``secrets/**`` in a deny or ask rule. Any
+directory at all, inside the project or not, is ``//**/``: ``Read(//**/id_rsa)``.
+
+``~`` is the home of the user the *agent* runs as, never the dispatcher's: :func:`agent_home`
+reads it from the input (the folder its ``transcript_path`` lies in, such as ``/home/dev`` for
+``/home/dev/.claude/projects/...``). A deny or ask rule's ``~/`` also matches below every
+conventional home (``/home/*``, ``/root``, ``/Users/*``, ``/var/home/*``, ``C:/Users/*``), so
+it holds when the home is unknown or taken wrongly; an allow rule's ``~/`` only below the
+agent's home, and nowhere when that is unknown. A path the agent sends as ``~/x`` is below its
+home, or below ``/home/~`` (which every deny and ask rule's ``~/`` covers) when that is unknown.
 
 A rule pack checks every file tool call against every path rule it has, so
 :class:`PathRules` compiles one list's patterns into one alternation per anchor: a path is
@@ -14,10 +23,9 @@ named by its group.
 from __future__ import annotations
 
 import functools
-import os
 import posixpath
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Final, Literal
 
@@ -25,6 +33,16 @@ from bus.rules.globs import gitignore_regex
 
 Anchor = Literal["root", "home", "cwd"]
 _WINDOWS_DRIVE: Final = re.compile(r"([A-Za-z]):[\\/]")
+#: A conventional home directory at the start of a normalised path.
+_ANY_HOME: Final = re.compile(r"/(?:home/[^/]+|root|Users/[^/]+|var/home/[^/]+|[a-z]/Users/[^/]+)(?=/|$)")
+#: The agents' own folders in a home (``~/.claude``, ``~/.codex``, ...), where transcripts are kept.
+_AGENT_FOLDER: Final = re.compile(
+    r"/\.(?:claude|codex|gemini|copilot|qwen|factory|cursor|kiro|augment|cline|codeium|windsurf|peri|config|local)/"
+)
+#: A transcript path longer than this is not read for a home.
+PATH_CHARS: Final = 4096
+#: Where a ``~/`` path lies when the agent's home is unknown (below every deny rule's ``~/``).
+UNKNOWN_HOME: Final = "/home/~"
 
 
 @dataclass(frozen=True, slots=True)
@@ -75,38 +93,65 @@ def _relative(path: str, base: str) -> str | None:
     return path[len(base) + 1 :] if path.startswith(base + "/") else None
 
 
-def _absolute(path: str, base_cwd: str | None) -> str:
-    path = normalize_path(path)
+def agent_home(hook_input: object) -> str | None:
+    """The home of the user the agent runs as, from its input: the folder holding the agent's own
+    folder in ``transcript_path`` (``/home/dev/.claude/projects/x.jsonl`` -> ``/home/dev``), else None."""
+    transcript = hook_input.get("transcript_path") if isinstance(hook_input, Mapping) else None
+    if not isinstance(transcript, str) or len(transcript) > PATH_CHARS:
+        return None
+    transcript = normalize_path(transcript)
+    found = _AGENT_FOLDER.search(transcript)
+    home = transcript[: found.start()] if found else ""
+    return home if home.startswith("/") and len(home) > 1 else None
+
+
+def expand_home(path: str, home: str | None) -> str:
+    """``~`` and ``~/x`` below ``home`` (below :data:`UNKNOWN_HOME` when it is None); other paths as given."""
+    if path == "~" or path.startswith(("~/", "~\\")):
+        return (home or UNKNOWN_HOME) + "/" + path[2:] if len(path) > 2 else home or UNKNOWN_HOME
+    return path
+
+
+def agent_path(path: str, cwd: str, home: str | None) -> str:
+    """A path an agent's tool was given, absolute: ``~`` is ``home`` (kept as ``~/...`` when that is
+    unknown: rules judge it below :data:`UNKNOWN_HOME`), a relative path is below ``cwd``."""
+    if path == "~" or path.startswith("~/"):
+        return path if home is None else posixpath.normpath(expand_home(path, home))
+    return posixpath.normpath(posixpath.join(cwd, path))
+
+
+def _absolute(path: str, base_cwd: str | None, home: str | None = None) -> str:
+    path = normalize_path(expand_home(path, home))
     if not path.startswith("/") and base_cwd is not None:
         return posixpath.normpath(posixpath.join(base_cwd, path))
     return path
 
 
-def _base(anchor: Anchor, base_cwd: str | None) -> str | None:
+def _bases(anchor: Anchor, path: str, base_cwd: str | None, home: str | None, any_home: bool) -> list[str | None]:
+    """The folders ``path`` is matched below for ``anchor`` (None: no cwd, every tail of the path)."""
     if anchor == "root":
-        return "/"
-    if anchor == "home":
-        return _home(os.environ.get("HOME"))
-    return base_cwd
+        return ["/"] if path.startswith("/") else [None]  # relative, no cwd: it may be anywhere
+    if anchor == "cwd":
+        return [base_cwd]
+    found = _ANY_HOME.match(path) if any_home else None
+    bases = [normalize_path(home)] if home else []
+    return [*bases, found.group(0)] if found and found.group(0) not in bases else bases
 
 
-@functools.lru_cache(maxsize=8)
-def _home(home: str | None) -> str:
-    """The home directory, normalised: by ``$HOME`` (what ``~`` expands to), else the user's entry."""
-    return normalize_path(os.path.expanduser("~"))
-
-
-def path_matches(content: str, path: str, cwd: str | None, deny_rule: bool) -> bool:
-    """Whether the path rule ``content`` matches ``path`` (relative paths are below ``cwd``)."""
+def path_matches(content: str, path: str, cwd: str | None, deny_rule: bool, home: str | None = None) -> bool:
+    """Whether the path rule ``content`` matches ``path`` (relative paths are below ``cwd``;
+    ``~`` is ``home``, the agent's, see the module docstring)."""
     pattern = path_pattern(content, deny_rule)
     base_cwd = normalize_path(cwd) if cwd else None
-    path = _absolute(path, base_cwd)
-    base = _base(pattern.anchor, base_cwd)
-    if base is None:  # no cwd: try the path as given and every tail of it
-        parts = path.strip("/").split("/")
-        return any(pattern.regex.fullmatch("/".join(parts[k:])) for k in range(len(parts)))
-    rel = _relative(path, base)
-    return rel is not None and pattern.regex.fullmatch(rel) is not None
+    path = _absolute(path, base_cwd, home)
+    for base in _bases(pattern.anchor, path, base_cwd, home, deny_rule):
+        if base is None:  # no cwd: try the path as given and every tail of it
+            parts = path.strip("/").split("/")
+            return any(pattern.regex.fullmatch("/".join(parts[k:])) for k in range(len(parts)))
+        rel = _relative(path, base)
+        if rel is not None and pattern.regex.fullmatch(rel) is not None:
+            return True
+    return False
 
 
 @dataclass(frozen=True, slots=True)
@@ -115,6 +160,8 @@ class PathRules:
 
     #: Per anchor: the alternation, whose group ``r<i>`` is the rule at position ``i``.
     by_anchor: tuple[tuple[Anchor, re.Pattern[str]], ...]
+    #: Deny and ask rules: ``~/`` also below every conventional home.
+    any_home: bool = False
 
     @classmethod
     def compile(cls, rules: Sequence[tuple[int, str]], deny_rule: bool) -> PathRules:
@@ -123,21 +170,34 @@ class PathRules:
         for position, content in rules:
             pattern = path_pattern(content, deny_rule)
             grouped.setdefault(pattern.anchor, []).append(f"(?P<r{position}>{pattern.regex.pattern})")
-        return cls(tuple((anchor, re.compile("|".join(parts), re.DOTALL)) for anchor, parts in grouped.items()))
+        by_anchor = tuple((anchor, re.compile("|".join(parts), re.DOTALL)) for anchor, parts in grouped.items())
+        return cls(by_anchor, deny_rule)
 
-    def first(self, path: str, cwd: str) -> int | None:
-        """The position of the first rule that matches ``path`` (below ``cwd``, which is not empty)."""
+    def first(self, path: str, cwd: str, home: str | None = None) -> int | None:
+        """The position of the first rule that matches ``path`` (below ``cwd``, which is not empty;
+        ``~`` is ``home``, the agent's)."""
         base_cwd = normalize_path(cwd)
-        path = _absolute(path, base_cwd)
+        path = _absolute(path, base_cwd, home)
         best: int | None = None
         for anchor, combined in self.by_anchor:
-            base = _base(anchor, base_cwd)
-            rel = None if base is None else _relative(path, base)
-            found = None if rel is None else combined.fullmatch(rel)
-            if found is not None and found.lastgroup is not None:
-                position = int(found.lastgroup[1:])
-                best = position if best is None else min(best, position)
+            for base in _bases(anchor, path, base_cwd, home, self.any_home):
+                rel = None if base is None else _relative(path, base)
+                found = None if rel is None else combined.fullmatch(rel)
+                if found is not None and found.lastgroup is not None:
+                    position = int(found.lastgroup[1:])
+                    best = position if best is None else min(best, position)
         return best
 
 
-__all__ = ["Anchor", "PathPattern", "PathRules", "normalize_path", "path_matches", "path_pattern"]
+__all__ = [
+    "UNKNOWN_HOME",
+    "Anchor",
+    "PathPattern",
+    "PathRules",
+    "agent_home",
+    "agent_path",
+    "expand_home",
+    "normalize_path",
+    "path_matches",
+    "path_pattern",
+]

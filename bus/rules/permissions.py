@@ -123,6 +123,7 @@ def rule_matches(
     *,
     fail_open: bool | None = None,
     kind: RuleKind = "if",
+    home: str | None = None,
 ) -> bool:
     """Whether ``rule`` matches a call of ``tool_name`` with ``tool_input`` made in ``cwd``.
 
@@ -132,7 +133,8 @@ def rule_matches(
     also read a one-directory pattern such as ``secrets/**`` at any depth and let ``Read``
     path rules cover Edit and Write. ``fail_open`` is the answer when a shell command cannot be
     judged (unparsable, or ``$VAR``/``$(...)``/backticks meet a pattern more specific than a
-    command name); by default ``True``, except ``False`` for ``"allow"``.
+    command name); by default ``True``, except ``False`` for ``"allow"``. ``home`` is the agent's
+    home, what ``~`` stands for (:func:`bus.rules.paths.agent_home`; None when unknown).
     """
     deny_rule = kind in ("deny", "ask")
     if fail_open is None:
@@ -159,7 +161,7 @@ def rule_matches(
         if paths_too_long(paths, cwd):
             return fail_open if paths else False  # cannot be judged
         every = all if kind == "allow" else any
-        return bool(paths) and every(path_matches(content, p, cwd, deny_rule) for p in paths)
+        return bool(paths) and every(path_matches(content, p, cwd, deny_rule, home) for p in paths)
     if tool == "WebFetch":
         url = tool_input.get("url")
         return fail_open if isinstance(url, str) and limits.string_too_long(url) else _url_matches(content, url)

@@ -20,6 +20,7 @@ import pytest
 from bus.dialects import DIALECTS, from_dialect, to_dialect
 from bus.dialects.base import AGENT_EVENT_NAME, AGENT_TOOL_NAME, CAPABILITIES, Support
 from bus.dialects.gemini import canonical_tool_name, gemini_input, gemini_output
+from bus.policy.rulelists import compile_lists, first_verdict
 from tests.conftest import BusProbe, async_wait_for
 
 GEMINI_FIELDS = {
@@ -397,3 +398,15 @@ async def test_gemini_through_a_live_gateway(platform: Callable[..., Any], bus: 
     assert record.event == "PreToolUse" and record.decision == "deny"
     if hasattr(record, "agent"):
         assert record.agent == "gemini"
+
+
+def test_a_home_path_is_below_the_agents_home_never_the_gateways(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("HOME", "/home/gateway")
+    call = {"tool_name": "read_file", "tool_input": {"file_path": "~/.ssh/id_rsa"}}
+    out = gemini_input(gemini_event("BeforeTool", transcript_path="/home/dev/.gemini/tmp/x/chats/s.json", **call))
+    assert out["tool_input"]["file_path"] == "/home/dev/.ssh/id_rsa"
+    unknown = gemini_input({**gemini_event("BeforeTool", **call), "transcript_path": None})
+    assert unknown["tool_input"]["file_path"] == "~/.ssh/id_rsa"  # the rules judge it below every home
+    deny = compile_lists(("Read(~/.ssh/**)",), (), ())
+    assert first_verdict(deny, out) == ("deny", "Read(~/.ssh/**)")
+    assert first_verdict(deny, unknown) == ("deny", "Read(~/.ssh/**)")

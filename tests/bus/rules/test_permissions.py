@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-import os
 from typing import Any
 
 import pytest
 
+from bus.rules.paths import agent_home
 from bus.rules.permissions import PermissionRule, parse_rule, rule_matches, split_bash
 
 CWD = "/work/proj"
@@ -335,16 +335,62 @@ def test_read_paths(rule: str, path: str, expected: bool) -> None:
     assert _file(rule, path, tool="Read") is expected
 
 
-def test_home_paths(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("HOME", "/home/alice")
-    assert os.path.expanduser("~") == "/home/alice"
-    assert _file("Read(~/.ssh/**)", "/home/alice/.ssh/id_rsa", tool="Read")
-    assert not _file("Read(~/.ssh/**)", "/home/bob/.ssh/id_rsa", tool="Read")
-    assert not _file("Read(~/.ssh/**)", f"{CWD}/.ssh/id_rsa", tool="Read")
-    assert _file("Read(~/.zshrc)", "/home/alice/.zshrc", tool="Read")
-    assert _file("Read(~/Documents/*.pdf)", "/home/alice/Documents/a.pdf", tool="Read")
-    assert not _file("Read(~/Documents/*.pdf)", "/home/alice/Documents/x/a.pdf", tool="Read")
-    assert _file("Read(~)", "/home/alice/anything", tool="Read")
+def test_home_paths_are_below_the_agents_home_not_the_dispatchers(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("HOME", "/home/alice")  # the dispatcher's: never what ~ stands for
+    mine = {"tool": "Read", "kind": "allow", "home": "/srv/agent"}
+    assert _file("Read(~/.ssh/**)", "/srv/agent/.ssh/id_rsa", **mine)
+    assert not _file("Read(~/.ssh/**)", "/home/alice/.ssh/id_rsa", **mine)
+    assert not _file("Read(~/.ssh/**)", f"{CWD}/.ssh/id_rsa", **mine)
+    assert _file("Read(~/.zshrc)", "/srv/agent/.zshrc", **mine)
+    assert _file("Read(~/Documents/*.pdf)", "/srv/agent/Documents/a.pdf", **mine)
+    assert not _file("Read(~/Documents/*.pdf)", "/srv/agent/Documents/x/a.pdf", **mine)
+    assert _file("Read(~)", "/srv/agent/anything", **mine)
+    assert _file("Read(~/.ssh/**)", "~/.ssh/id_rsa", **mine)  # a path the agent sent with ~
+    assert not _file("Read(~/.ssh/**)", "/srv/agent/.ssh/id_rsa", tool="Read", kind="allow")  # home unknown
+
+
+@pytest.mark.parametrize(
+    "path",
+    [
+        "/home/dev/.ssh/id_rsa",
+        "/root/.ssh/id_rsa",
+        "/Users/dev/.ssh/id_rsa",
+        "C:\\Users\\dev\\.ssh\\id_rsa",
+        "~/.ssh/k",
+    ],
+)
+@pytest.mark.parametrize("home", [None, "/srv/agent"])
+def test_a_deny_rules_home_holds_under_every_home(path: str, home: str | None) -> None:
+    # The home unknown, or another one: a deny or ask rule's ~/ still covers every conventional home.
+    for kind in ("deny", "ask"):
+        assert _file("Read(~/.ssh/**)", path, tool="Read", kind=kind, home=home)
+    assert _file("Read(~/.ssh/**)", "/srv/agent/.ssh/x", tool="Read", kind="deny", home="/srv/agent")
+    assert not _file("Read(~/.ssh/**)", "/srv/other/.ssh/x", tool="Read", kind="deny", home=home)
+    assert not _file("Read(~/.ssh/**)", "/home/dev/project/.ssh/x", tool="Read", kind="deny", home=home)
+
+
+@pytest.mark.parametrize(
+    ("transcript", "home"),
+    [
+        ("/home/dev/.claude/projects/-work-repo/1b2c.jsonl", "/home/dev"),
+        ("/Users/ana/.codex/sessions/2026/12/06/rollout.jsonl", "/Users/ana"),
+        ("/var/lib/ci/.gemini/tmp/abc/chats/session.json", "/var/lib/ci"),
+        ("C:\\Users\\dev\\.copilot\\session-state\\x.jsonl", "/c/Users/dev"),
+        ("/tmp/codex-home/sessions/rollout.jsonl", None),  # no agent folder: unknown
+        (None, None),
+        ("/.claude/x", None),
+    ],
+)
+def test_the_agents_home_is_where_its_transcripts_are(transcript: str | None, home: str | None) -> None:
+    assert agent_home({"transcript_path": transcript}) == home
+
+
+def test_any_directory_is_root_anchored() -> None:
+    # Read(**/id_rsa) covers the project; Read(//**/id_rsa) any directory at all.
+    assert not _file("Read(**/id_rsa)", "/home/dev/.ssh/id_rsa", tool="Read", kind="deny")
+    for path in ("/home/dev/.ssh/id_rsa", f"{CWD}/keys/id_rsa", "/id_rsa", "keys/id_rsa", "~/.ssh/id_rsa"):
+        assert _file("Read(//**/id_rsa)", path, tool="Read", kind="deny")
+    assert not _file("Read(//**/id_rsa)", "/home/dev/.ssh/id_rsa.pub", tool="Read", kind="deny")
 
 
 @pytest.mark.parametrize(
