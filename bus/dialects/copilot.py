@@ -77,7 +77,7 @@ from typing import Any, Final
 import orjson
 
 from bus.dialects.base import AGENT_EVENT_NAME, AGENT_TOOL_NAME, Dialect, partial, yes
-from bus.dialects.mcpnames import claude_mcp_name
+from bus.dialects.mcpnames import mcp_names, with_readings
 from bus.dialects.shellinput import keystrokes_input
 
 COPILOT: Final = "copilot"
@@ -250,14 +250,13 @@ def agent_tool_input(tool: str, args: Any) -> Any:
     return out
 
 
-def canonical_tool(name: str) -> tuple[str, str]:
-    """``(Claude Code's name, Copilot's name)`` of the tool ``name`` as a Copilot input names it."""
+def canonical_tools(name: str) -> tuple[tuple[str, ...], str]:
+    """``(the Claude Code names it may have, the likeliest first; Copilot's name)`` of the tool ``name``."""
     if name in COPILOT_TOOLS:
-        return COPILOT_TOOLS[name], name
+        return (COPILOT_TOOLS[name],), name
     if name in AGENT_TOOLS or name.startswith("mcp__"):
-        return name, AGENT_TOOLS.get(name, name)
-    mcp = claude_mcp_name(name, "-", "last")  # Copilot's own tools have no dash: an MCP tool, ``<server>-<tool>``
-    return (mcp, name) if mcp is not None else (name, name)
+        return (name,), AGENT_TOOLS.get(name, name)
+    return mcp_names(name, "-", "last") or (name,), name  # Copilot's own tools have no dash: ``<server>-<tool>``
 
 
 def copilot_input(hook_input: dict[str, Any]) -> dict[str, Any]:
@@ -287,8 +286,9 @@ def copilot_input(hook_input: dict[str, Any]) -> dict[str, Any]:
         out.setdefault("tool_response", out["tool_result"])
     name = out.get("tool_name")
     if isinstance(name, str) and name:
-        tool, agent_tool = canonical_tool(name)
-        out["tool_name"] = tool
+        names, agent_tool = canonical_tools(name)
+        tool = names[0]
+        with_readings(out, names)
         out[AGENT_TOOL_NAME] = agent_tool
         if "tool_input" in out:
             out["tool_input"] = canonical_tool_input(tool, out["tool_input"])
@@ -413,14 +413,14 @@ class CopilotCli(Dialect):
             "and SubagentStart; on Stop it becomes a block with the context as reason"
         ),
         "fail_closed": partial(
-            "an http PreToolUse or PermissionRequest hook that gets an error (gateway down, 401, 5xx) is a deny, "
-            "but a timeout lets the call run; `--fail-closed` installs the shim, which exits 2 (a deny) before "
-            "Copilot's timeout; other events go on"
+            "the default shim fails open; `--fail-closed` makes it exit 2 (a deny) before Copilot's timeout; "
+            "with `--http`, an http PreToolUse or PermissionRequest hook that gets an error (gateway down, 401, "
+            "5xx) is a deny, but a timeout lets the call run; other events go on"
         ),
     }
     events = COPILOT_EVENTS
     tools = COPILOT_TOOLS
-    transport = "http"
+    transport = "command"  # the shim by default (fails open); `install copilot --http` writes native http hooks
     verified = "real CLI: @github/copilot 1.0.102, headless, in the test suite"
 
     def to_canonical(self, hook_input: dict[str, Any]) -> dict[str, Any]:
@@ -428,7 +428,7 @@ class CopilotCli(Dialect):
 
     def to_agent(self, event: str, output: dict[str, Any], agent_input: dict[str, Any]) -> dict[str, Any]:
         name = agent_input.get("tool_name") or agent_input.get("toolName")
-        tool = canonical_tool(name)[0] if isinstance(name, str) else ""
+        tool = canonical_tools(name)[0][0] if isinstance(name, str) else ""
         return copilot_output(event, output, STDIN_TOOL if name == STDIN_TOOL else tool, agent_input)
 
 
@@ -441,7 +441,7 @@ __all__ = [
     "STDIN_TOOL",
     "CopilotCli",
     "agent_tool_input",
-    "canonical_tool",
+    "canonical_tools",
     "canonical_tool_input",
     "copilot_input",
     "copilot_output",

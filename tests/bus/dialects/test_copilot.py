@@ -423,7 +423,7 @@ async def test_rm_rf_in_the_documented_form_is_denied_through_the_shim(platform:
 
 def test_capabilities_are_declared_completely_and_honestly() -> None:
     dialect = dialect_for("Copilot")
-    assert isinstance(dialect, CopilotCli) and dialect.name == "copilot" and dialect.transport == "http"
+    assert isinstance(dialect, CopilotCli) and dialect.name == "copilot" and dialect.transport == "command"
     assert set(dialect.capabilities) == set(CAPABILITIES)
     for name, capability in dialect.capabilities.items():
         assert capability.support in Support, name
