@@ -144,7 +144,7 @@ _OPAQUE: Final = {
         r"gzinflate|preg_replace)\b|\$\w+\s*\("
     ),
 }
-_STRING: Final = re.compile(r"""([rbuRBU]{0,2})('(?:[^'\\\n]|\\.)*+'|"(?:[^"\\\n]|\\.)*+"|`(?:[^`\\]|\\.)*+`)""")
+_STRING: Final = re.compile(r"""([rbufRBUF]{0,2})('(?:[^'\\\n]|\\.)*+'|"(?:[^"\\\n]|\\.)*+"|`(?:[^`\\]|\\.)*+`)""")
 
 
 @dataclass(frozen=True, slots=True)

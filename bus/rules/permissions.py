@@ -8,7 +8,9 @@ hookbus's ``rule`` handlers use the same syntax for their allow/deny lists.
   ``*`` is a wildcard (``mcp__*``). ``Edit`` covers Write, MultiEdit and NotebookEdit, ``Read``
   covers Grep, Glob and LS; ``Task`` is ``Agent``. A rule without a specifier matches any call.
 * **Bash / PowerShell**: any subcommand (see :mod:`bus.rules.bashsplit`), also with wrappers such as
-  ``timeout 30`` removed. ``*`` matches any text; a trailing `` *`` (or legacy ``:*``) also
+  ``timeout 30`` removed; a deny, ask or ``if`` rule meets any of its readings (the commands it
+  runs: ``sudo rm`` runs ``rm``, ``sh -c 'rm'`` runs ``rm``, see :mod:`bus.rules.readings`), an
+  allow rule must match them all. ``*`` matches any text; a trailing `` *`` (or legacy ``:*``) also
   matches the bare prefix (``ls *`` matches ``ls``, not ``lsof``); no ``*``: exact match.
   PowerShell ignores case and knows the common aliases.
 * **File tools**: gitignore globs anchored at ``//`` (root), ``~/`` (home) or the working
@@ -128,7 +130,8 @@ def rule_matches(
     """Whether ``rule`` matches a call of ``tool_name`` with ``tool_input`` made in ``cwd``.
 
     ``kind`` is how the rule is used. ``"if"`` (a handler filter), ``"deny"`` and ``"ask"``
-    match when any subcommand matches; ``"allow"`` only when every subcommand does, and never
+    match when any reading of any subcommand matches; ``"allow"`` only when every reading of
+    every subcommand does, and never
     past a leading assignment of a variable outside a small safe set. ``"deny"``/``"ask"``
     also read a one-directory pattern such as ``secrets/**`` at any depth and let ``Read``
     path rules cover Edit and Write. ``fail_open`` is the answer when a shell command cannot be
