@@ -12,8 +12,10 @@ substitutions stored as text where bash reads them again (``x='a[$(cmd)]'``); a 
 from a stream (``source <(...)``) is known only at run time. With ``powershell=True`` it reads
 PowerShell's backtick escape, call operators and subexpressions instead.
 
-What it cannot read with confidence (``case``, a ``((`` that may be nested subshells, ``$[ ]``,
-an unterminated quote, a stray ``)``...) raises :class:`Unparsable`: the command cannot be
+``case`` statements and ``[[ ]]`` are read by :mod:`bus.rules.shellcompound`.
+
+What it cannot read with confidence (a ``((`` that may be nested subshells, an unterminated
+quote, a stray ``)``, a syntax error...) raises :class:`Unparsable`: the command cannot be
 judged. Runs of characters with no meaning to it are taken with one regex step each, so reading
 is linear in the command's length (a text bash runs is read again, at most
 :data:`bus.rules.shellquotes.MAX_EVALS` deep); with a ``deadline`` (``time.perf_counter()``) it
@@ -22,11 +24,10 @@ raises :class:`OutOfTime` once that passes.
 
 from __future__ import annotations
 
-import itertools
 import re
 from typing import Final
 
-from bus.rules.shellquotes import HEREDOC_RUN, MAX_EVALS, Reader
+from bus.rules.shellcompound import BLANKS, EVAL_HEADS, READ_FURTHER, WORD_BREAK, Compound
 from bus.rules.shellwords import (
     ANSI_C_BODY,
     ASSIGNMENT,
@@ -45,34 +46,25 @@ from bus.rules.shellwords import (
     pieces,
 )
 
-#: Files that are streams: a script read from one is known only at run time.
-_STREAMS: Final = ("/dev/stdin", "/dev/fd/", "/proc/self/fd/", "-")
-#: The commands whose arguments bash may run as commands, and the words such a command starts with.
-_RUNS_TEXT: Final = frozenset({"eval", "trap", "alias", "source", ".", "mapfile", "readarray"})
-_EVAL_HEADS: Final = frozenset({"builtin", "command", "time", *_RUNS_TEXT})
-#: The first words of the commands whose words the parser reads further (the text they run, a
-#: ``case`` statement): a shortcut that splits words only must leave such a command to the parser.
-READ_FURTHER: Final = frozenset({"case", *_EVAL_HEADS})
-_WORD_BREAK: Final = frozenset(" \t\r\n;|()&<>")
+#: The words that start a compound command the parser reads on its own.
+_COMPOUND: Final = frozenset({"case", "esac", "[["})
 _PS_WORD_BREAK: Final = frozenset(" \t\r\n;|(){}")
 #: A run of characters with no meaning to the parser, taken in one step.
 _BASH_PLAIN_RUN: Final = re.compile(r"[^\s;|()&<>'\"\\`$]+")
 _PS_PLAIN_RUN: Final = re.compile(r"[^\s;|()&<>'\"`$@{}]+")
-_BLANKS: Final = re.compile(r"[ \t\r]+")
-_SPACES: Final = re.compile(r"[ \t\r\n]+")
+#: Blanks between words to PowerShell (a carriage return is part of a word to bash).
+_PS_BLANKS: Final = re.compile(r"[ \t\r]+")
 #: A redirection operator, with its file descriptor (``2>``, ``{fd}>``); not ``<(``/``>(``.
 _REDIRECT: Final = re.compile(
     r"(?:[0-9]+|\{[A-Za-z_][A-Za-z0-9_]*\})?(?:&>>?|<<<|<<-?|<>|[<>]&|>>|>\||<(?!\()|>(?!\())"
 )
 
 
-class _Parser(Reader):
+class _Parser(Compound):
     def __init__(
         self, src: str, powershell: bool, depth: int = 0, deadline: float | None = None, evals: int = 0
     ) -> None:
         super().__init__(src, powershell, depth, deadline, evals)
-        self.heredocs: list[tuple[str, bool, bool]] = []  # delimiter, strip tabs, quoted
-        self.esac = False  # a case clause ended with ``esac``
         #: The last word's brace expansion, when it has one (``_word`` sets it).
         self.expanded: list[Word] | None = None
 
@@ -97,8 +89,8 @@ class _Parser(Reader):
             command = finalize(words, self.ps, shown)
             if command is not None:
                 commands.append(command)
-                if not self.ps and command.words[0].value in _EVAL_HEADS:
-                    self._eval(command)
+                if not self.ps and command.words[0].value in EVAL_HEADS:
+                    self.run_texts(command)
             commands.extend(self.nested)
             self.nested.clear()
             words.clear()
@@ -109,8 +101,8 @@ class _Parser(Reader):
             self._tick()
             c = src[self.pos]
             nxt = src[self.pos + 1 : self.pos + 2]
-            if c in " \t\r":
-                self.pos = _BLANKS.match(src, self.pos).end()  # type: ignore[union-attr]
+            if c in " \t" or (c == "\r" and self.ps):
+                self.pos = (_PS_BLANKS if self.ps else BLANKS).match(src, self.pos).end()  # type: ignore[union-attr]
             elif self.ps and c in "{}":
                 self.pos += 1
                 finish()
@@ -147,7 +139,11 @@ class _Parser(Reader):
                 self._group(words)
             else:
                 word = self._word()
-                if word.raw in ("case", "esac") and not self.ps and lead_words(words) == len(words):
+                if word.raw in _COMPOUND and not self.ps and lead_words(words) == len(words):
+                    if word.raw == "[[":
+                        words.append(word)
+                        self._conditional(words)
+                        continue
                     if word.raw == "case":
                         self._case()
                         continue
@@ -158,8 +154,7 @@ class _Parser(Reader):
                     self.nested, outer_nested = outer_nested, self.nested
                     return commands
                 if not word.dynamic and ("$(" in word.value or "`" in word.value) and not self.ps:
-                    if "[" in word.value or ASSIGNMENT.match(word.raw):  # an assigned value, a subscript
-                        self.stored(word.value)
+                    self._literal(word)
                 if self.expanded is None:
                     words.append(word)
                 elif ASSIGNMENT.match(word.raw):  # not expanded as an assignment, but as an argument
@@ -171,48 +166,6 @@ class _Parser(Reader):
         finish()
         self.nested = outer_nested
         return commands
-
-    def _case(self) -> None:
-        """``case WORD in [(]PATTERN[|PATTERN]) LIST ;; ... esac``: every clause's commands, and those
-        of the substitutions in the word and the patterns."""
-        src, n = self.src, len(self.src)
-        self._skip(_BLANKS)
-        if not self._word().raw:
-            raise Unparsable("case without a word")
-        self._skip(_SPACES)
-        if self._word().raw != "in":
-            raise Unparsable("case without 'in'")
-        while True:
-            self._tick()
-            self._skip(_SPACES)
-            if src.startswith("#", self.pos):
-                end = src.find("\n", self.pos)
-                self.pos = n if end < 0 else end
-                continue
-            if src.startswith("esac", self.pos) and src[self.pos + 4 : self.pos + 5] in ("", *_WORD_BREAK):
-                self.pos += 4
-                return
-            self.pos += src.startswith("(", self.pos)
-            while True:  # the patterns, up to their ``)``
-                self._skip(_BLANKS)
-                if not self._word().raw:
-                    raise Unparsable("a case pattern missing")
-                self._skip(_BLANKS)
-                follows = src[self.pos : self.pos + 1]
-                self.pos += 1
-                if follows == ")":
-                    break
-                if follows != "|":
-                    raise Unparsable("unexpected text in a case pattern")
-            self.esac = False
-            self.nested.extend(self.parse("case"))
-            if self.esac:
-                return
-
-    def _skip(self, spaces: re.Pattern[str]) -> None:
-        found = spaces.match(self.src, self.pos)
-        if found is not None:
-            self.pos = found.end()
 
     def _group(self, words: list[Word]) -> None:
         """A ``(`` where bash reads one: a function definition, ``(( ))`` or a subshell."""
@@ -242,7 +195,7 @@ class _Parser(Reader):
         src, op = self.src, redirect.group().lstrip("0123456789")
         op = op[op.find("}") + 1 :] if op.startswith("{") else op
         self.pos = redirect.end()
-        blanks = _BLANKS.match(src, self.pos)
+        blanks = BLANKS.match(src, self.pos)
         if blanks is not None:
             self.pos = blanks.end()
         c, nxt = src[self.pos : self.pos + 1], src[self.pos + 1 : self.pos + 2]
@@ -256,69 +209,9 @@ class _Parser(Reader):
             return f"{redirect.group()} {target.raw}"
         return redirect.group() + src[redirect.end() : start] + target.raw
 
-    def _heredoc_bodies(self, substitution: bool) -> None:
-        """Read the bodies of the here-documents opened on the line just ended. In a substitution,
-        as in bash, a line that starts with the delimiter ends the body (``EOF)``), and the rest
-        of that line is read as commands."""
-        src, n = self.src, len(self.src)
-        for delimiter, strip_tabs, quoted in self.heredocs:
-            start = end = self.pos
-            while self.pos < n:
-                self._tick()
-                stop = src.find("\n", self.pos)
-                line = src[self.pos : n if stop < 0 else stop]
-                text = line.lstrip("\t") if strip_tabs else line
-                if text == delimiter:
-                    self.pos = n if stop < 0 else stop + 1
-                    break
-                if substitution and delimiter and text.startswith(delimiter):
-                    self.pos += len(line) - len(text) + len(delimiter)
-                    break
-                self.pos = n if stop < 0 else stop + 1
-                end = self.pos
-            if not quoted and (src.find("$", start, end) >= 0 or src.find("`", start, end) >= 0):  # they run
-                body = self.child(src[start:end])
-                body.expansions(HEREDOC_RUN)
-                self.nested.extend(body.nested)
-        self.heredocs.clear()
-
-    def _eval(self, command: SimpleCommand) -> None:
-        """Read the commands in the text of ``eval`` (its arguments joined), ``trap`` (its action)
-        and ``alias`` (its values); one whose text expands runs whatever the expansion holds."""
-        words = command.words
-        k = 0
-        while k < len(words) - 1 and words[k].value in ("builtin", "command", "time", "-p", "--"):
-            k += 1
-        head, args = words[k], list(words[k + 1 :])
-        if head.dynamic or head.value not in _RUNS_TEXT:
-            return
-        if args and args[0].value == "--":
-            args = args[1:]
-        if not args:
-            return
-        scripts: list[tuple[str, bool]] = []
-        if head.value == "eval":
-            scripts.append((" ".join(word.value for word in args), any(word.dynamic for word in args)))
-        elif head.value == "trap" and not args[0].value.startswith("-"):
-            scripts.append((args[0].value, args[0].dynamic))
-        elif head.value == "alias":
-            scripts.extend((word.value.partition("=")[2], word.dynamic) for word in args if "=" in word.value)
-        elif head.value in ("source", ".") and (args[0].dynamic or args[0].value.startswith(_STREAMS)):
-            scripts.append((args[0].value, True))  # runs what a stream holds: known only at run time
-        elif head.value in ("mapfile", "readarray"):  # ``-C callback`` runs with a line's index and text
-            callbacks = (b for a, b in itertools.pairwise(args) if a.value == "-C")
-            scripts.extend((f"{b.value} ${{index}} ${{line}}", b.dynamic) for b in callbacks)
-        for text, dynamic in scripts:
-            if dynamic:
-                self.nested.append(SimpleCommand((Word(text, text, True),)))
-            elif self.evals >= MAX_EVALS:
-                raise Unparsable("eval nested too deep")
-            else:
-                self.nested.extend(self.child(text, self.evals + 1).parse(None))
-
-    def _word(self) -> Word:
+    def _word(self, breaks: frozenset[str] | None = None) -> Word:
         src, n, start = self.src, len(self.src), self.pos
-        breaks = _PS_WORD_BREAK if self.ps else _WORD_BREAK
+        breaks = breaks or (_PS_WORD_BREAK if self.ps else WORD_BREAK)
         value: list[str] = []
         kinds: list[int] = []  # what each part of the value is, for brace expansion
         braces = False
@@ -407,30 +300,6 @@ class _Parser(Reader):
         if len(expanded) == 1 and expanded[0][0] == word.value:
             return None
         return [Word(text, text, dynamic) for text, dynamic in expanded]
-
-    def _array(self) -> bool:
-        """The elements of ``name=(...)``, read as words (their substitutions run); whether one expands."""
-        src, n = self.src, len(self.src)
-        self.pos += 1
-        dynamic = False
-        while True:
-            self._tick()
-            blanks = _SPACES.match(src, self.pos)
-            if blanks is not None:
-                self.pos = blanks.end()
-            if self.pos >= n:
-                raise Unparsable("missing ')'")
-            c = src[self.pos]
-            if c == ")":
-                self.pos += 1
-                return dynamic
-            if c == "#":
-                end = src.find("\n", self.pos)
-                self.pos = n if end < 0 else end
-                continue
-            if c in ";|&(<>":
-                raise Unparsable(f"unexpected {c!r} in an array")
-            dynamic |= self._word().dynamic
 
 
 __all__ = ["READ_FURTHER", "OutOfTime", "SimpleCommand", "Unparsable", "Word"]

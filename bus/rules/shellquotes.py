@@ -25,6 +25,7 @@ _BASH_DQ_RUN: Final = re.compile(r'[^"\\`$]+')
 _PS_DQ_RUN: Final = re.compile(r'[^"`$]+')
 #: Runs inside ``$(( ))``/``(( ))``, ``${ }`` and an unquoted here-document's body.
 _ARITH_RUN: Final = re.compile(r"[^()$`\"'\\]+")
+_SUBSCRIPT_RUN: Final = re.compile(r"[^\[\]$`\"'\\]+")
 _PARAM_RUN: Final = re.compile(r"[^}\\'\"$`]+")
 HEREDOC_RUN: Final = re.compile(r"[^\\$`]+")
 #: A backtick substitution's body up to its closing backtick, and the escapes removed inside it.
@@ -157,34 +158,38 @@ class Reader:
             self._parameter()
         elif nxt == "{":
             self.pos = _matching(src, i + 1, "{", "}") + 1
-        elif nxt == "[" and not self.ps:
-            raise Unparsable("$[ ] arithmetic")
+        elif nxt == "[" and not self.ps:  # the old arithmetic ``$[ ]``
+            self.pos = i + 2
+            self._arithmetic(brackets=True)
         else:
             name = (_PS_NAME if self.ps else _BASH_NAME).match(src, i + 1)
             self.pos = name.end() if name else i + 1
             return name is not None
         return True
 
-    def _arithmetic(self) -> None:
-        """Read ``(( ))`` or ``$(( ))`` after its ``((``, to its ``))``: the substitutions inside run."""
+    def _arithmetic(self, brackets: bool = False) -> None:
+        """Read ``(( ))`` or ``$(( ))`` after its ``((`` to its ``))`` (``$[ ]`` after its ``$[``
+        to its ``]``, with ``brackets``): the substitutions inside run."""
         self._enter()
         src, n = self.src, len(self.src)
+        opener, closer = "[]" if brackets else "()"
+        plain = _SUBSCRIPT_RUN if brackets else _ARITH_RUN
         depth = 0
         while self.pos < n:
             self._tick()
-            run = _ARITH_RUN.match(src, self.pos)
+            run = plain.match(src, self.pos)
             if run is not None:
                 self.pos = run.end()
                 continue
             c = src[self.pos]
-            if c == "(":
+            if c == opener:
                 depth += 1
                 self.pos += 1
-            elif c == ")":
+            elif c == closer:
                 self.pos += 1
                 if depth == 0:
-                    if src.startswith(")", self.pos):
-                        self.pos += 1
+                    if brackets or src.startswith(")", self.pos):
+                        self.pos += 0 if brackets else 1
                         self.depth -= 1
                         return
                     raise Unparsable("'((' that may be nested subshells")

@@ -241,8 +241,11 @@ def lead_words(words: list[Word], group_follows: bool = False, assigned: list[st
         if assignment:
             if assigned is not None:
                 assigned.append(assignment.group(1))
-        elif raw == "time" and (follows in ("-p", None) or follows in _KEYWORDS or (group_follows and i + 2 == n)):
-            i += follows == "-p"
+        elif raw == "time" and (
+            follows in ("-p", "--", None) or follows in _KEYWORDS or (group_follows and i + 2 == n)
+        ):
+            i += follows in ("-p", "--")  # ``time -p -- cmd``: bash takes both
+            i += follows == "-p" and i + 1 < n and words[i + 1].raw == "--"
         elif raw == "coproc":
             if follows is not None and _NAME.fullmatch(follows) and (i + 2 < n and words[i + 2].raw == "{"):
                 i += 1

@@ -214,7 +214,7 @@ ABSOLUTE = re.compile(r"(?:^|[\s;|&(<>=`'\"])/(?!dev/(?:null|stdin)\b)[A-Za-z0-9
 
 def check_safe(case: str) -> None:
     """Refuse a case that could run a program other than the fakes, or touch a file outside its directory."""
-    for forbidden in ("PATH", "BASH_ENV", "command -p", "hash ", "enable ", "cd ", "pushd", "~"):
+    for forbidden in ("PATH", "BASH_ENV", "command -p", "hash ", "enable ", "cd ", "pushd", " ~"):
         assert forbidden not in case, f"unsafe oracle case {case!r}: {forbidden!r}"
     assert not ABSOLUTE.search(case), f"unsafe oracle case {case!r}: an absolute path"
 
@@ -251,7 +251,7 @@ def run_in_bash(sandbox: Path, case: str) -> list[list[str]]:
         check=False,
     )
     records = []
-    for record in log.read_text("utf-8", "surrogateescape").split(RECORD_END + "\0"):
+    for record in log.read_bytes().decode("utf-8", "surrogateescape").split(RECORD_END + "\0"):
         if record:
             argv = record.rstrip("\0").split("\0")
             prefix = str(sandbox / "bin") + os.sep
