@@ -70,6 +70,15 @@ def plains(command: str) -> list[str] | None:
         ("case x in a) case y in b) rm z;; esac;; esac", ["rm z"]),
         ("case $(rm a) in $(rm b)) ;; esac", ["rm a", "rm b"]),
         ("case x in esac", []),
+        # [[ ]]: its operators are not separators or redirections, a regex may hold ( | )
+        ("[[ ( x == y ) && a < b ]] && rm x", ["[[ ( x == y ) && a < b ]]", "rm x"]),
+        ("[[ x =~ ^(a|b)$ ]] || rm x", ["[[ x =~ ^(a|b)$ ]]", "rm x"]),
+        ("[[ -n $(rm y) ]]", ["[[ -n $(rm y) ]]", "rm y"]),
+        ("[[ 'a[$(rm y)]' -eq 1 ]]", ["[[ a[$(rm y)] -eq 1 ]]", "rm y"]),
+        ("echo $[1 + $(rm y)]", ["echo $[1 + $(rm y)]", "rm y"]),
+        ("time -p -- rm x", ["rm x"]),
+        ("time -- rm x", ["rm x"]),
+        ("rm x\r", ["rm x\r"]),  # a carriage return is part of a word
         # eval's argument is a command
         ("eval 'rm -rf /'", ["eval rm -rf /", "rm -rf /"]),
         ("eval \"eval 'rm x'\"", ["eval eval 'rm x'", "eval rm x", "rm x"]),
@@ -158,6 +167,8 @@ def test_too_many_braces_are_known_only_at_run_time() -> None:
         "case x in a ls;; esac",
         "case x a) ls;; esac",
         "ls; esac",
+        "[[ x ; ]]",
+        "[[ x",
     ],
 )
 def test_what_the_reader_is_not_sure_of_cannot_be_judged(command: str) -> None:
