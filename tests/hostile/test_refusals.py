@@ -73,7 +73,8 @@ async def test_an_mcp_argument_nested_past_the_limit_is_denied(platform: Callabl
     assert refused(deep).startswith("too_deep: ")
     specific = deep.json()["hookSpecificOutput"]
     assert (specific["hookEventName"], specific["permissionDecision"]) == ("PreToolUse", "deny")
-    assert "cannot judge" in specific["permissionDecisionReason"] and "nestingDepth" in specific["permissionDecisionReason"]
+    reason = specific["permissionDecisionReason"]
+    assert "cannot judge" in reason and "nestingDepth" in reason
     assert refused_count == 1
     record = await logged(bus, deep)
     assert (record.decision, record.outcome, record.session_id) == (Decision.DENY, "decided", "s-mcp")
