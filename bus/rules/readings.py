@@ -32,6 +32,7 @@ from typing import Final
 
 from bus.rules.bashsplit import SimpleCommand, Word, parse_commands
 from bus.rules.codereadings import INTERPRETERS, CodeReading, read_code
+from bus.rules.heredocs import fed_texts
 
 #: The most readings one subcommand has before it cannot be judged.
 MAX_READINGS: Final = 256
@@ -128,12 +129,13 @@ class Readings:
     opaque: bool = False
 
 
-def read_command(cmd: SimpleCommand, source: str | None = None) -> Readings:
-    """The readings of ``cmd``; ``source`` is the whole command it was split from, where its
-    here-documents' bodies are (without it, a here-document fed to a shell cannot be read)."""
+def read_command(cmd: SimpleCommand, stdin: str | None = None) -> Readings:
+    """The readings of ``cmd``; ``stdin`` is what a here-document or here-string feeds it
+    (:func:`bus.rules.heredocs.fed_texts`; without it a shell reading its input runs what
+    cannot be read)."""
     found: list[SimpleCommand] = [cmd]
     seen = {cmd.words}
-    queue: list[tuple[SimpleCommand, int, str | None]] = [(cmd, 0, _stdin(cmd, source))]
+    queue: list[tuple[SimpleCommand, int, str | None]] = [(cmd, 0, stdin)]
     opaque = False
     for reading, depth, fed in queue:  # grows while it is read: breadth first
         for derived in _derive(reading.words, fed):
@@ -165,7 +167,8 @@ def _scripts(scripts: tuple[str | None, ...], depth: int) -> list[tuple[SimpleCo
         if commands is None:
             found.append((UNREADABLE, depth + 1, None))
             continue
-        found.extend((command, depth + 1, _stdin(command, script)) for command in commands)
+        fed = fed_texts(script, commands)  # type: ignore[arg-type]
+        found.extend((command, depth + 1, text) for command, text in zip(commands, fed, strict=True))
     return found
 
 
@@ -301,16 +304,17 @@ def _find(words: tuple[Word, ...]) -> list[Derived]:
     while i < n:
         flag = words[i].value
         i += 1
+        if len(derived) >= MAX_READINGS:
+            break  # the readings stop there anyway
         if flag == "-delete":
-            derived.extend((Word("rm", "rm"), Word("-rf", "-rf"), start) for start in starts)
+            derived.extend((Word("rm", "rm"), Word("-rf", "-rf"), start) for start in starts[:MAX_READINGS])
         elif flag in _FIND_EXEC:
             end = i
             while end < n and words[end].value not in (";", "+"):
                 end += 1
             inner = words[i:end]
-            if inner:
-                for start in starts:
-                    derived.append(tuple(start if w.value == "{}" else w for w in inner))
+            for start in starts[: MAX_READINGS if inner else 0]:
+                derived.append(tuple(start if w.value == "{}" else w for w in inner))
             i = end + 1
     return derived
 
@@ -407,47 +411,6 @@ def _git_long(words: tuple[Word, ...]) -> list[str]:
     if not added:
         return []
     return [" ".join(("git", words[1].value, *dict.fromkeys(added), *rest))]
-
-
-_HERE_STRING: Final = re.compile(r"<<<\s*")
-_HEREDOC: Final = re.compile(r"<<(-?)\s*(?!<)")
-
-
-def _stdin(cmd: SimpleCommand, source: str | None) -> str | None:
-    """The text a here-string or here-document of ``cmd`` feeds it; ``None`` when that is not in
-    the command (none, a pipe, an expansion): a shell reading it runs what is known only at run time."""
-    written = cmd.written
-    if written is None or "<<" not in written:
-        return None
-    here = _HERE_STRING.search(written)
-    if here is not None:
-        word = _first_word(written[here.end() :])
-        return None if word is None or word.dynamic else word.value
-    doc = _HEREDOC.search(written)
-    if doc is None or source is None:
-        return None
-    word = _first_word(written[doc.end() :])
-    if word is None:
-        return None
-    opener = re.search(r"<<-?[ \t]*" + re.escape(word.raw), source)
-    if opener is None:
-        return None
-    start = source.find("\n", opener.end())
-    if start < 0:
-        return ""
-    lines: list[str] = []
-    for line in source[start + 1 :].split("\n"):
-        if (line.lstrip("\t") if doc.group(1) else line) == word.value:
-            break
-        lines.append(line)
-    return "\n".join(lines)
-
-
-def _first_word(text: str) -> Word | None:
-    commands = parse_commands(": " + text)
-    if not commands or len(commands[0].words) < 2:
-        return None
-    return commands[0].words[1]
 
 
 __all__ = ["MAX_READINGS", "MAX_SCRIPT_DEPTH", "UNREADABLE", "Readings", "read_command", "spellings"]

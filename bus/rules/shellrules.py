@@ -22,6 +22,7 @@ from typing import Final
 
 from bus.rules.bashsplit import CACHED_COMMAND_CHARS, SimpleCommand, parse_commands, strip_wrappers
 from bus.rules.globs import Glob, glob, glob_regex
+from bus.rules.heredocs import fed_texts
 from bus.rules.limits import current_limits
 from bus.rules.readings import read_command, spellings
 
@@ -106,22 +107,33 @@ def shell_matches(content: str, command: str, powershell: bool, fail_open: bool,
     commands = parse_commands(command, powershell=powershell)
     if commands is None:
         return fail_open
+    fed = _fed(command, commands, powershell)
     if every:  # allow rules: every reading of every subcommand, no unsafe leading assignment
-        return bool(commands) and all(_every_reading_matches(pattern, cmd, command, powershell) for cmd in commands)
-    return any(_any_reading_matches(pattern, cmd, command, powershell, fail_open) for cmd in commands)
+        return bool(commands) and all(
+            _every_reading_matches(pattern, cmd, stdin, powershell) for cmd, stdin in zip(commands, fed, strict=True)
+        )
+    return any(
+        _any_reading_matches(pattern, cmd, stdin, powershell, fail_open)
+        for cmd, stdin in zip(commands, fed, strict=True)
+    )
+
+
+def _fed(command: str, commands: tuple[SimpleCommand, ...], powershell: bool) -> list[str | None]:
+    """What a here-document or here-string feeds each subcommand."""
+    return [None] * len(commands) if powershell else fed_texts(command, commands)
 
 
 def _any_reading_matches(
-    pattern: _ShellPattern, cmd: SimpleCommand, source: str, powershell: bool, fail_open: bool
+    pattern: _ShellPattern, cmd: SimpleCommand, stdin: str | None, powershell: bool, fail_open: bool
 ) -> bool:
-    read = _read(cmd, source, powershell)
+    read = _read(cmd, stdin, powershell)
     if fail_open and read.opaque and unreadable_code_unjudged():
         return True
     return any(_reading_matches(pattern, reading, texts, fail_open) for reading, texts in read.readings)
 
 
-def _every_reading_matches(pattern: _ShellPattern, cmd: SimpleCommand, source: str, powershell: bool) -> bool:
-    read = _read(cmd, source, powershell)
+def _every_reading_matches(pattern: _ShellPattern, cmd: SimpleCommand, stdin: str | None, powershell: bool) -> bool:
+    read = _read(cmd, stdin, powershell)
     if read.opaque and unreadable_code_unjudged():
         return False
     return all(
@@ -150,19 +162,18 @@ class _Read:
     opaque: bool
 
 
-def _read(cmd: SimpleCommand, source: str, powershell: bool) -> _Read:
-    """The readings of a subcommand of ``source`` and their variants, worked out once."""
-    if cmd.written is not None and "<<" in cmd.written and "<<<" not in cmd.written and not powershell:
-        return _make_read(cmd, source, powershell)  # a here-document: its body is in ``source``
-    if len(cmd.text) > CACHED_COMMAND_CHARS:  # a long one is not kept (the cache stays small)
-        return _make_read(cmd, None, powershell)
-    return _cached_read(cmd, None, powershell)
+def _read(cmd: SimpleCommand, stdin: str | None, powershell: bool) -> _Read:
+    """The readings of a subcommand (fed ``stdin`` by a here-document) and their variants,
+    worked out once."""
+    if len(cmd.text) + len(stdin or "") > CACHED_COMMAND_CHARS:  # a long one is not kept (the cache stays small)
+        return _make_read(cmd, stdin, powershell)
+    return _cached_read(cmd, stdin, powershell)
 
 
-def _make_read(cmd: SimpleCommand, source: str | None, powershell: bool) -> _Read:
+def _make_read(cmd: SimpleCommand, stdin: str | None, powershell: bool) -> _Read:
     if powershell:
         return _Read(((cmd, _make_variants(cmd, powershell)),), False)
-    read = read_command(cmd, source)
+    read = read_command(cmd, stdin)
     return _Read(tuple((reading, _make_variants(reading, False)) for reading in read.commands), read.opaque)
 
 
@@ -206,8 +217,8 @@ def shell_texts(command: str, powershell: bool = False) -> frozenset[str] | None
     if commands is None:
         return None
     texts: set[str] = set()
-    for cmd in commands:
-        read = _read(cmd, command, powershell)
+    for cmd, stdin in zip(commands, _fed(command, commands, powershell), strict=True):
+        read = _read(cmd, stdin, powershell)
         if read.opaque or any(reading.dynamic for reading, _ in read.readings):
             return None
         for _, variants in read.readings:
@@ -247,8 +258,8 @@ def shell_view(command: str, powershell: bool = False) -> ShellView | None:
     texts: set[str] = set()
     heads: set[str] = set()
     dynamic_program = opaque = False
-    for cmd in commands:
-        read = _read(cmd, command, powershell)
+    for cmd, stdin in zip(commands, _fed(command, commands, powershell), strict=True):
+        read = _read(cmd, stdin, powershell)
         opaque |= read.opaque
         for reading, variants in read.readings:
             texts.update(variants)

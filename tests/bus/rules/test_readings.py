@@ -7,6 +7,7 @@ import pytest
 
 from bus.policy.rulelists import compile_lists
 from bus.rules.bashsplit import parse_commands
+from bus.rules.heredocs import fed_texts
 from bus.rules.limits import Limits, using_limits
 from bus.rules.permissions import parse_rule, rule_matches
 from bus.rules.readings import MAX_READINGS, MAX_SCRIPT_DEPTH, UNREADABLE, read_command, spellings
@@ -18,7 +19,10 @@ def readings(command: str) -> list[str]:
     """The plain text of every reading of every subcommand of ``command``."""
     commands = parse_commands(command)
     assert commands is not None
-    return [reading.plain for cmd in commands for reading in read_command(cmd, command).commands]
+    fed = fed_texts(command, commands)
+    return [
+        reading.plain for cmd, stdin in zip(commands, fed, strict=True) for reading in read_command(cmd, stdin).commands
+    ]
 
 
 @pytest.mark.parametrize(
