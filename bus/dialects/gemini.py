@@ -60,7 +60,7 @@ import re
 from typing import Any, Final
 
 from bus.dialects.base import AGENT_EVENT_NAME, AGENT_TOOL_NAME, Dialect, partial, yes
-from bus.dialects.mcpnames import claude_mcp_name
+from bus.dialects.mcpnames import mcp_names, with_readings
 from bus.rules.paths import agent_home, agent_path
 
 GEMINI: Final = "gemini"
@@ -120,19 +120,25 @@ _CONTEXT_EVENTS: Final = frozenset({"PostToolUse", "PostToolUseFailure", "UserPr
 _MISSING: Final = object()
 
 
-def canonical_tool_name(name: str, mcp_context: Any = None) -> str:
-    """The Claude Code name of Gemini's tool ``name`` (``mcp_<server>_<tool>`` -> ``mcp__server__tool``)."""
+def canonical_tool_names(name: str, mcp_context: Any = None) -> tuple[str, ...]:
+    """The Claude Code names Gemini's tool ``name`` may have, the likeliest first (an MCP name
+    without ``mcp_context`` may have several: :mod:`bus.dialects.mcpnames`)."""
     if name in GEMINI_TOOLS:
-        return GEMINI_TOOLS[name]
+        return (GEMINI_TOOLS[name],)
     if name.startswith("mcp_") and not name.startswith("mcp__"):
         context = mcp_context if isinstance(mcp_context, dict) else {}
         server, tool = context.get("server_name"), context.get("tool_name")
         if isinstance(server, str) and isinstance(tool, str) and server and tool:
-            return f"mcp__{server}__{tool}"
-        return claude_mcp_name(name[4:], "_", "first") or name
+            return (f"mcp__{server}__{tool}",)
+        return mcp_names(name[4:], "_", "first") or (name,)
     if "__" in name and not name.startswith(("_", "mcp__")):  # older Gemini CLIs: <server>__<tool>
-        return claude_mcp_name(name, "__", "first") or name
-    return name
+        return mcp_names(name, "__", "first") or (name,)
+    return (name,)
+
+
+def canonical_tool_name(name: str, mcp_context: Any = None) -> str:
+    """The Claude Code name of Gemini's tool ``name`` (``mcp_<server>_<tool>`` -> ``mcp__server__tool``)."""
+    return canonical_tool_names(name, mcp_context)[0]
 
 
 def canonical_tool_input(
@@ -161,7 +167,7 @@ def gemini_input(hook_input: dict[str, Any]) -> dict[str, Any]:
     tool = out.get("tool_name")
     if isinstance(tool, str):
         out[AGENT_TOOL_NAME] = tool
-        out["tool_name"] = canonical_tool_name(tool, out.get("mcp_context"))
+        with_readings(out, canonical_tool_names(tool, out.get("mcp_context")))
         if isinstance(out.get("tool_input"), dict):
             out["tool_input"] = canonical_tool_input(tool, out["tool_input"], out.get("cwd"), agent_home(out))
     response = out.get("tool_response")

@@ -21,6 +21,7 @@ import weakref
 from collections.abc import Mapping
 from typing import Any, Final, Protocol, TypeVar
 
+from bus.dialects.mcpnames import tool_name_readings
 from bus.hooks.events import IF_EVENTS, default_timeout_s
 from bus.hooks.matching import Matcher, compile_matcher, matcher_value
 from bus.policy.entries import HandlerEntry
@@ -91,10 +92,32 @@ class CompiledEvent:
         self._choices: dict[tuple[str | None, str], tuple[CompiledHandler, ...]] = {}
 
     def select(self, hook_input: Mapping[str, Any], agent: str) -> tuple[CompiledHandler, ...]:
-        """The handlers that run on this event from ``agent``, in policy order."""
+        """The handlers that run on this event from ``agent``, in policy order (for an MCP tool
+        read several ways, those whose matcher and ``if`` match any reading)."""
         if not self.handlers:
             return ()
         value = matcher_value(self.event, hook_input)
+        chosen = self._chosen(value, agent)
+        tool_name = str(hook_input.get("tool_name", ""))
+        others = tool_name_readings(hook_input) if value == tool_name else ()
+        if others:
+            picked = {id(h) for name in (value, *others) for h in self._chosen(name, agent)}
+            chosen = tuple(h for h in self.handlers if id(h) in picked)
+        if not any(h.condition is not None for h in chosen):
+            return chosen
+        tool_input = hook_input.get("tool_input")
+        cwd = hook_input.get("cwd")
+        arguments = tool_input if isinstance(tool_input, dict) else {}
+        where = cwd if isinstance(cwd, str) else None
+        home = agent_home(hook_input)
+        return tuple(
+            h
+            for h in chosen
+            if h.condition is None
+            or any(rule_matches(h.condition, name, arguments, where, home=home) for name in (tool_name, *others))
+        )
+
+    def _chosen(self, value: str | None, agent: str) -> tuple[CompiledHandler, ...]:
         key = (value, agent)
         chosen = self._choices.get(key)
         if chosen is None:
@@ -103,19 +126,7 @@ class CompiledEvent:
                 if len(self._choices) >= CHOICES_PER_EVENT:
                     self._choices.clear()
                 self._choices[key] = chosen
-        if not any(h.condition is not None for h in chosen):
-            return chosen
-        tool_input = hook_input.get("tool_input")
-        cwd = hook_input.get("cwd")
-        tool_name = str(hook_input.get("tool_name", ""))
-        arguments = tool_input if isinstance(tool_input, dict) else {}
-        where = cwd if isinstance(cwd, str) else None
-        home = agent_home(hook_input)
-        return tuple(
-            h
-            for h in chosen
-            if h.condition is None or rule_matches(h.condition, tool_name, arguments, where, home=home)
-        )
+        return chosen
 
     def _choose(self, value: str | None, agent: str) -> tuple[CompiledHandler, ...]:
         # A matcher value over hookbus.limits.stringBytes cannot be judged: the handler runs.
@@ -183,7 +194,10 @@ def selected(entry: HandlerEntry, event: str, hook_input: Mapping[str, Any], age
         return False
     value = matcher_value(event, hook_input)
     too_long = value is not None and current_limits().string_too_long(value)
-    if not too_long and not compile_matcher(entry.matcher, event).matches(value):
+    tool_name = str(hook_input.get("tool_name", ""))
+    names = (tool_name, *tool_name_readings(hook_input))  # an MCP tool read several ways: any reading
+    matched = names if value == tool_name else (value,)
+    if not too_long and not any(compile_matcher(entry.matcher, event).matches(name) for name in matched):
         return False
     condition = entry.handler.if_
     if condition is None:
@@ -195,13 +209,10 @@ def selected(entry: HandlerEntry, event: str, hook_input: Mapping[str, Any], age
         return True  # an `if` that cannot be parsed fails open: the hook runs
     tool_input = hook_input.get("tool_input")
     cwd = hook_input.get("cwd")
-    return rule_matches(
-        rule,
-        str(hook_input.get("tool_name", "")),
-        tool_input if isinstance(tool_input, dict) else {},
-        cwd if isinstance(cwd, str) else None,
-        home=agent_home(hook_input),
-    )
+    arguments = tool_input if isinstance(tool_input, dict) else {}
+    where = cwd if isinstance(cwd, str) else None
+    home = agent_home(hook_input)
+    return any(rule_matches(rule, name, arguments, where, home=home) for name in names)
 
 
 __all__ = [

@@ -20,6 +20,7 @@ import functools
 import re
 from typing import Any, Final, Protocol
 
+from bus.dialects.mcpnames import tool_name_readings
 from bus.hooks.decisions import Decision
 from bus.hooks.results import HandlerResult, Outcome
 from bus.rules.bashsplit import CACHED_COMMAND_CHARS, SPLIT_CACHE_SIZE, unjudged
@@ -220,7 +221,10 @@ def compile_lists(deny: tuple[str, ...], ask: tuple[str, ...], allow: tuple[str,
 
 
 def first_verdict(lists: tuple[RuleList, ...], hook_input: dict[str, Any]) -> tuple[str, str] | None:
-    """``(verdict, rule text)`` of the first matching rule of ``lists``, deny before ask before allow."""
+    """``(verdict, rule text)`` of the first matching rule of ``lists``, deny before ask before allow.
+
+    An MCP tool whose name may be read several ways (:func:`bus.dialects.mcpnames.tool_name_readings`)
+    meets a deny or ask rule that matches any reading, an allow rule only one that matches each."""
     tool_name = hook_input.get("tool_name")
     if not isinstance(tool_name, str):
         return None
@@ -231,8 +235,16 @@ def first_verdict(lists: tuple[RuleList, ...], hook_input: dict[str, Any]) -> tu
     if not isinstance(cwd, str):
         cwd = None
     home = agent_home(hook_input)
+    others = tool_name_readings(hook_input)
     for rule_list in lists:
         found = rule_list.first_match(tool_name, tool_input, cwd, home)
+        if others and rule_list.verdict == "allow":
+            if found is not None and all(rule_list.first_match(n, tool_input, cwd, home) for n in others):
+                return rule_list.verdict, found
+            continue
+        readings = iter(others)
+        while found is None and (name := next(readings, None)) is not None:
+            found = rule_list.first_match(name, tool_input, cwd, home)
         if found is not None:
             return rule_list.verdict, found
     return None

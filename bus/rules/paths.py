@@ -134,7 +134,7 @@ def _bases(anchor: Anchor, path: str, base_cwd: str | None, home: str | None, an
     if anchor == "cwd":
         return [base_cwd]
     found = _ANY_HOME.match(path) if any_home else None
-    bases = [normalize_path(home)] if home else []
+    bases: list[str | None] = [normalize_path(home)] if home else []
     return [*bases, found.group(0)] if found and found.group(0) not in bases else bases
 
 
