@@ -45,6 +45,15 @@ COMMAND_UNITS: Final = {
     "words": "abc ",
     "flags": "-f ",
     "rm -rf / itself": "rm -rf / ; ",
+    "redirections": "a 2>/dev/null ",
+    "brace expansion": "{a,b} ",
+    "ANSI-C escapes": "$'\\x61' ",
+    "functions": "f() { a; }; ",
+    "case": "case a in a) a;; esac; ",
+    "[[ ]]": "[[ a ]] && ",
+    "eval": "eval a; ",
+    "$() in ${} and $(())": "${a:-$(a)}$(( $(a) )) ",
+    "unquoted heredocs with $()": "cat <<E\n$(a)\nE\n",
 }
 
 #: Commands that never end: the whole tail after the unit is inside it.
