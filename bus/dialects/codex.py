@@ -198,6 +198,8 @@ def codex_input(hook_input: dict[str, Any]) -> dict[str, Any]:
             command = shell.get("command", shell.get("cmd"))
             if isinstance(command, list) and all(isinstance(arg, str) for arg in command):
                 command = argv_command(command)
+            elif command is not None and not isinstance(command, str):
+                raise ValueError(f"{tool}'s command is neither a string nor an argv of strings")
             if isinstance(command, str):
                 shell["command"] = command
             out["tool_input"] = shell

@@ -165,3 +165,9 @@ def test_run_commands_that_each_read_alone_are_judged_each() -> None:
     assert judged("cline", cline("ls -la", "cat <<'EOF'\nhello\nEOF", "rm -rf /")) == ("deny", "Bash(rm -rf /)")
     assert judged("cline", cline("ls -la", "ls src")) == ("allow", "Bash(ls *)")
     assert joined_commands(["rm -rf /"]) == "rm -rf /" and joined_commands([]) == ""
+
+
+@pytest.mark.parametrize("command", [["bash", "-lc", 1], {"argv": ["rm", "-rf", "/"]}, 7])
+def test_a_codex_command_that_is_no_text_or_argv_cannot_be_judged(command: object) -> None:
+    with pytest.raises(ValueError, match="neither a string nor an argv"):
+        dialect_for("codex").to_canonical(codex("shell", {"command": command}))
