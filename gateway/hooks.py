@@ -29,6 +29,7 @@ from bus.policy.agents import mcp_servers, serves
 from bus.policy.loading import Policy
 from bus.redis.connection import redis_errors
 from bus.rules.limits import depth_over
+from bus.rules.paths import HOME_FIELD, home_path
 from bus.runtime import tracing
 from bus.runtime.logs import event_fields
 from bus.runtime.metrics import event_label
@@ -185,6 +186,10 @@ class HooksEndpoint:
                     hook_input = None
                     why = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
                     raise RequestRejected(400, "dialect_error", f"not a {speaker.title} hook input: {why}") from exc
+            if (home := home_path(headers.get(b"x-hookbus-home", b"").decode("latin-1"))) is not None:
+                # The agent's home (hookbus hook sends its $HOME): what ~ in a path rule stands for.
+                hook_input = {**hook_input, HOME_FIELD: home}
+                body = orjson.dumps(hook_input)
             self.check_canonical(hook_input)
             event = hook_input["hook_event_name"]
             policy, versions = self.registry.for_tenant(tenant)

@@ -6,7 +6,9 @@ request (401, 429, ...) or answers with a fail-open outcome: exit 0 with no outp
 open), or with ``--fail-closed`` exit 2 with the reason on stderr (Claude Code then blocks
 the action on blocking events). An input the gateway cannot judge (too large, too deep,
 untranslatable: its answer carries ``X-Hookbus-Refused``) is denied whatever the flags: the
-answer is printed and the shim exits 2 with the reason on stderr.
+answer is printed and the shim exits 2 with the reason on stderr. Each request carries the
+shim's ``$HOME`` as ``X-Hookbus-Home``: the shim runs as the agent's user, so that is the home
+``~`` stands for in the policy's path rules.
 
 Agents that read no JSON decision (Windsurf, Kiro; Auggie's PreToolUse) get the answer in
 the exit-code form ``{"exit_code": 2, "stderr": REASON, "stdout": TEXT}`` from their
@@ -190,6 +192,9 @@ def post(url: str, body: bytes, token: str | None, timeout_s: float) -> tuple[in
     headers = {"Content-Type": "application/json"}
     if token:
         headers["Authorization"] = f"Bearer {token}"
+    home = os.environ.get("HOME", "")
+    if home.startswith("/") and home.isascii() and home.isprintable():
+        headers["X-Hookbus-Home"] = home  # the agent's home: what ~ in the policy's path rules stands for
     target = _split(url)
     if target is None or os.environ.get("http_proxy") or os.environ.get("HTTP_PROXY"):
         return _post_urllib(url, body, headers, timeout_s)

@@ -7,12 +7,14 @@ it, and so does a one-directory pattern such as ``secrets/**`` in a deny or ask 
 directory at all, inside the project or not, is ``//**/``: ``Read(//**/id_rsa)``.
 
 ``~`` is the home of the user the *agent* runs as, never the dispatcher's: :func:`agent_home`
-reads it from the input (the folder its ``transcript_path`` lies in, such as ``/home/dev`` for
-``/home/dev/.claude/projects/...``). A deny or ask rule's ``~/`` also matches below every
-conventional home (``/home/*``, ``/root``, ``/Users/*``, ``/var/home/*``, ``C:/Users/*``), so
-it holds when the home is unknown or taken wrongly; an allow rule's ``~/`` only below the
-agent's home, and nowhere when that is unknown. A path the agent sends as ``~/x`` is below its
-home, or below ``/home/~`` (which every deny and ask rule's ``~/`` covers) when that is unknown.
+reads it from the input: :data:`HOME_FIELD`, which the gateway sets from the header
+``X-Hookbus-Home`` (``hookbus hook`` sends its ``$HOME``), else the folder its
+``transcript_path`` lies in (``/home/dev`` for ``/home/dev/.claude/projects/...``). A deny or
+ask rule's ``~/`` also matches below every conventional home (``/home/*``, ``/root``,
+``/Users/*``, ``/var/home/*``, ``C:/Users/*``), so it holds when the home is unknown or taken
+wrongly; an allow rule's ``~/`` only below the agent's home, and nowhere when that is unknown.
+A path the agent sends as ``~/x`` is below its home, or below ``/home/~`` (which every deny and
+ask rule's ``~/`` covers) when that is unknown.
 
 A rule pack checks every file tool call against every path rule it has, so
 :class:`PathRules` compiles one list's patterns into one alternation per anchor: a path is
@@ -39,6 +41,8 @@ _ANY_HOME: Final = re.compile(r"/(?:home/[^/]+|root|Users/[^/]+|var/home/[^/]+|[
 _AGENT_FOLDER: Final = re.compile(
     r"/\.(?:claude|codex|gemini|copilot|qwen|factory|cursor|kiro|augment|cline|codeium|windsurf|peri|config|local)/"
 )
+#: The field of a canonical input that names the agent's home (the gateway sets it from ``X-Hookbus-Home``).
+HOME_FIELD: Final = "agent_home"
 #: A transcript path longer than this is not read for a home.
 PATH_CHARS: Final = 4096
 #: Where a ``~/`` path lies when the agent's home is unknown (below every deny rule's ``~/``).
@@ -93,10 +97,24 @@ def _relative(path: str, base: str) -> str | None:
     return path[len(base) + 1 :] if path.startswith(base + "/") else None
 
 
+def home_path(value: object) -> str | None:
+    """``value`` normalised when it can be a home directory (an absolute path of at most
+    :data:`PATH_CHARS` characters, no control character, not ``/``), else None."""
+    if not isinstance(value, str) or len(value) > PATH_CHARS or not value.isprintable():
+        return None
+    home = normalize_path(value)
+    return home if home.startswith("/") and len(home) > 1 else None
+
+
 def agent_home(hook_input: object) -> str | None:
-    """The home of the user the agent runs as, from its input: the folder holding the agent's own
-    folder in ``transcript_path`` (``/home/dev/.claude/projects/x.jsonl`` -> ``/home/dev``), else None."""
-    transcript = hook_input.get("transcript_path") if isinstance(hook_input, Mapping) else None
+    """The home of the user the agent runs as, from its input: :data:`HOME_FIELD`, else the folder
+    holding the agent's own folder in ``transcript_path`` (``/home/dev/.claude/projects/x.jsonl``
+    -> ``/home/dev``), else None."""
+    if not isinstance(hook_input, Mapping):
+        return None
+    if (given := home_path(hook_input.get(HOME_FIELD))) is not None:
+        return given
+    transcript = hook_input.get("transcript_path")
     if not isinstance(transcript, str) or len(transcript) > PATH_CHARS:
         return None
     transcript = normalize_path(transcript)
@@ -190,6 +208,7 @@ class PathRules:
 
 
 __all__ = [
+    "HOME_FIELD",
     "UNKNOWN_HOME",
     "Anchor",
     "PathPattern",
@@ -197,6 +216,7 @@ __all__ = [
     "agent_home",
     "agent_path",
     "expand_home",
+    "home_path",
     "normalize_path",
     "path_matches",
     "path_pattern",

@@ -386,3 +386,33 @@ async def test_the_exit_code_form_is_carried_out_only_for_its_agents(exit_code_s
     # an agent that reads JSON gets the answer as it came
     code, out, _ = await shim("--agent", "gemini", "--url", f"{exit_code_server}/block", stdin=prompt)
     assert (code, json.loads(out)) == (0, {"exit_code": 2})
+
+
+HOME_RULES = """
+hookbus: {deadlineSeconds: 2.0}
+hooks:
+  PreToolUse:
+    - matcher: Read
+      hooks:
+        - {type: rule, allow: ["Read(~/notes/**)"]}
+"""
+
+
+def read(path: str, session: str) -> bytes:
+    hook_input = {"hook_event_name": "PreToolUse", "session_id": session, "cwd": "/tmp", "tool_name": "Read"}
+    return json.dumps({**hook_input, "tool_input": {"file_path": path}}).encode()
+
+
+async def test_the_shim_sends_the_agents_home_which_is_what_tilde_stands_for(platform: Callable[..., Any]) -> None:
+    # No transcript_path: the home comes from the shim's $HOME (the agent's user), never the dispatcher's.
+    async with platform(HOME_RULES) as p:
+        mine = clean_env(HOME="/srv/agent")
+        code, out, err = await shim("--url", p.url, stdin=read("/srv/agent/notes/a.md", "s-home"), env=mine)
+        assert code == 0 and json.loads(out)["hookSpecificOutput"]["permissionDecision"] == "allow", err
+        code, out, err = await shim("--url", p.url, stdin=read("/srv/other/notes/a.md", "s-home"), env=mine)
+        assert (code, out) == (0, b""), err
+        header = await p.post(read("/srv/agent/notes/a.md", "s-h"), headers={"X-Hookbus-Home": "/srv/agent"})
+        assert header.json()["hookSpecificOutput"]["permissionDecision"] == "allow"
+        for home in ("relative/home", "/", "/srv/agent\x01"):  # not a home: unknown, and ~ allows nothing
+            unknown = await p.post(read("/srv/agent/notes/a.md", "s-h"), headers={"X-Hookbus-Home": home})
+            assert unknown.json() == {}, home
