@@ -39,8 +39,9 @@ files); ``glob`` -> Glob, ``grep`` -> Grep (``include`` -> ``glob``), ``list`` -
 ``webfetch`` -> WebFetch, ``websearch`` -> WebSearch, ``todowrite`` -> TodoWrite, ``task`` ->
 Agent, ``skill`` -> Skill (``name`` -> ``skill``), ``question`` -> AskUserQuestion, ``lsp`` ->
 LSP. Any other id with an underscore is an MCP tool, which OpenCode names
-``<server>_<tool>``: it becomes ``mcp__<server>__<tool>``, split at the first underscore (a
-server name with an underscore, or another plugin's tool with one, is split there too).
+``<server>_<tool>``: it becomes ``mcp__<server>__<tool>``, split after the longest server the
+policy names that it starts with, else at the first underscore; when several servers the policy
+names could begin it, every reading is judged (:mod:`bus.dialects.mcpnames`).
 
 Output, only what the plugin reads (``decision``, ``reason``, ``args``, ``context``,
 ``output``; nothing else is sent), event by event:
@@ -71,6 +72,7 @@ from collections.abc import Mapping
 from typing import Any, Final
 
 from bus.dialects.base import AGENT_EVENT_NAME, AGENT_TOOL_NAME, Dialect, no, partial, yes
+from bus.dialects.mcpnames import mcp_names, with_readings
 
 OPENCODE: Final = "opencode"
 #: OpenCode's hook and bus event names -> Claude Code's.
@@ -125,14 +127,16 @@ REPLY_FIELDS: Final = ("decision", "reason", "args", "context", "output")
 ASK_REFUSAL: Final = "hookbus policy asks for confirmation, which OpenCode cannot show a plugin's user; denied"
 
 
+def canonical_tools(tool: str) -> tuple[str, ...]:
+    """Claude Code's names for OpenCode's tool id, the likeliest first (an MCP tool as ``mcp__server__tool``)."""
+    if tool in OPENCODE_TOOLS:
+        return (OPENCODE_TOOLS[tool],)
+    return mcp_names(tool, "_", "first") or (tool,)
+
+
 def canonical_tool(tool: str) -> str:
     """Claude Code's name for OpenCode's tool id (an MCP tool as ``mcp__server__tool``)."""
-    if tool in OPENCODE_TOOLS:
-        return OPENCODE_TOOLS[tool]
-    server, underscore, name = tool.partition("_")
-    if underscore and server and name:
-        return f"mcp__{server}__{name}"
-    return tool
+    return canonical_tools(tool)[0]
 
 
 def _renamed(values: Mapping[str, Any], names: Mapping[str, str]) -> dict[str, Any]:
@@ -205,7 +209,8 @@ def opencode_input(hook_input: dict[str, Any]) -> dict[str, Any]:
         args = out.get("args")
         name, converted = tool_input(tool, args if isinstance(args, dict) else {})
         out[AGENT_TOOL_NAME] = tool
-        out["tool_name"] = name
+        readings = canonical_tools(tool)
+        with_readings(out, readings if readings[0] == name else (name,))
         out["tool_input"] = converted
     if isinstance(out.get("lastAssistantMessage"), str):
         out.setdefault("last_assistant_message", out["lastAssistantMessage"])

@@ -203,3 +203,12 @@ def test_readings_are_kept_for_the_log_and_bounded_when_read() -> None:
     many = {"tool_name": "mcp__a__b", TOOL_NAME_READINGS: [f"mcp__a{i}__b" for i in range(100)] + [3, "Bash"]}
     assert tool_name_readings(many) == tuple(f"mcp__a{i}__b" for i in range(MAX_READINGS))  # the first ones only
     assert tool_name_readings({"tool_name": "Bash", TOOL_NAME_READINGS: ["mcp__x__y"]}) == ()
+
+
+def test_opencode_underscored_names_are_read_every_way_too() -> None:
+    body = {"event": "tool.execute.before", "sessionID": "s", "directory": "/w", "tool": "my_db_drop_table", "args": {}}
+    assert judged("opencode", body) == ("deny", "the my server (rule: mcp__my)")
+    assert judged("opencode", {**body, "tool": "ctx_lookup"})[0] == "allow"
+    # A server with an underscore: its first-underscore split alone named another server.
+    text = AMBIGUOUS.replace('deny: ["mcp__my"]', 'deny: ["mcp__my_db"]')
+    assert judged("opencode", body, text) == ("deny", "the my server (rule: mcp__my_db)")
