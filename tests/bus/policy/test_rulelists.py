@@ -125,7 +125,7 @@ def test_home_and_any_directory_in_compiled_path_rules(path: str, transcript: st
     lists = compile_lists(
         ("Read(~/.ssh/**)", "Read(~/.aws/credentials)", "Read(//**/id_ed25519)"), (), ("Read(~/notes/**)",)
     )
-    hook_input = {"tool_name": "Read", "tool_input": {"file_path": path}, "cwd": "/work/repo"}
+    hook_input: dict[str, Any] = {"tool_name": "Read", "tool_input": {"file_path": path}, "cwd": "/work/repo"}
     hook_input["transcript_path"] = transcript
     found = rulelists.first_verdict(lists, hook_input)
     assert (found[0] if found else None) == verdict
