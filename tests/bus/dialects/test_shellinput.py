@@ -8,6 +8,7 @@ answers a deny).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -171,3 +172,15 @@ def test_run_commands_that_each_read_alone_are_judged_each() -> None:
 def test_a_codex_command_that_is_no_text_or_argv_cannot_be_judged(command: object) -> None:
     with pytest.raises(ValueError, match="neither a string nor an argv"):
         dialect_for("codex").to_canonical(codex("shell", {"command": command}))
+
+
+async def test_through_a_live_gateway_what_cannot_be_judged_is_denied(platform: Callable[..., Any]) -> None:
+    allow_all = 'hooks:\n  PreToolUse:\n    - hooks: [{type: rule, allow: ["Bash(*)"]}]\n'
+    async with platform(allow_all) as p:
+        hidden = await p.post(cline("cat <<'EOF'", "rm -rf /"), headers={"X-Hookbus-Dialect": "cline"})
+        keys = await p.post(codex("write_stdin", {"session_id": 1, "chars": "\x1b[A\n"}), params={"dialect": "codex"})
+        fine = await p.post(cline("ls", "git status"), headers={"X-Hookbus-Dialect": "cline"})
+    assert hidden.headers["X-Hookbus-Refused"].startswith("dialect_error: ")
+    assert "hookbus denied" in hidden.json()["overrideInput"]["commands"][0]
+    assert keys.json()["hookSpecificOutput"]["permissionDecision"] == "deny"
+    assert "X-Hookbus-Refused" not in fine.headers and fine.json() == {}
