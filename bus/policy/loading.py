@@ -28,6 +28,7 @@ from bus.hooks.matching import compile_matcher
 from bus.policy import schema
 from bus.policy.compiled import compile_policy
 from bus.policy.entries import HandlerEntry
+from bus.policy.packs import pack_sources, pack_text
 from bus.policy.placeholders import literal_program, reparse_warning
 from bus.policy.schema import (
     CommandHandler,
@@ -67,6 +68,8 @@ class PolicyFile:
     disable_all_hooks: bool | None = None
     allowed_http_hook_urls: list[str] | None = None
     http_hook_allowed_env_vars: list[str] | None = None
+    #: The built-in packs it includes (``hookbus.include``); their handlers come first in ``entries``.
+    packs: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     problems: list[PolicyProblem] = field(default_factory=list)
 
@@ -309,7 +312,8 @@ def _check_hooks(ck: _Checker, hooks: Any) -> None:
 
 def _check_platform(ck: _Checker, section: Any) -> None:
     if ck.validate(_PLATFORM, section, ("hookbus",), word="key") is not None:  # deadlines, CIDRs, URL too
-        ck.out.platform = section
+        ck.out.platform = {key: value for key, value in section.items() if key != "include"}
+        ck.out.packs = list(dict.fromkeys(section.get("include") or ()))
 
 
 def parse_policy_text(text: str, source: str) -> PolicyFile:
@@ -346,6 +350,9 @@ def parse_policy_text(text: str, source: str) -> PolicyFile:
             ck.problem((), f"unknown key {name!r}{hint}", loc)
         else:  # Claude Code's schema admits keys it does not list, and new releases add some
             ck.note(loc, f"ignored unknown top-level key {name!r} (not a Claude Code setting hookbus knows)")
+    included = [parse_policy_text(text, source) for source, text in pack_sources(out.packs)]
+    out.entries[:0] = [entry for pack in included for entry in pack.entries]  # a pack's handlers come first
+    out.problems += [problem for pack in included for problem in pack.problems]
     out.problems.sort(key=lambda problem: problem.line or 0)  # stable: pydantic's order within a line
     return out
 
@@ -372,12 +379,14 @@ def merge_policy(files: Sequence[PolicyFile]) -> Policy:
         disable = disable if f.disable_all_hooks is None else f.disable_all_hooks
         for entry in f.entries:
             if (first := seen.setdefault(entry.handler_id, entry)) is not entry:
+                if entry.source == first.source and entry.source != f.source:
+                    continue  # the same pack included by two files: nothing to tell
                 where = _render(("hooks", entry.event, entry.group_index, "hooks", entry.handler_index))
                 notes.append(f"{f.source}: {where} duplicates a handler of {first.source}: it runs once")
             else:
                 by_event.setdefault(entry.event, []).append(entry)
-        data = f.text.encode()
-        digest.update(len(data).to_bytes(8, "big") + data)
+        for data in (f.text.encode(), *(pack_text(name).encode() for name in f.packs)):
+            digest.update(len(data).to_bytes(8, "big") + data)
     if disable and seen:
         notes.append("disableAllHooks is true: no handler runs")
     return compile_policy(

@@ -7,7 +7,8 @@ decision); on the other tool events a ``deny`` becomes ``decision: "block"``. Ev
 no tool call get no decision from a rule handler.
 
 A rule pack runs on every tool call, so each list is compiled once per tool: a shell tool's
-plain patterns into one alternation (a single regex pass per subcommand text), a file tool's
+plain patterns into one alternation per program they name (a subcommand text is matched only
+against its own program's, and those whose program is a wildcard), a file tool's
 path rules into one alternation per anchor (see :class:`bus.rules.paths.PathRules`). The
 group that matched names the rule; the list's other rules are tried one by one, and only
 those before it in the list, so the rule named is always the first that matches.
@@ -53,8 +54,12 @@ class ToolRules:
 
     #: The list's rules whose tool part covers the tool, in list order.
     applicable: tuple[Rule, ...]
-    #: A shell tool's plain patterns as one regex (not for allow lists: every subcommand must match).
+    #: A shell tool's plain patterns whose program is a wildcard (``mkfs*``) as one regex, or
+    #: one that never matches (not for allow lists: every subcommand must match).
     shell: re.Pattern[str] | None = None
+    #: The other plain patterns, one regex per program they name (``rm`` for ``rm -rf /``;
+    #: lower case for PowerShell): a text is only matched against its first word's.
+    by_program: dict[str, re.Pattern[str]] = dataclasses.field(default_factory=dict)
     #: The first words of those patterns more specific than a command name, as one regex: what a
     #: subcommand with run-time expansions is matched on (:class:`bus.rules.permissions.ShellView`).
     heads: re.Pattern[str] | None = None
@@ -91,7 +96,7 @@ class RuleList:
             command = tool_input.get("command")
             view = _judged_view(command, tool_name == "PowerShell") if isinstance(command, str) else None
             if view is not None:  # one regex pass per subcommand text decides, whatever the number of rules
-                found = _first_position(compiled.shell, view.texts)
+                found = _shell_position(compiled, view.texts, tool_name == "PowerShell")
                 if view.dynamic_program or (view.opaque and unreadable_code_unjudged()):
                     found = compiled.first_shell if found is None else min(found, compiled.first_shell)
                 elif view.dynamic_heads and compiled.heads is not None:
@@ -124,6 +129,25 @@ def _judged_view(command: str, powershell: bool) -> ShellView | None:
     if unjudged(command, powershell) is not None:
         return None
     return _views(command, powershell) if len(command) <= CACHED_COMMAND_CHARS else _long_views(command, powershell)
+
+
+def _shell_position(compiled: ToolRules, texts: tuple[str, ...], powershell: bool) -> int | None:
+    """The first position of a plain shell pattern that matches one of ``texts``."""
+    assert compiled.shell is not None
+    best = _first_position(compiled.shell, texts)
+    for text in texts:
+        program = text.split(" ", 1)[0]
+        combined = compiled.by_program.get(program.lower() if powershell else program)
+        if combined is not None and (found := _first_position(combined, (text,))) is not None:
+            best = found if best is None else min(best, found)
+    return best
+
+
+def _program_of(content: str) -> str | None:
+    """The program a pattern names when it is literal (``rm`` for ``rm -rf /``), else ``None``:
+    a text it matches starts with that word followed by a space, or is that word."""
+    head = " ".join(content.split()).split(" ", 1)[0]
+    return None if not head or "*" in head or ":" in head else head
 
 
 def _first_position(combined: re.Pattern[str], texts: tuple[str, ...]) -> int | None:
@@ -165,15 +189,23 @@ def _shell_rules(verdict: RuleKind, applicable: tuple[Rule, ...], tool: str) -> 
     if not mine or verdict == "allow":
         return None
     powershell = tool == "PowerShell"
-    patterns = [(position, shell_regex(rule.content or "*", powershell)) for position, rule, _ in mine]
-    flags = patterns[0][1].flags if patterns[0][1] else 0
-    combined = re.compile("|".join(f"(?P<r{position}>{p.pattern})" for position, p in patterns if p), flags)
+    patterns = [(position, rule, shell_regex(rule.content or "*", powershell)) for position, rule, _ in mine]
+    flags = next((p.flags for _, _, p in patterns if p is not None), 0)
+    branches: dict[str | None, list[str]] = {}
+    for position, rule, p in patterns:
+        if p is not None:
+            program = _program_of(rule.content or "*")
+            key = program.lower() if program is not None and powershell else program
+            branches.setdefault(key, []).append(f"(?P<r{position}>{p.pattern})")
+    rest = branches.pop(None, None)
+    combined = re.compile("|".join(rest) if rest else "(?!)", flags)
     heads = [(position, shell_head_regex(rule.content or "*", powershell)) for position, rule, _ in mine]
     head_alternation = "|".join(f"(?P<r{position}>{h.pattern})" for position, h in heads if h)
-    chosen = {position for position, _ in patterns}
+    chosen = {position for position, _, _ in patterns}
     return ToolRules(
         applicable,
         shell=combined,
+        by_program={program: re.compile("|".join(found), flags) for program, found in branches.items() if program},
         heads=re.compile(head_alternation, flags) if head_alternation else None,
         first_shell=min(chosen),
         others=tuple(item for item in applicable if item[0] not in chosen),

@@ -19,6 +19,7 @@ from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationErr
 
 from bus.dialects import DIALECTS
 from bus.hooks.events import EVENTS, HANDLER_TYPES
+from bus.policy.packs import pack_names
 from bus.redaction.redact import BUILTIN_NAMES, compile_pattern, parse_pointer
 from bus.rules.limits import Limits
 
@@ -166,6 +167,13 @@ def _known_event(name: str) -> str:
     return name
 
 
+def _known_pack(name: str) -> str:
+    if name not in pack_names():
+        hint = suggest(name, pack_names()) or f" (built-in packs: {', '.join(pack_names())})"
+        raise ValueError(f"unknown pack {name!r}{hint}")
+    return name
+
+
 def _cidr(value: str) -> str:
     try:
         ipaddress.ip_network(value, strict=False)
@@ -276,6 +284,8 @@ class PlatformSettings(_Strict):
     #: What a blocking event over a rate limit or in-flight budget gets: no opinion (``open``),
     #: or a deny/block saying so (``closed``); answered 200 either way (gateway.limits).
     when_limited: FailMode = Field(default="open", alias="whenLimited")
+    #: Built-in packs whose handlers this file adds before its own (bus.policy.packs).
+    include: list[Annotated[str, AfterValidator(_known_pack)]] = Field(default_factory=list)
     #: The agents this policy serves (the fleet): what ``hookbus policy check`` warns about.
     agents: list[AgentName] | None = None
     #: No tenant layer may disable, shadow or weaken the org's hooks (org layer only).

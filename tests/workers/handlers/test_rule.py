@@ -51,7 +51,8 @@ def pack_verdict(hook_input: dict[str, Any]) -> str | None:
         ("rm -rf $HOME", "deny"),
         ("rm -fr /", "deny"),
         ("sudo apt-get install x", "deny"),
-        ("cd /tmp && rm -rf build", "deny"),
+        ("cd /tmp && rm -rf build", "ask"),  # a build or temporary directory: asked, not denied
+        ("rm -rf /tmp/build", "ask"),
         ("git push --force origin main", "deny"),
         ("git push origin main -f", "deny"),
         ("git push origin main", "ask"),
