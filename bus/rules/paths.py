@@ -12,7 +12,8 @@ reads it from the input: :data:`HOME_FIELD`, which the gateway sets from the hea
 ``transcript_path`` lies in (``/home/dev`` for ``/home/dev/.claude/projects/...``). A deny or
 ask rule's ``~/`` also matches below every conventional home (``/home/*``, ``/root``,
 ``/Users/*``, ``/var/home/*``, ``C:/Users/*``), so it holds when the home is unknown or taken
-wrongly; an allow rule's ``~/`` only below the agent's home, and nowhere when that is unknown.
+wrongly (so does an ``if``, which decides whether a handler runs); an allow rule's ``~/`` only
+below the agent's home, and nowhere when that is unknown.
 A path the agent sends as ``~/x`` is below its home, or below ``/home/~`` (which every deny and
 ask rule's ``~/`` covers) when that is unknown.
 
@@ -156,13 +157,16 @@ def _bases(anchor: Anchor, path: str, base_cwd: str | None, home: str | None, an
     return [*bases, found.group(0)] if found and found.group(0) not in bases else bases
 
 
-def path_matches(content: str, path: str, cwd: str | None, deny_rule: bool, home: str | None = None) -> bool:
+def path_matches(
+    content: str, path: str, cwd: str | None, deny_rule: bool, home: str | None = None, any_home: bool | None = None
+) -> bool:
     """Whether the path rule ``content`` matches ``path`` (relative paths are below ``cwd``;
-    ``~`` is ``home``, the agent's, see the module docstring)."""
+    ``~`` is ``home``, the agent's, and with ``any_home`` (``deny_rule`` unless given) also every
+    conventional home: see the module docstring)."""
     pattern = path_pattern(content, deny_rule)
     base_cwd = normalize_path(cwd) if cwd else None
     path = _absolute(path, base_cwd, home)
-    for base in _bases(pattern.anchor, path, base_cwd, home, deny_rule):
+    for base in _bases(pattern.anchor, path, base_cwd, home, deny_rule if any_home is None else any_home):
         if base is None:  # no cwd: try the path as given and every tail of it
             parts = path.strip("/").split("/")
             return any(pattern.regex.fullmatch("/".join(parts[k:])) for k in range(len(parts)))

@@ -164,7 +164,7 @@ def rule_matches(
         if paths_too_long(paths, cwd):
             return fail_open if paths else False  # cannot be judged
         every = all if kind == "allow" else any
-        return bool(paths) and every(path_matches(content, p, cwd, deny_rule, home) for p in paths)
+        return bool(paths) and every(path_matches(content, p, cwd, deny_rule, home, kind != "allow") for p in paths)
     if tool == "WebFetch":
         url = tool_input.get("url")
         return fail_open if isinstance(url, str) and limits.string_too_long(url) else _url_matches(content, url)

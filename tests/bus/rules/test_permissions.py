@@ -362,7 +362,7 @@ def test_home_paths_are_below_the_agents_home_not_the_dispatchers(monkeypatch: p
 @pytest.mark.parametrize("home", [None, "/srv/agent"])
 def test_a_deny_rules_home_holds_under_every_home(path: str, home: str | None) -> None:
     # The home unknown, or another one: a deny or ask rule's ~/ still covers every conventional home.
-    for kind in ("deny", "ask"):
+    for kind in ("deny", "ask", "if"):  # an if decides whether a (denying) handler runs
         assert _file("Read(~/.ssh/**)", path, tool="Read", kind=kind, home=home)
     assert _file("Read(~/.ssh/**)", "/srv/agent/.ssh/x", tool="Read", kind="deny", home="/srv/agent")
     assert not _file("Read(~/.ssh/**)", "/srv/other/.ssh/x", tool="Read", kind="deny", home=home)
