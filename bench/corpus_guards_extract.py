@@ -158,7 +158,7 @@ def _js_string(text: str, at: int) -> tuple[str, int] | None:
             return None
         if c == quote:
             rest = text[i + 1 :].lstrip()
-            return None if rest.startswith("+") else ("".join(out), i + 1)  # type: ignore[return-value]
+            return None if rest.startswith("+") else ("".join(out), i + 1)
         out.append(c)
         i += 1
     return None
@@ -244,7 +244,7 @@ def _dcg_txt(path: str, text: str) -> list[dict[str, Any]]:
             note = "DCG: WARN (runs, with a warning)" if m.group(1) == "WARN" else ""
             command = m.group(2)
             if Path(path).name == "heredocs.txt":
-                command = command.replace("\\n", "\n")
+                command = command.replace("\\n", "\n").replace("\\t", "\t")
             elif "\\n" in command:
                 note = "DCG reads \\n here as a line break; in bash it is a backslash and an n"
             out.append(_case(DCG, path, n, expect, command, note, arguable=bool(note)))
