@@ -116,8 +116,11 @@ def agent_home(hook_input: object) -> str | None:
     if (given := home_path(hook_input.get(HOME_FIELD))) is not None:
         return given
     transcript = hook_input.get("transcript_path")
-    if not isinstance(transcript, str) or len(transcript) > PATH_CHARS:
-        return None
+    return _transcript_home(transcript) if isinstance(transcript, str) and len(transcript) <= PATH_CHARS else None
+
+
+@functools.lru_cache(maxsize=1024)  # one transcript a session, read by every rule handler of its events
+def _transcript_home(transcript: str) -> str | None:
     transcript = normalize_path(transcript)
     found = _AGENT_FOLDER.search(transcript)
     home = transcript[: found.start()] if found else ""
