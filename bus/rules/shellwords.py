@@ -241,9 +241,7 @@ def lead_words(words: list[Word], group_follows: bool = False, assigned: list[st
         if assignment:
             if assigned is not None:
                 assigned.append(assignment.group(1))
-        elif raw == "time" and (
-            follows in ("-p", "--", None) or follows in _KEYWORDS or (group_follows and i + 2 == n)
-        ):
+        elif raw == "time":  # a keyword wherever a command starts (``time -f x cmd`` runs ``-f``)
             i += follows in ("-p", "--")  # ``time -p -- cmd``: bash takes both
             i += follows == "-p" and i + 1 < n and words[i + 1].raw == "--"
         elif raw == "coproc":

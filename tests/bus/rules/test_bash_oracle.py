@@ -126,6 +126,11 @@ ENGINE_CASES = [
     "time -p -- rm -rf /",
     "time -- git reset --hard",
     "rm -rf /\r",
+    "time sudo git status",
+    "time time rm -rf /",
+    "rm -rf ~/x",
+    "rm -rf *",
+    "rm -rf '' x",
     "if true; then rm -rf /; fi",
     "while true; do rm -rf /; break; done",
     "until false; do git reset --hard; break; done",
@@ -221,9 +226,10 @@ ABSOLUTE = re.compile(r"(?:^|[\s;|&(<>=`'\"])/(?!dev/(?:null|stdin)\b)[A-Za-z0-9
 
 def check_safe(case: str) -> None:
     """Refuse a case that could run a program other than the fakes, or touch a file outside its directory."""
-    for forbidden in ("PATH", "BASH_ENV", "command -p", "hash ", "enable ", "cd ", "pushd", " ~"):
+    for forbidden in ("PATH", "BASH_ENV", "command -p", "hash ", "enable ", "cd ", "pushd"):
         assert forbidden not in case, f"unsafe oracle case {case!r}: {forbidden!r}"
     assert not ABSOLUTE.search(case), f"unsafe oracle case {case!r}: an absolute path"
+    assert not re.search(r"~[A-Za-z_+-]|\.\./", case), f"unsafe oracle case {case!r}: another user's home or a parent"
 
 
 @pytest.fixture(scope="module")
@@ -260,22 +266,29 @@ def run_in_bash(sandbox: Path, case: str) -> list[list[str]]:
     records = []
     for record in log.read_bytes().decode("utf-8", "surrogateescape").split(RECORD_END + "\0"):
         if record:
-            argv = record.rstrip("\0").split("\0")
+            argv = record[:-1].split("\0")  # each argument ends with a NUL (an empty one too)
             prefix = str(sandbox / "bin") + os.sep
             argv[0] = argv[0].removeprefix(prefix)
             records.append(argv)
     return records
 
 
-def covers(cmd: SimpleCommand, argv: list[str]) -> bool:
+def covers(cmd: SimpleCommand, argv: list[str], home: str = "") -> bool:
     """Whether hookbus's reading ``cmd`` is the program run with ``argv``, or meets every rule it
-    would: the program, or a later word, is only known at run time (deny and ask rules meet it)."""
+    would: the program, or a later word, is only known at run time (deny and ask rules meet it).
+
+    Two expansions are read as written, as rules name them: ``~`` (bash gives ``home``) and a
+    file-name pattern in an argument (``rm -rf /*``; bash gives the files it meets)."""
     for words in (cmd.words, strip_wrappers(cmd.words)):
         if not words:
             continue
-        if words[0].dynamic or (not words[0].dynamic and any(w.dynamic for w in words) and words[0].value == argv[0]):
+        if words[0].dynamic or (any(w.dynamic for w in words) and words[0].value == argv[0]):
             return True
-        if [w.value for w in words] == argv:
+        values = [
+            home + w.value[1:] if home and (w.value == "~" or w.value.startswith("~/")) else w.value for w in words
+        ]
+        pattern = next((i for i, v in enumerate(values) if i and any(c in v for c in "*?[")), None)
+        if values == argv or (pattern is not None and values[:pattern] == argv[:pattern]):
             return True
     return False
 
@@ -287,7 +300,8 @@ def assert_read(sandbox: Path, case: str, must_run: bool = True) -> None:
     read = parse_commands(case)
     if read is None:  # cannot be judged: deny and ask rules meet it
         return
-    missed = [argv for argv in records if not any(covers(cmd, argv) for cmd in read)]
+    home = str(sandbox / "work")
+    missed = [argv for argv in records if not any(covers(cmd, argv, home) for cmd in read)]
     assert missed == [], f"{case!r}: bash ran {missed}, hookbus read {[cmd.plain for cmd in read]}"
 
 
@@ -323,7 +337,15 @@ def test_hostile_shapes_are_read(sandbox: Path) -> None:
 def test_the_oracle_sees_what_the_old_reader_missed(sandbox: Path) -> None:
     # The harness itself: a reading that drops the redirected rm is caught; a case that could
     # run a real program is refused.
-    for unsafe in ("/bin/rm -rf /", "x; /usr/bin/git reset", "cd .. && bin/rm", "source ~/.bashrc", "PATH=x rm"):
+    for unsafe in (
+        "/bin/rm -rf /",
+        "x; /usr/bin/git reset",
+        "cd .. && bin/rm",
+        "source /etc/profile",
+        "ls ~root",
+        "bin/../../x",
+        "PATH=x rm",
+    ):
         with pytest.raises(AssertionError):
             check_safe(unsafe)
     records = run_in_bash(sandbox, ">/dev/null rm -rf /")

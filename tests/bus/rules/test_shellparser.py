@@ -78,6 +78,8 @@ def plains(command: str) -> list[str] | None:
         ("echo $[1 + $(rm y)]", ["echo $[1 + $(rm y)]", "rm y"]),
         ("time -p -- rm x", ["rm x"]),
         ("time -- rm x", ["rm x"]),
+        ("time time nice rm x", ["nice rm x"]),
+        ("time -f x rm y", ["-f x rm y"]),  # time is bash's keyword: this runs ``-f``
         ("rm x\r", ["rm x\r"]),  # a carriage return is part of a word
         # eval's argument is a command
         ("eval 'rm -rf /'", ["eval rm -rf /", "rm -rf /"]),
