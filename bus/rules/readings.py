@@ -38,6 +38,9 @@ from bus.rules.heredocs import fed_texts
 MAX_READINGS: Final = 256
 #: How many scripts deep (``sh -c "bash -c '...'"``) readings are followed.
 MAX_SCRIPT_DEPTH: Final = 3
+#: Characters of scripts (``sh -c``, here-documents, at any depth) parsed for one command: past
+#: them a script cannot be read (:class:`ScriptBudget`).
+SCRIPT_CHARS: Final = 32 * 1024
 #: What a command runs when that cannot be told: its program is known only at run time.
 UNREADABLE: Final = SimpleCommand((Word("<unreadable>", "<unreadable>", True),))
 #: What ``xargs`` and ``parallel`` append: the arguments they read from standard input.
@@ -127,43 +130,67 @@ class Readings:
     commands: tuple[SimpleCommand, ...]
     #: It runs interpreter code that could not be read (``exec(...)``, decoded strings...).
     opaque: bool = False
+    #: A script was left unread for want of :class:`ScriptBudget` (so this holds for this
+    #: command only: not to be kept for another).
+    limited: bool = False
 
 
-def read_command(cmd: SimpleCommand, stdin: str | None = None) -> Readings:
+@dataclass(slots=True)
+class ScriptBudget:
+    """How many characters of scripts (``sh -c``, here-documents) are still to be parsed for the
+    command being judged: reading a command's scripts costs at most a split of this many
+    characters, however they are nested."""
+
+    chars: int = SCRIPT_CHARS
+
+
+def read_command(cmd: SimpleCommand, stdin: str | None = None, budget: ScriptBudget | None = None) -> Readings:
     """The readings of ``cmd``; ``stdin`` is what a here-document or here-string feeds it
     (:func:`bus.rules.heredocs.fed_texts`; without it a shell reading its input runs what
-    cannot be read)."""
+    cannot be read); its scripts are parsed within ``budget`` (past it they cannot be read)."""
+    budget = ScriptBudget() if budget is None else budget
     found: list[SimpleCommand] = [cmd]
     seen = {cmd.words}
     queue: list[tuple[SimpleCommand, int, str | None]] = [(cmd, 0, stdin)]
     opaque = False
+    #: The readings' text stays within a multiple of the command's (``sudo sudo sudo ... rm``).
+    chars_left = 4 * (len(cmd.text) + len(stdin or "")) + 256
     for reading, depth, fed in queue:  # grows while it is read: breadth first
         for derived in _derive(reading.words, fed):
             more: list[tuple[SimpleCommand, int, str | None]]
             if isinstance(derived, CodeReading):
                 opaque |= derived.opaque
                 more = [(SimpleCommand(words), depth, None) for words in derived.commands]
-                more += _scripts(derived.scripts, depth)
+                more += _scripts(derived.scripts, depth, budget)
             elif derived is None or isinstance(derived, str):
-                more = _scripts((derived,), depth)
+                more = _scripts((derived,), depth, budget)
             else:
                 more = [(SimpleCommand(derived), depth, fed)]
             for item in more:
                 if item[0].words in seen:
                     continue
-                if len(found) >= MAX_READINGS:
-                    return Readings((*found, UNREADABLE), opaque)
+                chars_left -= sum(len(word.raw) + 1 for word in item[0].words)
+                if len(found) >= MAX_READINGS or chars_left < 0:
+                    return Readings((*found, UNREADABLE), opaque, budget.chars < 0)
                 seen.add(item[0].words)
                 found.append(item[0])
                 queue.append(item)
-    return Readings(tuple(found), opaque)
+    return Readings(tuple(found), opaque, budget.chars < 0)
 
 
-def _scripts(scripts: tuple[str | None, ...], depth: int) -> list[tuple[SimpleCommand, int, str | None]]:
+def _scripts(
+    scripts: tuple[str | None, ...], depth: int, budget: ScriptBudget
+) -> list[tuple[SimpleCommand, int, str | None]]:
     """The commands of each script a shell runs (``None``: one known only at run time)."""
     found: list[tuple[SimpleCommand, int, str | None]] = []
     for script in scripts:
-        commands = parse_commands(script) if script is not None and depth < MAX_SCRIPT_DEPTH else None
+        commands = None
+        if script is not None and depth < MAX_SCRIPT_DEPTH:
+            if len(script) > budget.chars:
+                budget.chars = -1  # past the budget: unread, and the answer is this command's only
+            else:
+                budget.chars -= len(script)
+                commands = parse_commands(script)
         if commands is None:
             found.append((UNREADABLE, depth + 1, None))
             continue
@@ -413,4 +440,13 @@ def _git_long(words: tuple[Word, ...]) -> list[str]:
     return [" ".join(("git", words[1].value, *dict.fromkeys(added), *rest))]
 
 
-__all__ = ["MAX_READINGS", "MAX_SCRIPT_DEPTH", "UNREADABLE", "Readings", "read_command", "spellings"]
+__all__ = [
+    "MAX_READINGS",
+    "MAX_SCRIPT_DEPTH",
+    "SCRIPT_CHARS",
+    "UNREADABLE",
+    "Readings",
+    "ScriptBudget",
+    "read_command",
+    "spellings",
+]

@@ -15,6 +15,7 @@ one combined match per text (:mod:`bus.policy.rulelists`).
 
 from __future__ import annotations
 
+import contextvars
 import functools
 import re
 from dataclasses import dataclass
@@ -24,7 +25,7 @@ from bus.rules.bashsplit import CACHED_COMMAND_CHARS, SimpleCommand, parse_comma
 from bus.rules.globs import Glob, glob, glob_regex
 from bus.rules.heredocs import fed_texts
 from bus.rules.limits import current_limits
-from bus.rules.readings import read_command, spellings
+from bus.rules.readings import ScriptBudget, read_command, spellings
 
 _PS_ALIASES: Final = {
     alias: cmdlet
@@ -107,33 +108,19 @@ def shell_matches(content: str, command: str, powershell: bool, fail_open: bool,
     commands = parse_commands(command, powershell=powershell)
     if commands is None:
         return fail_open
-    fed = _fed(command, commands, powershell)
+    reads = _reads(command, commands, powershell)
     if every:  # allow rules: every reading of every subcommand, no unsafe leading assignment
-        return bool(commands) and all(
-            _every_reading_matches(pattern, cmd, stdin, powershell) for cmd, stdin in zip(commands, fed, strict=True)
-        )
-    return any(
-        _any_reading_matches(pattern, cmd, stdin, powershell, fail_open)
-        for cmd, stdin in zip(commands, fed, strict=True)
-    )
+        return bool(reads) and all(_every_reading_matches(pattern, read) for read in reads)
+    return any(_any_reading_matches(pattern, read, fail_open) for read in reads)
 
 
-def _fed(command: str, commands: tuple[SimpleCommand, ...], powershell: bool) -> list[str | None]:
-    """What a here-document or here-string feeds each subcommand."""
-    return [None] * len(commands) if powershell else fed_texts(command, commands)
-
-
-def _any_reading_matches(
-    pattern: _ShellPattern, cmd: SimpleCommand, stdin: str | None, powershell: bool, fail_open: bool
-) -> bool:
-    read = _read(cmd, stdin, powershell)
+def _any_reading_matches(pattern: _ShellPattern, read: _Read, fail_open: bool) -> bool:
     if fail_open and read.opaque and unreadable_code_unjudged():
         return True
     return any(_reading_matches(pattern, reading, texts, fail_open) for reading, texts in read.readings)
 
 
-def _every_reading_matches(pattern: _ShellPattern, cmd: SimpleCommand, stdin: str | None, powershell: bool) -> bool:
-    read = _read(cmd, stdin, powershell)
+def _every_reading_matches(pattern: _ShellPattern, read: _Read) -> bool:
     if read.opaque and unreadable_code_unjudged():
         return False
     return all(
@@ -162,22 +149,54 @@ class _Read:
     opaque: bool
 
 
+#: What is left of the scripts budget of the command being read (:func:`_reads`).
+_BUDGET: Final[contextvars.ContextVar[ScriptBudget | None]] = contextvars.ContextVar("hookbus_scripts", default=None)
+
+
+def _reads(command: str, commands: tuple[SimpleCommand, ...], powershell: bool) -> list[_Read]:
+    """The readings of each subcommand of ``command``, their scripts parsed within one budget
+    for the whole command (:data:`bus.rules.readings.SCRIPT_CHARS`)."""
+    fed = _fed(command, commands, powershell)
+    token = _BUDGET.set(ScriptBudget())
+    try:
+        return [_read(cmd, stdin, powershell) for cmd, stdin in zip(commands, fed, strict=True)]
+    finally:
+        _BUDGET.reset(token)
+
+
+def _fed(command: str, commands: tuple[SimpleCommand, ...], powershell: bool) -> list[str | None]:
+    """What a here-document or here-string feeds each subcommand."""
+    return [None] * len(commands) if powershell else fed_texts(command, commands)
+
+
+class _Unkept(Exception):  # not an error: a read cut short by its command's budget, not to be cached
+    def __init__(self, read: _Read) -> None:
+        self.read = read
+
+
 def _read(cmd: SimpleCommand, stdin: str | None, powershell: bool) -> _Read:
     """The readings of a subcommand (fed ``stdin`` by a here-document) and their variants,
-    worked out once."""
-    if len(cmd.text) + len(stdin or "") > CACHED_COMMAND_CHARS:  # a long one is not kept (the cache stays small)
-        return _make_read(cmd, stdin, powershell)
-    return _cached_read(cmd, stdin, powershell)
+    worked out once (one cut short by its command's budget is not kept)."""
+    cache = _cached_read if len(cmd.text) + len(stdin or "") <= CACHED_COMMAND_CHARS else _long_reads
+    try:
+        return cache(cmd, stdin, powershell)
+    except _Unkept as unkept:
+        return unkept.read
 
 
 def _make_read(cmd: SimpleCommand, stdin: str | None, powershell: bool) -> _Read:
     if powershell:
         return _Read(((cmd, _make_variants(cmd, powershell)),), False)
-    read = read_command(cmd, stdin)
-    return _Read(tuple((reading, _make_variants(reading, False)) for reading in read.commands), read.opaque)
+    read = read_command(cmd, stdin, _BUDGET.get())
+    found = _Read(tuple((reading, _make_variants(reading, False)) for reading in read.commands), read.opaque)
+    if read.limited:
+        raise _Unkept(found)
+    return found
 
 
 _cached_read = functools.lru_cache(maxsize=4096)(_make_read)
+#: The few long subcommands in flight, kept apart so that they never push the common ones out.
+_long_reads = functools.lru_cache(maxsize=16)(_make_read)
 
 
 def _make_variants(cmd: SimpleCommand, powershell: bool) -> frozenset[str]:
@@ -217,8 +236,7 @@ def shell_texts(command: str, powershell: bool = False) -> frozenset[str] | None
     if commands is None:
         return None
     texts: set[str] = set()
-    for cmd, stdin in zip(commands, _fed(command, commands, powershell), strict=True):
-        read = _read(cmd, stdin, powershell)
+    for read in _reads(command, commands, powershell):
         if read.opaque or any(reading.dynamic for reading, _ in read.readings):
             return None
         for _, variants in read.readings:
@@ -258,8 +276,7 @@ def shell_view(command: str, powershell: bool = False) -> ShellView | None:
     texts: set[str] = set()
     heads: set[str] = set()
     dynamic_program = opaque = False
-    for cmd, stdin in zip(commands, _fed(command, commands, powershell), strict=True):
-        read = _read(cmd, stdin, powershell)
+    for read in _reads(command, commands, powershell):
         opaque |= read.opaque
         for reading, variants in read.readings:
             texts.update(variants)

@@ -10,7 +10,15 @@ from bus.rules.bashsplit import parse_commands
 from bus.rules.heredocs import fed_texts
 from bus.rules.limits import Limits, using_limits
 from bus.rules.permissions import parse_rule, rule_matches
-from bus.rules.readings import MAX_READINGS, MAX_SCRIPT_DEPTH, UNREADABLE, read_command, spellings
+from bus.rules.readings import (
+    MAX_READINGS,
+    MAX_SCRIPT_DEPTH,
+    SCRIPT_CHARS,
+    UNREADABLE,
+    ScriptBudget,
+    read_command,
+    spellings,
+)
 
 pytestmark = pytest.mark.timeout(30)
 
@@ -262,3 +270,28 @@ def test_unreadable_code_is_unjudged_only_when_the_policy_says_so() -> None:
         plain = "python3 -c 'print(1)'"  # code that can be read is judged on what it does
         assert not rule_matches(deny, "Bash", {"command": plain}, "/w", kind="deny")
         assert compiled.first_match("Bash", {"command": plain}, "/w") is None
+
+
+def test_scripts_past_the_budget_of_a_command_cannot_be_read() -> None:
+    script = "ls; " * (SCRIPT_CHARS // 4 + 1)
+    (cmd,) = parse_commands(f"sh -c '{script}'")  # type: ignore[misc]
+    assert read_command(cmd).commands[-1] == UNREADABLE
+    assert read_command(cmd).limited
+    budget = ScriptBudget(SCRIPT_CHARS * 2)
+    assert UNREADABLE not in read_command(cmd, None, budget).commands
+
+
+def test_a_read_cut_short_by_its_command_is_not_kept_for_another() -> None:
+    allow = parse_rule("Bash(*ls*)")
+    small = "sh -c 'ls'"
+    big = "sh -c '" + "ls; " * (SCRIPT_CHARS // 4 + 1) + "'; " + small
+    assert rule_matches(parse_rule("Bash(rm -rf /)"), "Bash", {"command": big}, "/w", kind="deny")  # unreadable
+    assert not rule_matches(allow, "Bash", {"command": big}, "/w", kind="allow")
+    assert rule_matches(allow, "Bash", {"command": small}, "/w", kind="allow")  # read in full on its own
+
+
+def test_a_chain_of_wrappers_is_read_within_a_multiple_of_its_length() -> None:
+    (cmd,) = parse_commands("sudo " * 500 + "rm -rf /")  # type: ignore[misc]
+    found = read_command(cmd).commands
+    assert found[-1] == UNREADABLE
+    assert sum(len(reading.text) for reading in found) <= 5 * len(cmd.text) + 512
