@@ -14,6 +14,7 @@ from bus.policy import packs
 from bus.policy.loading import load_policy, parse_policy_text, policy_from_text
 from bus.policy.schema import RuleHandler
 from hookbus.policytools.cases import load_suite
+from hookbus.policytools.lint import lint_files
 from hookbus.policytools.runner import CaseRunner
 
 EXAMPLES = Path(__file__).resolve().parents[3] / "examples"
@@ -73,6 +74,11 @@ def test_two_layers_including_the_same_pack_run_it_once_without_a_note(tmp_path:
     one, both = load_policy([org]), load_policy([org, team])
     assert both.handler_count == one.handler_count > 0
     assert not [note for note in both.notes if "duplicates" in note]
+
+
+@pytest.mark.parametrize("name", ["packs/dangerous-commands.yaml", "policy.yaml"])
+def test_the_linter_finds_nothing_in_the_pack(name: str) -> None:
+    assert [str(finding) for finding in lint_files([EXAMPLES / name])] == []
 
 
 def test_the_example_policy_includes_the_pack() -> None:
