@@ -227,12 +227,24 @@ def _sequence(text: str) -> list[str] | None:
 # --- The command a list of words makes ------------------------------------------------------
 
 
-def lead_words(words: list[Word], group_follows: bool = False, assigned: list[str] | None = None) -> int:
+def lead_words(
+    words: list[Word], group_follows: bool = False, assigned: list[str] | None = None, keywords: bool = True
+) -> int:
     """How many leading words are keywords, assignments or the like: the command starts after
-    them. ``group_follows``: a ``(`` comes next (``coproc NAME (...)``, ``function f ()``)."""
+    them. ``group_follows``: a ``(`` comes next (``coproc NAME (...)``, ``function f ()``).
+    Without ``keywords`` (a redirection comes first: ``>x time cmd`` runs a program ``time``),
+    only assignments."""
     i, n = 0, len(words)
     while i < n:
         raw = words[i].raw
+        if not keywords:
+            assignment = ASSIGNMENT.match(raw)
+            if assignment is None:
+                break
+            if assigned is not None:
+                assigned.append(assignment.group(1))
+            i += 1
+            continue
         if raw in _KEYWORDS:
             i += 1
             continue
@@ -272,7 +284,7 @@ def finalize(words: list[Word], powershell: bool, shown: list[tuple[int, str]] |
     elif words and "=" not in (first := words[0].raw) and first not in _KEYWORDS and first not in _LEADERS:
         i = 0  # the common case: the command starts at once
     else:
-        i = lead_words(words, assigned=assigned)
+        i = lead_words(words, assigned=assigned, keywords=not (shown and shown[0][0] == 0))
     if i >= len(words):
         return None
     kept = tuple(words[i:])

@@ -279,7 +279,8 @@ def covers(cmd: SimpleCommand, argv: list[str], home: str = "") -> bool:
 
     Two expansions are read as written, as rules name them: ``~`` (bash gives ``home``) and a
     file-name pattern in an argument (``rm -rf /*``; bash gives the files it meets)."""
-    for words in (cmd.words, strip_wrappers(cmd.words)):
+    stripped = len(cmd.words) - len(strip_wrappers(cmd.words))
+    for words in (cmd.words[k:] for k in range(stripped + 1)):  # with none, some or all wrappers
         if not words:
             continue
         if words[0].dynamic or (any(w.dynamic for w in words) and words[0].value == argv[0]):

@@ -80,6 +80,8 @@ def plains(command: str) -> list[str] | None:
         ("time -- rm x", ["rm x"]),
         ("time time nice rm x", ["nice rm x"]),
         ("time -f x rm y", ["-f x rm y"]),  # time is bash's keyword: this runs ``-f``
+        (">/dev/null time rm y", ["time rm y"]),  # not after a redirection: the program ``time``
+        ("2>&1 X=1 rm y", ["rm y"]),
         ("rm x\r", ["rm x\r"]),  # a carriage return is part of a word
         # eval's argument is a command
         ("eval 'rm -rf /'", ["eval rm -rf /", "rm -rf /"]),
