@@ -12,9 +12,10 @@ reading of a subcommand is itself; from each reading follow, in turn:
 * the script a shell runs, parsed and read in turn: ``sh -c``, ``bash -lc``, ``su -c``,
   ``script -c``, ``flock -c``, ``runuser -c``, ``watch``, ``env -S``, and a here-document or
   here-string fed to a shell (``sh <<EOF``, ``bash <<< "..."``);
-* the command ``xargs`` and ``parallel`` run (its arguments from standard input are an expansion
-  known only at run time), and ``find -exec``/``-execdir``/``-ok`` run with ``{}`` read as each of
-  find's start paths; ``find -delete`` reads as ``rm -rf`` of those paths;
+* the command ``xargs`` and ``parallel`` run (``parallel``'s ``:::`` arguments in its ``{}`` or
+  after it; the arguments they read from standard input are an expansion known only at run
+  time), and ``find -exec``/``-execdir``/``-ok`` run with ``{}`` read as each of find's start
+  paths; ``find -delete`` reads as ``rm -rf`` of those paths;
 * what an interpreter one-liner or a script fed to an interpreter does to files and which
   commands it runs (:mod:`bus.rules.codereadings`).
 
@@ -43,8 +44,6 @@ MAX_SCRIPT_DEPTH: Final = 3
 SCRIPT_CHARS: Final = 32 * 1024
 #: What a command runs when that cannot be told: its program is known only at run time.
 UNREADABLE: Final = SimpleCommand((Word("<unreadable>", "<unreadable>", True),))
-#: What ``xargs`` and ``parallel`` append: the arguments they read from standard input.
-_STDIN_ARGS: Final = Word("<stdin>", "<stdin>", True)
 
 _SHELLS: Final = frozenset({"sh", "bash", "zsh", "dash", "ksh", "ash", "mksh", "yash", "rbash", "pdksh", "fish"})
 #: Shell options that take a value (``bash -o pipefail -c ...``).
@@ -117,7 +116,16 @@ _PARALLEL_VALUES: Final = frozenset(
 _GIT_VALUES: Final = frozenset(
     "-C -c --git-dir --work-tree --namespace --super-prefix --config-env --exec-path --list-cmds".split()
 )
+#: What ``xargs`` and ``parallel`` add: the arguments they read, known only at run time.
+_STDIN_ARGS: Final = Word("<stdin>", "<stdin>", True)
 _FIND_EXEC: Final = frozenset({"-exec", "-execdir", "-ok", "-okdir"})
+#: find's tests and actions that take a value (the value is no action: ``-name -delete``).
+_FIND_VALUES: Final = frozenset(
+    "-name -iname -path -ipath -wholename -iwholename -regex -iregex -lname -ilname -type -xtype -perm -size "
+    "-user -group -uid -gid -newer -anewer -cnewer -mtime -atime -ctime -mmin -amin -cmin -used -maxdepth "
+    "-mindepth -inum -links -fstype -samefile -context -printf -fprint -fprint0 -fprintf -fls -regextype "
+    "-newermt -newerat -newerct -newermm".split()
+)
 _WATCH_VALUES: Final = frozenset({"-n", "--interval", "-d", "--differences", "-q", "--equexit"})
 _PYTHON: Final = re.compile(r"(?:python|pypy)[0-9.]*")
 _ASSIGNMENT: Final = re.compile(r"[A-Za-z_][A-Za-z0-9_]*=")
@@ -318,22 +326,30 @@ def _parallel(words: tuple[Word, ...]) -> list[Derived]:
     end = separators[0] if separators else n
     if end <= i:
         return []
-    args = tuple(w for w in words[end:] if not w.value.startswith(":::")) if separators else (_STDIN_ARGS,)
-    return [(*words[i:end], *args)]
+    command = words[i:end]
+    args = [w for w in words[end:] if not w.value.startswith(":::")][:MAX_READINGS] if separators else [_STDIN_ARGS]
+    if not any(w.value == "{}" for w in command):
+        return [(*command, *args)]
+    return [tuple(arg if w.value == "{}" else w for w in command) for arg in args] or [command]
 
 
 def _find(words: tuple[Word, ...]) -> list[Derived]:
     i, n = 1, len(words)
+    while i < n and (words[i].value in ("-H", "-L", "-P", "-D") or words[i].value.startswith("-O")):
+        i += 2 if words[i].value == "-D" else 1
+    first = i
     while i < n and not words[i].value.startswith(("-", "(", "!")):
         i += 1
-    starts = list(words[1:i]) or [Word(".", ".")]
+    starts = list(words[first:i]) or [Word(".", ".")]
     derived: list[Derived] = []
     while i < n:
         flag = words[i].value
         i += 1
         if len(derived) >= MAX_READINGS:
             break  # the readings stop there anyway
-        if flag == "-delete":
+        if flag in _FIND_VALUES:
+            i += 1  # ``-name -delete`` names a file
+        elif flag == "-delete":
             derived.extend((Word("rm", "rm"), Word("-rf", "-rf"), start) for start in starts[:MAX_READINGS])
         elif flag in _FIND_EXEC:
             end = i
@@ -374,7 +390,12 @@ _FLAGS: Final[dict[str, tuple[dict[str, str], str]]] = {
     "git branch": ({"--delete": "d", "--force": "f"}, "D"),
 }
 #: git subcommands whose short flags have a long form the rules are written with.
-_GIT_LONG: Final = {"push": {"f": "--force", "d": "--delete"}, "checkout": {"f": "--force"}, "switch": {"f": "--force"}}
+#: Their short flags' long forms, and the short options that take a value (``-bNAME``).
+_GIT_LONG: Final = {
+    "push": ({"f": "--force", "d": "--delete"}, "o"),
+    "checkout": ({"f": "--force"}, "bB"),
+    "switch": ({"f": "--force"}, "cC"),
+}
 
 
 def spellings(words: tuple[Word, ...]) -> list[str]:
@@ -421,16 +442,26 @@ def spellings(words: tuple[Word, ...]) -> list[str]:
 
 
 def _git_long(words: tuple[Word, ...]) -> list[str]:
-    longs = _GIT_LONG[words[1].value]
+    longs, values = _GIT_LONG[words[1].value]
     added: list[str] = []
     rest: list[str] = []
+    operands = False
     for word in words[2:]:
         value = word.value
-        if value.startswith("-") and not value.startswith("--") and len(value) > 1 and not word.dynamic:
-            letters = [letter for letter in value[1:] if letter not in longs]
-            added.extend(longs[letter] for letter in value[1:] if letter in longs)
-            if letters:
-                rest.append("-" + "".join(letters))
+        operands |= value == "--"
+        if (
+            value.startswith("-")
+            and not value.startswith("--")
+            and len(value) > 1
+            and not word.dynamic
+            and not operands
+        ):
+            cluster = value[1:]
+            cut = next((k for k, letter in enumerate(cluster) if letter in values), len(cluster))
+            added.extend(longs[letter] for letter in cluster[:cut] if letter in longs)  # then a value: -bNAME
+            kept = "".join(letter for letter in cluster[:cut] if letter not in longs) + cluster[cut:]
+            if kept:
+                rest.append("-" + kept)
         else:
             rest.append(word.raw if word.dynamic else value)
             if words[1].value == "push" and value.startswith("+") and len(value) > 1:

@@ -89,12 +89,15 @@ def readings(command: str) -> list[str]:
         # commands run for others
         ("echo / | xargs rm -rf", "rm -rf <stdin>"),
         ("xargs -0 -n 1 -I {} rm -rf {}", "rm -rf {} <stdin>"),
+        ("xargs -- rm x", "rm x <stdin>"),
         ("parallel rm -rf ::: /", "rm -rf /"),
+        ("parallel rm -rf {} ::: a /", "rm -rf /"),
         ("parallel -j 4 rm x", "rm x <stdin>"),
         ("find / -exec rm -rf {} \\;", "rm -rf /"),
         ("find . -name x -execdir rm {} +", "rm ."),
         ("find /tmp -ok rm {} \\;", "rm /tmp"),
         ("find /srv -delete", "rm -rf /srv"),
+        ("find -L /srv -name '*.pyc' -delete", "rm -rf /srv"),
         # interpreters
         ("python3 -c \"import shutil; shutil.rmtree('/')\"", "rm -rf /"),
         ("node -e \"require('fs').rmSync('/', {recursive: true})\"", "rm -rf /"),
@@ -118,12 +121,17 @@ def test_a_reading(command: str, reading: str) -> None:
         "bash --version",
         "git commit -m 'rm -rf /'",
         "echo sh -c 'rm -rf /'",
+        "find . -name -delete -print",  # a file named -delete
     ],
 )
 def test_no_reading_beyond_the_command(command: str) -> None:
     commands = parse_commands(command)
     assert commands is not None
     assert readings(command) == [cmd.plain for cmd in commands]
+
+
+def test_find_delete_is_an_action_only_where_one_stands() -> None:
+    assert readings("find . -exec echo -delete \\; -print")[1:] == ["echo -delete"]
 
 
 @pytest.mark.parametrize(
@@ -178,6 +186,7 @@ def test_readings_per_subcommand_are_bounded() -> None:
         ("git push -f origin main", "git push --force origin main"),
         ("git push -uf origin main", "git push --force -u origin main"),
         ("git push origin +main", "git push --force origin +main"),
+        ("git checkout -fb x", "git checkout --force -b x"),
         ("git clean -xdf", "git clean -fdx"),
         ("git clean --force -d", "git clean -fd"),
         ("git branch -d -f x", "git branch -D x"),
@@ -194,6 +203,15 @@ def test_after_a_double_dash_a_word_is_an_operand() -> None:
     commands = parse_commands("rm -f -- -r")
     assert commands is not None
     assert spellings(commands[0].words) == ["rm -f -r"]
+
+
+@pytest.mark.parametrize(
+    "command", ["git checkout -bfeature", "git switch -cfixup", "git switch -- -f", "git push -o f"]
+)
+def test_a_value_or_an_operand_is_no_flag(command: str) -> None:
+    commands = parse_commands(command)
+    assert commands is not None
+    assert not any("--force" in spelled for spelled in spellings(commands[0].words))
 
 
 DENIED_BY_RM_RF = [
