@@ -38,6 +38,7 @@ from bus.errors import PolicyError
 from bus.hooks.events import IF_EVENTS, event_spec
 from bus.hooks.matching import Matcher, compile_matcher
 from bus.policy.loading import HandlerEntry, Policy, PolicyFile, merge_policy, read_policy_files
+from bus.policy.packs import pack_sources
 from bus.policy.schema import Loc, RuleHandler
 from bus.rules.permissions import PermissionRule, parse_rule
 from hookbus.policytools.cases import line_map, line_of
@@ -123,6 +124,8 @@ class _Linter:
     def __init__(self, files: Sequence[PolicyFile], policy: Policy) -> None:
         self.files, self.policy = files, policy
         self.lines = {f.source: line_map(f.text) for f in files}
+        self.lines_of_files = frozenset(self.lines)
+        self.lines.update({source: line_map(text) for f in files for source, text in pack_sources(f.packs)})
         self.findings: list[Finding] = []
         self.tools = known_tools()
 
@@ -137,6 +140,8 @@ class _Linter:
         seen: dict[str, HandlerEntry] = {}
         for entry in entries:
             if (first := seen.setdefault(entry.handler_id, entry)) is not entry:
+                if entry.source == first.source and entry.source not in self.lines_of_files:
+                    continue  # a pack two files include: it runs once, as it should
                 where = f"{first.source}:{line_of(self.lines[first.source], _loc(first))}"
                 self.add(
                     entry.source,

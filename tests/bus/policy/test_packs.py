@@ -81,6 +81,24 @@ def test_the_linter_finds_nothing_in_the_pack(name: str) -> None:
     assert [str(finding) for finding in lint_files([EXAMPLES / name])] == []
 
 
+def test_a_finding_against_a_pack_rule_names_its_line(tmp_path: Path) -> None:
+    policy = tmp_path / "policy.yaml"
+    policy.write_text(
+        inline(
+            """
+            hookbus: {include: [dangerous-commands]}
+            hooks:
+              PreToolUse:
+                - matcher: Bash
+                  hooks: [{type: rule, ask: ["Bash(rm -rf /)"]}]
+            """
+        )
+    )
+    (finding,) = lint_files([policy])
+    line = packs.pack_text(PACK).splitlines().index('            - "Bash(rm -rf /)"') + 1
+    assert f"deny rule 'Bash(rm -rf /)' (pack:{PACK}:{line}) covers it" in finding.message
+
+
 def test_the_example_policy_includes_the_pack() -> None:
     policy = load_policy([EXAMPLES / "policy.yaml"])
     assert any(e.source == f"pack:{PACK}" for e in policy.entries("PreToolUse"))
