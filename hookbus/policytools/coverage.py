@@ -29,6 +29,7 @@ from bus.hooks.events import event_spec
 from bus.hooks.merge import merge_results
 from bus.hooks.results import HandlerResult, Outcome
 from bus.policy.loading import HandlerEntry, Policy
+from bus.policy.packs import pack_sources
 from bus.policy.schema import RuleHandler
 from bus.redis.connection import connect, redis_errors
 from bus.redis.keys import Keyspace
@@ -154,6 +155,7 @@ class _Counter:
     def __init__(self, policy: Policy, report: CoverageReport) -> None:
         self.policy, self.report = policy, report
         lines = {f.source: line_map(f.text) for f in policy.files}
+        lines.update({source: line_map(text) for f in policy.files for source, text in pack_sources(f.packs)})
         for event in sorted(policy.events()):
             for entry in policy.entries(event):
                 loc: tuple[str | int, ...] = ("hooks", event, entry.group_index, "hooks", entry.handler_index)

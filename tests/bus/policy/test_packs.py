@@ -14,6 +14,7 @@ from bus.policy import packs
 from bus.policy.loading import load_policy, parse_policy_text, policy_from_text
 from bus.policy.schema import RuleHandler
 from hookbus.policytools.cases import load_suite
+from hookbus.policytools.coverage import CoverageReport, _Counter
 from hookbus.policytools.lint import lint_files
 from hookbus.policytools.runner import CaseRunner
 
@@ -115,3 +116,13 @@ def test_the_packs_policy_tests_pass(name: str) -> None:
 
     assert len(suite.cases) > 10
     assert asyncio.run(run_all()) == []
+
+
+def test_coverage_names_a_pack_rules_line() -> None:
+    policy = load_policy([EXAMPLES / "policy.yaml"])
+    report = CoverageReport(policy.revision, list(policy.sources), None, None, [])
+    _Counter(policy, report)
+    line = packs.pack_text(PACK).splitlines().index('            - "Bash(rm -rf /)"') + 1
+    assert [c.where for (_, kind, text), c in report.rules.items() if (kind, text) == ("deny", "Bash(rm -rf /)")] == [
+        f"pack:{PACK}:{line}"
+    ]
