@@ -86,14 +86,16 @@ class _Parser(Compound):
         shown: list[tuple[int, str]] = []  # redirections: the number of words before each, its text
 
         def finish() -> None:
-            command = finalize(words, self.ps, shown)
-            if command is not None:
-                commands.append(command)
-                if not self.ps and command.words[0].value in EVAL_HEADS:
-                    self.run_texts(command)
-            commands.extend(self.nested)
-            self.nested.clear()
-            words.clear()
+            if words:
+                command = finalize(words, self.ps, shown)
+                if command is not None:
+                    commands.append(command)
+                    if not self.ps and command.words[0].value in EVAL_HEADS:
+                        self.run_texts(command)
+                words.clear()
+            if self.nested:
+                commands.extend(self.nested)
+                self.nested.clear()
             shown.clear()
 
         src, n = self.src, len(self.src)
@@ -111,7 +113,8 @@ class _Parser(Compound):
             elif c == "\n":
                 self.pos += 1
                 finish()
-                self._heredoc_bodies(substitution)
+                if self.heredocs:
+                    self._heredoc_bodies(substitution)
             elif c == "#":
                 end = src.find("\n", self.pos)
                 self.pos = n if end < 0 else end
