@@ -53,7 +53,7 @@ _SHELL_VALUES: Final = frozenset({"-o", "+o", "-O", "+O", "--rcfile", "--init-fi
 _WRAPPERS: Final[dict[str, tuple[frozenset[str], int]]] = {
     name: (frozenset(values.split()), positionals)
     for name, values, positionals in (
-        ("env", "-u --unset -C --chdir", 0),
+        ("env", "-u --unset -C --chdir -P", 0),
         (
             "sudo",
             "-u --user -g --group -h --host -p --prompt -C --close-from -D --chdir -r --role -t --type "
@@ -106,7 +106,7 @@ _WRAPPERS: Final[dict[str, tuple[frozenset[str], int]]] = {
 #: Wrappers whose option ``-c`` (``su``: also ``--command``) gives a script a shell runs.
 _SCRIPT_OPTION: Final = frozenset({"su", "script", "flock", "runuser", "sg"})
 _XARGS_VALUES: Final = frozenset(
-    "-I -L -l -n -P -s -d -E -a --arg-file --delimiter --max-args --max-lines --max-procs --max-chars --eof "
+    "-I -J -R -S -L -l -n -P -s -d -E -a --arg-file --delimiter --max-args --max-lines --max-procs --max-chars --eof "
     "--replace --process-slot-var".split()
 )
 _PARALLEL_VALUES: Final = frozenset(
@@ -235,7 +235,11 @@ def _derive(words: tuple[Word, ...], stdin: str | None) -> list[Derived]:
         return _watch(words)
     if name == "eval":  # the parser reads eval's argument: only its stdin-less form is left
         return []
-    script = _script_option(words) if name in _SCRIPT_OPTION or name == "env" else None
+    if name == "env":
+        return _env(words)
+    if name in ("ssh", "dbclient"):
+        return _ssh(words)
+    script = _script_option(words) if name in _SCRIPT_OPTION else None
     if script is not None:
         return [script[0]]
     if name in _WRAPPERS:
@@ -263,16 +267,55 @@ def _after_options(
     return words[i:] if i < n else ()
 
 
+def _env(words: tuple[Word, ...]) -> list[Derived]:
+    """``env [-i|-] [-u NAME] [-S STRING] [NAME=VALUE]... COMMAND``: ``-S`` splits its string
+    into more words (``env -S 'rm -rf' /``)."""
+    for k, word in enumerate(words[1:], start=1):
+        value = word.value
+        if not value.startswith("-") or value == "--":
+            break
+        split = value[2:] if value.startswith("-S") and len(value) > 2 else None
+        if value.startswith("--split-string="):
+            split = value.partition("=")[2]
+        if split is None and value in ("-S", "--split-string") and k + 1 < len(words):
+            split, word = words[k + 1].value, words[k + 1]
+            k += 1
+        if split is not None:
+            if word.dynamic:
+                return [None]
+            return [(words[0], *(Word(w, w) for w in split.split()), *words[k + 1 :])]
+    dashless = tuple(w for w in words if w.value != "-")  # ``env -`` is ``env -i``
+    inner = _after_options(dashless, *_WRAPPERS["env"], assignments=True)
+    return [inner] if inner else []
+
+
+_SSH_VALUES: Final = frozenset("-B -b -c -D -E -e -F -I -i -J -L -l -m -O -o -p -Q -R -S -W -w".split())
+
+
+def _ssh(words: tuple[Word, ...]) -> list[Derived]:
+    """``ssh [options] HOST COMMAND...``: the remote shell runs the words joined."""
+    i, n = 1, len(words)
+    while i < n and words[i].value.startswith("-"):
+        flag = words[i].value
+        i += 2 if flag in _SSH_VALUES else 1
+        if flag == "--":
+            break
+    rest = words[i + 1 :]
+    if not rest:
+        return []
+    return [None if any(w.dynamic for w in rest) else " ".join(w.value for w in rest)]
+
+
 def _script_option(words: tuple[Word, ...]) -> tuple[str | None] | None:
     """The script of ``su -c CMD``, ``script -c CMD``, ``env -S STRING``...; ``None`` without one."""
     for i, word in enumerate(words[1:-1], start=1):
         value = word.value
-        if value in ("-c", "--command", "-S", "--split-string") or (
+        if value in ("-c", "--command") or (
             value.startswith("-") and not value.startswith("--") and value.endswith("c") and words[0].value == "su"
         ):
             script = words[i + 1]
             return (None if script.dynamic else script.value,)
-        for prefix in ("--command=", "--split-string=", "-S"):
+        for prefix in ("--command=",):
             if value.startswith(prefix) and len(value) > len(prefix):
                 return (None if word.dynamic else value[len(prefix) :],)
     return None
@@ -324,9 +367,11 @@ def _parallel(words: tuple[Word, ...]) -> list[Derived]:
         i += 2 if words[i].value in _PARALLEL_VALUES else 1
     separators = [k for k in range(i, n) if words[k].value.startswith(":::")]
     end = separators[0] if separators else n
-    if end <= i:
+    if end <= i and not separators:
         return []
     command = words[i:end]
+    if not command:  # ``parallel ::: 'rm -rf /'``: each argument is a command line
+        return [None if w.dynamic else w.value for w in words[end:][:MAX_READINGS] if not w.value.startswith(":::")]
     args = [w for w in words[end:] if not w.value.startswith(":::")][:MAX_READINGS] if separators else [_STDIN_ARGS]
     if not any(w.value == "{}" for w in command):
         return [(*command, *args)]
