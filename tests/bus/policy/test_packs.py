@@ -4,7 +4,9 @@ the revision, an unknown name a one-line error; the dangerous-commands pack pass
 from __future__ import annotations
 
 import asyncio
+import fnmatch
 import textwrap
+import tomllib
 from pathlib import Path
 
 import pytest
@@ -126,3 +128,10 @@ def test_coverage_names_a_pack_rules_line() -> None:
     assert [c.where for (_, kind, text), c in report.rules.items() if (kind, text) == ("deny", "Bash(rm -rf /)")] == [
         f"pack:{PACK}:{line}"
     ]
+
+
+def test_every_pack_is_package_data() -> None:
+    project = tomllib.loads((EXAMPLES.parent / "pyproject.toml").read_text())
+    globs = project["tool"]["setuptools"]["package-data"]["bus"]
+    for name in packs.pack_names():
+        assert any(fnmatch.fnmatch(f"policy/packs/{name}.yaml", glob) for glob in globs), name
