@@ -20,6 +20,8 @@ from bus.rules.shellwords import ASSIGNMENT, SimpleCommand, Unparsable, Word
 WORD_BREAK: Final = frozenset(" \t\n;|()&<>")
 BLANKS: Final = re.compile(r"[ \t]+")
 SPACES: Final = re.compile(r"[ \t\n]+")
+#: An array's elements when they are plain words (``a=(x y)``).
+_PLAIN_ARRAY: Final = re.compile(r"\([^()'\"\\`$#;&|<>{}]*\)")
 #: Files that are streams: a script read from one is known only at run time.
 _STREAMS: Final = ("/dev/stdin", "/dev/fd/", "/proc/self/fd/", "-")
 #: The commands whose arguments bash may run as commands, and the words such a command starts with.
@@ -180,6 +182,10 @@ class Compound(Reader):
     def _array(self) -> bool:
         """The elements of ``name=(...)``, read as words (their substitutions run); whether one expands."""
         src, n = self.src, len(self.src)
+        simple = _PLAIN_ARRAY.match(src, self.pos)
+        if simple is not None:  # no quote, expansion or comment: plain words
+            self.pos = simple.end()
+            return False
         self.pos += 1
         dynamic = False
         while True:
