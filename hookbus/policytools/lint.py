@@ -96,7 +96,16 @@ def covers(wide: PermissionRule, narrow: PermissionRule) -> bool:
         return False
     if wide.content.endswith(" *") and narrow.content == wide.content[:-2]:
         return True  # `git push *` also matches a bare `git push`
+    if wide.tool in ("Read", "Edit") and _anchor(wide.content) != _anchor(narrow.content):
+        return False  # `**/id_rsa` is below the cwd, `//**/id_rsa` anywhere, `~/x` below home
     return _pattern(wide.content).fullmatch(narrow.content) is not None
+
+
+def _anchor(content: str) -> str:
+    content = content.strip()
+    if content.startswith("//"):
+        return "root"
+    return "home" if content == "~" or content.startswith("~/") else "cwd"
 
 
 @dataclasses.dataclass(frozen=True)

@@ -130,6 +130,9 @@ def test_the_example_policies_lint_clean() -> None:
         ("Bash(npm run test:*)", "Bash(npm run test -- -x)", True),
         ("Read(**/.env)", "Read(/srv/app/.env)", True),
         ("Read(**/.env)", "Edit(/srv/app/.env)", False),
+        ("Read(**/id_rsa)", "Read(//**/id_rsa)", False),  # the cwd's, not any directory's
+        ("Read(//**/id_rsa)", "Read(//home/dev/.ssh/id_rsa)", True),
+        ("Read(~/.ssh/**)", "Read(~/.ssh/id_rsa)", True),
         ("Bash(a[b]*)", "Bash(ab)", False),
     ],
 )
