@@ -39,7 +39,14 @@ from bus.rules.permissions import (
     rule_applies,
     rule_matches,
 )
-from bus.rules.shellrules import ShellView, shell_head_regex, shell_regex, shell_view, unreadable_code_unjudged
+from bus.rules.shellrules import (
+    ShellView,
+    shell_head_regex,
+    shell_regex,
+    shell_start,
+    shell_view,
+    unreadable_code_unjudged,
+)
 
 _BLOCK_EVENTS: Final = frozenset({"PostToolUse", "PostToolUseFailure"})
 _VERDICTS: Final[tuple[RuleKind, ...]] = ("deny", "ask", "allow")
@@ -66,6 +73,11 @@ class ToolRules:
     #: The position of the first rule in :attr:`shell`: the one a command whose program is an
     #: expansion meets first.
     first_shell: int = 0
+    #: For a reading that gets more words at run time (``xargs rm -rf``, :attr:`ShellView.starts`):
+    #: the first position of the patterns whose text before any ``*`` starts with each text
+    #: that ends in a space, and the patterns with a ``*`` as ``<that text>.*`` in one regex.
+    start_prefixes: dict[str, int] = dataclasses.field(default_factory=dict)
+    starts: re.Pattern[str] | None = None
     #: A file tool's path rules, one alternation per anchor.
     paths: PathRules | None = None
     #: The applicable rules the alternation does not decide, tried one by one.
@@ -102,6 +114,8 @@ class RuleList:
                 elif view.dynamic_heads and compiled.heads is not None:
                     head = _first_position(compiled.heads, view.dynamic_heads)
                     found = head if found is None else found if head is None else min(found, head)
+                if view.starts:
+                    found = _min(found, _first_start(compiled, view.starts))
                 candidates = compiled.others
         elif compiled.paths is not None and cwd:
             paths = call_paths(tool_name, tool_input, cwd)
@@ -148,6 +162,18 @@ def _program_of(content: str) -> str | None:
     a text it matches starts with that word followed by a space, or is that word."""
     head = " ".join(content.split()).split(" ", 1)[0]
     return None if not head or "*" in head or ":" in head else head
+
+
+def _min(a: int | None, b: int | None) -> int | None:
+    return b if a is None else a if b is None else min(a, b)
+
+
+def _first_start(compiled: ToolRules, starts: tuple[str, ...]) -> int | None:
+    """The first pattern that a text starting with one of ``starts`` can match."""
+    best = _first_position(compiled.starts, starts) if compiled.starts is not None else None
+    for start in starts:
+        best = _min(best, compiled.start_prefixes.get(start))
+    return best
 
 
 def _first_position(combined: re.Pattern[str], texts: tuple[str, ...]) -> int | None:
@@ -202,12 +228,22 @@ def _shell_rules(verdict: RuleKind, applicable: tuple[Rule, ...], tool: str) -> 
     heads = [(position, shell_head_regex(rule.content or "*", powershell)) for position, rule, _ in mine]
     head_alternation = "|".join(f"(?P<r{position}>{h.pattern})" for position, h in heads if h)
     chosen = {position for position, _, _ in patterns}
+    prefixes: dict[str, int] = {}
+    starred: list[str] = []
+    for position, rule, _ in mine:
+        first, has_star = shell_start(rule.content or "*", powershell)
+        for end in (k + 1 for k, c in enumerate(first) if c == " "):  # a start ends in a space
+            prefixes.setdefault(first[:end], position)  # the rules come in order: the first one stays
+        if has_star:
+            starred.append(f"(?P<r{position}>{re.escape(first)}.*)")
     return ToolRules(
         applicable,
         shell=combined,
         by_program={program: re.compile("|".join(found), flags) for program, found in branches.items() if program},
         heads=re.compile(head_alternation, flags) if head_alternation else None,
         first_shell=min(chosen),
+        start_prefixes=prefixes,
+        starts=re.compile("|".join(starred), flags) if starred else None,
         others=tuple(item for item in applicable if item[0] not in chosen),
     )
 

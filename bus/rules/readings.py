@@ -12,9 +12,8 @@ reading of a subcommand is itself; from each reading follow, in turn:
 * the script a shell runs, parsed and read in turn: ``sh -c``, ``bash -lc``, ``su -c``,
   ``script -c``, ``flock -c``, ``runuser -c``, ``watch``, ``env -S``, and a here-document or
   here-string fed to a shell (``sh <<EOF``, ``bash <<< "..."``);
-* the command ``xargs`` and ``parallel`` run (``parallel``'s ``:::`` arguments in its ``{}`` or
-  after it; the arguments they read from standard input are an expansion known only at run
-  time), and ``find -exec``/``-execdir``/``-ok`` run with ``{}`` read as each of find's start
+* the command ``xargs`` and ``parallel`` run, ending in :data:`STDIN_ARGS` for the arguments
+  they read at run time (``parallel``'s ``:::`` arguments go in its ``{}`` or after it), and ``find -exec``/``-execdir``/``-ok`` run with ``{}`` read as each of find's start
   paths; ``find -delete`` reads as ``rm -rf`` of those paths;
 * what an interpreter one-liner or a script fed to an interpreter does to files and which
   commands it runs (:mod:`bus.rules.codereadings`).
@@ -117,7 +116,7 @@ _GIT_VALUES: Final = frozenset(
     "-C -c --git-dir --work-tree --namespace --super-prefix --config-env --exec-path --list-cmds".split()
 )
 #: What ``xargs`` and ``parallel`` add: the arguments they read, known only at run time.
-_STDIN_ARGS: Final = Word("<stdin>", "<stdin>", True)
+STDIN_ARGS: Final = Word("<stdin>", "<stdin>", True)
 _FIND_EXEC: Final = frozenset({"-exec", "-execdir", "-ok", "-okdir"})
 #: find's tests and actions that take a value (the value is no action: ``-name -delete``).
 _FIND_VALUES: Final = frozenset(
@@ -358,7 +357,7 @@ def _xargs(words: tuple[Word, ...]) -> list[Derived]:
         i += 2 if flag in _XARGS_VALUES else 1
         if flag == "--":
             break
-    return [(*words[i:], _STDIN_ARGS)] if i < n else []
+    return [(*words[i:], STDIN_ARGS)] if i < n else []
 
 
 def _parallel(words: tuple[Word, ...]) -> list[Derived]:
@@ -372,7 +371,7 @@ def _parallel(words: tuple[Word, ...]) -> list[Derived]:
     command = words[i:end]
     if not command:  # ``parallel ::: 'rm -rf /'``: each argument is a command line
         return [None if w.dynamic else w.value for w in words[end:][:MAX_READINGS] if not w.value.startswith(":::")]
-    args = [w for w in words[end:] if not w.value.startswith(":::")][:MAX_READINGS] if separators else [_STDIN_ARGS]
+    args = [w for w in words[end:] if not w.value.startswith(":::")][:MAX_READINGS] if separators else [STDIN_ARGS]
     if not any(w.value == "{}" for w in command):
         return [(*command, *args)]
     return [tuple(arg if w.value == "{}" else w for w in command) for arg in args] or [command]
@@ -520,6 +519,7 @@ __all__ = [
     "MAX_READINGS",
     "MAX_SCRIPT_DEPTH",
     "SCRIPT_CHARS",
+    "STDIN_ARGS",
     "UNREADABLE",
     "Readings",
     "ScriptBudget",

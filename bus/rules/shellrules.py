@@ -25,7 +25,7 @@ from bus.rules.bashsplit import CACHED_COMMAND_CHARS, SimpleCommand, parse_comma
 from bus.rules.globs import Glob, glob, glob_regex
 from bus.rules.heredocs import fed_texts
 from bus.rules.limits import current_limits
-from bus.rules.readings import ScriptBudget, read_command, spellings
+from bus.rules.readings import STDIN_ARGS, ScriptBudget, read_command, spellings
 
 _PS_ALIASES: Final = {
     alias: cmdlet
@@ -74,12 +74,24 @@ class _ShellPattern:
     head: Glob  # the pattern's first word, for the "$VAR present" rule
     name_only: bool  # no more specific than a command name: ``git``, ``git *``, ``git*``
     match_all: bool
+    first: str  # the text before the pattern's first ``*`` (all of it without one)
+    stars: int
+    tail_star: bool  # its one ``*`` ends it: ``cat *``
 
     def fullmatch(self, text: str) -> bool:
         if self.regex is not None:
             return self.regex.fullmatch(text) is not None
         assert self.glob is not None
         return self.glob.fullmatch(text)
+
+    def extends(self, start: str) -> bool:
+        """Whether some text that starts with ``start`` matches (the words ``xargs`` adds to a
+        command): a ``*`` after the first literal part takes whatever follows it."""
+        return self.first.startswith(start) or (self.stars > 0 and start.startswith(self.first))
+
+    def covers(self, start: str) -> bool:
+        """Whether every text that starts with ``start`` matches (``cat *`` covers ``cat x ...``)."""
+        return self.tail_star and start.startswith(self.first)
 
 
 @functools.lru_cache(maxsize=4096)
@@ -98,7 +110,11 @@ def _shell_pattern(content: str, ignore_case: bool) -> _ShellPattern:
         linear = glob(pattern, ignore_case)
     head = pattern.split(" ", 1)[0]
     name_only = " " not in pattern.removesuffix(" *")
-    return _ShellPattern(regex, linear, glob(head, ignore_case), name_only, pattern == "*")
+    first = pattern.split("*", 1)[0]
+    first = first.lower() if ignore_case else first
+    stars = pattern.count("*")
+    tail_star = stars == 1 and pattern.endswith("*")
+    return _ShellPattern(regex, linear, glob(head, ignore_case), name_only, pattern == "*", first, stars, tail_star)
 
 
 def shell_matches(content: str, command: str, powershell: bool, fail_open: bool, every: bool) -> bool:
@@ -117,22 +133,29 @@ def shell_matches(content: str, command: str, powershell: bool, fail_open: bool,
 def _any_reading_matches(pattern: _ShellPattern, read: _Read, fail_open: bool) -> bool:
     if fail_open and read.opaque and unreadable_code_unjudged():
         return True
-    return any(_reading_matches(pattern, reading, texts, fail_open) for reading, texts in read.readings)
+    return any(_reading_matches(pattern, reading, fail_open) for reading in read.readings)
 
 
 def _every_reading_matches(pattern: _ShellPattern, read: _Read) -> bool:
     if read.opaque and unreadable_code_unjudged():
         return False
     return all(
-        _SAFE_ENV.issuperset(reading.assigned) and _reading_matches(pattern, reading, texts, False)
-        for reading, texts in read.readings
+        _SAFE_ENV.issuperset(reading.command.assigned)
+        and (
+            any(pattern.covers(start) for start in reading.starts)
+            if reading.starts
+            else _reading_matches(pattern, reading, False)
+        )
+        for reading in read.readings
     )
 
 
-def _reading_matches(pattern: _ShellPattern, reading: SimpleCommand, texts: frozenset[str], fail_open: bool) -> bool:
-    if any(pattern.fullmatch(text) for text in texts):
+def _reading_matches(pattern: _ShellPattern, reading: _Reading, fail_open: bool) -> bool:
+    if any(pattern.fullmatch(text) for text in reading.texts):
         return True
-    return fail_open and reading.dynamic and _dynamic_could_match(pattern, reading)
+    if fail_open and any(pattern.extends(start) for start in reading.starts):
+        return True
+    return fail_open and reading.command.dynamic and _dynamic_could_match(pattern, reading.command)
 
 
 def unreadable_code_unjudged() -> bool:
@@ -142,10 +165,21 @@ def unreadable_code_unjudged() -> bool:
 
 
 @dataclass(frozen=True, slots=True)
-class _Read:
-    """A subcommand's readings, each with the texts it is matched as."""
+class _Reading:
+    """One reading and the texts it is matched as."""
 
-    readings: tuple[tuple[SimpleCommand, frozenset[str]], ...]
+    command: SimpleCommand
+    texts: frozenset[str]
+    #: When the program gets more words at run time (``xargs CMD``: what it reads): the texts the
+    #: command starts with, each ending in a space.
+    starts: frozenset[str] = frozenset()
+
+
+@dataclass(frozen=True, slots=True)
+class _Read:
+    """A subcommand's readings."""
+
+    readings: tuple[_Reading, ...]
     opaque: bool
 
 
@@ -186,12 +220,20 @@ def _read(cmd: SimpleCommand, stdin: str | None, powershell: bool) -> _Read:
 
 def _make_read(cmd: SimpleCommand, stdin: str | None, powershell: bool) -> _Read:
     if powershell:
-        return _Read(((cmd, _make_variants(cmd, powershell)),), False)
+        return _Read((_Reading(cmd, _make_variants(cmd, powershell)),), False)
     read = read_command(cmd, stdin, _BUDGET.get())
-    found = _Read(tuple((reading, _make_variants(reading, False)) for reading in read.commands), read.opaque)
+    found = _Read(tuple(_reading(reading) for reading in read.commands), read.opaque)
     if read.limited:
         raise _Unkept(found)
     return found
+
+
+def _reading(command: SimpleCommand) -> _Reading:
+    if command.words[-1] is not STDIN_ARGS:
+        return _Reading(command, _make_variants(command, False))
+    known = SimpleCommand(command.words[:-1], command.assigned)  # and what it reads, at run time
+    texts = _make_variants(known, False)
+    return _Reading(known, texts, frozenset(text + " " for text in texts))
 
 
 _cached_read = functools.lru_cache(maxsize=4096)(_make_read)
@@ -237,10 +279,10 @@ def shell_texts(command: str, powershell: bool = False) -> frozenset[str] | None
         return None
     texts: set[str] = set()
     for read in _reads(command, commands, powershell):
-        if read.opaque or any(reading.dynamic for reading, _ in read.readings):
+        if read.opaque or any(reading.command.dynamic or reading.starts for reading in read.readings):
             return None
-        for _, variants in read.readings:
-            texts.update(variants)
+        for reading in read.readings:
+            texts.update(reading.texts)
     return frozenset(texts)
 
 
@@ -266,6 +308,10 @@ class ShellView:
     #: Some subcommand runs interpreter code that cannot be read (see
     #: :func:`unreadable_code_unjudged`: then it meets every pattern).
     opaque: bool = False
+    #: The texts the readings that get more words at run time start with (``xargs rm -rf``
+    #: runs ``rm -rf`` and what it reads: ``"rm -rf "``), sorted; a pattern meets one when
+    #: a text that starts so can match it (see :func:`shell_start`).
+    starts: tuple[str, ...] = ()
 
 
 def shell_view(command: str, powershell: bool = False) -> ShellView | None:
@@ -274,19 +320,24 @@ def shell_view(command: str, powershell: bool = False) -> ShellView | None:
     if commands is None:
         return None
     texts: set[str] = set()
+    starts: set[str] = set()
     heads: set[str] = set()
     dynamic_program = opaque = False
     for read in _reads(command, commands, powershell):
         opaque |= read.opaque
-        for reading, variants in read.readings:
-            texts.update(variants)
+        for found in read.readings:
+            texts.update(found.texts)
+            starts.update(found.starts)
+            reading = found.command
             if reading.dynamic:
                 for word in (reading.words[0], strip_wrappers(reading.words)[0]):
                     if word.dynamic:
                         dynamic_program = True
                     else:
                         heads.add(word.value)
-    return ShellView(tuple(sorted(texts)), tuple(sorted(heads)), dynamic_program, len(commands), opaque)
+    return ShellView(
+        tuple(sorted(texts)), tuple(sorted(heads)), dynamic_program, len(commands), opaque, tuple(sorted(starts))
+    )
 
 
 def shell_head_regex(content: str, powershell: bool = False) -> re.Pattern[str] | None:
@@ -297,6 +348,14 @@ def shell_head_regex(content: str, powershell: bool = False) -> re.Pattern[str] 
     if pattern.name_only:
         return None
     return glob_regex("*".join(pattern.head.parts), powershell)
+
+
+def shell_start(content: str, powershell: bool = False) -> tuple[str, bool]:
+    """A ``deny``/``ask`` pattern's text before its first ``*`` (all of it without one), and
+    whether it has a ``*``: it meets a reading that starts with ``start`` (:attr:`ShellView.starts`)
+    when that text starts with ``start``, or, with a ``*``, ``start`` starts with that text."""
+    pattern = _shell_pattern(content, powershell)
+    return pattern.first, pattern.stars > 0
 
 
 def shell_regex(content: str, powershell: bool = False) -> re.Pattern[str] | None:
@@ -310,6 +369,7 @@ __all__ = [
     "shell_head_regex",
     "shell_matches",
     "shell_regex",
+    "shell_start",
     "shell_texts",
     "shell_view",
     "unreadable_code_unjudged",

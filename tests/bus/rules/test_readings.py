@@ -9,7 +9,7 @@ from bus.policy.rulelists import compile_lists
 from bus.rules.bashsplit import parse_commands
 from bus.rules.heredocs import fed_texts
 from bus.rules.limits import Limits, using_limits
-from bus.rules.permissions import parse_rule, rule_matches
+from bus.rules.permissions import RuleKind, parse_rule, rule_matches
 from bus.rules.readings import (
     MAX_READINGS,
     MAX_SCRIPT_DEPTH,
@@ -243,8 +243,8 @@ DENIED_BY_RM_RF = [
 
 @pytest.mark.parametrize("command", DENIED_BY_RM_RF)
 @pytest.mark.parametrize("kind", ["deny", "ask"])
-def test_rm_rf_denies_every_reading(command: str, kind: str) -> None:
-    assert rule_matches(parse_rule("Bash(rm -rf *)"), "Bash", {"command": command}, "/w", kind=kind)  # type: ignore[arg-type]
+def test_rm_rf_denies_every_reading(command: str, kind: RuleKind) -> None:
+    assert rule_matches(parse_rule("Bash(rm -rf *)"), "Bash", {"command": command}, "/w", kind=kind)
     deny, ask = (("Bash(ls *)", "Bash(rm -rf *)"), ()) if kind == "deny" else ((), ("Bash(ls *)", "Bash(rm -rf *)"))
     (compiled,) = compile_lists(deny, ask, ())  # the one-pass path agrees
     assert compiled.first_match("Bash", {"command": command}, "/w") == "Bash(rm -rf *)"
@@ -320,3 +320,54 @@ def test_a_chain_of_wrappers_is_read_within_a_multiple_of_its_length() -> None:
     found = read_command(cmd).commands
     assert found[-1] == UNREADABLE
     assert sum(len(reading.text) for reading in found) <= 5 * len(cmd.text) + 512
+
+
+XARGS_RULES = (
+    "Bash(git push *)",
+    "Bash(rm -rf /)",
+    "Bash(cat *.env)",
+    "Bash(find * -delete*)",
+    "Bash(rm -rf *)",
+    "Bash(sudo *)",
+    "Bash(a * b * c * d)",  # three stars: tried on its own
+)
+
+
+@pytest.mark.parametrize(
+    ("command", "rule"),
+    [
+        ("echo / | xargs rm -rf", "Bash(rm -rf /)"),  # what xargs reads completes the command
+        ("echo / | xargs -0 rm -r -f", "Bash(rm -rf /)"),
+        ("xargs cat", "Bash(cat *.env)"),
+        ("xargs find . -name foo", "Bash(find * -delete*)"),
+        ("xargs git push", "Bash(git push *)"),
+        ("xargs a 1 b 2 c", "Bash(a * b * c * d)"),
+        ("echo ok | xargs rm -- -rf", None),  # the file -rf: no reading starts rm -rf
+        ("echo ok | xargs busybox rm -f /tmp/test", None),
+        ("xargs git status", None),
+        ("xargs grep x", None),
+    ],
+)
+@pytest.mark.parametrize("verdict", ["deny", "ask"])
+def test_what_xargs_reads_completes_the_command(command: str, rule: str | None, verdict: RuleKind) -> None:
+    deny, ask = (XARGS_RULES, ()) if verdict == "deny" else ((), XARGS_RULES)
+    (compiled,) = compile_lists(deny, ask, ())
+    tool_input = {"command": command}
+    matching = (text for text in XARGS_RULES if rule_matches(parse_rule(text), "Bash", tool_input, "/w", kind=verdict))
+    one_by_one = next(matching, None)
+    assert one_by_one == rule
+    assert compiled.first_match("Bash", {"command": command}, "/w") == rule
+
+
+@pytest.mark.parametrize(
+    ("rule", "command", "allowed"),
+    [
+        ("Bash(grep *)", "xargs grep x", True),  # every completion matches
+        ("Bash(cat *)", "git ls-files | xargs cat", False),  # git ls-files is not allowed
+        ("Bash(cat *)", "xargs -0 cat", False),  # xargs with options: Claude Code's own reading is no cat
+        ("Bash(cat a)", "xargs cat a", False),  # what xargs adds is not allowed
+        ("Bash(rm -rf /)", "xargs rm -rf /", False),
+    ],
+)
+def test_an_allow_rule_covers_what_xargs_adds(rule: str, command: str, allowed: bool) -> None:
+    assert rule_matches(parse_rule(rule), "Bash", {"command": command}, "/w", kind="allow") is allowed
