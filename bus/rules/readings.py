@@ -10,11 +10,13 @@ reading of a subcommand is itself; from each reading follow, in turn:
   ``caffeinate``, ``systemd-run``, ``strace``, ``taskset`` ... with their options;
 * ``git`` without its global options: ``git -C repo -c k=v reset --hard`` is ``git reset --hard``;
 * the script a shell runs, parsed and read in turn: ``sh -c``, ``bash -lc``, ``su -c``,
-  ``script -c``, ``flock -c``, ``runuser -c``, ``watch``, ``env -S``, and a here-document or
-  here-string fed to a shell (``sh <<EOF``, ``bash <<< "..."``);
+  ``script -c``, ``flock -c``, ``runuser -c``, ``watch``, ``ssh HOST CMD``, and a here-document
+  or here-string fed to a shell (``sh <<EOF``, ``bash <<< "..."``); ``env -S`` splits its string;
 * the command ``xargs`` and ``parallel`` run, ending in :data:`STDIN_ARGS` for the arguments
-  they read at run time (``parallel``'s ``:::`` arguments go in its ``{}`` or after it), and ``find -exec``/``-execdir``/``-ok`` run with ``{}`` read as each of find's start
-  paths; ``find -delete`` reads as ``rm -rf`` of those paths;
+  they read at run time (with ``xargs -I R`` they stand where ``R`` does, an expansion;
+  ``parallel``'s ``:::`` arguments go in its ``{}`` or after it), and ``find -exec``/
+  ``-execdir``/``-ok`` run with ``{}`` read as each of find's start paths; ``find -delete``
+  reads as ``rm -rf`` of those paths;
 * what an interpreter one-liner or a script fed to an interpreter does to files and which
   commands it runs (:mod:`bus.rules.codereadings`).
 
@@ -351,13 +353,28 @@ def _git(words: tuple[Word, ...]) -> list[Derived]:
 
 
 def _xargs(words: tuple[Word, ...]) -> list[Derived]:
+    """``xargs [options] COMMAND``: the arguments it reads end the command, or, with ``-I R``
+    (``-i``, ``--replace``), stand where ``R`` does."""
     i, n = 1, len(words)
+    replace: str | None = None
     while i < n and words[i].value.startswith("-") and words[i].value != "-":
         flag = words[i].value
+        if flag in ("-I", "-J") and i + 1 < n:
+            replace = words[i + 1].value
+        elif flag.startswith(("-I", "-J")) or flag.startswith("--replace="):
+            replace = flag[2:] if flag[1] != "-" else flag.partition("=")[2]
+        elif flag in ("-i", "--replace"):
+            replace = "{}"
+        elif flag.startswith("-i"):
+            replace = flag[2:]
         i += 2 if flag in _XARGS_VALUES else 1
         if flag == "--":
             break
-    return [(*words[i:], STDIN_ARGS)] if i < n else []
+    if i >= n:
+        return []
+    if not replace:
+        return [(*words[i:], STDIN_ARGS)]
+    return [tuple(Word(w.raw, w.value, True) if replace in w.value else w for w in words[i:])]
 
 
 def _parallel(words: tuple[Word, ...]) -> list[Derived]:

