@@ -46,6 +46,8 @@ from bus.rules.shellwords import (
     pieces,
 )
 
+#: A redirection's file descriptor split from its operator by a line continuation.
+_FD: Final = re.compile(r"(?:[0-9]|\\\n)+")
 #: The words that start a compound command the parser reads on its own.
 _COMPOUND: Final = frozenset({"case", "esac", "[["})
 _PS_WORD_BREAK: Final = frozenset(" \t\r\n;|(){}")
@@ -142,6 +144,11 @@ class _Parser(Compound):
                 self._group(words)
             else:
                 word = self._word()
+                if word.value.isdigit() and src.startswith(("<", ">"), self.pos) and not self.ps:
+                    redirect = _REDIRECT.match(src, self.pos)  # ``2\<newline>>x``: the fd of a redirection
+                    if redirect is not None and _FD.fullmatch(word.raw):
+                        shown.append((len(words), word.raw + self._redirection(redirect)))
+                        continue
                 if word.raw in _COMPOUND and not self.ps and lead_words(words) == len(words):
                     if word.raw == "[[":
                         words.append(word)

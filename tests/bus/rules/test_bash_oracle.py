@@ -46,6 +46,7 @@ ENGINE_CASES = [
     "rm -rf / &>>log",
     "{fd}>/dev/null rm -rf /",
     "rm -rf / <<<'x'",
+    "ls 2\\\n>/dev/null rm -rf /",
     "cat < <(rm -rf /)",
     "cat > >(rm -rf /)",
     "cat >$(rm -rf /)out",

@@ -30,6 +30,7 @@ def plains(command: str) -> list[str] | None:
         ("{fd}>&- rm x", ["rm x"]),
         ("rm a2>x b", ["rm a2 b"]),  # ``a2>``: the 2 belongs to the word
         ("rm 2 >x b", ["rm 2 b"]),
+        ("rm 2\\\n>x b", ["rm b"]),  # a line continuation between the fd and the operator
         ("cat <<<$(rm -rf /)", ["cat", "rm -rf /"]),  # a substitution in a target still runs
         ("cat > >(rm -rf /)", ["cat", "rm -rf /"]),
         # ANSI-C and locale strings
