@@ -243,6 +243,8 @@ def _derive(words: tuple[Word, ...], stdin: str | None) -> list[Derived]:
     script = _script_option(words) if name in _SCRIPT_OPTION else None
     if script is not None:
         return [script[0]]
+    if name == "command" and any(w.value in ("-v", "-V") for w in words[1:2]):
+        return []  # says what the name is, runs nothing
     if name in _WRAPPERS:
         inner = _after_options(words, *_WRAPPERS[name], assignments=name in ("env", "sudo", "doas"))
         return [inner] if inner else []

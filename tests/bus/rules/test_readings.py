@@ -128,6 +128,7 @@ def test_a_reading(command: str, reading: str) -> None:
         "bash --version",
         "git commit -m 'rm -rf /'",
         "echo sh -c 'rm -rf /'",
+        "command -v rm",
         "find . -name -delete -print",  # a file named -delete
     ],
 )
