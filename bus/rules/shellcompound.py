@@ -82,7 +82,8 @@ class Compound(Reader):
                     raise Unparsable("unexpected text in a case pattern")
             self.esac = False
             self.nested.extend(self.parse("case"))
-            if self.esac:
+            if self.esac:  # taken: a case in an enclosing clause reads on
+                self.esac = False
                 return
 
     def _conditional(self, words: list[Word]) -> None:
@@ -146,8 +147,9 @@ class Compound(Reader):
         self.heredocs.clear()
 
     def run_texts(self, command: SimpleCommand) -> None:
-        """Read the commands in the text of ``eval`` (its arguments joined), ``trap`` (its action)
-        and ``alias`` (its values); one whose text expands runs whatever the expansion holds."""
+        """Read the commands in the text of ``eval`` (its arguments joined), ``trap`` (its action),
+        ``alias`` (its values) and ``mapfile -C`` (its callback); one whose text expands, or a
+        script ``source`` reads from a stream, runs what is known only at run time."""
         words = command.words
         k = 0
         while k < len(words) - 1 and words[k].value in ("builtin", "command", "time", "-p", "--"):
@@ -203,7 +205,7 @@ class Compound(Reader):
                 end = src.find("\n", self.pos)
                 self.pos = n if end < 0 else end
                 continue
-            if c in ";|&(<>":
+            if c in ";|&(" or (c in "<>" and src[self.pos + 1 : self.pos + 2] != "("):
                 raise Unparsable(f"unexpected {c!r} in an array")
             dynamic |= self._word().dynamic
 

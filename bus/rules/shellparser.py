@@ -289,7 +289,7 @@ class _Parser(Compound):
                 continue
             elif c == "$" or (self.ps and c == "@" and nxt == "("):
                 kind = DYNAMIC if self._dollar() else QUOTED
-            else:  # PowerShell: ``>&``, ``>|``, ``<&`` and ``&>`` stay glued to their redirection
+            else:  # PowerShell's ``>&``, ``>|``, ``<&``, ``&>`` stay glued; in bash, ``( | )`` of a ``[[`` regex
                 take = 3 if src.startswith("<<<", self.pos) else 2 if c in "<>" and nxt in "&|" else 1
                 self.pos += take
             value.append(src[before : self.pos])

@@ -69,6 +69,8 @@ def plains(command: str) -> list[str] | None:
         ("case $x in\n a|b) rm x;;\n (c) rm y ;&\n *) rm z ;;&\nesac; ls", ["rm x", "rm y", "rm z", "ls"]),
         ("case x in a) echo esac;; esac", ["echo esac"]),
         ("case x in a) case y in b) rm z;; esac;; esac", ["rm z"]),
+        ("case x in a) case y in b) rm z\nesac;; c) rm w;; esac", ["rm z", "rm w"]),
+        ("a=(<(rm x) y)", ["rm x"]),
         ("case $(rm a) in $(rm b)) ;; esac", ["rm a", "rm b"]),
         ("case x in esac", []),
         # [[ ]]: its operators are not separators or redirections, a regex may hold ( | )
