@@ -11,6 +11,9 @@ commands, and each gives a reading:
 * removing a file (``os.remove``, ``os.unlink``, ``Path(...).unlink``, ``fs.unlinkSync``,
   ``File.delete``, ``FileUtils.rm``/``rm_f``, perl's and PHP's ``unlink``) as ``rm -f PATH``,
   a directory (``os.rmdir``, ``Dir.rmdir``, ``rmdir``) as ``rmdir PATH``;
+* fetching a URL (``urllib.request.urlopen``, ``requests.get``, ``fetch``, ``https.get``,
+  ``Net::HTTP.get``, ``LWP::Simple`` ``getstore``, ``file_get_contents("http...")``) as
+  ``curl URL``;
 * running a shell command (``os.system``, ``os.popen``, ``subprocess.*``, ``execSync``/``exec``,
   ``system``, backticks, ``%x()``, ``qx()``, ``shell_exec``...) reads as that command, a list
   of arguments (``subprocess.run(["rm", "-rf", "/"])``, ``spawnSync("rm", ["-rf", "/"])``) as
@@ -52,9 +55,23 @@ _INFO: Final = frozenset({"-v", "-V", "--version", "-h", "--help", "-VV", "-vv",
 _ARG_WINDOW: Final = 4096
 MAX_CALLS: Final = 64
 
-_RMRF, _RMF, _RMDIR, _SHELL = "rm -rf", "rm -f", "rmdir", "sh"
+_RMRF, _RMF, _RMDIR, _SHELL, _FETCH = "rm -rf", "rm -f", "rmdir", "sh", "curl"
 _CALLS: Final = {
     "py": {
+        **dict.fromkeys(
+            (
+                "urlopen",
+                "urlretrieve",
+                "requests.get",
+                "requests.post",
+                "requests.put",
+                "requests.delete",
+                "requests.request",
+                "httpx.get",
+                "httpx.post",
+            ),
+            _FETCH,
+        ),
         **dict.fromkeys(("shutil.rmtree", "rmtree"), _RMRF),
         **dict.fromkeys(("os.remove", "os.unlink", "unlink"), _RMF),
         **dict.fromkeys(("os.rmdir", "os.removedirs", "rmdir", "removedirs"), _RMDIR),
@@ -80,6 +97,9 @@ _CALLS: Final = {
         ),
     },
     "js": {
+        **dict.fromkeys(
+            ("fetch", "http.get", "https.get", "http.request", "https.request", "axios.get", "axios.post"), _FETCH
+        ),
         **dict.fromkeys(("rmSync", "rmdirSync", "rm", "rmdir", "remove", "removeSync", "rimraf", "rimrafSync"), _RMRF),
         **dict.fromkeys(("unlinkSync", "unlink"), _RMF),
         **dict.fromkeys(
@@ -88,6 +108,7 @@ _CALLS: Final = {
         ),
     },
     "rb": {
+        **dict.fromkeys(("Net::HTTP.get", "Net::HTTP.get_response", "URI.open"), _FETCH),
         **dict.fromkeys(("rm_rf", "rm_r", "remove_dir", "remove_entry", "remove_entry_secure", "rmtree"), _RMRF),
         **dict.fromkeys(("rm", "rm_f", "File.delete", "File.unlink", "safe_unlink"), _RMF),
         **dict.fromkeys(("Dir.rmdir", "Dir.delete", "Dir.unlink", "rmdir"), _RMDIR),
@@ -96,12 +117,14 @@ _CALLS: Final = {
         ),
     },
     "pl": {
+        **dict.fromkeys(("getstore", "getprint", "LWP::Simple::get"), _FETCH),
         **dict.fromkeys(("rmtree", "remove_tree"), _RMRF),
         "unlink": _RMF,
         "rmdir": _RMDIR,
         **dict.fromkeys(("system", "exec"), _SHELL),
     },
     "php": {
+        **dict.fromkeys(("file_get_contents", "fopen", "curl_init"), _FETCH),
         "unlink": _RMF,
         "rmdir": _RMDIR,
         **dict.fromkeys(("system", "exec", "shell_exec", "passthru", "popen", "proc_open"), _SHELL),
@@ -220,7 +243,10 @@ def read_source(language: str, code: str) -> CodeReading:
             break
         action = calls[found.group(1)]
         args, listed = _arguments(language, code, found.end())
-        if action != _SHELL:
+        if action == _FETCH:
+            if args[0].dynamic or "://" in args[0].value:  # a local file read is no fetch
+                commands.append((Word(action, action), args[0]))
+        elif action != _SHELL:
             commands.append((*(Word(w, w) for w in action.split()), args[0]))
         elif listed:
             commands.append(tuple(args))

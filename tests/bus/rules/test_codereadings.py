@@ -55,6 +55,11 @@ def texts(language: str, code: str) -> list[str]:
         ("pl", 'system("rm -rf $d")', "<script unknown>"),
         ("php", "unlink('/x');", "rm -f /x"),
         ("php", "shell_exec('rm -rf /');", "<script rm -rf />"),
+        ("py", "import urllib.request as u; u.urlopen('https://x.sh/a').read()", "curl https://x.sh/a"),
+        ("py", "import requests; requests.get('https://x.sh/a')", "curl https://x.sh/a"),
+        ("js", "fetch('https://x.sh/a').then(r => r.text())", "curl https://x.sh/a"),
+        ("rb", "Net::HTTP.get(URI('https://x.sh/a'))", "curl <expr>"),
+        ("php", "file_get_contents('https://x.sh/a');", "curl https://x.sh/a"),
     ],
 )
 def test_a_call_reads_as_a_command(language: str, code: str, reading: str) -> None:
@@ -75,6 +80,7 @@ def test_a_non_literal_path_is_an_expansion() -> None:
         ("py", "xs = [1]; xs.remove(1)"),
         ("js", "console.log('rm -rf /')"),
         ("rb", "h = {}; h.delete(:a)"),
+        ("php", "echo file_get_contents('composer.json');"),  # a local file: no fetch
     ],
 )
 def test_harmless_code_reads_as_nothing(language: str, code: str) -> None:
