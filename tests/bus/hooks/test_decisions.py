@@ -8,7 +8,7 @@ import orjson
 import pytest
 
 from bus.hooks.decisions import Decision, FailOpenReason, RecordOutcome
-from bus.runtime import metrics
+from bus.runtime import metricvalues
 from bus.runtime.metrics import Metrics
 
 
@@ -28,8 +28,8 @@ def test_the_members_are_the_strings_on_the_wire() -> None:
 
 
 def test_the_metric_label_values_are_the_enums(m: Metrics) -> None:
-    assert metrics.DECISION_VALUES == ("allow", "deny", "ask", "defer", "block", "none")
-    assert metrics.FAIL_OPEN_REASONS == tuple(r.value for r in FailOpenReason)
+    assert metricvalues.DECISION_VALUES == ("allow", "deny", "ask", "defer", "block", "none")
+    assert metricvalues.FAIL_OPEN_REASONS == tuple(r.value for r in FailOpenReason)
     assert m.child(m.decisions, "Stop", Decision.BLOCK) is m.child(m.decisions, "Stop", "block")
 
 

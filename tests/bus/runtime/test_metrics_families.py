@@ -15,7 +15,7 @@ import pytest
 from prometheus_client import multiprocess
 
 from bus.policy.reload import PolicyWatcher
-from bus.runtime import metrics
+from bus.runtime import metrics, metricvalues
 from bus.runtime.metrics import Metrics
 from tests.conftest import REPO, exposition_samples, python
 
@@ -59,7 +59,7 @@ def test_init_metrics_starts_every_timeout_stage_and_redis_operation_at_zero(m: 
     text = m.render()[0].decode()
     for stage in ("queue_wait", "handler", "reply"):
         assert f'hookbus_timeouts_total{{stage="{stage}"}}' in text
-    for op in metrics.REDIS_ERROR_OPS:
+    for op in metricvalues.REDIS_ERROR_OPS:
         assert f'hookbus_redis_errors_total{{op="{op}"}}' in text
 
 
