@@ -54,6 +54,9 @@ COMMAND_UNITS: Final = {
     "eval": "eval a; ",
     "$() in ${} and $(())": "${a:-$(a)}$(( $(a) )) ",
     "unquoted heredocs with $()": "cat <<E\n$(a)\nE\n",
+    # Every subcommand with an expansion: each once made every rule be tried on its own.
+    "expansions after semicolons": "a $x; ",
+    "expansions in a pipeline": "a $x | ",
 }
 
 #: Commands that never end: the whole tail after the unit is inside it.
