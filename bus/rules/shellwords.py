@@ -159,8 +159,9 @@ def expand_braces(word: list[Piece]) -> list[tuple[str, bool]]:
     itself when it has nothing to expand. :class:`TooMany` past :data:`MAX_BRACE_WORDS`."""
     out: list[list[Piece]] = []
     _expand(word, out)
-    words = [("".join(text for text, _ in w), any(kind == DYNAMIC for _, kind in w)) for w in out]
-    return [w for w in words if w[0] or w[1]] if len(out) > 1 else words
+    if len(out) > 1:  # an empty word goes, unless quoted (``{a,}''`` gives ``a`` and an empty word)
+        out = [w for w in out if any(text or kind in (QUOTED, DYNAMIC) for text, kind in w)]
+    return [("".join(text for text, _ in w), any(kind == DYNAMIC for _, kind in w)) for w in out]
 
 
 def _expand(word: list[Piece], out: list[list[Piece]]) -> None:

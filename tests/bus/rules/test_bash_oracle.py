@@ -65,6 +65,7 @@ ENGINE_CASES = [
     "rm -rf /{a..c}",
     "rm -rf /{1..3..2}",
     "rm {a,'b c'}",
+    "git {/,}'' x",
     "f() { rm -rf /; }; f",
     "function f { git reset --hard; }; f",
     "function f() { git reset --hard; }; f",

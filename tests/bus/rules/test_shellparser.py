@@ -51,6 +51,7 @@ def plains(command: str) -> list[str] | None:
         ('echo {"a,b",c} \\{a,b} {a,b\\}', ["echo a,b c {a,b} {a,b}"]),
         ("echo ${x} {} {a} a{ }b", ["echo ${x} {} {a} a{ }b"]),
         ("a={x,y} rm z", ["rm z"]),  # an assignment is not expanded
+        ("git {/,}'' x", ["git /  x"]),  # a quoted empty word stays
         # functions, groups and keywords
         ("f() { rm -rf /; }; f", ["rm -rf /", "f"]),
         ("function f { git reset --hard; }; f", ["git reset --hard", "f"]),
