@@ -25,7 +25,8 @@ from bus.rules.bashsplit import CACHED_COMMAND_CHARS, SimpleCommand, parse_comma
 from bus.rules.globs import Glob, glob, glob_regex
 from bus.rules.heredocs import fed_texts
 from bus.rules.limits import current_limits
-from bus.rules.readings import STDIN_ARGS, ScriptBudget, read_command, spellings
+from bus.rules.readings import STDIN_ARGS, ScriptBudget, read_command
+from bus.rules.spellings import spellings
 
 _PS_ALIASES: Final = {
     alias: cmdlet

@@ -17,8 +17,8 @@ from bus.rules.readings import (
     UNREADABLE,
     ScriptBudget,
     read_command,
-    spellings,
 )
+from bus.rules.spellings import spellings
 
 pytestmark = pytest.mark.timeout(30)
 
