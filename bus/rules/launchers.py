@@ -233,6 +233,8 @@ def _shell(words: tuple[Word, ...], stdin: str | None) -> list[Derived]:
         elif not flag.startswith("--"):
             command |= "c" in flag[1:]
             from_stdin |= "s" in flag[1:]
+    if command and i < n and words[i].value == "--":
+        i += 1
     if command:
         return [None if words[i].dynamic else words[i].value] if i < n else []
     if i < n and words[i].value == "--":

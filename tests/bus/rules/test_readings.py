@@ -72,6 +72,7 @@ def readings(command: str) -> list[str]:
         ("zsh -ec 'rm x'", "rm x"),
         ("dash -c 'a; rm x'", "rm x"),
         ("bash -o pipefail -c 'rm x'", "rm x"),
+        ("sh -c -- 'rm x'", "rm x"),
         ("su -c 'rm -rf /'", "rm -rf /"),
         ("su root -c 'rm x'", "rm x"),
         ("su --command='rm x' root", "rm x"),
