@@ -48,6 +48,28 @@ from bus.rules.shellwords import (
 
 #: A redirection's file descriptor split from its operator by a line continuation.
 _FD: Final = re.compile(r"(?:[0-9]|\\\n)+")
+#: The words that may stand last before a command's first word, with assignments.
+_LEAD_WORDS: Final = frozenset(
+    {
+        "!",
+        "{",
+        "}",
+        "if",
+        "then",
+        "else",
+        "elif",
+        "fi",
+        "do",
+        "done",
+        "while",
+        "until",
+        "esac",
+        "time",
+        "-p",
+        "--",
+        "coproc",
+    }
+)
 #: The words that start a compound command the parser reads on its own.
 _COMPOUND: Final = frozenset({"case", "esac", "[["})
 _PS_WORD_BREAK: Final = frozenset(" \t\r\n;|(){}")
@@ -149,13 +171,14 @@ class _Parser(Compound):
                     if redirect is not None and _FD.fullmatch(word.raw):
                         shown.append((len(words), word.raw + self._redirection(redirect)))
                         continue
-                if word.raw in _COMPOUND and not self.ps and lead_words(words) == len(words):
+                if word.raw in _COMPOUND and not self.ps and _starts_command(words):
                     if word.raw == "[[":
                         words.append(word)
                         self._conditional(words)
                         continue
                     if word.raw == "case":
                         self._case()
+                        words.clear()  # the keywords before it ran it: none is read again
                         continue
                     if closer != "case":
                         raise Unparsable("unexpected 'esac'")
@@ -310,6 +333,17 @@ class _Parser(Compound):
         if len(expanded) == 1 and expanded[0][0] == word.value:
             return None
         return [Word(text, text, dynamic) for text, dynamic in expanded]
+
+
+def _starts_command(words: list[Word]) -> bool:
+    """Whether the next word starts a command: every word before it is a keyword or an
+    assignment (the last one is looked at first, so that a long command costs one step)."""
+    if not words:
+        return True
+    last = words[-1].raw
+    if last not in _LEAD_WORDS and not ASSIGNMENT.match(last):
+        return False
+    return lead_words(words) == len(words)
 
 
 __all__ = ["READ_FURTHER", "OutOfTime", "SimpleCommand", "Unparsable", "Word"]

@@ -74,6 +74,8 @@ def plains(command: str) -> list[str] | None:
         ("a=(<(rm x) y)", ["rm x"]),
         ("case $(rm a) in $(rm b)) ;; esac", ["rm a", "rm b"]),
         ("case x in esac", []),
+        ("coproc case x in x) rm y;; esac", ["rm y"]),
+        ("a=1 case x in x) rm y;; esac; case z in z) rm w;; esac", ["rm y", "rm w"]),
         # [[ ]]: its operators are not separators or redirections, a regex may hold ( | )
         ("[[ ( x == y ) && a < b ]] && rm x", ["[[ ( x == y ) && a < b ]]", "rm x"]),
         ("[[ x =~ ^(a|b)$ ]] || rm x", ["[[ x =~ ^(a|b)$ ]]", "rm x"]),
