@@ -189,6 +189,7 @@ class Compound(Reader):
             self.pos = simple.end()
             return False
         self.pos += 1
+        self._enter()
         dynamic = False
         while True:
             self._tick()
@@ -200,6 +201,7 @@ class Compound(Reader):
             c = src[self.pos]
             if c == ")":
                 self.pos += 1
+                self.depth -= 1
                 return dynamic
             if c == "#":
                 end = src.find("\n", self.pos)
