@@ -169,3 +169,13 @@ def test_the_log_names_the_agent_and_the_canonical_tool(claude: Claude) -> None:
     wait_for(lambda: bool(denied()), timeout_s=30, interval_s=0.1)
     record = denied()[-1]
     assert (record["agent"], record["tool_name"]) == ("claude", "Bash")
+
+
+def test_an_input_too_large_to_judge_is_denied_not_run(claude: Claude) -> None:
+    # Over the gateway's 1 MiB body limit: answered 200 with a block, which Claude Code reads as a
+    # deny (a 413 would have let the command run).
+    folder = claude.project("--events", "PreToolUse")
+    claude.fake.reset(one_tool_call("Bash", bash(fleet.ALLOWED + " # " + "x" * 1_100_000)))
+    claude.run(folder, "make the file")
+    assert "cannot judge" in tool_results(claude.fake.requests[-1])["toolu_fake_1"]
+    assert not (folder / "allowed.txt").exists()
