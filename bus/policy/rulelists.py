@@ -137,6 +137,13 @@ class RuleList:
         return found
 
 
+def read_ahead(command: str, powershell: bool) -> None:
+    """Work out the command's :class:`ShellView` now (its readings, the scripts they run parsed,
+    their texts), so that matching it later finds it kept: called for a long command in the
+    worker thread that split it, so that none of that work falls on the event loop."""
+    _judged_view(command, powershell)
+
+
 def _judged_view(command: str, powershell: bool) -> ShellView | None:
     """The command's :class:`ShellView`, or ``None`` when it cannot be judged (then the rules are
     tried one by one, and deny and ask rules meet it)."""
@@ -186,11 +193,15 @@ def _first_position(combined: re.Pattern[str], texts: tuple[str, ...]) -> int | 
     return best
 
 
+#: Long commands' views kept: each is worked out in the thread that split the command and read
+#: on the event loop soon after, so the room holds every long command a dispatcher has in flight
+#: (each tenant has at most 9 in the judging threads).
+LONG_VIEWS: Final = 64
 #: Every deny and ask list of every rule handler on an event asks for the same command's view:
 #: all but the first ask cost a lookup (commands up to ``CACHED_COMMAND_CHARS``; the few longer
 #: ones in flight are kept apart, so that they never push the fleet's common commands out).
 _views = functools.lru_cache(maxsize=SPLIT_CACHE_SIZE)(shell_view)
-_long_views = functools.lru_cache(maxsize=16)(shell_view)
+_long_views = functools.lru_cache(maxsize=LONG_VIEWS)(shell_view)
 
 
 def texts_cache_info() -> functools._CacheInfo:
@@ -401,6 +412,7 @@ __all__ = [
     "decide_rules",
     "evaluate_rules",
     "first_verdict",
+    "read_ahead",
     "rule_output",
     "texts_cache_info",
 ]

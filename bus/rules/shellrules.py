@@ -239,7 +239,7 @@ def _reading(command: SimpleCommand) -> _Reading:
 
 _cached_read = functools.lru_cache(maxsize=4096)(_make_read)
 #: The few long subcommands in flight, kept apart so that they never push the common ones out.
-_long_reads = functools.lru_cache(maxsize=16)(_make_read)
+_long_reads = functools.lru_cache(maxsize=64)(_make_read)
 
 
 def _make_variants(cmd: SimpleCommand, powershell: bool) -> frozenset[str]:

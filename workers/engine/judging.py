@@ -18,6 +18,7 @@ import asyncio
 from collections.abc import Callable, Mapping
 from typing import Any, TypeVar
 
+from bus.policy.rulelists import read_ahead
 from bus.rules.bashsplit import Judged, parse_commands, prepare, reset_prepared, split_within
 from bus.rules.limits import INLINE_SPLIT_CHARS, SPLIT_BUDGET_S, Limits, reset_limits, set_limits
 from bus.rules.permissions import SHELL_TOOLS
@@ -59,7 +60,7 @@ async def judge_command(
     try:
         # The thread stops itself at what is left of the budget; the wait covers its turn in the queue.
         async with asyncio.timeout(budget_s + 0.05):
-            result = await _threads.run(tenant, budget_s, _split, command, key[1])
+            result = await _threads.run(tenant, budget_s, _split, command, key[1], limits)
     except TimeoutError:
         result = Refused(f"it was not split within {budget_s:g} s")
     if isinstance(result, Refused):
@@ -69,8 +70,14 @@ async def judge_command(
     return {key: result}
 
 
-def _split(budget_s: float, command: str, powershell: bool) -> Judged:
-    return split_within(command, powershell, budget_s)
+def _split(budget_s: float, command: str, powershell: bool, limits: Limits) -> Judged:
+    """The command split and, when it can be judged, read ahead (its readings and the scripts
+    they run), all in the thread: matching it on the event loop then finds the work done."""
+    found = split_within(command, powershell, budget_s)
+    if isinstance(found, tuple) and limits.too_many_subcommands(len(found)) is None:
+        with judged({(command, powershell): found}, limits):
+            read_ahead(command, powershell)
+    return found
 
 
 async def offload(tenant: str, budget_s: float, fn: Callable[..., T], *args: Any) -> T | Refused:
