@@ -41,7 +41,6 @@ from bus.rules.permissions import (
 )
 from bus.rules.shellrules import (
     ShellView,
-    shell_head_regex,
     shell_regex,
     shell_start,
     shell_view,
@@ -67,13 +66,11 @@ class ToolRules:
     #: The other plain patterns, one regex per program they name (``rm`` for ``rm -rf /``;
     #: lower case for PowerShell): a text is only matched against its first word's.
     by_program: dict[str, re.Pattern[str]] = dataclasses.field(default_factory=dict)
-    #: The first words of those patterns more specific than a command name, as one regex: what a
-    #: subcommand with run-time expansions is matched on (:class:`bus.rules.permissions.ShellView`).
-    heads: re.Pattern[str] | None = None
     #: The position of the first rule in :attr:`shell`: the one a command whose program is an
     #: expansion meets first.
     first_shell: int = 0
-    #: For a reading that gets more words at run time (``xargs rm -rf``, :attr:`ShellView.starts`):
+    #: For a reading with run-time expansions or that gets more words at run time (``git log
+    #: $BRANCH``, ``xargs rm -rf``, :attr:`ShellView.starts`):
     #: the first position of the patterns whose text before any ``*`` starts with each text
     #: that ends in a space, and the patterns with a ``*`` as ``<that text>.*`` in one regex.
     start_prefixes: dict[str, int] = dataclasses.field(default_factory=dict)
@@ -111,9 +108,6 @@ class RuleList:
                 found = _shell_position(compiled, view.texts, tool_name == "PowerShell")
                 if view.dynamic_program or (view.opaque and unreadable_code_unjudged()):
                     found = compiled.first_shell if found is None else min(found, compiled.first_shell)
-                elif view.dynamic_heads and compiled.heads is not None:
-                    head = _first_position(compiled.heads, view.dynamic_heads)
-                    found = head if found is None else found if head is None else min(found, head)
                 if view.starts:
                     found = _min(found, _first_start(compiled, view.starts))
                 candidates = compiled.others
@@ -236,8 +230,6 @@ def _shell_rules(verdict: RuleKind, applicable: tuple[Rule, ...], tool: str) -> 
             branches.setdefault(key, []).append(f"(?P<r{position}>{p.pattern})")
     rest = branches.pop(None, None)
     combined = re.compile("|".join(rest) if rest else "(?!)", flags)
-    heads = [(position, shell_head_regex(rule.content or "*", powershell)) for position, rule, _ in mine]
-    head_alternation = "|".join(f"(?P<r{position}>{h.pattern})" for position, h in heads if h)
     chosen = {position for position, _, _ in patterns}
     prefixes: dict[str, int] = {}
     starred: list[str] = []
@@ -251,7 +243,6 @@ def _shell_rules(verdict: RuleKind, applicable: tuple[Rule, ...], tool: str) -> 
         applicable,
         shell=combined,
         by_program={program: re.compile("|".join(found), flags) for program, found in branches.items() if program},
-        heads=re.compile(head_alternation, flags) if head_alternation else None,
         first_shell=min(chosen),
         start_prefixes=prefixes,
         starts=re.compile("|".join(starred), flags) if starred else None,

@@ -156,7 +156,9 @@ def _reading_matches(pattern: _ShellPattern, reading: _Reading, fail_open: bool)
         return True
     if fail_open and any(pattern.extends(start) for start in reading.starts):
         return True
-    return fail_open and reading.command.dynamic and _dynamic_could_match(pattern, reading.command)
+    if not fail_open or not reading.command.dynamic:
+        return False
+    return reading.dynamic_program or any(pattern.extends(start) for start in reading.dynamic_starts)
 
 
 def unreadable_code_unjudged() -> bool:
@@ -174,6 +176,12 @@ class _Reading:
     #: When the program gets more words at run time (``xargs CMD``: what it reads): the texts the
     #: command starts with, each ending in a space.
     starts: frozenset[str] = frozenset()
+    #: With run-time expansions (``git log $BRANCH``): each text up to the word where its first
+    #: expansion is (``"git log "``, ending in a space); a deny or ask pattern meets the reading
+    #: when some text that starts so can match it (:meth:`_ShellPattern.extends`).
+    dynamic_starts: frozenset[str] = frozenset()
+    #: The program itself is an expansion (``$CMD -rf /``): every pattern meets it.
+    dynamic_program: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -221,7 +229,7 @@ def _read(cmd: SimpleCommand, stdin: str | None, powershell: bool) -> _Read:
 
 def _make_read(cmd: SimpleCommand, stdin: str | None, powershell: bool) -> _Read:
     if powershell:
-        return _Read((_Reading(cmd, _make_variants(cmd, powershell)),), False)
+        return _Read((_reading(cmd, powershell=True),), False)
     read = read_command(cmd, stdin, _BUDGET.get())
     found = _Read(tuple(_reading(reading) for reading in read.commands), read.opaque)
     if read.limited:
@@ -229,12 +237,30 @@ def _make_read(cmd: SimpleCommand, stdin: str | None, powershell: bool) -> _Read
     return found
 
 
-def _reading(command: SimpleCommand) -> _Reading:
-    if command.words[-1] is not STDIN_ARGS:
-        return _Reading(command, _make_variants(command, False))
+def _reading(command: SimpleCommand, *, powershell: bool = False) -> _Reading:
+    if powershell or command.words[-1] is not STDIN_ARGS:
+        texts = _make_variants(command, powershell)
+        if not command.dynamic:
+            return _Reading(command, texts)
+        # PowerShell's patterns are matched in lower case (:func:`_shell_pattern`).
+        starts = {_dynamic_start(text.lower() if powershell else text) for text in texts}
+        return _Reading(command, texts, dynamic_starts=frozenset(starts - {""}), dynamic_program="" in starts)
     known = SimpleCommand(command.words[:-1], command.assigned)  # and what it reads, at run time
     texts = _make_variants(known, False)
     return _Reading(known, texts, frozenset(text + " " for text in texts))
+
+
+#: Where an expansion (or a pattern bash expands) can begin in a command's text.
+_EXPANSION = re.compile(r"[$`*?\[{]|[<>]\(")
+
+
+def _dynamic_start(text: str) -> str:
+    """``text`` up to the word where its first expansion is, ending in a space; ``""`` when that
+    is the program itself (or when no expansion shows in this form of the text: then only the
+    program is known to be what it says)."""
+    found = _EXPANSION.search(text)
+    end = text.rfind(" ", 0, found.start()) if found is not None else text.find(" ")
+    return text[: end + 1] if end >= 0 else ""
 
 
 _cached_read = functools.lru_cache(maxsize=4096)(_make_read)
@@ -261,14 +287,6 @@ def _make_variants(cmd: SimpleCommand, powershell: bool) -> frozenset[str]:
     return frozenset(texts)
 
 
-def _dynamic_could_match(pattern: _ShellPattern, cmd: SimpleCommand) -> bool:
-    """Spec: patterns more specific than the command name run anyway when expansions are present."""
-    heads = {cmd.words[0], strip_wrappers(cmd.words)[0]}
-    if any(word.dynamic for word in heads):
-        return True  # the program itself is only known at run time
-    return not pattern.name_only and any(pattern.head.fullmatch(word.value) for word in heads)
-
-
 def shell_texts(command: str, powershell: bool = False) -> frozenset[str] | None:
     """Every text the subcommands of ``command`` are matched as, for a combined pre-check.
 
@@ -293,15 +311,14 @@ class ShellView:
     the subcommands, so that a list of patterns costs one combined match per text whatever the
     number of its rules (see :func:`rule_matches` for the rules it stands for).
 
-    A pattern matches the command when it matches one of ``texts``; or, when a subcommand's
-    program is only known at run time (``dynamic_program``), always; or, when it is more
-    specific than a command name, when its first word matches one of ``dynamic_heads``.
+    A pattern matches the command when it matches one of ``texts``; or, when a reading's
+    program is only known at run time (``dynamic_program``), always; or when some text that
+    starts with one of ``starts`` can match it (a reading with run-time expansions, up to the
+    word of its first one; ``xargs CMD``, whose words are still to come).
     """
 
     #: Every text of every reading of every subcommand (its variants), sorted.
     texts: tuple[str, ...]
-    #: The program names of the readings with run-time expansions (both forms), sorted.
-    dynamic_heads: tuple[str, ...]
     #: Some reading's program itself is an expansion (or cannot be read).
     dynamic_program: bool
     #: How many subcommands the command has.
@@ -309,9 +326,9 @@ class ShellView:
     #: Some subcommand runs interpreter code that cannot be read (see
     #: :func:`unreadable_code_unjudged`: then it meets every pattern).
     opaque: bool = False
-    #: The texts the readings that get more words at run time start with (``xargs rm -rf``
-    #: runs ``rm -rf`` and what it reads: ``"rm -rf "``), sorted; a pattern meets one when
-    #: a text that starts so can match it (see :func:`shell_start`).
+    #: The texts the readings with run-time expansions or that get more words at run time start
+    #: with (``rm -rf $DIR`` and ``xargs rm -rf`` both: ``"rm -rf "``), sorted; a pattern meets
+    #: one when a text that starts so can match it (see :func:`shell_start`).
     starts: tuple[str, ...] = ()
 
 
@@ -322,33 +339,15 @@ def shell_view(command: str, powershell: bool = False) -> ShellView | None:
         return None
     texts: set[str] = set()
     starts: set[str] = set()
-    heads: set[str] = set()
     dynamic_program = opaque = False
     for read in _reads(command, commands, powershell):
         opaque |= read.opaque
         for found in read.readings:
             texts.update(found.texts)
             starts.update(found.starts)
-            reading = found.command
-            if reading.dynamic:
-                for word in (reading.words[0], strip_wrappers(reading.words)[0]):
-                    if word.dynamic:
-                        dynamic_program = True
-                    else:
-                        heads.add(word.value)
-    return ShellView(
-        tuple(sorted(texts)), tuple(sorted(heads)), dynamic_program, len(commands), opaque, tuple(sorted(starts))
-    )
-
-
-def shell_head_regex(content: str, powershell: bool = False) -> re.Pattern[str] | None:
-    """The regex a dynamic subcommand's program name is matched with for a ``deny``/``ask`` rule
-    (:attr:`ShellView.dynamic_heads`); ``None`` for a pattern no more specific than a command
-    name, which an expansion never makes match."""
-    pattern = _shell_pattern(content, powershell)
-    if pattern.name_only:
-        return None
-    return glob_regex("*".join(pattern.head.parts), powershell)
+            starts.update(found.dynamic_starts)
+            dynamic_program |= found.dynamic_program
+    return ShellView(tuple(sorted(texts)), dynamic_program, len(commands), opaque, tuple(sorted(starts)))
 
 
 def shell_start(content: str, powershell: bool = False) -> tuple[str, bool]:
@@ -367,7 +366,6 @@ def shell_regex(content: str, powershell: bool = False) -> re.Pattern[str] | Non
 
 __all__ = [
     "ShellView",
-    "shell_head_regex",
     "shell_matches",
     "shell_regex",
     "shell_start",

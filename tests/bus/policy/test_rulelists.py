@@ -148,3 +148,42 @@ def test_home_and_any_directory_in_compiled_path_rules(path: str, transcript: st
         assert (
             rule_list.first_match("Read", hook_input["tool_input"], "/work/repo", agent_home(hook_input)) == one_by_one
         )
+
+
+EXPANSION_RULES = ("Bash(git push *--force*)", "Bash(rm -rf *)", "Bash(kubectl delete *)", "Bash(npm publish)")
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        "git log $BRANCH",
+        "kubectl logs $POD",
+        "npm test -- $ARGS",
+        "git commit -m \"$(cat <<'EOF'\nfix: a thing\nEOF\n)\"",
+        "git log --oneline $RANGE -- src",
+    ],
+)
+def test_an_expansion_after_words_no_rule_can_follow_meets_no_rule(command: str) -> None:
+    (rule_list,) = compile_lists(EXPANSION_RULES, (), ())
+    tool_input = {"command": command}
+    assert rule_list.first_match("Bash", tool_input, "/w") is None
+    assert reference(rule_list, tool_input) is None
+
+
+@pytest.mark.parametrize(
+    ("command", "rule"),
+    [
+        ("git $SUB --force", "Bash(git push *--force*)"),
+        ("git push origin $BRANCH", "Bash(git push *--force*)"),  # $BRANCH may be --force
+        ("rm $FLAGS /", "Bash(rm -rf *)"),
+        ("rm -r -f $DIR", "Bash(rm -rf *)"),
+        ("kubectl $VERB ns prod", "Bash(kubectl delete *)"),
+        ("npm $(echo publish)", "Bash(npm publish)"),
+        ("$CMD anything", "Bash(git push *--force*)"),  # the program itself: every rule
+    ],
+)
+def test_an_expansion_where_a_rule_could_follow_meets_it(command: str, rule: str) -> None:
+    (rule_list,) = compile_lists(EXPANSION_RULES, (), ())
+    tool_input = {"command": command}
+    assert rule_list.first_match("Bash", tool_input, "/w") == rule
+    assert reference(rule_list, tool_input) == rule
