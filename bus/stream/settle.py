@@ -17,6 +17,24 @@ Lua script, atomically:
   decision was made in time; the gateway answers with it), or marks the event ``G<reason>``
   and answers fail-open.
 
+A blocking event whose record takes a while (an input masked in a worker thread) is answered
+before its record is ready: the dispatcher's :data:`ANSWER` runs as soon as the decision is
+made and, if the key is unset and the deadline not passed, stores the reply as ``P<reply>``
+(answered, record pending; it lives until :data:`ANSWERED_GRACE_MS` past the deadline, so a
+re-delivery after an outage still finds it) and publishes it; otherwise it does
+nothing (the gateway claimed first: the settle records fail-open as above). The later
+:data:`SETTLE` takes ``P`` as "decided in time", whatever the clock says by then: it writes
+the record as ``decided``, turns the key into ``D`` with the reply the agent got, queues the
+jobs and acknowledges, and publishes nothing. The gateway's claim returns a ``P`` reply as it
+does a ``D`` one. So the record still says what the agent got, one record per event: after a
+crash between the two steps, the re-delivered entry's settle finds ``P``. Its record's
+decision is the re-evaluation's, which may differ from the answered one when a handler is not
+deterministic or the policy changed meanwhile; an entry re-delivered past its deadline is not
+re-evaluated, and its record takes the decision and output from the stored reply. Under
+``maxmemory`` :data:`ANSWER` writes and publishes nothing, and the settle answers as usual.
+Events settled within their own step (every event with an input up to 64 KiB) never go
+through ``P``.
+
 The record is written before the acknowledgement, in one script, so a crash leaves either
 both or neither: a re-delivered entry is written once (a second settle sees ``D``/``F``/``R``
 and only acknowledges, re-publishing a stored reply still in time). Redis checks
@@ -38,8 +56,9 @@ a re-delivered event queues nothing again, with no arq result kept to tell. The 
 returns how many jobs it queued and dropped. :data:`QUEUE_JOBS` is the same step alone, for
 a queue on a Redis of its own.
 
-Key values: ``G<reason>`` gateway answered fail-open, not logged yet; ``D<reply>`` decided
-and logged; ``F<reason>`` logged as fail-open; ``R`` a non-blocking event, logged.
+Key values: ``G<reason>`` gateway answered fail-open, not logged yet; ``P<reply>`` answered
+in time, not logged yet; ``D<reply>`` decided and logged; ``F<reason>`` logged as fail-open;
+``R`` a non-blocking event, logged.
 """
 
 from __future__ import annotations
@@ -49,6 +68,10 @@ from typing import Final
 #: How long an outcome key outlives its event's deadline (and a non-blocking event's
 #: de-duplication window), in milliseconds.
 OUTCOME_GRACE_MS: Final = 10_000
+#: How long an answered event's key (``P``) outlives its deadline while it waits for its record:
+#: as long as its entry may wait to be re-delivered (its dispatchers down), so that the record
+#: written then still says what the agent got. Its settle gives the key the usual lifetime.
+ANSWERED_GRACE_MS: Final = 3_600_000
 
 #: Arguments of one job after the fixed ones (:data:`QUEUE_JOBS_LUA`): id, lifetime ms, maxQueued, record.
 JOB_ARGS: Final = 4
@@ -128,7 +151,22 @@ while a <= #ARGV do
   table.insert(acks[stream], ARGV[a])
   local prior = redis.call('GET', KEYS[k])
   local state = prior and string.sub(prior, 1, 1)
-  if state == 'D' or state == 'F' or state == 'R' then
+  if state == 'P' then
+    -- Answered in time by ANSWER: the record says decided, the key keeps the reply the agent got.
+    local reason = ARGV[a + 6] == 'decided' and ARGV[a + 7] or ''
+    redis.call('XADD', KEYS[k + 1], 'MAXLEN', '~', ARGV[a + 1], '*', 'r',
+               settled_meta(ARGV[a + 2], ARGV[a + 6], 'decided'), 'in', ARGV[a + 3], 'o', 'decided', 'fo', reason)
+    redis.call('SET', KEYS[k], 'D' .. string.sub(prior, 2), 'PX',
+               math.max(tonumber(ARGV[a + 4]) - now_ms, 0) + GRACE_MS)
+    local queued, dropped = 0, 0
+    if jobs > 0 then
+      queued, dropped = queue_jobs(KEYS[k + 3], k + 4, k + 4 + 2 * jobs, a + EVENT_ARGS, now_text)
+    end
+    table.insert(results, 1)
+    table.insert(results, 'decided')
+    table.insert(results, queued)
+    table.insert(results, dropped)
+  elseif state == 'D' or state == 'F' or state == 'R' then
     if state == 'D' and now_ms < tonumber(ARGV[a + 4]) then
       -- Logged by a call that failed on a later event of its batch, before publishing: answer now.
       add_reply(ARGV[a + 9], string.sub(prior, 2))
@@ -207,11 +245,26 @@ return {queued, dropped}
 """
 )
 
+# KEYS: outcome; ARGV: deadline ms, sealed reply, reply channel, the publish command (as in
+# SETTLE). Returns 1 when it stored and published the reply, else 0 (settled, claimed or late).
+ANSWER: Final = """
+local clock = redis.call('TIME')
+local now_ms = tonumber(clock[1]) * 1000 + math.floor(tonumber(clock[2]) / 1000)
+local deadline = tonumber(ARGV[1])
+if now_ms >= deadline or redis.call('EXISTS', KEYS[1]) == 1 then
+  return 0
+end
+redis.call('SET', KEYS[1], 'P' .. ARGV[2], 'PX', deadline - now_ms + ANSWERED_MS)
+redis.call(ARGV[4], ARGV[3], ARGV[2])
+return 1
+""".replace("ANSWERED_MS", str(ANSWERED_GRACE_MS))
+
 # KEYS: outcome; ARGV: fail-open reason, ttl ms. Returns the stored reply, or nil (fail open).
 CLAIM_FAIL_OPEN: Final = """
 local prior = redis.call('GET', KEYS[1])
 if prior then
-  if string.sub(prior, 1, 1) == 'D' then
+  local state = string.sub(prior, 1, 1)
+  if state == 'D' or state == 'P' then
     return string.sub(prior, 2)
   end
   return false
@@ -221,6 +274,8 @@ return false
 """
 
 __all__ = [
+    "ANSWER",
+    "ANSWERED_GRACE_MS",
     "CLAIM_FAIL_OPEN",
     "EVENT_ARGS",
     "EVENT_KEYS",

@@ -29,10 +29,10 @@ from bus.redis.connection import hookbus_error, redis_errors
 from bus.redis.keys import DISPATCH_GROUP, Keyspace
 from bus.redis.topology import Topology
 from bus.runtime.metrics import Metrics, process_metrics
-from bus.runtime.replykey import ReplyKey, key_or_process
+from bus.runtime.replykey import ReplyKey, key_or_process, reply_json
 from bus.runtime.retry import BackgroundTask, Backoff
 from bus.stream.protocol import LogRecord, Reply, Request, StreamFields
-from bus.stream.settle import SETTLE, SETTLE_MAX_EVENTS
+from bus.stream.settle import ANSWER, SETTLE, SETTLE_MAX_EVENTS
 from workers.jobs.enqueue import JobTally, PreparedJob, queue_script_args
 
 logger = logging.getLogger("hookbus.dispatcher")
@@ -100,6 +100,7 @@ class Outbox:
         self.keys = keys
         self.redis_url = redis_url
         self._settle_sha = redis.register_script(SETTLE).sha
+        self._answer_script = redis.register_script(ANSWER)
         self.topology = topology or Topology.from_url(redis_url)
         self.clients = self.topology.partition_clients(redis, socket_timeout_s=None)
         # The script is sent by its digest (EVALSHA). A single Redis gets it loaded before the
@@ -125,6 +126,41 @@ class Outbox:
 
     def settle(self, op: Settle) -> None:
         self._push(op)
+
+    async def answer(self, request: Request, reply: Reply, partition: int = 0) -> bool:
+        """Publish ``reply`` to the waiting gateway now, before the event's record is ready
+        (:data:`bus.stream.settle.ANSWER`): its settle writes the record later. A direct call, not
+        a queued write: it must not wait for a flush in flight. False when it did not answer (the
+        event was settled or claimed by the gateway, its deadline passed, or Redis failed): the
+        settle answers as it always does."""
+        args: list[bytes | str | int] = [
+            request.deadline_ms,
+            self._reply_key.seal(request.meta(), request.payload, reply.encode()),
+            request.reply_to,
+            self.topology.reply_publish_command,
+        ]
+        try:
+            async with asyncio.timeout(request.remaining_s()):  # past the deadline the gateway answers
+                with redis_errors(self.redis_url):
+                    answered = await self._answer_script(
+                        [self.keys.outcome(request.event_id, partition)], args, client=self.clients.get(partition)
+                    )
+        except TimeoutError:  # the deadline passed: the gateway answers, and the settle records it
+            return False
+        except (BusUnavailable, RedisCommandError) as exc:
+            self.metrics.child(self.metrics.redis_errors, "settle").inc()
+            logger.warning("could not answer %s before its record (%s); its settle answers", request.event_id, exc)
+            return False
+        return bool(answered)
+
+    async def answered(self, request: Request, partition: int = 0) -> Reply | None:
+        """The reply :meth:`answer` gave ``request`` while its record is not written yet (a
+        dispatcher stopped between the two), else None."""
+        with redis_errors(self.redis_url):
+            stored = await self.clients.get(partition).get(self.keys.outcome(request.event_id, partition))
+        if not stored or not stored.startswith(b"P"):
+            return None
+        return Reply.decode(reply_json(stored[1:]))
 
     def ack(self, stream: str, entry_id: bytes) -> None:
         self._push(Write(stream, entry_id))

@@ -198,3 +198,52 @@ async def test_at_maxmemory_nothing_is_written_or_acknowledged_until_it_fits(
         await h.outbox.stop()
         await admin.aclose()
         await probe.close()
+
+
+async def test_answered_before_its_record_the_claim_returns_the_reply(harness: Harness) -> None:
+    pubsub = harness.bus.redis.pubsub()
+    await pubsub.subscribe(harness.channel)
+    try:
+        request, entry_id = await harness.entry()
+        assert await harness.outbox.answer(request, Reply(request.event_id, DENY, "deny"))
+        message = await async_wait_for(lambda: pubsub.get_message(ignore_subscribe_messages=True, timeout=0.1))
+        assert verify(sent_to(request), message["data"])
+        assert Reply.decode(reply_json(message["data"])).decision == "deny"
+        assert await harness.records(request) == []  # the record is not written yet
+        # The gateway's deadline claim gets the answered reply, not fail-open.
+        claimed = await harness.claim(request)
+        assert verify(sent_to(request), claimed) and Reply.decode(reply_json(claimed)).decision == "deny"
+        await harness.settle(request, entry_id, Reply(request.event_id, DENY, "deny"))
+        assert await pubsub.get_message(ignore_subscribe_messages=True, timeout=0.2) is None  # not published twice
+    finally:
+        await pubsub.aclose()  # type: ignore[no-untyped-call]
+    [record] = await harness.records(request)
+    assert (record.outcome, record.fail_open, record.decision) == ("decided", "", "deny")
+    assert await harness.pending() == 0
+    recovered = await harness.claim(request)
+    assert verify(sent_to(request), recovered) and Reply.decode(reply_json(recovered)).decision == "deny"
+
+
+async def test_a_crash_between_answer_and_settle_leaves_one_decided_record(harness: Harness) -> None:
+    request, entry_id = await harness.entry()
+    assert await harness.outbox.answer(request, Reply(request.event_id, DENY, "deny"))
+    # The dispatcher stopped here; the entry is re-delivered, re-evaluated and settled (twice over).
+    assert await harness.outbox.answered(request) == Reply(request.event_id, DENY, "deny")
+    await harness.settle(request, entry_id, Reply(request.event_id, DENY, "deny"))
+    await harness.settle(request, entry_id, Reply(request.event_id, DENY, "deny"))
+    [record] = await harness.records(request)
+    assert (record.outcome, record.fail_open, record.decision) == ("decided", "", "deny")
+    assert await harness.pending() == 0
+    assert await harness.outbox.answered(request) is None  # settled
+
+
+async def test_no_answer_after_the_gateway_claimed_or_past_the_deadline(harness: Harness) -> None:
+    claimed, claimed_id = await harness.entry()
+    assert await harness.claim(claimed) is None
+    assert not await harness.outbox.answer(claimed, Reply(claimed.event_id, DENY, "deny"))
+    await harness.settle(claimed, claimed_id, Reply(claimed.event_id, DENY, "deny"))
+    [record] = await harness.records(claimed)
+    assert (record.outcome, record.fail_open) == ("fail-open", "timeout")
+    late, _ = await harness.entry(deadline_in_ms=-1)
+    assert not await harness.outbox.answer(late, Reply(late.event_id, DENY, "deny"))
+    assert not await harness.bus.redis.exists(harness.keys.outcome(late.event_id))
