@@ -223,3 +223,38 @@ async def test_reply_subscriptions_survive_idle_pings(
         finally:
             for master in masters:
                 master.close()
+
+
+@pytest.mark.timeout(60)
+async def test_large_inputs_are_answered_before_their_records_on_every_partition(
+    platform: Callable[..., Any], redis_cluster_url: str, redis_url: str
+) -> None:
+    policy = policy_yaml({"PreToolUse": [{"hooks": [{"type": "rule", "deny": ["Write"]}]}]}, streams={"partitions": 4})
+
+    def write(session: str) -> dict[str, Any]:
+        content = "x" * (80 << 10)  # its record is masked in a thread: answered first (the ANSWER script)
+        return {
+            **pre_tool_use("", session),
+            "tool_name": "Write",
+            "tool_input": {"file_path": ".env", "content": content},
+        }
+
+    async with platform(policy, on_redis=cluster_url(redis_cluster_url), queue_redis_url=redis_url) as p:
+        answers = await asyncio.gather(*(p.post(write(f"large-{i}")) for i in range(8)))
+        assert [decision(a) for a in answers] == ["deny"] * 8
+        assert {a.headers["X-Hookbus-Outcome"] for a in answers} == {"decided"}
+        assert p.metrics.value("hookbus_redis_errors_total", op="settle") == 0  # ANSWER ran in its slot
+        keys = p.settings.keys.with_partitions(4)
+        redis = connect(cluster_url(redis_cluster_url))
+        try:
+
+            async def logged() -> int | None:
+                count = sum([await redis.xlen(keys.decision_log(part)) for part in range(4)])
+                return count if count >= 8 else None
+
+            assert await async_wait_for(logged, timeout_s=10) == 8
+            for part in range(4):
+                for _, fields in await redis.xrange(keys.decision_log(part)):
+                    assert fields[b"o"] == b"decided"
+        finally:
+            await redis.aclose()

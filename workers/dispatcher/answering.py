@@ -5,7 +5,10 @@ which also claims, dead-letters, keeps in-flight entries fresh and trims), evalu
 event concurrently (bounded) under the policy versions its gateway chose, and queues its
 settlement with the outbox: the decision-log record (masked), the reply of a blocking event,
 its async hook jobs and the acknowledgement, written atomically by :mod:`bus.stream.settle` (with
-arq on a Redis of its own, the jobs are queued just before, see :mod:`workers.jobs.enqueue`). Blocking work whose
+arq on a Redis of its own, the jobs are queued just before, see :mod:`workers.jobs.enqueue`). A blocking
+event whose input is over 64 KiB has its record masked in a worker thread: its reply is published as
+soon as it is decided (:meth:`workers.dispatcher.outbox.Outbox.answer`), and the settle that writes
+the record later does not answer again. Blocking work whose
 deadline has passed is not evaluated: the gateway answered fail-open, and that is what the
 record says. SIGTERM stops reading, finishes in-flight work and leaves.
 """
@@ -58,7 +61,7 @@ logger = logging.getLogger("hookbus.dispatcher")
 _YIELD_EVERY = 8
 #: Hook inputs up to this size are masked on the event loop; larger ones in a worker thread.
 _INLINE_MASK_BYTES = 64 * 1024
-#: The most masking a large input may take (the reply waits for it): past it, a note is stored instead.
+#: The most masking a large input may take (its reply does not wait for it): past it, a note is stored instead.
 _MASK_BUDGET_S = 0.25
 
 
@@ -225,6 +228,14 @@ class Dispatcher:
         hook_input: dict[str, Any] | None = None
         reply: Reply | None = None
         fail_open: FailOpenReason | None = None
+        answered: Reply | None = None
+        if request.blocking and not request.fail_open and request.expired() and self._answers_early(request):
+            # Re-delivered after its dispatcher answered it early and stopped before settling: the
+            # record says what the agent got.
+            try:
+                answered = await self.outbox.answered(request, self.work.partition[stream])
+            except Exception as exc:  # the settle still writes one record, from what this dispatcher knows
+                logger.warning("could not read the reply %s was answered with: %s", request.event_id, exc)
         if request.blocking and (request.fail_open or request.expired()):
             # The gateway has answered already (fail open): only the record is left to write.
             self.metrics.expired.labels(event_label(request.event)).inc()
@@ -290,7 +301,18 @@ class Dispatcher:
             outcome = RecordOutcome.FAIL_OPEN
         else:
             outcome = RecordOutcome.DECIDED
+        answering: asyncio.Task[bool] | None = None
+        if outcome is RecordOutcome.DECIDED and reply is not None and self._answers_early(request):
+            # Its record is masked in a thread: the agent does not wait for it (the settle that
+            # writes it later does not answer again).
+            answering = asyncio.create_task(self.outbox.answer(request, reply, self.work.partition[stream]))
         record = await self._stored_record(request, outcome, fail_open, evaluation, hook_input)
+        if answering is not None:
+            await answering
+        if answered is not None:
+            record.decision, record.fail_open = answered.decision, answered.fail_open or ""
+            with contextlib.suppress(Exception):  # the output too when it can be masked
+                record.output = self.redactor.value(answered.output, ("output",))
         if span is not None:
             self.traces.settling(stream, entry_id, span, record)
         jobs: list[PreparedJob] = evaluation.jobs if evaluation is not None else []
@@ -309,6 +331,12 @@ class Dispatcher:
                 partition=self.work.partition[stream],
             )
         )
+
+    @staticmethod
+    def _answers_early(request: Request) -> bool:
+        """Whether ``request`` is answered before its record is ready: a blocking event whose
+        record is masked in a thread (small ones are answered by the settle that writes it)."""
+        return request.blocking and not request.fail_open and len(request.payload) > _INLINE_MASK_BYTES
 
     async def _stored_record(
         self,

@@ -14,6 +14,7 @@ import os
 import signal
 import socket
 import subprocess
+import threading
 import time
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
@@ -21,11 +22,14 @@ from typing import Any
 
 import yaml
 
+from bus.hooks.decisions import Decision
 from bus.redis.keys import DISPATCH_GROUP
-from bus.stream.protocol import Request, now_ms
+from bus.stream.protocol import Reply, Request, now_ms
 from hookbus.platform.redis_server import EmbeddedRedis
-from tests.conftest import BusProbe, Platform, async_wait_for, frozen_during, hookbus_process, rm_rf
+from tests.conftest import BusProbe, Platform, async_wait_for, frozen_during, hookbus_process, logged, rm_rf
+from workers.dispatcher import answering
 from workers.dispatcher.answering import Dispatcher
+from workers.dispatcher.outbox import Outbox
 
 DENY = {
     "hookSpecificOutput": {
@@ -381,3 +385,78 @@ async def test_settled_entries_leave_the_work_streams(platform: Callable[..., An
         # The work streams are queues: their settled entries are trimmed, the log keeps the records.
         await async_wait_for(drained, timeout_s=10)
         assert len(await bus.log()) == 20
+
+
+async def test_a_large_blocking_event_is_answered_before_its_record_is_masked(
+    platform: Callable[..., Any], bus: BusProbe, monkeypatch: Any
+) -> None:
+    release = threading.Event()
+    masked = threading.Event()
+    held_masking = Dispatcher._masked_record
+
+    def held(self: Dispatcher, budget_s: float, *args: Any) -> Any:
+        release.wait(30)  # fault injection: the masking thread is held until the agent has its answer
+        try:
+            return held_masking(self, budget_s, *args)
+        finally:
+            masked.set()
+
+    monkeypatch.setattr(Dispatcher, "_masked_record", held)
+    monkeypatch.setattr(answering, "_MASK_BUDGET_S", 30.0)  # the masking is not cut short: half the deadline
+    secret = "ghp_" + "A1b2C3d4E5f6G7h8I9j0K1l2M3n4O5p6Q7r8"
+    large = {
+        "hook_event_name": "PreToolUse",
+        "session_id": "s-large",
+        "tool_name": "Write",
+        "tool_input": {"file_path": ".env", "content": f"TOKEN={secret}\n" + "x" * (80 << 10)},
+    }
+    policy = 'hookbus: {deadlineSeconds: 5.0}\nhooks:\n  PreToolUse:\n    - hooks: [{type: rule, deny: ["Write"]}]\n'
+    async with platform(policy) as p:
+        try:
+            response = await p.post(large)
+            answered_while_held = not masked.is_set()
+        finally:
+            release.set()
+        record = await logged(bus, response)
+    assert response.json()["hookSpecificOutput"]["permissionDecision"] == "deny"
+    assert response.headers["X-Hookbus-Outcome"] == "decided"
+    assert answered_while_held
+    assert (record.outcome, record.fail_open, record.decision) == ("decided", "", "deny")
+    stored = json.loads(record.payload)
+    assert "hookbus_note" not in stored and stored["tool_input"]["file_path"] == ".env"  # masked, not a note
+    assert secret not in record.payload.decode()
+
+
+async def test_an_answered_event_redelivered_past_its_deadline_is_logged_as_answered(
+    platform: Callable[..., Any], bus: BusProbe
+) -> None:
+    payload = json.dumps(
+        {
+            "hook_event_name": "PreToolUse",
+            "session_id": "s-answered",
+            "tool_name": "Write",
+            "tool_input": {"file_path": ".env", "content": "x" * (80 << 10)},
+        }
+    ).encode()
+    in_time = Request(
+        event_id="evt-answered",
+        event="PreToolUse",
+        tenant="default",
+        payload=payload,
+        received_ms=now_ms(),
+        deadline_ms=now_ms() + 60_000,
+        reply_to=f"{bus.keys.prefix}reply:gone",
+    )
+    async with platform("hooks: {}\n") as p:  # nothing to run: a re-evaluation would decide nothing
+        outbox = Outbox(bus.redis, bus.keys)
+        # A dispatcher answered it early, then stopped before its settle; the entry comes back
+        # to another dispatcher after the deadline (not evaluated again).
+        assert await outbox.answer(in_time, Reply(in_time.event_id, DENY, Decision.DENY))
+        late = dataclasses.replace(in_time, deadline_ms=now_ms() - 1000)
+        await bus.redis.xadd(bus.keys.blocking_stream(), late.encode())  # type: ignore[arg-type]
+        record = await async_wait_for(lambda: bus.record("evt-answered"), timeout_s=5)
+        await async_wait_for(lambda: _nothing_pending(bus), timeout_s=5)
+        assert p.metrics.value("hookbus_expired_total", event="PreToolUse") == 1
+    assert (record.outcome, record.fail_open, record.decision) == ("decided", "", "deny")
+    assert record.output == DENY
+    assert len([r for r in await bus.log() if r.event_id == "evt-answered"]) == 1
