@@ -131,13 +131,13 @@ def rule_matches(
 
     ``kind`` is how the rule is used. ``"if"`` (a handler filter), ``"deny"`` and ``"ask"``
     match when any reading of any subcommand matches; ``"allow"`` only when every reading of
-    every subcommand does, and never
-    past a leading assignment of a variable outside a small safe set. ``"deny"``/``"ask"``
-    also read a one-directory pattern such as ``secrets/**`` at any depth and let ``Read``
-    path rules cover Edit and Write. ``fail_open`` is the answer when a shell command cannot be
-    judged (unparsable, or a ``$VAR``/``$(...)``/backtick stands where the pattern's text could
-    go on: some text that starts with the words before it matches); by default ``True``, except ``False`` for ``"allow"``. ``home`` is the agent's
-    home, what ``~`` stands for (:func:`bus.rules.paths.agent_home`; None when unknown).
+    every subcommand does, and never past a leading assignment of a variable outside a small
+    safe set. ``"deny"``/``"ask"`` also read a one-directory pattern such as ``secrets/**`` at
+    any depth and let ``Read`` path rules cover Edit and Write. ``fail_open`` is the answer when
+    a shell command cannot be judged (unparsable, or a ``$VAR``/``$(...)``/backtick stands where
+    the pattern's text could go on: some text that starts with the words before it matches); by
+    default ``True``, except ``False`` for ``"allow"``. ``home`` is the agent's home, what ``~``
+    stands for (:func:`bus.rules.paths.agent_home`; None when unknown).
     """
     deny_rule = kind in ("deny", "ask")
     if fail_open is None:
