@@ -434,14 +434,8 @@ def _waits_on(policy: Policy, event: str, agent: str) -> bool:
 
 def _log_answer(request: Request, hook_input: dict[str, Any], decision: str, fail_open: str | None) -> None:
     """One line per answer: at info when the gateway answered fail-open, else at debug."""
-    fields = event_fields(
-        request.event_id,
-        request.event,
-        request.tenant,
-        hook_input.get("session_id"),
-        decision=decision,
-        reason=fail_open,
-    )
+    session = hook_input.get("session_id")
+    fields = event_fields(request.event_id, request.event, request.tenant, session, decision=decision, reason=fail_open)
     if fail_open in (FailOpenReason.TIMEOUT, FailOpenReason.DISPATCHER_ERROR):
         logger.info("answered fail-open: %s", fail_open, extra=fields)
     else:  # redis_unavailable is logged once per outage, by the reply reader and the spool
