@@ -27,6 +27,8 @@ import time
 from collections.abc import Callable
 from typing import Any, Generic, TypeVar
 
+from workers.handlers.threads import answer_from_thread
+
 T = TypeVar("T")
 
 
@@ -150,19 +152,7 @@ class FairThreads:
 
 
 def _answer(call: _Call[Any], result: Any, error: BaseException | None) -> None:
-    try:
-        call.loop.call_soon_threadsafe(_settle, call.future, result, error)
-    except RuntimeError:  # the loop is closed: nobody is waiting any more
-        pass
-
-
-def _settle(future: asyncio.Future[Any], result: Any, error: BaseException | None) -> None:
-    if future.done():  # the caller gave up (timeout, cancellation)
-        return
-    if error is not None:
-        future.set_exception(error)
-    else:
-        future.set_result(result)
+    answer_from_thread(call.loop, call.future, result, error)
 
 
 __all__ = ["FairThreads", "Refused"]

@@ -72,14 +72,15 @@ class ThreadHandoff:
                 result = context.run(fn, *args)
             except BaseException as exc:  # SystemExit too: the awaiting coroutine decides what it means
                 error = exc
-            _answer(loop, future, result, error)
+            answer_from_thread(loop, future, result, error)
             del loop, future, context, fn, args, result, error  # hold nothing of a finished call while waiting
             self._idle.release()
 
 
-def _answer(
+def answer_from_thread(
     loop: asyncio.AbstractEventLoop, future: asyncio.Future[Any], result: Any, error: BaseException | None
 ) -> None:
+    """Settle ``future`` on its ``loop`` from a worker thread, unless its caller gave up."""
     try:
         loop.call_soon_threadsafe(_settle, future, result, error)
     except RuntimeError:  # the loop is closed: nobody is waiting any more
@@ -95,4 +96,4 @@ def _settle(future: asyncio.Future[Any], result: Any, error: BaseException | Non
         future.set_result(result)
 
 
-__all__ = ["ThreadHandoff"]
+__all__ = ["ThreadHandoff", "answer_from_thread"]

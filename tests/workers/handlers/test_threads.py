@@ -11,7 +11,7 @@ from collections.abc import Iterator
 import pytest
 
 from tests.conftest import async_wait_for
-from workers.handlers.threads import ThreadHandoff, _answer
+from workers.handlers.threads import ThreadHandoff, answer_from_thread
 
 REQUEST = contextvars.ContextVar("REQUEST", default="none")
 
@@ -118,5 +118,5 @@ def test_an_answer_for_a_closed_loop_is_dropped() -> None:
     loop = asyncio.new_event_loop()
     future = loop.create_future()
     loop.close()
-    _answer(loop, future, "result", None)  # nobody is waiting: no error in the thread
+    answer_from_thread(loop, future, "result", None)  # nobody is waiting: no error in the thread
     assert not future.done()
