@@ -16,23 +16,19 @@ from __future__ import annotations
 import itertools
 import os
 import re
-import shutil
-import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from bus.rules.bashsplit import SimpleCommand, parse_commands, strip_wrappers
+from tests.bus.rules.fakebash import RECORDER, run_fakes
 from tests.hostile.inputs import COMMAND_UNITS, command
 
 pytestmark = [pytest.mark.system, pytest.mark.timeout(300)]  # bash runs as a child process
 
-BASH = shutil.which("bash") or "/bin/bash"
 #: The fake programs: each logs its argv (NUL-separated, then a record separator) and exits 0.
 FAKES = ("rm", "git", "cat", "ls", "touch", "chmod", "curl", "sh", "bash", "python3", "find", "xargs", "sudo")
-RECORD_END = "\x1e"
-RECORDER = f'#!/bin/sh\nprintf \'%s\\0\' "$0" "$@" \'{RECORD_END}\' >> "$HOOKBUS_ORACLE_LOG"\n'
 
 #: The constructs of "what bash runs that hookbus does not see", and more of the same kind.
 ENGINE_CASES = [
@@ -249,30 +245,8 @@ def sandbox(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def run_in_bash(sandbox: Path, case: str) -> list[list[str]]:
     """The argv of every fake program bash ran for ``case`` (``$0`` shortened to its name)."""
     check_safe(case)
-    work = sandbox / "work"
-    shutil.rmtree(work, ignore_errors=True)
-    work.mkdir()
-    (work / "bin").symlink_to(sandbox / "bin")  # for cases that name a program by a pattern
-    log = sandbox / "log"
-    log.write_bytes(b"")
-    env = {"PATH": str(sandbox / "bin"), "HOME": str(work), "HOOKBUS_ORACLE_LOG": str(log), "LC_ALL": "C.UTF-8"}
-    subprocess.run(
-        [BASH, "--noprofile", "--norc", "-c", case],
-        cwd=work,
-        env=env,
-        stdin=subprocess.DEVNULL,
-        capture_output=True,
-        timeout=10,
-        check=False,
-    )
-    records = []
-    for record in log.read_bytes().decode("utf-8", "surrogateescape").split(RECORD_END + "\0"):
-        if record:
-            argv = record[:-1].split("\0")  # each argument ends with a NUL (an empty one too)
-            prefix = str(sandbox / "bin") + os.sep
-            argv[0] = argv[0].removeprefix(prefix)
-            records.append(argv)
-    return records
+    prefix = str(sandbox / "bin") + os.sep
+    return [[argv[0].removeprefix(prefix), *argv[1:]] for argv in run_fakes(sandbox, case, 10, link_bin=True)]
 
 
 def covers(cmd: SimpleCommand, argv: list[str], home: str = "") -> bool:

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import os
 import shutil
-import subprocess
 from pathlib import Path
 
 import pytest
@@ -20,14 +19,12 @@ import pytest
 from bus.rules.bashsplit import parse_commands
 from bus.rules.heredocs import fed_texts
 from bus.rules.readings import STDIN_ARGS, read_command
+from tests.bus.rules.fakebash import RECORDER, run_fakes
 
 pytestmark = [pytest.mark.system, pytest.mark.timeout(120)]  # bash runs as a child process
 
-BASH = shutil.which("bash") or "/bin/bash"
 #: Real programs the cases run: each runs another command for its caller.
 REAL = ("env", "nice", "timeout", "nohup", "stdbuf", "setsid", "xargs", "find", "flock", "ionice", "sh", "bash")
-RECORD_END = "\x1e"
-RECORDER = f'#!/bin/sh\nprintf \'%s\\0\' "$0" "$@" \'{RECORD_END}\' >> "${{HOOKBUS_ORACLE_LOG:-$LOG}}"\n'
 
 CASES = [
     "env rm -rf x",
@@ -79,28 +76,7 @@ def sandbox(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 def run_in_bash(sandbox: Path, case: str) -> list[list[str]]:
     """The argv of every fake program run for ``case``."""
-    work = sandbox / "work"
-    shutil.rmtree(work, ignore_errors=True)
-    work.mkdir()
-    log = sandbox / "log"
-    log.write_bytes(b"")
-    env = {"PATH": str(sandbox / "bin"), "HOME": str(work), "HOOKBUS_ORACLE_LOG": str(log), "LC_ALL": "C.UTF-8"}
-    subprocess.run(
-        [BASH, "--noprofile", "--norc", "-c", case],
-        cwd=work,
-        env=env,
-        stdin=subprocess.DEVNULL,
-        capture_output=True,
-        timeout=20,
-        check=False,
-    )
-    records = []
-    for record in log.read_bytes().decode("utf-8", "surrogateescape").split(RECORD_END + "\0"):
-        if record:
-            argv = record[:-1].split("\0")
-            argv[0] = argv[0].rsplit(os.sep, 1)[-1]
-            records.append(argv)
-    return records
+    return [[argv[0].rsplit(os.sep, 1)[-1], *argv[1:]] for argv in run_fakes(sandbox, case, 20)]
 
 
 def read(case: str) -> list[list[str]]:
