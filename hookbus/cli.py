@@ -65,7 +65,7 @@ def build_parser() -> argparse.ArgumentParser:
     import argparse
 
     from hookbus.install.command import add_install_arguments
-    from hookbus.tenancy import add_policy_arguments, add_tokens_arguments
+    from hookbus.tenancy_args import add_policy_arguments, add_tokens_arguments
 
     parser = argparse.ArgumentParser(prog="hookbus", description="A central hook platform for coding agents.")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
