@@ -170,8 +170,9 @@ def add_install_arguments(parser: Any) -> None:
     parser.add_argument(
         "--hook-command",
         metavar="CMD",
-        help="how the agent starts the shim (default: the absolute path of this hookbus; a command that is "
-        "not an absolute path gets a warning: the agent may run it with another PATH)",
+        help="how the agent starts the shim (default: this Python with -I -S on hookbus/shim_start.py, both by "
+        "absolute path; a command that is not an absolute path gets a warning: the agent may run it with another "
+        "PATH)",
     )
     parser.add_argument("--create", action="store_true", help="create the --settings-file's folder if missing")
     parser.add_argument("--dry-run", action="store_true", help="print a unified diff and write nothing")

@@ -59,6 +59,7 @@ from hookbus.install.settings_file import (
     read_settings,
     render,
     shim_command_line,
+    shim_flags,
     write_atomically,
     write_backup,
 )
@@ -136,11 +137,8 @@ def entry(url: str, *, command: str | None, timeout_s: float, fail_closed: bool)
 
 
 def _shim_url(argv: list[str]) -> str | None:
-    if len(argv) >= 2 and os.path.basename(argv[0]) == "hookbus" and argv[1] == "hook":
-        flags = argv[2:]
-    elif len(argv) >= 4 and argv[1:4] == ["-m", "hookbus", "hook"]:
-        flags = argv[4:]
-    else:
+    flags = shim_flags(argv)
+    if flags is None:
         return None
     options = dict(zip(flags, [*flags[1:], ""], strict=True))
     if options.get("--agent") != AGENT or not options.get("--url"):

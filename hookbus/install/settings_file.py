@@ -10,12 +10,13 @@ and Setup (for every event with ``--shim``). Everything else in the file is left
 a handler, so there is no marker field; a handler is hookbus's by its exact shape: an http
 handler whose headers are exactly ``{"Authorization": "Bearer $HOOKBUS_TOKEN"}`` and whose
 ``allowedEnvVars`` is exactly ``["HOOKBUS_TOKEN"]``, posting to a ``/v1/hooks`` URL; a
-command handler whose command is ``hookbus hook ... --url ...`` (any path to ``hookbus``, or
-``python -m hookbus hook``). Installing again updates those handlers in place (same position),
-so a second run changes nothing; ``--uninstall`` removes exactly them, plus the matcher
-groups and event lists that only held them (``--url`` narrows it to one gateway). The one
-thing an uninstall cannot tell apart is an event list that was already empty before the
-install (it means nothing to Claude Code): it goes too.
+command handler whose command is ``hookbus hook ... --url ...`` (any path to ``hookbus``,
+``python -m hookbus hook`` or ``python -I -S .../hookbus/shim_start.py hook``). Installing again
+updates those handlers in place (same position), so a second run changes nothing;
+``--uninstall`` removes exactly them, plus the matcher groups and event lists that only held
+them (``--url`` narrows it to one gateway). The one thing an uninstall cannot tell apart is
+an event list that was already empty before the install (it means nothing to Claude Code): it
+goes too.
 
 **Events left out unless named with ``--events``.** WorktreeCreate and WorktreeRemove: a
 configured hook *replaces* Claude Code's git worktree handling, so a policy service that
@@ -25,11 +26,11 @@ Code v2.1.251+ only, and not in the published settings schema yet.
 The file is written atomically (temporary file in the same folder, then rename) and the
 previous version is kept as ``<file>.bak``, written the same way, so a planted link there is
 replaced, never written through; ``--dry-run`` prints a unified diff instead. The
-shim command names the ``hookbus`` that ran the installer by its absolute path (Claude Code's
-``PATH`` may not have it). After writing, and alone with ``--check``, it runs the installed
-shim command as Claude Code would, with a minimal ``PATH``, then posts a harmless test event to
-the gateway with ``$HOOKBUS_TOKEN`` (:mod:`hookbus.install.check`) and says whether the token is
-accepted, as which tenant.
+shim command names the Python that ran the installer and the shim's start file by absolute
+path, with ``-I -S`` (:mod:`hookbus.install.shim_command`). After writing, and alone with
+``--check``, it runs the installed shim command as Claude Code would, with a minimal ``PATH``,
+then posts a harmless test event to the gateway with ``$HOOKBUS_TOKEN``
+(:mod:`hookbus.install.check`) and says whether the token is accepted, as which tenant.
 This module uses only the standard library.
 """
 
@@ -51,6 +52,7 @@ from urllib.parse import urlsplit
 
 from bus.errors import ConfigError
 from bus.hooks.events import CLAUDE_EVENTS, NO_HTTP_EVENTS
+from hookbus.install.shim_command import SHIM_START, default_hook_command, shim_flags
 from hookbus.shim import hook_url
 
 TOKEN_ENV = "HOOKBUS_TOKEN"  # noqa: S105 (a variable name, not a secret)
@@ -149,26 +151,6 @@ class InstallPlan:
         }
 
 
-def default_hook_command(argv0: str | None = None, executable: str | None = None) -> str:
-    """How an agent should start the shim: the ``hookbus`` that runs now, by absolute path.
-
-    That is ``argv0`` when it is the ``hookbus`` console script, else the one next to the
-    Python ``executable`` (``python -m hookbus`` from a virtualenv), else ``python -m hookbus``
-    with that interpreter. Never a bare ``hookbus``: an agent may run hooks with another
-    ``PATH`` than the shell that installed them, and a command it cannot find lets every tool
-    run unchecked. The path is shell-quoted (the agent runs the command through a shell).
-    """
-    argv0 = sys.argv[0] if argv0 is None else argv0
-    executable = sys.executable if executable is None else executable
-    candidates = [argv0] if os.path.basename(argv0) == "hookbus" else []
-    candidates.append(os.path.join(os.path.dirname(executable), "hookbus"))
-    for candidate in candidates:
-        found = os.path.abspath(candidate)
-        if os.path.isfile(found) and os.access(found, os.X_OK):
-            return shlex.quote(found)
-    return f"{shlex.quote(os.path.abspath(executable))} -m hookbus"
-
-
 def _handler_url(handler: dict[str, Any]) -> str | None:
     """The gateway URL a hookbus handler talks to, or None when it is not hookbus's."""
     if handler.get("type") == "http":
@@ -187,11 +169,8 @@ def _handler_url(handler: dict[str, Any]) -> str | None:
         argv = shlex.split(handler["command"])
     except ValueError:
         return None
-    if len(argv) >= 2 and os.path.basename(argv[0]) == "hookbus" and argv[1] == "hook":
-        flags = argv[2:]
-    elif len(argv) >= 4 and argv[1:4] == ["-m", "hookbus", "hook"]:
-        flags = argv[4:]
-    else:
+    flags = shim_flags(argv)
+    if flags is None:
         return None
     for index, flag in enumerate(flags):
         if flag == "--url" and index + 1 < len(flags):
@@ -428,6 +407,7 @@ def installed_url(settings: dict[str, Any]) -> str | None:
 __all__ = [
     "DEFAULT_EVENTS",
     "OPT_IN_EVENTS",
+    "SHIM_START",
     "InstallPlan",
     "default_hook_command",
     "event_names",
@@ -441,6 +421,7 @@ __all__ = [
     "render",
     "settings_path",
     "shim_command_line",
+    "shim_flags",
     "write_atomically",
     "write_backup",
 ]

@@ -2,7 +2,9 @@
 
 Every test starts ``.venv/bin/hookbus hook`` (or ``python -m hookbus hook``) as a subprocess with
 a hook input on stdin, exactly as Claude Code runs a command hook, against a live platform,
-a dead port, a port that never answers, or a tiny stdlib HTTP server with odd replies.
+a dead port, a port that never answers, or a tiny stdlib HTTP server with odd replies. Those
+marked ``BOTH`` run it both ways: the console script, and the command the installers write
+(``PYTHON -I -S .../hookbus/shim_start.py hook``).
 """
 
 from __future__ import annotations
@@ -11,6 +13,7 @@ import asyncio
 import contextlib
 import http.server
 import json
+import shlex
 import subprocess
 import sys
 import threading
@@ -22,6 +25,7 @@ from typing import Any
 import pytest
 
 from bus.runtime.settings import Tokens
+from hookbus.install.settings_file import default_hook_command
 from hookbus.platform.redis_server import free_port
 from hookbus.shim import _split, _unchunk, agent_url, hook_url, parse_args
 from tests.conftest import DENY_RM, REPO, BusProbe, clean_env, logged_session
@@ -29,6 +33,8 @@ from tests.conftest import DENY_RM, REPO, BusProbe, clean_env, logged_session
 NO_DISPATCHER = DENY_RM.replace("2.0", "0.3")
 CONSOLE = Path(sys.executable).with_name("hookbus")
 COMMAND = [str(CONSOLE)] if CONSOLE.exists() else [sys.executable, "-m", "hookbus"]
+INSTALLED = shlex.split(default_hook_command())
+BOTH = pytest.mark.parametrize("command", [COMMAND, INSTALLED], ids=["console", "installed"])
 HEAVY = (
     "pydantic",
     "redis",
@@ -61,10 +67,12 @@ def bash(command: str, session: str) -> bytes:
     ).encode()
 
 
-async def shim(*args: str, stdin: bytes, env: dict[str, str] | None = None) -> tuple[int, bytes, bytes]:
-    """Run ``hookbus hook ARGS`` with ``stdin``; (exit code, stdout, stderr)."""
+async def shim(
+    *args: str, stdin: bytes, env: dict[str, str] | None = None, command: list[str] = COMMAND
+) -> tuple[int, bytes, bytes]:
+    """Run ``hookbus hook ARGS`` (``command`` names the shim) with ``stdin``; (exit code, stdout, stderr)."""
     process = await asyncio.create_subprocess_exec(
-        *COMMAND,
+        *command,
         "hook",
         *args,
         stdin=subprocess.PIPE,
@@ -81,9 +89,12 @@ async def shim(*args: str, stdin: bytes, env: dict[str, str] | None = None) -> t
 # -- against a live platform ----------------------------------------------------------------
 
 
-async def test_a_deny_is_passed_through_on_stdout_with_exit_0(platform: Callable[..., Any], bus: BusProbe) -> None:
+@BOTH
+async def test_a_deny_is_passed_through_on_stdout_with_exit_0(
+    command: list[str], platform: Callable[..., Any], bus: BusProbe
+) -> None:
     async with platform(DENY_RM) as p:
-        code, out, err = await shim("--url", p.url, stdin=bash("rm -rf /", "s-deny"))
+        code, out, err = await shim("--url", p.url, command=command, stdin=bash("rm -rf /", "s-deny"))
     assert code == 0, err
     output = json.loads(out)
     assert output["hookSpecificOutput"]["hookEventName"] == "PreToolUse"
@@ -109,39 +120,45 @@ async def test_url_from_hookbus_url_and_flag_wins(platform: Callable[..., Any]) 
         assert code == 0 and b"deny" in out
 
 
-async def test_token_from_hookbus_token_and_401_handling(platform: Callable[..., Any]) -> None:
+@BOTH
+async def test_token_from_hookbus_token_and_401_handling(command: list[str], platform: Callable[..., Any]) -> None:
     async with platform(DENY_RM, tokens=Tokens.parse("fleet:tok-1")) as p:
-        code, out, err = await shim("--url", p.url, stdin=bash("rm -rf /", "s-t"))
+        code, out, err = await shim("--url", p.url, command=command, stdin=bash("rm -rf /", "s-t"))
         assert (code, out) == (0, b"") and b"401" in err and b"failing open" in err
-        code, out, err = await shim("--url", p.url, "--fail-closed", stdin=bash("rm -rf /", "s-t"))
+        code, out, err = await shim("--url", p.url, "--fail-closed", command=command, stdin=bash("rm -rf /", "s-t"))
         assert (code, out) == (2, b"") and b"401" in err and b"failing closed" in err
         wrong = clean_env(HOOKBUS_TOKEN="nope")
-        assert (await shim("--url", p.url, "--fail-closed", stdin=bash("ls", "s-t"), env=wrong))[0] == 2
-        code, out, err = await shim("--url", p.url, stdin=bash("rm -rf /", "s-t"), env=clean_env(HOOKBUS_TOKEN="tok-1"))
+        denied = await shim("--url", p.url, "--fail-closed", command=command, stdin=bash("ls", "s-t"), env=wrong)
+        assert denied[0] == 2
+        code, out, err = await shim(
+            "--url", p.url, command=command, stdin=bash("rm -rf /", "s-t"), env=clean_env(HOOKBUS_TOKEN="tok-1")
+        )
         assert code == 0 and json.loads(out)["hookSpecificOutput"]["permissionDecision"] == "deny", err
 
 
-async def test_fail_open_outcome_without_dispatchers(platform: Callable[..., Any]) -> None:
+@BOTH
+async def test_fail_open_outcome_without_dispatchers(command: list[str], platform: Callable[..., Any]) -> None:
     async with platform(NO_DISPATCHER, dispatchers=0) as p:
-        code, out, err = await shim("--url", p.url, stdin=bash("rm -rf /", "s-nd"))
+        code, out, err = await shim("--url", p.url, command=command, stdin=bash("rm -rf /", "s-nd"))
         assert (code, out) == (0, b"") and b"could not decide" in err
-        code, out, err = await shim("--url", p.url, "--fail-closed", stdin=bash("rm -rf /", "s-nd"))
+        code, out, err = await shim("--url", p.url, "--fail-closed", command=command, stdin=bash("rm -rf /", "s-nd"))
         assert (code, out) == (2, b"") and b"could not decide in time (failing closed)" in err
 
 
+@BOTH
 async def test_input_the_gateway_cannot_judge_is_denied_with_exit_2_even_failing_open(
-    platform: Callable[..., Any],
+    command: list[str], platform: Callable[..., Any]
 ) -> None:
     async with platform(DENY_RM) as p:
-        code, out, err = await shim("--url", p.url, stdin=b"{not json")
+        code, out, err = await shim("--url", p.url, command=command, stdin=b"{not json")
         assert code == 2 and b"cannot judge" in err and b"invalid_json" in err
         assert json.loads(out)["decision"] == "block"  # Claude Code's deny of a call, block of anything else
-        code, _, err = await shim("--url", p.url, stdin=b'{"session_id": "x"}')
+        code, _, err = await shim("--url", p.url, command=command, stdin=b'{"session_id": "x"}')
         assert code == 2 and b"hook_event_name" in err
         # A 400 the gateway keeps (an event no handler decides) still fails open by default.
         stop = b'{"hook_event_name": "Stop", "session_id": 5}'
-        assert (await shim("--url", p.url, stdin=stop))[:2] == (0, b"")
-        code, _, err = await shim("--url", p.url, "--fail-closed", stdin=stop)
+        assert (await shim("--url", p.url, command=command, stdin=stop))[:2] == (0, b"")
+        code, _, err = await shim("--url", p.url, "--fail-closed", command=command, stdin=stop)
         assert code == 2 and b"400" in err
 
 
@@ -149,20 +166,24 @@ async def test_input_the_gateway_cannot_judge_is_denied_with_exit_2_even_failing
 
 
 @pytest.mark.system
-async def test_gateway_down_fails_open_or_closed() -> None:
+@BOTH
+async def test_gateway_down_fails_open_or_closed(command: list[str]) -> None:
     url = f"http://127.0.0.1:{free_port()}"
-    code, out, err = await shim("--url", url, stdin=bash("rm -rf /", "s-down"))
+    code, out, err = await shim("--url", url, command=command, stdin=bash("rm -rf /", "s-down"))
     assert (code, out) == (0, b"") and b"unreachable" in err
-    code, out, err = await shim("--url", url, "--fail-closed", stdin=bash("rm -rf /", "s-down"))
+    code, out, err = await shim("--url", url, "--fail-closed", command=command, stdin=bash("rm -rf /", "s-down"))
     assert (code, out) == (2, b"") and b"unreachable" in err and b"failing closed" in err
 
 
-async def test_a_gateway_that_never_answers_is_cut_at_the_timeout(silent_port: int) -> None:
+@BOTH
+async def test_a_gateway_that_never_answers_is_cut_at_the_timeout(command: list[str], silent_port: int) -> None:
     url = f"http://127.0.0.1:{silent_port}"
     started = time.monotonic()
-    code, out, err = await shim("--url", url, "--timeout", "0.3", stdin=bash("ls", "s-slow"))
+    code, out, err = await shim("--url", url, "--timeout", "0.3", command=command, stdin=bash("ls", "s-slow"))
     assert (code, out) == (0, b"") and b"within 0.3s" in err
-    code, out, err = await shim("--url", url, "--timeout=0.3", "--fail-closed", stdin=bash("ls", "s-slow"))
+    code, out, err = await shim(
+        "--url", url, "--timeout=0.3", "--fail-closed", command=command, stdin=bash("ls", "s-slow")
+    )
     assert (code, out) == (2, b"")
     assert time.monotonic() - started < 5
 
@@ -202,12 +223,15 @@ def odd_server() -> Iterator[str]:
     server.server_close()
 
 
-async def test_odd_replies(odd_server: str) -> None:
-    code, out, _ = await shim("--url", f"{odd_server}/chunked", stdin=bash("ls", "s"))
+@BOTH
+async def test_odd_replies(command: list[str], odd_server: str) -> None:
+    code, out, _ = await shim("--url", f"{odd_server}/chunked", command=command, stdin=bash("ls", "s"))
     assert code == 0 and json.loads(out) == {"systemMessage": "hi"}
     for kind in ("text", "array"):
-        assert (await shim("--url", f"{odd_server}/{kind}", stdin=bash("ls", "s")))[:2] == (0, b"")
-        code, out, err = await shim("--url", f"{odd_server}/{kind}", "--fail-closed", stdin=bash("ls", "s"))
+        assert (await shim("--url", f"{odd_server}/{kind}", command=command, stdin=bash("ls", "s")))[:2] == (0, b"")
+        code, out, err = await shim(
+            "--url", f"{odd_server}/{kind}", "--fail-closed", command=command, stdin=bash("ls", "s")
+        )
         assert (code, out) == (2, b"") and b"not a JSON object" in err
 
 
@@ -218,6 +242,18 @@ async def test_arguments_the_shim_does_not_know_go_to_argparse() -> None:
     code, out, _ = await shim("--help", stdin=b"")
     assert code == 0 and b"--fail-closed" in out
     assert (await shim("--timeout", "soon", stdin=b""))[0] == 2
+
+
+@pytest.mark.system
+async def test_the_installed_command_says_in_one_line_which_arguments_it_cannot_run() -> None:
+    for args in (["--bogus"], ["--help"], ["--timeout", "soon"]):
+        code, out, err = await shim(*args, command=INSTALLED, stdin=b"{}")
+        assert (code, out) == (2, b"") and err.startswith(b"hookbus: cannot run the hook with arguments ")
+        assert args[0].encode() in err.splitlines()[0] and b"usage: " in err
+    # Without "hook" first (a hand-written command), it runs nothing either.
+    url = f"http://127.0.0.1:{free_port()}"
+    done = subprocess.run([*INSTALLED, "--url", url], input=b"{}", capture_output=True, timeout=30, check=False)
+    assert done.returncode == 2 and b"cannot run the hook" in done.stderr
 
 
 # -- start-up cost: the import path stays stdlib-only -----------------------------------------
@@ -248,6 +284,46 @@ def test_the_hook_path_imports_only_the_standard_library() -> None:
     assert not {
         m for m in loaded for heavy in (*HEAVY, "socket", "encodings.idna") if m == heavy or m.startswith(heavy + ".")
     }
+
+
+@pytest.mark.system
+def test_the_installed_command_runs_without_site_and_imports_only_the_shim_and_the_standard_library(
+    odd_server: str,
+) -> None:
+    python, isolated, no_site, start = INSTALLED
+    assert Path(python).is_absolute() and (isolated, no_site) == ("-I", "-S") and Path(start).is_absolute()
+    # The start file run as the installed command runs it, then the modules it loaded.
+    probe = (
+        "import sys\n"
+        "start = sys.argv[1]\n"
+        "sys.argv = [start, 'hook', '--url', sys.argv[2]]\n"
+        "code = compile(open(start, 'rb').read(), start, 'exec')\n"
+        "try:\n"
+        "    exec(code, {'__name__': '__main__', '__file__': start})\n"
+        "except SystemExit:\n"
+        "    pass\n"
+        "print(' '.join(sorted(sys.modules)), file=sys.stderr)\n"
+        "print(' '.join(sys.path), file=sys.stderr)\n"
+    )
+    done = subprocess.run(
+        [python, "-I", "-S", "-c", probe, start, f"{odd_server}/chunked"],
+        input=bash("ls", "s"),
+        capture_output=True,
+        env=clean_env(),
+        cwd=REPO,
+        timeout=30,
+        check=True,
+    )
+    assert json.loads(done.stdout) == {"systemMessage": "hi"}  # a JSON answer, read and checked
+    *_, modules, path = done.stderr.decode().splitlines()
+    loaded = set(modules.split())
+    assert "shim" in loaded and "_socket" in loaded and "site" not in loaded
+    assert not {m for m in loaded for own in ("hookbus", "bus", "gateway", "workers") if m.split(".")[0] == own}
+    # Nor json (its re and enum: 7 ms without site): the answer is checked with the C scanner, _json.
+    lean = (*HEAVY, "socket", "encodings.idna", "json", "re", "enum")
+    assert not {m for m in loaded for heavy in lean if m == heavy or m.startswith(heavy + ".")}
+    # The package folder is on sys.path only while the shim loads: its `platform` shadows the stdlib's.
+    assert str(Path(start).parent) not in path.split()
 
 
 @pytest.mark.system
@@ -319,11 +395,18 @@ def windsurf_command(command: str, trajectory: str) -> bytes:
     ).encode()
 
 
-async def test_a_windsurf_deny_is_exit_2_with_the_reason_on_stderr(platform: Callable[..., Any], bus: BusProbe) -> None:
+@BOTH
+async def test_a_windsurf_deny_is_exit_2_with_the_reason_on_stderr(
+    command: list[str], platform: Callable[..., Any], bus: BusProbe
+) -> None:
     async with platform(DENY_RM) as p:
-        code, out, err = await shim("--agent", "windsurf", "--url", p.url, stdin=windsurf_command("rm -rf /", "t-deny"))
+        code, out, err = await shim(
+            "--agent", "windsurf", "--url", p.url, command=command, stdin=windsurf_command("rm -rf /", "t-deny")
+        )
         assert (code, out) == (2, b"") and err.startswith(b"no rm -rf") and err.count(b"\n") == 1
-        code, out, err = await shim("--agent", "windsurf", "--url", p.url, stdin=windsurf_command("ls", "t-allow"))
+        code, out, err = await shim(
+            "--agent", "windsurf", "--url", p.url, command=command, stdin=windsurf_command("ls", "t-allow")
+        )
         assert (code, out, err) == (0, b"", b"")  # Windsurf shows stdout: an allow prints nothing
         kiro = {
             "hook_event_name": "preToolUse",
@@ -332,20 +415,27 @@ async def test_a_windsurf_deny_is_exit_2_with_the_reason_on_stderr(platform: Cal
             "tool_input": {"command": "rm -rf /"},
             "session_id": "k-deny",
         }
-        code, out, err = await shim("--agent", "kiro", "--url", p.url, stdin=json.dumps(kiro).encode())
+        code, out, err = await shim("--agent", "kiro", "--url", p.url, command=command, stdin=json.dumps(kiro).encode())
         assert (code, out) == (2, b"") and err.startswith(b"no rm -rf")
     assert (await logged_session(bus, "t-deny"))[0].decision == "deny"
 
 
 @pytest.mark.system
-async def test_windsurf_and_kiro_fail_open_with_nothing_on_stdout() -> None:
+@BOTH
+async def test_windsurf_and_kiro_fail_open_with_nothing_on_stdout(command: list[str]) -> None:
     url = f"http://127.0.0.1:{free_port()}"
     for agent in ("windsurf", "kiro"):
-        code, out, err = await shim("--agent", agent, "--url", url, stdin=windsurf_command("ls", "t-down"))
+        code, out, err = await shim(
+            "--agent", agent, "--url", url, command=command, stdin=windsurf_command("ls", "t-down")
+        )
         assert (code, out) == (0, b"") and b"failing open" in err
-        code, out, err = await shim("--agent", agent, "--url", url, "--fail-closed", stdin=windsurf_command("ls", "t"))
+        code, out, err = await shim(
+            "--agent", agent, "--url", url, "--fail-closed", command=command, stdin=windsurf_command("ls", "t")
+        )
         assert (code, out) == (2, b"") and b"failing closed" in err
-    code, out, _ = await shim("--agent", "auggie", "--url", url, stdin=windsurf_command("ls", "t-down"))
+    code, out, _ = await shim(
+        "--agent", "auggie", "--url", url, command=command, stdin=windsurf_command("ls", "t-down")
+    )
     assert (code, out) == (0, b"{}\n")
 
 
@@ -378,13 +468,19 @@ def exit_code_server() -> Iterator[str]:
 
 
 @pytest.mark.system
-async def test_the_exit_code_form_is_carried_out_only_for_its_agents(exit_code_server: str) -> None:
+@BOTH
+async def test_the_exit_code_form_is_carried_out_only_for_its_agents(command: list[str], exit_code_server: str) -> None:
     prompt = json.dumps({"hook_event_name": "userPromptSubmit", "cwd": "/tmp", "prompt": "hi"}).encode()
-    code, out, err = await shim("--agent", "kiro", "--url", f"{exit_code_server}/context", stdin=prompt)
+    code, out, err = await shim(
+        "--agent", "kiro", "--url", f"{exit_code_server}/context", command=command, stdin=prompt
+    )
     assert (code, out, err) == (0, b"the repo is frozen\n", b"")
-    assert (await shim("--agent", "kiro", "--url", f"{exit_code_server}/block", stdin=prompt))[:2] == (2, b"")
+    assert (await shim("--agent", "kiro", "--url", f"{exit_code_server}/block", command=command, stdin=prompt))[:2] == (
+        2,
+        b"",
+    )
     # an agent that reads JSON gets the answer as it came
-    code, out, _ = await shim("--agent", "gemini", "--url", f"{exit_code_server}/block", stdin=prompt)
+    code, out, _ = await shim("--agent", "gemini", "--url", f"{exit_code_server}/block", command=command, stdin=prompt)
     assert (code, json.loads(out)) == (0, {"exit_code": 2})
 
 
@@ -403,13 +499,20 @@ def read(path: str, session: str) -> bytes:
     return json.dumps({**hook_input, "tool_input": {"file_path": path}}).encode()
 
 
-async def test_the_shim_sends_the_agents_home_which_is_what_tilde_stands_for(platform: Callable[..., Any]) -> None:
+@BOTH
+async def test_the_shim_sends_the_agents_home_which_is_what_tilde_stands_for(
+    command: list[str], platform: Callable[..., Any]
+) -> None:
     # No transcript_path: the home comes from the shim's $HOME (the agent's user), never the dispatcher's.
     async with platform(HOME_RULES) as p:
         mine = clean_env(HOME="/srv/agent")
-        code, out, err = await shim("--url", p.url, stdin=read("/srv/agent/notes/a.md", "s-home"), env=mine)
+        code, out, err = await shim(
+            "--url", p.url, command=command, stdin=read("/srv/agent/notes/a.md", "s-home"), env=mine
+        )
         assert code == 0 and json.loads(out)["hookSpecificOutput"]["permissionDecision"] == "allow", err
-        code, out, err = await shim("--url", p.url, stdin=read("/srv/other/notes/a.md", "s-home"), env=mine)
+        code, out, err = await shim(
+            "--url", p.url, command=command, stdin=read("/srv/other/notes/a.md", "s-home"), env=mine
+        )
         assert (code, out) == (0, b""), err
         header = await p.post(read("/srv/agent/notes/a.md", "s-h"), headers={"X-Hookbus-Home": "/srv/agent"})
         assert header.json()["hookSpecificOutput"]["permissionDecision"] == "allow"

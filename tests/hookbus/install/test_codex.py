@@ -20,7 +20,7 @@ import pytest
 
 from hookbus.cli import main
 from hookbus.install.codex import DEFAULT_EVENTS, FAIL_CLOSED_EVENTS
-from hookbus.install.settings_file import is_hookbus_handler
+from hookbus.install.settings_file import default_hook_command, is_hookbus_handler
 from tests.conftest import REPO
 
 URL = "http://127.0.0.1:8787/v1/hooks"
@@ -86,7 +86,8 @@ def test_a_project_install_writes_one_shim_handler_per_event(project: Path) -> N
     for event, (handler, *more) in found.items():
         assert more == [] and is_hookbus_handler(handler, URL)
         argv = shlex.split(handler["command"])
-        assert argv[1:6] == ["hook", "--agent", "codex", "--url", URL] and "--fail-closed" not in argv
+        assert argv[:5] == [*shlex.split(default_hook_command()), "hook"]  # python -I -S .../shim_start.py hook
+        assert argv[5:9] == ["--agent", "codex", "--url", URL] and "--fail-closed" not in argv
         assert handler["type"] == "command" and handler["timeout"] == (3 if event == "SessionEnd" else 10)
     assert "--timeout 2.4" in found["SessionEnd"][0]["command"]  # under Codex's 3 s cap
     assert "tok-secret-value" not in text and "TOKEN" not in text

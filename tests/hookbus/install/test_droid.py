@@ -18,7 +18,7 @@ import pytest
 
 from hookbus.cli import main
 from hookbus.install.droid import DEFAULT_EVENTS, FAIL_CLOSED_EVENTS
-from hookbus.install.settings_file import is_hookbus_handler
+from hookbus.install.settings_file import default_hook_command, is_hookbus_handler
 from tests.conftest import REPO
 
 URL = "http://127.0.0.1:8787/v1/hooks"
@@ -61,7 +61,8 @@ def test_a_project_install_writes_the_flat_event_map_droid_reads(project: Path) 
     for handlers in hookbus_handlers(written).values():
         [handler] = handlers
         argv = shlex.split(handler["command"])
-        assert argv[1:6] == ["hook", "--agent", "droid", "--url", URL]
+        assert argv[:5] == [*shlex.split(default_hook_command()), "hook"]  # python -I -S .../shim_start.py hook
+        assert argv[5:9] == ["--agent", "droid", "--url", URL]
         assert handler["type"] == "command" and handler["timeout"] == 10  # whole seconds, as Droid expects
         assert ("--fail-closed" in argv) is False
     assert "HOOKBUS_TOKEN" not in json.dumps(written).replace("$HOOKBUS_TOKEN", "")

@@ -19,7 +19,7 @@ import pytest
 
 from hookbus.cli import main
 from hookbus.install.gemini import DEFAULT_EVENTS, GEMINI_HOOK_EVENTS, insecure_ancestor
-from hookbus.install.settings_file import is_hookbus_handler
+from hookbus.install.settings_file import default_hook_command, is_hookbus_handler
 from tests.conftest import REPO
 
 URL = "http://127.0.0.1:8787/v1/hooks"
@@ -84,7 +84,7 @@ def test_project_install_merges_and_keeps_a_backup(isolated: Path, capsys: pytes
     assert set(handler) == {"type", "name", "command", "timeout"}
     assert (handler["type"], handler["name"], handler["timeout"]) == ("command", "hookbus", 10_000)  # milliseconds
     argv = shlex.split(handler["command"])
-    assert argv[1:] == ["hook", "--agent", "gemini", "--url", URL]
+    assert argv == [*shlex.split(default_hook_command()), "hook", "--agent", "gemini", "--url", URL]
     assert "Bearer" not in path.read_text() and "HOOKBUS_TOKEN" not in path.read_text()  # no token in the file
     assert (path.parent / "settings.json.bak").read_text() == USER_TEXT
     out, err = capsys.readouterr()

@@ -32,11 +32,13 @@ from hookbus.install.command import AGENTS as INSTALL_AGENTS
 from hookbus.install.settings_file import (
     DEFAULT_EVENTS,
     OPT_IN_EVENTS,
+    SHIM_START,
     InstallPlan,
     default_hook_command,
     is_hookbus_handler,
     merge,
     settings_path,
+    shim_flags,
 )
 from tests.conftest import REPO, BusProbe, async_wait_for, run_hookbus
 
@@ -376,39 +378,48 @@ def executable(path: Path) -> Path:
     return path
 
 
-def test_the_shim_command_is_the_hookbus_that_ran_the_installer(
+def test_the_shim_command_is_the_python_that_ran_the_installer_on_the_shims_start_file(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     python = executable(tmp_path / "venv" / "bin" / "python")
-    beside = executable(tmp_path / "venv" / "bin" / "hookbus")
-    console = executable(tmp_path / "other" / "bin" / "hookbus")
-    # `python -m hookbus` from a virtualenv: the console script next to the interpreter.
-    assert default_hook_command("/src/hookbus/__main__.py", str(python)) == str(beside)
-    # The console script itself, by its absolute path, even when it is the `hookbus` on PATH:
-    # the agent may run its hooks with another PATH.
-    assert default_hook_command(str(console), str(python)) == str(console)
-    monkeypatch.chdir(console.parent)
-    assert default_hook_command("./hookbus", str(python)) == str(console)
-    # No console script anywhere: the interpreter runs the module, by its absolute path.
-    lonely = executable(tmp_path / "py" / "python3")
-    assert default_hook_command("-c", str(lonely)) == f"{lonely} -m hookbus"
+    assert Path(SHIM_START) == REPO / "hookbus" / "shim_start.py" and Path(SHIM_START).is_file()
+    # -I -S: no site, no PYTHON* variables, no current folder on sys.path; both paths absolute.
+    assert default_hook_command(str(python)) == f"{python} -I -S {SHIM_START}"
+    monkeypatch.chdir(python.parent)
+    assert default_hook_command("./python") == f"{python} -I -S {SHIM_START}"
+    with pytest.raises(ConfigError, match="--hook-command"):
+        default_hook_command("")
 
 
 def test_the_default_shim_command_is_never_a_bare_name(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    found = executable(tmp_path / "bin" / "hookbus")
-    monkeypatch.setenv("PATH", str(found.parent))
-    assert default_hook_command(str(found), sys.executable) == str(found)
-    assert os.path.isabs(shlex.split(default_hook_command())[0])
+    monkeypatch.setenv("PATH", str(tmp_path))
+    argv = shlex.split(default_hook_command())
+    assert os.path.isabs(argv[0]) and argv[1:3] == ["-I", "-S"] and os.path.isabs(argv[3])
 
 
 def test_a_shim_command_with_spaces_is_quoted_and_still_recognised(tmp_path: Path) -> None:
     python = executable(tmp_path / "my venv" / "bin" / "python")
-    executable(python.parent / "hookbus")
-    command = default_hook_command("x", str(python))
-    assert command == f"'{tmp_path}/my venv/bin/hookbus'"
+    command = default_hook_command(str(python))
+    assert command == f"'{tmp_path}/my venv/bin/python' -I -S {SHIM_START}"
     handler = InstallPlan(url=URL, hook_command=command).handler("SessionStart")
-    assert handler["command"].startswith(f"'{tmp_path}/my venv/bin/hookbus' hook --url ")
+    assert handler["command"].startswith(f"'{tmp_path}/my venv/bin/python' -I -S {SHIM_START} hook --url ")
     assert is_hookbus_handler(handler, URL)
+
+
+@pytest.mark.parametrize(
+    ("command", "ours"),
+    [
+        (f"/opt/bin/python3 -I -S /opt/lib/hookbus/shim_start.py hook --url {URL}", True),
+        (f"/opt/bin/hookbus hook --url {URL}", True),  # what earlier versions installed: still found
+        (f"/opt/bin/python3 -m hookbus hook --url {URL}", True),
+        (f"/opt/bin/python3 -I -S /opt/lib/other/shim_start.py hook --url {URL}", False),
+        (f"/opt/bin/python3 -I -S /opt/lib/hookbus/shim_start.py --url {URL}", False),
+        (f"/opt/bin/python3 /opt/lib/hookbus/shim_start.py hook --url {URL}", False),
+    ],
+)
+def test_which_shim_commands_are_hookbus_s(command: str, ours: bool) -> None:
+    assert is_hookbus_handler({"type": "command", "command": command}, URL) is ours
+    assert (shim_flags(shlex.split(command)) == ["--url", URL]) is ours
 
 
 @pytest.mark.parametrize("url", ["hookbus.internal:8787", "ftp://hookbus.internal", "http://", "/v1/hooks"])
