@@ -121,13 +121,15 @@ def spans_of(receiver: OtlpReceiver, event_id: str, names: set[str]) -> dict[str
     """The event's spans by name, once every name in ``names`` has arrived."""
 
     def arrived() -> dict[str, list[ReceivedSpan]] | None:
-        roots = [s for s in receiver.spans if s.attributes.get("hookbus.event_id") == event_id]
-        if not roots:
-            return None
-        found: dict[str, list[ReceivedSpan]] = {}
-        for span in receiver.trace(roots[0].trace_id):
-            found.setdefault(span.name, []).append(span)
-        return found if names <= found.keys() else None
+        # An async job's spans name the event too, in a trace of their own, and may arrive first.
+        traces = {s.trace_id: None for s in receiver.spans if s.attributes.get("hookbus.event_id") == event_id}
+        for trace_id in traces:
+            found: dict[str, list[ReceivedSpan]] = {}
+            for span in receiver.trace(trace_id):
+                found.setdefault(span.name, []).append(span)
+            if names <= found.keys():
+                return found
+        return None
 
     found: dict[str, list[ReceivedSpan]] = receiver.wait_for_spans(lambda _: arrived())
     return found
