@@ -45,10 +45,13 @@ def bash(text: str) -> dict[str, Any]:
     }
 
 
-async def verdicts(hook_input: dict[str, Any], policy: Policy = POLICY) -> list[str]:
-    """Every rule handler's verdict on ``hook_input``, as the dispatcher's engine judges it."""
-    limits = policy.settings.limits
-    found = await judge_command(hook_input, limits, 1.5)
+async def verdicts(
+    hook_input: dict[str, Any], policy: Policy = POLICY, limits: Limits | None = None, tenant: str = ""
+) -> list[str]:
+    """Every rule handler's verdict on ``hook_input``, as the dispatcher's engine judges it (under
+    ``limits``, by default the policy's, for ``tenant``)."""
+    limits = limits or policy.settings.limits
+    found = await judge_command(hook_input, limits, 1.5, tenant)
     out = []
     with judged(found, limits):
         for entry in policy.entries("PreToolUse"):

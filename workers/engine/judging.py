@@ -29,9 +29,6 @@ T = TypeVar("T")
 #: Two threads: a long command each while the event loop keeps the GIL's other turns. A tenant
 #: has at most one call running and this many waiting; past that its inputs cannot be judged.
 _threads = FairThreads(2, 8, "hookbus-judge")
-#: No simple command takes less than a character: a command no longer than the limit cannot be
-#: over it, so it is not counted ahead.
-_CHARS_PER_SUBCOMMAND = 1
 
 
 async def judge_command(
@@ -50,7 +47,7 @@ async def judge_command(
     if why := limits.command_too_long(command):
         return {key: why}
     if len(command) <= INLINE_SPLIT_CHARS:
-        if len(command) <= limits.subcommands * _CHARS_PER_SUBCOMMAND:
+        if len(command) <= limits.subcommands:  # a simple command takes a character at least
             return None
         commands = parse_commands(command, powershell=key[1])  # cached: the rules find it again
         why = limits.too_many_subcommands(len(commands)) if commands is not None else None

@@ -98,6 +98,16 @@ async def harness(bus: BusProbe) -> AsyncIterator[Harness]:
     await h.outbox.stop()
 
 
+async def assert_one_deny_logged_and_recoverable(harness: Harness, request: Request) -> None:
+    """One record, decided deny, nothing pending; the gateway's claim after the deadline
+    recovers the same decision (a lost reply)."""
+    [record] = await harness.records(request)
+    assert (record.outcome, record.fail_open, record.decision) == ("decided", "", "deny")
+    assert await harness.pending() == 0
+    recovered = await harness.claim(request)
+    assert verify(sent_to(request), recovered) and Reply.decode(reply_json(recovered)).decision == "deny"
+
+
 async def test_in_time_the_reply_is_published_and_logged_as_decided(harness: Harness) -> None:
     pubsub = harness.bus.redis.pubsub()
     await pubsub.subscribe(harness.channel)
@@ -109,12 +119,7 @@ async def test_in_time_the_reply_is_published_and_logged_as_decided(harness: Har
         assert Reply.decode(reply_json(message["data"])).decision == "deny"
     finally:
         await pubsub.aclose()  # type: ignore[no-untyped-call]
-    [record] = await harness.records(request)
-    assert (record.outcome, record.fail_open, record.decision) == ("decided", "", "deny")
-    assert await harness.pending() == 0
-    # The gateway's claim after the deadline recovers the same decision (a lost reply).
-    recovered = await harness.claim(request)
-    assert verify(sent_to(request), recovered) and Reply.decode(reply_json(recovered)).decision == "deny"
+    await assert_one_deny_logged_and_recoverable(harness, request)
 
 
 async def test_gateway_first_means_fail_open_in_the_log_and_no_reply(harness: Harness) -> None:
@@ -217,11 +222,7 @@ async def test_answered_before_its_record_the_claim_returns_the_reply(harness: H
         assert await pubsub.get_message(ignore_subscribe_messages=True, timeout=0.2) is None  # not published twice
     finally:
         await pubsub.aclose()  # type: ignore[no-untyped-call]
-    [record] = await harness.records(request)
-    assert (record.outcome, record.fail_open, record.decision) == ("decided", "", "deny")
-    assert await harness.pending() == 0
-    recovered = await harness.claim(request)
-    assert verify(sent_to(request), recovered) and Reply.decode(reply_json(recovered)).decision == "deny"
+    await assert_one_deny_logged_and_recoverable(harness, request)
 
 
 async def test_a_crash_between_answer_and_settle_leaves_one_decided_record(harness: Harness) -> None:

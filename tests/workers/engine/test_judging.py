@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import threading
-from typing import Any
 
 import pytest
 
@@ -12,6 +11,7 @@ from bus.policy.loading import load_policy
 from bus.policy.schema import RuleHandler
 from bus.rules.limits import DEFAULT_LIMITS, Limits
 from tests.conftest import REPO
+from tests.hostile.test_decisions import bash, verdicts
 from workers.engine import judging
 from workers.engine.evaluation import selected
 from workers.engine.fairthreads import FairThreads
@@ -23,27 +23,6 @@ pytestmark = pytest.mark.timeout(60)
 POLICY = load_policy([REPO / "examples" / "policy.yaml"])
 
 
-def bash(text: str) -> dict[str, Any]:
-    return {
-        "hook_event_name": "PreToolUse",
-        "session_id": "s",
-        "cwd": "/w",
-        "tool_name": "Bash",
-        "tool_input": {"command": text},
-    }
-
-
-async def verdicts(hook_input: dict[str, Any], limits: Limits = DEFAULT_LIMITS, tenant: str = "t") -> list[str]:
-    found = await judge_command(hook_input, limits, 1.5, tenant)
-    out = []
-    with judged(found, limits):
-        for entry in POLICY.entries("PreToolUse"):
-            if isinstance(entry.handler, RuleHandler) and selected(entry, "PreToolUse", hook_input):
-                if (verdict := evaluate_rules(entry.handler, hook_input)) is not None:
-                    out.append(verdict[0])
-    return out
-
-
 @pytest.mark.parametrize("unit", ["a;", "a | ", "$(a) ", "a\n"])
 async def test_a_command_of_more_subcommands_than_the_limit_cannot_be_judged(unit: str) -> None:
     limits = Limits(subcommands=100)
@@ -52,7 +31,7 @@ async def test_a_command_of_more_subcommands_than_the_limit_cannot_be_judged(uni
     assert found is not None
     (why,) = found.values()
     assert isinstance(why, str) and "over the limit of 100 (hookbus.limits.subcommands)" in why
-    assert "deny" in await verdicts(bash(over), limits)
+    assert "deny" in await verdicts(bash(over), limits=limits)
     assert await judge_command(bash(unit * 40 + "ls"), limits, 1.5) is None
 
 
