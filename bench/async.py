@@ -41,8 +41,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from async_burst import report as burst_report
 from async_burst import run_burst
-from loadgen import Connection, saturate, steady_rate, summarize
-from run import BODIES, start_roles
+from harness import BODIES, Connection, hook_caller, saturate, start_roles, steady_rate, summarize
 
 from bus.redis.connection import connect
 from bus.redis.keys import Keyspace
@@ -114,25 +113,11 @@ def notification(i: int, message: str | None = None) -> bytes:
 NOTES = [notification(i) for i in range(8192)]
 
 
-def caller(port: int, bodies: list[bytes]) -> Any:
-    async def make_call() -> Any:
-        connection = await Connection("127.0.0.1", port).open()
-
-        async def call(i: int) -> None:
-            status, body = await connection.post("/v1/hooks", bodies[i % len(bodies)])
-            if status != 200:
-                raise RuntimeError(f"gateway answered {status}: {body[:200]!r}")
-
-        return call
-
-    return make_call
-
-
 async def intake_phase(port: int, args: argparse.Namespace) -> dict[str, Any]:
-    await saturate(caller(port, BODIES), 16, 1.0)  # warm-up
-    done, seconds, latencies = await saturate(caller(port, BODIES), args.concurrency, args.saturate_s)
+    await saturate(hook_caller(port, BODIES), 16, 1.0)  # warm-up
+    done, seconds, latencies = await saturate(hook_caller(port, BODIES), args.concurrency, args.saturate_s)
     blocking = {"per_s": done / seconds, **summarize(latencies)}
-    done, seconds, latencies = await saturate(caller(port, NOTES), args.concurrency, args.saturate_s)
+    done, seconds, latencies = await saturate(hook_caller(port, NOTES), args.concurrency, args.saturate_s)
     accepted = {"per_s": done / seconds, **summarize(latencies)}
     return {"blocking_decisions": blocking, "async_accepted": accepted, "ratio": accepted["per_s"] / blocking["per_s"]}
 

@@ -24,8 +24,7 @@ import httpx
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from loadgen import Connection, percentile
-from run import hook_input, start_roles
+from harness import Connection, hook_input, percentile, start_roles
 
 from bus.redis.connection import connect
 from bus.redis.keys import Keyspace

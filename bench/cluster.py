@@ -60,9 +60,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 import redis_cost
 from cluster_load import analyse_failover, closed_loop, make_bodies, publish_latency, steady
 from cluster_report import markdown
+from harness import CpuMeter
 from mixed import open_loop, stop_all
 from plain_redis import PlainRedis
-from procstat import CpuMeter
 
 from bus.redis.keys import Keyspace
 from bus.runtime.children import kill_with_parent

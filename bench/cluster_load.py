@@ -10,29 +10,12 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-import orjson
 import redis.asyncio as aioredis
-from loadgen import percentile, saturate
+from harness import COMMANDS, hook_input, percentile, saturate
 from mixed import HeadConnection, open_loop
 from redis.asyncio.connection import Connection
-from run import COMMANDS
 
 from bus.redis.keys import Keyspace
-
-
-def hook_input(command: str, session: str, i: int) -> bytes:
-    return orjson.dumps(
-        {
-            "session_id": session,
-            "transcript_path": "/home/dev/.claude/projects/bench/session.jsonl",
-            "cwd": "/home/dev/project",
-            "permission_mode": "default",
-            "hook_event_name": "PreToolUse",
-            "tool_name": "Bash",
-            "tool_input": {"command": command, "description": "bench"},
-            "tool_use_id": f"toolu_{i:08d}",
-        }
-    )
 
 
 def make_bodies(keys: Keyspace, count: int, sessions_per_partition: int = 16) -> list[tuple[int, bytes]]:
@@ -51,7 +34,7 @@ def make_bodies(keys: Keyspace, count: int, sessions_per_partition: int = 16) ->
     for i in range(count):
         part, turn = i % partitions, i // partitions
         command = COMMANDS[turn % len(COMMANDS)].format(i=i)
-        bodies.append((part, hook_input(command, sessions[part][turn % sessions_per_partition], i)))
+        bodies.append((part, hook_input(command, i, sessions[part][turn % sessions_per_partition])))
     return bodies
 
 

@@ -37,7 +37,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import corpus
-from run import BODIES
+from harness import BODIES
 
 from bus.policy import rulelists
 from bus.policy.compiled import compiled

@@ -27,10 +27,8 @@ import uvloop
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from loadgen import Connection, saturate, steady_rate, summarize
+from harness import BODIES, CpuMeter, hook_caller, saturate, start_roles, steady_rate, summarize
 from platform_cost import run_wrk, wrk_script
-from procstat import CpuMeter
-from run import BODIES, start_roles
 
 from hookbus.platform.redis_server import EmbeddedRedis, free_port
 
@@ -56,16 +54,7 @@ async def measure(
     meter: CpuMeter | None = None,
     wrk_script_path: Path | None = None,
 ) -> dict[str, Any]:
-    async def make_call() -> Any:
-        connection = await Connection("127.0.0.1", port).open()
-
-        async def call(i: int) -> None:
-            status, body = await connection.post("/v1/hooks", BODIES[i % len(BODIES)])
-            if status != 200:
-                raise RuntimeError(f"{status} {body[:200]!r}")
-
-        return call
-
+    make_call = hook_caller(port)
     await saturate(make_call, 8, 0.5)
     steady = summarize(await steady_rate(make_call, rate, duration_s))
     if meter is not None:

@@ -39,8 +39,8 @@ import uvloop
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from harness import percentile
 from httpx_aiohttp import AiohttpTransport
-from loadgen import percentile
 
 from bus.policy.loading import policy_from_text
 from bus.runtime.ssrf import parse_networks

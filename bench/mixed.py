@@ -41,11 +41,7 @@ import uvloop
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from profile import record, report
-
-from loadgen import Connection, percentile
-from procstat import CpuMeter
-from run import start_roles
+from harness import COMMANDS, Connection, CpuMeter, percentile, spy_record, spy_report, start_roles
 
 from bus.redis.keys import DISPATCH_GROUP, Keyspace
 from bus.runtime.children import kill_with_parent
@@ -78,14 +74,6 @@ hooks:
   Stop:
     - hooks: [{type: function, function: 'bench.funcs:block_stop'}]
 """
-COMMANDS = [
-    "ls -la src/mod{i}",
-    "git status --short -- pkg{i}",
-    "npm run test -- --shard={i}",
-    "rm -rf /home/u{i}",
-    "cat docs/page{i}.md",
-    "git push --force origin feature-{i}",
-]
 
 
 def stop_all(processes: list[subprocess.Popen[bytes]], timeout_s: float = 15) -> None:
@@ -357,7 +345,7 @@ async def main(args: argparse.Namespace) -> dict[str, Any]:
         spies = []
         if args.profile:
             for name in ("gateway", "dispatcher0", "worker"):
-                spy = record(pids[name], args.duration, RESULTS / f"mixed-{name}.raw")
+                spy = spy_record(pids[name], args.duration, RESULTS / f"mixed-{name}.raw")
                 if spy is not None:
                     spies.append((name, spy))
         meter.start()
@@ -385,7 +373,7 @@ async def main(args: argparse.Namespace) -> dict[str, Any]:
             spy.wait(args.duration + 30)
             path = RESULTS / f"mixed-{name}.raw"
             if path.exists():
-                out["profiles"][name] = report(path, f"{name} (py-spy, steady phase)", args.top)
+                out["profiles"][name] = spy_report(path, f"{name} (py-spy, steady phase)", args.top)
     return out
 
 

@@ -45,11 +45,7 @@ import uvloop
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from profile import record, report
-
-from loadgen import Connection, saturate
-from procstat import CpuMeter
-from run import BODIES, start_roles
+from harness import BODIES, CpuMeter, hook_caller, saturate, spy_record, spy_report, start_roles
 
 from hookbus.platform.redis_server import EmbeddedRedis, free_port
 
@@ -105,17 +101,7 @@ def run_wrk(port: int, script: Path, connections: int, seconds: float) -> dict[s
 
 
 async def run_python(port: int, connections: int, seconds: float, bodies: list[bytes]) -> dict[str, float]:
-    async def make_call() -> Any:
-        connection = await Connection("127.0.0.1", port).open()
-
-        async def call(i: int) -> None:
-            status, body = await connection.post("/v1/hooks", bodies[i % len(bodies)])
-            if status != 200:
-                raise RuntimeError(f"{status} {body[:200]!r}")
-
-        return call
-
-    done, elapsed, _ = await saturate(make_call, connections, seconds)
+    done, elapsed, _ = await saturate(hook_caller(port, bodies), connections, seconds)
     return {"per_s": done / elapsed, "requests": float(done), "non_2xx": 0.0, "p50_ms": float("nan")}
 
 
@@ -181,7 +167,7 @@ async def hookbus_round(args: argparse.Namespace, script: Path | None) -> dict[s
                 args.profile = False
                 RESULTS.mkdir(exist_ok=True)
                 for name, pid in (("gateway", roles[0].pid), ("dispatcher", roles[1].pid)):
-                    spy = record(pid, args.seconds - 1, RESULTS / f"platform-{name}.raw")
+                    spy = spy_record(pid, args.seconds - 1, RESULTS / f"platform-{name}.raw")
                     if spy is not None:
                         spies.append((name, spy))
             meter.start()
@@ -189,7 +175,7 @@ async def hookbus_round(args: argparse.Namespace, script: Path | None) -> dict[s
             meter.stop()
             for name, spy in spies:
                 spy.wait(30)
-                print(report(RESULTS / f"platform-{name}.raw", f"{name} (py-spy, round 1)", args.top) + "\n")
+                print(spy_report(RESULTS / f"platform-{name}.raw", f"{name} (py-spy, round 1)", args.top) + "\n")
             result["fail_open"] = fail_opens(port) - before
             for name, us in meter.per_request_us(int(result["requests"])).items():
                 result[f"{name}_cpu_us"] = us
@@ -211,20 +197,24 @@ async def main(args: argparse.Namespace) -> dict[str, Any]:
         loader = "wrk -t1" if script else "the Python load generator"
         rows = [
             "| round | bare endpoint (requests/s) | hookbus (decisions/s) | ratio | hookbus p50 ms | "
-            "fail-open | non-2xx | CPU µs / request: bare server · gateway · dispatcher · Redis |",
-            "|---|---|---|---|---|---|---|---|",
+            "fail-open | non-2xx | CPU µs / request: bare server · gateway · dispatcher · Redis | "
+            "CPU per decision ÷ bare |",
+            "|---|---|---|---|---|---|---|---|---|",
         ]
-        ratios = []
+        ratios, cpu_ratios = [], []
         for n in range(1, args.rounds + 1):
             bare = await bare_round(args, script)
             hb = await hookbus_round(args, script)
             ratio = hb["per_s"] / bare["per_s"]
             ratios.append(ratio)
+            cpu_us = hb["gateway_cpu_us"] + hb["dispatcher_cpu_us"] + hb["redis_cpu_us"]
+            cpu_ratios.append(cpu_us / bare["server_cpu_us"])
             p50_text = "n/a" if math.isnan(hb["p50_ms"]) else f"{hb['p50_ms']:.2f}"  # the Python generator has none
             rows.append(
                 f"| {n} | {bare['per_s']:,.0f} | {hb['per_s']:,.0f} | {ratio:.2f}x | {p50_text} | "
                 f"{hb['fail_open']:.0f} | {hb['non_2xx']:.0f} | {bare['server_cpu_us']:.0f} · "
-                f"{hb['gateway_cpu_us']:.0f} · {hb['dispatcher_cpu_us']:.0f} · {hb['redis_cpu_us']:.0f} |"
+                f"{hb['gateway_cpu_us']:.0f} · {hb['dispatcher_cpu_us']:.0f} · {hb['redis_cpu_us']:.0f} | "
+                f"{cpu_ratios[-1]:.2f}x |"
             )
             print(rows[-1], file=sys.stderr)
             found.append(
@@ -240,6 +230,7 @@ async def main(args: argparse.Namespace) -> dict[str, Any]:
                     "gateway_cpu_us": hb["gateway_cpu_us"],
                     "dispatcher_cpu_us": hb["dispatcher_cpu_us"],
                     "redis_cpu_us": hb["redis_cpu_us"],
+                    "cpu_ratio": cpu_ratios[-1],
                     "bare_requests": round(bare["requests"]),
                     "hookbus_requests": round(hb["requests"]),
                 }
@@ -250,6 +241,7 @@ async def main(args: argparse.Namespace) -> dict[str, Any]:
     )
     print("\n".join(rows))
     print(f"\nratio: min {min(ratios):.2f}x, max {max(ratios):.2f}x (target >= 0.4x)")
+    print(f"CPU per decision ÷ bare: min {min(cpu_ratios):.2f}x, max {max(cpu_ratios):.2f}x (target <= 2.7x)")
     return {
         "loader": loader,
         "event": args.event,

@@ -35,9 +35,7 @@ import yaml
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from loadgen import Connection, saturate, steady_rate, summarize
-from procstat import cpu_s
-from run import BODIES, POLICY, hook_input, start_roles
+from harness import BODIES, POLICY, Connection, cpu_s, hook_input, saturate, start_roles, steady_rate, summarize
 
 from bus.decisionlog.masking import redact_record
 from bus.redaction.redact import Redactor

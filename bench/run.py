@@ -20,52 +20,30 @@ import sys
 import tempfile
 import time
 import uuid
-from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
-import httpx
-import orjson
 import redis.asyncio as aioredis
 import uvloop
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from loadgen import LAG, Connection, percentile, saturate, steady_rate, summarize
+from harness import (
+    BODIES,
+    LAG,
+    ROOT,
+    Connection,
+    hook_caller,
+    hook_input,
+    percentile,
+    saturate,
+    start_roles,
+    steady_rate,
+    summarize,
+)
 
 from hookbus.platform.redis_server import EmbeddedRedis, free_port
-
-ROOT = Path(__file__).resolve().parent.parent
-POLICY = ROOT / "examples" / "policy.yaml"
-# Every request carries a different command (no cache helps): four allowed, two denied.
-COMMANDS = [
-    "ls -la src/mod{i}",
-    "git status --short -- pkg{i}",
-    "npm run test -- --shard={i}",
-    "rm -rf /home/u{i}",
-    "cat docs/page{i}.md",
-    "git push --force origin feature-{i}",
-]
-
-
-def hook_input(command: str, i: int) -> bytes:
-    return orjson.dumps(
-        {
-            "session_id": f"bench-{i % 50}",
-            "transcript_path": "/home/dev/.claude/projects/bench/session.jsonl",
-            "cwd": "/home/dev/project",
-            "permission_mode": "default",
-            "hook_event_name": "PreToolUse",
-            "tool_name": "Bash",
-            "tool_input": {"command": command, "description": "bench"},
-            "tool_use_id": f"toolu_{i:08d}",
-        }
-    )
-
-
-BODIES = [hook_input(COMMANDS[i % len(COMMANDS)].format(i=i), i) for i in range(8192)]
-
 
 # -- the floor: bare Redis request/reply ----------------------------------------------------
 
@@ -116,50 +94,6 @@ async def floor_phase(url: str, args: argparse.Namespace) -> dict[str, Any]:
 
 
 # -- hookbus through the gateway ------------------------------------------------------------
-
-
-def start_roles(url: str, port: int, dispatchers: int, policy: Path = POLICY) -> list[subprocess.Popen[bytes]]:
-    env = {**os.environ, "HOOKBUS_REDIS_URL": url, "HOOKBUS_LOG_LEVEL": "warning"}
-    hookbus = [sys.executable, "-m", "hookbus"]
-    roles = [subprocess.Popen([*hookbus, "gateway", "--config", str(policy), "--port", str(port)], env=env, cwd=ROOT)]
-    roles += [
-        subprocess.Popen([*hookbus, "dispatcher", "--config", str(policy)], env=env, cwd=ROOT)
-        for _ in range(dispatchers)
-    ]
-    return wait_ready(roles, port, dispatchers)
-
-
-def wait_ready(roles: list[subprocess.Popen[bytes]], port: int, dispatchers: int) -> list[subprocess.Popen[bytes]]:
-    """``roles`` once the gateway on ``port`` is ready and sees ``dispatchers`` alive (30 s at most)."""
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline:
-        try:
-            ready = httpx.get(f"http://127.0.0.1:{port}/readyz", timeout=1).json()
-            if ready["ready"] and ready["checks"]["dispatchers"]["alive"] >= dispatchers:
-                return roles
-        except (httpx.HTTPError, KeyError, ValueError):
-            pass
-        time.sleep(0.1)
-    for role in roles:  # the caller never sees them: do not leave them running
-        role.kill()
-        role.wait(5)
-    raise RuntimeError("hookbus did not become ready")
-
-
-def hook_caller(port: int) -> Callable[[], Awaitable[Callable[[int], Awaitable[None]]]]:
-    """For :func:`loadgen.saturate`: each call opens a connection whose calls post ``BODIES``."""
-
-    async def make_call() -> Callable[[int], Awaitable[None]]:
-        connection = await Connection("127.0.0.1", port).open()
-
-        async def call(i: int) -> None:
-            status, body = await connection.post("/v1/hooks", BODIES[i % len(BODIES)])
-            if status != 200:
-                raise RuntimeError(f"gateway answered {status}: {body[:200]!r}")
-
-        return call
-
-    return make_call
 
 
 async def hookbus_phase(port: int, args: argparse.Namespace) -> dict[str, Any]:

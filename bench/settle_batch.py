@@ -40,9 +40,7 @@ import redis
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from loadgen import saturate, steady_rate
-from procstat import CpuMeter
-from run import POLICY, hook_caller, wait_ready
+from harness import POLICY, CpuMeter, hook_caller, saturate, steady_rate, wait_ready
 
 from hookbus.platform.redis_server import EmbeddedRedis, free_port
 

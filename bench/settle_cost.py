@@ -33,8 +33,7 @@ import uvloop
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from procstat import cpu_s
-from run import BODIES
+from harness import BODIES, cpu_s
 
 from bus.hooks.decisions import RecordOutcome
 from bus.redis.keys import DISPATCH_GROUP, Keyspace

@@ -35,10 +35,8 @@ import uvloop
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from loadgen import Connection, percentile
+from harness import Connection, fd_count, percentile, rss_bytes, start_roles
 from mixed import stop_all
-from procstat import fd_count, rss_bytes
-from run import start_roles
 
 from bus.redis.keys import Keyspace
 from bus.runtime.children import kill_with_parent

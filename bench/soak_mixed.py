@@ -43,9 +43,8 @@ import uvloop
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from loadgen import percentile
+from harness import percentile, usage
 from mixed import RESULTS, hook_input, open_loop, platform, queue_depths, schedule
-from procstat import usage
 
 from bus.redis.keys import Keyspace
 

@@ -25,8 +25,7 @@ import yaml
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from loadgen import percentile
-from run import start_roles
+from harness import percentile, start_roles
 
 from bus.policy.loading import policy_from_text
 from bus.policy.registry import PolicyRegistry

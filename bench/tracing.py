@@ -38,7 +38,7 @@ import orjson
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from run import BODIES
+from harness import BODIES
 
 from bus.policy.loading import Policy, load_policy
 from bus.redis.keys import Keyspace

@@ -1,6 +1,6 @@
 """What tracing costs the platform's decisions/s, end to end: ``python bench/tracing_platform.py``.
 
-A gateway and a dispatcher (``bench/run.py``'s roles, the example ``rule`` policy) on an embedded
+A gateway and a dispatcher (``bench/harness.py``'s roles, the example ``rule`` policy) on an embedded
 Redis, saturated by ``--concurrency`` connections for ``--seconds`` each round; every round
 starts the roles again with tracing off and with tracing on at ``--ratio`` (1 %) exporting
 over OTLP/HTTP to a collector in a process of its own that answers every export and drops it.
@@ -27,8 +27,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import redis
-from loadgen import Connection, saturate
-from run import BODIES, start_roles
+from harness import hook_caller, saturate, start_roles
 
 from hookbus.platform.redis_server import EmbeddedRedis, free_port
 
@@ -53,16 +52,7 @@ class DroppingCollector(BaseHTTPRequestHandler):
 
 
 async def decisions_per_s(port: int, concurrency: int, seconds: float) -> float:
-    async def make_call() -> Any:
-        connection = await Connection("127.0.0.1", port).open()
-
-        async def call(i: int) -> None:
-            status, body = await connection.post("/v1/hooks", BODIES[i % len(BODIES)])
-            if status != 200:
-                raise RuntimeError(f"gateway answered {status}: {body[:200]!r}")
-
-        return call
-
+    make_call = hook_caller(port)
     await saturate(make_call, concurrency, 1.0)  # warm-up
     done, took_s, _ = await saturate(make_call, concurrency, seconds)
     return done / took_s

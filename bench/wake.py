@@ -37,7 +37,7 @@ WARMUP_PINGS = 20
 
 
 def percentile_us(samples_ns: list[int], q: float) -> float:
-    """The ``q`` quantile (nearest rank, as ``bench/loadgen.py``) of ``samples_ns``, in µs."""
+    """The ``q`` quantile (nearest rank, as ``bench/harness.py``) of ``samples_ns``, in µs."""
     ordered = sorted(samples_ns)
     return ordered[min(len(ordered) - 1, int(q * len(ordered)))] / 1000
 
