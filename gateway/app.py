@@ -58,7 +58,8 @@ class HookbusApp:
         try:
             if len(headers) != len(scope["headers"]):
                 check_single_authorization(scope["headers"])
-            body, extra = await self.hooks.handle(headers, scope["query_string"], receive)
+            client = scope.get("client")
+            body, extra = await self.hooks.handle(headers, scope["query_string"], receive, client[0] if client else "")
             status = 200
         except RequestRejected as exc:
             self.gateway.metrics.rejected.labels(str(exc.status)).inc()

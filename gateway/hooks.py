@@ -133,12 +133,14 @@ class HooksEndpoint:
             raise RequestRejected(400, "invalid_field", "'tool_input' must be a JSON object")
         return hook_input
 
-    async def handle(self, headers: dict[bytes, bytes], query: bytes, receive: Receive) -> tuple[bytes, dict[str, str]]:
-        """Answer one hook request: the JSON body and the response headers (status 200)."""
+    async def handle(
+        self, headers: dict[bytes, bytes], query: bytes, receive: Receive, client_address: str = ""
+    ) -> tuple[bytes, dict[str, str]]:
+        """Answer one hook request from ``client_address``: the JSON body and the response headers (status 200)."""
         started = time.perf_counter()
         tenant, token_id = await self.authorize(headers)
         # The limits are checked once the session is known (_admit); the ticket gives back what they took.
-        ticket = Ticket(tenant, token_id, 0)
+        ticket = Ticket(tenant, token_id, 0, client_address=client_address)
         try:
             body = await self.read_body(headers, receive)
         except RequestRejected as exc:
@@ -217,6 +219,8 @@ class HooksEndpoint:
             received_ms=now_ms(),
             dialect="" if speaker.name == "claude" else speaker.name,
             policy=versions,
+            token_id=ticket.token_id or "",
+            client_address=ticket.client_address,
         )
         trace = GatewayTrace.begin(headers, request, speaker.name, started, self._forced_traces) if tracing.on else None
         blocking = _waits_on(policy, event, speaker.name)
@@ -297,6 +301,7 @@ class HooksEndpoint:
         logger.info("denied a hook input it cannot judge: %s", refusal.header, extra=fields)
         agent = "claude" if speaker.name == "claude" else speaker.name
         record = refusal_record(refusal, event_id, tenant, agent, output, decision, now_ms(), versions)
+        record.token_id, record.client_address = ticket.token_id or "", ticket.client_address
         stream = self.keys.decision_log(self.keys.partition_of(refusal.session_id) if refusal.session_id else 0)
         try:
             await self.batcher.append(stream, record.encode())

@@ -33,6 +33,8 @@ class Ticket:
     size_bytes: int
     session_id: str | None = None
     held: bool = False
+    #: The address of the client that sent it (its records' ``src_endpoint``).
+    client_address: str = ""
 
     def names(self) -> tuple[tuple[Scope, object], ...]:
         """Each scope's key in the budgets (None: the request has no name at that scope)."""

@@ -266,7 +266,7 @@ def _log_source(parser: argparse.ArgumentParser) -> None:
 
 def _audit(audit: argparse.ArgumentParser) -> None:
     actions = audit.add_subparsers(dest="audit_command", required=True, metavar="ACTION")
-    export = actions.add_parser("export", help="write the records of a time window (JSON Lines or CSV) to stdout")
+    export = actions.add_parser("export", help="write the records of a time window (JSON Lines, CSV, OCSF) to stdout")
     _log_source(export)
     export.add_argument(
         "--since",
@@ -274,7 +274,12 @@ def _audit(audit: argparse.ArgumentParser) -> None:
         help="start of the window: now, 15m, 2h, 7d (ago), epoch s/ms or ISO 8601 (default: the oldest record)",
     )
     export.add_argument("--until", metavar="T", help="end of the window, inclusive (default: the newest record)")
-    export.add_argument("--format", choices=("jsonl", "csv"), default="jsonl", help="output format (default jsonl)")
+    export.add_argument(
+        "--format",
+        choices=("jsonl", "csv", "ocsf"),
+        default="jsonl",
+        help="output format (default jsonl; ocsf: OCSF JSON Lines)",
+    )
     for flag, what in (
         ("tenant", "tenant"),
         ("session", "session id (or its start)"),
@@ -309,6 +314,9 @@ def _audit(audit: argparse.ArgumentParser) -> None:
         help="let the http sink reach this network despite the SSRF guard (repeat)",
     )
     follow.add_argument("--consumer", default="follower", metavar="NAME", help="consumer name (default follower)")
+    follow.add_argument(
+        "--format", choices=("jsonl", "ocsf"), default="jsonl", help="record format (default jsonl; ocsf: OCSF events)"
+    )
     follow.add_argument(
         "--start",
         choices=("oldest", "now"),

@@ -83,6 +83,10 @@ class Request:
     context: bytes | None = None
     #: The W3C ``traceparent`` of the gateway's span for this event (``t``; "" when not traced).
     trace: str = ""
+    #: Who sent the event: the id of the caller's token (never the token; "" with no tokens
+    #: configured) and the address of the client that connected to the gateway.
+    token_id: str = ""
+    client_address: str = ""
     #: Set by the dispatcher that records this event's spans (never written): its evaluation and
     #: handlers add theirs (one attribute read for the others).
     traced: bool = dataclasses.field(default=False, compare=False, repr=False)
@@ -117,20 +121,22 @@ class Request:
 
     def meta(self) -> bytes:
         """The metadata of the stream entry (``m``): one JSON array. A reply's MAC covers it and
-        the hook input (:mod:`bus.runtime.replykey`), as the gateway wrote them."""
-        return orjson.dumps(
-            [
-                self.event_id,
-                self.event,
-                self.tenant,
-                self.received_ms,
-                self.reply_to,
-                self.deadline_ms,
-                self.dialect,
-                self.fail_open,
-                self.policy,
-            ]
-        )
+        the hook input (:mod:`bus.runtime.replykey`), as the gateway wrote them. The sender
+        (token id, client address) comes last, when known: an entry without it decodes the same."""
+        meta = [
+            self.event_id,
+            self.event,
+            self.tenant,
+            self.received_ms,
+            self.reply_to,
+            self.deadline_ms,
+            self.dialect,
+            self.fail_open,
+            self.policy,
+        ]
+        if self.token_id or self.client_address:
+            meta += [self.token_id, self.client_address]
+        return orjson.dumps(meta)
 
     def encode(self) -> StreamFields:
         """The stream entry: the metadata as one JSON array (``m``) and the hook input (``p``).
@@ -182,7 +188,9 @@ class Request:
         if meta is None:
             return cls._decode_named(fields)
         try:
-            event_id, event, tenant, received_ms, reply_to, deadline_ms, dialect, fail_open, policy = orjson.loads(meta)
+            event_id, event, tenant, received_ms, reply_to, deadline_ms, dialect, fail_open, policy, *sender = (
+                orjson.loads(meta)
+            )
             request = cls(
                 event_id=event_id,
                 event=event,
@@ -196,11 +204,13 @@ class Request:
                 policy=policy,
                 context=fields.get(b"c"),
             )
+            if sender:
+                request.token_id, request.client_address = sender
             if (trace := fields.get(b"t")) is not None:
                 request.trace = trace.decode("latin-1")
         except (KeyError, ValueError, TypeError) as exc:  # orjson.JSONDecodeError is a ValueError
             raise ProtocolError(f"malformed stream entry: {exc!r}") from exc
-        texts = (event_id, event, tenant, reply_to, dialect, fail_open, policy)
+        texts = (event_id, event, tenant, reply_to, dialect, fail_open, policy, *sender)
         if not all(type(text) is str for text in texts) or type(received_ms) is not int or type(deadline_ms) is not int:
             raise ProtocolError(f"malformed stream entry: unexpected types in {meta[:200]!r}")
         return request
@@ -300,6 +310,9 @@ class LogRecord:
     agent: str = CLAUDE_CODE
     #: The OpenTelemetry trace of the event (32 hex digits), when it was traced and exported.
     trace_id: str = ""
+    #: Who sent the event: its token's id (never the token) and the client's address (:class:`Request`).
+    token_id: str = ""
+    client_address: str = ""
 
     def meta(self) -> bytes:
         """The record as JSON, without the hook input (the ``r`` field). Its outcome comes first
@@ -328,6 +341,8 @@ class LogRecord:
             ("rsn", self.reason),
             ("mask", self.masked),
             ("tid", self.trace_id),
+            ("tok", self.token_id),
+            ("src", self.client_address),
         ):
             if value:  # absent when empty: records stay small, and older readers ignore them
                 meta[key] = value
@@ -366,6 +381,8 @@ class LogRecord:
                 reason=meta.get("rsn", ""),
                 masked=meta.get("mask", []),
                 trace_id=meta.get("tid", ""),
+                token_id=meta.get("tok", ""),
+                client_address=meta.get("src", ""),
             )
         except (KeyError, ValueError, TypeError, orjson.JSONDecodeError) as exc:
             raise ProtocolError(f"malformed decision-log entry: {exc!r}") from exc
@@ -403,6 +420,8 @@ class LogRecord:
             "shadow": self.shadow,
             "masked": self.masked,
             "trace_id": self.trace_id or None,
+            "token_id": self.token_id or None,
+            "client_address": self.client_address or None,
         }
 
 

@@ -27,13 +27,14 @@ import logging
 import re
 import signal
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import IO, Any, Final
 
 import orjson
 import redis.asyncio as aioredis
 
 from bus.decisionlog.audit import RecordFilter, Window, read_window
+from bus.decisionlog.ocsf import ocsf_event
 from bus.decisionlog.reader import LogEntry, PartitionReads, RawEntry
 from bus.errors import BusUnavailable, ConfigError, ProtocolError, RedisCommandError
 from bus.redis.connection import connect, read_streams, redis_errors
@@ -80,6 +81,13 @@ def record_json(log_id: str, record: LogRecord) -> dict[str, Any]:
     return {"log_id": log_id, **record.to_json()}
 
 
+#: How each JSON ``--format`` writes a record: hookbus's own fields, or an OCSF event (:mod:`bus.decisionlog.ocsf`).
+RECORD_FORMATS: Final[dict[str, Callable[[str, LogRecord], dict[str, Any]]]] = {
+    "jsonl": record_json,
+    "ocsf": ocsf_event,
+}
+
+
 def _cell(value: Any) -> str:
     if value is None:
         return ""
@@ -96,8 +104,9 @@ async def export(
     redis_url: str, keys: Keyspace, window: Window, passes: RecordFilter, out: IO[str], *, fmt: str = "jsonl"
 ) -> int:
     """Write every record of ``window`` that ``passes`` to ``out``; returns how many."""
-    if fmt not in ("jsonl", "csv"):
-        raise ConfigError(f"--format must be jsonl or csv (got {fmt!r})")
+    if fmt not in ("csv", *RECORD_FORMATS):
+        raise ConfigError(f"--format must be jsonl, csv or ocsf (got {fmt!r})")
+    view = RECORD_FORMATS.get(fmt, record_json)
     client = connect(redis_url, socket_timeout_s=30.0)
     writer = csv.writer(out, lineterminator="\n", quoting=csv.QUOTE_ALL) if fmt == "csv" else None
     if writer is not None:
@@ -107,7 +116,7 @@ async def export(
         with redis_errors(redis_url):
             keys = await bus_keyspace(client, keys)
             async for log_id, record in read_window(client, keys, window, passes):
-                data = record_json(log_id, record)
+                data = view(log_id, record)
                 if writer is not None:
                     writer.writerow([_cell(data.get(column)) for column in CSV_COLUMNS])
                 else:
@@ -132,9 +141,13 @@ class Follower:
         consumer: str = "follower",
         start: str = "oldest",
         claim_idle_s: float = 60.0,
+        fmt: str = "jsonl",
     ) -> None:
         if not group.strip():
             raise ConfigError("--group must not be empty")
+        if fmt not in RECORD_FORMATS:
+            raise ConfigError(f"--format must be jsonl or ocsf (got {fmt!r})")
+        self.view = RECORD_FORMATS[fmt]
         if start not in ("oldest", "now"):
             raise ConfigError(f"--start must be oldest or now (got {start!r})")
         self.redis_url = redis_url
@@ -258,7 +271,7 @@ class Follower:
                 logger.warning("record %s was trimmed from the log before it was delivered", entry.log_id)
                 continue
             try:
-                items.append((entry.log_id, record_json(entry.log_id, LogRecord.decode(entry.fields))))
+                items.append((entry.log_id, self.view(entry.log_id, LogRecord.decode(entry.fields))))
             except ProtocolError as exc:
                 logger.warning("skipping %s: %s", entry.log_id, exc)
         if items:
@@ -318,6 +331,7 @@ def follow_command(args: Any, redis_url: str, keys: Keyspace) -> int:
                 consumer=args.consumer,
                 start=args.start,
                 claim_idle_s=args.claim_idle,
+                fmt=args.format,
             )
         )
 
@@ -325,4 +339,13 @@ def follow_command(args: Any, redis_url: str, keys: Keyspace) -> int:
     return 0
 
 
-__all__ = ["CSV_COLUMNS", "Follower", "export", "export_command", "follow", "follow_command", "record_json"]
+__all__ = [
+    "CSV_COLUMNS",
+    "RECORD_FORMATS",
+    "Follower",
+    "export",
+    "export_command",
+    "follow",
+    "follow_command",
+    "record_json",
+]

@@ -8,9 +8,9 @@ its async hook jobs and the acknowledgement, written atomically by :mod:`bus.str
 arq on a Redis of its own, the jobs are queued just before, see :mod:`workers.jobs.enqueue`). A blocking
 event whose input is over 64 KiB has its record masked in a worker thread: its reply is published as
 soon as it is decided (:meth:`workers.dispatcher.outbox.Outbox.answer`), and the settle that writes
-the record later does not answer again. Blocking work whose
-deadline has passed is not evaluated: the gateway answered fail-open, and that is what the
-record says. SIGTERM stops reading, finishes in-flight work and leaves.
+the record later does not answer again. Blocking work whose deadline has passed is not evaluated:
+the gateway answered fail-open, and that is what the record says. SIGTERM stops reading, finishes
+in-flight work and leaves.
 """
 
 from __future__ import annotations
@@ -395,8 +395,7 @@ class Dispatcher:
         *,
         store: bool = True,
     ) -> LogRecord:
-        """The record as it stands if the dispatcher's answer arrives in time (the settle
-        script turns it into a fail-open record when it does not); masked unless not ``store``."""
+        """The record if the answer is in time (the settle makes it fail-open if not), masked unless not ``store``."""
         merged = evaluation.merged if evaluation else MergedDecision(output={}, decision=Decision.NONE, reason=None)
         if hook_input is None:  # not evaluated (expired entries): the log still names the session
             try:
@@ -440,6 +439,8 @@ class Dispatcher:
             agent_type=str(hook_input.get("agent_type") or ""),
             tool_use_id=str(hook_input.get("tool_use_id") or ""),
             reason=merged.reason or "",
+            token_id=request.token_id,
+            client_address=request.client_address,
         )
         if not store:
             return record

@@ -151,3 +151,22 @@ def test_a_hook_input_that_is_not_an_object_is_a_value_error(payload: bytes) -> 
     with pytest.raises(ValueError):
         request.hook_input()
     assert request.parsed is None
+
+
+def test_the_sender_travels_at_the_end_of_the_metadata_and_into_the_record() -> None:
+    sent = dataclasses.replace(BLOCKING, token_id="tok_1", client_address="10.0.0.7")
+    meta = orjson.loads(as_read(sent.encode())[b"m"])
+    assert meta[-2:] == ["tok_1", "10.0.0.7"] and len(meta) == 11
+    assert Request.decode(as_read(sent.encode())) == sent
+    assert len(orjson.loads(as_read(BLOCKING.encode())[b"m"])) == 9  # no sender: the entry is as before
+    for bad in (b'["e1", "PreToolUse", "acme", 1, "", 0, "", "", "", "tok"]', b'["e1","E","a",1,"",0,"","","",1,""]'):
+        with pytest.raises(ProtocolError, match="malformed stream entry"):
+            Request.decode({b"m": bad, b"p": b"{}"})
+    record = LogRecord("e1", "PreToolUse", "acme", "s1", "decided", "deny", {}, b"{}", 1, 2, token_id="tok_1")
+    record.client_address = "10.0.0.7"
+    back = LogRecord.decode(
+        {k.encode(): v if isinstance(v, bytes) else str(v).encode() for k, v in record.encode().items()}
+    )
+    assert (back.token_id, back.client_address) == ("tok_1", "10.0.0.7")
+    assert back.to_json()["token_id"] == "tok_1" and back.to_json()["client_address"] == "10.0.0.7"
+    assert b"tok" not in LogRecord("e1", "E", "a", "s", "decided", "none", {}, b"{}", 1, 2).meta()
