@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import sys
 
+from hookbus.audit.follow_args import follow_delivery  # the standard library only, like this module
 from hookbus.shim import AGENTS as SHIM_AGENTS  # the standard library only, like this module
 
 TYPE_CHECKING = False  # not typing.TYPE_CHECKING: importing typing costs milliseconds on every hook
@@ -301,7 +302,13 @@ def _audit(audit: argparse.ArgumentParser) -> None:
         metavar="NAME",
         help="the consumer group: one per pipeline; it resumes where it stopped",
     )
-    follow.add_argument("--sink", required=True, metavar="SINK", help="jsonl:PATH (- for stdout) or http:URL")
+    follow.add_argument(
+        "--sink",
+        required=True,
+        metavar="SINK",
+        help="jsonl:PATH (- for stdout), http:URL (Standard Webhooks) or otlp:URL (OTLP/HTTP logs, "
+        "like otlp:http://127.0.0.1:4318)",
+    )
     follow.add_argument(
         "--secret-env",
         metavar="VAR",
@@ -323,7 +330,7 @@ def _audit(audit: argparse.ArgumentParser) -> None:
         default="oldest",
         help="where a new group starts: the oldest record kept (default) or the next one",
     )
-    follow.add_argument("--timeout", type=float, default=10.0, metavar="S", help="per webhook request (default 10)")
+    follow.add_argument("--timeout", type=float, default=10.0, metavar="S", help="per request (default 10)")
     follow.add_argument(
         "--claim-idle",
         type=float,
@@ -331,6 +338,7 @@ def _audit(audit: argparse.ArgumentParser) -> None:
         metavar="S",
         help="take over records another consumer of the group left pending this long (default 60)",
     )
+    follow_delivery(follow, RECORDED_AGENTS)
 
 
 def _dlq_filters(parser: argparse.ArgumentParser, what: str) -> None:

@@ -24,6 +24,7 @@ from prometheus_client import (
 
 from bus.errors import POLICY_REJECTED_REASONS
 from bus.hooks.events import EVENTS, HANDLER_TYPES, STOP_EVENTS
+from bus.runtime.auditmetrics import AuditFamilies
 from bus.runtime.exemplars import OPENMETRICS_CONTENT_TYPE, Exemplars, openmetrics_text
 from bus.runtime.metricvalues import (
     ASYNC_DURATION_BUCKETS,
@@ -228,9 +229,16 @@ class Metrics:
         #: Trace ids of recent latency observations (:mod:`bus.runtime.exemplars`), for OpenMetrics.
         self.exemplars = Exemplars()
         self._observed: Observed | None = None
+        self._audit: AuditFamilies | None = None
         self._policy_revision: dict[str, str] = {}
         #: ``child(family, *labels)``: ``family.labels(*labels)``, looked up once (every label set is bounded).
         self.child = functools.lru_cache(maxsize=4096)(_labels)
+
+    def audit(self) -> AuditFamilies:
+        """The audit pipelines' families (registered on the first call)."""
+        if self._audit is None:
+            self._audit = AuditFamilies.register(self.registry)
+        return self._audit
 
     def observed(self) -> Observed:
         """The observer's gauges (registered on the first call)."""

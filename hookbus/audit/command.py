@@ -24,6 +24,7 @@ import asyncio
 import contextlib
 import csv
 import logging
+import os
 import re
 import signal
 import sys
@@ -38,11 +39,13 @@ from bus.decisionlog.ocsf import ocsf_event
 from bus.decisionlog.reader import LogEntry, PartitionReads, RawEntry
 from bus.errors import BusUnavailable, ConfigError, ProtocolError, RedisCommandError
 from bus.redis.connection import connect, read_streams, redis_errors
+from bus.redis.entries import entry_ms
 from bus.redis.keys import Keyspace
-from bus.runtime.retry import Backoff
+from bus.runtime.auditmetrics import SINK_KINDS, SinkCounters
+from bus.runtime.retry import BackgroundTask, Backoff
 from bus.stream.partitions import bus_keyspace
-from bus.stream.protocol import LogRecord
-from hookbus.audit.sinks import Item, Sink, Stopping
+from bus.stream.protocol import LogRecord, now_ms
+from hookbus.audit.delivery import Item, Sink, Stopping
 
 logger = logging.getLogger("hookbus.audit.command")
 
@@ -74,6 +77,7 @@ CSV_COLUMNS: Final = (
 _FORMULA_START: Final = ("=", "+", "-", "@", "\t", "\r")
 _LINE_BREAK: Final = re.compile(r"(\r\n|\r|\n)")  # kept in the split: the cell keeps its breaks
 _READ_BLOCK_MS: Final = 1000
+_LAG_EVERY_S: Final = 1.0
 
 
 def record_json(log_id: str, record: LogRecord) -> dict[str, Any]:
@@ -142,6 +146,8 @@ class Follower:
         start: str = "oldest",
         claim_idle_s: float = 60.0,
         fmt: str = "jsonl",
+        passes: RecordFilter | None = None,
+        counters: SinkCounters | None = None,
     ) -> None:
         if not group.strip():
             raise ConfigError("--group must not be empty")
@@ -160,13 +166,22 @@ class Follower:
         # The live reads block for _READ_BLOCK_MS; a Redis that stops answering is an outage to
         # say and wait out after the socket timeout, not a silent wait.
         self.redis: aioredis.Redis = connect(redis_url)
+        #: Only records that pass go to the sink; the others are acknowledged unsent.
+        self.passes = passes
+        self.counters = counters
         #: Records acknowledged by this process.
         self.delivered = 0
+        #: Records acknowledged unsent: they did not pass ``passes``.
+        self.filtered = 0
+        #: Write time (epoch ms) of the oldest record in hand that the sink has not accepted.
+        self._in_hand_ms: int | None = None
 
     async def run(self, stop: asyncio.Event) -> None:
         """Deliver until ``stop`` is set (then stop after the record in hand); Redis outages are waited out."""
         backoff = Backoff(cap_s=5.0)
         logger.info("following the decision log as group %s (consumer %s)", self.group, self.consumer)
+        gauge = BackgroundTask(self._report_lag, "hookbus-audit-lag")
+        gauge.start()
         try:
             while not stop.is_set():
                 try:
@@ -189,8 +204,18 @@ class Follower:
                 except Stopping:
                     return
         finally:
+            await gauge.stop()
             await self.sink.aclose()
             await self.redis.aclose()
+
+    async def _report_lag(self) -> None:
+        """Keep ``hookbus_audit_sink_lag_seconds`` current, also while the sink retries."""
+        if self.counters is None:
+            return
+        while True:
+            held = self._in_hand_ms
+            self.counters.lag_seconds.set(max(0.0, (now_ms() - held) / 1000) if held is not None else 0.0)
+            await asyncio.sleep(_LAG_EVERY_S)
 
     async def _ensure_groups(self) -> None:
         for partition in self.keys.all_partitions:
@@ -266,16 +291,29 @@ class Follower:
 
     async def _deliver(self, entries: Sequence[LogEntry], stop: asyncio.Event) -> None:
         items: list[Item] = []
+        may_pass = self.passes.entry_filter() if self.passes is not None else None
         for entry in entries:
             if not entry.fields:  # trimmed from the log (retention) while it was pending
                 logger.warning("record %s was trimmed from the log before it was delivered", entry.log_id)
                 continue
+            if may_pass is not None and not may_pass(entry.fields):
+                self.filtered += 1
+                continue
             try:
-                items.append((entry.log_id, self.view(entry.log_id, LogRecord.decode(entry.fields))))
+                record = LogRecord.decode(entry.fields)
             except ProtocolError as exc:
                 logger.warning("skipping %s: %s", entry.log_id, exc)
+                continue
+            if self.passes is not None and not self.passes.matches(record):
+                self.filtered += 1
+                continue
+            items.append((entry.log_id, self.view(entry.log_id, record)))
         if items:
-            await self.sink.deliver(items, stop)  # raises Stopping, and then nothing is acknowledged
+            self._in_hand_ms = min(entry_ms(entry.entry_id) for entry in entries)
+            try:
+                await self.sink.deliver(items, stop)  # raises Stopping, and then nothing is acknowledged
+            finally:
+                self._in_hand_ms = None
         by_partition: dict[int, list[bytes]] = {}
         for entry in entries:
             by_partition.setdefault(entry.partition, []).append(entry.entry_id)
@@ -313,15 +351,23 @@ def export_command(args: Any, redis_url: str, keys: Keyspace) -> int:
 
 def follow_command(args: Any, redis_url: str, keys: Keyspace) -> int:
     """``hookbus audit follow``."""
+    from bus.runtime.metrics import process_metrics
+    from bus.runtime.metrics_server import start_http_server
+    from hookbus.audit.options import sink_options
     from hookbus.audit.sinks import open_sink
 
+    options = sink_options(args)
+    if args.format == "ocsf" and args.sink.startswith("otlp:"):
+        raise ConfigError("--format ocsf writes OCSF events; the otlp sink sends OpenTelemetry log records")
+    passes = RecordFilter.of(tenants=args.tenant, events=args.event, decisions=args.decision, agents=args.agent)
+    metrics = process_metrics()
+    kind = args.sink.partition(":")[0]
+    counters = metrics.audit().sink(args.group, kind) if kind in SINK_KINDS else None
+    host = args.metrics_host or os.environ.get("HOOKBUS_METRICS_HOST") or "127.0.0.1"
+    server = start_http_server(metrics, args.metrics_port, host, os.environ.get("HOOKBUS_METRICS_TOKEN") or None)
+
     async def main() -> None:  # the sink's HTTP client belongs to the running loop
-        sink = open_sink(
-            args.sink,
-            secret_env=args.secret_env,
-            allow_networks=tuple(args.allow_network or ()),
-            timeout_s=args.timeout,
-        )
+        sink = open_sink(args.sink, options, counters=counters)
         await follow(
             Follower(
                 redis_url,
@@ -332,10 +378,16 @@ def follow_command(args: Any, redis_url: str, keys: Keyspace) -> int:
                 start=args.start,
                 claim_idle_s=args.claim_idle,
                 fmt=args.format,
+                passes=passes if passes != RecordFilter() else None,
+                counters=counters,
             )
         )
 
-    asyncio.run(main())
+    try:
+        asyncio.run(main())
+    finally:
+        if server is not None:
+            server.shutdown()
     return 0
 
 

@@ -21,6 +21,10 @@ DEFINED_METRICS: Final = frozenset(
         "hookbus_async_queue_depth",  # gauge: arq jobs waiting
         "hookbus_audit_consumer_lag",  # gauge {group}: decision-log records a consumer group has not acknowledged
         "hookbus_audit_consumer_lag_seconds",  # gauge {group}: age of the oldest of them
+        "hookbus_audit_sink_dead_letters_total",  # counter {group, sink}: records in the dead-letter file
+        "hookbus_audit_sink_errors_total",  # counter {group, sink, error}: delivery tries that failed
+        "hookbus_audit_sink_lag_seconds",  # gauge {group, sink}: age of the oldest record in hand, not yet accepted
+        "hookbus_audit_sink_records_total",  # counter {group, sink}: records a follower's sink accepted
         "hookbus_build_info",  # gauge {version, python} = 1
         "hookbus_dead_letters_total",
         "hookbus_decision_latency_seconds",

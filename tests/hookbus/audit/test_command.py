@@ -319,7 +319,7 @@ def test_bad_sinks_and_secrets_are_refused_clearly(monkeypatch: pytest.MonkeyPat
     from bus.errors import ConfigError
 
     for spec, message in (
-        ("kafka:x", "must be jsonl:PATH or http:URL"),
+        ("kafka:x", "must be jsonl:PATH, http:URL or otlp:URL"),
         ("http:ftp://x", r"http\(s\) URL"),
         ("jsonl:/nonexistent-dir/x.jsonl", "cannot write"),
     ):
@@ -381,6 +381,8 @@ def follow_process(redis_url: str, url: str, *extra: str) -> subprocess.Popen[by
             "SIEM_SECRET",
             "--allow-network",
             "127.0.0.0/8",
+            "--batch",
+            "1",
             *extra,
         ],
         cwd=REPO,

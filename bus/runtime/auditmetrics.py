@@ -1,0 +1,95 @@
+"""The metric families of audit pipelines: what each ``hookbus audit follow`` sink delivered, its
+errors and lag.
+
+Registered on a :class:`~bus.runtime.metrics.Metrics` registry on first use
+(:meth:`~bus.runtime.metrics.Metrics.audit`): a follower serves them on ``--metrics-port``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Final
+
+from prometheus_client import CollectorRegistry, Counter, Gauge
+
+#: The ``sink`` label: the kinds of sink ``hookbus audit follow`` delivers to.
+SINK_KINDS: Final = ("jsonl", "http", "otlp")
+#: The ``error`` label: why a delivery try did not succeed (see docs/metrics.md).
+SINK_ERRORS: Final = ("no_answer", "server", "client", "refused", "partial", "io")
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class AuditFamilies:
+    """Every audit-pipeline family (labels: docs/metrics.md)."""
+
+    records: Counter
+    errors: Counter
+    dead_letters: Counter
+    lag_seconds: Gauge
+
+    @classmethod
+    def register(cls, registry: CollectorRegistry) -> AuditFamilies:
+        return cls(
+            records=Counter(
+                "hookbus_audit_sink_records_total",
+                "Records an audit follower's sink accepted (then acknowledged)",
+                ["group", "sink"],
+                registry=registry,
+            ),
+            errors=Counter(
+                "hookbus_audit_sink_errors_total",
+                "Delivery tries of an audit follower's sink that did not succeed, by why",
+                ["group", "sink", "error"],
+                registry=registry,
+            ),
+            dead_letters=Counter(
+                "hookbus_audit_sink_dead_letters_total",
+                "Records an audit sink's receiver refused for good, written to the dead-letter file",
+                ["group", "sink"],
+                registry=registry,
+            ),
+            lag_seconds=Gauge(
+                "hookbus_audit_sink_lag_seconds",
+                "Age of the oldest record an audit follower holds and its sink has not accepted yet (0: none)",
+                ["group", "sink"],
+                multiprocess_mode="livemax",
+                registry=registry,
+            ),
+        )
+
+    def sink(self, group: str, kind: str) -> SinkCounters:
+        """The series of one follower, every error label started at 0."""
+        counters = SinkCounters(
+            records=self.records.labels(group, kind),
+            errors=_Errors(self.errors, group, kind),
+            dead_letters=self.dead_letters.labels(group, kind),
+            lag_seconds=self.lag_seconds.labels(group, kind),
+        )
+        for error in SINK_ERRORS:
+            counters.errors.labels(error)
+        return counters
+
+
+class _Errors:
+    """``errors.labels(error)`` of one follower's ``(group, sink)``."""
+
+    def __init__(self, family: Counter, group: str, kind: str) -> None:
+        self._family = family
+        self._group = group
+        self._kind = kind
+
+    def labels(self, error: str) -> Counter:
+        return self._family.labels(self._group, self._kind, error)
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class SinkCounters:
+    """One follower's series: what its sink accepted, its errors, dead letters and lag."""
+
+    records: Counter
+    errors: _Errors
+    dead_letters: Counter
+    lag_seconds: Gauge
+
+
+__all__ = ["SINK_ERRORS", "SINK_KINDS", "AuditFamilies", "SinkCounters"]
