@@ -6,6 +6,8 @@ A caller is one of:
   policy replays;
 * a **tenant**: a token of ``HOOKBUS_TOKENS``, or a managed one (``hookbus tokens create``,
   with ``HOOKBUS_MANAGED_TOKENS``); sees its own tenant's records only;
+* a **tenant admin**: a token of ``HOOKBUS_TENANT_ADMIN_TOKENS``; reads its tenant like a tenant
+  token and may also set or lift that tenant's freeze (it sends no events);
 * **anyone**, when no token of any kind is configured (a loopback gateway for one person):
   sees everything, like an admin.
 
@@ -43,10 +45,25 @@ class Caller:
     key: str
     #: The id of a managed token (per-token rate limits), else None.
     token_id: str | None = None
+    #: A tenant-admin token (``HOOKBUS_TENANT_ADMIN_TOKENS``) of :attr:`tenant`.
+    tenant_admin: bool = False
 
     @property
     def scope(self) -> str:
         return "all tenants" if self.tenant is None else f"tenant {self.tenant}"
+
+    @property
+    def role(self) -> str:
+        """What this caller is, in words (who set a freeze)."""
+        if self.key == "anonymous":
+            return "a caller of a gateway without tokens"
+        if self.admin:
+            return "org admin"
+        return f"tenant {self.tenant}'s {'admin' if self.tenant_admin else 'token'}"
+
+    def manages(self, tenant: str) -> bool:
+        """May set or lift ``tenant``'s freeze: an org admin, or that tenant's admin."""
+        return self.admin or (self.tenant_admin and self.tenant == tenant)
 
 
 def error_body(code: str, detail: str) -> bytes:
@@ -94,7 +111,7 @@ async def caller_for(
     ``token_store`` (the gateway's, set when managed tokens are on) checks tokens kept in Redis
     after the static ones; 503 when Redis cannot answer.
     """
-    if not settings.tokens and not settings.admin_tokens and token_store is None:
+    if not settings.tokens and not settings.admin_tokens and not settings.tenant_admin_tokens and token_store is None:
         return Caller(tenant=None, admin=True, key="anonymous")
     token = bearer_token(headers)
     if token is None:
@@ -103,8 +120,11 @@ async def caller_for(
     # Both lists are always compared in full: which one matched must not show in the timing.
     is_admin = settings.admin_tokens.tenant_for(token) is not None
     tenant = settings.tokens.tenant_for(token)
+    managed = settings.tenant_admin_tokens.tenant_for(token)
     if is_admin:
         return Caller(tenant=None, admin=True, key=key)
+    if managed is not None:
+        return Caller(tenant=managed, admin=False, key=key, tenant_admin=True)
     if tenant is not None:
         return Caller(tenant=tenant, admin=False, key=key)
     if token_store is not None:

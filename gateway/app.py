@@ -27,6 +27,7 @@ from bus.runtime.metrics_server import authorized
 from bus.runtime.settings import Settings
 from gateway.access import bearer_token, check_single_authorization, error_body, error_response, rejection
 from gateway.decisionlog.export import audit_routes
+from gateway.freezes import freeze_routes
 from gateway.hooks import HooksEndpoint
 from gateway.observer import Observer
 from gateway.state import Gateway
@@ -104,6 +105,9 @@ def create_app(settings: Settings, policy: Policy, redis_url: str, metrics: Metr
             if token is not None and settings.admin_tokens.tenant_for(token) is not None:
                 # An org-admin token sends no events (it has no tenant) and reads every tenant.
                 return json_response({"tenant": None, "admin": True, "tokens": tokens})
+            if token is not None and (managed := settings.tenant_admin_tokens.tenant_for(token)) is not None:
+                # A tenant's admin token reads its tenant and sets its freeze; it sends no events.
+                return json_response({"tenant": managed, "tenant_admin": True, "tokens": tokens})
             tenant, _ = await gateway.authorize(headers)
         except RequestRejected as exc:
             return rejection(exc)
@@ -156,6 +160,7 @@ def create_app(settings: Settings, policy: Policy, redis_url: str, metrics: Metr
             Route("/v1/whoami", whoami, methods=["GET"]),
             *console_routes(settings, redis_url, lambda: gateway.policy),
             *audit_routes(settings, lambda: gateway.redis, gateway.keys),  # GET /v1/audit/events
+            *freeze_routes(settings, gateway),  # GET, POST, DELETE /v1/freeze
         ],
         lifespan=lifespan,
         exception_handlers={HTTPException: http_error, 500: server_error},

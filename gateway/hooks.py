@@ -36,6 +36,7 @@ from bus.runtime.metrics import event_label
 from bus.stream.pending_context import takes_context
 from bus.stream.protocol import Reply, Request, now_ms
 from bus.stream.settle import CLAIM_FAIL_OPEN, OUTCOME_GRACE_MS
+from gateway.frozen import FrozenAnswers
 from gateway.inflight import InflightBudgets, Ticket
 from gateway.limits import Limited, LimitedOutcome, limited_answer
 from gateway.refusals import REFUSED_HEADER, REFUSED_REASONS, Refusal, agent_answer, refusal_record, refused_output
@@ -82,6 +83,7 @@ class HooksEndpoint:
         self._rate_limited = self.limiter.enabled
         #: Each tenant's share of the traces its callers force with a sampled traceparent.
         self._forced_traces = ForcedTraces(self.settings.tracing.forced_per_s, self.metrics.traces_forced_ignored)
+        self.frozen = FrozenAnswers(gateway, self._rate)
 
     async def read_body(self, headers: dict[bytes, bytes], receive: Receive) -> bytes:
         limit = self.settings.max_body_bytes
@@ -207,6 +209,8 @@ class HooksEndpoint:
                 raise
             return await self._refuse(refusal, speaker, tenant, agent_input, ticket)
         ticket.session_id = hook_input["session_id"]
+        if (freeze := self.frozen.frozen(tenant, event, hook_input.get("tool_name"))) is not None:
+            return await self.frozen.answer(freeze, ticket, speaker, hook_input, body, agent_input, policy, versions)
         if (limited := await self._admit(ticket)) is not None:
             return self._limited(limited, event, policy, speaker, agent_input)
         label = event_label(event)
@@ -302,11 +306,7 @@ class HooksEndpoint:
         agent = "claude" if speaker.name == "claude" else speaker.name
         record = refusal_record(refusal, event_id, tenant, agent, output, decision, now_ms(), versions)
         record.token_id, record.client_address = ticket.token_id or "", ticket.client_address
-        stream = self.keys.decision_log(self.keys.partition_of(refusal.session_id) if refusal.session_id else 0)
-        try:
-            await self.batcher.append(stream, record.encode())
-        except BusUnavailable:
-            self.spool.put(stream, record.encode())
+        await self.gateway.log_record(record)
         return orjson.dumps(answer), headers
 
     async def _record(

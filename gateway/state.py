@@ -18,6 +18,7 @@ import uuid
 from typing import Any
 
 from bus.errors import BusUnavailable, RequestRejected
+from bus.freeze.cache import FreezeCache
 from bus.policy.loading import Policy
 from bus.policy.registry import PolicyRegistry
 from bus.policy.reload import PolicyWatcher
@@ -30,7 +31,7 @@ from bus.runtime.replykey import key_or_process
 from bus.runtime.settings import Settings, Tokens
 from bus.stream.partitions import warn_partitions_changed
 from bus.stream.pending_context import APPEND_TAKING_CONTEXT
-from bus.stream.protocol import StreamFields, now_ms
+from bus.stream.protocol import LogRecord, StreamFields, now_ms
 from bus.stream.settle import CLAIM_FAIL_OPEN
 from gateway.access import bearer_token, caller_for, token_digest
 from gateway.appends.batcher import AppendBatcher
@@ -81,11 +82,13 @@ class Gateway:
         self.limiter = SharedRateLimiter.from_settings(self.redis, settings)
         self.token_store = TokenStore(self.redis, self.keys, redis_url) if settings.managed_tokens else None
         # Events are sent by tenants: an org-admin token reads, it does not send.
-        self._sender_settings = dataclasses.replace(settings, admin_tokens=Tokens({}))
+        self._sender_settings = dataclasses.replace(settings, admin_tokens=Tokens({}), tenant_admin_tokens=Tokens({}))
         self.registry = PolicyRegistry(
             policy, self.redis, self.keys, metrics=self.metrics, trusted_keys=settings.policy_trusted_keys
         )
         self.watcher = PolicyWatcher(settings.policy_paths, self.set_policy, metrics=self.metrics)
+        #: The freezes in force (:mod:`bus.freeze`): a frozen tool call is answered here.
+        self.freezes = FreezeCache(self.redis, self.keys, redis_url, self.metrics)
 
     def set_policy(self, policy: Policy) -> None:
         """Swap in the reloaded files (the org layer unless one is pushed); requests in flight
@@ -96,6 +99,7 @@ class Gateway:
 
     async def start(self) -> None:
         await self.registry.start()
+        await self.freezes.start()
         await self.waiter.start()
         await self.spool.start()
         await self.watcher.start()
@@ -113,6 +117,7 @@ class Gateway:
 
     async def stop(self) -> None:
         await self.registry.stop()
+        await self.freezes.stop()
         await self.watcher.stop()
         await self.spool.stop()
         await self.waiter.stop()
@@ -129,6 +134,15 @@ class Gateway:
                 for stream, fields in entries:
                     pipe.xadd(stream, fields, maxlen=WORK_STREAM_MAXLEN, approximate=True)  # type: ignore[arg-type]
                 await pipe.execute()
+
+    async def log_record(self, record: LogRecord) -> None:
+        """Append a record the gateway made itself (a refusal, a frozen call) to its session's
+        decision log; held in the spool while Redis cannot take it."""
+        stream = self.keys.decision_log(self.keys.partition_of(record.session_id))
+        try:
+            await self.batcher.append(stream, record.encode())
+        except BusUnavailable:
+            self.spool.put(stream, record.encode())
 
     def authenticate(self, headers: dict[bytes, bytes]) -> str:
         """The tenant of a static token (``HOOKBUS_TOKENS``), "default" with none configured; 401
@@ -178,6 +192,9 @@ class Gateway:
             checks["redis"] = {"ok": False, "error": str(exc) or "timed out after 0.5s"}
         checks["replies"] = {"ok": self.waiter.subscribed.is_set(), "error": self.waiter.last_error}
         checks["spool"] = {"ok": True, "held": len(self.spool)}
+        # Informs: a frozen tenant is a decision, not a fault (who and why: GET /v1/freeze).
+        frozen = [{k: f.public()[k] for k in ("tenant", "tools", "since", "until")} for f in self.freezes.active()]
+        checks["freezes"] = {"ok": True, "frozen": frozen, "error": self.freezes.last_error}
         ready = checks["redis"]["ok"] and checks["replies"]["ok"]
         return ready, checks
 

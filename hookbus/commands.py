@@ -140,6 +140,10 @@ def _dispatch(args: argparse.Namespace) -> int:
         return policy_check(args.files, strict=args.strict)
     if args.command == "emit":
         return emit(args)
+    if args.command in ("freeze", "unfreeze"):
+        from hookbus.freeze import freeze_command
+
+        return freeze_command(args)
     if args.command == "install":
         from hookbus.install.command import run_install
 

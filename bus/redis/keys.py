@@ -25,6 +25,7 @@ key                                       type        what it holds
 ``{P}:tokens``                            hash        managed tokens: id -> JSON (tenant, name, hash, ...)
 ``{P}:token:{sha256}``                    string      token hash -> token id (the lookup)
 ``{P}:tokens:used``                       hash        token id -> last used (ms)
+``{P}:freezes``                           hash        tenant -> its freeze as JSON (:mod:`bus.freeze`)
 ``{P}:policy:version:{id}``               hash        one immutable pushed policy version
 ``{P}:policy:versions:{scope}``           list        version ids of a scope (``org``, ``tenant:T``)
 ``{P}:policy:current``                    hash        scope -> the version id in force
@@ -189,6 +190,11 @@ class Keyspace:
     @property
     def tokens_last_used(self) -> str:
         return f"{self._control}tokens:used"
+
+    @property
+    def freezes(self) -> str:
+        """Every tenant's freeze (:mod:`bus.freeze.store`)."""
+        return f"{self._control}freezes"
 
     def policy_version(self, version_id: str) -> str:
         return f"{self._control}policy:version:{version_id}"

@@ -212,6 +212,18 @@ class Metrics:
             ["reason"],
             registry=registry,
         )
+        self.frozen_decisions = Counter(
+            "hookbus_frozen_decisions_total",
+            "Tool calls denied because their tenant is frozen ('hookbus freeze')",
+            ["tenant"],
+            registry=registry,
+        )
+        self.freezes_active = Gauge(
+            "hookbus_freezes_active",
+            "Tenants frozen now, as this process sees them",
+            multiprocess_mode="livemax",
+            registry=registry,
+        )
         self.policy_info = Gauge(
             "hookbus_policy_info",
             "The policy revision this process enforces (1; 0 for one it enforced before)",

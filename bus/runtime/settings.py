@@ -116,6 +116,9 @@ class Settings:
     tokens: Tokens = dataclasses.field(default_factory=lambda: Tokens({}))
     #: Org-admin tokens (``HOOKBUS_ADMIN_TOKENS``): read every tenant's decisions, run policy replays.
     admin_tokens: Tokens = dataclasses.field(default_factory=lambda: Tokens({}))
+    #: Tenant-admin tokens (``HOOKBUS_TENANT_ADMIN_TOKENS``, ``tenant:token``): read their tenant's
+    #: decisions and set or lift its freeze; they send no events.
+    tenant_admin_tokens: Tokens = dataclasses.field(default_factory=lambda: Tokens({}))
     #: Concurrent ``/v1/events/stream`` connections one token may hold.
     max_streams_per_token: int = 4
     #: Seconds a console replay or coverage report may read the decision log; past them it is partial.
@@ -267,6 +270,8 @@ class Settings:
             values["tokens"] = Tokens.parse(tokens)
         if admin := env.get("HOOKBUS_ADMIN_TOKENS", "").strip():
             values["admin_tokens"] = Tokens.parse_admin(admin)
+        if tenant_admins := env.get("HOOKBUS_TENANT_ADMIN_TOKENS", "").strip():
+            values["tenant_admin_tokens"] = Tokens.parse(tenant_admins)
         if secret := env.get("HOOKBUS_REPLY_KEY", "").strip():
             values["reply_key"] = ReplyKey(secret)
         elif path := env.get("HOOKBUS_REPLY_KEY_FILE"):

@@ -452,6 +452,26 @@
     } catch (err) {
       $("c-dispatchers").textContent = "?";
     }
+    pollFreezes();
+  }
+
+  // The freezes this token may see (GET /v1/freeze), as a banner: frozen tool calls are denied.
+  async function pollFreezes() {
+    let frozen = [];
+    try {
+      const response = await fetch("/v1/freeze", { headers: authHeaders(), cache: "no-store" });
+      if (response.ok) frozen = (await response.json()).freezes || [];
+    } catch (err) {
+      frozen = [];
+    }
+    const banner = $("freeze-banner");
+    banner.hidden = frozen.length === 0;
+    banner.textContent = frozen
+      .map((f) => {
+        const until = f.until ? `until ${f.until}` : "until lifted";
+        return `FROZEN: tenant ${f.tenant} (${f.tools.join("|")}) by ${f.by} since ${f.since}, ${until}${f.reason ? `: ${f.reason}` : ""}`;
+      })
+      .join(" \u00b7 ");
   }
 
   // -- the detail pane -----------------------------------------------------------------------------------------
@@ -706,7 +726,7 @@
       if (file) $("w-policy").value = await file.text();
     });
     setInterval(() => renderCounters(Date.now()), 1000);
-    setInterval(pollReadiness, 5000);
+    setInterval(pollReadiness, 2000);
     pollReadiness();
     connect();
   }

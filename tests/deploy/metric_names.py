@@ -38,6 +38,8 @@ DEFINED_METRICS: Final = frozenset(
         "hookbus_expired_total",
         "hookbus_fail_closed_total",
         "hookbus_fail_open_total",
+        "hookbus_freezes_active",  # gauge: tenants frozen now ('hookbus freeze')
+        "hookbus_frozen_decisions_total",  # counter {tenant}: tool calls denied by a freeze
         "hookbus_handler_decisions_total",  # counter {event, handler, decision}
         "hookbus_hook_duration_seconds",
         "hookbus_hook_errors_total",

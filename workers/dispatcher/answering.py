@@ -159,8 +159,7 @@ class Dispatcher:
     async def run(self, stop: asyncio.Event) -> None:
         """Serve until ``stop`` is set, then drain in-flight work."""
         await self.outbox.start()
-        await self.registry.start()
-        await self.watcher.start()
+        await asyncio.gather(self.registry.start(), self.watcher.start(), self.engine.freezes.start())
         helpers = [
             asyncio.create_task(self.work.heartbeat(stop), name="hookbus-heartbeat"),
             asyncio.create_task(self.work.janitor(stop), name="hookbus-janitor"),
@@ -178,8 +177,7 @@ class Dispatcher:
             for task in helpers:
                 task.cancel()
             await asyncio.gather(*helpers, return_exceptions=True)
-            await self.watcher.stop()
-            await self.registry.stop()
+            await asyncio.gather(self.watcher.stop(), self.registry.stop(), self.engine.freezes.stop())
             await self.outbox.stop()
             await self.work.close()
             await self.redis.aclose()

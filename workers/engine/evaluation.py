@@ -23,9 +23,11 @@ import orjson
 import redis.asyncio as aioredis
 
 from bus.errors import BusUnavailable, RedisCommandError
+from bus.freeze.cache import FreezeCache
+from bus.freeze.freezes import FREEZE_HANDLER
 from bus.hooks.decisions import Decision, FailOpenReason
 from bus.hooks.events import STOP_EVENTS
-from bus.hooks.merge import MergedDecision
+from bus.hooks.merge import MergedDecision, merge_results
 from bus.hooks.plugins import hooks_for
 from bus.hooks.results import HandlerResult, Outcome
 from bus.policy.compiled import CompiledHandler, compiled
@@ -110,6 +112,8 @@ class Engine:
         self.runners = dict(runners)
         self.async_handlers = async_handlers
         self.services = services
+        #: The freezes in force (:mod:`bus.freeze`); the dispatcher starts its polling.
+        self.freezes = FreezeCache(redis, keys, metrics=self.metrics)
 
     async def evaluate(self, request: Request, hook_input: dict[str, Any], policy: Policy | None = None) -> Evaluation:
         """Run ``policy`` (default: the engine's own) on one event.
@@ -127,6 +131,11 @@ class Engine:
 
     async def _evaluate(self, request: Request, hook_input: dict[str, Any], policy: Policy) -> Evaluation:
         event = request.event
+        if (freeze := self.freezes.frozen(request.tenant, event, hook_input.get("tool_name"))) is not None:
+            # Frozen (an event appended before its gateway saw the freeze): denied, whatever the policy says.
+            self.metrics.child(self.metrics.frozen_decisions, request.tenant).inc()
+            result = freeze.result(event)
+            return Evaluation(merge_results(event, [result]), [result], [], decided_by=[FREEZE_HANDLER])
         slots: list[HandlerResult | None] = []  # in policy order; None: run below
         contexts: list[tuple[int, HookContext]] = []
         jobs: list[PreparedJob] = []
