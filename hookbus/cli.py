@@ -9,6 +9,7 @@ from __future__ import annotations
 import sys
 
 from hookbus.audit.follow_args import follow_delivery  # the standard library only, like this module
+from hookbus.freeze_args import add_freeze_arguments  # the standard library only, like this module
 from hookbus.shim import AGENTS as SHIM_AGENTS  # the standard library only, like this module
 
 TYPE_CHECKING = False  # not typing.TYPE_CHECKING: importing typing costs milliseconds on every hook
@@ -212,7 +213,7 @@ def build_parser() -> argparse.ArgumentParser:
         )
     _audit(sub.add_parser("audit", help="the decision log as an audit trail: export a window, feed a pipeline"))
     _dlq(sub.add_parser("dlq", help="async hooks that were given up: list, show, replay, purge"))
-    _freeze(sub)
+    add_freeze_arguments(sub)
     _tag_commands(parser)
     return parser
 
@@ -386,32 +387,6 @@ def _dlq(dlq: argparse.ArgumentParser) -> None:
     _queue_source(purge)
     purge.add_argument("ids", nargs="*", metavar="ID")
     purge.add_argument("--yes", action="store_true", help="really delete")
-
-
-def _freeze(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    url_help = "gateway URL (default $HOOKBUS_URL or http://127.0.0.1:8787); the token is $HOOKBUS_TOKEN"
-    freeze = sub.add_parser("freeze", help="deny a tenant's tool calls on every gateway within a second (kill switch)")
-    freeze.add_argument("--tenant", metavar="T", help="the tenant to freeze (required unless --list)")
-    freeze.add_argument(
-        "--tools",
-        action="append",
-        metavar="MATCHER",
-        help="the tools to deny, as a hook matcher (Bash, Write|Edit, mcp__github__.*, * for all); repeat for "
-        "several (default: Bash, PowerShell, Write, Edit, MultiEdit, NotebookEdit and every MCP tool)",
-    )
-    freeze.add_argument(
-        "--until",
-        metavar="T",
-        help="lift it by itself after a duration (30m, 2h, 1d) or at an "
-        "ISO 8601 time (default: until 'hookbus unfreeze')",
-    )
-    freeze.add_argument("--reason", default="", metavar="R", help="why: every denied call says it")
-    freeze.add_argument("--list", action="store_true", help="list the freezes this token may see instead")
-    freeze.add_argument("--json", action="store_true", help="print the answer as JSON")
-    freeze.add_argument("--url", help=url_help)
-    unfreeze = sub.add_parser("unfreeze", help="lift a tenant's freeze")
-    unfreeze.add_argument("--tenant", required=True, metavar="T")
-    unfreeze.add_argument("--url", help=url_help)
 
 
 def _tag_commands(parser: argparse.ArgumentParser) -> None:
