@@ -13,6 +13,7 @@ import yaml
 
 from bus.freeze.store import freeze
 from bus.runtime.settings import Tokens
+from hookbus.platform.redis_server import EmbeddedRedis
 from tests.conftest import BusProbe, Platform, assert_error, async_wait_for, logged, pre_tool_use
 
 DENY_RM = yaml.safe_dump(
@@ -174,3 +175,23 @@ async def test_a_freeze_set_in_redis_is_obeyed_within_a_second(
 
         await async_wait_for(frozen, timeout_s=1.0)
         assert permission(await p.post(pre_tool_use("ls"), headers=fleet.agent_b)) == "none"
+
+
+async def test_a_freeze_holds_while_redis_is_down(
+    platform: Callable[..., Any], private_redis: EmbeddedRedis, fleet: Fleet
+) -> None:
+    async with platform(DENY_RM, on_redis=private_redis.url, **fleet.settings) as p:
+        assert (await set_freeze(p, fleet.org, tenant=fleet.a)).status_code == 200
+        private_redis.stop()
+        try:
+            # Everything else fails open with Redis gone; the frozen tenant's tools stay denied.
+            denied = await p.post(pre_tool_use("ls"), headers=fleet.agent_a)
+            assert permission(denied) == "deny" and denied.headers["X-Hookbus-Frozen"] == fleet.a
+            opened = await p.post(pre_tool_use("ls"), headers=fleet.agent_b)
+            assert opened.headers["X-Hookbus-Outcome"] == "fail-open"
+            # Lifting needs Redis: refused, nothing changed.
+            refused = await p.client.delete(f"{p.url}/v1/freeze", params={"tenant": fleet.a}, headers=fleet.org)
+            assert_error(refused, 503, "unavailable")
+            assert permission(await p.post(pre_tool_use("ls"), headers=fleet.agent_a)) == "deny"
+        finally:
+            private_redis.start()

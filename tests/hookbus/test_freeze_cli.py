@@ -5,12 +5,15 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
+import httpx
 import pytest
 
+from tests.ci import missing
 from tests.conftest import pre_tool_use, run_hookbus, wait_for
 from tests.up import UpProcess, running_up
 
 pytestmark = pytest.mark.system
+CHROMIUM = Path("/usr/bin/chromium")
 
 ENV = {
     "HOOKBUS_TOKENS": "acme:tok-a,beta:tok-b",
@@ -68,3 +71,40 @@ def test_freeze_denies_within_a_second_unfreeze_allows_and_until_lifts_it(
         assert code == 0 and "no tenant is frozen" in out
         code, out = cli("tok-org", "freeze", "--tenant", "acme", "--until", "soon")
         assert code == 1 and "invalid_freeze" not in out and "duration" in out
+
+
+@pytest.mark.timeout(120)
+def test_the_console_shows_a_banner_while_the_tenant_is_frozen(
+    tmp_path: Path, write_policy: Callable[..., Path]
+) -> None:
+    if not CHROMIUM.exists():
+        missing("no /usr/bin/chromium (apt-get install chromium)")
+    from playwright.sync_api import expect, sync_playwright
+
+    policy = write_policy(
+        "hooks:\n  PreToolUse:\n    - matcher: Bash\n      hooks:\n        - {type: rule, deny: ['Bash(rm *)']}\n"
+    )
+    with running_up(tmp_path, policy, ENV) as up, sync_playwright() as pw:
+        browser = pw.chromium.launch(executable_path=str(CHROMIUM), args=["--no-sandbox"])
+        try:
+            page = browser.new_page()
+            errors: list[str] = []
+            page.on("pageerror", lambda exc: errors.append(str(exc)))
+            page.goto(f"{up.url}/ui")
+            page.fill("#token-input", "tok-a")  # the tenant's agent token sees its own tenant's freeze
+            page.click("#token-ok")
+            banner = page.locator("#freeze-banner")
+            expect(page.locator("#status")).to_have_text("live", timeout=10_000)
+            expect(banner).to_be_hidden()
+            org = {"Authorization": "Bearer tok-org"}
+            freeze = {"tenant": "acme", "reason": "incident 42", "by": "alice"}
+            assert httpx.post(f"{up.url}/v1/freeze", json=freeze, headers=org, timeout=10).status_code == 200
+            expect(banner).to_be_visible(timeout=10_000)
+            expect(banner).to_contain_text("tenant acme")
+            expect(banner).to_contain_text("by alice (org admin)")
+            expect(banner).to_contain_text("incident 42")
+            httpx.delete(f"{up.url}/v1/freeze", params={"tenant": "acme"}, headers=org, timeout=10)
+            expect(banner).to_be_hidden(timeout=10_000)
+            assert errors == []
+        finally:
+            browser.close()
