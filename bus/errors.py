@@ -24,7 +24,8 @@
     │   ├── ResponseTooLarge     a response past maxResponseBytes
     │   ├── LlmError             an LLM call failed (prompt and agent hooks)
     │   └── SigningError         an http hook delivery that cannot be signed
-    └── RedisServerError         the embedded Redis server would not start
+    ├── RedisServerError         the embedded Redis server would not start
+    └── ArchiveError             the audit archive: a file cut short or corrupt, a refused query
 
 Every class hookbus raises on purpose is here. Exceptions that only carry control inside
 one module (a parse that gives up, a scan past its budget) stay private to it.
@@ -176,8 +177,13 @@ class RedisServerError(HookBusError):
     """The embedded Redis server could not be started."""
 
 
+class ArchiveError(HookBusError):
+    """The audit archive cannot be written or read: a file cut short or corrupt, a refused query."""
+
+
 __all__ = [
     "POLICY_REJECTED_REASONS",
+    "ArchiveError",
     "BusUnavailable",
     "ConfigError",
     "HookBusError",

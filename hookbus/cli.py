@@ -341,6 +341,9 @@ def _audit(audit: argparse.ArgumentParser) -> None:
         help="take over records another consumer of the group left pending this long (default 60)",
     )
     follow_delivery(follow, RECORDED_AGENTS)
+    from hookbus.audit.archive_args import add_archive_commands
+
+    add_archive_commands(actions, _log_source)
 
 
 def _dlq_filters(parser: argparse.ArgumentParser, what: str) -> None:

@@ -181,6 +181,18 @@ def _dispatch(args: argparse.Namespace) -> int:
             )
         )
         return 0
+    if args.command == "audit" and args.audit_command in ("archive", "query"):
+        try:
+            from hookbus.audit.archive import archive_command
+            from hookbus.audit.query import query_command
+        except ImportError as exc:  # pyarrow or duckdb
+            raise ConfigError(
+                f"hookbus audit {args.audit_command} needs pip install 'hookbus[archive]' ({exc})"
+            ) from exc
+        if args.audit_command == "archive":
+            return archive_command(args, _require_redis(settings, embedded_ok=True), settings.keys)
+        redis_url = None if args.no_redis else _require_redis(settings, embedded_ok=True)
+        return query_command(args, redis_url, settings.keys)
     if args.command == "audit":
         from hookbus.audit.command import export_command, follow_command
 

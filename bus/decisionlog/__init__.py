@@ -2,8 +2,10 @@
 
 ``reader`` reads the partitioned log as one log and follows it live, ``audit`` gives windows,
 filters and consumer-group state to every reader (``hookbus tail``, ``hookbus audit``, the
-gateway's export and stream), ``masking`` masks a record before the dispatcher writes it, and
-``ocsf`` writes a record as an OCSF event.
+gateway's export and stream), ``masking`` masks a record before the dispatcher writes it,
+``ocsf`` writes a record as an OCSF event, ``parquet`` writes records to the audit archive's
+Parquet files and ``archivesql`` queries the archive and the log's unarchived tail with DuckDB,
+read-only (both need ``hookbus[archive]``).
 
 Imports: bus.errors, bus.hooks, bus.redaction, bus.redis, bus.runtime, bus.stream.
 """

@@ -1,0 +1,218 @@
+"""``hookbus audit archive``: the decision log into Parquet files, as a durable consumer group.
+
+The archiver is an audit follower (:class:`hookbus.audit.command.Follower`, group ``archive`` by
+default) that gathers records and writes them in flushes: when ``batch`` records are gathered or
+the oldest gathered one was read ``every_s`` ago, one file per (day, tenant) of the flush
+(:mod:`hookbus.audit.parquet`). Records are acknowledged in Redis (``XACK``) only after their
+files are synced and renamed into place, so a crash loses nothing: what it had gathered or
+written but not acknowledged stays pending in the group and is read again at the next start.
+Those pending records are flushed as they were before anything new is read, so a flush that was
+written but not acknowledged is written again under the same names: the same files, no second
+copy.
+
+A write that fails (a full disk, a file that reads back cut short, a folder that is a symbolic
+link, an object store that refuses) says so in one line, keeps the records pending and tries
+again with backoff until it succeeds or the archiver is stopped. A file left under its
+temporary name by a crash is removed at the start (one line each).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Sequence
+from typing import Any, Final
+
+import pyarrow as pa
+
+from bus.decisionlog.parquet import ArchiveTarget, rows_by_partition
+from bus.decisionlog.reader import LogEntry, PartitionReads
+from bus.errors import ArchiveError, ConfigError
+from bus.redis.keys import Keyspace
+from bus.runtime.retry import Backoff
+from hookbus.audit.command import Follower, follow
+from hookbus.audit.sinks import Item, Stopping
+
+logger = logging.getLogger("hookbus.audit.archive")
+
+#: The consumer group of ``hookbus audit archive`` unless ``--group`` names another.
+ARCHIVE_GROUP: Final = "archive"
+#: Entries one read of one partition takes at most.
+READ_COUNT: Final = 10_000
+_READ_BLOCK_MS: Final = 1000
+
+
+class _Reads:
+    """The follower's sink slot: its ``batch`` is how many entries one read takes; the archiver
+    writes in flushes of its own (:meth:`Archiver._flush`)."""
+
+    def __init__(self, count: int) -> None:
+        self.batch = count
+
+    async def deliver(self, items: list[Item], stop: asyncio.Event) -> None:
+        raise NotImplementedError("the archiver writes in its own flushes")
+
+    async def aclose(self) -> None:
+        return None
+
+
+def _reason(exc: BaseException) -> str:
+    """One line for why a write failed."""
+    if isinstance(exc, OSError) and exc.strerror:
+        return f"{exc.strerror} ({exc.filename})" if exc.filename else exc.strerror
+    return " ".join(str(exc).split()) or type(exc).__name__
+
+
+class Archiver(Follower):
+    """One consumer of group ``group`` writing every record to ``target`` in flushes."""
+
+    def __init__(
+        self,
+        redis_url: str,
+        keys: Keyspace,
+        target: ArchiveTarget,
+        *,
+        group: str = ARCHIVE_GROUP,
+        consumer: str = "archiver",
+        start: str = "oldest",
+        claim_idle_s: float = 60.0,
+        batch: int = 100_000,
+        every_s: float = 300.0,
+        max_delay_s: float = 30.0,
+    ) -> None:
+        if batch < 1:
+            raise ConfigError(f"--batch must be at least 1 (got {batch})")
+        if every_s <= 0:
+            raise ConfigError(f"--every must be more than 0 seconds (got {every_s:g})")
+        super().__init__(
+            redis_url,
+            keys,
+            group,
+            _Reads(min(batch, READ_COUNT)),
+            consumer=consumer,
+            start=start,
+            claim_idle_s=claim_idle_s,
+        )
+        self.target = target
+        self.batch = batch
+        self.every_s = every_s
+        self.max_delay_s = max_delay_s
+        #: Files this process put in place.
+        self.files = 0
+        self._gathered: list[LogEntry] = []
+        self._first_at = 0.0
+        self._holding = False
+
+    async def run(self, stop: asyncio.Event) -> None:
+        for path in await asyncio.to_thread(self.target.remove_partials):
+            logger.warning("removed %s, a file cut short by a crash: its records are written again", path)
+        await super().run(stop)
+
+    async def _drain_own_pending(self, stop: asyncio.Event) -> None:
+        # What was gathered is pending in Redis and is read again here: gather it once.
+        self._gathered.clear()
+        await self._gather_then_flush(super()._drain_own_pending(stop), stop)
+
+    async def _claim_abandoned(self, stop: asyncio.Event) -> None:
+        await self._gather_then_flush(super()._claim_abandoned(stop), stop)
+
+    async def _gather_then_flush(self, reading: Any, stop: asyncio.Event) -> None:
+        """Gather all that ``reading`` reads, then flush it as one: the flush it was before a restart."""
+        self._holding = True
+        try:
+            await reading
+        finally:
+            self._holding = False
+        await self._flush(stop)
+
+    async def _follow(self, stop: asyncio.Event) -> None:
+        reads = PartitionReads(self.keys.all_partitions, lambda partition: self._read(partition, ">", _READ_BLOCK_MS))
+        try:
+            while not stop.is_set():
+                entries = await reads.next()
+                if entries:
+                    await self._deliver(entries, stop)
+                if self._gathered and time.monotonic() - self._first_at >= self.every_s:
+                    await self._flush(stop)
+        finally:
+            # Records a cancelled read was given stay pending for this consumer: read again at the next start.
+            await reads.aclose()
+        await self._flush(stop)  # stopping: what was gathered, once more
+
+    async def _deliver(self, entries: Sequence[LogEntry], stop: asyncio.Event) -> None:
+        if not self._gathered:
+            self._first_at = time.monotonic()
+        self._gathered.extend(entries)
+        if not self._holding and len(self._gathered) >= self.batch:
+            await self._flush(stop)
+
+    async def _flush(self, stop: asyncio.Event) -> None:
+        """Write what was gathered, then acknowledge it; on failure say so, keep it pending and retry."""
+        gathered = self._gathered
+        if not gathered:
+            return
+        live = []
+        for entry in gathered:
+            if entry.fields:
+                live.append((entry.log_id, entry.fields))
+            else:  # trimmed from the log (retention) while it was pending
+                logger.warning("record %s was trimmed from the log before it was archived", entry.log_id)
+        parts, skipped = rows_by_partition(live)
+        for log_id in skipped:
+            logger.warning("skipping %s: not a decision-log record", log_id)
+        records = len(live) - len(skipped)
+        backoff = Backoff(base_s=0.5, cap_s=self.max_delay_s)
+        while True:
+            try:
+                written = await asyncio.to_thread(self.target.write, parts)
+                break
+            except (OSError, ArchiveError, pa.ArrowException) as exc:
+                if backoff.failures == 0 or backoff.failures % 10 == 0:
+                    logger.warning(
+                        "cannot write the archive at %s: %s; %d records stay pending in Redis (group %s), retrying",
+                        self.target.target,
+                        _reason(exc),
+                        records,
+                        self.group,
+                    )
+                if stop.is_set():
+                    raise Stopping from exc
+                await backoff.wait(stop)
+        if backoff.failures:
+            logger.info("wrote the archive at %s again after %d failures", self.target.target, backoff.failures)
+        for replaced in (w for w in written if w.replaced):
+            logger.warning("replaced %s, which was cut short or corrupt", replaced.path)
+        by_partition: dict[int, list[bytes]] = {}
+        for entry in gathered:
+            by_partition.setdefault(entry.partition, []).append(entry.entry_id)
+        for partition, ids in by_partition.items():
+            await self.redis.xack(self.keys.decision_log(partition), self.group, *ids)
+        self.delivered += records
+        self.files += len(written)
+        self._gathered = []
+        logger.debug("archived %d records in %d files", records, len(written))
+
+
+def archive_command(args: Any, redis_url: str, keys: Keyspace) -> int:
+    """``hookbus audit archive``."""
+
+    async def main() -> None:
+        archiver = Archiver(
+            redis_url,
+            keys,
+            ArchiveTarget(args.to),
+            group=args.group,
+            consumer=args.consumer,
+            start=args.start,
+            claim_idle_s=args.claim_idle,
+            batch=args.batch,
+            every_s=args.every,
+        )
+        await follow(archiver)
+
+    asyncio.run(main())
+    return 0
+
+
+__all__ = ["ARCHIVE_GROUP", "READ_COUNT", "Archiver", "archive_command"]
