@@ -66,6 +66,8 @@ SCHEMA: Final = pa.schema(
         ("latency_ms", _COUNT),
         ("revision", _TEXT),
         ("trace_id", _TEXT),
+        ("token_id", _TEXT),
+        ("client_address", _TEXT),
         ("hooks", _TEXT),
         ("shadow", _TEXT),
         ("masked", _TEXT),
@@ -89,6 +91,8 @@ _FROM_META: Final = (
     ("reason", "rsn"),
     ("revision", "rev"),
     ("trace_id", "tid"),
+    ("token_id", "tok"),
+    ("client_address", "src"),
 )
 _JSON_FROM_META: Final = (("hooks", "hooks"), ("shadow", "shadow"), ("masked", "mask"), ("output", "out"))
 _META_KEYS: Final = frozenset(

@@ -32,7 +32,7 @@ from bus.errors import ArchiveError, ConfigError
 from bus.redis.keys import Keyspace
 from bus.runtime.retry import Backoff
 from hookbus.audit.command import Follower, follow
-from hookbus.audit.sinks import Item, Stopping
+from hookbus.audit.delivery import Item, Stopping
 
 logger = logging.getLogger("hookbus.audit.archive")
 
@@ -46,6 +46,8 @@ _READ_BLOCK_MS: Final = 1000
 class _Reads:
     """The follower's sink slot: its ``batch`` is how many entries one read takes; the archiver
     writes in flushes of its own (:meth:`Archiver._flush`)."""
+
+    kind = "parquet"
 
     def __init__(self, count: int) -> None:
         self.batch = count

@@ -24,6 +24,7 @@ def test_a_row_holds_what_an_export_shows_of_the_record() -> None:
     record = log_record(3, decision="deny", rule="no-rm")
     record.agent_id, record.agent_type, record.tool_use_id = "sub-1", "explorer", "toolu_1"
     record.reason, record.trace_id, record.fail_open = "no rm -rf", "ab" * 16, "hook_error"
+    record.token_id, record.client_address = "tk_1", "10.0.0.7"
     record.masked = [{"pointer": "/tool_input/command", "detector": "github"}]
     record.shadow = [{"id": "shadowed", "decision": "deny"}]
     fields = fields_of(record)
@@ -48,10 +49,10 @@ def test_a_row_holds_what_an_export_shows_of_the_record() -> None:
 def test_fields_the_schema_does_not_name_are_kept_in_extra() -> None:
     log_id, fields = entry(1)
     meta = orjson.loads(fields[b"r"])
-    meta["tok"] = "tk_1"
+    meta["chain"] = "tk_1"
     parts, _ = rows_by_partition([(log_id, {**fields, b"r": orjson.dumps(meta), b"h": b"abc"})])
     [rows] = parts.values()
-    assert orjson.loads(rows.table().to_pylist()[0]["extra"]) == {"tok": "tk_1", "h": "abc"}
+    assert orjson.loads(rows.table().to_pylist()[0]["extra"]) == {"chain": "tk_1", "h": "abc"}
 
 
 def test_entries_that_are_not_records_are_skipped() -> None:
