@@ -45,6 +45,7 @@ class FreezeCache:
         self.redis_url = redis_url
         self.metrics = metrics or process_metrics()
         self._by_tenant: dict[str, Freeze] = {}
+        self._raw: dict[bytes, bytes] | None = None
         #: The last read's error (None: it worked), for ``/readyz``.
         self.last_error: str | None = None
         self._task = BackgroundTask(self._run, "hookbus-freezes")
@@ -66,11 +67,13 @@ class FreezeCache:
     def put(self, freeze: Freeze) -> None:
         """Apply a freeze this node just set (the others read it on their next poll)."""
         self._by_tenant[freeze.tenant] = freeze
+        self._raw = None
         self._report()
 
     def drop(self, tenant: str) -> None:
         """Lift a freeze this node just lifted."""
         self._by_tenant.pop(tenant, None)
+        self._raw = None
         self._report()
 
     async def refresh(self) -> None:
@@ -78,6 +81,10 @@ class FreezeCache:
         assert self.redis is not None
         with redis_errors(self.redis_url):
             raw = await self.redis.hgetall(self.keys.freezes)  # type: ignore[misc]
+        if raw == self._raw:  # the same as last time: nothing to decode (the common case)
+            self._report()
+            return
+        self._raw = raw
         found = {f.tenant: f for f in decode_all(raw)}
         if found.keys() != self._by_tenant.keys():
             logger.info("frozen tenants: %s", ", ".join(sorted(found)) or "none")
@@ -95,7 +102,8 @@ class FreezeCache:
         await self._task.stop()
 
     def _report(self) -> None:
-        self.metrics.freezes_active.set(len(self.active()))
+        now = now_ms()
+        self.metrics.freezes_active.set(sum(1 for f in self._by_tenant.values() if f.active(now)))
 
     async def _try_refresh(self) -> bool:
         """:meth:`refresh`, keeping what was read before when Redis cannot answer (False then)."""
