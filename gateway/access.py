@@ -47,6 +47,8 @@ class Caller:
     token_id: str | None = None
     #: A tenant-admin token (``HOOKBUS_TENANT_ADMIN_TOKENS``) of :attr:`tenant`.
     tenant_admin: bool = False
+    #: May answer its tenant's approvals (``HOOKBUS_APPROVER_TOKENS``; an admin answers any).
+    approver: bool = False
 
     @property
     def scope(self) -> str:
@@ -81,6 +83,17 @@ def rejection(exc: RequestRejected) -> Response:
     return error_response(exc.status, exc.code, exc.detail, exc.headers)
 
 
+def json_object(body: bytes, what: str = "a JSON object") -> dict[str, Any]:
+    """``body`` parsed as a JSON object (400 ``invalid_json`` / ``invalid_input`` naming ``what`` otherwise)."""
+    try:
+        value = orjson.loads(body)
+    except orjson.JSONDecodeError as exc:
+        raise RequestRejected(400, "invalid_json", f"body is not valid JSON: {exc}") from exc
+    if not isinstance(value, dict):
+        raise RequestRejected(400, "invalid_input", f"body must be {what}")
+    return value
+
+
 def _unauthorized(detail: str) -> RequestRejected:
     return RequestRejected(401, "unauthorized", detail, {"WWW-Authenticate": "Bearer"})
 
@@ -111,7 +124,8 @@ async def caller_for(
     ``token_store`` (the gateway's, set when managed tokens are on) checks tokens kept in Redis
     after the static ones; 503 when Redis cannot answer.
     """
-    if not settings.tokens and not settings.admin_tokens and not settings.tenant_admin_tokens and token_store is None:
+    tokens = (settings.tokens, settings.admin_tokens, settings.tenant_admin_tokens, settings.approver_tokens)
+    if not any(tokens) and token_store is None:
         return Caller(tenant=None, admin=True, key="anonymous")
     token = bearer_token(headers)
     if token is None:
@@ -121,10 +135,13 @@ async def caller_for(
     is_admin = settings.admin_tokens.tenant_for(token) is not None
     tenant = settings.tokens.tenant_for(token)
     managed = settings.tenant_admin_tokens.tenant_for(token)
+    approves = settings.approver_tokens.tenant_for(token)
     if is_admin:
         return Caller(tenant=None, admin=True, key=key)
     if managed is not None:
         return Caller(tenant=managed, admin=False, key=key, tenant_admin=True)
+    if approves is not None:
+        return Caller(tenant=approves, admin=False, key=key, approver=True)
     if tenant is not None:
         return Caller(tenant=tenant, admin=False, key=key)
     if token_store is not None:
@@ -193,6 +210,7 @@ __all__ = [
     "check_single_authorization",
     "error_body",
     "error_response",
+    "json_object",
     "rejection",
     "token_digest",
 ]

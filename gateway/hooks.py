@@ -36,6 +36,8 @@ from bus.runtime.metrics import event_label
 from bus.stream.pending_context import takes_context
 from bus.stream.protocol import Reply, Request, now_ms
 from bus.stream.settle import CLAIM_FAIL_OPEN, OUTCOME_GRACE_MS
+from gateway.access import json_object
+from gateway.approvals.desk import Asker
 from gateway.frozen import FrozenAnswers
 from gateway.inflight import InflightBudgets, Ticket
 from gateway.limits import Limited, LimitedOutcome, limited_answer
@@ -79,8 +81,7 @@ class HooksEndpoint:
         self._deadlines = Deadlines()
         for reason in REFUSED_REASONS:  # the refusal series start at 0 with the gateway
             self.metrics.child(self.metrics.refused_inputs, reason)
-        # The limits are the settings', fixed for the process.
-        self._rate_limited = self.limiter.enabled
+        self._rate_limited = self.limiter.enabled  # the limits are the settings', fixed for the process
         #: Each tenant's share of the traces its callers force with a sampled traceparent.
         self._forced_traces = ForcedTraces(self.settings.tracing.forced_per_s, self.metrics.traces_forced_ignored)
         self.frozen = FrozenAnswers(gateway, self._rate)
@@ -111,13 +112,7 @@ class HooksEndpoint:
 
     @staticmethod
     def parse_object(body: bytes) -> dict[str, Any]:
-        try:
-            hook_input = orjson.loads(body)
-        except orjson.JSONDecodeError as exc:
-            raise RequestRejected(400, "invalid_json", f"body is not valid JSON: {exc}") from exc
-        if not isinstance(hook_input, dict):
-            raise RequestRejected(400, "invalid_input", "body must be a JSON object (a Claude Code hook input)")
-        return hook_input
+        return json_object(body, "a JSON object (a Claude Code hook input)")
 
     @staticmethod
     def check_canonical(hook_input: dict[str, Any]) -> dict[str, Any]:
@@ -232,7 +227,10 @@ class HooksEndpoint:
             context_key = None
             if self.batcher.can_take_context and takes_context(policy, event):
                 context_key = self.keys.pending_context(tenant, str(hook_input["session_id"]))
-            output, decision, fail_open = await self._decide(request, started, policy, partition, context_key, trace)
+            asker = Asker.from_headers(headers, ticket.token_id, speaker) if policy.settings.approvals.enabled else None
+            output, decision, fail_open = await self._decide(
+                request, started, policy, partition, context_key, trace, asker
+            )
         else:
             output, decision, fail_open = await self._record(request, partition, trace)
         response_headers = {"X-Hookbus-Event-Id": request.event_id, "X-Hookbus-Policy-Version": versions}
@@ -369,6 +367,7 @@ class HooksEndpoint:
         partition: int,
         context_key: str | None,
         trace: GatewayTrace | None = None,
+        asker: Asker | None = None,
     ) -> tuple[dict[str, Any], str, str | None]:
         # The deadline runs from the request's arrival (reading and parsing it count too), and
         # the dispatchers see the same instant as the end of their budget.
@@ -407,6 +406,8 @@ class HooksEndpoint:
             self.waiter.forget(request.event_id)
         if reply is None:
             return {}, Decision.NONE, FailOpenReason.TIMEOUT
+        if reply.approval is not None and asker is not None:  # an ask for a person (gateway.approvals)
+            return await self.gateway.approvals.ask(request, reply, asker)
         return reply.output, reply.decision, reply.fail_open
 
     async def _claim(
@@ -431,9 +432,8 @@ class HooksEndpoint:
 
 
 def _waits_on(policy: Policy, event: str, agent: str) -> bool:
-    """Whether the gateway waits for a decision on ``event`` from ``agent`` under ``policy``."""
-    # Plugins register their callbacks inside the dispatchers, so with any plugin listed
-    # every blocking event waits for a decision.
+    """Whether the gateway waits for a decision on ``event`` from ``agent`` under ``policy`` (on every
+    blocking event when any plugin is listed: plugins register their callbacks in the dispatchers)."""
     return event_spec(event).blocking and (serves(policy, event, agent) or bool(policy.settings.plugins))
 
 

@@ -36,6 +36,7 @@ from bus.stream.settle import CLAIM_FAIL_OPEN
 from gateway.access import bearer_token, caller_for, token_digest
 from gateway.appends.batcher import AppendBatcher
 from gateway.appends.spool import Spool
+from gateway.approvals.desk import ApprovalDesk
 from gateway.ratelimit import SharedRateLimiter
 from gateway.replies.reader import ReplyWaiter
 from gateway.replies.sharded import ShardedReplyWaiter
@@ -89,6 +90,8 @@ class Gateway:
         self.watcher = PolicyWatcher(settings.policy_paths, self.set_policy, metrics=self.metrics)
         #: The freezes in force (:mod:`bus.freeze`): a frozen tool call is answered here.
         self.freezes = FreezeCache(self.redis, self.keys, redis_url, self.metrics)
+        #: The approval queue's side in this gateway (held requests, expiry, ``/v1/approvals``).
+        self.approvals = ApprovalDesk(self)
 
     def set_policy(self, policy: Policy) -> None:
         """Swap in the reloaded files (the org layer unless one is pushed); requests in flight
@@ -103,6 +106,8 @@ class Gateway:
         await self.waiter.start()
         await self.spool.start()
         await self.watcher.start()
+        if self.policy.settings.approvals.enabled:
+            self.approvals.start()
         with contextlib.suppress(asyncio.TimeoutError):
             async with asyncio.timeout(2.0):
                 await self.waiter.subscribed.wait()
@@ -116,6 +121,7 @@ class Gateway:
                         await self.redis.script_load(APPEND_TAKING_CONTEXT)
 
     async def stop(self) -> None:
+        await self.approvals.stop()
         await self.registry.stop()
         await self.freezes.stop()
         await self.watcher.stop()

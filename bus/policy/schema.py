@@ -19,6 +19,7 @@ from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationErr
 
 from bus.dialects import DIALECTS
 from bus.hooks.events import EVENTS, HANDLER_TYPES
+from bus.policy.approvals import ApprovalsSettings
 from bus.policy.packs import pack_names
 from bus.redaction.redact import BUILTIN_NAMES, compile_pattern, parse_pointer
 from bus.rules.limits import Limits
@@ -62,6 +63,8 @@ class HandlerBase(_Strict):
     max_age_seconds: Annotated[float, Field(gt=0)] | None = Field(default=None, alias="maxAgeSeconds")
     #: Run only for events from these agents (hookbus); None: for every agent.
     agents: Annotated[list[AgentName], Field(min_length=1)] | None = None
+    #: Its ``ask`` goes to the central approval queue (``hookbus.approvals``), not to the agent.
+    approval: bool = False
 
 
 class CommandHandler(HandlerBase):
@@ -152,6 +155,8 @@ class MatcherGroup(_Strict):
 
     matcher: str | None = None
     hooks: list[Handler]
+    #: Every handler's ``ask`` goes to the central approval queue (``hookbus.approvals``).
+    approval: bool = False
 
 
 def suggest(name: str, choices: Iterable[str]) -> str:
@@ -292,6 +297,7 @@ class PlatformSettings(_Strict):
     org_locked: bool = Field(default=False, alias="orgLocked")
     #: ``hookbus:`` keys a tenant layer may still set under ``orgLocked`` (org layer only).
     tenant_overrides: list[str] = Field(default_factory=list, alias="tenantOverrides")
+    approvals: ApprovalsSettings = Field(default_factory=ApprovalsSettings)
 
     def deadline_for(self, event: str) -> float:
         """The gateway's wait for a blocking ``event``, in seconds."""

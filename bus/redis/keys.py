@@ -34,6 +34,12 @@ key                                       type        what it holds
 ``{p}ratelimit:{T}:token:{id}``            hash        a token's bucket (``{T}``: its tenant as a hash tag)
 ``{p}ratelimit:{T}:session:{session}``     hash        a session's bucket
 ``{p}replay:{run}:...``                   (any)       a policy replay's scratch keys (then deleted)
+``{p}approvals:{T}:pending``              zset        tenant T's pending approvals: id -> deadline (ms)
+``{p}approvals:{T}:id:{id}``              hash        one approval: the ask, its state, its answer
+``{p}approvals:{T}:call:{digest}``        string      a session's tool call -> its approval (retries)
+``{p}approvals:{T}:grant:{s}:{rule}``     string      "approve for the session": rule answered in session s
+``{p}approvals:tenants``                  set         tenants that have had an approval (the sweeper)
+``{p}approvals:answered``                 pub/sub     an approval was answered or expired (``T id``)
 ========================================  ==========  =============================================
 
 ``{session}`` is the session id as it is up to :data:`SESSION_ID_KEY_BYTES` bytes (UTF-8), and
@@ -225,6 +231,30 @@ class Keyspace:
 
     def pending_context(self, tenant: str, session_id: str) -> str:
         return f"{self.prefix}context:{tenant}:{session_key_part(session_id)}"
+
+    def _approvals(self, tenant: str) -> str:
+        # One hash tag per tenant: the scripts that open and answer an approval touch its keys together.
+        return f"{self.prefix}approvals:{{{tenant}}}:"
+
+    def approvals_pending(self, tenant: str) -> str:
+        return f"{self._approvals(tenant)}pending"
+
+    def approval(self, tenant: str, approval_id: str) -> str:
+        return f"{self._approvals(tenant)}id:{approval_id}"
+
+    def approval_call(self, tenant: str, digest: str) -> str:
+        return f"{self._approvals(tenant)}call:{digest}"
+
+    def approval_grant(self, tenant: str, session_id: str, rule: str) -> str:
+        return f"{self._approvals(tenant)}grant:{session_key_part(session_id)}:{rule}"
+
+    @property
+    def approval_tenants(self) -> str:
+        return f"{self.prefix}approvals:tenants"
+
+    @property
+    def approvals_answered(self) -> str:
+        return f"{self.prefix}approvals:answered"
 
     def replay_scratch(self, run_id: str) -> Keyspace:
         """A throwaway keyspace for one policy replay (``hookbus policy replay``): its ``once`` markers

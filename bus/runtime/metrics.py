@@ -24,6 +24,7 @@ from prometheus_client import (
 
 from bus.errors import POLICY_REJECTED_REASONS
 from bus.hooks.events import EVENTS, HANDLER_TYPES, STOP_EVENTS
+from bus.runtime.approvalmetrics import ApprovalFamilies
 from bus.runtime.auditmetrics import AuditFamilies
 from bus.runtime.exemplars import OPENMETRICS_CONTENT_TYPE, Exemplars, openmetrics_text
 from bus.runtime.metricvalues import (
@@ -245,6 +246,11 @@ class Metrics:
         self._policy_revision: dict[str, str] = {}
         #: ``child(family, *labels)``: ``family.labels(*labels)``, looked up once (every label set is bounded).
         self.child = functools.lru_cache(maxsize=4096)(_labels)
+
+    @functools.cached_property
+    def approvals(self) -> ApprovalFamilies:
+        """The approval queue's families (registered, at 0, on the first use: the gateway's)."""
+        return ApprovalFamilies.register(self.registry)
 
     def audit(self) -> AuditFamilies:
         """The audit pipelines' families (registered on the first call)."""

@@ -119,6 +119,8 @@ class Settings:
     #: Tenant-admin tokens (``HOOKBUS_TENANT_ADMIN_TOKENS``, ``tenant:token``): read their tenant's
     #: decisions and set or lift its freeze; they send no events.
     tenant_admin_tokens: Tokens = dataclasses.field(default_factory=lambda: Tokens({}))
+    #: Approver tokens (``HOOKBUS_APPROVER_TOKENS``, ``tenant:token``): answer their tenant's approvals.
+    approver_tokens: Tokens = dataclasses.field(default_factory=lambda: Tokens({}))
     #: Concurrent ``/v1/events/stream`` connections one token may hold.
     max_streams_per_token: int = 4
     #: Seconds a console replay or coverage report may read the decision log; past them it is partial.
@@ -272,6 +274,8 @@ class Settings:
             values["admin_tokens"] = Tokens.parse_admin(admin)
         if tenant_admins := env.get("HOOKBUS_TENANT_ADMIN_TOKENS", "").strip():
             values["tenant_admin_tokens"] = Tokens.parse(tenant_admins)
+        if approvers := env.get("HOOKBUS_APPROVER_TOKENS", "").strip():
+            values["approver_tokens"] = Tokens.parse(approvers)
         if secret := env.get("HOOKBUS_REPLY_KEY", "").strip():
             values["reply_key"] = ReplyKey(secret)
         elif path := env.get("HOOKBUS_REPLY_KEY_FILE"):

@@ -246,11 +246,14 @@ class Reply:
     fail_open: str | None = None
     #: ``(handler type, duration in seconds, outcome)`` for every handler that ran.
     hooks: list[tuple[str, float, str]] = dataclasses.field(default_factory=list)
+    #: An ``ask`` for the central approval queue: ``{"rule", "reason"}`` (:mod:`bus.approvals`).
+    approval: dict[str, str] | None = None
 
     def encode(self) -> bytes:
-        return orjson.dumps(
-            {"id": self.event_id, "out": self.output, "dec": self.decision, "fo": self.fail_open, "h": self.hooks}
-        )
+        raw = {"id": self.event_id, "out": self.output, "dec": self.decision, "fo": self.fail_open, "h": self.hooks}
+        if self.approval is not None:
+            raw["apv"] = self.approval
+        return orjson.dumps(raw)
 
     @classmethod
     def decode(cls, data: bytes | memoryview) -> Reply:
@@ -270,6 +273,7 @@ class Reply:
                 decision=raw.get("dec", Decision.NONE),
                 fail_open=raw.get("fo"),
                 hooks=[tuple(h) for h in raw.get("h", [])],
+                approval=raw.get("apv"),
             )
         except (KeyError, TypeError, AttributeError) as exc:
             raise ProtocolError(f"malformed reply: {exc!r}") from exc
@@ -313,6 +317,8 @@ class LogRecord:
     #: Who sent the event: its token's id (never the token) and the client's address (:class:`Request`).
     token_id: str = ""
     client_address: str = ""
+    #: How a person answered the event's ``ask`` (:mod:`bus.approvals`): who, when, the wait, the outcome.
+    approval: dict[str, Any] = dataclasses.field(default_factory=dict)
 
     def meta(self) -> bytes:
         """The record as JSON, without the hook input (the ``r`` field). Its outcome comes first
@@ -343,6 +349,7 @@ class LogRecord:
             ("tid", self.trace_id),
             ("tok", self.token_id),
             ("src", self.client_address),
+            ("apv", self.approval),
         ):
             if value:  # absent when empty: records stay small, and older readers ignore them
                 meta[key] = value
@@ -383,6 +390,7 @@ class LogRecord:
                 trace_id=meta.get("tid", ""),
                 token_id=meta.get("tok", ""),
                 client_address=meta.get("src", ""),
+                approval=meta.get("apv", {}),
             )
         except (KeyError, ValueError, TypeError, orjson.JSONDecodeError) as exc:
             raise ProtocolError(f"malformed decision-log entry: {exc!r}") from exc
@@ -422,6 +430,7 @@ class LogRecord:
             "trace_id": self.trace_id or None,
             "token_id": self.token_id or None,
             "client_address": self.client_address or None,
+            **({"approval": self.approval} if self.approval else {}),
         }
 
 

@@ -14,6 +14,9 @@ from typing import Final
 
 DEFINED_METRICS: Final = frozenset(
     {
+        "hookbus_approval_wait_seconds",  # histogram {outcome}: from an ask for a person to its answer
+        "hookbus_approvals_pending",  # gauge: approvals waiting for a person
+        "hookbus_approvals_total",  # counter {outcome}: asks for a person by how they ended
         "hookbus_async_attempts",  # histogram: tries per async delivery
         "hookbus_async_dead_letters",  # gauge: entries in the async dead-letter stream
         "hookbus_async_job_duration_seconds",  # histogram {type}: one try of an async job

@@ -266,7 +266,8 @@ class Dispatcher:
             else:
                 fail_open = evaluation.fail_open
                 hooks = [(r.handler_type, round(r.duration_s, 6), r.outcome.value) for r in evaluation.results]
-                reply = Reply(request.event_id, evaluation.merged.output, evaluation.merged.decision, fail_open, hooks)
+                merged = evaluation.merged
+                reply = Reply(request.event_id, merged.output, merged.decision, fail_open, hooks, evaluation.approval)
                 if logger.isEnabledFor(logging.DEBUG):
                     logger.debug(
                         "decided %s",

@@ -22,6 +22,7 @@ from typing import Any, Literal
 import orjson
 import redis.asyncio as aioredis
 
+from bus.approvals.asking import queued_ask
 from bus.errors import BusUnavailable, RedisCommandError
 from bus.freeze.cache import FreezeCache
 from bus.freeze.freezes import FREEZE_HANDLER
@@ -77,6 +78,8 @@ class Evaluation:
     jobs: list[PreparedJob] = dataclasses.field(default_factory=list)
     #: The ids of the handlers that made the decision (none for ``none``).
     decided_by: list[str] = dataclasses.field(default_factory=list)
+    #: An ``ask`` for the central approval queue (:func:`bus.approvals.asking.queued_ask`), else None.
+    approval: dict[str, str] | None = None
 
 
 def selected(entry: HandlerEntry, event: str, hook_input: Mapping[str, Any], agent: str = CLAUDE_CODE) -> bool:
@@ -177,7 +180,11 @@ class Engine:
             child(getattr(self.metrics, count.metric), *count.labels).inc()
         for handler_id in decided_by:
             child(self.metrics.handler_decisions, event_label(event), handler_id, merged.decision).inc()
-        return Evaluation(merged, results, judgement.shadow, judgement.fail_open, jobs, decided_by)
+        approval = None
+        if request.blocking and merged.decision == Decision.ASK:
+            approvals, entries = policy.settings.approvals, policy.by_event.get(event, ())
+            approval = queued_ask(approvals, entries, event, merged.decision, decided_by, merged.reason)
+        return Evaluation(merged, results, judgement.shadow, judgement.fail_open, jobs, decided_by, approval)
 
     async def _deliver_async_context(
         self, request: Request, hook_input: dict[str, Any], merged: MergedDecision

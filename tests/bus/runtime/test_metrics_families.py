@@ -155,6 +155,8 @@ def defined_families() -> dict[str, tuple[str, ...]]:
     found += [getattr(observed, name) for name in observed.__dataclass_fields__]
     audit = m.audit()
     found += [getattr(audit, name) for name in audit.__dataclass_fields__]
+    approvals = m.approvals
+    found += [getattr(approvals, name) for name in approvals.__dataclass_fields__]
     families: dict[str, tuple[str, ...]] = {}
     for family in found:
         name = family._name + ("_total" if family._type == "counter" else "")
