@@ -12,7 +12,7 @@ from collections.abc import Sequence
 import redis.asyncio as aioredis
 
 from bus.freeze.freezes import Freeze, check_tenant, now_ms
-from bus.redis.connection import redis_errors
+from bus.redis.connection import redis_errors, transaction
 from bus.redis.keys import Keyspace
 
 #: Deletes a field only if it still holds the value read (an expired freeze, not one set since).
@@ -64,7 +64,7 @@ async def unfreeze(redis: aioredis.Redis, keys: Keyspace, tenant: str, redis_url
     """Lift ``tenant``'s freeze; what it was (None: there was none in force)."""
     check_tenant(tenant)
     with redis_errors(redis_url):
-        async with redis.pipeline(transaction=True) as pipe:
+        async with transaction(redis, keys.freezes) as pipe:
             pipe.hget(keys.freezes, tenant)
             pipe.hdel(keys.freezes, tenant)
             raw, _ = await pipe.execute()
