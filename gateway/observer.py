@@ -9,7 +9,9 @@ its oldest record's). The arq queue and the async dead letters live where the wo
 them, on the queue's Redis: with one of its own (``HOOKBUS_QUEUE_REDIS_URL``, also a Sentinel
 URL) they are read there, in a second round trip. It sets the gauges of
 :meth:`bus.runtime.metrics.Metrics.observed`, and ``hookbus_redis_up`` to 1, or to 0 when a Redis did not answer
-in time (the gauges read there then keep their last values).
+in time (the gauges read there then keep their last values). It also counts, per audit
+consumer group, the decision-log records trimmed before the group read them
+(:mod:`bus.decisionlog.trimmed`; each record once, whichever gateway sees it first).
 
 Only gateways run it: one process answers for the platform's shared state, and under
 ``hookbus up`` the gateway is the only one. With several gateways each reports the same
@@ -25,6 +27,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from bus.decisionlog.audit import log_state
+from bus.decisionlog.trimmed import count_trimmed_unread
 from bus.errors import BusUnavailable, RedisCommandError
 from bus.redis.connection import connect, hookbus_error, redis_errors
 from bus.redis.keys import DISPATCH_GROUP, Keyspace
@@ -200,9 +203,18 @@ class Observer:
         state = await log_state(self._redis, self.keys)
         self.gauges.decision_log_length.set(state.length)
         self.gauges.decision_log_age.set(state.age_s)
+        trimmed = await count_trimmed_unread(self._redis, self.keys)
+        families = self.metrics.audit()
         for group in state.groups:
             self.gauges.audit_lag.labels(group.name).set(group.lag)
             self.gauges.audit_lag_seconds.labels(group.name).set(group.lag_s)
+            families.trimmed(group.name).inc(trimmed.get(group.name, 0))
+            if trimmed.get(group.name):
+                logger.warning(
+                    "audit group %s: %d decision-log records were trimmed (retention) before it read them",
+                    group.name,
+                    trimmed[group.name],
+                )
 
     async def _lag_without_counter(self, stream: str, group: Mapping[str, Any], length: int, pending: int) -> int:
         """Redis 6.2: 0 when nothing follows the last delivered entry, else at least 1.

@@ -1,8 +1,9 @@
 """The metric families of audit pipelines: what each ``hookbus audit follow`` sink delivered, its
-errors and lag.
+errors and lag, and the records trimmed from the decision log before a group read them.
 
 Registered on a :class:`~bus.runtime.metrics.Metrics` registry on first use
-(:meth:`~bus.runtime.metrics.Metrics.audit`): a follower serves them on ``--metrics-port``.
+(:meth:`~bus.runtime.metrics.Metrics.audit`): a follower serves its sink's on ``--metrics-port``;
+the gateway's observer counts the trimmed records (:mod:`bus.decisionlog.trimmed`).
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ SINK_ERRORS: Final = ("no_answer", "server", "client", "refused", "partial", "io
 class AuditFamilies:
     """Every audit-pipeline family (labels: docs/metrics.md)."""
 
+    trimmed_unread: Counter
     records: Counter
     errors: Counter
     dead_letters: Counter
@@ -30,6 +32,12 @@ class AuditFamilies:
     @classmethod
     def register(cls, registry: CollectorRegistry) -> AuditFamilies:
         return cls(
+            trimmed_unread=Counter(
+                "hookbus_audit_trimmed_unread_total",
+                "Decision-log records trimmed (retention) before an audit consumer group read them",
+                ["group"],
+                registry=registry,
+            ),
             records=Counter(
                 "hookbus_audit_sink_records_total",
                 "Records an audit follower's sink accepted (then acknowledged)",
@@ -64,10 +72,15 @@ class AuditFamilies:
             errors=_Errors(self.errors, group, kind),
             dead_letters=self.dead_letters.labels(group, kind),
             lag_seconds=self.lag_seconds.labels(group, kind),
+            trimmed=self.trimmed(group),
         )
         for error in SINK_ERRORS:
             counters.errors.labels(error)
         return counters
+
+    def trimmed(self, group: str) -> Counter:
+        """``hookbus_audit_trimmed_unread_total`` of ``group``."""
+        return self.trimmed_unread.labels(group)
 
 
 class _Errors:
@@ -90,6 +103,8 @@ class SinkCounters:
     errors: _Errors
     dead_letters: Counter
     lag_seconds: Gauge
+    #: Records trimmed while pending: read, but gone before the sink had them.
+    trimmed: Counter
 
 
 __all__ = ["SINK_ERRORS", "SINK_KINDS", "AuditFamilies", "SinkCounters"]

@@ -295,6 +295,8 @@ class Follower:
         for entry in entries:
             if not entry.fields:  # trimmed from the log (retention) while it was pending
                 logger.warning("record %s was trimmed from the log before it was delivered", entry.log_id)
+                if self.counters is not None:
+                    self.counters.trimmed.inc()
                 continue
             if may_pass is not None and not may_pass(entry.fields):
                 self.filtered += 1

@@ -6,15 +6,15 @@ written just before a crash and delivered again is not written twice (the pair, 
 partitions' logs may hold the same entry id).
 
 **Rotation.** With ``rotate_bytes`` the file is closed and renamed once it holds that many
-bytes; with ``rotate_every_s`` once a write would fall in a later period (periods of that
-length from the epoch, in UTC: ``3600`` rotates on the hour, ``86400`` at midnight UTC) than
-the file's last write. The closed file becomes ``<stem>.<UTC time>.<suffix>`` next to it
-(``audit.20250107T093000Z.jsonl``), and a new file is started. A rotation happens only
-before a batch is written, when every line already written has been acknowledged, and a
-rename is atomic: a crash at any point loses no line and leaves no line in two files. If
-the follower starts to find its file missing or empty, it remembers the last lines of the
-newest rotated file instead, so a record delivered again after a crash just past a rotation
-is not written twice either.
+bytes; with ``rotate_every_s`` once a write would fall in a later period (periods of that length
+from the epoch, in UTC: ``3600`` rotates on the hour, ``86400`` at midnight UTC) than the file's
+last write. The closed file becomes ``<stem>.<UTC time>.<suffix>`` next to it
+(``audit.20250107T093000.000Z.jsonl``: names sort as the files were closed), and a new file is
+started. A rotation happens only before a batch is written, when every line already written has
+been acknowledged, and a rename is atomic: a crash at any point loses no line and leaves no line
+in two files. If the follower starts to find its file missing or empty, it remembers the last
+lines of the newest rotated file instead, so a record delivered again after a crash just past a
+rotation is not written twice either.
 """
 
 from __future__ import annotations
@@ -26,6 +26,7 @@ import os
 import sys
 import time
 from collections import deque
+from collections.abc import Callable
 from pathlib import Path
 from typing import IO, Any, Final
 
@@ -48,9 +49,14 @@ def _written_key(log_id: str, data: dict[str, Any]) -> str:
     return f"{log_id} {data.get('id')}"
 
 
+def _stamp(at_ms: int) -> str:
+    at = datetime.datetime.fromtimestamp(at_ms / 1000, datetime.UTC)
+    return at.strftime("%Y%m%dT%H%M%S") + f".{at_ms % 1000:03d}Z"
+
+
 def rotated_files(path: Path) -> list[Path]:
     """The files rotated out of ``path``, oldest first."""
-    return sorted(path.parent.glob(f"{path.stem}.*Z*{path.suffix}"))
+    return sorted(path.parent.glob(f"{path.stem}.*Z{path.suffix}"))
 
 
 class JsonlSink:
@@ -67,8 +73,10 @@ class JsonlSink:
         rotate_bytes: int | None = None,
         rotate_every_s: float | None = None,
         counters: SinkCounters | None = None,
+        clock: Callable[[], float] = time.time,
     ) -> None:
         self.path = path
+        self.clock = clock
         self.counters = counters
         self.batch = batch
         self.rotate_bytes = rotate_bytes
@@ -97,7 +105,7 @@ class JsonlSink:
         self._file = open(path, "ab", buffering=0)  # unbuffered: a failed write leaves nothing behind to flush
         stat = os.fstat(self._file.fileno())
         self._size = stat.st_size
-        self._period = self._period_of(stat.st_mtime if stat.st_size else time.time())
+        self._period = self._period_of(stat.st_mtime if stat.st_size else self.clock())
 
     def _period_of(self, at_s: float) -> int:
         return int(at_s // self.rotate_every_s) if self.rotate_every_s else 0
@@ -145,12 +153,9 @@ class JsonlSink:
         """Close the file, rename it with the time, start a new one; returns the closed file's new name."""
         path = Path(self.path)
         self._file.close()
-        stamp = datetime.datetime.fromtimestamp(now_s, datetime.UTC).strftime("%Y%m%dT%H%M%SZ")
-        target = path.with_name(f"{path.stem}.{stamp}{path.suffix}")
-        count = 0
-        while target.exists():
-            count += 1
-            target = path.with_name(f"{path.stem}.{stamp}-{count}{path.suffix}")
+        at_ms = int(now_s * 1000)
+        while (target := path.with_name(f"{path.stem}.{_stamp(at_ms)}{path.suffix}")).exists():
+            at_ms += 1  # names sort as the files were closed
         os.rename(path, target)
         directory = os.open(path.parent, os.O_RDONLY)
         try:
@@ -189,7 +194,7 @@ class JsonlSink:
             self._file.write(lines)
             self._file.flush()
             return
-        now_s = time.time()
+        now_s = self.clock()
         if self._due(now_s):
             await asyncio.to_thread(self._rotate, now_s)
         self._period = self._period_of(now_s)

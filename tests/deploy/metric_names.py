@@ -28,6 +28,7 @@ DEFINED_METRICS: Final = frozenset(
         "hookbus_audit_sink_errors_total",  # counter {group, sink, error}: delivery tries that failed
         "hookbus_audit_sink_lag_seconds",  # gauge {group, sink}: age of the oldest record in hand, not yet accepted
         "hookbus_audit_sink_records_total",  # counter {group, sink}: records a follower's sink accepted
+        "hookbus_audit_trimmed_unread_total",  # counter {group}: records trimmed before the group read them
         "hookbus_build_info",  # gauge {version, python} = 1
         "hookbus_dead_letters_total",
         "hookbus_decision_latency_seconds",

@@ -126,6 +126,12 @@ def test_dashboard_shows_what_ops_asked_for() -> None:
         "hookbus_rejected_requests_total",  # rejected requests by code
         "hookbus_policy_info",  # policy version per node
         "hookbus_events_total",  # events by agent
+        "hookbus_audit_consumer_lag_seconds",  # audit pipelines: lag, throughput, errors, losses
+        "hookbus_audit_sink_lag_seconds",
+        "hookbus_audit_sink_records_total",
+        "hookbus_audit_sink_errors_total",
+        "hookbus_audit_sink_dead_letters_total",
+        "hookbus_audit_trimmed_unread_total",
     } <= dashboard_metric_names()
     exprs = expressions()
     assert BLOCK_RATE in exprs

@@ -329,8 +329,23 @@ def exported(mixed: Mixed) -> set[str]:
     return metric_names(name for name, _ in samples)
 
 
+#: Families with a series per audit pipeline (``group``): none before a ``hookbus audit follow``
+#: runs, and the sinks' own are served by the follower, not the gateway.
+AUDIT_PIPELINE_FAMILIES = frozenset(
+    {
+        "hookbus_audit_consumer_lag_seconds",
+        "hookbus_audit_trimmed_unread_total",
+        "hookbus_audit_sink_records_total",
+        "hookbus_audit_sink_errors_total",
+        "hookbus_audit_sink_dead_letters_total",
+        "hookbus_audit_sink_lag_seconds",
+    }
+)
+
+
 def test_every_metric_of_the_dashboard_exists_after_the_mixed_run(mixed: Mixed) -> None:
-    assert dashboard_metric_names() - exported(mixed) == set()  # no panel silently shows "no data"
+    # no panel silently shows "no data" (but the audit pipelines', while none runs)
+    assert dashboard_metric_names() - AUDIT_PIPELINE_FAMILIES - exported(mixed) == set()
 
 
 def test_every_metric_of_the_alerts_exists_after_the_mixed_run(mixed: Mixed) -> None:
