@@ -40,6 +40,8 @@ from bus.rules.permissions import (
     rule_matches,
 )
 from bus.rules.shellrules import (
+    FLOATS_ANY,
+    FLOATS_OPTION,
     ShellView,
     shell_regex,
     shell_start,
@@ -72,9 +74,12 @@ class ToolRules:
     #: For a reading with run-time expansions or that gets more words at run time (``git log
     #: $BRANCH``, ``xargs rm -rf``, :attr:`ShellView.starts`):
     #: the first position of the patterns whose text before any ``*`` starts with each text
-    #: that ends in a space, and the patterns with a ``*`` as ``<that text>.*`` in one regex.
+    #: that ends in a space, and the patterns whose first ``*`` takes what follows as
+    #: ``<that text>.*`` in one regex; those whose ``*`` is followed by an option in another,
+    #: tried on the starts before a ``--`` only (:meth:`bus.rules.shellrules._ShellPattern.extends`).
     start_prefixes: dict[str, int] = dataclasses.field(default_factory=dict)
     starts: re.Pattern[str] | None = None
+    option_starts: re.Pattern[str] | None = None
     #: A file tool's path rules, one alternation per anchor.
     paths: PathRules | None = None
     #: The applicable rules the alternation does not decide, tried one by one.
@@ -108,8 +113,8 @@ class RuleList:
                 found = _shell_position(compiled, view.texts, tool_name == "PowerShell")
                 if view.dynamic_program or (view.opaque and unreadable_code_unjudged()):
                     found = compiled.first_shell if found is None else min(found, compiled.first_shell)
-                if view.starts:
-                    found = _min(found, _first_start(compiled, view.starts))
+                if view.starts or view.operand_starts:
+                    found = _min(found, _first_start(compiled, view.starts, view.operand_starts))
                 candidates = compiled.others
         elif compiled.paths is not None and cwd:
             paths = call_paths(tool_name, tool_input, cwd)
@@ -169,10 +174,14 @@ def _min(a: int | None, b: int | None) -> int | None:
     return b if a is None else a if b is None else min(a, b)
 
 
-def _first_start(compiled: ToolRules, starts: tuple[str, ...]) -> int | None:
-    """The first pattern that a text starting with one of ``starts`` can match."""
-    best = _first_position(compiled.starts, starts) if compiled.starts is not None else None
-    for start in starts:
+def _first_start(compiled: ToolRules, starts: tuple[str, ...], operand_starts: tuple[str, ...]) -> int | None:
+    """The first pattern that a text starting with one of ``starts`` can match (or one of
+    ``operand_starts``, whose words to come are no options)."""
+    every = starts + operand_starts
+    best = _first_position(compiled.starts, every) if compiled.starts is not None else None
+    if compiled.option_starts is not None:
+        best = _min(best, _first_position(compiled.option_starts, starts))
+    for start in every:
         best = _min(best, compiled.start_prefixes.get(start))
     return best
 
@@ -232,20 +241,21 @@ def _shell_rules(verdict: RuleKind, applicable: tuple[Rule, ...], tool: str) -> 
     combined = re.compile("|".join(rest) if rest else "(?!)", flags)
     chosen = {position for position, _, _ in patterns}
     prefixes: dict[str, int] = {}
-    starred: list[str] = []
+    starred: dict[str, list[str]] = {FLOATS_ANY: [], FLOATS_OPTION: []}
     for position, rule, _ in mine:
-        first, has_star = shell_start(rule.content or "*", powershell)
-        for end in (k + 1 for k, c in enumerate(first) if c == " "):  # a start ends in a space
+        first, floats = shell_start(rule.content or "*", powershell)
+        for end in (k + 1 for k, c in enumerate(first[:-1]) if c == " "):  # a start ends in a space, before `*`
             prefixes.setdefault(first[:end], position)  # the rules come in order: the first one stays
-        if has_star:
-            starred.append(f"(?P<r{position}>{re.escape(first)}.*)")
+        if floats in starred:
+            starred[floats].append(f"(?P<r{position}>{re.escape(first)}.*)")
     return ToolRules(
         applicable,
         shell=combined,
         by_program={program: re.compile("|".join(found), flags) for program, found in branches.items() if program},
         first_shell=min(chosen),
         start_prefixes=prefixes,
-        starts=re.compile("|".join(starred), flags) if starred else None,
+        starts=re.compile("|".join(starred[FLOATS_ANY]), flags) if starred[FLOATS_ANY] else None,
+        option_starts=re.compile("|".join(starred[FLOATS_OPTION]), flags) if starred[FLOATS_OPTION] else None,
         others=tuple(item for item in applicable if item[0] not in chosen),
     )
 

@@ -21,7 +21,7 @@ import re
 from dataclasses import dataclass
 from typing import Final
 
-from bus.rules.bashsplit import CACHED_COMMAND_CHARS, SimpleCommand, parse_commands, strip_wrappers
+from bus.rules.bashsplit import CACHED_COMMAND_CHARS, SimpleCommand, Word, parse_commands, strip_wrappers
 from bus.rules.globs import Glob, glob, glob_regex
 from bus.rules.heredocs import fed_texts
 from bus.rules.limits import current_limits
@@ -78,6 +78,8 @@ class _ShellPattern:
     first: str  # the text before the pattern's first ``*`` (all of it without one)
     stars: int
     tail_star: bool  # its one ``*`` ends it: ``cat *``
+    #: What its first ``*`` is followed by: what words known only at run time meet (:func:`_floats`).
+    floats: str
 
     def fullmatch(self, text: str) -> bool:
         if self.regex is not None:
@@ -85,10 +87,16 @@ class _ShellPattern:
         assert self.glob is not None
         return self.glob.fullmatch(text)
 
-    def extends(self, start: str) -> bool:
-        """Whether some text that starts with ``start`` matches (the words ``xargs`` adds to a
-        command): a ``*`` after the first literal part takes whatever follows it."""
-        return self.first.startswith(start) or (self.stars > 0 and start.startswith(self.first))
+    def extends(self, start: str, operands: bool = False) -> bool:
+        """Whether a reading whose words after ``start`` are known only at run time (``$VAR``,
+        ``xargs``'s arguments; ``operands``: after a ``--``, so no options) meets the pattern:
+        its literal text goes on from ``start`` (``rm -rf /`` from ``"rm -rf "``: the word may
+        be ``/``), or a ``*`` that ``start`` has reached takes what follows (:attr:`floats`)."""
+        if len(self.first) > len(start) and self.first.startswith(start):
+            return True
+        if not start.startswith(self.first):
+            return False
+        return self.floats == FLOATS_ANY or (self.floats == FLOATS_OPTION and not operands)
 
     def covers(self, start: str) -> bool:
         """Whether every text that starts with ``start`` matches (``cat *`` covers ``cat x ...``)."""
@@ -115,7 +123,34 @@ def _shell_pattern(content: str, ignore_case: bool) -> _ShellPattern:
     first = first.lower() if ignore_case else first
     stars = pattern.count("*")
     tail_star = stars == 1 and pattern.endswith("*")
-    return _ShellPattern(regex, linear, glob(head, ignore_case), name_only, pattern == "*", first, stars, tail_star)
+    floats = _floats(pattern, tail_star)
+    return _ShellPattern(
+        regex, linear, glob(head, ignore_case), name_only, pattern == "*", first, stars, tail_star, floats
+    )
+
+
+#: A pattern's first ``*`` takes whatever follows (``rm -rf *``) or is followed by other words
+#: (``dd * of=/dev/*``): a word known only at run time meets it.
+FLOATS_ANY: Final = "any"
+#: Its first ``*`` is followed, within the word, by an option (``rm *--no-preserve-root*``):
+#: a word known only at run time meets it, unless it stands after ``--``, where options end.
+FLOATS_OPTION: Final = "option"
+#: Its first ``*`` is followed, within the word, by part of a name (``cat *.env``,
+#: ``cat *id_rsa*``): it names a file, and only a word that shows that name meets it. Such a
+#: pattern would otherwise meet every command of its program with an expansion or read
+#: arguments (``cat $(ls)``, ``git ls-files | xargs cat``) and decide on the program alone.
+FLOATS_NAME: Final = "name"
+#: No ``*``.
+FLOATS_NONE: Final = ""
+
+
+def _floats(pattern: str, tail_star: bool) -> str:
+    if "*" not in pattern:
+        return FLOATS_NONE
+    after = pattern.split("*", 2)[1]
+    if tail_star or not after or after[0] == " ":
+        return FLOATS_ANY
+    return FLOATS_OPTION if after[0] == "-" else FLOATS_NAME
 
 
 def shell_matches(content: str, command: str, powershell: bool, fail_open: bool, every: bool) -> bool:
@@ -154,11 +189,11 @@ def _every_reading_matches(pattern: _ShellPattern, read: _Read) -> bool:
 def _reading_matches(pattern: _ShellPattern, reading: _Reading, fail_open: bool) -> bool:
     if any(pattern.fullmatch(text) for text in reading.texts):
         return True
-    if fail_open and any(pattern.extends(start) for start in reading.starts):
+    if fail_open and any(pattern.extends(start, reading.operands) for start in reading.starts):
         return True
     if not fail_open or not reading.command.dynamic:
         return False
-    return reading.dynamic_program or any(pattern.extends(start) for start in reading.dynamic_starts)
+    return reading.dynamic_program or any(pattern.extends(start, reading.operands) for start in reading.dynamic_starts)
 
 
 def unreadable_code_unjudged() -> bool:
@@ -182,6 +217,8 @@ class _Reading:
     dynamic_starts: frozenset[str] = frozenset()
     #: The program itself is an expansion (``$CMD -rf /``): every pattern meets it.
     dynamic_program: bool = False
+    #: The words known only at run time stand after a ``--``: they are no options.
+    operands: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -244,10 +281,16 @@ def _reading(command: SimpleCommand, *, powershell: bool = False) -> _Reading:
             return _Reading(command, texts)
         # PowerShell's patterns are matched in lower case (:func:`_shell_pattern`).
         starts = {_dynamic_start(text.lower() if powershell else text) for text in texts}
-        return _Reading(command, texts, dynamic_starts=frozenset(starts - {""}), dynamic_program="" in starts)
+        operands = _after_options(command.words[: next(k for k, w in enumerate(command.words) if w.dynamic)])
+        return _Reading(command, texts, frozenset(), frozenset(starts - {""}), "" in starts, operands)
     known = SimpleCommand(command.words[:-1], command.assigned)  # and what it reads, at run time
     texts = _make_variants(known, False)
-    return _Reading(known, texts, frozenset(text + " " for text in texts))
+    return _Reading(known, texts, frozenset(text + " " for text in texts), operands=_after_options(known.words))
+
+
+def _after_options(words: tuple[Word, ...]) -> bool:
+    """Whether the words that follow these stand after a ``--``, where options end."""
+    return any(word.value == "--" and not word.dynamic for word in words[1:])
 
 
 #: Where an expansion (or a pattern bash expands) can begin in a command's text.
@@ -330,6 +373,9 @@ class ShellView:
     #: with (``rm -rf $DIR`` and ``xargs rm -rf`` both: ``"rm -rf "``), sorted; a pattern meets
     #: one when a text that starts so can match it (see :func:`shell_start`).
     starts: tuple[str, ...] = ()
+    #: The same, for the readings whose words known at run time stand after a ``--``: no
+    #: pattern that needs an option there meets them.
+    operand_starts: tuple[str, ...] = ()
 
 
 def shell_view(command: str, powershell: bool = False) -> ShellView | None:
@@ -339,23 +385,26 @@ def shell_view(command: str, powershell: bool = False) -> ShellView | None:
         return None
     texts: set[str] = set()
     starts: set[str] = set()
+    operand_starts: set[str] = set()
     dynamic_program = opaque = False
     for read in _reads(command, commands, powershell):
         opaque |= read.opaque
         for found in read.readings:
             texts.update(found.texts)
-            starts.update(found.starts)
-            starts.update(found.dynamic_starts)
+            (operand_starts if found.operands else starts).update(found.starts | found.dynamic_starts)
             dynamic_program |= found.dynamic_program
-    return ShellView(tuple(sorted(texts)), dynamic_program, len(commands), opaque, tuple(sorted(starts)))
+    found_starts = tuple(sorted(starts)), tuple(sorted(operand_starts))
+    return ShellView(tuple(sorted(texts)), dynamic_program, len(commands), opaque, *found_starts)
 
 
-def shell_start(content: str, powershell: bool = False) -> tuple[str, bool]:
+def shell_start(content: str, powershell: bool = False) -> tuple[str, str]:
     """A ``deny``/``ask`` pattern's text before its first ``*`` (all of it without one), and
-    whether it has a ``*``: it meets a reading that starts with ``start`` (:attr:`ShellView.starts`)
-    when that text starts with ``start``, or, with a ``*``, ``start`` starts with that text."""
+    what that ``*`` is followed by (:data:`FLOATS_ANY`, ...): it meets a reading that starts
+    with ``start`` (:attr:`ShellView.starts`) when that text is longer and starts with
+    ``start``, or ``start`` starts with it and the ``*`` takes what follows
+    (:meth:`_ShellPattern.extends`)."""
     pattern = _shell_pattern(content, powershell)
-    return pattern.first, pattern.stars > 0
+    return pattern.first, pattern.floats
 
 
 def shell_regex(content: str, powershell: bool = False) -> re.Pattern[str] | None:
@@ -365,6 +414,10 @@ def shell_regex(content: str, powershell: bool = False) -> re.Pattern[str] | Non
 
 
 __all__ = [
+    "FLOATS_ANY",
+    "FLOATS_NAME",
+    "FLOATS_NONE",
+    "FLOATS_OPTION",
     "ShellView",
     "shell_matches",
     "shell_regex",

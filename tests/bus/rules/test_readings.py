@@ -331,6 +331,7 @@ XARGS_RULES = (
     "Bash(git push *)",
     "Bash(rm -rf /)",
     "Bash(cat *.env)",
+    "Bash(rm *--no-preserve-root*)",
     "Bash(find * -delete*)",
     "Bash(rm -rf *)",
     "Bash(sudo *)",
@@ -343,12 +344,15 @@ XARGS_RULES = (
     [
         ("echo / | xargs rm -rf", "Bash(rm -rf /)"),  # what xargs reads completes the command
         ("echo / | xargs -0 rm -r -f", "Bash(rm -rf /)"),
-        ("xargs cat", "Bash(cat *.env)"),
+        ("xargs cat", None),  # `*.env` names a file: only a word that shows it meets it
+        ("xargs cat x.env", "Bash(cat *.env)"),
+        ("xargs rm -f x", "Bash(rm *--no-preserve-root*)"),  # an option: what xargs reads may be it
+        ("xargs rm -f -- x", None),  # past `--`, what xargs reads is no option
         ("xargs find . -name foo", "Bash(find * -delete*)"),
         ("xargs git push", "Bash(git push *)"),
         ("xargs a 1 b 2 c", "Bash(a * b * c * d)"),
         ("echo ok | xargs rm -- -rf", None),  # the file -rf: no reading starts rm -rf
-        ("echo ok | xargs busybox rm -f /tmp/test", None),
+        ("echo ok | xargs busybox rm -f /tmp/test", "Bash(rm *--no-preserve-root*)"),  # what echo feeds is not read
         ("xargs git status", None),
         ("xargs grep x", None),
     ],
