@@ -38,6 +38,7 @@ from bus.rules.bashsplit import SimpleCommand, Word, parse_commands
 from bus.rules.codereadings import CodeReading
 from bus.rules.heredocs import fed_texts
 from bus.rules.launchers import STDIN_ARGS, derive
+from bus.rules.spellings import as_meant
 
 #: The most readings one subcommand has before it cannot be judged.
 MAX_READINGS: Final = 256
@@ -76,6 +77,7 @@ def read_command(cmd: SimpleCommand, stdin: str | None = None, budget: ScriptBud
     (:func:`bus.rules.heredocs.fed_texts`; without it a shell reading its input runs what
     cannot be read); its scripts are parsed within ``budget`` (past it they cannot be read)."""
     budget = ScriptBudget() if budget is None else budget
+    cmd = _as_meant(cmd)
     found: list[SimpleCommand] = [cmd]
     seen = {cmd.words}
     queue: list[tuple[SimpleCommand, int, str | None]] = [(cmd, 0, stdin)]
@@ -93,7 +95,8 @@ def read_command(cmd: SimpleCommand, stdin: str | None = None, budget: ScriptBud
                 more = _scripts((derived,), depth, budget)
             else:
                 more = [(SimpleCommand(derived), depth, fed)]
-            for item in more:
+            for command, at, text in more:
+                item = (_as_meant(command), at, text)
                 if item[0].words in seen:
                     continue
                 chars_left -= sum(len(word.raw) + 1 for word in item[0].words)
@@ -103,6 +106,12 @@ def read_command(cmd: SimpleCommand, stdin: str | None = None, budget: ScriptBud
                 found.append(item[0])
                 queue.append(item)
     return Readings(tuple(found), opaque, budget.chars < 0)
+
+
+def _as_meant(cmd: SimpleCommand) -> SimpleCommand:
+    """``cmd`` as it runs when its words say more (:func:`bus.rules.spellings.as_meant`)."""
+    meant = as_meant(cmd.words)
+    return cmd if meant is None else SimpleCommand(meant, cmd.assigned)
 
 
 def _scripts(

@@ -21,6 +21,7 @@ import re
 from dataclasses import dataclass
 from typing import Final
 
+from bus.rules import knownvars
 from bus.rules.bashsplit import CACHED_COMMAND_CHARS, SimpleCommand, Word, parse_commands, strip_wrappers
 from bus.rules.globs import Glob, glob, glob_regex
 from bus.rules.heredocs import fed_texts
@@ -239,9 +240,27 @@ def _reads(command: str, commands: tuple[SimpleCommand, ...], powershell: bool) 
     fed = _fed(command, commands, powershell)
     token = _BUDGET.set(ScriptBudget())
     try:
-        return [_read(cmd, stdin, powershell) for cmd, stdin in zip(commands, fed, strict=True)]
+        reads = [_read(cmd, stdin, powershell) for cmd, stdin in zip(commands, fed, strict=True)]
     finally:
         _BUDGET.reset(token)
+    return reads if powershell or not knownvars.mentioned(command) else _known_values(command, commands, reads)
+
+
+def _known_values(command: str, commands: tuple[SimpleCommand, ...], reads: list[_Read]) -> list[_Read]:
+    """The readings that expand ``$TMPDIR`` read with its known values instead, where the
+    command cannot change it (:mod:`bus.rules.knownvars`)."""
+    everywhere = knownvars.known(command, commands, (r.command for read in reads for r in read.readings))
+    if everywhere is False:
+        return reads
+    out = []
+    for cmd, read in zip(commands, reads, strict=True):
+        readings: list[_Reading] = []
+        for k, reading in enumerate(read.readings):
+            mine = everywhere or (k == 0 and knownvars.NAME in cmd.assigned)
+            found = knownvars.read_known(reading.command) if mine and not reading.starts else None
+            readings.extend([reading] if found is None else (_reading(c) for c in found))
+        out.append(_Read(tuple(readings), read.opaque))
+    return out
 
 
 def _fed(command: str, commands: tuple[SimpleCommand, ...], powershell: bool) -> list[str | None]:

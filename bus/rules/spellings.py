@@ -6,6 +6,11 @@ long flags in their short form and in a canonical order (``rm -rfv x`` also as `
 and git's short flags in the long form rules are written with (``git push -f`` is
 ``git push --force``, as is a ``+branch`` refspec). These are *spellings*: the same command,
 so an allow rule may match any of them.
+
+Some commands say less than their words show, and are read as what they mean instead
+(:func:`as_meant`): ``git push --force --force-with-lease`` pushes with the lease (git checks
+it whatever ``--force`` says), and an operand after ``--`` that starts with ``-`` is a file
+(``rm -- -rf`` removes the file ``-rf``; read as ``rm -- ./-rf``, which no rule about options meets).
 """
 
 from __future__ import annotations
@@ -34,6 +39,31 @@ _GIT_LONG: Final = {
     "checkout": ({"f": "--force"}, "bB"),
     "switch": ({"f": "--force"}, "cC"),
 }
+
+
+#: Programs (and git's subcommands) that read every word after ``--`` as an operand, a path.
+_OPERANDS_AFTER_DASHES: Final = frozenset({"rm", "rmdir", "shred", "chmod", "chown", "chgrp", "truncate", "git"})
+_FORCE: Final = frozenset({"-f", "--force"})
+
+
+def as_meant(words: tuple[Word, ...]) -> tuple[Word, ...] | None:
+    """The words of a command whose words say more than it does, written as it runs (see the
+    module's docs); ``None`` when it says what it does."""
+    if not words or words[0].dynamic or words[0].value not in _OPERANDS_AFTER_DASHES:
+        return None
+    meant = list(words)
+    if words[0].value == "git" and len(words) > 1 and words[1].value == "push":
+        values = [word.value for word in words if not word.dynamic]
+        if "--force-with-lease" in values and "--no-force-with-lease" not in values:
+            dashes = values.index("--") if "--" in values else len(values)
+            meant = [word for k, word in enumerate(words) if k >= dashes or word.dynamic or word.value not in _FORCE]
+    dashes = next((k for k, word in enumerate(meant) if word.value == "--" and not word.dynamic), None)
+    if dashes is not None:
+        meant[dashes + 1 :] = [
+            Word("./" + word.value, "./" + word.value) if word.value.startswith("-") and not word.dynamic else word
+            for word in meant[dashes + 1 :]
+        ]
+    return tuple(meant) if meant != list(words) else None
 
 
 def spellings(words: tuple[Word, ...]) -> list[str]:
@@ -109,4 +139,4 @@ def _git_long(words: tuple[Word, ...]) -> list[str]:
     return [" ".join(("git", words[1].value, *dict.fromkeys(added), *rest))]
 
 
-__all__ = ["spellings"]
+__all__ = ["as_meant", "spellings"]
