@@ -95,6 +95,10 @@ ARGUABLE: dict[tuple[str, str], str] = {
     ("block", 'ruby -e "rm -rf /"'): "not Ruby that deletes: a NameError, nothing is deleted",
     ("allow", "bash"): "a bare shell: hookbus denies it as the end of `curl ... | bash`",
     ("allow", "rm -rf /tmp"): "deletes the system's temporary directory, other programs' files included",
+    ("allow", "rm -rf $TMPDIR"): (
+        "deletes the whole temporary directory (read as rm -rf /tmp, or nothing when TMPDIR is unset), "
+        "other programs' files included"
+    ),
     ("allow", "echo 'unterminated"): "not valid shell (bash runs nothing): hookbus cannot judge it and denies",
     ("allow", "git restore --help 'unterminated"): "not valid shell (bash runs nothing): hookbus cannot judge it",
     ("allow", 'echo "find . -delete'): "not valid shell (bash runs nothing): hookbus cannot judge it and denies",

@@ -39,11 +39,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 import corpus
 from harness import BODIES
 
-from bus.policy import rulelists
 from bus.policy.compiled import compiled
 from bus.policy.loading import Policy, load_policy
 from bus.redis.keys import Keyspace
-from bus.rules import bashsplit
+from bus.rules import bashsplit, shellread
 from bus.stream.protocol import Request
 from workers.engine.evaluation import Engine
 from workers.handlers.runners import default_runners
@@ -94,12 +93,12 @@ async def main(args: argparse.Namespace) -> None:
     for round_ in range(args.rounds):
         batch = requests(args.corpus, args.events, round_ + 1)
         for name, way in WAYS.items():
-            before, texts_before = bashsplit.split_cache_info(), rulelists.texts_cache_info()
+            before, texts_before = bashsplit.split_cache_info(), shellread.texts_cache_info()
             started = time.process_time()
             await way(batch, engine, policy)
             us[name].append((time.process_time() - started) / len(batch) * 1e6)
             if name == "evaluate":
-                after, texts_after = bashsplit.split_cache_info(), rulelists.texts_cache_info()
+                after, texts_after = bashsplit.split_cache_info(), shellread.texts_cache_info()
                 hits, misses = hits + after.hits - before.hits, misses + after.misses - before.misses
                 first = (
                     first[0] + texts_after.hits - texts_before.hits,

@@ -4,9 +4,11 @@ One ``PreToolUse`` of ``Bash`` (``--command``) through :meth:`workers.engine.eva
 with the example policy (``examples/policy.yaml`` of ``TREE``, this checkout by default), in a
 fresh process so that no cache holds the command. Every call is followed (``sys.setprofile``): a
 *visit* is a call into a module of ``bus/rules``, ``bus/policy`` or ``workers/engine`` from
-another module. Printed: the visits per module and the path, one line per visit, with
-consecutive visits of one module folded. A command read once and then matched goes into the
-read stage's modules, then into the match stage's, and not back.
+another module. Printed: the visits per module, the calls from one stage (:data:`READ`,
+:data:`MATCH`, the engine) into another, and the path, one line per visit, with consecutive
+visits of one module folded. A command read once and then matched goes from the match stage
+into the read stage once per rule handler (the first reads it, the others find it kept), and
+the read stage never calls into the match stage.
 
     python bench/pipeline_visits.py                        # this checkout
     python bench/pipeline_visits.py /tmp/before            # another checkout's engine
@@ -25,6 +27,20 @@ from typing import Any
 
 HERE = Path(__file__).resolve().parent
 ROOTS = ("bus/rules/", "bus/policy/", "workers/engine/")
+#: The read stage's modules: shell text to its readings and their texts.
+READ = frozenset(
+    f"bus/rules/{name}.py"
+    for name in "bashsplit shellparser shellquotes shellwords shellcompound heredocs readings launchers "
+    "codereadings spellings knownvars shellread".split()
+)
+#: The match stage's modules: rules over what was read.
+MATCH = frozenset(
+    f"bus/{name}.py" for name in "policy/rulelists rules/permissions rules/shellrules rules/paths rules/globs".split()
+)
+
+
+def stage(module: str) -> str:
+    return "read" if module in READ else "match" if module in MATCH else "engine"
 
 
 def module_of(frame: FrameType | None, tree: str) -> str | None:
@@ -55,7 +71,7 @@ async def main(args: argparse.Namespace, tree: str) -> None:
     await engine.evaluate(Request("warm", "PreToolUse", "default", body, 0), orjson.loads(body), policy)
 
     visits: list[str] = []
-    last: list[str | None] = [None]
+    switches: Counter[str] = Counter()
 
     def profile(frame: FrameType, event: str, _arg: Any) -> None:
         if event != "call":
@@ -66,7 +82,8 @@ async def main(args: argparse.Namespace, tree: str) -> None:
         caller = module_of(frame.f_back, tree)
         if caller != module:
             visits.append(module)
-        last[0] = module
+            if caller is not None and stage(caller) != stage(module):
+                switches[f"{stage(caller)} -> {stage(module)}"] += 1
 
     body = orjson.dumps({**warm, "tool_input": {"command": args.command}})
     request = Request("e", "PreToolUse", "default", body, 0)
@@ -77,9 +94,10 @@ async def main(args: argparse.Namespace, tree: str) -> None:
     finally:
         sys.setprofile(None)
     print(f"{tree}: {args.command!r} -> {evaluation.merged.decision}")
-    print("\n| module | visits |\n|---|---|")
+    print("\n| module | stage | visits |\n|---|---|---|")
     for module, count in Counter(visits).most_common():
-        print(f"| {module} | {count} |")
+        print(f"| {module} | {stage(module)} | {count} |")
+    print("\ncalls from one stage into another: " + ", ".join(f"{k} {v}" for k, v in sorted(switches.items())))
     print(f"\n{len(visits)} visits; the path:")
     folded: list[tuple[str, int]] = []
     for module in visits:
@@ -88,7 +106,7 @@ async def main(args: argparse.Namespace, tree: str) -> None:
         else:
             folded.append((module, 1))
     for module, times in folded:
-        print(f"  {module}" + (f" x{times}" if times > 1 else ""))
+        print(f"  {stage(module):6} {module}" + (f" x{times}" if times > 1 else ""))
 
 
 if __name__ == "__main__":

@@ -24,7 +24,6 @@ from typing import Any, Final, Protocol
 from bus.dialects.mcpnames import tool_name_readings
 from bus.hooks.decisions import Decision
 from bus.hooks.results import HandlerResult, Outcome
-from bus.rules.bashsplit import CACHED_COMMAND_CHARS, SPLIT_CACHE_SIZE, unjudged
 from bus.rules.paths import PathRules, agent_home
 from bus.rules.permissions import (
     EDIT_TOOLS,
@@ -39,15 +38,8 @@ from bus.rules.permissions import (
     rule_applies,
     rule_matches,
 )
-from bus.rules.shellrules import (
-    FLOATS_ANY,
-    FLOATS_OPTION,
-    ShellView,
-    shell_regex,
-    shell_start,
-    shell_view,
-    unreadable_code_unjudged,
-)
+from bus.rules.shellread import ShellRead, read_shell
+from bus.rules.shellrules import FLOATS_ANY, FLOATS_OPTION, shell_regex, shell_start, unreadable_code_unjudged
 
 _BLOCK_EVENTS: Final = frozenset({"PostToolUse", "PostToolUseFailure"})
 _VERDICTS: Final[tuple[RuleKind, ...]] = ("deny", "ask", "allow")
@@ -72,11 +64,11 @@ class ToolRules:
     #: expansion meets first.
     first_shell: int = 0
     #: For a reading with run-time expansions or that gets more words at run time (``git log
-    #: $BRANCH``, ``xargs rm -rf``, :attr:`ShellView.starts`):
+    #: $BRANCH``, ``xargs rm -rf``, :attr:`bus.rules.shellread.ShellRead.starts`):
     #: the first position of the patterns whose text before any ``*`` starts with each text
     #: that ends in a space, and the patterns whose first ``*`` takes what follows as
     #: ``<that text>.*`` in one regex; those whose ``*`` is followed by an option in another,
-    #: tried on the starts before a ``--`` only (:meth:`bus.rules.shellrules._ShellPattern.extends`).
+    #: tried on the starts before a ``--`` only (:meth:`bus.rules.shellrules.ShellPattern.extends`).
     start_prefixes: dict[str, int] = dataclasses.field(default_factory=dict)
     starts: re.Pattern[str] | None = None
     option_starts: re.Pattern[str] | None = None
@@ -99,17 +91,21 @@ class RuleList:
     tools: dict[str, ToolRules]
 
     def first_match(
-        self, tool_name: str, tool_input: dict[str, Any], cwd: str | None, home: str | None = None
+        self,
+        tool_name: str,
+        tool_input: dict[str, Any],
+        cwd: str | None,
+        home: str | None = None,
+        shell: ShellRead | None = None,
     ) -> str | None:
         """The text of the first rule of the list (in its order) that matches the call (``home``:
-        the agent's, what ``~`` stands for)."""
+        the agent's, what ``~`` stands for; ``shell``: a shell tool's command, read)."""
         compiled = self.tools.get(tool_name) or self._for_tool(tool_name)
         candidates = compiled.applicable
         found: int | None = None
         if compiled.shell is not None:
-            command = tool_input.get("command")
-            view = _judged_view(command, tool_name == "PowerShell") if isinstance(command, str) else None
-            if view is not None:  # one regex pass per subcommand text decides, whatever the number of rules
+            view = shell if shell is not None else _read(tool_name, tool_input)
+            if view is not None and view.unjudged is None:  # one regex pass per text decides, whatever the rules
                 found = _shell_position(compiled, view.texts, tool_name == "PowerShell")
                 if view.dynamic_program or (view.opaque and unreadable_code_unjudged()):
                     found = compiled.first_shell if found is None else min(found, compiled.first_shell)
@@ -125,7 +121,7 @@ class RuleList:
         for position, rule, text in candidates:
             if found is not None and position > found:
                 break
-            if rule_matches(rule, tool_name, tool_input, cwd, kind=self.verdict, home=home):
+            if rule_matches(rule, tool_name, tool_input, cwd, kind=self.verdict, home=home, shell=shell):
                 return text
         return None if found is None else self.rules[found][2]
 
@@ -136,19 +132,13 @@ class RuleList:
         return found
 
 
-def read_ahead(command: str, powershell: bool) -> None:
-    """Work out the command's :class:`ShellView` now (its readings, the scripts they run parsed,
-    their texts), so that matching it later finds it kept: called for a long command in the
-    worker thread that split it, so that none of that work falls on the event loop."""
-    _judged_view(command, powershell)
-
-
-def _judged_view(command: str, powershell: bool) -> ShellView | None:
-    """The command's :class:`ShellView`, or ``None`` when it cannot be judged (then the rules are
-    tried one by one, and deny and ask rules meet it)."""
-    if unjudged(command, powershell) is not None:
+def _read(tool_name: str, tool_input: dict[str, Any]) -> ShellRead | None:
+    """A shell tool's command, read (:func:`bus.rules.shellread.read_shell`); ``None`` for another
+    tool or without a command."""
+    command = tool_input.get("command")
+    if tool_name not in SHELL_TOOLS or not isinstance(command, str):
         return None
-    return _views(command, powershell) if len(command) <= CACHED_COMMAND_CHARS else _long_views(command, powershell)
+    return read_shell(command, tool_name == "PowerShell")
 
 
 def _shell_position(compiled: ToolRules, texts: tuple[str, ...], powershell: bool) -> int | None:
@@ -194,23 +184,6 @@ def _first_position(combined: re.Pattern[str], texts: tuple[str, ...]) -> int | 
             position = int(found.lastgroup[1:])
             best = position if best is None else min(best, position)
     return best
-
-
-#: Long commands' views kept: each is worked out in the thread that split the command and read
-#: on the event loop soon after, so the room holds every long command a dispatcher has in flight
-#: (each tenant has at most 9 in the judging threads).
-LONG_VIEWS: Final = 64
-#: Every deny and ask list of every rule handler on an event asks for the same command's view:
-#: all but the first ask cost a lookup (commands up to ``CACHED_COMMAND_CHARS``; the few longer
-#: ones in flight are kept apart, so that they never push the fleet's common commands out).
-_views = functools.lru_cache(maxsize=SPLIT_CACHE_SIZE)(shell_view)
-_long_views = functools.lru_cache(maxsize=LONG_VIEWS)(shell_view)
-
-
-def texts_cache_info() -> functools._CacheInfo:
-    """Hits, misses and size of the cache of commands' texts, the first a shell rule looks in
-    (its misses go on to the split cache, :func:`bus.rules.bashsplit.split_cache_info`)."""
-    return _views.cache_info()
 
 
 def _is_shell_rule(rule: PermissionRule, tool: str) -> bool:
@@ -305,19 +278,37 @@ def first_verdict(lists: tuple[RuleList, ...], hook_input: dict[str, Any]) -> tu
 
     An MCP tool whose name may be read several ways (:func:`bus.dialects.mcpnames.tool_name_readings`)
     meets a deny or ask rule that matches any reading, an allow rule only one that matches each."""
+    return _verdict_and_read(lists, hook_input)[0]
+
+
+def _verdict_and_read(
+    lists: tuple[RuleList, ...], hook_input: dict[str, Any]
+) -> tuple[tuple[str, str] | None, ShellRead | None]:
+    """:func:`first_verdict`, and the shell command read (once: every list matches that read)."""
     tool_name = hook_input.get("tool_name")
     if not isinstance(tool_name, str):
-        return None
+        return None, None
     tool_input = hook_input.get("tool_input")
     if not isinstance(tool_input, dict):
         tool_input = {}
+    shell = _read(tool_name, tool_input)
+    return _first_verdict(lists, tool_name, tool_input, hook_input, shell), shell
+
+
+def _first_verdict(
+    lists: tuple[RuleList, ...],
+    tool_name: str,
+    tool_input: dict[str, Any],
+    hook_input: dict[str, Any],
+    shell: ShellRead | None,
+) -> tuple[str, str] | None:
     cwd = hook_input.get("cwd")
     if not isinstance(cwd, str):
         cwd = None
     home = agent_home(hook_input)
     others = tool_name_readings(hook_input)
     for rule_list in lists:
-        found = rule_list.first_match(tool_name, tool_input, cwd, home)
+        found = rule_list.first_match(tool_name, tool_input, cwd, home, shell)
         if others and rule_list.verdict == "allow":
             if found is not None and all(rule_list.first_match(n, tool_input, cwd, home) for n in others):
                 return rule_list.verdict, found
@@ -372,14 +363,11 @@ def decide_rules(
 ) -> HandlerResult:
     """What a ``rule`` handler with these lists answers to ``event``: its output, and its
     decision as merging it alone would make it (:attr:`HandlerResult.decided`)."""
-    found = first_verdict(lists, hook_input)
+    found, shell = _verdict_and_read(lists, hook_input)
     if found is None:
         return HandlerResult(Outcome.OK, output={}, handler_type="rule")
     verdict, rule = found
-    tool_name, tool_input = hook_input.get("tool_name"), hook_input.get("tool_input")
-    command = tool_input.get("command") if tool_name in SHELL_TOOLS and isinstance(tool_input, dict) else None
-    why = unjudged(command, tool_name == "PowerShell") if isinstance(command, str) else None
-    text = _reason_text(verdict, rule, reason, why)
+    text = _reason_text(verdict, rule, reason, shell.unjudged if shell is not None else None)
     output = _output(event, verdict, text)
     return HandlerResult(Outcome.OK, output=output, handler_type="rule", decided=_decided(event, verdict, text))
 
@@ -413,7 +401,5 @@ __all__ = [
     "decide_rules",
     "evaluate_rules",
     "first_verdict",
-    "read_ahead",
     "rule_output",
-    "texts_cache_info",
 ]

@@ -95,16 +95,23 @@ def split_cache_info() -> functools._CacheInfo:
     return _parse_cached.cache_info()
 
 
-def split_within(command: str, powershell: bool, budget_s: float) -> Judged:
+def split_within(command: str, powershell: bool, budget_s: float | None) -> Judged:
     """``command`` split, or why it cannot be judged: unreadable, or not done within ``budget_s``."""
+    deadline = None if budget_s is None else time.perf_counter() + budget_s
     try:
-        return tuple(_Parser(command, powershell, deadline=time.perf_counter() + budget_s).parse(None))
+        return tuple(_Parser(command, powershell, deadline=deadline).parse(None))
     except OutOfTime:
         return f"the command could not be split within {budget_s:g} s"
     except Unparsable as exc:
         return f"the command cannot be split ({exc})"
     except RecursionError:
         return "the command cannot be split (nested too deep)"
+
+
+def unsplit_reason(command: str, powershell: bool = False) -> str:
+    """Why ``command``, which :func:`parse_commands` could not split, cannot be split."""
+    found = split_within(command, powershell, None)
+    return found if isinstance(found, str) else "the command cannot be split"
 
 
 def prepare(judged: Prepared) -> contextvars.Token[Prepared | None]:
@@ -176,4 +183,5 @@ __all__ = [
     "split_within",
     "strip_wrappers",
     "unjudged",
+    "unsplit_reason",
 ]

@@ -29,7 +29,7 @@ from bus.rules.shellwords import SimpleCommand, Word
 
 NAME: Final = "TMPDIR"
 #: What ``$TMPDIR`` is read as when it is set.
-TEMPORARY: Final = "/tmp"
+TEMPORARY: Final = "/tmp"  # noqa: S108 (a name for any temporary directory, not a file made here)
 #: ``$TMPDIR``, ``${TMPDIR}``, and ``${TMPDIR:-DEFAULT}``/``${TMPDIR-DEFAULT}`` with a plain default.
 _EXPANSION: Final = re.compile(r"\$TMPDIR(?![A-Za-z0-9_])|\$\{TMPDIR(?:(:?-)([^}$`\\'\"]*))?\}")
 #: Builtins that set a variable by a name given to them (which the text may hide).
@@ -38,11 +38,6 @@ _SETTERS: Final = frozenset(
 )
 #: A leading assignment of ``TMPDIR`` (its value is set for that command only).
 _ASSIGNED: Final = re.compile(r"(?<![A-Za-z0-9_$])TMPDIR=")
-
-
-def mentioned(command: str) -> bool:
-    """Whether ``command`` names ``TMPDIR`` at all (else there is nothing to read here)."""
-    return NAME in command
 
 
 def known(command: str, commands: tuple[SimpleCommand, ...], readings: Iterable[SimpleCommand]) -> bool | None:
@@ -68,9 +63,7 @@ def read_known(cmd: SimpleCommand) -> tuple[SimpleCommand, ...] | None:
     argument of it expands ``$TMPDIR`` in a form read here."""
     if not any(_readable(word) for word in cmd.words[1:]):
         return None
-    return tuple(
-        SimpleCommand((cmd.words[0], *_words(cmd.words[1:], set_)), cmd.assigned) for set_ in (True, False)
-    )
+    return tuple(SimpleCommand((cmd.words[0], *_words(cmd.words[1:], set_)), cmd.assigned) for set_ in (True, False))
 
 
 def _readable(word: Word) -> bool:
@@ -98,4 +91,4 @@ def _value(found: re.Match[str], set_: bool) -> str:
     return default if operator is not None else ""
 
 
-__all__ = ["NAME", "TEMPORARY", "known", "mentioned", "read_known"]
+__all__ = ["NAME", "TEMPORARY", "known", "read_known"]

@@ -38,6 +38,7 @@ from bus.rules.bashsplit import split_bash
 from bus.rules.globs import glob
 from bus.rules.limits import PATH_MAX_CHARS, current_limits
 from bus.rules.paths import path_matches
+from bus.rules.shellread import ShellRead, read_shell
 from bus.rules.shellrules import shell_matches
 
 EDIT_TOOLS: Final = frozenset({"Edit", "Write", "MultiEdit", "NotebookEdit"})
@@ -126,6 +127,7 @@ def rule_matches(
     fail_open: bool | None = None,
     kind: RuleKind = "if",
     home: str | None = None,
+    shell: ShellRead | None = None,
 ) -> bool:
     """Whether ``rule`` matches a call of ``tool_name`` with ``tool_input`` made in ``cwd``.
 
@@ -137,7 +139,8 @@ def rule_matches(
     a shell command cannot be judged (unparsable, or a ``$VAR``/``$(...)``/backtick stands where
     the pattern's text could go on: some text that starts with the words before it matches); by
     default ``True``, except ``False`` for ``"allow"``. ``home`` is the agent's home, what ``~``
-    stands for (:func:`bus.rules.paths.agent_home`; None when unknown).
+    stands for (:func:`bus.rules.paths.agent_home`; None when unknown). ``shell`` is the shell
+    command already read (:func:`bus.rules.shellread.read_shell`), when the caller has it.
     """
     deny_rule = kind in ("deny", "ask")
     if fail_open is None:
@@ -155,9 +158,10 @@ def rule_matches(
         return _param_matches(tool_input.get(param.group(1)), param.group(2))
     if tool in SHELL_TOOLS:
         command = tool_input.get("command")
-        return isinstance(command, str) and shell_matches(
-            content, command, tool == "PowerShell", fail_open, every=kind == "allow"
-        )
+        if not isinstance(command, str):
+            return False
+        read = shell if shell is not None else read_shell(command, tool == "PowerShell")
+        return shell_matches(content, read, tool == "PowerShell", fail_open, every=kind == "allow")
     limits = current_limits()
     if tool in EDIT_TOOLS or tool in READ_TOOLS:
         paths = call_paths(tool, tool_input, cwd)

@@ -1,55 +1,26 @@
-"""Bash and PowerShell patterns of permission rules (``Bash(git push *)``), matched against a
-command's subcommands (see :mod:`bus.rules.permissions` for the rules' semantics).
+"""The match stage for shell commands: Bash and PowerShell patterns of permission rules
+(``Bash(git push *)``) matched against a command read once (:class:`bus.rules.shellread.ShellRead`;
+see :mod:`bus.rules.permissions` for the rules' semantics).
 
-Each subcommand is read as every command it runs (its *readings*, :mod:`bus.rules.readings`:
-itself, the command a wrapper or ``sh -c`` runs, ``/bin/rm`` as ``rm``, what a ``python -c``
-one-liner does...), and each reading is matched as written, unquoted, with the wrappers Claude
-Code knows removed and with its flags in a canonical spelling (its *variants*). A ``deny``,
-``ask`` or ``if`` pattern matches when it matches a variant of any reading; an ``allow`` pattern
-only when it matches a variant of every reading. A reading with run-time expansions also
-matches a pattern more specific than a command name whose first word matches its program.
-:class:`ShellView` gathers all of that for a whole command in one pass (the readings of a
-subcommand are worked out once and cached with it), so that a compiled list of patterns costs
-one combined match per text (:mod:`bus.policy.rulelists`).
+A ``deny``, ``ask`` or ``if`` pattern matches when it matches a variant of any reading of any
+subcommand; an ``allow`` pattern only when it matches a variant of every reading. A reading
+with words known only at run time (``$VAR``, what ``xargs`` reads) also meets a deny or ask
+pattern that a text starting with its known words can match (:meth:`ShellPattern.extends`).
+Nothing here reads the command: a new rule feature goes here or in
+:mod:`bus.policy.rulelists`, a new way of reading a command in the read stage.
 """
 
 from __future__ import annotations
 
-import contextvars
 import functools
 import re
 from dataclasses import dataclass
 from typing import Final
 
-from bus.rules import knownvars
-from bus.rules.bashsplit import CACHED_COMMAND_CHARS, SimpleCommand, Word, parse_commands, strip_wrappers
 from bus.rules.globs import Glob, glob, glob_regex
-from bus.rules.heredocs import fed_texts
 from bus.rules.limits import current_limits
-from bus.rules.readings import STDIN_ARGS, ScriptBudget, read_command
-from bus.rules.spellings import spellings
+from bus.rules.shellread import Reading, ShellRead, SubcommandRead
 
-_PS_ALIASES: Final = {
-    alias: cmdlet
-    for cmdlet, aliases in {
-        "get-childitem": "ls dir gci",
-        "remove-item": "rm del erase rd rmdir ri",
-        "copy-item": "cp copy cpi",
-        "move-item": "mv move mi",
-        "get-content": "cat gc type",
-        "set-content": "sc",
-        "new-item": "ni",
-        "set-location": "cd chdir sl",
-        "get-location": "pwd gl",
-        "write-output": "echo write",
-        "invoke-webrequest": "iwr curl wget",
-        "invoke-restmethod": "irm",
-        "invoke-expression": "iex",
-        "start-process": "saps start",
-        "stop-process": "kill spps",
-    }.items()
-    for alias in aliases.split()
-}
 #: Leading assignments an ``allow`` rule may match past (any is stripped for ``if``/deny/ask).
 _SAFE_ENV: Final = frozenset(
     {
@@ -69,7 +40,7 @@ _SAFE_ENV: Final = frozenset(
 
 
 @dataclass(frozen=True, slots=True)
-class _ShellPattern:
+class ShellPattern:
     #: The pattern as a regex when one matches in linear time (at most two ``*``), else ``None``.
     regex: re.Pattern[str] | None
     glob: Glob | None  # the pattern, when it has no regex
@@ -105,7 +76,7 @@ class _ShellPattern:
 
 
 @functools.lru_cache(maxsize=4096)
-def _shell_pattern(content: str, ignore_case: bool) -> _ShellPattern:
+def _shell_pattern(content: str, ignore_case: bool) -> ShellPattern:
     pattern = " ".join(content.split())
     if pattern.endswith(":*"):  # legacy prefix form: ``npm run test:*`` == ``npm run test *``
         pattern = (pattern[:-2].rstrip() + " *").lstrip()
@@ -125,7 +96,7 @@ def _shell_pattern(content: str, ignore_case: bool) -> _ShellPattern:
     stars = pattern.count("*")
     tail_star = stars == 1 and pattern.endswith("*")
     floats = _floats(pattern, tail_star)
-    return _ShellPattern(
+    return ShellPattern(
         regex, linear, glob(head, ignore_case), name_only, pattern == "*", first, stars, tail_star, floats
     )
 
@@ -154,30 +125,32 @@ def _floats(pattern: str, tail_star: bool) -> str:
     return FLOATS_OPTION if after[0] == "-" else FLOATS_NAME
 
 
-def shell_matches(content: str, command: str, powershell: bool, fail_open: bool, every: bool) -> bool:
+def shell_matches(content: str, read: ShellRead, powershell: bool, fail_open: bool, every: bool) -> bool:
+    """Whether the pattern ``content`` matches the command ``read``: a reading of it (``every``:
+    every reading); ``fail_open`` is the answer when it cannot be judged, and whether words known
+    only at run time meet the pattern where they can (deny and ask, not allow)."""
     pattern = _shell_pattern(content, powershell)
     if pattern.match_all:
         return True
-    commands = parse_commands(command, powershell=powershell)
-    if commands is None:
+    if read.unjudged is not None:
         return fail_open
-    reads = _reads(command, commands, powershell)
+    reads = read.subcommands
     if every:  # allow rules: every reading of every subcommand, no unsafe leading assignment
         return bool(reads) and all(_every_reading_matches(pattern, read) for read in reads)
     return any(_any_reading_matches(pattern, read, fail_open) for read in reads)
 
 
-def _any_reading_matches(pattern: _ShellPattern, read: _Read, fail_open: bool) -> bool:
+def _any_reading_matches(pattern: ShellPattern, read: SubcommandRead, fail_open: bool) -> bool:
     if fail_open and read.opaque and unreadable_code_unjudged():
         return True
     return any(_reading_matches(pattern, reading, fail_open) for reading in read.readings)
 
 
-def _every_reading_matches(pattern: _ShellPattern, read: _Read) -> bool:
+def _every_reading_matches(pattern: ShellPattern, read: SubcommandRead) -> bool:
     if read.opaque and unreadable_code_unjudged():
         return False
     return all(
-        _SAFE_ENV.issuperset(reading.command.assigned)
+        _SAFE_ENV.issuperset(reading.assigned)
         and (
             any(pattern.covers(start) for start in reading.starts)
             if reading.starts
@@ -187,12 +160,12 @@ def _every_reading_matches(pattern: _ShellPattern, read: _Read) -> bool:
     )
 
 
-def _reading_matches(pattern: _ShellPattern, reading: _Reading, fail_open: bool) -> bool:
+def _reading_matches(pattern: ShellPattern, reading: Reading, fail_open: bool) -> bool:
     if any(pattern.fullmatch(text) for text in reading.texts):
         return True
     if fail_open and any(pattern.extends(start, reading.operands) for start in reading.starts):
         return True
-    if not fail_open or not reading.command.dynamic:
+    if not fail_open or not reading.dynamic:
         return False
     return reading.dynamic_program or any(pattern.extends(start, reading.operands) for start in reading.dynamic_starts)
 
@@ -203,225 +176,12 @@ def unreadable_code_unjudged() -> bool:
     return current_limits().unreadable_code == "unjudged"
 
 
-@dataclass(frozen=True, slots=True)
-class _Reading:
-    """One reading and the texts it is matched as."""
-
-    command: SimpleCommand
-    texts: frozenset[str]
-    #: When the program gets more words at run time (``xargs CMD``: what it reads): the texts the
-    #: command starts with, each ending in a space.
-    starts: frozenset[str] = frozenset()
-    #: With run-time expansions (``git log $BRANCH``): each text up to the word where its first
-    #: expansion is (``"git log "``, ending in a space); a deny or ask pattern meets the reading
-    #: when some text that starts so can match it (:meth:`_ShellPattern.extends`).
-    dynamic_starts: frozenset[str] = frozenset()
-    #: The program itself is an expansion (``$CMD -rf /``): every pattern meets it.
-    dynamic_program: bool = False
-    #: The words known only at run time stand after a ``--``: they are no options.
-    operands: bool = False
-
-
-@dataclass(frozen=True, slots=True)
-class _Read:
-    """A subcommand's readings."""
-
-    readings: tuple[_Reading, ...]
-    opaque: bool
-
-
-#: What is left of the scripts budget of the command being read (:func:`_reads`).
-_BUDGET: Final[contextvars.ContextVar[ScriptBudget | None]] = contextvars.ContextVar("hookbus_scripts", default=None)
-
-
-def _reads(command: str, commands: tuple[SimpleCommand, ...], powershell: bool) -> list[_Read]:
-    """The readings of each subcommand of ``command``, their scripts parsed within one budget
-    for the whole command (:data:`bus.rules.readings.SCRIPT_CHARS`)."""
-    fed = _fed(command, commands, powershell)
-    token = _BUDGET.set(ScriptBudget())
-    try:
-        reads = [_read(cmd, stdin, powershell) for cmd, stdin in zip(commands, fed, strict=True)]
-    finally:
-        _BUDGET.reset(token)
-    return reads if powershell or not knownvars.mentioned(command) else _known_values(command, commands, reads)
-
-
-def _known_values(command: str, commands: tuple[SimpleCommand, ...], reads: list[_Read]) -> list[_Read]:
-    """The readings that expand ``$TMPDIR`` read with its known values instead, where the
-    command cannot change it (:mod:`bus.rules.knownvars`)."""
-    everywhere = knownvars.known(command, commands, (r.command for read in reads for r in read.readings))
-    if everywhere is False:
-        return reads
-    out = []
-    for cmd, read in zip(commands, reads, strict=True):
-        readings: list[_Reading] = []
-        for k, reading in enumerate(read.readings):
-            mine = everywhere or (k == 0 and knownvars.NAME in cmd.assigned)
-            found = knownvars.read_known(reading.command) if mine and not reading.starts else None
-            readings.extend([reading] if found is None else (_reading(c) for c in found))
-        out.append(_Read(tuple(readings), read.opaque))
-    return out
-
-
-def _fed(command: str, commands: tuple[SimpleCommand, ...], powershell: bool) -> list[str | None]:
-    """What a here-document or here-string feeds each subcommand."""
-    return [None] * len(commands) if powershell else fed_texts(command, commands)
-
-
-class _Unkept(Exception):  # not an error: a read cut short by its command's budget, not to be cached
-    def __init__(self, read: _Read) -> None:
-        self.read = read
-
-
-def _read(cmd: SimpleCommand, stdin: str | None, powershell: bool) -> _Read:
-    """The readings of a subcommand (fed ``stdin`` by a here-document) and their variants,
-    worked out once (one cut short by its command's budget is not kept)."""
-    cache = _cached_read if len(cmd.text) + len(stdin or "") <= CACHED_COMMAND_CHARS else _long_reads
-    try:
-        return cache(cmd, stdin, powershell)
-    except _Unkept as unkept:
-        return unkept.read
-
-
-def _make_read(cmd: SimpleCommand, stdin: str | None, powershell: bool) -> _Read:
-    if powershell:
-        return _Read((_reading(cmd, powershell=True),), False)
-    read = read_command(cmd, stdin, _BUDGET.get())
-    found = _Read(tuple(_reading(reading) for reading in read.commands), read.opaque)
-    if read.limited:
-        raise _Unkept(found)
-    return found
-
-
-def _reading(command: SimpleCommand, *, powershell: bool = False) -> _Reading:
-    if powershell or command.words[-1] is not STDIN_ARGS:
-        texts = _make_variants(command, powershell)
-        if not command.dynamic:
-            return _Reading(command, texts)
-        # PowerShell's patterns are matched in lower case (:func:`_shell_pattern`).
-        starts = {_dynamic_start(text.lower() if powershell else text) for text in texts}
-        operands = _after_options(command.words[: next(k for k, w in enumerate(command.words) if w.dynamic)])
-        return _Reading(command, texts, frozenset(), frozenset(starts - {""}), "" in starts, operands)
-    known = SimpleCommand(command.words[:-1], command.assigned)  # and what it reads, at run time
-    texts = _make_variants(known, False)
-    return _Reading(known, texts, frozenset(text + " " for text in texts), operands=_after_options(known.words))
-
-
-def _after_options(words: tuple[Word, ...]) -> bool:
-    """Whether the words that follow these stand after a ``--``, where options end."""
-    return any(word.value == "--" and not word.dynamic for word in words[1:])
-
-
-#: Where an expansion (or a pattern bash expands) can begin in a command's text.
-_EXPANSION = re.compile(r"[$`*?\[{]|[<>]\(")
-
-
-def _dynamic_start(text: str) -> str:
-    """``text`` up to the word where its first expansion is, ending in a space; ``""`` when that
-    is the program itself (or when no expansion shows in this form of the text: then only the
-    program is known to be what it says)."""
-    found = _EXPANSION.search(text)
-    end = text.rfind(" ", 0, found.start()) if found is not None else text.find(" ")
-    return text[: end + 1] if end >= 0 else ""
-
-
-_cached_read = functools.lru_cache(maxsize=4096)(_make_read)
-#: The few long subcommands in flight, kept apart so that they never push the common ones out.
-_long_reads = functools.lru_cache(maxsize=64)(_make_read)
-
-
-def _make_variants(cmd: SimpleCommand, powershell: bool) -> frozenset[str]:
-    """The texts a reading is matched as: as written, unquoted, with wrappers removed, and its
-    flags spelled canonically."""
-    forms = [cmd]
-    stripped = strip_wrappers(cmd.words)
-    if stripped != cmd.words:
-        forms.append(SimpleCommand(stripped))
-    texts: set[str] = set()
-    for form in forms:
-        texts.update((form.text, form.plain, " ".join(form.text.split())))
-        if powershell:
-            alias = _PS_ALIASES.get(form.words[0].value.lower())
-            if alias is not None:
-                texts.add(" ".join((alias, *(word.value for word in form.words[1:]))))
-        else:
-            texts.update(spellings(form.words))
-    return frozenset(texts)
-
-
-def shell_texts(command: str, powershell: bool = False) -> frozenset[str] | None:
-    """Every text the subcommands of ``command`` are matched as, for a combined pre-check.
-
-    ``None`` when that is not enough to decide: the command cannot be parsed, or run-time
-    expansions make its final text unknowable (then see :func:`shell_view`).
-    """
-    commands = parse_commands(command, powershell=powershell)
-    if commands is None:
-        return None
-    texts: set[str] = set()
-    for read in _reads(command, commands, powershell):
-        if read.opaque or any(reading.command.dynamic or reading.starts for reading in read.readings):
-            return None
-        for reading in read.readings:
-            texts.update(reading.texts)
-    return frozenset(texts)
-
-
-@dataclass(frozen=True, slots=True)
-class ShellView:
-    """What every ``deny``/``ask`` shell pattern is checked against, worked out in one pass over
-    the subcommands, so that a list of patterns costs one combined match per text whatever the
-    number of its rules (see :func:`rule_matches` for the rules it stands for).
-
-    A pattern matches the command when it matches one of ``texts``; or, when a reading's
-    program is only known at run time (``dynamic_program``), always; or when some text that
-    starts with one of ``starts`` can match it (a reading with run-time expansions, up to the
-    word of its first one; ``xargs CMD``, whose words are still to come).
-    """
-
-    #: Every text of every reading of every subcommand (its variants), sorted.
-    texts: tuple[str, ...]
-    #: Some reading's program itself is an expansion (or cannot be read).
-    dynamic_program: bool
-    #: How many subcommands the command has.
-    subcommands: int
-    #: Some subcommand runs interpreter code that cannot be read (see
-    #: :func:`unreadable_code_unjudged`: then it meets every pattern).
-    opaque: bool = False
-    #: The texts the readings with run-time expansions or that get more words at run time start
-    #: with (``rm -rf $DIR`` and ``xargs rm -rf`` both: ``"rm -rf "``), sorted; a pattern meets
-    #: one when a text that starts so can match it (see :func:`shell_start`).
-    starts: tuple[str, ...] = ()
-    #: The same, for the readings whose words known at run time stand after a ``--``: no
-    #: pattern that needs an option there meets them.
-    operand_starts: tuple[str, ...] = ()
-
-
-def shell_view(command: str, powershell: bool = False) -> ShellView | None:
-    """The :class:`ShellView` of ``command``; ``None`` when it cannot be parsed."""
-    commands = parse_commands(command, powershell=powershell)
-    if commands is None:
-        return None
-    texts: set[str] = set()
-    starts: set[str] = set()
-    operand_starts: set[str] = set()
-    dynamic_program = opaque = False
-    for read in _reads(command, commands, powershell):
-        opaque |= read.opaque
-        for found in read.readings:
-            texts.update(found.texts)
-            (operand_starts if found.operands else starts).update(found.starts | found.dynamic_starts)
-            dynamic_program |= found.dynamic_program
-    found_starts = tuple(sorted(starts)), tuple(sorted(operand_starts))
-    return ShellView(tuple(sorted(texts)), dynamic_program, len(commands), opaque, *found_starts)
-
-
 def shell_start(content: str, powershell: bool = False) -> tuple[str, str]:
     """A ``deny``/``ask`` pattern's text before its first ``*`` (all of it without one), and
     what that ``*`` is followed by (:data:`FLOATS_ANY`, ...): it meets a reading that starts
     with ``start`` (:attr:`ShellView.starts`) when that text is longer and starts with
     ``start``, or ``start`` starts with it and the ``*`` takes what follows
-    (:meth:`_ShellPattern.extends`)."""
+    (:meth:`ShellPattern.extends`)."""
     pattern = _shell_pattern(content, powershell)
     return pattern.first, pattern.floats
 
@@ -437,11 +197,9 @@ __all__ = [
     "FLOATS_NAME",
     "FLOATS_NONE",
     "FLOATS_OPTION",
-    "ShellView",
+    "ShellPattern",
     "shell_matches",
     "shell_regex",
     "shell_start",
-    "shell_texts",
-    "shell_view",
     "unreadable_code_unjudged",
 ]

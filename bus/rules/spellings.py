@@ -55,8 +55,8 @@ def as_meant(words: tuple[Word, ...]) -> tuple[Word, ...] | None:
     if words[0].value == "git" and len(words) > 1 and words[1].value == "push":
         values = [word.value for word in words if not word.dynamic]
         if "--force-with-lease" in values and "--no-force-with-lease" not in values:
-            dashes = values.index("--") if "--" in values else len(values)
-            meant = [word for k, word in enumerate(words) if k >= dashes or word.dynamic or word.value not in _FORCE]
+            end = values.index("--") if "--" in values else len(values)
+            meant = [word for k, word in enumerate(words) if k >= end or word.dynamic or word.value not in _FORCE]
     dashes = next((k for k, word in enumerate(meant) if word.value == "--" and not word.dynamic), None)
     if dashes is not None:
         meant[dashes + 1 :] = [

@@ -18,10 +18,10 @@ import asyncio
 from collections.abc import Callable, Mapping
 from typing import Any, TypeVar
 
-from bus.policy.rulelists import read_ahead
 from bus.rules.bashsplit import Judged, parse_commands, prepare, reset_prepared, split_within
 from bus.rules.limits import INLINE_SPLIT_CHARS, SPLIT_BUDGET_S, Limits, reset_limits, set_limits
 from bus.rules.permissions import SHELL_TOOLS
+from bus.rules.shellread import read_ahead
 from workers.engine.fairthreads import FairThreads, Refused
 
 T = TypeVar("T")

@@ -26,9 +26,10 @@ from bus.policy.rulelists import _ALONE, _decided, _reason_text, compile_lists, 
 from bus.policy.schema import RuleHandler
 from bus.redis.keys import Keyspace
 from bus.rules import bashsplit
-from bus.rules.bashsplit import SPLIT_CACHE_SIZE, unjudged
+from bus.rules.bashsplit import SPLIT_CACHE_SIZE
 from bus.rules.limits import using_limits
 from bus.rules.permissions import SHELL_TOOLS, parse_rule, rule_matches
+from bus.rules.shellread import read_shell
 from bus.stream.protocol import Request
 from tests.conftest import REPO
 from workers.engine.evaluation import Engine
@@ -60,7 +61,7 @@ def reference_result(handler: RuleHandler, event: str, hook_input: dict[str, Any
         return HandlerResult(Outcome.OK, output={}, handler_type="rule")
     tool_name, tool_input = hook_input.get("tool_name"), hook_input.get("tool_input")
     command = tool_input.get("command") if tool_name in SHELL_TOOLS and isinstance(tool_input, dict) else None
-    why = unjudged(command, tool_name == "PowerShell") if isinstance(command, str) else None
+    why = read_shell(command, tool_name == "PowerShell").unjudged if isinstance(command, str) else None
     return HandlerResult(Outcome.OK, output=rule_output(event, *found, handler.reason, why), handler_type="rule")
 
 

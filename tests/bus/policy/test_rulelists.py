@@ -10,7 +10,7 @@ import pytest
 
 from bus.policy import rulelists
 from bus.policy.rulelists import RuleList, compile_lists
-from bus.rules import shellrules
+from bus.rules import shellread, shellrules
 from bus.rules.paths import agent_home
 from bus.rules.permissions import rule_matches
 
@@ -102,7 +102,7 @@ def test_a_command_costs_one_pass_whatever_the_number_of_rules(monkeypatch: pyte
         return real(*args)
 
     monkeypatch.setattr(shellrules, "_reading_matches", counted)
-    rulelists._long_views.cache_clear()
+    shellread._long_kept.cache_clear()
     assert rule_list.first_match("Bash", {"command": command}, "/w") == "Bash(rm -rf *)"
     assert calls == 0  # every rule was decided by the combined match, none by one per subcommand
 

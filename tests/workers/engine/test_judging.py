@@ -69,12 +69,12 @@ async def test_a_tenant_past_its_queue_gets_cannot_be_judged_and_another_tenant_
 
 
 async def test_a_long_command_is_read_in_the_thread_that_split_it_not_on_the_event_loop() -> None:
-    from bus.policy import rulelists
+    from bus.rules import shellread
 
     command = "bash -c '" + "a $x; " * 3000 + "rm -rf /'"  # its script is parsed while reading it
     found = await judge_command(bash(command), DEFAULT_LIMITS, 1.5, "t")
     assert found is not None and isinstance(next(iter(found.values())), tuple)
-    misses = rulelists._long_views.cache_info().misses
+    misses = shellread._long_kept.cache_info().misses
     with judged(found, DEFAULT_LIMITS):
         verdicts_seen = [
             verdict[0]
@@ -83,4 +83,4 @@ async def test_a_long_command_is_read_in_the_thread_that_split_it_not_on_the_eve
             if (verdict := evaluate_rules(entry.handler, bash(command))) is not None
         ]
     assert "deny" in verdicts_seen
-    assert rulelists._long_views.cache_info().misses == misses  # matching found the reading done
+    assert shellread._long_kept.cache_info().misses == misses  # matching found the reading done
