@@ -46,6 +46,8 @@ class FreezeCache:
         self.metrics = metrics or process_metrics()
         self._by_tenant: dict[str, Freeze] = {}
         self._raw: dict[bytes, bytes] | None = None
+        #: Bumped by :meth:`put` and :meth:`drop`: a read that started before one is not applied.
+        self._changes = 0
         #: The last read's error (None: it worked), for ``/readyz``.
         self.last_error: str | None = None
         self._task = BackgroundTask(self._run, "hookbus-freezes")
@@ -67,20 +69,23 @@ class FreezeCache:
     def put(self, freeze: Freeze) -> None:
         """Apply a freeze this node just set (the others read it on their next poll)."""
         self._by_tenant[freeze.tenant] = freeze
-        self._raw = None
+        self._raw, self._changes = None, self._changes + 1
         self._report()
 
     def drop(self, tenant: str) -> None:
         """Lift a freeze this node just lifted."""
         self._by_tenant.pop(tenant, None)
-        self._raw = None
+        self._raw, self._changes = None, self._changes + 1
         self._report()
 
     async def refresh(self) -> None:
         """Read the freezes from Redis (BusUnavailable when it cannot)."""
         assert self.redis is not None
+        changes = self._changes
         with redis_errors(self.redis_url):
             raw = await self.redis.hgetall(self.keys.freezes)  # type: ignore[misc]
+        if changes != self._changes:  # this node set or lifted one meanwhile: the read may predate it
+            return
         if raw == self._raw:  # the same as last time: nothing to decode (the common case)
             self._report()
             return

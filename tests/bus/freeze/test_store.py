@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import uuid
 from collections.abc import AsyncIterator
 
@@ -67,3 +68,19 @@ async def test_until_lifts_a_cached_freeze_without_a_read(bus: BusProbe) -> None
     assert cache.frozen("acme", "PreToolUse", "Bash") is not None
     await async_wait_for(lambda: cache.frozen("acme", "PreToolUse", "Bash") is None, timeout_s=5)
     assert cache.active() == []
+
+
+async def test_a_read_that_started_before_a_local_freeze_does_not_undo_it(
+    bus: BusProbe, tenants: tuple[str, str]
+) -> None:
+    a, _ = tenants
+    cache = FreezeCache(bus.redis, bus.keys, metrics=Metrics())
+    reading = asyncio.create_task(cache.refresh())
+    await asyncio.sleep(0)  # the read is on its way, and Redis holds no freeze of a
+    set_ = Freeze.new(a, reason="set here while the read was out", by="alice")
+    cache.put(set_)
+    await reading
+    assert cache.frozen(a, "PreToolUse", "Bash") == set_
+    await bus.redis.hset(bus.keys.freezes, a, set_.encode().decode())  # type: ignore[misc]
+    await cache.refresh()  # the next read sees it in Redis
+    assert cache.frozen(a, "PreToolUse", "Bash") == set_
