@@ -106,7 +106,9 @@ def freeze_routes(settings: Settings, gateway: Gateway) -> list[Route]:
                 tenant = check_tenant(body.tenant)
                 _check_manages(caller, tenant, "freezing")
                 until_ms = parse_until_ms(body.until)
-                by = f"{' '.join(body.by.split())} ({caller.role})" if body.by.strip() else caller.role
+                # The role in brackets is the gateway's word: a name cannot claim one.
+                name = " ".join(body.by.translate({ord("("): " ", ord(")"): " "}).split())
+                by = f"{name} ({caller.role})" if name else caller.role
                 found = await freeze(
                     gateway.redis, gateway.keys, tenant, body.tools, until_ms, body.reason, by, gateway.redis_url
                 )

@@ -115,8 +115,10 @@ async def test_only_an_org_admin_or_the_tenants_admin_may_freeze_or_unfreeze(
         whoami = (await p.client.get(f"{p.url}/v1/whoami", headers=fleet.admin_a)).json()
         assert whoami == {"tenant": fleet.a, "tenant_admin": True, "tokens": True}
         assert_error(await p.post(pre_tool_use("ls"), headers=fleet.admin_a), 401)  # it sends no events
-        answer = await set_freeze(p, fleet.admin_a, tenant=fleet.a, tools=["Write|Edit"])
-        assert answer.status_code == 200 and answer.json()["freeze"]["by"] == f"tenant {fleet.a}'s admin"
+        answer = await set_freeze(p, fleet.admin_a, tenant=fleet.a, tools=["Write|Edit"], by="eve (org admin)")
+        assert (
+            answer.status_code == 200 and answer.json()["freeze"]["by"] == f"eve org admin (tenant {fleet.a}'s admin)"
+        )
         # An agent can neither lift the freeze that stops it nor see another tenant's.
         refused = await p.client.delete(f"{p.url}/v1/freeze", params={"tenant": fleet.a}, headers=fleet.agent_a)
         assert "unfreezing tenant" in assert_error(refused, 403, "forbidden")["detail"]
