@@ -15,7 +15,19 @@ CaseRunner`: the dispatcher's engine, judging of the command included), as a Cla
   asked.
 
 Results: a Markdown table on stdout, and ``bench/results/corpus_guards.json`` with every case
-the policy got wrong (``--misses N`` prints N of them per group).
+the policy got wrong (``--misses N`` prints N of them per group, an arguable one with why).
+
+Notes. A peer's expectation that is arguable is kept, flagged ``arguable`` with why
+(:data:`corpus_guards_extract.ARGUABLE`), counted in "all" and left out of the next row; where
+hookbus keeps such a case denied (an unterminated quote: bash runs nothing of it and hookbus
+cannot judge it; a DCG gap that destroys data; ``git reset --hard`` in a mode that allows it),
+the note says why. Two readings differ from a peer's on purpose: a word known only at run time
+(what ``xargs`` reads, ``$(...)``) does not meet a pattern whose ``*`` is followed inside a word
+by part of a file name (``cat *.env``): the pack's secret rules are about the secret named in
+the command, and a file another program lists at run time is for the file tools' rules, so
+``xargs cat`` is allowed and ``cat .env`` denied; and ``TMPDIR=/x rm -rf $TMPDIR/y`` expands the
+value from before the assignment, as bash does, so it is asked as a temporary directory where
+Safety Net expects it blocked as ``/x``.
 """
 
 from __future__ import annotations
@@ -145,7 +157,8 @@ def report(cases: list[dict[str, Any]], decisions: list[str], misses: int) -> di
             print(f"\n{title}: {len(found)}")
             for item in found[:misses]:
                 text = item.get("command", item.get("file_path", ""))
-                print(f"  [{item['decision']}] {text[:160]!r}  ({item['category']}; {item['source']})")
+                why = f"; arguable: {item['note']}" if item.get("arguable") else ""
+                print(f"  [{item['decision']}] {text[:160]!r}  ({item['category']}; {item['source']}{why})")
     return {"summary": summary, "wrong": wrong}
 
 

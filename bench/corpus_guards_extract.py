@@ -81,6 +81,7 @@ DISLER: tuple[tuple[str, str, str, str], ...] = (
     ("allow", "Bash", "ls -la", ""),
 )
 
+_DESTROYS = "hookbus keeps it denied: it destroys "
 #: Expectations of the peers that are arguable, with why (kept, flagged ``arguable`` in the data).
 ARGUABLE: dict[tuple[str, str], str] = {
     ("block", "1A=2 git reset --hard"): "not an assignment: bash looks for a program named 1A=2, git never runs",
@@ -107,11 +108,17 @@ ARGUABLE: dict[tuple[str, str], str] = {
     ("allow", "sudo ls -la"): "the example policy's agent-loop hook denies every sudo",
     ("allow", "sudo env VAR=1 git status"): "the example policy's agent-loop hook denies every sudo",
     ("allow", "echo ok | xargs sudo --"): "the example policy's agent-loop hook denies every sudo",
+    ("allow", "docker system prune"): _DESTROYS + "every stopped container, unused network and dangling image",
+    ("allow", "docker system prune -a"): _DESTROYS + "every stopped container, unused network and unused image",
+    ("allow", "kubectl delete namespace prod"): _DESTROYS + "a namespace and everything in it",
+    ("allow", "kubectl delete all --all"): _DESTROYS + "every workload of the namespace",
     ("allow", "$(echo hello)"): "the program is only known at run time: hookbus cannot judge it",
     ("allow", "`echo hello`"): "the program is only known at run time: hookbus cannot judge it",
     ("allow", "$(echo ls)"): "the program is only known at run time: hookbus cannot judge it",
     ("allow", "`echo pwd`"): "the program is only known at run time: hookbus cannot judge it",
 }
+#: Why a command Safety Net allows only in its worktree mode is kept denied.
+_WORKTREE_KEPT = "hookbus keeps it denied: it discards uncommitted work, in a worktree too"
 #: Safety Net's modes that make it stricter than its default (a block only in them is arguable).
 _STRICT_MODES = ("SAFETY_NET_STRICT", "SAFETY_NET_PARANOID")
 
@@ -196,6 +203,8 @@ def safety_net(repo: Path) -> tuple[list[dict[str, Any]], Counter[str]]:
                 notes.append("with a test directory as the working directory")
             elif kind == "Blocked" and args.count(",") >= 2:
                 notes.append("with a test directory as the working directory")
+            if kind == "Allowed" and arguable:
+                notes.append(_WORKTREE_KEPT)
             expect = "block" if kind == "Blocked" else "allow"
             cases.append(_case(SAFETY_NET, path, line, expect, command, "; ".join(notes), arguable=arguable))
     return cases, skipped
