@@ -19,12 +19,12 @@ import orjson
 from bus.decisionlog.masking import redact_record
 from bus.dialects.base import Dialect
 from bus.freeze.freezes import FREEZE_HANDLER, Freeze
-from bus.hooks.decisions import RecordOutcome
+from bus.hooks.decisions import Decision, RecordOutcome
 from bus.hooks.merge import MergedDecision, merge_results
 from bus.policy.loading import Policy
 from bus.redaction.redact import redactor_for
 from bus.runtime.metrics import event_label
-from bus.stream.protocol import LogRecord, now_ms
+from bus.stream.protocol import LogRecord, Request, now_ms
 from gateway.inflight import Ticket
 from gateway.limits import Limited
 from gateway.state import Gateway
@@ -67,9 +67,8 @@ class FrozenAnswers:
         metrics.child(metrics.decisions, event_label(event), merged.decision).inc()
         metrics.child(metrics.events_by_agent, speaker.name, event_label(event)).inc()
         if await self._rate(ticket) is None:
-            record = frozen_record(freeze, event_id, speaker, hook_input, body, merged, versions, received_ms, ticket)
-            parsed = hook_input if record.payload is body else None  # the note is not the input
-            await self.gateway.log_record(redact_record(redactor_for(policy.settings.redact), record, parsed))
+            sender = (speaker.name, ticket.token_id or "", ticket.client_address)
+            await self._log(freeze, event_id, hook_input, body, merged, versions, received_ms, sender, policy)
         output = merged.output if speaker.name == "claude" else speaker.to_agent(event, merged.output, agent_input)
         headers = {
             "X-Hookbus-Event-Id": event_id,
@@ -79,20 +78,55 @@ class FrozenAnswers:
         }
         return orjson.dumps(output), headers
 
+    async def after_approval(
+        self, request: Request, answer: tuple[dict[str, Any], str, str | None]
+    ) -> tuple[dict[str, Any], str, str | None]:
+        """``answer``, the answer to a call held for a person (:mod:`gateway.approvals`), unless its
+        tenant was frozen while it was held: then the freeze's deny, recorded as the event's last word."""
+        if answer[1] == Decision.DENY or not self.gateway.freezes.active():
+            return answer
+        hook_input = request.hook_input()
+        freeze = self.frozen(request.tenant, request.event, hook_input.get("tool_name"))
+        if freeze is None:
+            return answer
+        merged = merge_results(request.event, [freeze.result(request.event)])
+        self.gateway.metrics.child(self.gateway.metrics.frozen_decisions, freeze.tenant).inc()
+        policy, _ = self.gateway.registry.for_tenant(request.tenant)
+        sender = (request.agent, request.token_id, request.client_address)
+        args = (request.event_id, hook_input, request.payload, merged, request.policy, request.received_ms, sender)
+        await self._log(freeze, *args, policy)
+        return merged.output, merged.decision, None
+
+    async def _log(
+        self,
+        freeze: Freeze,
+        event_id: str,
+        hook_input: dict[str, Any],
+        body: bytes,
+        merged: MergedDecision,
+        versions: str,
+        received_ms: int,
+        sender: tuple[str, str, str],
+        policy: Policy,
+    ) -> None:
+        record = frozen_record(freeze, event_id, hook_input, body, merged, versions, received_ms, sender)
+        parsed = hook_input if record.payload is body else None  # the note is not the input
+        await self.gateway.log_record(redact_record(redactor_for(policy.settings.redact), record, parsed))
+
 
 def frozen_record(
     freeze: Freeze,
     event_id: str,
-    speaker: Dialect,
     hook_input: dict[str, Any],
     body: bytes,
     merged: MergedDecision,
     versions: str,
     received_ms: int,
-    ticket: Ticket,
+    sender: tuple[str, str, str],
 ) -> LogRecord:
-    """The decision-log record of a frozen call, before masking (an input past
-    :data:`_INLINE_MASK_BYTES` is replaced by a note: it is not masked on the event loop)."""
+    """The decision-log record of a frozen call (``sender``: its agent, token id and client address),
+    before masking (an input past :data:`_INLINE_MASK_BYTES` is replaced by a note: it is not masked
+    on the event loop)."""
     payload = body
     if len(body) > _INLINE_MASK_BYTES:
         payload = orjson.dumps(
@@ -104,7 +138,7 @@ def frozen_record(
         event=str(hook_input["hook_event_name"]),
         tenant=freeze.tenant,
         session_id=str(hook_input.get("session_id", "")),
-        agent=speaker.name,
+        agent=sender[0],
         tool_name=str(hook_input.get("tool_name") or ""),
         outcome=RecordOutcome.DECIDED,
         decision=merged.decision,
@@ -118,8 +152,8 @@ def frozen_record(
         agent_type=str(hook_input.get("agent_type") or ""),
         tool_use_id=str(hook_input.get("tool_use_id") or ""),
         reason=merged.reason or "",
-        token_id=ticket.token_id or "",
-        client_address=ticket.client_address,
+        token_id=sender[1],
+        client_address=sender[2],
     )
 
 

@@ -407,7 +407,7 @@ class HooksEndpoint:
         if reply is None:
             return {}, Decision.NONE, FailOpenReason.TIMEOUT
         if reply.approval is not None and asker is not None:  # an ask for a person (gateway.approvals)
-            return await self.gateway.approvals.ask(request, reply, asker)
+            return await self.frozen.after_approval(request, await self.gateway.approvals.ask(request, reply, asker))
         return reply.output, reply.decision, reply.fail_open
 
     async def _claim(

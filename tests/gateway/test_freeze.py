@@ -15,6 +15,7 @@ from bus.freeze.store import freeze
 from bus.runtime.settings import Tokens
 from hookbus.platform.redis_server import EmbeddedRedis
 from tests.conftest import BusProbe, Platform, assert_error, async_wait_for, logged, pre_tool_use
+from tests.gateway.approvals.helpers import ADMIN, answer, asking, decision_of, pending, platform_with
 
 DENY_RM = yaml.safe_dump(
     {"hooks": {"PreToolUse": [{"matcher": "Bash", "hooks": [{"type": "rule", "deny": ["Bash(rm -rf *)"]}]}]}}
@@ -197,3 +198,26 @@ async def test_a_freeze_holds_while_redis_is_down(
             assert permission(await p.post(pre_tool_use("ls"), headers=fleet.agent_a)) == "deny"
         finally:
             private_redis.start()
+
+
+async def test_a_call_held_for_a_person_is_denied_when_its_tenant_is_frozen_meanwhile(
+    platform: Callable[..., Any], bus: BusProbe
+) -> None:
+    try:
+        async with platform_with(platform) as p, asking(p) as held:
+            [approval] = await pending(p)
+            assert (await set_freeze(p, ADMIN, tenant="acme", reason="incident")).status_code == 200
+            assert (await answer(p, approval["id"], "approve")).status_code == 200
+            reply = await held
+            decision, reason = decision_of(reply)
+            assert decision == "deny" and "tenant acme is frozen" in reason and reason.endswith(": incident")
+            records = await async_wait_for(lambda: _records_of(bus, reply.headers["X-Hookbus-Event-Id"], 3), 5)
+            assert records[-1].decision == "deny" and records[-1].hooks[0]["type"] == "freeze"
+            assert p.metrics.frozen_decisions.labels("acme")._value.get() == 1
+    finally:
+        await bus.redis.hdel(bus.keys.freezes, "acme")  # type: ignore[misc]
+
+
+async def _records_of(bus: BusProbe, event_id: str, count: int) -> list[Any] | None:
+    found = [r for r in await bus.log() if r.event_id == event_id]
+    return found if len(found) >= count else None
