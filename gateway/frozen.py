@@ -68,7 +68,8 @@ class FrozenAnswers:
         metrics.child(metrics.events_by_agent, speaker.name, event_label(event)).inc()
         if await self._rate(ticket) is None:
             sender = (speaker.name, ticket.token_id or "", ticket.client_address)
-            await self._log(freeze, event_id, hook_input, body, merged, versions, received_ms, sender, policy)
+            record = frozen_record(freeze, event_id, hook_input, body, merged, versions, received_ms, sender)
+            await self._log(record, hook_input, body, policy)
         output = merged.output if speaker.name == "claude" else speaker.to_agent(event, merged.output, agent_input)
         headers = {
             "X-Hookbus-Event-Id": event_id,
@@ -94,22 +95,11 @@ class FrozenAnswers:
         policy, _ = self.gateway.registry.for_tenant(request.tenant)
         sender = (request.agent, request.token_id, request.client_address)
         args = (request.event_id, hook_input, request.payload, merged, request.policy, request.received_ms, sender)
-        await self._log(freeze, *args, policy)
+        await self._log(frozen_record(freeze, *args), hook_input, request.payload, policy)
         return merged.output, merged.decision, None
 
-    async def _log(
-        self,
-        freeze: Freeze,
-        event_id: str,
-        hook_input: dict[str, Any],
-        body: bytes,
-        merged: MergedDecision,
-        versions: str,
-        received_ms: int,
-        sender: tuple[str, str, str],
-        policy: Policy,
-    ) -> None:
-        record = frozen_record(freeze, event_id, hook_input, body, merged, versions, received_ms, sender)
+    async def _log(self, record: LogRecord, hook_input: dict[str, Any], body: bytes, policy: Policy) -> None:
+        """Mask ``record`` (of ``hook_input``, sent as ``body``) as ``policy`` says and log it."""
         parsed = hook_input if record.payload is body else None  # the note is not the input
         await self.gateway.log_record(redact_record(redactor_for(policy.settings.redact), record, parsed))
 
