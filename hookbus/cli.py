@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import sys
 
+from hookbus.approvals_args import add_approvals_arguments  # the standard library only, like this module
 from hookbus.audit.follow_args import follow_delivery  # the standard library only, like this module
 from hookbus.freeze_args import add_freeze_arguments  # the standard library only, like this module
 from hookbus.shim import AGENTS as SHIM_AGENTS  # the standard library only, like this module
@@ -214,6 +215,7 @@ def build_parser() -> argparse.ArgumentParser:
     _audit(sub.add_parser("audit", help="the decision log as an audit trail: export a window, feed a pipeline"))
     _dlq(sub.add_parser("dlq", help="async hooks that were given up: list, show, replay, purge"))
     add_freeze_arguments(sub)
+    add_approvals_arguments(sub, _log_source)
     _tag_commands(parser)
     return parser
 

@@ -16,6 +16,7 @@ from hookbus.platform.state import EXIT_CONFIG, SUPERVISOR_ENV
 
 if TYPE_CHECKING:
     from bus.policy.loading import Policy
+    from bus.redis.keys import Keyspace
 
 logger = logging.getLogger("hookbus")
 
@@ -43,6 +44,11 @@ def _setup_logging(settings: Settings) -> None:
 
     setup_logging(settings.log_level, settings.log_format)
     install_log_redaction()  # no secret in a log line, a traceback included
+
+
+def _approvals_store(args: argparse.Namespace) -> tuple[str, Keyspace]:
+    settings = _settings(args)
+    return _require_redis(settings, embedded_ok=True), settings.keys
 
 
 def _require_redis(settings: Settings, *, embedded_ok: bool = False) -> str:
@@ -140,6 +146,10 @@ def _dispatch(args: argparse.Namespace) -> int:
         return policy_check(args.files, strict=args.strict)
     if args.command == "emit":
         return emit(args)
+    if args.command == "approvals":
+        from hookbus.approvals import approvals_command
+
+        return approvals_command(args, lambda: _approvals_store(args))
     if args.command in ("freeze", "unfreeze"):
         from hookbus.freeze import freeze_command
 

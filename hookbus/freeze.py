@@ -27,15 +27,18 @@ def gateway_url(url: str | None) -> str:
     return hook_url(url).partition("?")[0].removesuffix("/v1/hooks")
 
 
-def _who() -> str:
+def author_name() -> str:
+    """Who runs this command: $HOOKBUS_AUTHOR, else the login name (may be "")."""
     try:
         return os.environ.get("HOOKBUS_AUTHOR") or getpass.getuser()
     except (KeyError, OSError):  # no user name in this environment
         return ""
 
 
-def _call(method: str, url: str, **kwargs: Any) -> dict[str, Any]:
-    headers = {}
+def call_gateway(method: str, url: str, headers: dict[str, str] | None = None, **kwargs: Any) -> dict[str, Any]:
+    """``method url`` on a gateway with ``$HOOKBUS_TOKEN``: its JSON object (HookBusError naming the
+    gateway's refusal otherwise)."""
+    headers = dict(headers or {})
     if token := os.environ.get("HOOKBUS_TOKEN"):
         headers["Authorization"] = f"Bearer {token}"
     try:
@@ -63,12 +66,12 @@ def freeze_command(args: argparse.Namespace) -> int:
     """Run ``hookbus freeze`` or ``hookbus unfreeze``."""
     url = f"{gateway_url(args.url)}/v1/freeze"
     if args.command == "unfreeze":
-        body = _call("DELETE", url, params={"tenant": args.tenant})
+        body = call_gateway("DELETE", url, params={"tenant": args.tenant})
         lifted = body.get("lifted")
         print(f"unfroze {args.tenant}" if lifted else f"{args.tenant} was not frozen")
         return 0
     if args.list:
-        found = _call("GET", url)["freezes"]
+        found = call_gateway("GET", url)["freezes"]
         if args.json:
             print(json.dumps(found, indent=2))
         for freeze in [] if args.json else found:
@@ -78,10 +81,16 @@ def freeze_command(args: argparse.Namespace) -> int:
         return 0
     if not args.tenant:
         raise ConfigError("freeze needs --tenant T (or --list)")
-    request = {"tenant": args.tenant, "tools": args.tools, "until": args.until, "reason": args.reason, "by": _who()}
-    freeze = _call("POST", url, json=request)["freeze"]
+    request = {
+        "tenant": args.tenant,
+        "tools": args.tools,
+        "until": args.until,
+        "reason": args.reason,
+        "by": author_name(),
+    }
+    freeze = call_gateway("POST", url, json=request)["freeze"]
     print(json.dumps(freeze, indent=2) if args.json else f"froze {_line(freeze)}")
     return 0
 
 
-__all__ = ["freeze_command", "gateway_url"]
+__all__ = ["author_name", "call_gateway", "freeze_command", "gateway_url"]

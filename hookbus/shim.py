@@ -193,6 +193,10 @@ def post(url: str, body: bytes, token: str | None, timeout_s: float) -> tuple[in
     headers = {"Content-Type": "application/json"}
     if token:
         headers["Authorization"] = f"Bearer {token}"
+    # The longest the gateway may hold the request for a person's answer (hookbus.approvals): under our timeout.
+    headers["X-Hookbus-Hold-Seconds"] = f"{max(0.0, timeout_s - 1.0):g}"
+    if os.environ.get("HOOKBUS_HEADLESS", "").lower() in ("1", "true", "yes"):
+        headers["X-Hookbus-Headless"] = "1"  # no person at the agent: an ask goes to the approval queue
     home = os.environ.get("HOME", "")
     if home.startswith("/") and home.isascii() and home.isprintable():
         headers["X-Hookbus-Home"] = home  # the agent's home: what ~ in the policy's path rules stands for

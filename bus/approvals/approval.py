@@ -37,6 +37,8 @@ class Outcome(enum.StrEnum):
     OVERFLOW = "overflow"
     #: Answered by an earlier "approve for the session" of the same rule.
     SESSION = "session"
+    #: Allowed by a rule an earlier "approve always" wrote into the policy (``approved``).
+    ALWAYS = "always"
 
 
 #: Every outcome, for the metric's series at 0.

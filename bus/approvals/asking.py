@@ -7,6 +7,7 @@ the gateway, which knows the agent and whether it runs headless, sends it to the
 
 from __future__ import annotations
 
+import functools
 import hashlib
 from collections.abc import Iterable, Mapping
 from typing import Any
@@ -16,6 +17,8 @@ import orjson
 from bus.hooks.decisions import Decision
 from bus.policy.approvals import ApprovalsSettings
 from bus.policy.entries import HandlerEntry
+from bus.policy.rulelists import RuleList, compile_rules, first_verdict
+from bus.policy.schema import RuleHandler
 
 
 def rule_key(handler_id: str, reason: str) -> str:
@@ -56,6 +59,31 @@ def applies(settings: ApprovalsSettings, tenant: str, agent: str, event: str, he
     return settings.when == "always" or headless or not asks
 
 
+def approved_always(settings: ApprovalsSettings, hook_input: dict[str, Any]) -> str | None:
+    """The ``approved`` rule ("approve always") that allows this call, or None: read as a ``rule``
+    handler's ``allow`` list reads it (a compound command must be allowed in every part)."""
+    if not settings.approved:
+        return None
+    found = first_verdict(_approved_lists(tuple(settings.approved)), hook_input)
+    return found[1] if found is not None and found[0] == "allow" else None
+
+
+@functools.lru_cache(maxsize=64)
+def _approved_lists(rules: tuple[str, ...]) -> tuple[RuleList, ...]:
+    return compile_rules(RuleHandler(type="rule", allow=list(rules)))
+
+
+def always_rule(tool_name: str, tool_input: Any) -> str:
+    """The permission rule "approve always" writes for a call: the exact command or file, else
+    ValueError (approving a whole tool for good is a policy edit, not an answer)."""
+    if isinstance(tool_input, dict):
+        for field in ("command", "file_path", "notebook_path", "url"):
+            value = tool_input.get(field)
+            if isinstance(value, str) and value and not any(c in value for c in ")*\n"):
+                return f"{tool_name}({value})"
+    raise ValueError(f"approve always needs a {tool_name} call with one command or path (one line, no ')' or '*')")
+
+
 def call_digest(session_id: str, hook_input: Mapping[str, Any]) -> str:
     """One tool call of one session, however often it is sent (a retry, ``claude -p --resume``):
     its event, tool and input."""
@@ -63,4 +91,4 @@ def call_digest(session_id: str, hook_input: Mapping[str, Any]) -> str:
     return hashlib.sha256(orjson.dumps(call, option=orjson.OPT_SORT_KEYS)).hexdigest()[:32]
 
 
-__all__ = ["applies", "call_digest", "queued_ask", "rule_key"]
+__all__ = ["always_rule", "applies", "approved_always", "call_digest", "queued_ask", "rule_key"]

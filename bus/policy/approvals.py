@@ -8,7 +8,7 @@ when nobody does (a deny by default, never an allow).
 
 from __future__ import annotations
 
-from typing import Annotated, Final, Literal
+from typing import Annotated, Any, Final, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -45,8 +45,23 @@ class ApprovalsSettings(BaseModel):
     two_person: list[Annotated[str, Field(min_length=1)]] = Field(default_factory=list, alias="twoPerson")
     #: Claude Code runs that say they are headless get ``defer`` (``claude -p --resume`` picks up the answer).
     defer_headless: bool = Field(default=True, alias="deferHeadless")
+    #: Permission rules approved for good ("approve always"): a call one of them matches is
+    #: allowed without asking. Layers add to the list (:func:`merged_setting`).
+    approved: list[Annotated[str, Field(min_length=1)]] = Field(default_factory=list)
     #: How long an answered approval (and a session grant) is kept for retries and ``--resume``.
     keep_seconds: Annotated[float, Field(gt=0)] = Field(default=86400.0, alias="keepSeconds")
 
 
-__all__ = ["APPROVAL_EVENTS", "ApprovalsSettings"]
+def merged_setting(key: str, earlier: Any, later: Any) -> Any:
+    """A ``hookbus:`` key as a later policy file (or layer) leaves it: the later value, except
+    ``deadlines`` (merged per event) and ``approvals`` (merged per key; ``approved`` lists add up,
+    so a tenant's "approve always" version keeps the org's approval settings)."""
+    if key not in ("deadlines", "approvals") or not isinstance(earlier, dict) or not isinstance(later, dict):
+        return later
+    merged = {**earlier, **later}
+    if key == "approvals" and isinstance(earlier.get("approved"), list) and isinstance(later.get("approved"), list):
+        merged["approved"] = [*earlier["approved"], *later["approved"]]
+    return merged
+
+
+__all__ = ["APPROVAL_EVENTS", "ApprovalsSettings", "merged_setting"]

@@ -26,6 +26,7 @@ from bus.hooks.claude_settings import SETTINGS_KEYS
 from bus.hooks.events import EVENTS, HANDLER_TYPES, IF_EVENTS, NO_HTTP_EVENTS, event_spec
 from bus.hooks.matching import compile_matcher
 from bus.policy import schema
+from bus.policy.approvals import merged_setting
 from bus.policy.compiled import compile_policy
 from bus.policy.entries import HandlerEntry
 from bus.policy.packs import pack_sources, pack_text
@@ -376,8 +377,7 @@ def merge_policy(files: Sequence[PolicyFile]) -> Policy:
     digest = hashlib.sha256()
     for f in files:
         for key, value in f.platform.items():  # later files override, key by key
-            both = key == "deadlines" and isinstance(platform.get(key), dict)
-            platform[key] = {**platform[key], **value} if both else value
+            platform[key] = merged_setting(key, platform.get(key), value)
         disable = disable if f.disable_all_hooks is None else f.disable_all_hooks
         for entry in f.entries:
             if (first := seen.setdefault(entry.handler_id, entry)) is not entry:

@@ -13,7 +13,7 @@ from typing import Final
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
 #: How an ask for a person ended (:class:`bus.approvals.approval.Outcome`).
-APPROVAL_OUTCOMES: Final = ("approved", "denied", "expired", "overflow", "session")
+APPROVAL_OUTCOMES: Final = ("approved", "denied", "expired", "overflow", "session", "always")
 #: A person's answer takes seconds to hours.
 APPROVAL_WAIT_BUCKETS: Final = (1.0, 5.0, 15.0, 30.0, 60.0, 120.0, 300.0, 600.0, 1800.0, 3600.0, 14400.0, 86400.0)
 

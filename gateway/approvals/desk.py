@@ -26,11 +26,20 @@ import secrets
 from collections.abc import Callable, Coroutine
 from typing import Any, Final
 
-from bus.approvals.approval import Approval, Outcome, Status, answer_output, pending_output, timeout_output
-from bus.approvals.asking import applies, call_digest
+from bus.approvals.approval import (
+    Approval,
+    Outcome,
+    Status,
+    answer_output,
+    pending_output,
+    timeout_output,
+    verdict_output,
+)
+from bus.approvals.asking import applies, approved_always, call_digest
 from bus.approvals.store import ApprovalStore
 from bus.dialects.base import Dialect, Support
 from bus.errors import BusUnavailable, ProtocolError
+from bus.hooks.decisions import Decision
 from bus.policy.approvals import ApprovalsSettings
 from bus.redaction.redact import redactor_for
 from bus.redis.connection import redis_errors
@@ -139,6 +148,13 @@ class ApprovalDesk:
             partition=self.keys.partition_of(session_id),
             cwd=str(hook_input.get("cwd") or ""),
         )
+        if (rule := approved_always(settings, hook_input)) is not None:  # "approve always", in the policy
+            self.metrics.settled(Outcome.ALWAYS)
+            reason = f"approved always in hookbus policy (rule {rule})"
+            output = verdict_output(request.event, Decision.ALLOW, reason)
+            note = approval_note(approval, Outcome.ALWAYS, rule=rule)
+            await self._record(approval, request.event_id, (output, Decision.ALLOW), note, policy, hook_input)
+            return output, Decision.ALLOW, None
         keep_ms = int(settings.keep_seconds * 1000)
         try:
             approval.trail = await self._trail(approval.partition, session_id)

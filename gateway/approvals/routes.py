@@ -24,6 +24,7 @@ from starlette.responses import Response
 from starlette.routing import Route
 
 from bus.approvals.approval import SCOPES, Approval, Outcome, Status
+from bus.approvals.asking import approved_always
 from bus.approvals.recheck import MAX_EDITED_INPUT_BYTES, edit_refusal
 from bus.errors import BusUnavailable, RequestRejected
 from bus.runtime.settings import Settings
@@ -161,6 +162,22 @@ class ApprovalRoutes:
         await self.desk.record_answer(settled, outcome)
         return _json(settled.view())
 
+    def _always(self, caller: Caller, approval: Approval, body: dict[str, Any]) -> str:
+        """The policy version an "approve always" names, once the policy in force approves the call."""
+        if not caller.admin:
+            raise RequestRejected(403, "forbidden", "approve always changes the policy: org admins only")
+        if "input" in body:
+            raise RequestRejected(400, "invalid_field", "approve always takes no edited input")
+        settings = self.desk.settings_for(approval.tenant)[0]
+        if approved_always(settings, approval.hook_input()) is None:
+            raise RequestRejected(
+                409,
+                "needs_policy_push",
+                "the policy in force does not approve this call: 'hookbus approvals approve ID --for always' "
+                "pushes the version that does, then answers",
+            )
+        return str(body.get("version") or "")
+
     async def _checked(
         self, caller: Caller, request: HTTPRequest, approval: Approval, status: Status, body: dict[str, Any]
     ) -> dict[str, Any]:
@@ -176,12 +193,9 @@ class ApprovalRoutes:
             scope = body.get("for", "once")
             if scope not in SCOPES:
                 raise RequestRejected(400, "invalid_field", f"'for' must be one of {', '.join(SCOPES)} (got {scope!r})")
+            unknown -= {"version"}
             if scope == "always":
-                raise RequestRejected(
-                    409,
-                    "needs_policy_push",
-                    "approve always writes a policy version: use 'hookbus approvals approve ID --for always'",
-                )
+                answer["version"] = self._always(caller, approval, body)
             answer["for"] = scope
             if "input" in body:
                 edited = body["input"]

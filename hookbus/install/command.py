@@ -112,6 +112,7 @@ def run_install(args: Any) -> int:
             timeout_s=args.timeout,
             hook_command=args.hook_command or default_hook_command(),
             fail_closed=args.fail_closed,
+            approval_timeout_s=getattr(args, "approvals", None),
         )
         updated = merge(settings, plan)
     if updated == settings and (old_text is not None or args.uninstall):
@@ -161,6 +162,15 @@ def add_install_arguments(parser: Any) -> None:
         help=f"handler timeout in seconds (default {DEFAULT_TIMEOUT_S:g})",
     )
     parser.add_argument("--fail-closed", action="store_true", help="shim hooks block when the gateway can't answer")
+    parser.add_argument(
+        "--approvals",
+        nargs="?",
+        type=float,
+        const=600.0,
+        metavar="S",
+        help="claude: the gateway's hookbus.approvals is on: PreToolUse and PermissionRequest go through the shim "
+        "with --fail-closed and wait up to S seconds (default 600) for a person's answer",
+    )
     parser.add_argument(
         "--http",
         action="store_true",

@@ -55,6 +55,9 @@ from bus.hooks.events import CLAUDE_EVENTS, NO_HTTP_EVENTS
 from hookbus.install.shim_command import SHIM_START, default_hook_command, shim_flags
 from hookbus.shim import hook_url
 
+#: The events whose ask can wait for a person (bus.policy.approvals.APPROVAL_EVENTS; the parser loads no policy code).
+APPROVAL_EVENTS = ("PreToolUse", "PermissionRequest")
+
 TOKEN_ENV = "HOOKBUS_TOKEN"  # noqa: S105 (a variable name, not a secret)
 AUTH_HEADERS = {"Authorization": f"Bearer ${TOKEN_ENV}"}
 DEFAULT_TIMEOUT_S = 10.0
@@ -91,15 +94,16 @@ def settings_path(
 
 
 def shim_command_line(
-    hook_command: str, url: str, *, agent: str = "claude", timeout_s: float, fail_closed: bool
+    hook_command: str, url: str, *, agent: str = "claude", timeout_s: float, fail_closed: bool, holds: bool = False
 ) -> str:
     """The shell command an agent runs for ``hookbus hook`` (``--agent`` but for Claude Code).
 
-    The shim gives up at 0.8 of the handler's ``timeout_s`` (at most its own default), so that
-    it answers, failing open or closed as asked, before the agent's timeout decides instead.
+    The shim gives up at 0.8 of the handler's ``timeout_s`` (at most its own default, unless it
+    ``holds`` for a person's answer), so that it answers, failing open or closed as asked, before
+    the agent's timeout decides instead.
     """
     parts = [hook_command, "hook", *(("--agent", agent) if agent != "claude" else ()), "--url", shlex.quote(url)]
-    shim_timeout = min(SHIM_DEFAULT_TIMEOUT_S, round(timeout_s * 0.8, 1))
+    shim_timeout = round(timeout_s * 0.8, 1) if holds else min(SHIM_DEFAULT_TIMEOUT_S, round(timeout_s * 0.8, 1))
     if shim_timeout != SHIM_DEFAULT_TIMEOUT_S:
         parts += ["--timeout", f"{shim_timeout:g}"]
     if fail_closed:
@@ -117,6 +121,9 @@ class InstallPlan:
     timeout_s: float = DEFAULT_TIMEOUT_S
     hook_command: str = "hookbus"
     fail_closed: bool = False
+    #: ``hookbus.approvals`` is on: its events wait this long for a person, through the shim that
+    #: fails closed (an http hook whose connection drops lets the tool run). None: approvals off.
+    approval_timeout_s: float | None = None
 
     def __post_init__(self) -> None:
         parts = urlsplit(hook_url(self.url))
@@ -140,6 +147,11 @@ class InstallPlan:
     def handler(self, event: str) -> dict[str, Any]:
         """The handler object hookbus installs for ``event``."""
         timeout: float | int = int(self.timeout_s) if self.timeout_s == int(self.timeout_s) else self.timeout_s
+        if self.approval_timeout_s is not None and event in APPROVAL_EVENTS:
+            command = shim_command_line(
+                self.hook_command, self.url, timeout_s=self.approval_timeout_s, fail_closed=True, holds=True
+            )
+            return {"type": "command", "command": command, "timeout": int(self.approval_timeout_s)}
         if self.uses_shim(event):
             return {"type": "command", "command": self.shim_command(), "timeout": timeout}
         return {

@@ -65,7 +65,9 @@ async def test_bad_answers_get_a_clear_4xx_and_change_nothing(platform: Callable
         big = await p.client.post(f"{p.url}/v1/approvals/{aid}/approve", content=b" " * 200_000, headers=APPROVER_A)
         assert_error(big, 413, "payload_too_large")
         assert_error(await answer(p, aid, "approve", input=["not", "an", "object"]), 422, "edit_refused")
-        assert_error(await answer(p, aid, "approve", scope="always"), 409)
+        assert_error(await answer(p, aid, "approve", scope="always"), 403, "forbidden")  # org admins only
+        body = assert_error(await answer(p, aid, "approve", headers=ADMIN, scope="always"), 409, "needs_policy_push")
+        assert "hookbus approvals approve ID --for always" in body["detail"]
         shown = (await p.client.get(f"{p.url}/v1/approvals/{aid}", headers=APPROVER_A)).json()
         assert shown["status"] == "pending" and shown["answer"] is None and shown["approvers"] == []
         assert not held.done()
