@@ -61,7 +61,7 @@ cpu0 = time.process_time()
 while seen < expected and time.monotonic() < deadline:
     message = pubsub.get_message(timeout=1.0)
     if message and message["type"] == "message":
-        for sealed in message["data"].split(b"\n"):  # one sealed reply per line
+        for sealed in message["data"].split(b"\\n"):  # one sealed reply per line
             Reply.decode(reply_json(sealed))
             seen += 1
 print(seen, time.process_time() - cpu0, flush=True)

@@ -35,6 +35,7 @@ from bus.stream.protocol import LogRecord, StreamFields, now_ms
 from bus.stream.settle import CLAIM_FAIL_OPEN
 from gateway.access import bearer_token, caller_for, token_digest
 from gateway.appends.batcher import AppendBatcher
+from gateway.appends.records import RecordWriter
 from gateway.appends.spool import Spool
 from gateway.approvals.desk import ApprovalDesk
 from gateway.ratelimit import SharedRateLimiter
@@ -80,6 +81,8 @@ class Gateway:
         #: Checks the MAC of every reply (:mod:`bus.runtime.replykey`).
         self.reply_key = key_or_process(settings.reply_key)
         self.spool = Spool(self._append_many, metrics=self.metrics)
+        #: Appends the records the gateway writes itself, linked into their chains.
+        self.records = RecordWriter(self.redis, self.keys, redis_url, self.partition_clients)
         self.limiter = SharedRateLimiter.from_settings(self.redis, settings)
         self.token_store = TokenStore(self.redis, self.keys, redis_url) if settings.managed_tokens else None
         # Events are sent by tenants: an org-admin token reads, it does not send.
@@ -135,6 +138,10 @@ class Gateway:
         return f"{self._id_prefix}{next(self._ids):08x}"
 
     async def _append_many(self, entries: list[tuple[str, StreamFields]]) -> None:
+        for stream, fields in entries:
+            if stream in self.records.logs:  # a record: linked into its chain as it is appended
+                await self.records.append_spooled(fields)
+        entries = [(stream, fields) for stream, fields in entries if stream not in self.records.logs]
         with redis_errors(self.redis_url):
             async with self.redis.pipeline(transaction=False) as pipe:
                 for stream, fields in entries:
@@ -142,13 +149,12 @@ class Gateway:
                 await pipe.execute()
 
     async def log_record(self, record: LogRecord) -> None:
-        """Append a record the gateway made itself (a refusal, a frozen call) to its session's
-        decision log; held in the spool while Redis cannot take it."""
-        stream = self.keys.decision_log(self.keys.partition_of(record.session_id))
+        """Append a record the gateway made itself (a refusal, a frozen call, an approval's end) to
+        its session's decision log, linked into its chain; held in the spool while Redis cannot take it."""
         try:
-            await self.batcher.append(stream, record.encode())
+            await self.records.append(record)
         except BusUnavailable:
-            self.spool.put(stream, record.encode())
+            self.spool.put(self.keys.decision_log(self.records.partition_of(record)), record.encode())
 
     def authenticate(self, headers: dict[bytes, bytes]) -> str:
         """The tenant of a static token (``HOOKBUS_TOKENS``), "default" with none configured; 401

@@ -10,6 +10,7 @@ import sys
 
 from hookbus.approvals_args import add_approvals_arguments  # the standard library only, like this module
 from hookbus.audit.follow_args import follow_delivery  # the standard library only, like this module
+from hookbus.audit.verify_args import verify_arguments  # the standard library only, like this module
 from hookbus.freeze_args import add_freeze_arguments  # the standard library only, like this module
 from hookbus.shim import AGENTS as SHIM_AGENTS  # the standard library only, like this module
 
@@ -298,6 +299,11 @@ def _audit(audit: argparse.ArgumentParser) -> None:
             metavar=flag.upper(),
             help=f"only records of this {what}; repeat or comma-separate for several",
         )
+    verify = actions.add_parser(
+        "verify", help="check the hash chains: name the first record altered, deleted or reordered"
+    )
+    _log_source(verify)
+    verify_arguments(verify)
     follow = actions.add_parser("follow", help="deliver every record to a sink as a durable consumer group")
     _log_source(follow)
     follow.add_argument(

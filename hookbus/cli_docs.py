@@ -54,7 +54,10 @@ def _value(action: argparse.Action) -> str:
 
 
 def _option(action: argparse.Action) -> str:
-    """The option as the usage line spells it: its longest flag, and its value if it takes one."""
+    """The option as the usage line spells it: its longest flag, and its value if it takes one (a
+    positional of a group of exclusive choices: its name)."""
+    if not action.option_strings:
+        return str(action.metavar or action.dest)
     flag = max(action.option_strings, key=len)
     return f"{flag} {_value(action)}" if _takes_value(action) else flag
 
@@ -86,7 +89,7 @@ def usage(parser: argparse.ArgumentParser, prog: str) -> str:
             members = [a for a in exclusive._group_actions if a.help != argparse.SUPPRESS]
             text = " | ".join(_option(a) for a in members)
             parts.append(f"({text})" if exclusive.required else f"[{text}]")
-    parts += [_value(a) for a in actions if not a.option_strings]
+    parts += [_value(a) for a in actions if not a.option_strings and id(a) not in grouped]
     return " ".join([prog, *parts])
 
 

@@ -206,6 +206,10 @@ def _dispatch(args: argparse.Namespace) -> int:
     if args.command == "audit":
         from hookbus.audit.command import export_command, follow_command
 
+        if args.audit_command == "verify":
+            from hookbus.audit.verify import verify_command
+
+            return verify_command(args, lambda: _require_redis(settings, embedded_ok=True), settings.keys)
         run = export_command if args.audit_command == "export" else follow_command
         return run(args, _require_redis(settings, embedded_ok=True), settings.keys)
     if args.command == "status":

@@ -5,7 +5,8 @@ filters and consumer-group state to every reader (``hookbus tail``, ``hookbus au
 gateway's export and stream), ``masking`` masks a record before the dispatcher writes it,
 ``ocsf`` writes a record as an OCSF event, ``parquet`` writes records to the audit archive's
 Parquet files and ``archivesql`` queries the archive and the log's unarchived tail with DuckDB,
-read-only (both need ``hookbus[archive]``).
+read-only (both need ``hookbus[archive]``), and ``chain`` and ``checkpoints`` check each
+partition's hash chain of records and sign its head.
 
-Imports: bus.errors, bus.hooks, bus.redaction, bus.redis, bus.runtime, bus.stream.
+Imports: bus.errors, bus.hooks, bus.policy, bus.redaction, bus.redis, bus.runtime, bus.stream.
 """

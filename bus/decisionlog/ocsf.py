@@ -156,7 +156,12 @@ def ocsf_event(log_id: str, record: LogRecord) -> dict[str, Any]:
         event["trace"] = {"uid": record.trace_id}
         event["metadata"]["profiles"].append("trace")
     unmapped = event["unmapped"]
-    for key, value in (("agent_id", record.agent_id), ("agent_type", record.agent_type), ("masked", record.masked)):
+    for key, value in (
+        ("agent_id", record.agent_id),
+        ("agent_type", record.agent_type),
+        ("masked", record.masked),
+        ("chain", record.chain),
+    ):
         if value:
             unmapped[key] = value
     return event

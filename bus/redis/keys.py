@@ -12,6 +12,8 @@ key                                       type        what it holds
 ``{p}{tN}:stream:dead``                   stream      partition N's entries delivered too often (poison)
 ``{p}{tN}:decisions``                     stream      partition N's decision log: every event + its decision
 ``{p}{tN}:outcome:{event_id}``            string      how an event was settled (:mod:`bus.stream.settle`)
+``{p}{tN}:chain``                         string      the head of partition N's hash chain of records: ``seq:hash``
+``{p}{tN}:checkpoints``                   stream      partition N's signed chain heads (``audit verify --sign``)
 ``{p}layout``                             hash        the bus's layout (``partitions``, ``tags``), set by the first node
 ``{p}reply:{gateway_id}``                 pub/sub     decisions for one gateway process
 ``{p}{tN}:reply:{gateway_id}``            s-pub/sub   partition N's decisions for one gateway (cluster)
@@ -50,7 +52,7 @@ key                                       type        what it holds
 keys are split into ``hookbus.streams.partitions`` partitions (default 1); an event goes to
 the partition of its session (:meth:`Keyspace.partition_of`), so one session's events stay
 in order. A partition's keys share its hash tag ``{tN}``: on a Redis Cluster they live in one
-slot, which the settle script (three keys) and a reader of both streams need. The tags
+slot, which the settle script (four keys) and a reader of both streams need. The tags
 (:func:`partition_tags`: ``p0`` for one partition; ``p<i>`` or ``p<i>.<k>`` for more) spread
 the partitions evenly over the slots, so masters that split the slots evenly hold equally
 many partitions; ``{p}layout`` lists them for operators. The control
@@ -149,6 +151,14 @@ class Keyspace:
     def decision_logs(self) -> list[str]:
         """The decision log of every partition (readers merge them by entry id, which is time)."""
         return [self.decision_log(p) for p in self.all_partitions]
+
+    def decision_chain(self, partition: int = 0) -> str:
+        """The head of a partition's hash chain of decision-log records (:mod:`bus.decisionlog.chain`)."""
+        return f"{self._part(partition)}chain"
+
+    def chain_checkpoints(self, partition: int = 0) -> str:
+        """A partition's signed checkpoints of its hash chain."""
+        return f"{self._part(partition)}checkpoints"
 
     def outcome(self, event_id: str, partition: int = 0) -> str:
         return f"{self._part(partition)}outcome:{event_id}"

@@ -319,6 +319,8 @@ class LogRecord:
     client_address: str = ""
     #: How a person answered the event's ``ask`` (:mod:`bus.approvals`): who, when, the wait, the outcome.
     approval: dict[str, Any] = dataclasses.field(default_factory=dict)
+    #: Its link in its partition's hash chain (``ch``, ``partition:seq:prev:hash``): :mod:`bus.decisionlog.chain`.
+    chain: str = ""
 
     def meta(self) -> bytes:
         """The record as JSON, without the hook input (the ``r`` field). Its outcome comes first
@@ -391,6 +393,7 @@ class LogRecord:
                 token_id=meta.get("tok", ""),
                 client_address=meta.get("src", ""),
                 approval=meta.get("apv", {}),
+                chain=fields.get(b"ch", b"").decode(),
             )
         except (KeyError, ValueError, TypeError, orjson.JSONDecodeError) as exc:
             raise ProtocolError(f"malformed decision-log entry: {exc!r}") from exc
@@ -431,6 +434,7 @@ class LogRecord:
             "token_id": self.token_id or None,
             "client_address": self.client_address or None,
             **({"approval": self.approval} if self.approval else {}),
+            "chain": self.chain or None,
         }
 
 

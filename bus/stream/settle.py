@@ -76,9 +76,11 @@ ANSWERED_GRACE_MS: Final = 3_600_000
 #: Arguments of one job after the fixed ones (:data:`QUEUE_JOBS_LUA`): id, lifetime ms, maxQueued, record.
 JOB_ARGS: Final = 4
 #: Arguments of one event in :data:`SETTLE`, before its jobs' (see the script's comment).
-EVENT_ARGS: Final = 11
+EVENT_ARGS: Final = 13
 #: Keys of one event in :data:`SETTLE` without jobs (with jobs: the arq queue, and two per job).
-EVENT_KEYS: Final = 3
+EVENT_KEYS: Final = 4
+#: The hash a partition's first record follows (:mod:`bus.decisionlog.chain`).
+CHAIN_GENESIS: Final = "0" * 40
 #: The most events one :data:`SETTLE` call takes (a script blocks Redis while it runs).
 SETTLE_MAX_EVENTS: Final = 128
 
@@ -107,19 +109,44 @@ local function queue_jobs(queue, first_key, last_key, first_arg, now_ms)
 end
 """.replace("JOB_ARGS", str(JOB_ARGS))
 
+# Links a record into its partition's hash chain (bus.decisionlog.chain): chain_link returns
+# the record's ``ch`` field (partition:seq:previous hash:hash) and a function that moves the
+# chain's head to it, called once the record is written. One head per chain key, read once per call.
+CHAIN_LUA: Final = """
+local chain_heads = {}
+local function chain_link(chain_key, partition, digest, outcome, reason)
+  local head = chain_heads[chain_key]
+  if head == nil then
+    local seq, hash = string.match(redis.call('GET', chain_key) or '', '^(%d+):(%x+)$')
+    head = {tonumber(seq) or 0, hash or 'GENESIS'}
+    chain_heads[chain_key] = head
+  end
+  local seq = string.format('%d', head[1] + 1)
+  local hash = redis.sha1hex(head[2] .. '\\n' .. partition .. '\\n' .. seq .. '\\n' .. digest .. '\\n' ..
+                             outcome .. '\\n' .. reason)
+  local value = partition .. ':' .. seq .. ':' .. head[2] .. ':' .. hash
+  return value, function()
+    head[1], head[2] = head[1] + 1, hash
+    redis.call('SET', chain_key, seq .. ':' .. hash)
+  end
+end
+""".replace("GENESIS", CHAIN_GENESIS)
+
 # Settles a batch of events (one or many), each by the rules of the module docstring.
-# KEYS: per event its outcome key, decision log and work stream, then (only for an event with
-#       jobs) the arq queue and a job key and result key per job
+# KEYS: per event its outcome key, decision log, work stream and chain head, then (only for an
+#       event with jobs) the arq queue and a job key and result key per job
 # ARGV: the group and the publish command (PUBLISH, or SPUBLISH for a shard channel on a
 #       cluster), then per event: entry id, log maxlen, record meta, hook input, deadline ms
 #       (0: non-blocking), reply (may be empty), outcome if decided, fail-open reason if
-#       decided, forced reason, reply channel, number of jobs; then JOB_ARGS per job
+#       decided, forced reason, reply channel, partition, record digest, number of jobs; then
+#       JOB_ARGS per job
 # The replies of one channel go out as one message (one per line when there are several), and
 # the entries of one stream are acknowledged by one XACK, after every record is written.
 # Returns, per event, {1, outcome, jobs queued, jobs dropped} when it wrote the record, else
 # {0, state, 0, 0}, flattened.
 SETTLE: Final = (
     QUEUE_JOBS_LUA
+    + CHAIN_LUA
     + """
 local clock = redis.call('TIME')
 local now_ms = tonumber(clock[1]) * 1000 + math.floor(tonumber(clock[2]) / 1000)
@@ -143,7 +170,7 @@ local function add_reply(channel, reply)
 end
 local k, a = 1, 3
 while a <= #ARGV do
-  local stream, jobs = KEYS[k + 2], tonumber(ARGV[a + 10])
+  local stream, jobs = KEYS[k + 2], tonumber(ARGV[a + 12])
   if not acks[stream] then
     acks[stream] = {}
     streams[#streams + 1] = stream
@@ -154,13 +181,16 @@ while a <= #ARGV do
   if state == 'P' then
     -- Answered in time by ANSWER: the record says decided, the key keeps the reply the agent got.
     local reason = ARGV[a + 6] == 'decided' and ARGV[a + 7] or ''
+    local link, linked = chain_link(KEYS[k + 3], ARGV[a + 10], ARGV[a + 11], 'decided', reason)
     redis.call('XADD', KEYS[k + 1], 'MAXLEN', '~', ARGV[a + 1], '*', 'r',
-               settled_meta(ARGV[a + 2], ARGV[a + 6], 'decided'), 'in', ARGV[a + 3], 'o', 'decided', 'fo', reason)
+               settled_meta(ARGV[a + 2], ARGV[a + 6], 'decided'), 'in', ARGV[a + 3], 'o', 'decided', 'fo', reason,
+               'ch', link)
+    linked()
     redis.call('SET', KEYS[k], 'D' .. string.sub(prior, 2), 'PX',
                math.max(tonumber(ARGV[a + 4]) - now_ms, 0) + GRACE_MS)
     local queued, dropped = 0, 0
     if jobs > 0 then
-      queued, dropped = queue_jobs(KEYS[k + 3], k + 4, k + 4 + 2 * jobs, a + EVENT_ARGS, now_text)
+      queued, dropped = queue_jobs(KEYS[k + 4], k + 5, k + 5 + 2 * jobs, a + EVENT_ARGS, now_text)
     end
     table.insert(results, 1)
     table.insert(results, 'decided')
@@ -194,15 +224,17 @@ while a <= #ARGV do
       value = 'F' .. reason
     end
     local meta = settled_meta(ARGV[a + 2], ARGV[a + 6], outcome)
+    local link, linked = chain_link(KEYS[k + 3], ARGV[a + 10], ARGV[a + 11], outcome, reason)
     redis.call('XADD', KEYS[k + 1], 'MAXLEN', '~', ARGV[a + 1], '*', 'r', meta, 'in', ARGV[a + 3],
-               'o', outcome, 'fo', reason)
+               'o', outcome, 'fo', reason, 'ch', link)
+    linked()
     redis.call('SET', KEYS[k], value, 'PX', math.max(deadline - now_ms, 0) + GRACE_MS)
     if string.sub(value, 1, 1) == 'D' then
       add_reply(ARGV[a + 9], reply)
     end
     local queued, dropped = 0, 0
     if jobs > 0 then
-      queued, dropped = queue_jobs(KEYS[k + 3], k + 4, k + 4 + 2 * jobs, a + EVENT_ARGS, now_text)
+      queued, dropped = queue_jobs(KEYS[k + 4], k + 5, k + 5 + 2 * jobs, a + EVENT_ARGS, now_text)
     end
     table.insert(results, 1)
     table.insert(results, outcome)
@@ -259,6 +291,20 @@ redis.call(ARGV[4], ARGV[3], ARGV[2])
 return 1
 """.replace("ANSWERED_MS", str(ANSWERED_GRACE_MS))
 
+# Appends a record the gateway writes itself (an input it refused), linked into its chain like a
+# settled one. KEYS: decision log, chain head; ARGV: log maxlen, record meta, hook input,
+# outcome, fail-open reason, partition, record digest. Returns the entry id.
+APPEND_RECORD: Final = (
+    CHAIN_LUA
+    + """
+local link, linked = chain_link(KEYS[2], ARGV[6], ARGV[7], ARGV[4], ARGV[5])
+local id = redis.call('XADD', KEYS[1], 'MAXLEN', '~', ARGV[1], '*', 'r', ARGV[2], 'in', ARGV[3], 'o', ARGV[4],
+                      'fo', ARGV[5], 'ch', link)
+linked()
+return id
+"""
+)
+
 # KEYS: outcome; ARGV: fail-open reason, ttl ms. Returns the stored reply, or nil (fail open).
 CLAIM_FAIL_OPEN: Final = """
 local prior = redis.call('GET', KEYS[1])
@@ -276,6 +322,9 @@ return false
 __all__ = [
     "ANSWER",
     "ANSWERED_GRACE_MS",
+    "APPEND_RECORD",
+    "CHAIN_GENESIS",
+    "CHAIN_LUA",
     "CLAIM_FAIL_OPEN",
     "EVENT_ARGS",
     "EVENT_KEYS",

@@ -342,11 +342,7 @@ class ApprovalDesk:
             policy = self.settings_for(approval.tenant)[1]
         redactor = redactor_for(policy.settings.redact)
         record = answer_record(approval, event_id, *answer, note, redactor, hook_input)
-        stream = self.keys.decision_log(approval.partition)
-        try:
-            await self.gateway.batcher.append(stream, record.encode())
-        except BusUnavailable:
-            self.gateway.spool.put(stream, record.encode())
+        await self.gateway.log_record(record)  # in the session's partition, linked into its chain
 
     async def _trail(self, partition: int, session_id: str) -> list[dict[str, Any]]:
         """The session's last events from the newest records of its decision log (bounded)."""

@@ -24,6 +24,7 @@ from typing import Any
 
 import redis.asyncio as aioredis
 
+from bus.decisionlog.chain import record_digest
 from bus.errors import BusUnavailable, RedisCommandError
 from bus.redis.connection import hookbus_error, redis_errors
 from bus.redis.keys import DISPATCH_GROUP, Keyspace
@@ -243,7 +244,12 @@ class Outbox:
         args: list[Any] = [DISPATCH_GROUP, self.topology.reply_publish_command]
         for op in ops:
             request, reply = op.request, op.reply
-            keys += [self.keys.outcome(request.event_id, op.partition), self.keys.decision_log(op.partition), op.stream]
+            keys += [
+                self.keys.outcome(request.event_id, op.partition),
+                self.keys.decision_log(op.partition),
+                op.stream,
+                self.keys.decision_chain(op.partition),
+            ]
             args += [
                 op.entry_id,
                 op.log_maxlen,
@@ -255,6 +261,8 @@ class Outbox:
                 op.record.fail_open,
                 request.fail_open,
                 request.reply_to,
+                op.partition,
+                record_digest(op.record),
                 len(op.jobs),
             ]
             if op.jobs:

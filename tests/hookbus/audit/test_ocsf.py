@@ -153,6 +153,7 @@ async def test_export_format_ocsf_writes_valid_events_naming_the_token_id_and_cl
     assert {event["actor"]["user"]["uid"] for event in events} == {token_digest("tok-a")}
     assert "tok-a" not in done.stdout  # the token itself is never written
     assert {event["src_endpoint"]["ip"] for event in events} == {"127.0.0.1"}
+    assert [event["unmapped"]["chain"].split(":")[:2] for event in events] == [["0", "1"], ["0", "2"]]
 
 
 async def test_follow_format_ocsf_delivers_valid_events(
