@@ -7,7 +7,10 @@ reordered is named with its log id, event id, partition and sequence number (exi
 time window is checked from its first record on; one filtered by tenant, session, event,
 decision or agent has gaps by design and reads as deleted records). ``--live`` reads every
 partition's log in Redis, and its chain head: records deleted after the last one kept are
-found too. With ``--trust KEY`` the signed checkpoints kept in Redis are checked as well
+found too. ``--archive DIR`` reads the Parquet files of ``hookbus audit archive`` (each record
+as the log held it, rebuilt from its columns; in log order) and checks what they hold (a
+record trimmed from the log before the archiver took it reads as deleted). With ``--trust
+KEY`` the signed checkpoints kept in Redis are checked as well
 (:mod:`bus.decisionlog.checkpoints`), and ``--sign KEYFILE`` appends a new one per partition
 once the log is found whole.
 """
@@ -16,9 +19,9 @@ from __future__ import annotations
 
 import asyncio
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, Any, Final
 
 import orjson
 
@@ -110,6 +113,44 @@ async def check_live(
     return check, verified
 
 
+#: The stream fields of a record that the archive keeps in ``extra`` (the rest of ``extra`` is the record JSON's).
+_EXTRA_FIELDS: Final = ("ch",)
+#: Record JSON keys a decision-log record cannot be read without (empty ones are left out of the archive).
+_REQUIRED: Final = {"ev": "", "sid": "", "dec": "", "out": {}}
+
+
+def archived_fields(row: Mapping[str, Any]) -> dict[bytes, bytes]:
+    """The stream fields of the record an archive row was written from (:class:`bus.decisionlog.parquet.Rows`)."""
+    from bus.decisionlog.parquet import _FROM_META, _JSON_FROM_META
+
+    extra = orjson.loads(row["extra"]) if row.get("extra") else {}
+    fields = {name.encode(): str(extra.pop(name)).encode() for name in _EXTRA_FIELDS if name in extra}
+    meta: dict[str, Any] = {"outcome": row["outcome"], "id": row["id"], "tn": row["tenant"]}
+    meta |= {key: row[column] for column, key in _FROM_META if row.get(column) is not None}
+    meta |= {key: orjson.loads(row[column]) for column, key in _JSON_FROM_META if row.get(column) is not None}
+    meta |= {"ts": row["received_ms"], "dms": row["decided_ms"], **extra}
+    meta = {**_REQUIRED, **meta}
+    fields |= {b"r": orjson.dumps(meta), b"in": str(row["input"]).encode(), b"o": str(row["outcome"]).encode()}
+    return fields | {b"fo": (row.get("fail_open") or "").encode()}
+
+
+def check_archive(root: str) -> ChainCheck:
+    """Check the records of the archive at ``root``, in log order."""
+    from bus.decisionlog.archivesql import ReadOnlyQuery, archive_files
+
+    check = ChainCheck()
+    order = "CAST(split_part(log_id, '-', 1) AS BIGINT), CAST(split_part(log_id, '-', 2) AS BIGINT), log_id"
+    with ReadOnlyQuery(archive_files(root)) as db:
+        names, rows = db.run(f"SELECT * FROM archived ORDER BY {order}")  # noqa: S608 - no outside text
+        for values in rows:
+            row = dict(zip(names, values, strict=True))
+            try:
+                check.add(str(row["log_id"]), record_json(str(row["log_id"]), LogRecord.decode(archived_fields(row))))
+            except (ProtocolError, ValueError, TypeError, KeyError):
+                check.unreadable(str(row["log_id"]), "its columns are not a decision-log record")
+    return check
+
+
 def summary(check: ChainCheck, checkpoints: int | None = None) -> str:
     """One line saying what was checked."""
     parts = ", ".join(f"partition {p}: seq {first}-{last}" for p, (first, last) in sorted(check.partitions.items()))
@@ -128,8 +169,8 @@ def verify_command(args: Any, redis_url: Callable[[], str], keys: Keyspace) -> i
         if not args.live:
             raise ConfigError("--trust and --sign need --live (checkpoints are kept in Redis)")
     if args.archive:
-        raise ConfigError("--archive: no archive to read here yet (hookbus audit archive writes one)")
-    if args.live:
+        check = check_archive(args.archive)
+    elif args.live:
         check, checkpoints = asyncio.run(check_live(redis_url(), keys, args.trust, args.sign))
         checkpoints = checkpoints if args.trust else None
     elif args.file == "-":
@@ -148,4 +189,4 @@ def verify_command(args: Any, redis_url: Callable[[], str], keys: Keyspace) -> i
     return 0
 
 
-__all__ = ["check_file", "check_live", "summary", "verify_command"]
+__all__ = ["archived_fields", "check_archive", "check_file", "check_live", "summary", "verify_command"]

@@ -17,18 +17,22 @@ from pathlib import Path
 from typing import Any
 
 import orjson
+import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 from redis.crc import key_slot
 
 from bus.decisionlog.chain import ChainCheck, Link, link_hash, record_digest, view_digest
+from bus.decisionlog.parquet import ArchiveTarget
 from bus.policy.signing import generate
 from bus.redis.keys import DISPATCH_GROUP, Keyspace
 from bus.runtime.trustedkeys import public_key_text
 from bus.stream.partitions import claim_layout
 from bus.stream.protocol import LogRecord, Reply, Request, now_ms
+from hookbus.audit.archive import Archiver
 from hookbus.audit.command import record_json
-from hookbus.audit.verify import check_file, check_live
-from tests.conftest import BusProbe, run_hookbus
+from hookbus.audit.verify import check_archive, check_file, check_live
+from tests.conftest import BusProbe, async_wait_for, run_hookbus
 from workers.dispatcher.outbox import Outbox, Settle
 
 DENY = {"hookSpecificOutput": {"hookEventName": "PreToolUse", "permissionDecision": "deny"}}
@@ -303,3 +307,29 @@ async def test_a_checkpoint_not_signed_by_a_trusted_key_is_named(
     await bus.redis.xadd(TWO.chain_checkpoints(1), {"p": 1, "seq": 1, "hash": "ab", "ts": 1, "key": "k", "sig": "AA=="})
     forged = (await live(bus, trust=[public]))[0].first_break()
     assert forged is not None and forged.where.startswith("checkpoint ") and forged.partition is None
+
+
+async def test_an_archive_is_checked_as_the_log_was(
+    bus: BusProbe, linked: list[tuple[str, dict[str, Any]]], tmp_path: Path
+) -> None:
+    archiver = Archiver(bus.url, Keyspace("chain:"), ArchiveTarget(str(tmp_path)), batch=1000, every_s=0.1)
+    stop = asyncio.Event()
+    task = asyncio.create_task(archiver.run(stop))
+    try:
+        await async_wait_for(lambda: archiver.delivered == 20, timeout_s=20)
+    finally:
+        stop.set()
+        await asyncio.wait_for(task, 10)
+    check = check_archive(str(tmp_path))
+    assert check.first_break() is None and check.checked == 20
+    done = await asyncio.to_thread(run_hookbus, "audit", "verify", "--archive", str(tmp_path))
+    assert done.returncode == 0 and "20 records checked" in done.stderr
+    # A file rewritten with one decision changed: that record is named.
+    [path] = list(tmp_path.rglob("*.parquet"))  # one tenant, one day, one flush
+    table = pq.read_table(path)
+    decisions = table.column("decision").to_pylist()
+    victim = decisions.index("deny")
+    decisions[victim] = "allow"
+    pq.write_table(table.set_column(table.schema.get_field_index("decision"), "decision", pa.array(decisions)), path)
+    found = check_archive(str(tmp_path)).first_break()
+    assert found is not None and (found.kind, found.where) == ("altered", table.column("log_id")[victim].as_py())
