@@ -19,6 +19,7 @@ from bus.redis.connection import connect
 from bus.redis.keys import DISPATCH_GROUP
 from bus.redis.urls import cluster_url
 from gateway.replies import sharded
+from hookbus.audit.verify import check_live
 from hookbus.platform.redis_server import free_port
 from tests.conftest import async_wait_for, hookbus_process, policy_yaml, pre_tool_use, ready, rm_rf, wait_for
 from tests.redis_cluster import LocalCluster
@@ -67,6 +68,9 @@ async def test_a_decision_round_trip_with_four_partitions(
             assert sum([await redis.xlen(keys.decision_log(part)) for part in range(4)]) == 41
             for part in range(4):
                 assert (await redis.xpending(keys.blocking_stream(part), DISPATCH_GROUP))["pending"] == 0
+            # Each partition's records are linked into its chain, whose head lives in its slot.
+            check, _ = await check_live(cluster_url(redis_cluster_url), p.settings.keys)
+            assert check.first_break() is None and check.checked == 41 and len(check.partitions) == 4
         finally:
             await redis.aclose()
 
@@ -256,5 +260,7 @@ async def test_large_inputs_are_answered_before_their_records_on_every_partition
             for part in range(4):
                 for _, fields in await redis.xrange(keys.decision_log(part)):
                     assert fields[b"o"] == b"decided"
+            check, _ = await check_live(cluster_url(redis_cluster_url), p.settings.keys)  # answered, then linked once
+            assert check.first_break() is None and check.checked == 8
         finally:
             await redis.aclose()
