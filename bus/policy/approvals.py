@@ -48,6 +48,13 @@ class ApprovalsSettings(BaseModel):
     #: Permission rules approved for good ("approve always"): a call one of them matches is
     #: allowed without asking. Layers add to the list (:func:`merged_setting`).
     approved: list[Annotated[str, Field(min_length=1)]] = Field(default_factory=list)
+    #: A Standard Webhooks endpoint told of each new pending approval (a Slack or Teams incoming
+    #: webhook takes its ``text`` as it is); sent by the dispatchers through the SSRF guard.
+    webhook: Annotated[str, Field(pattern=r"^https?://[^/\s]+")] | None = None
+    #: ``$VAR`` holding the webhook's ``whsec_`` secret: the notices are signed.
+    webhook_secret: Annotated[str, Field(pattern=r"^\$\{?[A-Za-z_][A-Za-z0-9_]*\}?$")] | None = Field(
+        default=None, alias="webhookSecret"
+    )
     #: How long an answered approval (and a session grant) is kept for retries and ``--resume``.
     keep_seconds: Annotated[float, Field(gt=0)] = Field(default=86400.0, alias="keepSeconds")
 

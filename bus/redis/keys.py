@@ -42,6 +42,7 @@ key                                       type        what it holds
 ``{p}approvals:{T}:grant:{s}:{rule}``     string      "approve for the session": rule answered in session s
 ``{p}approvals:tenants``                  set         tenants that have had an approval (the sweeper)
 ``{p}approvals:answered``                 pub/sub     an approval was answered or expired (``T id``)
+``{p}approvals:opened``                   stream      new pending approvals for the webhook (group ``notices``)
 ========================================  ==========  =============================================
 
 ``{session}`` is the session id as it is up to :data:`SESSION_ID_KEY_BYTES` bytes (UTF-8), and
@@ -261,6 +262,10 @@ class Keyspace:
     @property
     def approval_tenants(self) -> str:
         return f"{self.prefix}approvals:tenants"
+
+    @property
+    def approvals_opened(self) -> str:
+        return f"{self.prefix}approvals:opened"
 
     @property
     def approvals_answered(self) -> str:

@@ -23,7 +23,6 @@ import dataclasses
 import logging
 import math
 import secrets
-from collections.abc import Callable, Coroutine
 from typing import Any, Final
 
 from bus.approvals.approval import (
@@ -55,6 +54,8 @@ SWEEP_S: Final = 1.0
 #: The session's last events an approval shows, from this many of the newest records.
 TRAIL_EVENTS: Final = 10
 TRAIL_SCAN: Final = 200
+#: Webhook notices kept for the dispatchers (a safety cap: they are read within a second).
+NOTICES_MAXLEN: Final = 10_000
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -93,11 +94,8 @@ class ApprovalDesk:
         self.keys = gateway.keys
         self.metrics = gateway.metrics.approvals
         self.store = ApprovalStore(gateway.redis, gateway.keys, gateway.redis_url)
-        #: Called with each newly opened approval (the webhook).
-        self.on_opened: Callable[[Approval, ApprovalsSettings], Coroutine[Any, Any, None]] | None = None
         self._held: dict[str, set[asyncio.Future[None]]] = {}
         self._tasks: list[asyncio.Task[None]] = []
-        self._notices: set[asyncio.Task[None]] = set()
 
     def start(self) -> None:
         if not self._tasks:
@@ -186,10 +184,9 @@ class ApprovalDesk:
                 approval, request.event_id, (output, decision), approval_note(approval, outcome), policy, hook_input
             )
             return output, decision, None
-        if opened.kind == "opened" and self.on_opened is not None:
-            notice = asyncio.create_task(self.on_opened(approval, settings))
-            self._notices.add(notice)
-            notice.add_done_callback(self._notices.discard)
+        if opened.kind == "opened" and settings.webhook is not None:
+            await self._announce(approval)
+
         if approval.status == Status.PENDING:
             defer = asker.dialect.name == "claude" and asker.headless and settings.defer_headless
             if defer and request.event == "PreToolUse":
@@ -222,6 +219,17 @@ class ApprovalDesk:
             return await self.store.deliver(approval, event_id)
         except BusUnavailable:
             return False  # cannot claim it: not an allow
+
+    async def _announce(self, approval: Approval) -> None:
+        """Tell the dispatchers to send the webhook of a new approval (:mod:`workers.outbound.notices`)."""
+        try:
+            with redis_errors(self.gateway.redis_url):
+                fields = {"tn": approval.tenant, "id": approval.id}
+                await self.gateway.redis.xadd(
+                    self.keys.approvals_opened, fields, maxlen=NOTICES_MAXLEN, approximate=True
+                )
+        except BusUnavailable as exc:  # the approval waits all the same; only its notice is lost
+            logger.warning("approval %s: its webhook notice cannot be queued (%s)", approval.id, exc)
 
     async def _hold(self, approval: Approval, hold_s: float) -> Approval:
         """``approval`` once it ends, or as it stands after ``hold_s`` seconds."""

@@ -4,5 +4,5 @@
 and trims the work streams, ``outbox`` coalesces the writes into pipelined round trips, and
 ``service`` runs the process.
 
-Imports: bus, workers.engine, workers.handlers, workers.jobs, workers.services.
+Imports: bus, workers.engine, workers.handlers, workers.jobs, workers.outbound, workers.services.
 """

@@ -50,6 +50,7 @@ from workers.engine.evaluation import Engine, Evaluation
 from workers.engine.judging import Refused, offload
 from workers.handlers.runners import default_runners
 from workers.jobs.enqueue import JobQueue, PreparedJob, arq_pool
+from workers.outbound.notices import notices_of
 from workers.services import Services
 
 logger = logging.getLogger("hookbus.dispatcher")
@@ -163,6 +164,7 @@ class Dispatcher:
         helpers = [
             asyncio.create_task(self.work.heartbeat(stop), name="hookbus-heartbeat"),
             asyncio.create_task(self.work.janitor(stop), name="hookbus-janitor"),
+            asyncio.create_task(notices_of(self).run(stop), name="hookbus-approval-notices"),
         ]
         waker = asyncio.create_task(self.work.wake_reader(stop), name="hookbus-wake-reader")
         logger.info("dispatcher %s serving (policy %s)", self.consumer, self.policy.revision)
@@ -181,8 +183,7 @@ class Dispatcher:
             await self.outbox.stop()
             await self.work.close()
             await self.redis.aclose()
-            await self.arq.aclose()
-            await self.services.aclose()
+            await asyncio.gather(self.arq.aclose(), self.services.aclose())
             logger.info("dispatcher %s stopped", self.consumer)
 
     async def _serve(self, stop: asyncio.Event) -> None:

@@ -32,7 +32,7 @@ def approvals_policy(**approvals: Any) -> str:
         "approval": True,
         "hooks": [{"type": "rule", "deny": ["Bash(rm -rf *)"], "ask": ["Bash(git push *)"]}],
     }
-    settings = {"enabled": True, "timeoutSeconds": 30, "holdSeconds": 20, **approvals}
+    settings = {"enabled": True, "timeoutSeconds": 30, "holdSeconds": 8, **approvals}
     return policy_yaml({"PreToolUse": [group]}, approvals=settings)
 
 
