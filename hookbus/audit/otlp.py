@@ -10,7 +10,8 @@ Each record becomes one log record:
   ``gen_ai.tool.call.id`` (the tool use id), ``gen_ai.conversation.id`` and ``session.id``
   (the session), ``gen_ai.agent.id`` (the agent id, for a subagent);
 * every other field of the record under ``hookbus.*`` (``hookbus.decision``,
-  ``hookbus.reason``, ``hookbus.tenant``, ``hookbus.event_id``, ...), nested values as JSON text;
+  ``hookbus.reason``, ``hookbus.tenant``, ``hookbus.event_id``, ...), nested values as JSON
+  text; empty and absent ones are left out;
 * the trace id of the event, where it has one.
 
 The request is built with the ``opentelemetry-proto`` messages and posted by
@@ -28,6 +29,7 @@ SDKs read them; they are never logged.
 from __future__ import annotations
 
 import asyncio
+import functools
 import gzip
 import os
 import time
@@ -41,7 +43,6 @@ from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import (
     ExportLogsServiceRequest,
     ExportLogsServiceResponse,
 )
-from opentelemetry.proto.common.v1.common_pb2 import AnyValue
 from opentelemetry.proto.logs.v1.logs_pb2 import ScopeLogs, SeverityNumber
 
 from bus.errors import ConfigError
@@ -90,17 +91,12 @@ def env_headers(environ: Mapping[str, str] | None = None) -> dict[str, str]:
     return headers
 
 
-def _set(value: AnyValue, given: Any) -> None:
-    if isinstance(given, bool):
-        value.bool_value = given
-    elif isinstance(given, int):
-        value.int_value = given
-    elif isinstance(given, float):
-        value.double_value = given
-    elif isinstance(given, str):
-        value.string_value = given
-    else:
-        value.string_value = orjson.dumps(given).decode()
+@functools.cache
+def attribute_names(key: str) -> tuple[str, ...]:
+    """The attribute names a record field is sent under (none for those carried elsewhere)."""
+    if key in _ELSEWHERE:
+        return ()
+    return GEN_AI.get(key) or (_RENAMED.get(key) or f"hookbus.{key}",)
 
 
 def _body(data: Mapping[str, Any]) -> str:
@@ -131,12 +127,23 @@ def add_log_record(scope: ScopeLogs, data: Mapping[str, Any], observed_ns: int) 
             pass
     attributes = record.attributes
     for key, value in data.items():
-        if value is None or key in _ELSEWHERE:
+        # Inline and by exact type: this loop is most of the sink's CPU (twenty fields a record).
+        kind = type(value)
+        if value is None or ((kind is dict or kind is list) and not value):
             continue
-        for name in GEN_AI.get(key) or (_RENAMED.get(key) or f"hookbus.{key}",):
+        for name in attribute_names(key):
             attribute = attributes.add()
             attribute.key = name
-            _set(attribute.value, value)
+            if kind is str:
+                attribute.value.string_value = value
+            elif kind is int:
+                attribute.value.int_value = value
+            elif kind is bool:
+                attribute.value.bool_value = value
+            elif kind is float:
+                attribute.value.double_value = value
+            else:
+                attribute.value.string_value = orjson.dumps(value).decode()
 
 
 def export_request(items: list[Item], resource: Mapping[str, str]) -> ExportLogsServiceRequest:
@@ -224,4 +231,13 @@ class OtlpSink:
         self.poster.dead_letters.close()
 
 
-__all__ = ["EVENT_NAME", "GEN_AI", "OtlpSink", "add_log_record", "env_headers", "export_request", "logs_url"]
+__all__ = [
+    "EVENT_NAME",
+    "GEN_AI",
+    "OtlpSink",
+    "add_log_record",
+    "attribute_names",
+    "env_headers",
+    "export_request",
+    "logs_url",
+]
