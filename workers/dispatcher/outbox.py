@@ -38,6 +38,13 @@ from workers.jobs.enqueue import JobTally, PreparedJob, queue_script_args
 
 logger = logging.getLogger("hookbus.dispatcher")
 
+#: Above this many bytes of hook input, a record's digest is computed in a thread (7 ms per MiB).
+DIGEST_INLINE_BYTES = 64 * 1024
+
+
+def _digests(ops: Sequence[Settle]) -> list[str]:
+    return [record_digest(op.record) for op in ops]
+
 
 @dataclasses.dataclass(slots=True)
 class Settle:
@@ -54,6 +61,8 @@ class Settle:
     jobs: Sequence[PreparedJob] = ()
     #: The partition of ``stream`` (its outcome key and decision log are the partition's).
     partition: int = 0
+    #: The record's digest for its hash chain (:func:`bus.decisionlog.chain.record_digest`), once computed.
+    digest: str = ""
 
 
 @dataclasses.dataclass(slots=True)
@@ -262,7 +271,7 @@ class Outbox:
                 request.fail_open,
                 request.reply_to,
                 op.partition,
-                record_digest(op.record),
+                op.digest or record_digest(op.record),
                 len(op.jobs),
             ]
             if op.jobs:
@@ -329,6 +338,10 @@ class Outbox:
             if isinstance(op, Write) and op.fields is None:
                 acks.setdefault(op.stream, []).append(op.entry_id)
         batches = self._batches(settles, max_events)
+        if large := [op for op in settles if not op.digest and len(op.record.payload) > DIGEST_INLINE_BYTES]:
+            # A large input's digest parses and hashes it: in a thread, not on the loop that reads and answers.
+            for op, digest in zip(large, await asyncio.to_thread(_digests, large), strict=True):
+                op.digest = digest
         with redis_errors(self.redis_url):
             if self._load_script:
                 await self.redis.script_load(SETTLE)

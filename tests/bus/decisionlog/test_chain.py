@@ -39,7 +39,7 @@ DENY = {"hookSpecificOutput": {"hookEventName": "PreToolUse", "permissionDecisio
 TWO = Keyspace("chain:", partitions=2)
 
 
-async def settle_all(bus: BusProbe, outbox: Outbox, session: str, how: str) -> None:
+async def settle_all(bus: BusProbe, outbox: Outbox, session: str, how: str, command: str = "rm -rf /") -> None:
     """Append one event of ``session`` to its partition's work stream and settle it ``how``."""
     partition = TWO.partition_of(session)
     blocking = how != "recorded"
@@ -47,7 +47,7 @@ async def settle_all(bus: BusProbe, outbox: Outbox, session: str, how: str) -> N
         event_id=uuid.uuid4().hex,
         event="PreToolUse" if blocking else "Notification",
         tenant="acme",
-        payload=orjson.dumps({"session_id": session, "tool_name": "Bash", "tool_input": {"command": "rm -rf /"}}),
+        payload=orjson.dumps({"session_id": session, "tool_name": "Bash", "tool_input": {"command": command}}),
         received_ms=now_ms(),
         deadline_ms=now_ms() + (5000 if how != "late" else -1) if blocking else 0,
         reply_to=f"{TWO.prefix}reply:g" if blocking else "",
@@ -333,3 +333,17 @@ async def test_an_archive_is_checked_as_the_log_was(
     pq.write_table(table.set_column(table.schema.get_field_index("decision"), "decision", pa.array(decisions)), path)
     found = check_archive(str(tmp_path)).first_break()
     assert found is not None and (found.kind, found.where) == ("altered", table.column("log_id")[victim].as_py())
+
+
+async def test_a_large_record_is_linked_with_its_digest_made_off_the_loop(bus: BusProbe) -> None:
+    await claim_layout(bus.redis, TWO)
+    outbox = Outbox(bus.redis, TWO)
+    await outbox.start()
+    try:
+        await settle_all(bus, outbox, SESSIONS[0], "decided")
+        await settle_all(bus, outbox, SESSIONS[0], "decided", command="echo " + "x" * (200 << 10))
+        await settle_all(bus, outbox, SESSIONS[0], "answered")
+    finally:
+        await outbox.stop()
+    check, _ = await live(bus)
+    assert check.first_break() is None and check.partitions == {0: (1, 3)}
