@@ -27,7 +27,7 @@ from hookbus.audit.delivery import DeadLetters
 from hookbus.audit.otlp import env_headers, logs_url
 from hookbus.audit.sinks import OtlpSink, SinkOptions, open_sink
 from tests.conftest import BusProbe, async_wait_for
-from tests.hookbus.audit.test_command import follow_until, record, write
+from tests.hookbus.audit.test_command import CrashAfterDelivery, _Crash, follow_until, record, write
 from tests.loopback import LoopbackServer, Received
 
 LOOPBACK = ("127.0.0.0/8",)
@@ -161,6 +161,22 @@ async def test_an_outage_is_retried_and_nothing_is_lost_or_acknowledged_early(bu
     assert await acknowledged(bus)
     assert m.value("hookbus_audit_sink_records_total", group="siem", sink="otlp") == 40
     assert not (tmp_path / "dead.jsonl").exists()
+
+
+async def test_a_follower_dying_before_its_ack_sends_that_batch_again_and_loses_nothing(
+    bus: BusProbe, tmp_path: Path
+) -> None:
+    await write(bus, *[(i, record(i)) for i in range(25)])
+    receiver = OtlpReceiver()
+    async with LoopbackServer(receiver) as server:
+        with pytest.raises(_Crash):  # the receiver took the first batch; the XACK never happened
+            await CrashAfterDelivery(bus.url, bus.keys, "siem", sink(server, tmp_path, batch=10)).run(asyncio.Event())
+        assert len(receiver.records) == 10 and not await acknowledged(bus)
+        follower = Follower(bus.url, bus.keys, "siem", sink(server, tmp_path, batch=10))
+        await follow_until(follower, lambda: len(receiver.records) == 35)
+        await async_wait_for(lambda: acknowledged(bus), timeout_s=10)
+    ids = [r["hookbus.event_id"] for r in receiver.records]
+    assert ids == [f"ev-{i:04d}" for i in range(10)] * 2 + [f"ev-{i:04d}" for i in range(10, 25)]
 
 
 async def test_a_record_refused_for_good_goes_to_the_dead_letter_file_alone(bus: BusProbe, tmp_path: Path) -> None:
