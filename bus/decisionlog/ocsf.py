@@ -161,6 +161,7 @@ def ocsf_event(log_id: str, record: LogRecord) -> dict[str, Any]:
         ("agent_type", record.agent_type),
         ("masked", record.masked),
         ("chain", record.chain),
+        ("approval", record.approval),
     ):
         if value:
             unmapped[key] = value

@@ -347,3 +347,22 @@ async def test_a_large_record_is_linked_with_its_digest_made_off_the_loop(bus: B
         await outbox.stop()
     check, _ = await live(bus)
     assert check.first_break() is None and check.partitions == {0: (1, 3)}
+
+
+async def test_the_command_line_checks_the_live_log_signs_and_says_what_it_found(
+    bus: BusProbe, linked: list[tuple[str, dict[str, Any]]], tmp_path: Path
+) -> None:
+    key = tmp_path / "audit.pem"
+    public = public_key_text(generate(key))
+    where = ("--redis-url", bus.url, "--key-prefix", "chain:")
+    signed = await asyncio.to_thread(run_hookbus, "audit", "verify", "--live", *where, "--sign", str(key))
+    assert signed.returncode == 0 and "every chain holds: 20 records checked (partition 0: seq 1-" in signed.stderr
+    trusted = await asyncio.to_thread(run_hookbus, "audit", "verify", "--live", *where, "--trust", public)
+    assert trusted.returncode == 0 and "2 signed checkpoints verified" in trusted.stderr
+    await bus.redis.xdel(TWO.decision_log(1), parts(linked, 1)[2][0])
+    broken = await asyncio.to_thread(run_hookbus, "audit", "verify", "--live", *where)
+    assert broken.returncode == 1 and broken.stderr.startswith(f"hookbus: record {parts(linked, 1)[3][0]} (event ")
+    assert "partition 1, seq 4) deleted: the records before it are missing (seq 3)" in broken.stderr
+    misused = await asyncio.to_thread(run_hookbus, "audit", "verify", str(tmp_path / "x.jsonl"), "--trust", public)
+    assert misused.returncode != 0 and "--trust and --sign need --live" in misused.stderr
+    assert "Traceback" not in misused.stderr

@@ -79,6 +79,7 @@ RECORDS = {
     ),
     "not a JSON input, unix client": a_record(payload=b"\xff not json", client_address="unix:/run/hookbus.sock"),
     "prompt": a_record(event="UserPromptSubmit", tool_name="", decision="none", output={"decision": None}),
+    "approved by a person": a_record(decision="allow", approval={"by": "alice", "outcome": "approved", "wait_s": 12.5}),
 }
 
 
