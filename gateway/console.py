@@ -1,6 +1,6 @@
 """The console: ``GET /ui`` (one page from package data) and ``POST /v1/policy/replay`` (docs/api.md).
 
-The page is three static files shipped in the package (``gateway/ui/``), with no build step
+The page is static files shipped in the package (``gateway/ui/``), with no build step
 and nothing loaded from elsewhere; a Content-Security-Policy holds it to its own origin.
 
 ``POST /v1/policy/replay`` runs ``hookbus policy replay --json`` on a candidate policy in a

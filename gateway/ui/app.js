@@ -696,8 +696,7 @@
       tab.classList.toggle("active", active);
       tab.setAttribute("aria-selected", String(active));
     }
-    $("view-live").hidden = name !== "live";
-    $("view-whatif").hidden = name !== "whatif";
+    for (const view of document.querySelectorAll("main.view")) view.hidden = view.id !== `view-${name}`;
   }
 
   function start() {
