@@ -94,6 +94,13 @@ ARGUABLE: dict[tuple[str, str], str] = {
     ("block", 'node -e "rm -rf /"'): "not JavaScript: a syntax error, nothing is deleted",
     ("block", 'perl -e "rm -rf /"'): "not Perl that deletes: a syntax error, nothing is deleted",
     ("block", 'ruby -e "rm -rf /"'): "not Ruby that deletes: a NameError, nothing is deleted",
+    ("block", "echo ok | xargs bash -c"): (
+        "xargs passes what echo prints as arguments: bash -c runs the script `ok` (a program named ok), nothing else"
+    ),
+    ("block", "echo 'rm -rf /' | xargs bash -c"): (
+        "xargs splits what echo prints at blanks: bash -c runs the script `rm` (with -rf and / as $0 and $1), "
+        "which deletes nothing"
+    ),
     ("allow", "bash"): "a bare shell: hookbus denies it as the end of `curl ... | bash`",
     ("allow", "rm -rf /tmp"): "deletes the system's temporary directory, other programs' files included",
     ("allow", "rm -rf $TMPDIR"): (

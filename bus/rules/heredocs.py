@@ -2,6 +2,12 @@
 of a shell or an interpreter that runs what it reads (``sh <<EOF``, ``python3 - <<'PY'``,
 ``bash <<< "rm -rf /"``; :mod:`bus.rules.readings`).
 
+A pipe from ``echo`` of plain words feeds the next command their text too (``echo / | xargs rm
+-rf``, ``echo ls | sh``): bash's ``echo`` prints its words joined by spaces and a newline. Any
+other producer (a group, a program, ``echo`` with an expansion, a backslash that a shell's
+``echo`` may read as an escape, an option, a redirection, or a command that may redefine
+``echo``) feeds what is known only at run time.
+
 The parser keeps a command's redirections as written but not a here-document's body, so the
 bodies are found again in the command's text: one pass over it finds each ``<<`` opener and the
 lines after it up to its delimiter, and the *k*-th body with a delimiter goes to the *k*-th
@@ -27,7 +33,7 @@ _WORD: Final = re.compile(r"""[ \t]*+((?:'[^']*+'|"(?:[^"\\]|\\.)*+"|\$'(?:[^'\\
 def fed_texts(source: str, commands: tuple[SimpleCommand, ...]) -> list[str | None]:
     """For each of ``commands`` (split from ``source``), the text its standard input gets from a
     here-string or here-document, or ``None`` (none, or not known before it runs)."""
-    fed: list[str | None] = [None] * len(commands)
+    fed: list[str | None] = [_echoed(cmd, source) for cmd in commands]
     if "<<" not in source:
         return fed
     wanted: dict[str, list[tuple[int, bool]]] = {}  # delimiter -> (command, its last redirection?)
@@ -54,6 +60,28 @@ def fed_texts(source: str, commands: tuple[SimpleCommand, ...]) -> list[str | No
                 if last:
                     fed[index] = body
     return fed
+
+
+#: An ``echo`` option (bash reads a first word of these letters as options, not text).
+_ECHO_OPTIONS: Final = re.compile(r"-[neE]+")
+#: A command line that may make ``echo`` other than the builtin: a function, ``enable``, an alias.
+_ECHO_REDEFINED: Final = re.compile(r"\becho\s*\(|\bfunction\s+echo\b|\benable\b|\balias\b")
+
+
+def _echoed(cmd: SimpleCommand, source: str) -> str | None:
+    """What a pipe from ``echo`` of plain words feeds ``cmd``, or ``None``."""
+    producer = cmd.piped_from
+    if producer is None or (cmd.written is not None and "<" in cmd.written):
+        return None  # no pipe from a simple command, or its standard input is redirected
+    words = producer.words
+    if words[0].value != "echo" or producer.written is not None or any(w.dynamic for w in words):
+        return None
+    values = [word.value for word in words[1:]]
+    if (values and _ECHO_OPTIONS.fullmatch(values[0])) or any("\\" in value for value in values):
+        return None
+    if _ECHO_REDEFINED.search(source):
+        return None
+    return " ".join(values) + "\n"
 
 
 def _bodies(source: str) -> dict[str, list[str]]:

@@ -88,6 +88,10 @@ _PARALLEL_VALUES: Final = frozenset(
 _GIT_VALUES: Final = frozenset(
     "-C -c --git-dir --work-tree --namespace --super-prefix --config-env --exec-path --list-cmds".split()
 )
+#: ``xargs`` options that change neither how its input is split nor into how many commands.
+_XARGS_PLAIN: Final = frozenset("-r --no-run-if-empty -t --verbose -x --exit -p --interactive -o --open-tty --".split())
+#: Input ``xargs`` splits only at blanks: printable ASCII but its quotes and backslash, spaces, newlines.
+_XARGS_INPUT: Final = re.compile(r"[\x21\x23-\x26\x28-\x5b\x5d-\x7e \n]*")
 #: What ``xargs`` and ``parallel`` add: the arguments they read, known only at run time.
 STDIN_ARGS: Final = Word("<stdin>", "<stdin>", True)
 _FIND_EXEC: Final = frozenset({"-exec", "-execdir", "-ok", "-okdir"})
@@ -124,7 +128,7 @@ def derive(words: tuple[Word, ...], stdin: str | None) -> list[Derived]:
     if name == "git":
         return _git(words)
     if name == "xargs":
-        return _xargs(words)
+        return _xargs(words, stdin)
     if name == "parallel":
         return _parallel(words)
     if name == "find":
@@ -253,13 +257,17 @@ def _git(words: tuple[Word, ...]) -> list[Derived]:
     return [(words[0], *words[i:])] if 1 < i < n else []
 
 
-def _xargs(words: tuple[Word, ...]) -> list[Derived]:
+def _xargs(words: tuple[Word, ...], stdin: str | None) -> list[Derived]:
     """``xargs [options] COMMAND``: the arguments it reads end the command, or, with ``-I R``
-    (``-i``, ``--replace``), stand where ``R`` does."""
+    (``-i``, ``--replace``), stand where ``R`` does. They are known when what it reads is known
+    (``stdin``: ``echo / | xargs rm -rf``), plain, and split the default way (no option that
+    changes how or how many)."""
     i, n = 1, len(words)
     replace: str | None = None
+    plain = True
     while i < n and words[i].value.startswith("-") and words[i].value != "-":
         flag = words[i].value
+        plain = plain and flag in _XARGS_PLAIN
         if flag in ("-I", "-J") and i + 1 < n:
             replace = words[i + 1].value
         elif flag.startswith(("-I", "-J")) or flag.startswith("--replace="):
@@ -274,8 +282,17 @@ def _xargs(words: tuple[Word, ...]) -> list[Derived]:
     if i >= n:
         return []
     if not replace:
-        return [(*words[i:], STDIN_ARGS)]
+        known = _read_args(stdin) if plain else None
+        return [(*words[i:], *known) if known is not None else (*words[i:], STDIN_ARGS)]
     return [tuple(Word(w.raw, w.value, True) if replace in w.value else w for w in words[i:])]
+
+
+def _read_args(stdin: str | None) -> list[Word] | None:
+    """The arguments ``xargs`` reads from ``stdin`` split at blanks, when they hold nothing its
+    quoting reads (quotes, backslashes) and no character other than printable ASCII."""
+    if stdin is None or not _XARGS_INPUT.fullmatch(stdin):
+        return None
+    return [Word(arg, arg) for arg in stdin.split()][:MAX_DERIVED]
 
 
 def _parallel(words: tuple[Word, ...]) -> list[Derived]:

@@ -24,6 +24,7 @@ raises :class:`OutOfTime` once that passes.
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from typing import Final
 
@@ -108,11 +109,15 @@ class _Parser(Compound):
         commands: list[SimpleCommand] = []
         words: list[Word] = []
         shown: list[tuple[int, str]] = []  # redirections: the number of words before each, its text
+        piped: list[SimpleCommand | None] = [None]  # the command before a ``|``, for the next one
 
-        def finish() -> None:
+        def finish() -> SimpleCommand | None:
+            command = None
             if words:
                 command = finalize(words, self.ps, shown)
                 if command is not None:
+                    if piped[0] is not None:
+                        command = dataclasses.replace(command, piped_from=piped[0])
                     commands.append(command)
                     if not self.ps and command.words[0].value in EVAL_HEADS:
                         self.run_texts(command)
@@ -121,6 +126,8 @@ class _Parser(Compound):
                 commands.extend(self.nested)
                 self.nested.clear()
             shown.clear()
+            piped[0] = None
+            return command
 
         src, n = self.src, len(self.src)
         while self.pos < n:
@@ -161,7 +168,9 @@ class _Parser(Compound):
                 shown.append((len(words), self._redirection(redirect)))
             elif c == "|":
                 self.pos += 2 if nxt in ("|", "&") else 1
-                finish()
+                before = finish()
+                if nxt != "|" and before is not None and before.written is None and not self.ps:
+                    piped[0] = dataclasses.replace(before, piped_from=None)
             elif c == "(" and not (self.ps and words):
                 self._group(words)
             else:

@@ -43,6 +43,9 @@ class SimpleCommand:
     assigned: tuple[str, ...] = ()  # names of the leading ``VAR=value`` assignments removed
     #: The command as written when that differs from its words (its redirections, ``2>&1``).
     written: str | None = None
+    #: The simple command a pipe feeds this one from (``echo x | xargs rm``: ``echo x``), when
+    #: it stands right before the ``|`` (not a group, a loop...) with no redirection.
+    piped_from: SimpleCommand | None = None
 
     @property
     def text(self) -> str:

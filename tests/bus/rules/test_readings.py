@@ -95,7 +95,19 @@ def readings(command: str) -> list[str]:
         ('bash <<< "rm -rf /"', "rm -rf /"),
         ("bash -s <<EOF\nrm x\nEOF", "rm x"),
         # commands run for others
-        ("echo / | xargs rm -rf", "rm -rf <stdin>"),
+        ("cat list | xargs rm -rf", "rm -rf <stdin>"),
+        ("echo / | xargs rm -rf", "rm -rf /"),  # what echo feeds it, split at blanks
+        ("echo a b | xargs -r rm -f x", "rm -f x a b"),
+        ("echo / | xargs -0 rm -rf", "rm -rf <stdin>"),  # split another way: not read
+        ("echo \"'/'\" | xargs rm -rf", "rm -rf <stdin>"),  # xargs reads quotes: not read
+        ("echo $X | xargs rm -rf", "rm -rf <stdin>"),
+        ("echo -e / | xargs rm -rf", "rm -rf <stdin>"),
+        ("echo / >&2 | xargs rm -rf", "rm -rf <stdin>"),
+        ("echo / | xargs rm -rf <list", "rm -rf <stdin>"),
+        ("echo() { :; }; echo / | xargs rm -rf", "rm -rf <stdin>"),
+        ("{ echo /; } | xargs rm -rf", "rm -rf <stdin>"),
+        ("echo 'rm -rf /' | sh", "rm -rf /"),
+        ("echo 'rm -rf /' | sudo bash -s", "rm -rf /"),
         ("xargs -0 -n 1 -I {} rm -rf {}", "rm -rf {}"),
         ("xargs -- rm x", "rm x <stdin>"),
         ("parallel rm -rf ::: /", "rm -rf /"),
@@ -352,7 +364,8 @@ XARGS_RULES = (
         ("xargs git push", "Bash(git push *)"),
         ("xargs a 1 b 2 c", "Bash(a * b * c * d)"),
         ("echo ok | xargs rm -- -rf", None),  # the file -rf: no reading starts rm -rf
-        ("echo ok | xargs busybox rm -f /tmp/test", "Bash(rm *--no-preserve-root*)"),  # what echo feeds is not read
+        ("echo ok | xargs busybox rm -f /tmp/test", None),  # it reads what echo feeds it: ok
+        ("cat list | xargs busybox rm -f /tmp/test", "Bash(rm *--no-preserve-root*)"),  # it may read an option
         ("xargs git status", None),
         ("xargs grep x", None),
     ],

@@ -48,6 +48,9 @@ CASES = [
     "bash <<'EOF'\nnice rm -rf x\nEOF",
     'bash <<< "rm -rf x"',
     "echo x | xargs rm -rf",
+    "echo a b | xargs -r -t rm -f y",  # what echo feeds xargs is read
+    "echo 'a  b\n c' | xargs rm -rf",
+    "echo 'rm -rf x; git reset --hard' | sh",  # and what it feeds a shell
     "printf 'a\\0b' | xargs -0 rm -rf",
     "echo x | xargs -I{} rm -rf {}",
     "echo x | xargs -n 1 env rm -rf",
