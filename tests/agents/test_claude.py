@@ -61,7 +61,16 @@ class Claude:
             assert code == 0
         return folder
 
-    def run(self, folder: Path, prompt: str, *, token: str = fleet.TOKEN) -> Completed:
+    def run(
+        self,
+        folder: Path,
+        prompt: str,
+        *,
+        token: str = fleet.TOKEN,
+        extra_env: dict[str, str] | None = None,
+        resume: str | None = None,
+    ) -> Completed:
+        """``claude -p PROMPT`` in ``folder`` (``--resume SESSION`` with ``resume``)."""
         env = base_env(
             self.root / "home",
             ANTHROPIC_BASE_URL=self.model_url,
@@ -71,8 +80,11 @@ class Claude:
             DISABLE_AUTOUPDATER="1",
             DISABLE_TELEMETRY="1",
             CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC="1",
+            **(extra_env or {}),
         )
         argv = [str(self.cli), "-p", prompt, "--output-format", "json", "--model", MODEL]
+        if resume is not None:
+            argv += ["--resume", resume]
         result = self.ns.run([*argv, "--dangerously-skip-permissions"], env=env, cwd=folder, timeout_s=120)
         assert result.returncode == 0, result.stderr[-2000:]
         return result
