@@ -127,7 +127,7 @@ def _known_values(
 
 
 def _fed(command: str, commands: tuple[SimpleCommand, ...], powershell: bool) -> list[str | None]:
-    """What a here-document or here-string feeds each subcommand."""
+    """What a here-document, a here-string or a pipe from ``echo`` feeds each subcommand."""
     return [None] * len(commands) if powershell else fed_texts(command, commands)
 
 

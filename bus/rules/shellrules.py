@@ -179,7 +179,7 @@ def unreadable_code_unjudged() -> bool:
 def shell_start(content: str, powershell: bool = False) -> tuple[str, str]:
     """A ``deny``/``ask`` pattern's text before its first ``*`` (all of it without one), and
     what that ``*`` is followed by (:data:`FLOATS_ANY`, ...): it meets a reading that starts
-    with ``start`` (:attr:`ShellView.starts`) when that text is longer and starts with
+    with ``start`` (:attr:`bus.rules.shellread.ShellRead.starts`) when that text is longer and starts with
     ``start``, or ``start`` starts with it and the ``*`` takes what follows
     (:meth:`ShellPattern.extends`)."""
     pattern = _shell_pattern(content, powershell)
