@@ -32,6 +32,7 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bus.redis.connection import connect
@@ -171,7 +172,7 @@ async def write_records(url: str, first: int, count: int, rate: float | None = N
         await redis.aclose()
 
 
-async def group_done(url: str) -> bool:
+async def group_done(url: str, group_name: str = GROUP) -> bool:
     """Whether the group has every record of the log delivered and acknowledged."""
     redis = connect(url, socket_timeout_s=30)
     log = Keyspace().decision_log()
@@ -180,7 +181,7 @@ async def group_done(url: str) -> bool:
         last = await redis.xrevrange(log, count=1)
     finally:
         await redis.aclose()
-    group = next((g for g in groups if g["name"] == GROUP.encode()), None)
+    group = next((g for g in groups if g["name"] == group_name.encode()), None)
     return bool(group and last and group["last-delivered-id"] == last[0][0] and group["pending"] == 0)
 
 
@@ -193,21 +194,23 @@ async def poll(check: Callable[[], Awaitable[bool]], timeout_s: float, failed: s
         await asyncio.sleep(every_s)
 
 
-async def wait_group(url: str, timeout_s: float) -> None:
-    await poll(lambda: group_done(url), timeout_s, "the follower did not acknowledge every record in time")
+async def wait_group(url: str, timeout_s: float, group: str = GROUP) -> None:
+    await poll(lambda: group_done(url, group), timeout_s, "the follower did not acknowledge every record in time")
 
 
-def start_follower(url: str, sink: str, workdir: Path, start: str = "now") -> subprocess.Popen[bytes]:
-    args = [sys.executable, "-m", "hookbus", "audit", "follow", "--redis-url", url, "--group", GROUP, "--sink", sink]
+def start_follower(
+    url: str, sink: str, workdir: Path, start: str = "now", group: str = GROUP
+) -> subprocess.Popen[bytes]:
+    args = [sys.executable, "-m", "hookbus", "audit", "follow", "--redis-url", url, "--group", group, "--sink", sink]
     args += ["--allow-network", "127.0.0.0/8", "--start", start, "--dead-letter", str(workdir / "dead.jsonl")]
     env = {k: v for k, v in os.environ.items() if not k.startswith("HOOKBUS_")}
     return subprocess.Popen(args, cwd=REPO, env=env, preexec_fn=die_with_parent, stderr=subprocess.DEVNULL)
 
 
-async def group_exists(url: str) -> bool:
+async def group_exists(url: str, group: str = GROUP) -> bool:
     redis = connect(url, socket_timeout_s=30)
     try:
-        return any(g["name"] == GROUP.encode() for g in await redis.xinfo_groups(Keyspace().decision_log()))
+        return any(g["name"] == group.encode() for g in await redis.xinfo_groups(Keyspace().decision_log()))
     except Exception:
         return False
     finally:
@@ -276,6 +279,47 @@ async def outage(url: str, port: int, outage_s: float, rate: float, workdir: Pat
     }
 
 
+async def decision_path(url: str, rate: float, seconds: float, rounds: int, workdir: Path) -> dict[str, Any]:
+    """Blocking decisions' p50/p99 through a gateway and a dispatcher, in rounds alternately without
+    and with an OTLP follower delivering the decisions' records as they are written."""
+    from harness import hook_caller, percentile, start_roles, steady_rate
+
+    gateway_port, receiver_port = free_port(), free_port()
+    roles = start_roles(url, gateway_port, 1)
+    receiver = start_receiver(receiver_port)
+    found: dict[str, list[float]] = {"without": [], "with": []}
+    delivered = None
+    try:
+        await steady_rate(hook_caller(gateway_port), rate, 2.0)  # warm-up, not counted
+        for round_ in range(rounds):
+            for state in ("without", "with"):
+                follower, group = None, f"live-{round_}"
+                if state == "with":
+                    sink = f"otlp:http://127.0.0.1:{receiver_port}"
+                    follower = start_follower(url, sink, workdir, group=group)
+                    await poll(lambda group=group: group_exists(url, group), 60, "the follower did not start")
+                found[state] += await steady_rate(hook_caller(gateway_port), rate, seconds)
+                if follower is not None:
+                    await wait_group(url, 120, group)  # it kept up: every record delivered
+                    follower.send_signal(signal.SIGTERM)
+                    follower.wait(30)
+        delivered = (receiver_stats(receiver_port) or {}).get("unique")
+    finally:
+        for role in roles:
+            role.terminate()
+            role.wait(10)
+        receiver.terminate()
+        receiver.wait(10)
+    report: dict[str, Any] = {"rate": rate, "seconds_per_round": seconds, "rounds": rounds}
+    for state, latencies in found.items():
+        report[f"{state}_follower_p50_ms"] = round(percentile(latencies, 0.5) * 1000, 3)
+        report[f"{state}_follower_p99_ms"] = round(percentile(latencies, 0.99) * 1000, 3)
+    report["p99_ratio"] = round(report["with_follower_p99_ms"] / report["without_follower_p99_ms"], 2)
+    report["p50_ratio"] = round(report["with_follower_p50_ms"] / report["without_follower_p50_ms"], 2)
+    report["records_delivered"] = delivered
+    return report
+
+
 async def main(args: argparse.Namespace) -> dict[str, Any]:
     workdir = Path(tempfile.mkdtemp(prefix="hookbus-audit-sinks-"))
     redis = EmbeddedRedis(workdir / "redis", persistent=False, port=free_port())
@@ -298,6 +342,10 @@ async def main(args: argparse.Namespace) -> dict[str, Any]:
         results["throughput_receiver"] = stats
         receiver.terminate()
         receiver.wait(10)
+        if args.decisions_s > 0:
+            results["decision_path"] = await decision_path(
+                redis.url, args.decision_rate, args.decisions_s, args.decision_rounds, workdir
+            )
         if args.outage_s > 0:
             results["outage"] = {"outage_s": args.outage_s, "rate": args.rate}
             results["outage"].update(
@@ -316,6 +364,9 @@ if __name__ == "__main__":
     parser.add_argument("--runs", type=int, default=2, help="throughput runs of each sink (default 2)")
     parser.add_argument("--outage-s", type=float, default=60.0, help="how long the receiver is down (0: skip)")
     parser.add_argument("--rate", type=float, default=500.0, help="records/s written during the outage")
+    parser.add_argument("--decisions-s", type=float, default=10.0, help="seconds per decision-path round (0: skip)")
+    parser.add_argument("--decision-rate", type=float, default=300.0, help="blocking decisions/s (default 300)")
+    parser.add_argument("--decision-rounds", type=int, default=2, help="rounds without and with a follower")
     parser.add_argument("--receiver", type=int, metavar="PORT", help=argparse.SUPPRESS)
     options = parser.parse_args()
     if options.receiver:
