@@ -233,11 +233,19 @@ class BatchPoster:
         if response.is_success:
             rejected, why = self.partial(response) if self.partial is not None else (0, None)
             return Answer(True, why, status, rejected), None
-        detail = response.text[:200].strip() if response.text else ""
+        detail = _readable(response.content)
         answer = Answer(False, f"HTTP {status}" + (f": {detail}" if detail else ""), status)
         if status in REFUSED_PAYLOAD:
             return answer, "refused"
         return answer, "server" if status >= 500 or status in (408, 429) else "client"
+
+
+def _readable(body: bytes, limit: int = 200) -> str:
+    """What a receiver said, as text for a log line and a dead letter: a JSON or text answer as it
+    is, a protobuf one (an OTLP ``google.rpc.Status``) by its printable runs."""
+    text = body[: limit * 4].decode("utf-8", "replace")
+    runs = "".join(ch if ch.isprintable() else " " for ch in text).split()
+    return " ".join(run for run in runs if len(run) > 1 or run.isalnum())[:limit]
 
 
 def _halves(chunk: list[Item]) -> list[list[Item]]:

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from google.rpc.status_pb2 import Status
 from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import (
     ExportLogsServiceRequest,
     ExportLogsServiceResponse,
@@ -78,9 +79,12 @@ class OtlpReceiver:
                             **attributes,
                         }
                     )
-        if any(r["hookbus.event_id"] in self.refuse for r in found):
-            answer = b'{"code": 3, "message": "bad record"}'
-            writer.write(b"HTTP/1.1 400 Bad\r\nContent-Length: %d\r\nConnection: close\r\n\r\n" % len(answer) + answer)
+        if any(r["hookbus.event_id"] in self.refuse for r in found):  # as a collector answers: a protobuf Status
+            answer = Status(code=3, message="bad record").SerializeToString()
+            writer.write(
+                b"HTTP/1.1 400 Bad\r\nContent-Type: application/x-protobuf\r\nContent-Length: %d\r\n"
+                b"Connection: close\r\n\r\n" % len(answer) + answer
+            )
             return
         self.records.extend(found)
         response = ExportLogsServiceResponse()
@@ -191,7 +195,8 @@ async def test_a_record_refused_for_good_goes_to_the_dead_letter_file_alone(bus:
     assert [r["hookbus.event_id"] for r in receiver.records] == [f"ev-{i:04d}" for i in range(20) if i != 5]
     dead = [json.loads(line) for line in (tmp_path / "dead.jsonl").read_text().splitlines()]
     assert [d["record"]["id"] for d in dead] == ["ev-0005"]
-    assert dead[0]["reason"].startswith("HTTP 400") and "bad record" in dead[0]["reason"] and dead[0]["sink"] == "otlp"
+    assert dead[0]["reason"].startswith("HTTP 400: ") and dead[0]["reason"].endswith("bad record")
+    assert dead[0]["sink"] == "otlp"
     assert (tmp_path / "dead.jsonl").stat().st_mode & 0o077 == 0
     assert m.value("hookbus_audit_sink_dead_letters_total", group="siem", sink="otlp") == 1
     assert await acknowledged(bus)
