@@ -42,6 +42,7 @@ from typing import Any
 from bus.errors import ConfigError
 from hookbus.install.command import check
 from hookbus.install.settings_file import (
+    APPROVAL_EVENTS,
     TOKEN_ENV,
     InstallPlan,
     default_hook_command,
@@ -116,9 +117,14 @@ class CodexPlan(InstallPlan):
         InstallPlan(url=self.url, events=(), timeout_s=self.timeout_s)  # its URL and timeout checks
         object.__setattr__(self, "url", hook_url(self.url))
 
+    def holds(self, event: str) -> bool:
+        """Whether ``event`` waits for a person's answer (``--approvals``): fail-closed, long timeout."""
+        return self.approval_timeout_s is not None and event in APPROVAL_EVENTS
+
     def timeout_for(self, event: str) -> int:
         """Codex's handler timeout for ``event``, in whole seconds."""
-        whole = max(1, math.ceil(self.timeout_s))
+        held = self.approval_timeout_s if self.holds(event) else None
+        whole = max(1, math.ceil(held if held is not None else self.timeout_s))
         return min(whole, SESSION_END_MAX_S) if event == "SessionEnd" else whole
 
     def command_for(self, event: str) -> str:
@@ -127,8 +133,9 @@ class CodexPlan(InstallPlan):
             self.hook_command,
             self.url,
             agent="codex",
-            timeout_s=min(self.timeout_s, self.timeout_for(event)),
-            fail_closed=self.fail_closed and event in FAIL_CLOSED_EVENTS,
+            timeout_s=self.timeout_for(event) if self.holds(event) else min(self.timeout_s, self.timeout_for(event)),
+            fail_closed=self.holds(event) or (self.fail_closed and event in FAIL_CLOSED_EVENTS),
+            holds=self.holds(event),
         )
 
     def handler(self, event: str) -> dict[str, Any]:
@@ -296,6 +303,7 @@ def run(args: Any) -> int:
             timeout_s=args.timeout,
             hook_command=args.hook_command or default_hook_command(),
             fail_closed=args.fail_closed,
+            approval_timeout_s=getattr(args, "approvals", None),
         )
     new_text = _updated(path, old_text, document, plan, args.url if args.uninstall else None)
     if plan is None and new_text != old_text and (restored := _restorable_backup(path, new_text)) is not None:
