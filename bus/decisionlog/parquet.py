@@ -26,9 +26,7 @@ import gc
 import hashlib
 import logging
 import os
-import posixpath
-from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Final
 from urllib.parse import quote
 
@@ -37,7 +35,8 @@ import pyarrow as pa
 import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
-from bus.errors import ArchiveError, ConfigError
+from bus.decisionlog.archivefiles import TMP_SUFFIX, Written, read_folder, remove_files, write_local, write_remote
+from bus.errors import ConfigError
 
 logger = logging.getLogger("hookbus.audit.archive")
 
@@ -94,7 +93,9 @@ _FROM_META: Final = (
     ("token_id", "tok"),
     ("client_address", "src"),
 )
+#: The columns of JSON text read from the record JSON, and their keys there.
 _JSON_FROM_META: Final = (("hooks", "hooks"), ("shadow", "shadow"), ("masked", "mask"), ("output", "out"))
+#: The keys of the record JSON that have columns; any other goes to ``extra``.
 _META_KEYS: Final = frozenset(
     {key for _, key in _FROM_META} | {key for _, key in _JSON_FROM_META} | {"id", "outcome", "tn", "ts", "dms"}
 )
@@ -103,7 +104,6 @@ _DAY_MS: Final = 86_400_000
 _EPOCH_ORDINAL: Final = datetime.date(1970, 1, 1).toordinal()
 #: Rows per row group: DuckDB reads row groups in parallel and skips them by their statistics.
 ROW_GROUP: Final = 122_880
-TMP_SUFFIX: Final = ".tmp"
 
 #: One decision-log entry as the archive takes it: its ``log_id`` and its stream fields.
 Entry = tuple[str, Mapping[bytes, bytes]]
@@ -127,43 +127,73 @@ def partition_dir(day: str, tenant: str) -> str:
     return f"day={day}/tenant={quote(tenant, safe='')}"
 
 
+def _dumped(value: Any) -> str | None:
+    return None if value is None else orjson.dumps(value).decode()
+
+
 class Rows:
-    """The rows of one (day, tenant), column by column, and the entries they came from."""
+    """The rows of one (day, tenant) and the entries they came from (``log_id`` and event id)."""
 
     def __init__(self) -> None:
-        self.columns: dict[str, list[Any]] = {name: [] for name in SCHEMA.names}
+        #: One tuple per record, in the order of :data:`SCHEMA`'s columns.
+        self.records: list[tuple[Any, ...]] = []
         self.keys: list[str] = []
+        self._columns: dict[str, list[Any]] | None = None
 
     def add(self, log_id: str, fields: Mapping[bytes, bytes], meta: dict[str, Any]) -> None:
-        columns = self.columns
         get = meta.get
-        columns["log_id"].append(log_id)
-        columns["id"].append(str(meta["id"]))
-        for name, key in _FROM_META:
-            columns[name].append(get(key) or None)
-        for name, key in _JSON_FROM_META:
-            value = get(key)
-            columns[name].append(None if value is None else orjson.dumps(value).decode())
+        event_id = str(meta["id"])
         received_ms, decided_ms = int(meta["ts"]), int(meta["dms"])
-        columns["time"].append(received_ms)
-        columns["received_ms"].append(received_ms)
-        columns["decided_ms"].append(decided_ms)
-        columns["latency_ms"].append(decided_ms - received_ms)
         # The settle script rewrites the outcome in its own field (o) as in the JSON; o wins.
         outcome, fail_open = fields.get(b"o"), fields.get(b"fo")
-        columns["outcome"].append(outcome.decode() if outcome else get("outcome"))
-        columns["fail_open"].append(fail_open.decode() if fail_open else None)
-        columns["rule"].append(deciding_rule(get("hooks")))
-        columns["input"].append(fields[b"in"].decode("utf-8", "replace"))
-        other_meta, other_fields = meta.keys() - _META_KEYS, fields.keys() - _FIELDS
-        if other_meta or other_fields:
-            extra = {key: meta[key] for key in sorted(other_meta)}
-            for field in sorted(other_fields):
-                extra[field.decode("utf-8", "replace")] = fields[field].decode("utf-8", "replace")
-            columns["extra"].append(orjson.dumps(extra).decode())
-        else:
-            columns["extra"].append(None)
-        self.keys.append(f"{log_id} {meta['id']}")
+        extra = None
+        if not _META_KEYS.issuperset(meta) or not _FIELDS.issuperset(fields):
+            kept = {key: meta[key] for key in sorted(meta.keys() - _META_KEYS)}
+            for field in sorted(fields.keys() - _FIELDS):
+                kept[field.decode("utf-8", "replace")] = fields[field].decode("utf-8", "replace")
+            extra = orjson.dumps(kept).decode()
+        hooks = get("hooks")
+        self.records.append(
+            (
+                log_id,
+                event_id,
+                received_ms,
+                get("ev") or None,
+                get("sid") or None,
+                get("ag") or None,
+                get("aid") or None,
+                get("aty") or None,
+                get("tool") or None,
+                get("tuid") or None,
+                outcome.decode() if outcome else get("outcome"),
+                fail_open.decode() if fail_open else None,
+                get("dec") or None,
+                get("rsn") or None,
+                deciding_rule(hooks),
+                received_ms,
+                decided_ms,
+                decided_ms - received_ms,
+                get("rev") or None,
+                get("tid") or None,
+                get("tok") or None,
+                get("src") or None,
+                _dumped(hooks),
+                _dumped(get("shadow")),
+                _dumped(get("mask")),
+                _dumped(get("out")),
+                fields[b"in"].decode("utf-8", "replace"),
+                extra,
+            )
+        )
+        self.keys.append(f"{log_id} {event_id}")
+
+    @property
+    def columns(self) -> dict[str, list[Any]]:
+        """The rows column by column (made once, from :attr:`records`)."""
+        if self._columns is None:
+            transposed = list(zip(*self.records, strict=True)) if self.records else [()] * len(SCHEMA.names)
+            self._columns = {name: list(values) for name, values in zip(SCHEMA.names, transposed, strict=True)}
+        return self._columns
 
     def table(self) -> pa.Table:
         return pa.table(self.columns, schema=SCHEMA)
@@ -173,9 +203,15 @@ def rows_by_partition(entries: Iterable[Entry]) -> tuple[dict[tuple[str, str], R
     """The rows of each (day, tenant), in the order given, and the ``log_id`` of the entries
     that are not decision-log records (skipped)."""
     parts: dict[tuple[str, str], Rows] = {}
+    return parts, add_entries(parts, entries)
+
+
+def add_entries(parts: dict[tuple[str, str], Rows], entries: Iterable[Entry]) -> list[str]:
+    """Add the rows of ``entries`` to those of their (day, tenant) in ``parts``; returns the
+    ``log_id`` of the entries that are not decision-log records (skipped)."""
     skipped: list[str] = []
-    # A batch allocates a few dicts per record and keeps them: the cyclic collector would walk
-    # them all again and again (half the time of a batch), and they hold no cycles.
+    # The parsed records are dicts kept until their row is made: the cyclic collector would
+    # walk every one of a batch again and again, and they hold no cycles.
     collecting = gc.isenabled()
     gc.disable()
     try:
@@ -184,7 +220,7 @@ def rows_by_partition(entries: Iterable[Entry]) -> tuple[dict[tuple[str, str], R
     finally:
         if collecting:
             gc.enable()
-    return parts, skipped
+    return skipped
 
 
 def _add(parts: dict[tuple[str, str], Rows], skipped: list[str], log_id: str, fields: Mapping[bytes, bytes]) -> None:
@@ -202,35 +238,20 @@ def _add(parts: dict[tuple[str, str], Rows], skipped: list[str], log_id: str, fi
     rows.add(log_id, fields, meta)
 
 
-def file_name(rows: Rows) -> str:
-    """The name of the file holding ``rows``: the same records (``log_id`` and event id), the same name."""
-    digest = hashlib.sha256("\n".join(rows.keys).encode())
+def file_name(rows: Rows | Sequence[str]) -> str:
+    """The name of the file holding ``rows`` (or the records of these keys, ``"<log_id> <id>"``):
+    the same records, the same name."""
+    keys = rows.keys if isinstance(rows, Rows) else rows
+    digest = hashlib.sha256("\n".join(keys).encode())
     return f"part-{digest.hexdigest()[:24]}.parquet"
 
 
-def encode(rows: Rows) -> bytes:
+def encode(rows: Rows | pa.Table) -> bytes:
     """One Parquet file of ``rows``, zstd-compressed."""
     sink = pa.BufferOutputStream()
-    pq.write_table(rows.table(), sink, compression="zstd", row_group_size=ROW_GROUP, write_statistics=True)
+    table = rows.table() if isinstance(rows, Rows) else rows
+    pq.write_table(table, sink, compression="zstd", row_group_size=ROW_GROUP, write_statistics=True)
     return bytes(sink.getvalue())
-
-
-def rows_in(data: bytes | pa.NativeFile) -> int:
-    """The rows of a whole Parquet file; ArchiveError when it is not one (cut short, corrupt)."""
-    try:
-        return int(pq.ParquetFile(pa.BufferReader(data) if isinstance(data, bytes) else data).metadata.num_rows)
-    except (pa.ArrowException, OSError, ValueError) as exc:
-        raise ArchiveError(f"not a whole Parquet file ({exc})") from exc
-
-
-@dataclass(frozen=True, slots=True)
-class Written:
-    """One file a write put in place (or found there already, whole)."""
-
-    path: str
-    rows: int
-    size: int
-    replaced: bool = False
 
 
 class ArchiveTarget:
@@ -277,10 +298,58 @@ class ArchiveTarget:
             folder = partition_dir(day, tenant)
             data = encode(part)
             if self.fs is None:
-                written.append(_write_local(self.root, folder, file_name(part), data))
+                written.append(write_local(self.root, folder, file_name(part), data))
             else:
-                written.append(_write_remote(self.fs, f"{self.root}/{folder}", file_name(part), data))
+                written.append(write_remote(self.fs, f"{self.root}/{folder}", file_name(part), data))
         return written
+
+    def compact(self, before_day: str) -> list[Written]:
+        """Merge the files of each (day, tenant) folder of a day before ``before_day``
+        (``YYYY-MM-DD``) that holds several into one: each record once (by ``log_id`` and
+        ``id``), in time order; then remove the others. Local folders only (none elsewhere).
+
+        A year of small files is slow to query (each is opened); one per day and tenant is not.
+        A crash after the merged file is in place leaves it beside some of the files it
+        merged: the next compaction merges them again into the same file.
+        """
+        if self.fs is not None:
+            return []
+        merged = []
+        for folder in self._folders_before(before_day):
+            names, table = read_folder(self.root, folder)
+            if len(names) < 2 or table is None:
+                continue
+            table = table.sort_by([("received_ms", "ascending"), ("log_id", "ascending")])
+            keys = [
+                f"{log_id} {i}" for log_id, i in zip(table["log_id"].to_pylist(), table["id"].to_pylist(), strict=True)
+            ]
+            seen: set[str] = set()
+            first = []
+            for key in keys:
+                first.append(key not in seen)
+                seen.add(key)
+            table = table.filter(pa.array(first))
+            name = file_name([key for key, kept in zip(keys, first, strict=True) if kept])
+            merged.append(write_local(self.root, folder, name, encode(table)))
+            remove_files(self.root, folder, [other for other in names if other != name])
+        return merged
+
+    def _folders_before(self, before_day: str) -> list[str]:
+        found: list[str] = []
+        with os.scandir(self.root) as days:
+            day_dirs = sorted(
+                d.name
+                for d in days
+                if d.name.startswith("day=") and d.name[4:] < before_day and d.is_dir(follow_symlinks=False)
+            )
+        for day in day_dirs:
+            with os.scandir(os.path.join(self.root, day)) as tenants:
+                found.extend(
+                    f"{day}/{t.name}"
+                    for t in sorted(tenants, key=lambda t: t.name)
+                    if t.name.startswith("tenant=") and t.is_dir(follow_symlinks=False)
+                )
+        return found
 
     def remove_partials(self) -> list[str]:
         """Remove what a crash left under a temporary name (local folders); returns the paths."""
@@ -296,101 +365,6 @@ class ArchiveTarget:
         return removed
 
 
-def _open_dir(root_fd: int, folder: str) -> int:
-    """A descriptor of ``folder`` under ``root_fd``, made where missing, no component a symbolic link."""
-    fd = os.dup(root_fd)
-    try:
-        for name in folder.split("/"):
-            try:
-                os.mkdir(name, 0o750, dir_fd=fd)
-            except FileExistsError:
-                pass
-            try:
-                child = os.open(name, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW, dir_fd=fd)
-            except OSError as exc:
-                raise ArchiveError(f"{name} in {folder} is not a folder (a symbolic link is refused): {exc}") from exc
-            os.close(fd)
-            fd = child
-        return fd
-    except BaseException:
-        os.close(fd)
-        raise
-
-
-def _existing_rows(dir_fd: int, name: str) -> int | None:
-    """The rows of the whole Parquet file ``name`` (None: missing, or not whole)."""
-    try:
-        fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW, dir_fd=dir_fd)
-    except FileNotFoundError:
-        return None
-    with os.fdopen(fd, "rb") as file:
-        try:
-            return rows_in(file.read())
-        except ArchiveError:
-            return None
-
-
-def _write_local(root: str, folder: str, name: str, data: bytes) -> Written:
-    path = os.path.join(root, folder, name)
-    root_fd = os.open(root, os.O_RDONLY | os.O_DIRECTORY)
-    try:
-        dir_fd = _open_dir(root_fd, folder)
-    finally:
-        os.close(root_fd)
-    try:
-        replaced = False
-        if (rows := _existing_rows(dir_fd, name)) is not None:
-            return Written(path, rows, len(data))
-        if os.path.lexists(path):
-            logger.warning("%s is not a whole Parquet file (cut short or corrupt): writing it again", path)
-            replaced = True
-        tmp = f".{name}{TMP_SUFFIX}"
-        _unlink(tmp, dir_fd)
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o640, dir_fd=dir_fd)
-        try:
-            with os.fdopen(fd, "wb") as file:
-                file.write(data)
-                file.flush()
-                os.fsync(file.fileno())
-            check = os.open(tmp, os.O_RDONLY | os.O_NOFOLLOW, dir_fd=dir_fd)
-            with os.fdopen(check, "rb") as file:  # what the disk holds, not what was meant
-                rows = rows_in(file.read())
-            os.replace(tmp, name, src_dir_fd=dir_fd, dst_dir_fd=dir_fd)
-        except BaseException:
-            _unlink(tmp, dir_fd)
-            raise
-        os.fsync(dir_fd)
-        return Written(path, rows, len(data), replaced)
-    finally:
-        os.close(dir_fd)
-
-
-def _unlink(name: str, dir_fd: int) -> None:
-    try:
-        os.unlink(name, dir_fd=dir_fd)
-    except FileNotFoundError:
-        pass
-
-
-def _write_remote(fs: pafs.FileSystem, folder: str, name: str, data: bytes) -> Written:
-    path = posixpath.join(folder, name)
-    info = fs.get_file_info(path)
-    if info.type == pafs.FileType.File:
-        with fs.open_input_file(path) as file:
-            try:
-                return Written(path, rows_in(file.read()), len(data))
-            except ArchiveError:
-                logger.warning("%s is not a whole Parquet file (cut short or corrupt): writing it again", path)
-    fs.create_dir(folder, recursive=True)
-    tmp = posixpath.join(folder, f".{name}{TMP_SUFFIX}")
-    with fs.open_output_stream(tmp) as out:
-        out.write(data)
-    with fs.open_input_file(tmp) as file:
-        rows = rows_in(file.read())
-    fs.move(tmp, path)
-    return Written(path, rows, len(data), info.type == pafs.FileType.File)
-
-
 __all__ = [
     "JSON_COLUMNS",
     "ROW_GROUP",
@@ -399,11 +373,11 @@ __all__ = [
     "Entry",
     "Rows",
     "Written",
+    "add_entries",
     "day_of",
     "deciding_rule",
     "encode",
     "file_name",
     "partition_dir",
     "rows_by_partition",
-    "rows_in",
 ]

@@ -14,6 +14,10 @@ A write that fails (a full disk, a file that reads back cut short, a folder that
 link, an object store that refuses) says so in one line, keeps the records pending and tries
 again with backoff until it succeeds or the archiver is stopped. A file left under its
 temporary name by a crash is removed at the start (one line each).
+
+At the start and then hourly the archiver compacts the days before yesterday (UTC): the files of
+each day and tenant are merged into one (:meth:`~bus.decisionlog.parquet.ArchiveTarget.compact`),
+since a year of small files is slow to query.
 """
 
 from __future__ import annotations
@@ -26,11 +30,12 @@ from typing import Any, Final
 
 import pyarrow as pa
 
-from bus.decisionlog.parquet import ArchiveTarget, rows_by_partition
+from bus.decisionlog.parquet import ArchiveTarget, Rows, add_entries, day_of
 from bus.decisionlog.reader import LogEntry, PartitionReads
 from bus.errors import ArchiveError, ConfigError
 from bus.redis.keys import Keyspace
 from bus.runtime.retry import Backoff
+from bus.stream.protocol import now_ms
 from hookbus.audit.command import Follower, follow
 from hookbus.audit.delivery import Item, Stopping
 
@@ -41,6 +46,7 @@ ARCHIVE_GROUP: Final = "archive"
 #: Entries one read of one partition takes at most.
 READ_COUNT: Final = 10_000
 _READ_BLOCK_MS: Final = 1000
+DAY_MS: Final = 86_400_000
 
 
 class _Reads:
@@ -82,6 +88,7 @@ class Archiver(Follower):
         batch: int = 100_000,
         every_s: float = 300.0,
         max_delay_s: float = 30.0,
+        compact_every_s: float = 3600.0,
     ) -> None:
         if batch < 1:
             raise ConfigError(f"--batch must be at least 1 (got {batch})")
@@ -100,20 +107,39 @@ class Archiver(Follower):
         self.batch = batch
         self.every_s = every_s
         self.max_delay_s = max_delay_s
+        self.compact_every_s = compact_every_s
+        self._compact_at = 0.0  # at the start, then every compact_every_s
         #: Files this process put in place.
         self.files = 0
-        self._gathered: list[LogEntry] = []
+        #: What was gathered: the rows of each (day, tenant), the entries to acknowledge, how many records.
+        self._parts: dict[tuple[str, str], Rows] = {}
+        self._acks: dict[int, list[bytes]] = {}
+        self._gathered = 0
         self._first_at = 0.0
         self._holding = False
 
     async def run(self, stop: asyncio.Event) -> None:
         for path in await asyncio.to_thread(self.target.remove_partials):
             logger.warning("removed %s, a file cut short by a crash: its records are written again", path)
+        await self._compact()
         await super().run(stop)
+
+    async def _compact(self) -> None:
+        """Merge the files of each day before yesterday (UTC) into one per tenant (a day of grace
+        for late records); a failure is said and tried again at the next turn."""
+        self._compact_at = time.monotonic() + self.compact_every_s
+        before = day_of(now_ms() - DAY_MS)
+        try:
+            merged = await asyncio.to_thread(self.target.compact, before)
+        except (OSError, ArchiveError, pa.ArrowException) as exc:
+            logger.warning("cannot compact the archive at %s: %s; trying again later", self.target.target, _reason(exc))
+            return
+        if merged:
+            logger.info("compacted %d folders of days before %s into one file each", len(merged), before)
 
     async def _drain_own_pending(self, stop: asyncio.Event) -> None:
         # What was gathered is pending in Redis and is read again here: gather it once.
-        self._gathered.clear()
+        self._parts, self._acks, self._gathered = {}, {}, 0
         await self._gather_then_flush(super()._drain_own_pending(stop), stop)
 
     async def _claim_abandoned(self, stop: asyncio.Event) -> None:
@@ -135,7 +161,7 @@ class Archiver(Follower):
                 entries = await reads.next()
                 if entries:
                     await self._deliver(entries, stop)
-                if self._gathered and time.monotonic() - self._first_at >= self.every_s:
+                if self._acks and time.monotonic() - self._first_at >= self.every_s:
                     await self._flush(stop)
         finally:
             # Records a cancelled read was given stay pending for this consumer: read again at the next start.
@@ -143,27 +169,28 @@ class Archiver(Follower):
         await self._flush(stop)  # stopping: what was gathered, once more
 
     async def _deliver(self, entries: Sequence[LogEntry], stop: asyncio.Event) -> None:
-        if not self._gathered:
+        """Gather ``entries``: made into rows as they come (what a flush keeps is small, flat rows)."""
+        if not self._acks:
             self._first_at = time.monotonic()
-        self._gathered.extend(entries)
-        if not self._holding and len(self._gathered) >= self.batch:
-            await self._flush(stop)
-
-    async def _flush(self, stop: asyncio.Event) -> None:
-        """Write what was gathered, then acknowledge it; on failure say so, keep it pending and retry."""
-        gathered = self._gathered
-        if not gathered:
-            return
         live = []
-        for entry in gathered:
+        for entry in entries:
+            self._acks.setdefault(entry.partition, []).append(entry.entry_id)
             if entry.fields:
                 live.append((entry.log_id, entry.fields))
             else:  # trimmed from the log (retention) while it was pending
                 logger.warning("record %s was trimmed from the log before it was archived", entry.log_id)
-        parts, skipped = rows_by_partition(live)
-        for log_id in skipped:
+        for log_id in add_entries(self._parts, live):
             logger.warning("skipping %s: not a decision-log record", log_id)
-        records = len(live) - len(skipped)
+        self._gathered += len(entries)
+        if not self._holding and self._gathered >= self.batch:
+            await self._flush(stop)
+
+    async def _flush(self, stop: asyncio.Event) -> None:
+        """Write what was gathered, then acknowledge it; on failure say so, keep it pending and retry."""
+        if not self._acks:
+            return
+        parts = self._parts
+        records = sum(len(rows.keys) for rows in parts.values())
         backoff = Backoff(base_s=0.5, cap_s=self.max_delay_s)
         while True:
             try:
@@ -185,15 +212,14 @@ class Archiver(Follower):
             logger.info("wrote the archive at %s again after %d failures", self.target.target, backoff.failures)
         for replaced in (w for w in written if w.replaced):
             logger.warning("replaced %s, which was cut short or corrupt", replaced.path)
-        by_partition: dict[int, list[bytes]] = {}
-        for entry in gathered:
-            by_partition.setdefault(entry.partition, []).append(entry.entry_id)
-        for partition, ids in by_partition.items():
+        for partition, ids in self._acks.items():
             await self.redis.xack(self.keys.decision_log(partition), self.group, *ids)
         self.delivered += records
         self.files += len(written)
-        self._gathered = []
+        self._parts, self._acks, self._gathered = {}, {}, 0
         logger.debug("archived %d records in %d files", records, len(written))
+        if time.monotonic() >= self._compact_at:
+            await self._compact()
 
 
 def archive_command(args: Any, redis_url: str, keys: Keyspace) -> int:

@@ -131,3 +131,23 @@ def test_bad_targets_are_refused_clearly(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="not a filesystem pyarrow can write"):
         ArchiveTarget("nosuch://x/y")
     assert os.path.isdir(ArchiveTarget(str(tmp_path / "new" / "deep")).root)
+
+
+def test_a_days_files_are_compacted_into_one_with_each_record_once(tmp_path: Path) -> None:
+    target = ArchiveTarget(str(tmp_path))
+    for first in (0, 10, 20):  # three flushes of one day and tenant, and one of the next day
+        target.write(rows_by_partition([entry(i) for i in range(first, first + 10)])[0])
+    target.write(rows_by_partition([entry(99, at_ms=AT_MS + DAY_MS)])[0])
+    day = tmp_path / f"day={day_of(AT_MS)}" / "tenant=acme"
+    assert len(list(day.glob("*.parquet"))) == 3
+    assert target.compact(day_of(AT_MS)) == []  # only days before the one given
+    [merged] = target.compact(day_of(AT_MS + DAY_MS))
+    assert [Path(merged.path)] == list(day.glob("*.parquet")) and merged.rows == 30
+    table = pq.read_table(merged.path)
+    assert table["received_ms"].to_pylist() == sorted(table["received_ms"].to_pylist())
+    assert len(list((tmp_path / f"day={day_of(AT_MS + DAY_MS)}" / "tenant=acme").glob("*.parquet"))) == 1
+    # A crash after the merged file was in place and before the others were removed: compacted again, the same file.
+    target.write(rows_by_partition([entry(i) for i in range(10, 20)])[0])
+    [again] = target.compact(day_of(AT_MS + DAY_MS))
+    assert again.path == merged.path and again.rows == 30 and list(day.glob("*.parquet")) == [Path(merged.path)]
+    assert target.compact(day_of(AT_MS + DAY_MS)) == []  # one file: nothing to do
