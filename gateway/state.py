@@ -130,6 +130,7 @@ class Gateway:
         await self.watcher.stop()
         await self.spool.stop()
         await self.waiter.stop()
+        await self.batcher.aclose()
         await self.partition_clients.aclose()
         await self.redis.aclose()
 

@@ -35,6 +35,7 @@ from redis.asyncio.connection import AbstractConnection
 from redis.asyncio.sentinel import Sentinel, SentinelConnectionPool
 
 from bus.errors import BusUnavailable, RedisCommandError
+from bus.redis.lean import framed_alike
 from bus.redis.urls import CLUSTER_SCHEMES, SentinelURL, is_sentinel_url, mask_url, parse_sentinel_url
 
 #: TCP options of every connection to Redis over TCP: a peer that vanishes without closing (its
@@ -149,7 +150,7 @@ class _HiredisPacking(AbstractConnection):
         # a settle call's hundred arguments cost more than Redis takes to run it. hiredis packs
         # what both encode alike: bytes, str (a StrEnum too) and a plain int; redis-py keeps an
         # int subclass (packed by repr), a bool (refused) and a float (its text may differ).
-        if all(isinstance(arg, (bytes, str)) or type(arg) is int for arg in args):
+        if framed_alike(args):
             head = args[0]
             if isinstance(head, str):  # "CONFIG GET": the words are separate arguments, as redis-py does
                 args = (*head.encode().split(), *args[1:])

@@ -23,6 +23,7 @@ import redis.asyncio as aioredis
 from bus.redis.autopipeline import AutoPipeline
 from bus.redis.connection import lost_connection, missing_script, redis_errors
 from bus.redis.keys import WORK_STREAM_MAXLEN
+from bus.redis.lean import LeanLink, framed_alike
 from bus.redis.topology import Topology
 from bus.stream.pending_context import APPEND_TAKING_CONTEXT, CONTEXT_BATCH
 from bus.stream.protocol import StreamFields
@@ -55,6 +56,9 @@ class AppendBatcher:
         self.can_take_context = self.topology.appends_take_context
         self._append_sha = redis.register_script(APPEND_TAKING_CONTEXT).sha
         self._pipeline: AutoPipeline[_Append] = AutoPipeline(self._send, redis_url, what="append")
+        #: On a single Redis, each client's appends go over one held connection, framed by hiredis
+        #: (:mod:`bus.redis.lean`); a cluster client routes by slot, so it keeps redis-py's pipeline.
+        self._links: dict[int, tuple[aioredis.Redis, LeanLink]] = {}
 
     async def append(self, stream: str, fields: StreamFields, context_key: str | None = None) -> None:
         """Append one entry; with ``context_key``, take that session's pending context into it
@@ -81,6 +85,10 @@ class AppendBatcher:
         return results
 
     async def _pipelined(self, client: aioredis.Redis, batch: list[_Append], load: bool) -> list[Any]:
+        if not self.topology.cluster:
+            commands = [self._command(stream, fields, context_key, load) for stream, fields, context_key in batch]
+            if all(framed_alike(command) for command in commands):
+                return await self._link(client).execute(commands)
         async with client.pipeline(transaction=False) as pipe:
             for stream, fields, context_key in batch:
                 if context_key is None:
@@ -95,6 +103,29 @@ class AppendBatcher:
                     pipe.evalsha(self._append_sha, 2, stream, context_key, *args)
             results: list[Any] = await pipe.execute(raise_on_error=False)
         return results
+
+    def _command(self, stream: str, fields: StreamFields, context_key: str | None, load: bool) -> list[Any]:
+        if context_key is None:
+            command: list[Any] = ["XADD", stream, "MAXLEN", "~", self.maxlen, "*"]
+        elif load:
+            command = ["EVAL", APPEND_TAKING_CONTEXT, 2, stream, context_key, self.maxlen, CONTEXT_BATCH]
+        else:
+            command = ["EVALSHA", self._append_sha, 2, stream, context_key, self.maxlen, CONTEXT_BATCH]
+        for field, value in fields.items():
+            command += (field, value)
+        return command
+
+    def _link(self, client: aioredis.Redis) -> LeanLink:
+        found = self._links.get(id(client))
+        if found is None:
+            found = self._links[id(client)] = (client, LeanLink(client))
+        return found[1]
+
+    async def aclose(self) -> None:
+        """Give the connections the appends held back to their pools."""
+        links, self._links = self._links, {}
+        for _, link in links.values():
+            await link.aclose()
 
 
 __all__ = ["AppendBatcher"]

@@ -28,6 +28,7 @@ from bus.decisionlog.chain import record_digest
 from bus.errors import BusUnavailable, RedisCommandError
 from bus.redis.connection import hookbus_error, redis_errors
 from bus.redis.keys import DISPATCH_GROUP, Keyspace
+from bus.redis.lean import LeanLink, framed_alike
 from bus.redis.topology import Topology
 from bus.runtime.metrics import Metrics, process_metrics
 from bus.runtime.replykey import ReplyKey, key_or_process, reply_json
@@ -113,6 +114,9 @@ class Outbox:
         self._answer_script = redis.register_script(ANSWER)
         self.topology = topology or Topology.from_url(redis_url)
         self.clients = self.topology.partition_clients(redis, socket_timeout_s=None)
+        #: The settle pipeline on a single Redis: one held connection, commands framed by hiredis
+        #: (a cluster client has no pool of its own: its writes go by :meth:`_send_each`).
+        self._link = None if self.topology.cluster else LeanLink(redis)
         # The script is sent by its digest (EVALSHA). A single Redis gets it loaded before the
         # first flush and after a NOSCRIPT (a restart). On a cluster each partition's first
         # settle, and its first after a NOSCRIPT (a replica promoted by a failover), is an EVAL,
@@ -197,6 +201,8 @@ class Outbox:
             async with asyncio.timeout(timeout_s):
                 await self.flushed()
         await self._task.stop()
+        if self._link is not None:
+            await self._link.aclose()
         await self.clients.aclose()
         if self._ops or self._deferred:
             # Their entries stay pending: another dispatcher claims and settles them.
@@ -293,10 +299,20 @@ class Outbox:
     async def _send_pipelined(
         self, batches: list[list[Settle]], writes: list[Write], acks: dict[str, list[bytes]]
     ) -> list[Any]:
+        calls = [self._settle_call(batch) for batch in batches]
+        commands: list[list[Any]] = [
+            ["EVALSHA", self._settle_sha, len(keys), *keys, *args]
+            for keys, args in calls  # no SCRIPT EXISTS per flush
+        ]
+        for write in writes:
+            fields = [part for pair in (write.fields or {}).items() for part in pair]
+            commands.append(["XADD", write.stream, "MAXLEN", "~", write.maxlen, "*", *fields])
+        commands += [["XACK", stream, DISPATCH_GROUP, *ids] for stream, ids in acks.items()]
+        if self._link is not None and all(framed_alike(command) for command in commands):
+            return await self._link.execute(commands)
         async with self.redis.pipeline(transaction=False) as pipe:
-            for batch in batches:
-                keys, args = self._settle_call(batch)
-                pipe.evalsha(self._settle_sha, len(keys), *keys, *args)  # no SCRIPT EXISTS per flush
+            for keys, args in calls:
+                pipe.evalsha(self._settle_sha, len(keys), *keys, *args)
             for write in writes:
                 pipe.xadd(write.stream, write.fields, maxlen=write.maxlen, approximate=True)  # type: ignore[arg-type]
             for stream, ids in acks.items():
