@@ -4,7 +4,8 @@ Claude Code spawns a command hook once per event, so the shim's whole cost is pr
 start-up, imports and one HTTP round trip. This runs, interleaved round-robin on one
 machine with the same interpreter (the venv's, which the ``hookbus`` console script uses):
 
-* ``python -c pass``: the floor every Python hook pays (the target is <= 1.5x of it);
+* ``python -c pass``: the floor every Python hook pays (the target: the installed command's deny
+  at most 0.5x of it);
 * ``python -S -c pass``: the same without ``site`` (shows what site-packages' .pth files,
   e.g. an editable install's import finder, add to *every* Python start-up);
 * a typical local Python hook (``bench/local_hook.py``: ``json`` + ``re`` on stdin);
@@ -12,6 +13,9 @@ machine with the same interpreter (the venv's, which the ``hookbus`` console scr
   command (``{}``, nothing printed) and a denied one (decision JSON printed);
 * ``hookbus hook --agent gemini`` on a Gemini CLI ``BeforeTool`` input (the dialect's
   translation both ways, on the gateway) that is denied;
+* the installed command with ``--agent AGENT`` for every agent the shim knows, each on its own
+  agent's shell call of ``rm -rf /`` (:func:`tests.bus.dialects.test_one_policy.shell_call`),
+  denied in that agent's form (exit 2 for the agents that read no JSON decision);
 * ``hookbus hook`` with the gateway down (start-up and a refused connect, no round trip);
 * the same through the command the installers write (``PYTHON -I -S .../hookbus/shim_start.py
   hook``: no ``site``, no package ``__init__``), next to ``python -I -S -c pass``, its floor;
@@ -41,9 +45,12 @@ from pathlib import Path
 
 from hookbus.install.settings_file import default_hook_command
 from hookbus.platform.redis_server import free_port
-from hookbus.shim import post
+from hookbus.shim import AGENTS, EXIT_CODE_AGENTS, post
 
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+from tests.bus.dialects.test_one_policy import shell_call  # noqa: E402
+
 PY = sys.executable
 HOOKBUS = str(Path(PY).with_name("hookbus"))
 INSTALLED = [*shlex.split(default_hook_command(PY)), "hook"]
@@ -88,11 +95,11 @@ def start_platform(port: int, state: str) -> subprocess.Popen[bytes]:
     raise SystemExit("hookbus up did not become ready with a dispatcher in 30s")
 
 
-def timed(argv: list[str], stdin: bytes, expect_out: bool | None) -> float:
+def timed(argv: list[str], stdin: bytes, expect_out: bool | None, exit_code: int = 0) -> float:
     started = time.perf_counter()
     done = subprocess.run(argv, input=stdin, capture_output=True, check=False)
     elapsed = time.perf_counter() - started
-    if done.returncode != 0 or (expect_out is not None and bool(done.stdout.strip()) != expect_out):
+    if done.returncode != exit_code or (expect_out is not None and bool(done.stdout.strip()) != expect_out):
         raise SystemExit(f"unexpected result from {argv}: {done.returncode} {done.stdout!r} {done.stderr!r}")
     return elapsed
 
@@ -123,7 +130,7 @@ def main() -> int:
             "tool_input": {"command": "rm -rf /", "description": "clean up"},
         }
     ).encode()
-    cases: dict[str, tuple[list[str], bytes, bool | None]] = {
+    cases: dict[str, tuple[list[str], bytes, bool | None] | tuple[list[str], bytes, bool | None, int]] = {
         "python -c pass": ([PY, "-c", "pass"], b"", None),
         "python -S -c pass": ([PY, "-S", "-c", "pass"], b"", None),
         "python -I -S -c pass": ([PY, "-I", "-S", "-c", "pass"], b"", None),
@@ -135,18 +142,22 @@ def main() -> int:
         "installed command, allowed ({})": ([*INSTALLED, "--url", url], allow, False),
         "installed command, denied (JSON out)": ([*INSTALLED, "--url", url], deny, True),
         "installed command, gateway down": ([*INSTALLED, "--url", dead], allow, False),
-        "installed command --agent gemini, denied": ([*INSTALLED, "--agent", "gemini", "--url", url], gemini, True),
     }
+    for agent in AGENTS:
+        denied = json.dumps(shell_call(agent, "rm -rf /", "bench-shim")).encode()
+        argv = [*INSTALLED, "--agent", agent, "--url", url]
+        exit_code = 2 if agent in EXIT_CODE_AGENTS else 0  # its deny: exit 2, the reason on stderr
+        cases[f"installed command --agent {agent}, denied"] = (argv, denied, None if exit_code else True, exit_code)
     with tempfile.TemporaryDirectory(prefix="hookbus-bench-") as state:
         platform = start_platform(port, state)
         try:
-            for argv, stdin, expect in cases.values():  # warm up caches, connections, the dispatcher
+            for case in cases.values():  # warm up caches, connections, the dispatcher
                 for _ in range(5):
-                    timed(argv, stdin, expect)
+                    timed(*case)
             samples: dict[str, list[float]] = {name: [] for name in cases}
             for _ in range(args.runs):
-                for name, (argv, stdin, expect) in cases.items():
-                    samples[name].append(timed(argv, stdin, expect))
+                for name, case in cases.items():
+                    samples[name].append(timed(*case))
             round_trips = []
             for _ in range(args.runs):
                 started = time.perf_counter()
@@ -179,7 +190,7 @@ def main() -> int:
         print(f"| {name} | {p50 * 1e3:.1f} | {p99 * 1e3:.1f} | {'-' if ratio is None else f'{ratio:.2f}x'} |")
     shim = statistics.median(samples["installed command, denied (JSON out)"]) / floor
     print(
-        f"\ntarget: the installed command <= 1.5x `python -c pass` at p50: {'met' if shim <= 1.5 else 'NOT met'} "
+        f"\ntarget: the installed command <= 0.5x `python -c pass` at p50: {'met' if shim <= 0.5 else 'NOT met'} "
         f"({shim:.2f}x for a deny; the `hookbus` console script "
         f"{statistics.median(samples['hookbus hook, denied (JSON out)']) / floor:.2f}x)"
     )

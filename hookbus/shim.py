@@ -17,31 +17,50 @@ and Kiro show or add a hook's stdout as text, so they get nothing on stdout wher
 get ``{}``.
 
 Start-up time is the whole cost of a command hook, so this module imports nothing beyond
-``os``/``sys``/``time`` (already loaded by the interpreter) and ``_socket``: plain
+``sys``/``time`` (loaded with the interpreter) and ``_socket``, not even ``os`` (1 ms of a hook
+started without ``site``: the environment is read from ``posix`` unless ``os`` is loaded): plain
 ``http://`` URLs are spoken with a minimal HTTP/1.1 client (one request, ``Connection:
 close``). ``urllib.request`` (30 ms of imports) is only loaded for ``https://`` URLs, URLs
 with credentials, or when a ``http_proxy`` variable is set (it then applies the proxy and
-``no_proxy`` rules). A non-empty reply is checked with ``_json``, the C scanner behind ``json``:
-``import json`` pulls in ``re`` and ``enum``, 7 ms of a hook started without ``site``.
+``no_proxy`` rules). A non-empty reply is read by :mod:`hookbus.shim_json`, not ``json`` (whose
+``re`` and ``enum`` cost 7 ms of a hook started without ``site``). The installed command
+(:mod:`hookbus.shim_start`) runs :func:`start`, which also skips the interpreter's finalization.
 """
 
-from __future__ import annotations
-
-import os
 import sys
 import time
 
 TYPE_CHECKING = False  # not typing.TYPE_CHECKING: importing typing costs milliseconds on every hook
 if TYPE_CHECKING:
     from typing import Any
+if TYPE_CHECKING or __package__:
+    from hookbus.shim_json import json_object
+else:  # loaded by shim_start.py from the package folder, without the package
+    from shim_json import json_object
 
 DEFAULT_URL = "http://127.0.0.1:8787/v1/hooks"
 _MAX_REPLY = 8 << 20
 
 
+def environ(name: str) -> str | None:
+    """``os.environ.get(name)``, without importing ``os`` when nothing has yet (the installed command)."""
+    if "os" not in sys.modules:  # else os.environ, which putenv updates and posix's copy does not
+        try:
+            import posix
+        except ImportError:  # not POSIX
+            pass
+        else:
+            codec = sys.getfilesystemencoding(), sys.getfilesystemencodeerrors()
+            value = posix.environ.get(name.encode(*codec))
+            return None if value is None else value.decode(*codec)
+    import os
+
+    return os.environ.get(name)
+
+
 def hook_url(url: str | None) -> str:
     """The ``/v1/hooks`` URL for ``url`` (a base URL or the full one; default ``$HOOKBUS_URL``)."""
-    url = url or os.environ.get("HOOKBUS_URL") or DEFAULT_URL
+    url = url or environ("HOOKBUS_URL") or DEFAULT_URL
     base, _, query = url.partition("?")
     base = base.rstrip("/")  # the gateway serves /v1/hooks, not /v1/hooks/
     if not base.endswith("/v1/hooks"):
@@ -69,7 +88,7 @@ def _split(url: str) -> tuple[str, int, str] | None:
     return host, int(port), slash + path.split("#")[0] if slash else "/"
 
 
-def _connect(host: str, port: int, timeout_s: float) -> Any:
+def _connect(host: str, port: int, timeout_s: float) -> "Any":
     """A connected TCP socket. Built on ``_socket``: ``import socket`` alone costs ~4 ms (its
     enum conversions), and a ``bytes`` host skips loading the ``idna`` codec."""
     try:
@@ -195,13 +214,13 @@ def post(url: str, body: bytes, token: str | None, timeout_s: float) -> tuple[in
         headers["Authorization"] = f"Bearer {token}"
     # The longest the gateway may hold the request for a person's answer (hookbus.approvals): under our timeout.
     headers["X-Hookbus-Hold-Seconds"] = f"{max(0.0, timeout_s - 1.0):g}"
-    if os.environ.get("HOOKBUS_HEADLESS", "").lower() in ("1", "true", "yes"):
+    if environ("HOOKBUS_HEADLESS") or "".lower() in ("1", "true", "yes"):
         headers["X-Hookbus-Headless"] = "1"  # no person at the agent: an ask goes to the approval queue
-    home = os.environ.get("HOME", "")
+    home = environ("HOME") or ""
     if home.startswith("/") and home.isascii() and home.isprintable():
         headers["X-Hookbus-Home"] = home  # the agent's home: what ~ in the policy's path rules stands for
     target = _split(url)
-    if target is None or os.environ.get("http_proxy") or os.environ.get("HTTP_PROXY"):
+    if target is None or environ("http_proxy") or environ("HTTP_PROXY"):
         return _post_urllib(url, body, headers, timeout_s)
     return _post_plain(*target, body, headers, timeout_s)
 
@@ -262,7 +281,7 @@ def run_hook(
     url = agent_url(hook_url(url), agent)
     body = sys.stdin.buffer.read() if stdin is None else stdin
     try:
-        status, headers, answer = post(url, body, os.environ.get("HOOKBUS_TOKEN"), timeout_s)
+        status, headers, answer = post(url, body, environ("HOOKBUS_TOKEN"), timeout_s)
     except TimeoutError:
         return _fail(f"gateway at {url} did not answer within {timeout_s:g}s", fail_closed, agent)
     except (OSError, ValueError) as exc:
@@ -282,7 +301,7 @@ def run_hook(
         if agent != "claude" and agent not in SILENT_AGENTS:
             sys.stdout.write("{}\n")
         return 0
-    output = _json_object(answer)
+    output = json_object(answer)
     if output is None:
         return _fail("gateway sent a reply that is not a JSON object", fail_closed, agent)
     if agent in EXIT_CODE_AGENTS and ("exit_code" in output or "stderr" in output or "stdout" in output):
@@ -290,36 +309,6 @@ def run_hook(
     sys.stdout.buffer.write(answer + b"\n")
     sys.stdout.flush()
     return 0
-
-
-class _JsonOptions:
-    """What ``_json``'s scanner reads from a ``json.JSONDecoder``: the defaults of ``json.loads``."""
-
-    strict = True
-    object_hook = None
-    object_pairs_hook = None
-    parse_float = float
-    parse_int = int
-    parse_constant = float  # "NaN", "Infinity", "-Infinity", as json.loads reads them
-
-
-def _json_object(answer: bytes) -> dict[str, Any] | None:
-    """``answer`` (stripped) when ``json.loads`` reads it as a JSON object, else None."""
-    try:
-        from _json import make_scanner
-
-        text = answer.decode()
-        parsed, end = make_scanner(_JsonOptions())(text, 0)  # type: ignore[arg-type]  # duck-typed decoder
-    except Exception:  # not CPython, not UTF-8, not one JSON value (the scanner's errors need json loaded)
-        parsed, end, text = None, -1, ""
-    if end != len(text) or end <= 0:  # never from hookbus's gateway: json's own verdict
-        import json
-
-        try:
-            parsed = json.loads(answer)
-        except (ValueError, RecursionError):
-            return None
-    return parsed if isinstance(parsed, dict) else None
 
 
 def _refused(answer: bytes, why: str, agent: str) -> int:
@@ -335,7 +324,7 @@ def _refused(answer: bytes, why: str, agent: str) -> int:
     return 2
 
 
-def _carry_out(answer: dict[str, Any]) -> int:
+def _carry_out(answer: dict[str, "Any"]) -> int:
     """Print an exit-code-form answer's ``stdout`` and ``stderr``; its exit code (0 or 2)."""
     stdout, stderr = answer.get("stdout"), answer.get("stderr")
     if isinstance(stdout, str) and stdout:
@@ -389,6 +378,33 @@ def main(argv: list[str]) -> int | None:
     return run_hook(url, timeout_s, fail_closed, agent=agent)
 
 
+USAGE = "usage: shim_start.py hook [--url URL] [--timeout S] [--fail-closed] [--agent AGENT]"
+
+
+def start(argv: list[str]) -> None:
+    """Run the installed hook command's arguments ``argv`` (``hook`` first) and exit; never returns.
+
+    Arguments the shim does not parse (``--help``, a typo) get a one-line message and exit 2: the
+    argparse help needs the whole command line, ``hookbus hook --help``.
+    """
+    code = main(argv[1:]) if argv[:1] == ["hook"] else None
+    if code is None:
+        sys.stderr.write(f"hookbus: cannot run the hook with arguments {argv!r}\n{USAGE}\n")
+        code = 2
+    # Then exit without finalizing the interpreter (every module, the collector's last passes):
+    # 1.5 ms of a hook, for nothing it needs; it holds no file but stdout and stderr and runs no
+    # atexit handler. A flush that fails (the agent closed the pipe) exits the ordinary way,
+    # which reports it as before.
+    try:
+        import posix
+
+        sys.stdout.flush()
+        sys.stderr.flush()
+    except (ImportError, OSError, ValueError):
+        sys.exit(code)
+    posix._exit(code)
+
+
 __all__ = [
     "AGENTS",
     "DEFAULT_URL",
@@ -400,4 +416,5 @@ __all__ = [
     "parse_args",
     "post",
     "run_hook",
+    "start",
 ]

@@ -3,7 +3,9 @@ building the command line must stay fast)."""
 
 from __future__ import annotations
 
-import argparse
+TYPE_CHECKING = False  # not typing.TYPE_CHECKING: importing typing costs milliseconds on every hook
+if TYPE_CHECKING:
+    import argparse  # only named: `hookbus hook` loads this module and must not load argparse
 
 
 def follow_delivery(follow: argparse.ArgumentParser, agents: tuple[str, ...]) -> None:

@@ -3,7 +3,9 @@ must stay fast)."""
 
 from __future__ import annotations
 
-import argparse
+TYPE_CHECKING = False  # not typing.TYPE_CHECKING: importing typing costs milliseconds on every hook
+if TYPE_CHECKING:
+    import argparse  # only named: `hookbus hook` loads this module and must not load argparse
 
 
 def verify_arguments(verify: argparse.ArgumentParser) -> None:
