@@ -27,6 +27,7 @@ from bus.runtime.metrics_server import authorized
 from bus.runtime.settings import Settings
 from gateway.access import bearer_token, check_single_authorization, error_body, error_response, rejection
 from gateway.approvals.routes import ApprovalRoutes
+from gateway.decisionlog.archive import archive_routes
 from gateway.decisionlog.export import audit_routes
 from gateway.freezes import freeze_routes
 from gateway.hooks import HooksEndpoint
@@ -161,6 +162,7 @@ def create_app(settings: Settings, policy: Policy, redis_url: str, metrics: Metr
             Route("/v1/whoami", whoami, methods=["GET"]),
             *console_routes(settings, redis_url, lambda: gateway.policy),
             *audit_routes(settings, lambda: gateway.redis, gateway.keys),  # GET /v1/audit/events
+            *archive_routes(settings, lambda: gateway.redis, gateway.keys),  # GET /v1/audit/query
             *freeze_routes(settings, gateway),  # GET, POST, DELETE /v1/freeze
             *ApprovalRoutes(settings, gateway).routes(),  # /v1/approvals
         ],

@@ -98,16 +98,31 @@ async def tail_starts(redis: aioredis.Redis, keys: Keyspace, group: str) -> list
     return starts
 
 
-async def tail_table(redis: aioredis.Redis, keys: Keyspace, group: str, tenant: str | None = None) -> pa.Table:
-    """The decision log's records past the archive group (of one tenant), as rows of ``records``."""
+async def tail_entries(
+    redis: aioredis.Redis, keys: Keyspace, group: str, tenant: str | None = None, *, limit: int | None = None
+) -> list[Entry]:
+    """The decision log's entries past the archive group (of one tenant, mostly: :func:`view_rows`
+    keeps that tenant's only). ArchiveError past ``limit`` entries read."""
     may_pass = RecordFilter(scope=tenant).entry_filter()
     entries: list[Entry] = []
+    read = 0
     with redis_errors():
         starts = await tail_starts(redis, keys, group)
         async for entry in read_merged(redis, keys.decision_logs, low=starts):
+            read += 1
+            if limit is not None and read > limit:
+                raise ArchiveError(
+                    f"Redis holds more than {limit} records the archive group {group!r} has not taken: "
+                    "is hookbus audit archive running?"
+                )
             if entry.fields and (may_pass is None or may_pass(entry.fields)):
                 entries.append((entry.log_id, entry.fields))
-    return view_rows(entries, tenant)
+    return entries
+
+
+async def tail_table(redis: aioredis.Redis, keys: Keyspace, group: str, tenant: str | None = None) -> pa.Table:
+    """The decision log's records past the archive group (of one tenant), as rows of ``records``."""
+    return view_rows(await tail_entries(redis, keys, group, tenant), tenant)
 
 
 def view_rows(entries: Sequence[Entry], tenant: str | None = None) -> pa.Table:
@@ -221,4 +236,4 @@ def _mapped() -> Iterator[None]:
         raise ArchiveError(f"the query failed: {_one_line(exc)}") from exc
 
 
-__all__ = ["COLUMNS", "ReadOnlyQuery", "archive_files", "tail_starts", "tail_table", "view_rows"]
+__all__ = ["COLUMNS", "ReadOnlyQuery", "archive_files", "tail_entries", "tail_starts", "tail_table", "view_rows"]

@@ -152,6 +152,8 @@ class Settings:
     claim_idle_ms: int = 5_000
     max_deliveries: int = 5
     state_dir: str = ".hookbus"
+    #: The folder of ``hookbus audit archive`` (``HOOKBUS_ARCHIVE_DIR``): ``GET /v1/audit/query`` answers over it.
+    archive_dir: str | None = None
     log_level: str = "info"
     log_format: str = "text"
     metrics_host: str = DEFAULT_HOST
@@ -248,6 +250,8 @@ class Settings:
                     raise ConfigError(f"{key}={env[key]!r} is not a valid {kind.__name__}") from exc
         if state := env.get("HOOKBUS_STATE_DIR"):
             values["state_dir"] = state
+        if archive := env.get("HOOKBUS_ARCHIVE_DIR", "").strip():
+            values["archive_dir"] = archive
         if level := env.get("HOOKBUS_LOG_LEVEL"):
             values["log_level"] = level
         if log_format := env.get("HOOKBUS_LOG_FORMAT"):
