@@ -26,7 +26,8 @@ from bus.stream.protocol import LogRecord
 
 def format_record(record: LogRecord) -> str:
     """One human line per decision: time, agent, tenant, session, event, tool, decision, outcome
-    (and why it failed open), latency, reason, then the shadow decisions and the added context.
+    (and why it failed open), latency, reason, then the session's facts, the shadow decisions and
+    the added context.
 
     Agents choose most of it: control characters (newlines, ESC, bidi ...) come out escaped, so
     a value can neither start a forged line nor drive the terminal."""
@@ -45,6 +46,8 @@ def format_record(record: LogRecord) -> str:
     parts = [f"{stamp} {record.agent} {who} {what} -> {record.decision} [{how}, {latency} ms]"]
     if reason := _reason(record.output):
         parts[0] += f" {reason}"
+    if record.facts:
+        parts.append(f"facts: {', '.join(record.facts)}")
     for shadow in record.shadow:
         decision = shadow.get("decision") if isinstance(shadow, dict) else None
         parts.append(f"shadow: would {decision}" if decision not in (None, Decision.NONE) else "shadow: no opinion")

@@ -38,7 +38,8 @@ _MCP_SERVERS: weakref.WeakKeyDictionary[Policy, frozenset[str]] = weakref.WeakKe
 
 
 def serves(policy: Policy, event: str, agent: str) -> bool:
-    """Whether any handler of ``policy`` for ``event`` runs for ``agent`` (one set lookup once built)."""
+    """Whether any handler of ``policy`` for ``event`` runs for ``agent`` (one set lookup once built);
+    a ``PreToolUse`` is served by a session budget or loop gate too (``hookbus.session``)."""
     served = _SERVED.get(policy)
     if served is None:
         served = _SERVED[policy] = frozenset(
@@ -46,6 +47,10 @@ def serves(policy: Policy, event: str, agent: str) -> bool:
             for name, entries in policy.by_event.items()
             for dialect in DIALECTS
             if any(e.handler.agents is None or dialect in e.handler.agents for e in entries)
+        ) | frozenset(
+            ("PreToolUse", dialect)
+            for dialect in DIALECTS
+            if policy.settings.session.budgets or policy.settings.session.loop_gate
         )
     return (event, agent) in served
 

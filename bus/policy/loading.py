@@ -41,6 +41,7 @@ from bus.policy.schema import (
     PlatformSettings,
     RuleHandler,
 )
+from bus.policy.sessioncheck import check_session, folded, whens_of
 from bus.rules.permissions import parse_rule
 
 _describe: Final = schema.describe_value
@@ -73,6 +74,7 @@ class PolicyFile:
     packs: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     problems: list[PolicyProblem] = field(default_factory=list)
+    whens: list[tuple[Loc, Any]] = field(default_factory=list)  # each `when:`, checked with hookbus.session
 
 
 @dataclass(frozen=True, repr=False, eq=False)
@@ -219,7 +221,7 @@ class _Checker:
 
 #: Handler fields added after ids were first handed out: left out of the id while unset, so that
 #: the ids of existing handlers (in queued jobs, metrics, ``once`` markers) stay what they were.
-_LATER_FIELDS: Final = ("maxTries", "maxAgeSeconds", "secret", "agents")
+_LATER_FIELDS: Final = ("maxTries", "maxAgeSeconds", "secret", "agents", "when")
 
 
 def _handler_id(event: str, matcher: str | None, handler: Handler) -> str:
@@ -285,11 +287,13 @@ def _check_group(ck: _Checker, event: str, gloc: Loc, gi: int, raw: Any) -> None
             ck.failed(exc, (*gloc, "matcher"), "matcher", matcher)
         if event in EVENTS and event_spec(event).matcher_field is None and matcher.strip() not in ("", "*"):
             ck.note((*gloc, "matcher"), f"{event} has no matcher: matcher {matcher!r} is ignored")
+    ck.out.whens += whens_of(gloc, group) if group is not None else ()
     for hi, handler in handlers:
         _check_handler(ck, event, (*gloc, "hooks", hi), handler)
         if group is not None:
             if group.approval and not handler.approval:  # the group's approval is each handler's
                 handler = handler.model_copy(update={"approval": True})
+            handler = folded(group, handler)
             entry_id = _handler_id(event, group.matcher, handler)
             entry = HandlerEntry(event, gi, hi, group.matcher, handler, entry_id, ck.out.source)
             ck.out.entries.append(entry)
@@ -353,6 +357,8 @@ def parse_policy_text(text: str, source: str) -> PolicyFile:
             ck.problem((), f"unknown key {name!r}{hint}", loc)
         else:  # Claude Code's schema admits keys it does not list, and new releases add some
             ck.note(loc, f"ignored unknown top-level key {name!r} (not a Claude Code setting hookbus knows)")
+    if not any(problem.path.startswith("hookbus") for problem in out.problems):  # else its names are unknown
+        check_session(ck, out.platform, out.whens)
     included = [parse_policy_text(text, source) for source, text in pack_sources(out.packs)]
     out.entries[:0] = [entry for pack in included for entry in pack.entries]  # a pack's handlers come first
     out.problems += [problem for pack in included for problem in pack.problems]

@@ -21,6 +21,7 @@ from bus.dialects import DIALECTS
 from bus.hooks.events import EVENTS, HANDLER_TYPES
 from bus.policy.approvals import ApprovalsSettings
 from bus.policy.packs import pack_names
+from bus.policy.sessionschema import SessionSettings, When
 from bus.redaction.redact import BUILTIN_NAMES, compile_pattern, parse_pointer
 from bus.rules.limits import Limits
 
@@ -65,6 +66,8 @@ class HandlerBase(_Strict):
     agents: Annotated[list[AgentName], Field(min_length=1)] | None = None
     #: Its ``ask`` goes to the central approval queue (``hookbus.approvals``), not to the agent.
     approval: bool = False
+    #: Run only while the session's state says so (``hookbus.session``); None: always.
+    when: When | None = None
 
 
 class CommandHandler(HandlerBase):
@@ -154,6 +157,8 @@ class MatcherGroup(_Strict):
     """One entry of ``hooks.<Event>[]``: a matcher and the handlers it guards."""
 
     matcher: str | None = None
+    #: Its handlers run only while the session's state says so (``hookbus.session``).
+    when: When | None = None
     hooks: list[Handler]
     #: Every handler's ``ask`` goes to the central approval queue (``hookbus.approvals``).
     approval: bool = False
@@ -286,6 +291,8 @@ class PlatformSettings(_Strict):
     redact: RedactSettings = Field(default_factory=RedactSettings)
     async_: AsyncSettings = Field(default_factory=AsyncSettings, alias="async")
     limits: Limits = Field(default_factory=Limits)
+    #: What each session remembers (facts, counters, budgets) for ``when:`` conditions.
+    session: SessionSettings = Field(default_factory=SessionSettings)
     #: What a blocking event over a rate limit or in-flight budget gets: no opinion (``open``),
     #: or a deny/block saying so (``closed``); answered 200 either way (gateway.limits).
     when_limited: FailMode = Field(default="open", alias="whenLimited")

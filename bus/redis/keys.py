@@ -20,6 +20,8 @@ key                                       type        what it holds
 ``{p}once:{tenant}:{session}:{handler}``  string      a ``once: true`` handler already ran
 ``{p}stopguard:{tenant}:{session}``       string      consecutive Stop/SubagentStop blocks
 ``{p}context:{tenant}:{session}``         list        async hooks' context for the next turn
+``{p}{tN}:session:{tenant}:{session}``    hash        a session's state: facts, counters (``hookbus.session``)
+``{p}{tN}:sessions:{tenant}``             zset        partition N's sessions of a tenant with state, by last use
 ``{p}arq:queue``                          zset        the arq queue of async (fire-and-forget) hooks
 ``{p}async:dead``                         stream      async hook jobs given up: event, handler, attempts
 ``{p}async:tries:{job_id}``               list        a retried async job's failed attempts (with a TTL)
@@ -239,6 +241,14 @@ class Keyspace:
 
     def stop_guard(self, tenant: str, session_id: str) -> str:
         return f"{self.prefix}stopguard:{tenant}:{session_key_part(session_id)}"
+
+    def session_state(self, tenant: str, session_id: str, partition: int = 0) -> str:
+        """A session's state (:mod:`bus.session`): in its partition's slot, which settles its events."""
+        return f"{self._part(partition)}session:{tenant}:{session_key_part(session_id)}"
+
+    def session_index(self, tenant: str, partition: int = 0) -> str:
+        """The sessions of ``tenant`` with state in a partition, scored by last use (the cap evicts)."""
+        return f"{self._part(partition)}sessions:{tenant}"
 
     def pending_context(self, tenant: str, session_id: str) -> str:
         return f"{self.prefix}context:{tenant}:{session_key_part(session_id)}"

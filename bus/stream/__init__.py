@@ -4,5 +4,5 @@ What a stream entry, a reply and a decision-log record hold (``protocol``), the 
 that settles an event (``settle``), the bus's partitions (``partitions``) and the context that
 ``async`` hooks leave for a session's next turn (``pending_context``).
 
-Imports: bus.errors, bus.hooks, bus.rules, bus.redis, bus.runtime, bus.policy.
+Imports: bus.errors, bus.hooks, bus.rules, bus.redis, bus.runtime, bus.policy, bus.session.
 """

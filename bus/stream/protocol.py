@@ -321,6 +321,8 @@ class LogRecord:
     approval: dict[str, Any] = dataclasses.field(default_factory=dict)
     #: Its link in its partition's hash chain (``ch``, ``partition:seq:prev:hash``): :mod:`bus.decisionlog.chain`.
     chain: str = ""
+    #: The session's facts set once this event settled (``hookbus.session``), by name.
+    facts: list[str] = dataclasses.field(default_factory=list)
 
     def meta(self) -> bytes:
         """The record as JSON, without the hook input (the ``r`` field). Its outcome comes first
@@ -352,6 +354,7 @@ class LogRecord:
             ("tok", self.token_id),
             ("src", self.client_address),
             ("apv", self.approval),
+            ("facts", self.facts),
         ):
             if value:  # absent when empty: records stay small, and older readers ignore them
                 meta[key] = value
@@ -394,6 +397,7 @@ class LogRecord:
                 client_address=meta.get("src", ""),
                 approval=meta.get("apv", {}),
                 chain=fields.get(b"ch", b"").decode(),
+                facts=meta.get("facts", []),
             )
         except (KeyError, ValueError, TypeError, orjson.JSONDecodeError) as exc:
             raise ProtocolError(f"malformed decision-log entry: {exc!r}") from exc
@@ -435,6 +439,7 @@ class LogRecord:
             "client_address": self.client_address or None,
             **({"approval": self.approval} if self.approval else {}),
             "chain": self.chain or None,
+            "facts": self.facts,
         }
 
 

@@ -56,6 +56,13 @@ a re-delivered event queues nothing again, with no arq result kept to tell. The 
 returns how many jobs it queued and dropped. :data:`QUEUE_JOBS` is the same step alone, for
 a queue on a Redis of its own.
 
+An event under a policy with session state (``hookbus.session``) also changes its session's
+state in the step that writes its record (:mod:`bus.session.script`): its operations apply
+exactly when its record is written. A blocking event still to be answered whose decision read
+the state names the version it read; when another event of the session settled meanwhile, the
+event is not settled at all (no record, no reply, no acknowledgement) and the script returns the
+state as it is now, for the dispatcher to decide the event again on it.
+
 Key values: ``G<reason>`` gateway answered fail-open, not logged yet; ``P<reply>`` answered
 in time, not logged yet; ``D<reply>`` decided and logged; ``F<reason>`` logged as fail-open;
 ``R`` a non-blocking event, logged.
@@ -64,6 +71,8 @@ in time, not logged yet; ``D<reply>`` decided and logged; ``F<reason>`` logged a
 from __future__ import annotations
 
 from typing import Final
+
+from bus.session.script import APPLY_LUA
 
 #: How long an outcome key outlives its event's deadline (and a non-blocking event's
 #: de-duplication window), in milliseconds.
@@ -76,7 +85,10 @@ ANSWERED_GRACE_MS: Final = 3_600_000
 #: Arguments of one job after the fixed ones (:data:`QUEUE_JOBS_LUA`): id, lifetime ms, maxQueued, record.
 JOB_ARGS: Final = 4
 #: Arguments of one event in :data:`SETTLE`, before its jobs' (see the script's comment).
-EVENT_ARGS: Final = 13
+EVENT_ARGS: Final = 14
+#: Arguments of an event's session part in :data:`SETTLE`, after its jobs': operations, expected
+#: version, state lifetime ms, sessions per tenant; its keys: the state and the tenant's sessions.
+SESSION_ARGS: Final = 4
 #: Keys of one event in :data:`SETTLE` without jobs (with jobs: the arq queue, and two per job).
 EVENT_KEYS: Final = 4
 #: The hash a partition's first record follows (:mod:`bus.decisionlog.chain`).
@@ -138,15 +150,18 @@ end
 # ARGV: the group and the publish command (PUBLISH, or SPUBLISH for a shard channel on a
 #       cluster), then per event: entry id, log maxlen, record meta, hook input, deadline ms
 #       (0: non-blocking), reply (may be empty), outcome if decided, fail-open reason if
-#       decided, forced reason, reply channel, partition, record digest, number of jobs; then
-#       JOB_ARGS per job
+#       decided, forced reason, reply channel, partition, record digest, number of jobs, 1 if it
+#       has a session part; then JOB_ARGS per job, then SESSION_ARGS (its keys after the jobs':
+#       the session's state, the tenant's sessions)
 # The replies of one channel go out as one message (one per line when there are several), and
 # the entries of one stream are acknowledged by one XACK, after every record is written.
-# Returns, per event, {1, outcome, jobs queued, jobs dropped} when it wrote the record, else
-# {0, state, 0, 0}, flattened.
+# Returns, per event, {1, outcome, jobs queued, jobs dropped, session} when it wrote the record
+# (session: '' or the JSON of bus.session.script), {2, 'conflict', 0, 0, session} when its session
+# changed since its decision, else {0, state, 0, 0, ''}, flattened.
 SETTLE: Final = (
     QUEUE_JOBS_LUA
     + CHAIN_LUA
+    + APPLY_LUA
     + """
 local clock = redis.call('TIME')
 local now_ms = tonumber(clock[1]) * 1000 + math.floor(tonumber(clock[2]) / 1000)
@@ -169,84 +184,108 @@ local function add_reply(channel, reply)
   table.insert(replies[channel], reply)
 end
 local k, a = 1, 3
-while a <= #ARGV do
-  local stream, jobs = KEYS[k + 2], tonumber(ARGV[a + 12])
+local function ack(stream, id)
   if not acks[stream] then
     acks[stream] = {}
     streams[#streams + 1] = stream
   end
-  table.insert(acks[stream], ARGV[a])
+  table.insert(acks[stream], id)
+end
+while a <= #ARGV do
+  local stream, jobs = KEYS[k + 2], tonumber(ARGV[a + 12])
+  local sk, sa = k + EVENT_KEYS + (jobs > 0 and 1 + 2 * jobs or 0), a + EVENT_ARGS + JOB_ARGS * jobs
+  local session = ARGV[a + 13] == '1'
   local prior = redis.call('GET', KEYS[k])
   local state = prior and string.sub(prior, 1, 1)
-  if state == 'P' then
-    -- Answered in time by ANSWER: the record says decided, the key keeps the reply the agent got.
-    local reason = ARGV[a + 6] == 'decided' and ARGV[a + 7] or ''
-    local link, linked = chain_link(KEYS[k + 3], ARGV[a + 10], ARGV[a + 11], 'decided', reason)
-    redis.call('XADD', KEYS[k + 1], 'MAXLEN', '~', ARGV[a + 1], '*', 'r',
-               settled_meta(ARGV[a + 2], ARGV[a + 6], 'decided'), 'in', ARGV[a + 3], 'o', 'decided', 'fo', reason,
-               'ch', link)
-    linked()
-    redis.call('SET', KEYS[k], 'D' .. string.sub(prior, 2), 'PX',
-               math.max(tonumber(ARGV[a + 4]) - now_ms, 0) + GRACE_MS)
-    local queued, dropped = 0, 0
-    if jobs > 0 then
-      queued, dropped = queue_jobs(KEYS[k + 4], k + 5, k + 5 + 2 * jobs, a + EVENT_ARGS, now_text)
+  local now_state, current = '', nil
+  if session and (not prior or state == 'G' or state == 'P') then
+    local expected, deadline = ARGV[sa + 1], tonumber(ARGV[a + 4])
+    if prior or deadline == 0 or now_ms >= deadline or ARGV[a + 8] ~= '' then
+      expected = ''  -- answered already (or never waited for): no decision left to take again
     end
-    table.insert(results, 1)
-    table.insert(results, 'decided')
-    table.insert(results, queued)
-    table.insert(results, dropped)
-  elseif state == 'D' or state == 'F' or state == 'R' then
-    if state == 'D' and now_ms < tonumber(ARGV[a + 4]) then
-      -- Logged by a call that failed on a later event of its batch, before publishing: answer now.
-      add_reply(ARGV[a + 9], string.sub(prior, 2))
-    end
-    table.insert(results, 0)
-    table.insert(results, state)
+    local ok, found = apply_session(KEYS[sk], KEYS[sk + 1], ARGV[sa], expected, ARGV[sa + 2], ARGV[sa + 3], now_text)
+    if ok then now_state = found else current = found end
+  end
+  if current then
+    table.insert(results, 2)
+    table.insert(results, 'conflict')
     table.insert(results, 0)
     table.insert(results, 0)
+    table.insert(results, current)
   else
-    local deadline = tonumber(ARGV[a + 4])
-    local reply = ARGV[a + 5]
-    local outcome, reason, value
-    if deadline == 0 then
-      outcome, reason, value = ARGV[a + 6], ARGV[a + 7], 'R'
-    elseif prior then
-      outcome, reason = 'fail-open', string.sub(prior, 2)
-    elseif ARGV[a + 8] ~= '' then
-      outcome, reason = 'fail-open', ARGV[a + 8]
-    elseif now_ms >= deadline or reply == '' then
-      outcome, reason = 'fail-open', 'timeout'
+    ack(stream, ARGV[a])
+    if state == 'P' then
+      -- Answered in time by ANSWER: the record says decided, the key keeps the reply the agent got.
+      local reason = ARGV[a + 6] == 'decided' and ARGV[a + 7] or ''
+      local link, linked = chain_link(KEYS[k + 3], ARGV[a + 10], ARGV[a + 11], 'decided', reason)
+      redis.call('XADD', KEYS[k + 1], 'MAXLEN', '~', ARGV[a + 1], '*', 'r',
+                 settled_meta(ARGV[a + 2], ARGV[a + 6], 'decided'), 'in', ARGV[a + 3], 'o', 'decided', 'fo', reason,
+                 'ch', link)
+      linked()
+      redis.call('SET', KEYS[k], 'D' .. string.sub(prior, 2), 'PX',
+                 math.max(tonumber(ARGV[a + 4]) - now_ms, 0) + GRACE_MS)
+      local queued, dropped = 0, 0
+      if jobs > 0 then
+        queued, dropped = queue_jobs(KEYS[k + 4], k + 5, k + 5 + 2 * jobs, a + EVENT_ARGS, now_text)
+      end
+      table.insert(results, 1)
+      table.insert(results, 'decided')
+      table.insert(results, queued)
+      table.insert(results, dropped)
+      table.insert(results, now_state)
+    elseif state == 'D' or state == 'F' or state == 'R' then
+      if state == 'D' and now_ms < tonumber(ARGV[a + 4]) then
+        -- Logged by a call that failed on a later event of its batch, before publishing: answer now.
+        add_reply(ARGV[a + 9], string.sub(prior, 2))
+      end
+      table.insert(results, 0)
+      table.insert(results, state)
+      table.insert(results, 0)
+      table.insert(results, 0)
+      table.insert(results, '')
     else
-      outcome, reason, value = ARGV[a + 6], ARGV[a + 7], 'D' .. reply
+      local deadline = tonumber(ARGV[a + 4])
+      local reply = ARGV[a + 5]
+      local outcome, reason, value
+      if deadline == 0 then
+        outcome, reason, value = ARGV[a + 6], ARGV[a + 7], 'R'
+      elseif prior then
+        outcome, reason = 'fail-open', string.sub(prior, 2)
+      elseif ARGV[a + 8] ~= '' then
+        outcome, reason = 'fail-open', ARGV[a + 8]
+      elseif now_ms >= deadline or reply == '' then
+        outcome, reason = 'fail-open', 'timeout'
+      else
+        outcome, reason, value = ARGV[a + 6], ARGV[a + 7], 'D' .. reply
+      end
+      if value == nil then
+        value = 'F' .. reason
+      end
+      local meta = settled_meta(ARGV[a + 2], ARGV[a + 6], outcome)
+      local link, linked = chain_link(KEYS[k + 3], ARGV[a + 10], ARGV[a + 11], outcome, reason)
+      redis.call('XADD', KEYS[k + 1], 'MAXLEN', '~', ARGV[a + 1], '*', 'r', meta, 'in', ARGV[a + 3],
+                 'o', outcome, 'fo', reason, 'ch', link)
+      linked()
+      redis.call('SET', KEYS[k], value, 'PX', math.max(deadline - now_ms, 0) + GRACE_MS)
+      if string.sub(value, 1, 1) == 'D' then
+        add_reply(ARGV[a + 9], reply)
+      end
+      local queued, dropped = 0, 0
+      if jobs > 0 then
+        queued, dropped = queue_jobs(KEYS[k + 4], k + 5, k + 5 + 2 * jobs, a + EVENT_ARGS, now_text)
+      end
+      table.insert(results, 1)
+      table.insert(results, outcome)
+      table.insert(results, queued)
+      table.insert(results, dropped)
+      table.insert(results, now_state)
     end
-    if value == nil then
-      value = 'F' .. reason
-    end
-    local meta = settled_meta(ARGV[a + 2], ARGV[a + 6], outcome)
-    local link, linked = chain_link(KEYS[k + 3], ARGV[a + 10], ARGV[a + 11], outcome, reason)
-    redis.call('XADD', KEYS[k + 1], 'MAXLEN', '~', ARGV[a + 1], '*', 'r', meta, 'in', ARGV[a + 3],
-               'o', outcome, 'fo', reason, 'ch', link)
-    linked()
-    redis.call('SET', KEYS[k], value, 'PX', math.max(deadline - now_ms, 0) + GRACE_MS)
-    if string.sub(value, 1, 1) == 'D' then
-      add_reply(ARGV[a + 9], reply)
-    end
-    local queued, dropped = 0, 0
-    if jobs > 0 then
-      queued, dropped = queue_jobs(KEYS[k + 4], k + 5, k + 5 + 2 * jobs, a + EVENT_ARGS, now_text)
-    end
-    table.insert(results, 1)
-    table.insert(results, outcome)
-    table.insert(results, queued)
-    table.insert(results, dropped)
   end
-  if jobs > 0 then
-    k = k + EVENT_KEYS + 1 + 2 * jobs
+  if session then
+    k, a = sk + 2, sa + SESSION_ARGS
   else
-    k = k + EVENT_KEYS
+    k, a = sk, sa
   end
-  a = a + EVENT_ARGS + JOB_ARGS * jobs
 end
 for _, stream in ipairs(streams) do
   local ids = acks[stream]
@@ -262,6 +301,7 @@ return results
 """.replace("GRACE_MS", str(OUTCOME_GRACE_MS))
     .replace("EVENT_ARGS", str(EVENT_ARGS))
     .replace("EVENT_KEYS", str(EVENT_KEYS))
+    .replace("SESSION_ARGS", str(SESSION_ARGS))
     .replace("JOB_ARGS", str(JOB_ARGS))
 )
 
@@ -332,6 +372,7 @@ __all__ = [
     "OUTCOME_GRACE_MS",
     "QUEUE_JOBS",
     "QUEUE_JOBS_LUA",
+    "SESSION_ARGS",
     "SETTLE",
     "SETTLE_MAX_EVENTS",
 ]

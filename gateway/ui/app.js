@@ -276,6 +276,7 @@
       lane = { key, tenant: rec.tenant, session: rec.session_id, items: [], calls: new Map(), last: 0 };
       state.sessions.set(key, lane);
     }
+    if (rec.received_ms >= lane.last && Array.isArray(rec.facts)) lane.facts = rec.facts; // the session's facts, as last settled
     lane.last = Math.max(lane.last, rec.received_ms);
     const useId = rec.tool_use_id || (rec.input && rec.input.tool_use_id);
     if (rec.event === "PreToolUse" && useId) lane.calls.set(useId, rec);
@@ -414,8 +415,9 @@
         return chip;
       });
       const events = el("div", { class: "lane-events" }, ...chips);
+      const facts = (lane.facts || []).map((name) => el("span", { class: "fact", text: name, title: "session fact" }));
       const node = el("div", { class: "lane", "data-session": lane.session },
-        el("span", { class: "lane-name", text: `${lane.tenant}/${lane.session}`, title: lane.key }), events);
+        el("span", { class: "lane-name", text: `${lane.tenant}/${lane.session}`, title: lane.key }), ...facts, events);
       return node;
     });
     $("lanes").replaceChildren(...nodes);

@@ -3,7 +3,8 @@
 A test file is YAML or JSON and sits next to its policy (``policy_test.yaml`` tests
 ``policy.yaml`` unless it names its policy with ``policy:``). Each case is one event: an event
 name, a tool and its input (or a whole hook input, in an agent's own format when ``agent`` names
-its dialect), the session state it meets (``session``), the answers of handlers that are not
+its dialect), the session state it meets (``session``, and the events before it: ``history``,
+each decided by the same policy, in order), the answers of handlers that are not
 run in a test (``stubs``), and what must come back (``expect``)::
 
     cases:
@@ -70,6 +71,21 @@ class Session(_Model):
     once_fired: list[str] = Field(default_factory=list, alias="onceFired")
 
 
+class Prior(_Model):
+    """One event the session saw before the case's own (``history``), decided by the same policy."""
+
+    event: str = "PreToolUse"
+    tool: str | None = None
+    input: dict[str, Any] | None = None
+
+    @field_validator("event")
+    @classmethod
+    def _known_event(cls, event: str) -> str:
+        if event not in EVENTS:
+            raise ValueError(f"unknown event {event!r}{suggest(event, EVENTS)}")
+        return event
+
+
 class Expect(_Model):
     """What must come back; a field left out is not checked."""
 
@@ -80,6 +96,8 @@ class Expect(_Model):
     updated_input: dict[str, Any] | None = Field(default=None, alias="updatedInput")
     #: A text the added context (``additionalContext``) contains.
     context: str | None = None
+    #: The session's facts once the event is decided (``hookbus.session``), exactly (any order).
+    facts: list[str] | None = None
 
 
 class Case(_Model):
@@ -99,6 +117,8 @@ class Case(_Model):
     cwd: str = "/policy-test"
     tenant: str = "policy-test"
     session: Session = Field(default_factory=Session)
+    #: Events of the session before this one, in order (``hookbus.session`` facts and counters).
+    history: list[Prior] = Field(default_factory=list)
     stubs: list[Stub] = Field(default_factory=list)
     expect: Expect
 
@@ -123,6 +143,24 @@ class Case(_Model):
             raise ValueError("give either hookInput or tool/input, not both")
         return self
 
+    def prior_input(self, prior: Prior) -> dict[str, Any]:
+        """The hook input (Claude Code's format) of one event of :attr:`history`."""
+        return self._made_input(prior.event, prior.tool, prior.input)
+
+    def _made_input(self, event: str, tool: str | None, given: dict[str, Any] | None) -> dict[str, Any]:
+        hook_input: dict[str, Any] = {
+            "hook_event_name": event,
+            "session_id": self.session.id,
+            "cwd": self.cwd,
+            "transcript_path": "",
+        }
+        if tool is not None:
+            hook_input["tool_name"] = tool
+            hook_input["tool_input"] = dict(given or {})
+        else:
+            hook_input.update(given or {})
+        return hook_input
+
     def canonical_input(self) -> tuple[dict[str, Any], str, str]:
         """The hook input in Claude Code's format, the dialect it came in (``""``: Claude Code's
         own) and its event: a ``hookInput``'s own (translated) event unless ``event`` is given."""
@@ -136,18 +174,7 @@ class Case(_Model):
             given.setdefault("hook_event_name", event)
             given.setdefault("session_id", self.session.id)
             return given, dialect, str(event)
-        hook_input: dict[str, Any] = {
-            "hook_event_name": self.event,
-            "session_id": self.session.id,
-            "cwd": self.cwd,
-            "transcript_path": "",
-        }
-        if self.tool is not None:
-            hook_input["tool_name"] = self.tool
-            hook_input["tool_input"] = dict(self.input or {})
-        else:
-            hook_input.update(self.input or {})
-        return hook_input, dialect, self.event
+        return self._made_input(self.event, self.tool, self.input), dialect, self.event
 
 
 class CaseFile(_Model):
@@ -321,6 +348,7 @@ __all__ = [
     "CaseFile",
     "Expect",
     "LoadedCase",
+    "Prior",
     "Session",
     "Stub",
     "Suite",

@@ -28,8 +28,10 @@ from bus.policy.loading import HandlerEntry, Policy
 from bus.policy.schema import AgentHandler, CommandHandler, FunctionHandler, HttpHandler, McpToolHandler, PromptHandler
 from bus.redis.keys import Keyspace
 from bus.runtime.settings import Settings
+from bus.session.apply import apply_ops
+from bus.session.state import SessionState as SessionFacts
 from bus.stream.protocol import Request, now_ms
-from hookbus.policytools.cases import LoadedCase, Stub
+from hookbus.policytools.cases import Case, LoadedCase, Stub
 from hookbus.policytools.state import SessionState
 from hookbus.replay.report import reason_of
 from hookbus.replay.run import build_runners, describe
@@ -58,6 +60,8 @@ class CaseResult:
     failures: list[str] = dataclasses.field(default_factory=list)
     #: Set when the case could not run as written (a stub naming no handler).
     error: str = ""
+    #: The session's facts once the event is decided (``hookbus.session``).
+    facts: list[str] = dataclasses.field(default_factory=list)
     duration_s: float = 0.0
 
     @property
@@ -136,6 +140,26 @@ class CaseRunner:
         self.runners = build_runners(run_handlers=run_handlers, sandbox=sandbox, trusted_modules=None)
         self.keys = Keyspace()
 
+    async def _history(self, engine: Engine, case: Case, request: Request) -> SessionFacts:
+        """The session's state after the case's ``history``, each event decided by the policy in turn."""
+        state = SessionFacts()
+        for prior in case.history:
+            hook_input = case.prior_input(prior)
+            blocking = event_spec(prior.event).blocking
+            earlier = dataclasses.replace(
+                request,
+                event_id=uuid.uuid4().hex,
+                event=prior.event,
+                payload=orjson.dumps(hook_input),
+                parsed=hook_input,
+                deadline_ms=request.received_ms + 60_000 if blocking else 0,
+                reply_to="policy-test" if blocking else "",
+            )
+            evaluation = await engine.evaluate(earlier, hook_input, session=state)
+            if evaluation.session is not None:
+                state = apply_ops(state, evaluation.session.ops, now_ms())
+        return state
+
     async def run(self, loaded: LoadedCase) -> CaseResult:
         """Evaluate one case and compare the answer with what it expects."""
         case = loaded.case
@@ -191,9 +215,12 @@ class CaseRunner:
             context=b"[]",  # no pending context from async hooks: there is no session to take it from
         )
         try:
-            evaluation = await engine.evaluate(request, hook_input)
+            facts = await self._history(engine, case, request)
+            evaluation = await engine.evaluate(request, hook_input, session=facts)
         finally:
             await services.aclose()
+        if evaluation.session is not None:
+            result.facts = evaluation.session.facts
         merged = evaluation.merged
         result.decision = str(merged.decision)
         result.reason = merged.reason or reason_of(merged.output)
@@ -223,6 +250,8 @@ def compare(loaded: LoadedCase, result: CaseResult) -> list[str]:
         if got_input != expect.updated_input:
             got = "no updatedInput" if got_input is None else _short(got_input)
             failures.append(f"expected updatedInput {_short(expect.updated_input)}, got {got}")
+    if expect.facts is not None and sorted(expect.facts) != sorted(result.facts):
+        failures.append(f"expected session facts {sorted(expect.facts)}, got {sorted(result.facts)}")
     if expect.context is not None:
         context = added_context(result.output)
         if expect.context not in context:

@@ -118,6 +118,11 @@ def test_the_reason_is_the_first_that_says_something(output: dict[str, Any], rea
     assert line == f"{stamp()} claude default/s-1 Stop -> block [decided, 12 ms] {reason}"
 
 
+def test_a_line_names_the_sessions_facts() -> None:
+    line = format_record(record("e1", facts=["private_data", "untrusted_content"]))
+    assert line.endswith("no rm -rf ... | facts: private_data, untrusted_content")
+
+
 def test_no_reason_no_trailing_text() -> None:
     assert format_record(record("e1", decision="none", output={})).endswith("-> none [decided, 12 ms]")
 

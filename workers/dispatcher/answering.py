@@ -28,7 +28,6 @@ import orjson
 from bus.decisionlog.masking import redact_record
 from bus.errors import ProtocolError
 from bus.hooks.decisions import Decision, FailOpenReason, RecordOutcome
-from bus.hooks.merge import MergedDecision
 from bus.hooks.plugins import PluginError, load_plugins
 from bus.policy.loading import Policy
 from bus.policy.registry import PolicyRegistry
@@ -41,9 +40,12 @@ from bus.runtime import tracing
 from bus.runtime.logs import event_fields
 from bus.runtime.metrics import Metrics, event_label, process_metrics
 from bus.runtime.settings import Settings
+from bus.session.definitions import session_policy
 from bus.stream.partitions import warn_partitions_changed
-from bus.stream.protocol import LogRecord, Reply, Request, now_ms
+from bus.stream.protocol import LogRecord, Reply, Request
 from workers.dispatcher.outbox import Outbox, Settle
+from workers.dispatcher.records import build_record
+from workers.dispatcher.sessions import SessionStates
 from workers.dispatcher.streams import WorkStreams, log_maxlen
 from workers.dispatcher.tracing import DispatchTraces
 from workers.engine.evaluation import Engine, Evaluation
@@ -103,6 +105,7 @@ class Dispatcher:
             redis_url,
             on_written=self._settled,
             on_refused=self._settled,
+            on_session=lambda op, written, state: self.sessions.settled(op, written, state),
             metrics=self.metrics,
             topology=self.topology,
             reply_key=settings.reply_key,
@@ -136,6 +139,8 @@ class Dispatcher:
             topology=self.topology,
         )
         self.traces = DispatchTraces(settings.tracing.always)
+        #: This dispatcher's copy of the states of the sessions it decides (hookbus.session).
+        self.sessions = SessionStates(self.keys, self.metrics, self._redo)
         self._slots = asyncio.Semaphore(settings.dispatch_concurrency)
         self._tasks: set[asyncio.Task[None]] = set()
         self.registry = PolicyRegistry(
@@ -210,6 +215,19 @@ class Dispatcher:
             if not task.cancelled():
                 logger.error("dispatch task failed", exc_info=task.exception())
 
+    def _redo(self, op: Settle) -> None:
+        """Decide ``op``'s event again: its session changed since (the entry stays in flight)."""
+        task = asyncio.create_task(self._handle(op.stream, op.entry_id, op.request, op.attempt + 1))
+        self._tasks.add(task)
+        task.add_done_callback(lambda done: self._redone(done, op))
+
+    def _redone(self, task: asyncio.Task[None], op: Settle) -> None:
+        self._tasks.discard(task)
+        if task.cancelled() or task.exception() is not None:
+            self.work.settled(op.stream, op.entry_id)
+            if not task.cancelled():
+                logger.error("deciding an event again failed", exc_info=task.exception())
+
     def _settled(self, stream: str, entry_id: bytes) -> None:
         self.work.settled(stream, entry_id)
         if tracing.on:
@@ -222,7 +240,12 @@ class Dispatcher:
         except ProtocolError as exc:
             await self.work.dead_letter(stream, entry_id, fields, str(exc))
             return
-        span = self.traces.read(stream, entry_id, request) if tracing.on else None
+        await self._handle(stream, entry_id, request)
+
+    async def _handle(self, stream: str, entry_id: bytes, request: Request, attempt: int = 0) -> None:
+        """:meth:`handle` of a decoded entry; ``attempt``: times it was decided on an older session state."""
+        span = self.traces.read(stream, entry_id, request) if tracing.on and not attempt else None
+        partition, state_key = self.work.partition[stream], ""
         evaluation: Evaluation | None = None
         hook_input: dict[str, Any] | None = None
         reply: Reply | None = None
@@ -248,7 +271,10 @@ class Dispatcher:
                 limit = policy.settings.limits.nesting_depth
                 if depth_over(hook_input, limit) is not None:  # the gateway refuses these
                     raise ValueError(f"hook input nested more than {limit} deep (hookbus.limits.nestingDepth)")
-                evaluation = await self.engine.evaluate(request, hook_input, policy)
+                if session_policy(policy).defined:
+                    state_key = self.sessions.key_of(request, str(hook_input.get("session_id", "")), partition)
+                state = self.sessions.get(state_key) if state_key else None
+                evaluation = await self.engine.evaluate(request, hook_input, policy, state)
             except Exception:  # the agent must get an answer whatever happens here
                 logger.exception(
                     "evaluating %s %s failed",
@@ -302,7 +328,13 @@ class Dispatcher:
         else:
             outcome = RecordOutcome.DECIDED
         answering: asyncio.Task[bool] | None = None
-        if outcome is RecordOutcome.DECIDED and reply is not None and self._answers_early(request):
+        session = evaluation.session if evaluation is not None and state_key else None
+        if (
+            outcome is RecordOutcome.DECIDED
+            and reply is not None
+            and self._answers_early(request)
+            and (session is None or session.expected is None)  # a decision on the session's state waits for it
+        ):
             # Its record is masked in a thread: the agent does not wait for it (the settle that
             # writes it later does not answer again).
             answering = asyncio.create_task(self.outbox.answer(request, reply, self.work.partition[stream]))
@@ -328,7 +360,11 @@ class Dispatcher:
                 reply if request.blocking else None,
                 log_maxlen(self.policy.settings.decision_log, self.keys),
                 jobs,
-                partition=self.work.partition[stream],
+                partition=partition,
+                session=None
+                if session is None
+                else self.sessions.part(request, partition, state_key, session, attempt),
+                attempt=attempt,
             )
         )
 
@@ -395,53 +431,9 @@ class Dispatcher:
         *,
         store: bool = True,
     ) -> LogRecord:
-        """The record if the answer is in time (the settle makes it fail-open if not), masked unless not ``store``."""
-        merged = evaluation.merged if evaluation else MergedDecision(output={}, decision=Decision.NONE, reason=None)
-        if hook_input is None:  # not evaluated (expired entries): the log still names the session
-            try:
-                hook_input = request.hook_input()
-            except ValueError:
-                hook_input = {}
-        session_id = str(hook_input.get("session_id", ""))
-        tool_name = str(hook_input.get("tool_name") or "")
-        hooks = []
-        if evaluation is not None:
-            hooks = [
-                {
-                    "id": r.handler_id,
-                    "type": r.handler_type,
-                    "outcome": r.outcome.value,
-                    "duration_ms": round(r.duration_s * 1000, 3),
-                    "shadow": r.shadow,
-                    **({"decided": True} if r.handler_id in evaluation.decided_by else {}),
-                    **({"reason": r.reason} if r.reason else {}),
-                }
-                for r in evaluation.results
-            ]
-        record = LogRecord(
-            event_id=request.event_id,
-            event=request.event,
-            tenant=request.tenant,
-            session_id=session_id,
-            agent=request.agent,
-            tool_name=tool_name,
-            outcome=outcome,
-            fail_open=fail_open or "",
-            decision=merged.decision,
-            output=merged.output,
-            payload=request.payload,
-            received_ms=request.received_ms,
-            decided_ms=now_ms(),
-            revision=request.policy or self.policy.revision,
-            hooks=hooks,
-            shadow=evaluation.shadow if evaluation else [],
-            agent_id=str(hook_input.get("agent_id") or ""),
-            agent_type=str(hook_input.get("agent_type") or ""),
-            tool_use_id=str(hook_input.get("tool_use_id") or ""),
-            reason=merged.reason or "",
-            token_id=request.token_id,
-            client_address=request.client_address,
-        )
+        """The record as it stands if the dispatcher's answer arrives in time (the settle
+        script turns it into a fail-open record when it does not); masked unless not ``store``."""
+        record = build_record(request, outcome, fail_open, evaluation, hook_input, self.policy.revision)
         if not store:
             return record
         return redact_record(self.redactor, record, hook_input)  # secrets never reach the log

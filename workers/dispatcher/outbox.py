@@ -35,6 +35,7 @@ from bus.runtime.replykey import ReplyKey, key_or_process, reply_json
 from bus.runtime.retry import BackgroundTask, Backoff
 from bus.stream.protocol import LogRecord, Reply, Request, StreamFields
 from bus.stream.settle import ANSWER, SETTLE, SETTLE_MAX_EVENTS
+from workers.engine.sessions import SessionOutcome
 from workers.jobs.enqueue import JobTally, PreparedJob, queue_script_args
 
 logger = logging.getLogger("hookbus.dispatcher")
@@ -64,6 +65,10 @@ class Settle:
     partition: int = 0
     #: The record's digest for its hash chain (:func:`bus.decisionlog.chain.record_digest`), once computed.
     digest: str = ""
+    #: What the event does to its session's state, and the keys of that state and its tenant's sessions.
+    session: tuple[SessionOutcome, str, str] | None = None
+    #: How many times the event was decided again because its session changed (:class:`Outbox` ``on_session``).
+    attempt: int = 0
 
 
 @dataclasses.dataclass(slots=True)
@@ -95,12 +100,16 @@ class Outbox:
         on_refused: Callable[[str, bytes], None] | None = None,
         metrics: Metrics | None = None,
         *,
+        on_session: Callable[[Settle, bool, bytes], None] | None = None,
         topology: Topology | None = None,
         reply_key: ReplyKey | None = None,
     ) -> None:
         """``on_written(stream, entry_id)`` is called once an entry's settlement (or its
         dead letter, or acknowledgement) is stored; ``on_refused`` when Redis refused it for
         good (not a transient error): the entry is left pending for a later claim.
+        ``on_session(op, written, state)`` is called for every settle with a session part, with
+        its session's state as the script returned it (:mod:`bus.session.script`): written, or
+        not (the session changed since the decision: decide it again and settle it anew).
         ``topology``: the bus's (read from ``redis_url`` when not given). ``reply_key`` seals
         every reply (:mod:`bus.runtime.replykey`; the process's own when not given)."""
         self.metrics = metrics or process_metrics()
@@ -108,6 +117,7 @@ class Outbox:
         self.redis = redis
         self._on_written = on_written
         self._on_refused = on_refused
+        self._on_session = on_session
         self.keys = keys
         self.redis_url = redis_url
         self._settle_sha = redis.register_script(SETTLE).sha
@@ -279,11 +289,17 @@ class Outbox:
                 op.partition,
                 op.digest or record_digest(op.record),
                 len(op.jobs),
+                1 if op.session is not None else 0,
             ]
             if op.jobs:
                 job_keys, job_args = queue_script_args(self.keys.arq_queue, op.jobs)
                 keys += job_keys
                 args += job_args
+            if op.session is not None:
+                outcome, state_key, index_key = op.session
+                keys += [state_key, index_key]
+                expected = "" if outcome.expected is None else str(outcome.expected)
+                args += ["\n".join(outcome.ops), expected, outcome.ttl_ms, outcome.max_sessions]
         return keys, args
 
     def _batches(self, settles: list[Settle], max_events: int) -> list[list[Settle]]:
@@ -388,10 +404,12 @@ class Outbox:
             else:
                 self._loaded_partitions.add(batch[0].partition)
                 for n, op in enumerate(batch):
-                    wrote, _, queued, dropped = result[4 * n : 4 * n + 4]
+                    wrote, _, queued, dropped, state = result[5 * n : 5 * n + 5]
                     if op.jobs and wrote == 1:
                         self.job_tally.count(op.request.event_id, op.jobs, int(queued), int(dropped))
-                    if self._on_written is not None:
+                    if state and self._on_session is not None:
+                        self._on_session(op, wrote != 2, state)
+                    if wrote != 2 and self._on_written is not None:
                         self._on_written(op.stream, op.entry_id)
         for write, result, error in zip(writes, results[len(batches) :], errors[len(batches) :], strict=False):
             if error is not None:

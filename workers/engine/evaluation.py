@@ -42,10 +42,12 @@ from bus.redis.topology import Topology
 from bus.runtime import tracing
 from bus.runtime.logs import event_fields
 from bus.runtime.metrics import Metrics, event_label, process_metrics
+from bus.session.state import SessionState
 from bus.stream.pending_context import CONTEXT_BATCH, CONTEXT_TTL_S, parse_items, takes_context, with_context
 from bus.stream.protocol import CLAUDE_CODE, Request
 from workers.engine.contextpops import ContextPops
 from workers.engine.judging import judge_command, judged
+from workers.engine.sessions import SessionJudge, SessionOutcome
 from workers.handlers.context import HookContext, Runner, default_timeout_s
 from workers.handlers.function import run_plugins
 from workers.handlers.runners import SELF_TIMED_TYPES
@@ -80,6 +82,8 @@ class Evaluation:
     decided_by: list[str] = dataclasses.field(default_factory=list)
     #: An ``ask`` for the central approval queue (:func:`bus.approvals.asking.queued_ask`), else None.
     approval: dict[str, str] | None = None
+    #: What the event does to its session's state (None: the policy keeps none).
+    session: SessionOutcome | None = None
 
 
 def selected(entry: HandlerEntry, event: str, hook_input: Mapping[str, Any], agent: str = CLAUDE_CODE) -> bool:
@@ -118,8 +122,14 @@ class Engine:
         #: The freezes in force (:mod:`bus.freeze`); the dispatcher starts its polling.
         self.freezes = FreezeCache(redis, keys, metrics=self.metrics)
 
-    async def evaluate(self, request: Request, hook_input: dict[str, Any], policy: Policy | None = None) -> Evaluation:
-        """Run ``policy`` (default: the engine's own) on one event.
+    async def evaluate(
+        self,
+        request: Request,
+        hook_input: dict[str, Any],
+        policy: Policy | None = None,
+        session: SessionState | None = None,
+    ) -> Evaluation:
+        """Run ``policy`` (default: the engine's own) on one event, ``session`` its session's state.
 
         A long shell command is split first, off the event loop and within a budget (or not at
         all past ``hookbus.limits``); every rule and ``if`` of the event sees that judgement."""
@@ -128,22 +138,26 @@ class Engine:
         found = await judge_command(hook_input, limits, request.remaining_s(), request.tenant)
         with judged(found, limits):
             if not request.traced:  # tracing off, or an event whose trace is not sampled
-                return await self._evaluate(request, hook_input, policy)
+                return await self._evaluate(request, hook_input, policy, session)
             with tracing.current(tracing.start("hookbus.evaluate", attributes={"hookbus.policy": policy.revision})):
-                return await self._evaluate(request, hook_input, policy)
+                return await self._evaluate(request, hook_input, policy, session)
 
-    async def _evaluate(self, request: Request, hook_input: dict[str, Any], policy: Policy) -> Evaluation:
+    async def _evaluate(
+        self, request: Request, hook_input: dict[str, Any], policy: Policy, session: SessionState | None
+    ) -> Evaluation:
         event = request.event
         if (freeze := self.freezes.frozen(request.tenant, event, hook_input.get("tool_name"))) is not None:
             # Frozen (an event appended before its gateway saw the freeze): denied, whatever the policy says.
             self.metrics.child(self.metrics.frozen_decisions, request.tenant).inc()
             result = freeze.result(event)
             return Evaluation(merge_results(event, [result]), [result], [], decided_by=[FREEZE_HANDLER])
+        sessions = SessionJudge.of(policy, session)
         slots: list[HandlerResult | None] = []  # in policy order; None: run below
         contexts: list[tuple[int, HookContext]] = []
         jobs: list[PreparedJob] = []
         fast = not request.traced
-        for handler in compiled(policy).select(event, hook_input, request.agent):
+        chosen = compiled(policy).select(event, hook_input, request.agent)
+        for handler in chosen if sessions is None else sessions.keep(chosen):
             if handler.run_async and self.async_handlers != "inline":
                 if self.async_handlers == "jobs":
                     settings = policy.settings.async_
@@ -168,6 +182,8 @@ class Engine:
         if hooks_for(event) and not policy.disable_all_hooks:  # bus.hooks.plugins callbacks, after the policy's
             timeout_s = min(default_timeout_s("function", event), request.remaining_s())
             results.append(await run_plugins(event, hook_input, timeout_s, self.metrics))
+        if sessions is not None:
+            results = sessions.answers(results, event, hook_input)
         judgement = judge(event, results, policy.settings.shadow)
         merged = judgement.merged
         if event in STOP_EVENTS:
@@ -184,7 +200,10 @@ class Engine:
         if request.blocking and merged.decision == Decision.ASK:
             approvals, entries = policy.settings.approvals, policy.by_event.get(event, ())
             approval = queued_ask(approvals, entries, event, merged.decision, decided_by, merged.reason)
-        return Evaluation(merged, results, judgement.shadow, judgement.fail_open, jobs, decided_by, approval)
+        outcome = None if sessions is None else sessions.outcome(event, hook_input, merged.decision)
+        return Evaluation(
+            merged, results, judgement.shadow, judgement.fail_open, jobs, decided_by, approval, session=outcome
+        )
 
     async def _deliver_async_context(
         self, request: Request, hook_input: dict[str, Any], merged: MergedDecision

@@ -300,10 +300,10 @@ def test_at_least_as_strict_as_the_schemastore_schema(handler: dict[str, Any]) -
         ("hooks:\n  Stop: {hooks: []}\n", 2, "hooks.Stop", "must be a list of matcher groups (got mapping)"),
         ("hooks:\n  Stop:\n    - {matcher: x}\n", 3, "hooks.Stop[0]", "missing required field 'hooks'"),
         (
-            "hooks:\n  Stop:\n    - hooks: []\n      when: always\n",
+            "hooks:\n  Stop:\n    - hooks: []\n      unless: always\n",
             4,
             "hooks.Stop[0]",
-            "unknown field 'when'",
+            "unknown field 'unless'",
         ),
         ("hooks:\n  Stop:\n    - hooks: x\n", 3, "hooks.Stop[0].hooks", "must be a list (got string 'x')"),
         (

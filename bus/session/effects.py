@@ -1,0 +1,154 @@
+"""What one event changes in its session's state, and what the session itself decides.
+
+:func:`effects` gives the operations the settle script applies (:data:`bus.session.script.APPLY_LUA`),
+one line each: ``S field`` sets a fact (to the script's clock), ``D field`` clears one, ``I field``
+adds one to a count, ``Z field`` sets one to 0, ``R field bucket_ms`` adds one to a windowed
+counter's current bucket. A ``PreToolUse`` changes the state only when its call goes ahead (any
+decision but deny): a denied call did not happen. ``PostToolUse`` says the call ran and
+succeeded, ``PostToolUseFailure`` that it failed (the loop gate counts those in a row).
+
+:func:`verdicts` are the session's own answers to a ``PreToolUse``: a budget the call would
+overrun, and the loop gate; each names what it counted, for the model to read.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, Final
+
+from bus.hooks.decisions import Decision
+from bus.hooks.results import HandlerResult, Outcome
+from bus.session.definitions import BUCKETS, CALLS_FIELD, FAILURES_FIELD, SessionPolicy
+from bus.session.state import SessionView
+
+#: Decisions after which a ``PreToolUse`` call does not run.
+_STOPPED: Final = frozenset({Decision.DENY, Decision.BLOCK})
+#: The handler id of the session's own answers in records and metrics.
+BUDGET_HANDLER: Final = "session:budget:"
+LOOP_GATE_HANDLER: Final = "session:loopGate"
+
+
+def goes_ahead(event: str, decision: str) -> bool:
+    """Whether an ``event`` answered ``decision`` happened (a denied PreToolUse did not)."""
+    return not (event == "PreToolUse" and decision in _STOPPED)
+
+
+def counted(policy: SessionPolicy, event: str, hook_input: Mapping[str, Any]) -> list[str]:
+    """The names of the counters ``event`` adds one to (built-ins included)."""
+    names = [c.name for c in policy.counters.values() if any(t.matches(event, hook_input) for t in c.count)]
+    if event == "PreToolUse":
+        names.append("tool_calls")
+    return names
+
+
+def effects(policy: SessionPolicy, event: str, hook_input: Mapping[str, Any], decision: str) -> list[str]:
+    """The operations ``event``, answered ``decision``, applies to its session's state."""
+    if not policy.defined or not goes_ahead(event, decision):
+        return []
+    ops: list[str] = []
+    if event in policy.events:
+        for fact in policy.facts.values():
+            if any(t.matches(event, hook_input) for t in fact.set_by):
+                ops.append(f"S {fact.field}")
+            elif any(t.matches(event, hook_input) for t in fact.cleared_by):
+                ops.append(f"D {fact.field}")
+        for counter in policy.counters.values():
+            if any(t.matches(event, hook_input) for t in counter.count):
+                ops.append(
+                    f"I {counter.field}" if counter.bucket_ms is None else f"R {counter.field} {counter.bucket_ms}"
+                )
+    if event == "PreToolUse":
+        ops.append(f"I {CALLS_FIELD}")
+    elif event == "PostToolUse":
+        ops.append(f"Z {FAILURES_FIELD}")
+    elif event == "PostToolUseFailure":
+        ops.append(f"I {FAILURES_FIELD}")
+    return ops
+
+
+def verdicts(view: SessionView, event: str, hook_input: Mapping[str, Any]) -> list[HandlerResult]:
+    """The session's own answers to ``event``: budgets it would overrun, the loop gate."""
+    policy = view.policy
+    if event != "PreToolUse" or not policy.decides:
+        return []
+    found: list[HandlerResult] = []
+    failures = int(view.counter("failures"))
+    if policy.loop_gate and failures >= policy.loop_gate:
+        text = (
+            f"hookbus: the last {failures} tool calls of this session failed in a row (loop gate "
+            f"{policy.loop_gate}). Stop retrying: tell the user what fails and ask how to go on."
+        )
+        found.append(_answer(LOOP_GATE_HANDLER, "deny", text))
+    if policy.budgets:
+        adds = set(counted(policy, event, hook_input))
+        for name, budget in policy.budgets.items():
+            if budget.counter not in adds:
+                continue
+            used = view.counter(budget.counter)
+            if used + 1 > budget.limit:
+                why = budget.reason or f"hookbus: budget {name!r} is used up"
+                text = f"{why} ({budget.counter}: {used:g} of {budget.limit})"
+                found.append(_answer(BUDGET_HANDLER + name, budget.verdict, text))
+    return found
+
+
+def remaining(view: SessionView) -> dict[str, float]:
+    """Each budget's units left (what handlers are given, and the console shows)."""
+    return {name: max(0.0, b.limit - view.counter(b.counter)) for name, b in view.policy.budgets.items()}
+
+
+def _answer(handler_id: str, verdict: str, text: str) -> HandlerResult:
+    output = {
+        "hookSpecificOutput": {
+            "hookEventName": "PreToolUse",
+            "permissionDecision": verdict,
+            "permissionDecisionReason": text,
+        }
+    }
+    return HandlerResult(
+        Outcome.OK, output=output, handler_type="session", handler_id=handler_id, decided=(verdict, text)
+    )
+
+
+def naming_facts(result: HandlerResult, facts: list[str]) -> HandlerResult:
+    """``result`` with the facts behind it named in its reason (a deny, ask or block)."""
+    output = result.output
+    if not facts or not output:
+        return result
+    note = f" [session facts: {', '.join(facts)}]"
+    specific = output.get("hookSpecificOutput")
+    changed = False
+    if isinstance(specific, dict):
+        specific = dict(specific)
+        if isinstance(specific.get("permissionDecisionReason"), str):
+            specific["permissionDecisionReason"] += note
+            changed = True
+        decision = specific.get("decision")
+        if isinstance(decision, dict) and isinstance(decision.get("message"), str):
+            specific["decision"] = {**decision, "message": decision["message"] + note}
+            changed = True
+        output = {**output, "hookSpecificOutput": specific}
+    if isinstance(output.get("reason"), str):
+        output = {**output, "reason": output["reason"] + note}
+        changed = True
+    if not changed:
+        return result
+    result.output = output
+    if result.decided is not None and result.decided[1] is not None:
+        result.decided = (result.decided[0], result.decided[1] + note)
+    if result.reason:
+        result.reason += note
+    return result
+
+
+__all__ = [
+    "BUCKETS",
+    "BUDGET_HANDLER",
+    "LOOP_GATE_HANDLER",
+    "counted",
+    "effects",
+    "goes_ahead",
+    "naming_facts",
+    "remaining",
+    "verdicts",
+]

@@ -1,0 +1,157 @@
+"""A session's state as the dispatcher reads it, and the conditions judged on it.
+
+:class:`SessionState` is the session's hash as Redis holds it (fields to values, plus its
+version). :class:`SessionView` reads it under one policy at one instant: whether a fact is
+set (and since when), what a counter says, whether a ``when:`` holds, and which facts made it
+hold (named in the reason of a decision they led to).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Iterable, Mapping
+from typing import Final
+
+from bus.policy.sessionschema import Threshold, When, duration_seconds
+from bus.session.definitions import (
+    BUCKETS,
+    CALLS_FIELD,
+    FAILURES_FIELD,
+    FIRST_SEEN_FIELD,
+    VERSION_FIELD,
+    SessionPolicy,
+)
+
+#: The built-in counters and the field each reads.
+_BUILTIN_FIELDS: Final = {"tool_calls": CALLS_FIELD, "failures": FAILURES_FIELD}
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class SessionState:
+    """One session's state: its hash's fields and values (text)."""
+
+    fields: Mapping[str, str] = dataclasses.field(default_factory=dict)
+
+    @property
+    def version(self) -> int:
+        """How many settled events changed it (0: none yet)."""
+        return _int(self.fields.get(VERSION_FIELD))
+
+    @classmethod
+    def of(cls, raw: Mapping[bytes, bytes] | Mapping[str, str] | Iterable[object] | None) -> SessionState:
+        """From ``HGETALL`` (a mapping), or its flat list of fields and values."""
+        if not raw:
+            return cls()
+        if isinstance(raw, Mapping):
+            pairs = list(raw.items())
+        else:
+            flat = list(raw)
+            pairs = list(zip(flat[::2], flat[1::2], strict=True))
+        return cls({_text(k): _text(v) for k, v in pairs})
+
+
+def _text(value: object) -> str:
+    return value.decode() if isinstance(value, bytes) else str(value)
+
+
+def _int(value: str | None) -> int:
+    try:
+        return int(value) if value else 0
+    except ValueError:
+        return 0
+
+
+class SessionView:
+    """A session's state read under one policy at ``now_ms``."""
+
+    def __init__(self, policy: SessionPolicy, state: SessionState, now_ms: int) -> None:
+        self.policy, self.state, self.now_ms = policy, state, now_ms
+        #: The facts that made a condition hold, in the order they were read.
+        self.used: dict[str, None] = {}
+
+    def fact_ms(self, name: str) -> int | None:
+        """When the fact was last set, if it is set now (not cleared, not expired)."""
+        fact = self.policy.facts.get(name)
+        if fact is None:
+            return None
+        raw = self.state.fields.get(fact.field)
+        if not raw:
+            return None
+        set_ms = _int(raw)
+        if fact.ttl_ms is not None and self.now_ms - set_ms >= fact.ttl_ms:
+            return None
+        return set_ms
+
+    def facts(self) -> list[str]:
+        """The names of the facts set now, in definition order."""
+        return [name for name in self.policy.facts if self.fact_ms(name) is not None]
+
+    def counter(self, name: str) -> float:
+        """A counter's value now (a built-in's too)."""
+        if name in _BUILTIN_FIELDS:
+            return _int(self.state.fields.get(_BUILTIN_FIELDS[name]))
+        if name == "session_age_seconds":
+            first = _int(self.state.fields.get(FIRST_SEEN_FIELD))
+            return max(0.0, (self.now_ms - first) / 1000) if first else 0.0
+        counter = self.policy.counters.get(name)
+        if counter is None:
+            return 0
+        if counter.bucket_ms is None:
+            return _int(self.state.fields.get(counter.field))
+        current = self.now_ms // counter.bucket_ms
+        total = 0
+        for slot in range(BUCKETS + 1):
+            raw = self.state.fields.get(f"{counter.field}:{slot}")
+            if raw:
+                index, _, count = raw.partition(":")
+                if _int(index) >= current - BUCKETS:
+                    total += _int(count)
+        return total
+
+    def holds(self, when: When) -> bool:
+        """Whether ``when`` holds now; the facts that made it hold are added to :attr:`used`."""
+        found = [name for name in when.facts if self.fact_ms(name) is not None]
+        if len(found) < len(when.facts):
+            return False
+        if when.any_facts:
+            some = [name for name in when.any_facts if self.fact_ms(name) is not None]
+            if not some:
+                return False
+            found += some
+        if any(self.fact_ms(name) is not None for name in when.not_facts):
+            return False
+        for name, span in when.within.items():
+            set_ms = self.fact_ms(name)
+            if set_ms is None or self.now_ms - set_ms > duration_seconds(span) * 1000:
+                return False
+            found.append(name)
+        for first, second in when.after.items():
+            first_ms, second_ms = self.fact_ms(first), self.fact_ms(second)
+            if first_ms is None or (second_ms is not None and first_ms <= second_ms):
+                return False
+            found.append(first)
+        for name, bound in when.counters.items():
+            if not within(self.counter(name), bound):
+                return False
+        if not all(self.holds(nested) for nested in when.all):
+            return False
+        if when.any and not any(self.holds(nested) for nested in when.any):
+            return False
+        if when.not_ is not None and SessionView(self.policy, self.state, self.now_ms).holds(when.not_):
+            return False
+        for name in found:
+            self.used[name] = None
+        return True
+
+
+def within(value: float, bound: Threshold) -> bool:
+    """Whether ``value`` meets every bound of ``bound``."""
+    return (
+        (bound.gt is None or value > bound.gt)
+        and (bound.gte is None or value >= bound.gte)
+        and (bound.lt is None or value < bound.lt)
+        and (bound.lte is None or value <= bound.lte)
+    )
+
+
+__all__ = ["SessionState", "SessionView", "within"]

@@ -1,0 +1,73 @@
+"""Session policy end to end: a gateway and dispatchers on a real Redis decide on the session's facts,
+counters and budgets, name the facts in the reason and the record, and keep concurrent calls of one
+session from both taking a budget's last unit."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from bus.redis.keys import Keyspace
+from tests.conftest import BusProbe, logged, pre_tool_use
+
+RULE_OF_TWO = (Path(__file__).parents[3] / "examples" / "rule-of-two.yaml").read_text()
+
+
+def read(path: str, session: str) -> dict[str, Any]:
+    return {
+        "hook_event_name": "PreToolUse",
+        "session_id": session,
+        "tool_name": "Read",
+        "tool_input": {"file_path": path},
+        "cwd": "/work",
+    }
+
+
+def decision(response: Any) -> tuple[str | None, str]:
+    specific = response.json().get("hookSpecificOutput") or {}
+    return specific.get("permissionDecision"), specific.get("permissionDecisionReason", "")
+
+
+async def test_curl_after_reading_env_is_denied_naming_the_fact(platform: Callable[..., Any], bus: BusProbe) -> None:
+    async with platform(RULE_OF_TWO) as p:
+        first = await p.post(read("/work/.env", "tainted"))
+        assert decision(first) == (None, "")
+        denied = await p.post(pre_tool_use("curl -s http://127.0.0.1:9/x", "tainted"))
+        verdict, reason = decision(denied)
+        assert verdict == "deny"
+        assert "Rule of Two" in reason and "session facts: private_data" in reason
+        fresh = await p.post(pre_tool_use("curl -s http://127.0.0.1:9/x", "fresh"))
+        assert decision(fresh) == (None, "")
+    record = await logged(bus, denied)
+    assert record.facts == ["private_data"]
+    assert (await logged(bus, fresh)).facts == []
+    state = await bus.redis.hgetall(Keyspace().session_state("default", "tainted"))  # type: ignore[misc]
+    assert any(field.startswith(b"f:private_data:") for field in state)
+
+
+BUDGET = """
+hookbus:
+  deadlineSeconds: 5
+  session:
+    counters:
+      deploys:
+        count: [{event: PreToolUse, rules: ["Bash(deploy *)"]}]
+    budgets:
+      deploys: {counter: deploys, limit: 2, verdict: deny, reason: two deploys per session}
+hooks: {}
+"""
+
+
+async def test_parallel_calls_cannot_both_take_the_last_unit(platform: Callable[..., Any], bus: BusProbe) -> None:
+    async with platform(BUDGET, dispatchers=2) as p:
+        answers = await asyncio.gather(*(p.post(pre_tool_use(f"deploy {n}", "budget")) for n in range(8)))
+        verdicts = [decision(a)[0] for a in answers]
+        assert verdicts.count(None) == 2 and verdicts.count("deny") == 6
+        later = await p.post(pre_tool_use("deploy again", "budget"))
+        verdict, reason = decision(later)
+        assert verdict == "deny" and "two deploys per session (deploys: 2 of 2)" in reason
+        other = await p.post(pre_tool_use("deploy 1", "another"))
+        assert decision(other) == (None, "")
+    assert p.metrics.session_conflicts._value.get() >= 1

@@ -1,0 +1,92 @@
+"""A dispatcher's copy of the states of the sessions it decides (``hookbus.session``).
+
+Deciding an event reads its session's state with no Redis round trip of its own: from this
+copy, which every settle of a session event refreshes with the state the script wrote (the
+script returns it, :mod:`bus.session.script`). The copy may be behind: another dispatcher
+settled an event of the session, or this one forgot it (a bounded LRU). Then the settle of an
+event whose decision read the state finds another version and refuses it, returning the state
+as it is; this copy takes it and the event is decided again (:meth:`SessionStates.settled`).
+After :data:`MAX_ATTEMPTS` refusals the event is settled on the last decision without the check
+(counted: ``hookbus_session_conflicts_total`` counts every refusal).
+"""
+
+from __future__ import annotations
+
+import collections
+import logging
+from collections.abc import Callable
+from typing import Final
+
+import orjson
+
+from bus.redis.keys import Keyspace
+from bus.runtime.metrics import Metrics
+from bus.session.state import SessionState
+from bus.stream.protocol import Request
+from workers.dispatcher.outbox import Settle
+from workers.engine.sessions import SessionOutcome
+
+logger = logging.getLogger("hookbus.dispatcher")
+
+#: Sessions whose state a dispatcher keeps a copy of (the least recently used go first).
+CACHED_SESSIONS: Final = 10_000
+#: Times an event is decided again on a newer state before it is settled without the check.
+MAX_ATTEMPTS: Final = 4
+
+
+class SessionStates:
+    """The states of recently seen sessions, by their state key."""
+
+    def __init__(self, keys: Keyspace, metrics: Metrics, redo: Callable[[Settle], None]) -> None:
+        """``redo(op)``: decide ``op``'s event again (its session changed since its decision)."""
+        self.keys, self.metrics, self._redo = keys, metrics, redo
+        self._states: collections.OrderedDict[str, SessionState] = collections.OrderedDict()
+
+    def key_of(self, request: Request, session_id: str, partition: int) -> str:
+        return self.keys.session_state(request.tenant, session_id, partition)
+
+    def get(self, key: str) -> SessionState:
+        """The last state seen of the session at ``key`` (empty when none is known)."""
+        found = self._states.get(key)
+        if found is None:
+            return SessionState()
+        self._states.move_to_end(key)
+        return found
+
+    def put(self, key: str, state: SessionState) -> None:
+        known = self._states.get(key)
+        if known is not None and known.version > state.version:
+            return  # an older answer arriving late
+        self._states[key] = state
+        self._states.move_to_end(key)
+        while len(self._states) > CACHED_SESSIONS:
+            self._states.popitem(last=False)
+
+    def part(
+        self, request: Request, partition: int, key: str, outcome: SessionOutcome, attempt: int
+    ) -> tuple[SessionOutcome, str, str]:
+        """The session part of an event's settle (past :data:`MAX_ATTEMPTS`, without the check)."""
+        if attempt >= MAX_ATTEMPTS and outcome.expected is not None:
+            logger.warning("event %s decided %d times on a changing session: settled as is", request.event_id, attempt)
+            outcome.expected = None
+        return outcome, key, self.keys.session_index(request.tenant, partition)
+
+    def settled(self, op: Settle, written: bool, raw: bytes) -> None:
+        """The settle script's answer for ``op``'s session: keep the state; if it was not written, decide again."""
+        assert op.session is not None
+        try:
+            found = orjson.loads(raw)
+            state = SessionState.of(found.get("s"))
+        except (ValueError, AttributeError, TypeError) as exc:
+            logger.warning("the session state returned for %s is unreadable: %s", op.request.event_id, exc)
+            state = SessionState()
+            found = {}
+        self.put(op.session[1], state)
+        if evicted := int(found.get("e") or 0):
+            self.metrics.session_evictions.inc(evicted)
+        if not written:
+            self.metrics.session_conflicts.inc()
+            self._redo(op)
+
+
+__all__ = ["CACHED_SESSIONS", "MAX_ATTEMPTS", "SessionStates"]

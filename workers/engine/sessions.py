@@ -1,0 +1,101 @@
+"""The session's part in deciding one event (``hookbus.session`` and ``when:``).
+
+:class:`SessionJudge` reads the session's state as the dispatcher knows it: it drops the
+handlers whose ``when:`` does not hold, names the facts behind the answers of those whose
+``when:`` does, adds the session's own answers (budgets, the loop gate) and, once the event is
+decided, says what it changes (:class:`SessionOutcome`, applied by the settle script). If the
+decision read the state, the outcome names the version it read: the settle refuses it when
+another event of the session settled meanwhile, and the event is decided again.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from bus.hooks.results import HandlerResult
+from bus.policy.compiled import CompiledHandler
+from bus.policy.loading import Policy
+from bus.session.definitions import SessionPolicy, session_policy
+from bus.session.effects import effects, naming_facts, remaining, verdicts
+from bus.session.state import SessionState, SessionView
+from bus.stream.protocol import now_ms
+
+
+@dataclasses.dataclass(slots=True)
+class SessionOutcome:
+    """What one decided event does to its session's state."""
+
+    #: The operations the settle applies (:func:`bus.session.effects.effects`).
+    ops: list[str]
+    #: The state's version the decision read; None when it read none.
+    expected: int | None
+    #: The session's facts once the event is settled (the record's ``facts``).
+    facts: list[str]
+    ttl_ms: int
+    max_sessions: int
+
+
+class SessionJudge:
+    """One event's view of its session under one policy."""
+
+    def __init__(self, policy: SessionPolicy, state: SessionState, at_ms: int | None = None) -> None:
+        self.policy = policy
+        self.view = SessionView(policy, state, now_ms() if at_ms is None else at_ms)
+        self.read = False
+        self._named: dict[str, list[str]] = {}
+
+    @classmethod
+    def of(cls, policy: Policy, state: SessionState | None) -> SessionJudge | None:
+        """A judge for ``policy``'s session definitions; None when it keeps no session state."""
+        compiled = session_policy(policy)
+        return cls(compiled, state or SessionState()) if compiled.defined else None
+
+    def keep(self, handlers: Sequence[CompiledHandler]) -> list[CompiledHandler]:
+        """The handlers whose ``when:`` holds (or that have none)."""
+        kept = []
+        for handler in handlers:
+            when = handler.handler.when
+            if when is None:
+                kept.append(handler)
+                continue
+            self.read = True
+            self.view.used = {}
+            if self.view.holds(when):
+                kept.append(handler)
+                if self.view.used:
+                    self._named[handler.handler_id] = list(self.view.used)
+        return kept
+
+    def answers(self, results: list[HandlerResult], event: str, hook_input: Mapping[str, Any]) -> list[HandlerResult]:
+        """``results`` with the facts behind each named in its reason, then the session's own answers."""
+        for result in results:
+            if (facts := self._named.get(result.handler_id)) is not None:
+                naming_facts(result, facts)
+        own = verdicts(self.view, event, hook_input)
+        if event == "PreToolUse" and self.policy.decides:
+            self.read = True
+        return [*results, *own]
+
+    def remaining(self) -> dict[str, float]:
+        """Each budget's units left before this event."""
+        return remaining(self.view)
+
+    def outcome(self, event: str, hook_input: Mapping[str, Any], decision: str) -> SessionOutcome:
+        """What ``event``, answered ``decision``, does to the session."""
+        ops = effects(self.policy, event, hook_input, decision)
+        facts = dict.fromkeys(self.view.facts())
+        by_field = {fact.field: fact.name for fact in self.policy.facts.values()}
+        for op in ops:
+            code, _, rest = op.partition(" ")
+            name = by_field.get(rest.split(" ")[0])
+            if name is not None and code == "S":
+                facts[name] = None
+            elif name is not None and code == "D":
+                facts.pop(name, None)
+        expected = self.view.state.version if self.read else None
+        return SessionOutcome(ops, expected, list(facts), self.policy.ttl_ms, self.policy.max_sessions)
+
+
+__all__ = ["SessionJudge", "SessionOutcome"]
