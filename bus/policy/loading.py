@@ -291,8 +291,6 @@ def _check_group(ck: _Checker, event: str, gloc: Loc, gi: int, raw: Any) -> None
     for hi, handler in handlers:
         _check_handler(ck, event, (*gloc, "hooks", hi), handler)
         if group is not None:
-            if group.approval and not handler.approval:  # the group's approval is each handler's
-                handler = handler.model_copy(update={"approval": True})
             handler = folded(group, handler)
             entry_id = _handler_id(event, group.matcher, handler)
             entry = HandlerEntry(event, gi, hi, group.matcher, handler, entry_id, ck.out.source)

@@ -28,7 +28,10 @@ class Checker(Protocol):
 
 
 def folded(group: MatcherGroup, handler: Handler) -> Handler:
-    """``handler`` with its group's ``when`` joined to its own (both must hold)."""
+    """``handler`` with what its group says of every handler: its ``when`` joined to the handler's
+    own (both must hold), its ``approval`` (each handler's ``ask`` goes to the approval queue)."""
+    if group.approval and not handler.approval:
+        handler = handler.model_copy(update={"approval": True})
     if group.when is None:
         return handler
     return handler.model_copy(update={"when": both(group.when, handler.when)})

@@ -125,16 +125,6 @@ class Metrics:
             ["event"],
             registry=registry,
         )
-        self.session_evictions = Counter(
-            "hookbus_session_evictions_total",
-            "Session states dropped past hookbus.session.maxSessions of a tenant",
-            registry=registry,
-        )
-        self.session_conflicts = Counter(
-            "hookbus_session_conflicts_total",
-            "Events decided again because another event of their session settled first",
-            registry=registry,
-        )
         self.hook_errors = Counter(
             "hookbus_hook_errors_total", "Handler runs that failed or timed out", ["type", "outcome"], registry=registry
         )

@@ -321,8 +321,7 @@ class LogRecord:
     approval: dict[str, Any] = dataclasses.field(default_factory=dict)
     #: Its link in its partition's hash chain (``ch``, ``partition:seq:prev:hash``): :mod:`bus.decisionlog.chain`.
     chain: str = ""
-    #: The session's facts set once this event settled (``hookbus.session``), by name.
-    facts: list[str] = dataclasses.field(default_factory=list)
+    facts: list[str] = dataclasses.field(default_factory=list)  # the session's facts once it settled, by name
 
     def meta(self) -> bytes:
         """The record as JSON, without the hook input (the ``r`` field). Its outcome comes first

@@ -21,6 +21,7 @@ import orjson
 
 from bus.redis.keys import Keyspace
 from bus.runtime.metrics import Metrics
+from bus.runtime.sessionmetrics import session_families
 from bus.session.state import SessionState
 from bus.stream.protocol import Request
 from workers.dispatcher.outbox import Settle
@@ -39,7 +40,7 @@ class SessionStates:
 
     def __init__(self, keys: Keyspace, metrics: Metrics, redo: Callable[[Settle], None]) -> None:
         """``redo(op)``: decide ``op``'s event again (its session changed since its decision)."""
-        self.keys, self.metrics, self._redo = keys, metrics, redo
+        self.keys, self.metrics, self._redo = keys, session_families(metrics), redo
         self._states: collections.OrderedDict[str, SessionState] = collections.OrderedDict()
 
     def key_of(self, request: Request, session_id: str, partition: int) -> str:
@@ -83,9 +84,9 @@ class SessionStates:
             found = {}
         self.put(op.session[1], state)
         if evicted := int(found.get("e") or 0):
-            self.metrics.session_evictions.inc(evicted)
+            self.metrics.evictions.inc(evicted)
         if not written:
-            self.metrics.session_conflicts.inc()
+            self.metrics.conflicts.inc()
             self._redo(op)
 
 

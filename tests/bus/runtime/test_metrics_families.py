@@ -17,6 +17,7 @@ from prometheus_client import multiprocess
 from bus.policy.reload import PolicyWatcher
 from bus.runtime import metrics, metricvalues
 from bus.runtime.metrics import Metrics
+from bus.runtime.sessionmetrics import session_families
 from tests.conftest import REPO, exposition_samples, python
 
 RENDER = """
@@ -157,6 +158,8 @@ def defined_families() -> dict[str, tuple[str, ...]]:
     found += [getattr(audit, name) for name in audit.__dataclass_fields__]
     approvals = m.approvals
     found += [getattr(approvals, name) for name in approvals.__dataclass_fields__]
+    sessions = session_families(m)
+    found += [getattr(sessions, name) for name in sessions.__dataclass_fields__]
     families: dict[str, tuple[str, ...]] = {}
     for family in found:
         name = family._name + ("_total" if family._type == "counter" else "")

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from bus.redis.keys import Keyspace
+from bus.runtime.sessionmetrics import session_families
 from tests.conftest import BusProbe, logged, pre_tool_use
 
 RULE_OF_TWO = (Path(__file__).parents[3] / "examples" / "rule-of-two.yaml").read_text()
@@ -70,4 +71,4 @@ async def test_parallel_calls_cannot_both_take_the_last_unit(platform: Callable[
         assert verdict == "deny" and "two deploys per session (deploys: 2 of 2)" in reason
         other = await p.post(pre_tool_use("deploy 1", "another"))
         assert decision(other) == (None, "")
-    assert p.metrics.session_conflicts._value.get() >= 1
+    assert session_families(p.metrics).conflicts._value.get() >= 1

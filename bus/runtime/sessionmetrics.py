@@ -1,0 +1,56 @@
+"""The metric families of session policy (``hookbus.session``): states evicted past a tenant's cap,
+and decisions taken again because the session changed meanwhile.
+
+Registered on a :class:`~bus.runtime.metrics.Metrics` registry on first use
+(:func:`session_families`): every dispatcher registers them when it starts.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import weakref
+from typing import Final, Protocol
+
+from prometheus_client import CollectorRegistry, Counter
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class SessionFamilies:
+    """Every session-policy family (docs/metrics.md)."""
+
+    evictions: Counter
+    conflicts: Counter
+
+    @classmethod
+    def register(cls, registry: CollectorRegistry) -> SessionFamilies:
+        return cls(
+            evictions=Counter(
+                "hookbus_session_evictions_total",
+                "Session states dropped past hookbus.session.maxSessions of a tenant",
+                registry=registry,
+            ),
+            conflicts=Counter(
+                "hookbus_session_conflicts_total",
+                "Events decided again because another event of their session settled first",
+                registry=registry,
+            ),
+        )
+
+
+class _HasRegistry(Protocol):
+    @property
+    def registry(self) -> CollectorRegistry: ...
+
+
+_FAMILIES: Final[weakref.WeakKeyDictionary[CollectorRegistry, SessionFamilies]] = weakref.WeakKeyDictionary()
+
+
+def session_families(metrics: _HasRegistry) -> SessionFamilies:
+    """The session families of ``metrics``' registry (registered, at 0, on the first call)."""
+    found = _FAMILIES.get(metrics.registry)
+    if found is None:
+        found = _FAMILIES[metrics.registry] = SessionFamilies.register(metrics.registry)
+    return found
+
+
+__all__ = ["SessionFamilies", "session_families"]
