@@ -139,18 +139,15 @@ class Request:
         return orjson.dumps(meta)
 
     def encode(self) -> StreamFields:
-        """The stream entry: the metadata as one JSON array (``m``) and the hook input (``p``).
-
-        Two fields, not one per value: redis-py packs every argument of a command on its own,
-        and that packing was the larger part of the gateway's cost per append.
-        """
+        """The stream entry: the metadata as one JSON array (``m``) and the hook input (``p``): two
+        fields, not one per value, since redis-py packs every argument of a command on its own
+        (that packing was the larger part of the gateway's cost per append)."""
         if self.trace:  # a field of its own: entries without it (untraced, older) decode the same
             return {"m": self.meta(), "p": self.payload, "t": self.trace}
         return {"m": self.meta(), "p": self.payload}
 
     def named_fields(self) -> StreamFields:
-        """The entry with one field per value (how gateways before the ``m`` field appended
-        events; still used for arq jobs and dead letters, which people read)."""
+        """The entry with one field per value (older gateways' form; still arq jobs' and dead letters')."""
         fields: StreamFields = {
             "id": self.event_id,
             "ev": self.event,
@@ -360,9 +357,8 @@ class LogRecord:
         return orjson.dumps(meta)
 
     def encode(self) -> StreamFields:
-        """The record as JSON, the hook input exactly as the agent sent it, the outcome and
-        the fail-open reason (the outcome, here and in the JSON, and the reason are settled by
-        :mod:`bus.stream.settle` when it writes)."""
+        """The record as JSON, the hook input exactly as the agent sent it, the outcome and the fail-open
+        reason (the outcome, here and in the JSON, and the reason are settled by :mod:`bus.stream.settle`)."""
         return {"r": self.meta(), "in": self.payload, "o": self.outcome, "fo": self.fail_open}
 
     @classmethod
