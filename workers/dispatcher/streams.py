@@ -26,6 +26,7 @@ from bus.policy.schema import DecisionLogSettings
 from bus.redis.connection import read_streams, redis_errors
 from bus.redis.entries import entry_order
 from bus.redis.keys import DEAD_LETTER_MAXLEN, DISPATCH_GROUP, Keyspace
+from bus.redis.lean import LeanLink
 from bus.redis.topology import Topology
 from bus.runtime.metrics import Metrics, process_metrics
 from bus.runtime.retry import Backoff
@@ -38,6 +39,13 @@ logger = logging.getLogger("hookbus.dispatcher")
 
 _HEARTBEAT_S = 2.0
 _READ_BLOCK_MS = 1000
+
+
+def _fields(pairs: list[bytes] | None) -> dict[bytes, bytes] | None:
+    """An entry's ``[field, value, ...]`` as a dict (None for an entry deleted while pending)."""
+    return None if pairs is None else dict(zip(pairs[::2], pairs[1::2], strict=True))
+
+
 #: How long a stopping dispatcher waits to unregister itself (its heartbeat ages out anyway).
 _CLOSE_TIMEOUT_S = 1.0
 
@@ -86,6 +94,8 @@ class WorkStreams:
         self.reader_name = f"hookbus-reader-{uuid.uuid4().hex[:12]}"
         self.reader = self.topology.connect(socket_timeout_s=None, client_name=self.reader_name)
         self.readers = self.topology.partition_clients(self.reader, socket_timeout_s=None, client_name=self.reader_name)
+        #: A single Redis: the reads framed by hiredis on the reader's held connection (:mod:`bus.redis.lean`).
+        self._link = None if self.topology.cluster else LeanLink(self.reader)
         #: A single Redis: one read group, whose blocked read CLIENT UNBLOCK can end.
         self._unblockable = self.topology.reads_every_stream_at_once
         # One XREADGROUP names streams of one slot only on a cluster: a read per partition there.
@@ -108,6 +118,8 @@ class WorkStreams:
         with contextlib.suppress(Exception):  # TimeoutError too: a Redis that stopped answering
             async with asyncio.timeout(_CLOSE_TIMEOUT_S):  # must not hold the way out
                 await self.redis.hdel(self.keys.dispatchers, self.consumer)  # type: ignore[misc]
+        if self._link is not None:
+            await self._link.aclose()
         await self.readers.aclose()
         await self.reader.aclose()
 
@@ -171,14 +183,7 @@ class WorkStreams:
                     self._groups_ready.add(index)
                 with redis_errors(self.redis_url):
                     async with asyncio.timeout(_READ_BLOCK_MS / 1000 + 5) as self._read_deadline:
-                        response = await read_streams(
-                            self.readers.get(index),
-                            dict.fromkeys(streams, ">"),
-                            group=DISPATCH_GROUP,
-                            consumer=self.consumer,
-                            count=self.settings.dispatch_batch,
-                            block_ms=_READ_BLOCK_MS,
-                        )
+                        response = await self._read(index, streams)
                 backoff.reset()
                 return list(response or [])
             except (BusUnavailable, TimeoutError) as exc:
@@ -192,6 +197,35 @@ class WorkStreams:
                     raise
                 self._groups_ready.discard(index)
         return []
+
+    async def _read(self, index: int, streams: list[str]) -> Any:
+        """One ``XREADGROUP`` of ``streams``: ``[(stream, [(entry id, fields)])]``, as redis-py reads it."""
+        if self._link is None:
+            return await read_streams(
+                self.readers.get(index),
+                dict.fromkeys(streams, ">"),
+                group=DISPATCH_GROUP,
+                consumer=self.consumer,
+                count=self.settings.dispatch_batch,
+                block_ms=_READ_BLOCK_MS,
+            )
+        count, block = self.settings.dispatch_batch, _READ_BLOCK_MS
+        group: list[bytes | str | int] = [
+            "XREADGROUP",
+            "GROUP",
+            DISPATCH_GROUP,
+            self.consumer,
+            "COUNT",
+            count,
+            "BLOCK",
+            block,
+        ]
+        (reply,) = await self._link.execute([[*group, "STREAMS", *streams, *(">" for _ in streams)]])
+        if isinstance(reply, Exception):  # an error reply (NOGROUP): raised as redis-py raises it
+            raise reply
+        return [
+            (stream, [(entry_id, _fields(pairs)) for entry_id, pairs in entries]) for stream, entries in reply or ()
+        ]
 
     def cancel_reads(self) -> None:
         """Stop the reads in flight (on a cluster, where CLIENT UNBLOCK cannot find them: what
