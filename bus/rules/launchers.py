@@ -9,6 +9,7 @@ read from the words in one pass.
 
 from __future__ import annotations
 
+import fnmatch
 import re
 from typing import Final
 
@@ -319,7 +320,7 @@ def _find(words: tuple[Word, ...]) -> list[Derived]:
     first = i
     while i < n and not words[i].value.startswith(("-", "(", "!")):
         i += 1
-    starts = list(words[first:i]) or [Word(".", ".")]
+    starts = _found(list(words[first:i]) or [Word(".", ".")], words[i:])
     derived: list[Derived] = []
     while i < n:
         flag = words[i].value
@@ -339,6 +340,40 @@ def _find(words: tuple[Word, ...]) -> list[Derived]:
                 derived.append(tuple(start if w.value == "{}" else w for w in inner))
             i = end + 1
     return derived
+
+
+#: find operators after which a test no longer decides alone what is listed.
+_FIND_OPERATORS: Final = frozenset({"-o", "-or", "!", "-not", ",", "(", ")"})
+
+
+def _found(starts: list[Word], expression: tuple[Word, ...]) -> list[Word]:
+    """What ``{}`` and ``-delete`` stand for: each start path, or, for a path in the working
+    directory (relative, no ``..``) whose own name a ``-name``/``-iname`` test before the first
+    action excludes, with no operator (``-o``, ``!``...) that could let it in, a path under it
+    with that name (``find . -name build -delete`` deletes ``./build``s, not ``.``)."""
+    name: str | None = None
+    fold = False
+    for k, word in enumerate(expression):
+        if word.value in _FIND_OPERATORS or word.dynamic or word.value in _FIND_EXEC or word.value == "-delete":
+            name = name if word.value in _FIND_EXEC or word.value == "-delete" else None
+            break
+        if word.value in ("-name", "-iname") and name is None and k + 1 < len(expression):
+            if expression[k + 1].dynamic:
+                return starts
+            name, fold = expression[k + 1].value, word.value == "-iname"
+    if not name or "/" in name:
+        return starts
+    found = []
+    for start in starts:
+        path = start.value
+        inside = not start.dynamic and not path.startswith(("/", "~")) and ".." not in path.split("/")
+        base = path.rstrip("/").rsplit("/", 1)[-1] or path
+        if inside and not fnmatch.fnmatchcase(base.lower() if fold else base, name.lower() if fold else name):
+            under = path.rstrip("/") + "/" + name
+            found.append(Word(under, under))
+        else:
+            found.append(start)
+    return found
 
 
 def _watch(words: tuple[Word, ...]) -> list[Derived]:

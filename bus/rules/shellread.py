@@ -104,23 +104,26 @@ def _reads(command: str, commands: tuple[SimpleCommand, ...], powershell: bool) 
         reads = [_read(cmd, stdin, powershell) for cmd, stdin in zip(commands, fed, strict=True)]
     finally:
         _BUDGET.reset(token)
-    return reads if powershell or knownvars.NAME not in command else _known_values(command, commands, reads)
+    if not powershell:
+        for variable in knownvars.mentioned(command):
+            reads = _known_values(variable, command, commands, reads)
+    return reads
 
 
 def _known_values(
-    command: str, commands: tuple[SimpleCommand, ...], reads: list[SubcommandRead]
+    variable: knownvars.KnownVariable, command: str, commands: tuple[SimpleCommand, ...], reads: list[SubcommandRead]
 ) -> list[SubcommandRead]:
-    """The readings that expand ``$TMPDIR`` read with its known values instead, where the
+    """The readings that expand ``variable`` read with its known values instead, where the
     command cannot change it (:mod:`bus.rules.knownvars`)."""
-    everywhere = knownvars.known(command, commands, (r.command for read in reads for r in read.readings))
+    everywhere = knownvars.known(variable, command, commands, (r.command for read in reads for r in read.readings))
     if everywhere is False:
         return reads
     out = []
     for cmd, read in zip(commands, reads, strict=True):
         readings: list[Reading] = []
         for k, reading in enumerate(read.readings):
-            mine = everywhere or (k == 0 and knownvars.NAME in cmd.assigned)
-            found = knownvars.read_known(reading.command) if mine and not reading.starts else None
+            mine = everywhere or (k == 0 and variable.name in cmd.assigned)
+            found = knownvars.read_known(variable, reading.command) if mine and not reading.starts else None
             readings.extend([reading] if found is None else (_reading(c) for c in found))
         out.append(SubcommandRead(tuple(readings), read.opaque))
     return out

@@ -62,6 +62,11 @@ def first_rule(command: str, verdict: RuleKind = "deny") -> str | None:
         ("TMPDIR=/etc eval 'rm -rf $TMPDIR/x'", "Bash(rm -rf /)"),
         ("rm -rf '$TMPDIR'$X", "Bash(rm -rf /)"),
         ("$TMPDIR/rm -rf x", "Bash(rm -rf /)"),  # the program itself stays unknown
+        # $PWD: the working directory, where the command does not change it
+        ('rm -rf "$PWD/build"', "Bash(rm -rf *)"),
+        ("rm -rf $PWD/../x", "Bash(rm -rf *)"),
+        ("cd / && rm -rf $PWD/usr", "Bash(rm -rf /)"),
+        ("PWD=/; rm -rf $PWD/usr", "Bash(rm -rf /)"),
         # a force push beside a bare lease pushes with the lease
         ("git push --force --force-with-lease", "Bash(git push *)"),
         ("git push -f --force-with-lease origin main", "Bash(git push *)"),

@@ -114,7 +114,13 @@ def readings(command: str) -> list[str]:
         ("parallel rm -rf {} ::: a /", "rm -rf /"),
         ("parallel -j 4 rm x", "rm x <stdin>"),
         ("find / -exec rm -rf {} \\;", "rm -rf /"),
-        ("find . -name x -execdir rm {} +", "rm ."),
+        ("find . -name x -execdir rm {} +", "rm ./x"),  # what find lists is under ., not . itself
+        ("find src -type d -name '*.pyc' -delete", "rm -rf src/*.pyc"),
+        ("find . -name '*' -delete", "rm -rf ."),  # the name may be .'s own
+        ("find . ! -name x -delete", "rm -rf ."),
+        ("find . -name x -o -name y -delete", "rm -rf ."),
+        ("find / -name x -delete", "rm -rf /"),  # outside the working directory: the start path
+        ("find ../up -name x -delete", "rm -rf ../up"),
         ("find /tmp -ok rm {} \\;", "rm /tmp"),
         ("find /srv -delete", "rm -rf /srv"),
         ("find -L /srv -name '*.pyc' -delete", "rm -rf /srv"),
