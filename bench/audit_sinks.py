@@ -199,9 +199,10 @@ async def wait_group(url: str, timeout_s: float, group: str = GROUP) -> None:
 
 
 def start_follower(
-    url: str, sink: str, workdir: Path, start: str = "now", group: str = GROUP
+    url: str, sink: str, workdir: Path, start: str = "now", group: str = GROUP, extra: tuple[str, ...] = ()
 ) -> subprocess.Popen[bytes]:
     args = [sys.executable, "-m", "hookbus", "audit", "follow", "--redis-url", url, "--group", group, "--sink", sink]
+    args += extra
     args += ["--allow-network", "127.0.0.0/8", "--start", start, "--dead-letter", str(workdir / "dead.jsonl")]
     env = {k: v for k, v in os.environ.items() if not k.startswith("HOOKBUS_")}
     return subprocess.Popen(args, cwd=REPO, env=env, preexec_fn=die_with_parent, stderr=subprocess.DEVNULL)
@@ -280,27 +281,32 @@ async def outage(url: str, port: int, outage_s: float, rate: float, workdir: Pat
 
 
 async def decision_path(url: str, rate: float, seconds: float, rounds: int, workdir: Path) -> dict[str, Any]:
-    """Blocking decisions' p50/p99 through a gateway and a dispatcher, in rounds alternately without
-    and with an OTLP follower delivering the decisions' records as they are written."""
-    from harness import hook_caller, percentile, start_roles, steady_rate
+    """Blocking decisions' p50/p99 through a gateway and a dispatcher, in rounds of three states:
+    no follower, an OTLP follower sending at once (``--linger 0``), and one lingering 0.2 s to
+    fill a batch (the default); and each follower's CPU per record delivered."""
+    from harness import cpu_s, hook_caller, percentile, start_roles, steady_rate
 
     gateway_port, receiver_port = free_port(), free_port()
     roles = start_roles(url, gateway_port, 1)
     receiver = start_receiver(receiver_port)
-    found: dict[str, list[float]] = {"without": [], "with": []}
+    states = {"without": None, "linger_0": "0", "linger_0.2": "0.2"}
+    found: dict[str, list[float]] = {state: [] for state in states}
+    cpu: dict[str, float] = {state: 0.0 for state in states}
     delivered = None
     try:
         await steady_rate(hook_caller(gateway_port), rate, 2.0)  # warm-up, not counted
         for round_ in range(rounds):
-            for state in ("without", "with"):
-                follower, group = None, f"live-{round_}"
-                if state == "with":
+            for state, linger in states.items():
+                follower, group = None, f"live-{round_}-{state}"
+                if linger is not None:
                     sink = f"otlp:http://127.0.0.1:{receiver_port}"
-                    follower = start_follower(url, sink, workdir, group=group)
+                    follower = start_follower(url, sink, workdir, group=group, extra=("--linger", linger))
                     await poll(lambda group=group: group_exists(url, group), 60, "the follower did not start")
+                    started_cpu = cpu_s(follower.pid)
                 found[state] += await steady_rate(hook_caller(gateway_port), rate, seconds)
                 if follower is not None:
                     await wait_group(url, 120, group)  # it kept up: every record delivered
+                    cpu[state] += cpu_s(follower.pid) - started_cpu
                     follower.send_signal(signal.SIGTERM)
                     follower.wait(30)
         delivered = (receiver_stats(receiver_port) or {}).get("unique")
@@ -311,11 +317,15 @@ async def decision_path(url: str, rate: float, seconds: float, rounds: int, work
         receiver.terminate()
         receiver.wait(10)
     report: dict[str, Any] = {"rate": rate, "seconds_per_round": seconds, "rounds": rounds}
+    base = found["without"]
     for state, latencies in found.items():
-        report[f"{state}_follower_p50_ms"] = round(percentile(latencies, 0.5) * 1000, 3)
-        report[f"{state}_follower_p99_ms"] = round(percentile(latencies, 0.99) * 1000, 3)
-    report["p99_ratio"] = round(report["with_follower_p99_ms"] / report["without_follower_p99_ms"], 2)
-    report["p50_ratio"] = round(report["with_follower_p50_ms"] / report["without_follower_p50_ms"], 2)
+        report[state] = {
+            "p50_ms": round(percentile(latencies, 0.5) * 1000, 3),
+            "p99_ms": round(percentile(latencies, 0.99) * 1000, 3),
+            "p99_vs_without": round(percentile(latencies, 0.99) / percentile(base, 0.99), 2),
+        }
+        if states[state] is not None:
+            report[state]["follower_cpu_us_per_record"] = round(cpu[state] / (rounds * rate * seconds) * 1e6, 1)
     report["records_delivered"] = delivered
     return report
 

@@ -36,7 +36,7 @@ import redis.asyncio as aioredis
 
 from bus.decisionlog.audit import RecordFilter, Window, read_window
 from bus.decisionlog.ocsf import ocsf_event
-from bus.decisionlog.reader import LogEntry, PartitionReads, RawEntry
+from bus.decisionlog.reader import LogEntry, PartitionReads, RawEntry, merge_order
 from bus.errors import BusUnavailable, ConfigError, ProtocolError, RedisCommandError
 from bus.redis.connection import connect, read_streams, redis_errors
 from bus.redis.entries import entry_ms
@@ -148,6 +148,7 @@ class Follower:
         fmt: str = "jsonl",
         passes: RecordFilter | None = None,
         counters: SinkCounters | None = None,
+        linger_s: float = 0.0,
     ) -> None:
         if not group.strip():
             raise ConfigError("--group must not be empty")
@@ -166,6 +167,8 @@ class Follower:
         # The live reads block for _READ_BLOCK_MS; a Redis that stops answering is an outage to
         # say and wait out after the socket timeout, not a silent wait.
         self.redis: aioredis.Redis = connect(redis_url)
+        #: After a read shorter than a batch, how long to wait for more before delivering.
+        self.linger_s = linger_s
         #: Only records that pass go to the sink; the others are acknowledged unsent.
         self.passes = passes
         self.counters = counters
@@ -282,12 +285,30 @@ class Follower:
         reads = PartitionReads(self.keys.all_partitions, lambda partition: self._read(partition, ">", _READ_BLOCK_MS))
         try:
             while not stop.is_set():
-                entries = await reads.next()
+                entries = await self._top_up(await reads.next(), stop)
                 for start in range(0, len(entries), self.sink.batch):
                     await self._deliver(entries[start : start + self.sink.batch], stop)
         finally:
             # Records a cancelled read was given stay pending for this consumer: read again at the next start.
             await reads.aclose()
+
+    async def _top_up(self, entries: list[LogEntry], stop: asyncio.Event) -> list[LogEntry]:
+        """After a short read, wait ``linger_s`` and read what else the partitions that answered
+        hold: a trickle goes out in batches, not a request per record. (Those partitions have no
+        read in flight, so each one's records stay in order.)"""
+        if not entries or len(entries) >= self.sink.batch or self.linger_s <= 0:
+            return entries
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(self.linger_s):
+                await stop.wait()
+        if stop.is_set():
+            return entries
+        more = list(entries)
+        for partition in sorted({entry.partition for entry in entries}):
+            found = await self._read(partition, ">", None)
+            more.extend(LogEntry(partition, entry_id, fields) for entry_id, fields in found)
+        more.sort(key=merge_order)
+        return more
 
     async def _deliver(self, entries: Sequence[LogEntry], stop: asyncio.Event) -> None:
         items: list[Item] = []
@@ -382,6 +403,7 @@ def follow_command(args: Any, redis_url: str, keys: Keyspace) -> int:
                 fmt=args.format,
                 passes=passes if passes != RecordFilter() else None,
                 counters=counters,
+                linger_s=args.linger,
             )
         )
 

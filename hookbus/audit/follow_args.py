@@ -16,6 +16,13 @@ def follow_delivery(follow: argparse.ArgumentParser, agents: tuple[str, ...]) ->
         metavar="N",
         help="records per request or write (default 100; otlp 500); --batch 1 posts one webhook per record",
     )
+    follow.add_argument(
+        "--linger",
+        type=float,
+        default=0.2,
+        metavar="S",
+        help="when fewer records than a batch are waiting, wait this long for more (default 0.2; 0: send at once)",
+    )
     follow.add_argument("--gzip", action="store_true", help="gzip-compress each request (http, otlp)")
     follow.add_argument(
         "--max-batch-bytes", metavar="SIZE", help="cap on a request body as sent, like 1M (default 4M; http, otlp)"

@@ -269,3 +269,27 @@ async def test_the_otlp_sink_goes_through_the_ssrf_guard(caplog: pytest.LogCaptu
         finally:
             await otlp.aclose()
     assert receiver.requests == 0
+
+
+async def test_a_trickle_waits_the_linger_and_goes_out_in_one_batch(bus: BusProbe, tmp_path: Path) -> None:
+    receiver = OtlpReceiver()
+    async with LoopbackServer(receiver) as server:
+        follower = Follower(bus.url, bus.keys, "siem", sink(server, tmp_path), start="now", linger_s=2.0)
+        stop = asyncio.Event()
+        task = asyncio.create_task(follower.run(stop))
+        try:
+            await async_wait_for(lambda: _has_group(bus), timeout_s=10)
+            for i in range(5):  # one at a time: the follower's blocked read wakes at the first
+                await write(bus, (i, record(i)))
+            await async_wait_for(lambda: len(receiver.records) == 5, timeout_s=20)
+        finally:
+            stop.set()
+            await asyncio.wait_for(task, 10)
+    assert receiver.requests == 1
+    assert await acknowledged(bus)
+
+
+async def _has_group(bus: BusProbe) -> bool:
+    return bool(await bus.redis.exists(bus.keys.decision_log())) and any(
+        g["name"] == b"siem" for g in await bus.redis.xinfo_groups(bus.keys.decision_log())
+    )
