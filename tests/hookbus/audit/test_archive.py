@@ -8,6 +8,7 @@ than second copies; a write that fails keeps the records pending and is tried ag
 from __future__ import annotations
 
 import asyncio
+import io
 import logging
 import os
 import resource
@@ -18,14 +19,18 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+import orjson
 import pytest
 
 from bus.decisionlog.archivesql import ReadOnlyQuery, archive_files
 from bus.decisionlog.audit import log_state
 from bus.decisionlog.parquet import ArchiveTarget, Rows, Written, day_of
+from bus.stream.partitions import bus_keyspace
 from hookbus.audit.archive import Archiver
+from hookbus.audit.query import query
 from tests.bus.decisionlog.archive_records import AT_MS, fields_of, log_record
 from tests.conftest import REPO, BusProbe, async_wait_for, clean_env
+from tests.hookbus.audit.test_command import write_four
 
 
 async def write(bus: BusProbe, first: int, count: int, tenants: Sequence[str] = ("acme", "globex")) -> None:
@@ -219,3 +224,19 @@ async def _no_lag(bus: BusProbe) -> bool:
 
 def test_rows_type_is_what_the_writer_takes() -> None:
     assert Rows().table().num_rows == 0
+
+
+async def test_every_partition_is_archived_and_queried_each_record_once(bus: BusProbe, tmp_path: Path) -> None:
+    events = await write_four(bus, 20)  # four partitions; partitions 0 and 1 (2 and 3) share entry ids
+    archiver = Archiver(bus.url, bus.keys, ArchiveTarget(str(tmp_path)), batch=1000, every_s=0.1)
+    await run_until(archiver, lambda: archiver.delivered == 20)
+    rows = archived(tmp_path)
+    assert sorted(event for _, event in rows) == events and len(set(rows)) == 20
+    assert len({log_id for log_id, _ in rows}) == 10  # the same log_id in two partitions: told apart by id
+    out = io.StringIO()
+    await write_four(bus, 4, start=20)  # not archived yet: the query reads them from Redis
+    await query(
+        "SELECT count(*) AS n, count(DISTINCT id) AS d FROM records", str(tmp_path), bus.url, bus.keys, out, fmt="jsonl"
+    )
+    assert orjson.loads(out.getvalue()) == {"n": 24, "d": 24}
+    assert (await bus_keyspace(bus.redis, bus.keys)).partitions == 4
