@@ -25,7 +25,12 @@ Before measuring, ``bus/`` and ``hookbus/`` are byte-compiled (``compileall``), 
 ``PYTHONDONTWRITEBYTECODE=1`` (common in dev shells and CI) an editable checkout would
 otherwise recompile ``hookbus.cli`` and ``hookbus.shim`` on every run (~9 ms) and measure that.
 
-Usage: ``python bench/shim.py [--runs 200]``. Prints a markdown table (``--json`` for JSON).
+Each case is timed in wall time and in CPU time (user + system of the child, which another
+process's load inflates less). ``--before DIR`` also times the installed command of another
+checkout (``DIR/hookbus/shim_start.py``, e.g. ``git archive REV hookbus | tar -x -C DIR``) in the
+same rounds.
+
+Usage: ``python bench/shim.py [--runs 200] [--before DIR]``. Prints a markdown table (``--json`` for JSON).
 """
 
 from __future__ import annotations
@@ -34,6 +39,7 @@ import argparse
 import compileall
 import json
 import os
+import resource
 import shlex
 import statistics
 import subprocess
@@ -95,13 +101,24 @@ def start_platform(port: int, state: str) -> subprocess.Popen[bytes]:
     raise SystemExit("hookbus up did not become ready with a dispatcher in 30s")
 
 
-def timed(argv: list[str], stdin: bytes, expect_out: bool | None, exit_code: int = 0) -> float:
+def children_cpu_s() -> float:
+    used = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return used.ru_utime + used.ru_stime
+
+
+def timed(argv: list[str], stdin: bytes, expect_out: bool | None, exit_code: int = 0) -> tuple[float, float]:
+    """``(wall s, CPU s)`` of one run of ``argv``; exits on an unexpected answer."""
+    cpu = children_cpu_s()
     started = time.perf_counter()
     done = subprocess.run(argv, input=stdin, capture_output=True, check=False)
     elapsed = time.perf_counter() - started
     if done.returncode != exit_code or (expect_out is not None and bool(done.stdout.strip()) != expect_out):
         raise SystemExit(f"unexpected result from {argv}: {done.returncode} {done.stdout!r} {done.stderr!r}")
-    return elapsed
+    return elapsed, children_cpu_s() - cpu
+
+
+def times(ratio: float | None) -> str:
+    return "-" if ratio is None else f"{ratio:.2f}x"
 
 
 def percentile(values: list[float], q: float) -> float:
@@ -113,9 +130,12 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=200, help="runs per case (default 200)")
     parser.add_argument("--json", action="store_true", help="print JSON instead of markdown")
+    parser.add_argument("--before", type=Path, help="also time the installed command of this checkout")
     args = parser.parse_args()
     for package in ("bus", "hookbus"):
         compileall.compile_dir(str(ROOT / package), quiet=1)
+    if args.before:
+        compileall.compile_dir(str(args.before / "hookbus"), quiet=1)
     port = free_port()
     url = f"http://127.0.0.1:{port}"
     dead = f"http://127.0.0.1:{free_port()}"
@@ -148,6 +168,9 @@ def main() -> int:
         argv = [*INSTALLED, "--agent", agent, "--url", url]
         exit_code = 2 if agent in EXIT_CODE_AGENTS else 0  # its deny: exit 2, the reason on stderr
         cases[f"installed command --agent {agent}, denied"] = (argv, denied, None if exit_code else True, exit_code)
+    if args.before:
+        before = [PY, "-I", "-S", str(args.before.resolve() / "hookbus" / "shim_start.py"), "hook", "--url", url]
+        cases[f"installed command of {args.before}, denied (JSON out)"] = (before, deny, True)
     with tempfile.TemporaryDirectory(prefix="hookbus-bench-") as state:
         platform = start_platform(port, state)
         try:
@@ -155,9 +178,12 @@ def main() -> int:
                 for _ in range(5):
                     timed(*case)
             samples: dict[str, list[float]] = {name: [] for name in cases}
+            cpu: dict[str, list[float]] = {name: [] for name in cases}
             for _ in range(args.runs):
                 for name, case in cases.items():
-                    samples[name].append(timed(*case))
+                    elapsed, used = timed(*case)
+                    samples[name].append(elapsed)
+                    cpu[name].append(used)
             round_trips = []
             for _ in range(args.runs):
                 started = time.perf_counter()
@@ -168,26 +194,56 @@ def main() -> int:
             platform.terminate()
             platform.wait(timeout=30)
     floor = statistics.median(samples["python -c pass"])
-    rows: list[tuple[str, float, float, float | None]] = [
-        (name, statistics.median(v), percentile(v, 0.99), statistics.median(v) / floor) for name, v in samples.items()
+    cpu_floor = statistics.median(cpu["python -c pass"])
+    rows: list[tuple[str, float, float, float | None, float | None, float | None]] = [
+        (
+            name,
+            statistics.median(v),
+            percentile(v, 0.99),
+            statistics.median(v) / floor,
+            statistics.median(cpu[name]),
+            statistics.median(cpu[name]) / cpu_floor,
+        )
+        for name, v in samples.items()
     ]
     rows.append(
-        ("HTTP round trip only (in-process)", statistics.median(round_trips), percentile(round_trips, 0.99), None)
+        (
+            "HTTP round trip only (in-process)",
+            statistics.median(round_trips),
+            percentile(round_trips, 0.99),
+            None,
+            None,
+            None,
+        )
     )
     if args.json:
         table = [
-            {"case": n, "p50_ms": p50 * 1e3, "p99_ms": p99 * 1e3, "ratio_to_python_pass": r} for n, p50, p99, r in rows
+            {
+                "case": n,
+                "p50_ms": p50 * 1e3,
+                "p99_ms": p99 * 1e3,
+                "ratio_to_python_pass": r,
+                "cpu_p50_ms": None if c is None else c * 1e3,
+                "cpu_ratio_to_python_pass": cr,
+            }
+            for n, p50, p99, r, c, cr in rows
         ]
         print(json.dumps({"runs": args.runs, "python": sys.version.split()[0], "rows": table}, indent=2))
         return 0
     print(
         f"`hookbus hook` cost per event, {args.runs} interleaved runs each, Python {sys.version.split()[0]}, "
-        f"{os.cpu_count()} CPUs\n"
+        f"{os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f}\n"
     )
-    print("| case | p50 ms | p99 ms | p50 / `python -c pass` |")
-    print("|---|---:|---:|---:|")
-    for name, p50, p99, ratio in rows:
-        print(f"| {name} | {p50 * 1e3:.1f} | {p99 * 1e3:.1f} | {'-' if ratio is None else f'{ratio:.2f}x'} |")
+    print("| case | p50 ms | p99 ms | p50 / `python -c pass` | CPU p50 ms | CPU / `python -c pass` |")
+    print("|---|---:|---:|---:|---:|---:|")
+    for name, p50, p99, ratio, cpu_p50, cpu_ratio in rows:
+        cells = [
+            f"{p50 * 1e3:.1f}",
+            f"{p99 * 1e3:.1f}",
+            times(ratio),
+            "-" if cpu_p50 is None else f"{cpu_p50 * 1e3:.1f}",
+        ]
+        print(f"| {name} | {' | '.join(cells)} | {times(cpu_ratio)} |")
     shim = statistics.median(samples["installed command, denied (JSON out)"]) / floor
     print(
         f"\ntarget: the installed command <= 0.5x `python -c pass` at p50: {'met' if shim <= 0.5 else 'NOT met'} "
