@@ -291,17 +291,8 @@ def _verdict_and_read(
     tool_input = hook_input.get("tool_input")
     if not isinstance(tool_input, dict):
         tool_input = {}
-    shell = _read(tool_name, tool_input)
-    return _first_verdict(lists, tool_name, tool_input, hook_input, shell), shell
-
-
-def _first_verdict(
-    lists: tuple[RuleList, ...],
-    tool_name: str,
-    tool_input: dict[str, Any],
-    hook_input: dict[str, Any],
-    shell: ShellRead | None,
-) -> tuple[str, str] | None:
+    command = tool_input.get("command") if tool_name in SHELL_TOOLS else None
+    shell = read_shell(command, tool_name == "PowerShell") if isinstance(command, str) else None
     cwd = hook_input.get("cwd")
     if not isinstance(cwd, str):
         cwd = None
@@ -311,14 +302,14 @@ def _first_verdict(
         found = rule_list.first_match(tool_name, tool_input, cwd, home, shell)
         if others and rule_list.verdict == "allow":
             if found is not None and all(rule_list.first_match(n, tool_input, cwd, home) for n in others):
-                return rule_list.verdict, found
+                return (rule_list.verdict, found), shell
             continue
         readings = iter(others)
         while found is None and (name := next(readings, None)) is not None:
             found = rule_list.first_match(name, tool_input, cwd, home)
         if found is not None:
-            return rule_list.verdict, found
-    return None
+            return (rule_list.verdict, found), shell
+    return None, shell
 
 
 def evaluate_rules(handler: RuleLists, hook_input: dict[str, Any]) -> tuple[str, str] | None:
