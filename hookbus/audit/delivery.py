@@ -12,7 +12,8 @@ lost in any of them:
   and then acknowledged;
 * **not answered** (no answer, a timeout, 408, 429, 5xx; and 401, 403, 404 and the other 4xx,
   which no record can pass until the operator fixes the URL or the credentials): sent again
-  with backoff, said in the log and the metrics, until it is answered or the follower stops.
+  with backoff (longer when a 429 or 503 says ``Retry-After``, up to the cap), said in the log
+  and the metrics, until it is answered or the follower stops.
 
 A batch never holds more than ``max_batch_bytes`` as sent, except a single record larger than
 that, which is sent alone.
@@ -21,6 +22,7 @@ that, which is sent alone.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import datetime
 import logging
 import os
@@ -72,6 +74,22 @@ class Answer(NamedTuple):
     status: int | None = None
     #: Records the receiver said it rejected in an accepted request (OTLP partial success).
     rejected: int = 0
+    #: Seconds the receiver asked to wait before the next try (``Retry-After`` on a 429 or 503).
+    retry_after_s: float = 0.0
+
+
+def retry_delay_s(answer: Answer, backoff_s: float, cap_s: float) -> float:
+    """How long to wait before trying again: the backoff's delay, or longer when the receiver
+    asked for it (``Retry-After``), never past ``cap_s``."""
+    return min(cap_s, max(backoff_s, answer.retry_after_s))
+
+
+def _retry_after_s(response: httpx.Response) -> float:
+    """``Retry-After`` in seconds (the delay form; a date, or nothing, reads as 0)."""
+    try:
+        return max(0.0, float(response.headers.get("retry-after", "0")))
+    except ValueError:
+        return 0.0
 
 
 class DeadLetters:
@@ -220,7 +238,9 @@ class BatchPoster:
                     count,
                     "; check the URL and credentials" if error == "client" else "",
                 )
-            await backoff.wait(stop)
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(retry_delay_s(answer, backoff.next_delay_s(), self.max_delay_s)):
+                    await stop.wait()
 
     async def _post(self, body: bytes, headers: dict[str, str]) -> tuple[Answer, str | None]:
         """One try: the answer and, unless accepted, the error label (``refused`` for good)."""
@@ -234,7 +254,8 @@ class BatchPoster:
             rejected, why = self.partial(response) if self.partial is not None else (0, None)
             return Answer(True, why, status, rejected), None
         detail = _readable(response.content)
-        answer = Answer(False, f"HTTP {status}" + (f": {detail}" if detail else ""), status)
+        waits = _retry_after_s(response) if status in (429, 503) else 0.0
+        answer = Answer(False, f"HTTP {status}" + (f": {detail}" if detail else ""), status, retry_after_s=waits)
         if status in REFUSED_PAYLOAD:
             return answer, "refused"
         return answer, "server" if status >= 500 or status in (408, 429) else "client"
@@ -264,4 +285,5 @@ __all__ = [
     "Stopping",
     "default_dead_letters",
     "guarded_client",
+    "retry_delay_s",
 ]

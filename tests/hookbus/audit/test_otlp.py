@@ -24,7 +24,7 @@ from opentelemetry.proto.common.v1.common_pb2 import AnyValue
 
 from bus.runtime.metrics import Metrics
 from hookbus.audit.command import Follower
-from hookbus.audit.delivery import DeadLetters
+from hookbus.audit.delivery import Answer, DeadLetters, retry_delay_s
 from hookbus.audit.otlp import env_headers, logs_url
 from hookbus.audit.sinks import OtlpSink, SinkOptions, open_sink
 from tests.conftest import BusProbe, async_wait_for
@@ -293,3 +293,26 @@ async def _has_group(bus: BusProbe) -> bool:
     return bool(await bus.redis.exists(bus.keys.decision_log())) and any(
         g["name"] == b"siem" for g in await bus.redis.xinfo_groups(bus.keys.decision_log())
     )
+
+
+def test_a_retry_waits_at_least_what_the_receiver_asked_up_to_the_cap() -> None:
+    assert retry_delay_s(Answer(False, retry_after_s=5.0), 0.2, 30.0) == 5.0
+    assert retry_delay_s(Answer(False, retry_after_s=120.0), 0.2, 30.0) == 30.0
+    assert retry_delay_s(Answer(False), 0.4, 30.0) == 0.4
+
+
+@pytest.mark.system
+async def test_retry_after_is_read_from_a_429_or_503_only(tmp_path: Path) -> None:
+    answers = iter([(503, "7"), (429, "2.5"), (500, "9"), (503, "Wed, 21 Oct 2015 07:28:00 GMT")])
+
+    async def busy(server: LoopbackServer, request: Received, writer: asyncio.StreamWriter) -> None:
+        status, after = next(answers)
+        writer.write(f"HTTP/1.1 {status} Busy\r\nRetry-After: {after}\r\nContent-Length: 0\r\n\r\n".encode())
+
+    async with LoopbackServer(busy) as server:
+        otlp = sink(server, tmp_path)
+        try:
+            waits = [(await otlp.poster._post(b"", {}))[0].retry_after_s for _ in range(4)]
+        finally:
+            await otlp.aclose()
+    assert waits == [7.0, 2.5, 0.0, 0.0]
