@@ -337,6 +337,8 @@ class Follower:
                 await self.sink.deliver(items, stop)  # raises Stopping, and then nothing is acknowledged
             finally:
                 self._in_hand_ms = None
+            if self.counters is not None:
+                self.counters.lag_seconds.set(0.0)
         by_partition: dict[int, list[bytes]] = {}
         for entry in entries:
             by_partition.setdefault(entry.partition, []).append(entry.entry_id)

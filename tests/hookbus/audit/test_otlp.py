@@ -156,6 +156,8 @@ async def test_an_outage_is_retried_and_nothing_is_lost_or_acknowledged_early(bu
             assert not await acknowledged(bus) and receiver.records == []
             assert m.value("hookbus_audit_sink_errors_total", group="siem", sink="otlp", error="server") >= 1
             assert m.value("hookbus_audit_sink_errors_total", group="siem", sink="otlp", error="no_answer") >= 1
+            lag = "hookbus_audit_sink_lag_seconds"
+            await async_wait_for(lambda: m.value(lag, group="siem", sink="otlp") > 0, timeout_s=10)  # said while down
             receiver.down = False
             await async_wait_for(lambda: len(receiver.records) == 40, timeout_s=20)
         finally:
@@ -164,6 +166,7 @@ async def test_an_outage_is_retried_and_nothing_is_lost_or_acknowledged_early(bu
     assert [r["hookbus.event_id"] for r in receiver.records] == [f"ev-{i:04d}" for i in range(40)]
     assert await acknowledged(bus)
     assert m.value("hookbus_audit_sink_records_total", group="siem", sink="otlp") == 40
+    assert m.value("hookbus_audit_sink_lag_seconds", group="siem", sink="otlp") == 0  # nothing held any more
     assert not (tmp_path / "dead.jsonl").exists()
 
 
