@@ -63,7 +63,8 @@ def pack_verdict(hook_input: dict[str, Any]) -> str | None:
         ("cat .env", "deny"),
         ("terraform destroy -auto-approve", "deny"),
         ("kubectl delete ns prod", "deny"),
-        ("find . -name '*.pyc' -delete", "deny"),
+        ("find . -name '*.pyc' -delete", "ask"),  # files under the working directory
+        ("find . -delete", "deny"),
         ("npm publish", "ask"),
         ("ls -la", None),
         ("git status", None),
