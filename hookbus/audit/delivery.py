@@ -192,7 +192,7 @@ class BatchPoster:
                     reason = f"the receiver rejected {answer.rejected} of these {len(chunk)} records: {answer.problem}"
                     await self._dead(chunk, reason)
                 if self.counters is not None:
-                    self.counters.records.inc(len(chunk))
+                    self.counters.records.inc(len(chunk) - min(len(chunk), answer.rejected))
             elif len(chunk) > 1:
                 chunks[0:0] = _halves(chunk)
             else:

@@ -217,6 +217,7 @@ async def test_a_partial_success_keeps_the_batch_in_the_dead_letter_file(bus: Bu
     assert [d["record"]["id"] for d in dead] == [f"ev-{i:04d}" for i in range(5)]
     assert "rejected 2 of these 5 records: 2 records over the attribute limit" in dead[0]["reason"]
     assert m.value("hookbus_audit_sink_errors_total", group="siem", sink="otlp", error="partial") == 1
+    assert m.value("hookbus_audit_sink_records_total", group="siem", sink="otlp") == 3  # the 2 rejected are not
     assert await acknowledged(bus)
 
 
