@@ -34,6 +34,9 @@ from gateway.access import Caller, check_single_authorization, json_object, reje
 #: The largest answer body, in bytes (an edited input and its wrapping).
 MAX_ANSWER_BYTES: Final = MAX_EDITED_INPUT_BYTES + 4096
 _NAME = re.compile(r"[^\w .@+-]")
+#: Approvals a list answers by default, and at most (``?limit=``).
+DEFAULT_LIST: Final = 500
+MAX_LIST: Final = 20_000
 
 
 def _json(body: Any, status: int = 200) -> Response:
@@ -101,14 +104,18 @@ class ApprovalRoutes:
                 if wanted
                 else await self.desk.store.tenants()
             )
+            raw_limit = request.query_params.get("limit", str(DEFAULT_LIST))
+            if not raw_limit.isdigit() or not 1 <= int(raw_limit) <= MAX_LIST:
+                raise RequestRejected(400, "invalid_field", f"'limit' must be 1-{MAX_LIST} (got {raw_limit!r})")
             await self.desk.expire_overdue()
-            found = [approval for tenant in tenants for approval in await self.desk.store.pending(tenant)]
+            limit = int(raw_limit)
+            found = [approval for tenant in tenants for approval in await self.desk.store.pending(tenant, limit)]
         except RequestRejected as exc:
             return rejection(exc)
         except BusUnavailable:
             return rejection(RequestRejected(503, "unavailable", "Redis is unavailable", {"Retry-After": "1"}))
         found.sort(key=lambda a: a.deadline_ms)
-        return _json({"approvals": [a.view() for a in found]})
+        return _json({"approvals": [a.view() for a in found[:limit]]})
 
     async def show(self, request: HTTPRequest) -> Response:
         try:
