@@ -16,7 +16,8 @@ records in Redis) writes the same file again, never a second copy. A file is wri
 temporary name (``.part-<hash>.parquet.tmp``), synced, checked and renamed into place, and the
 folder is synced; in a local folder no path under the root is followed through a symbolic link.
 Any other target is a pyarrow filesystem URI (``s3://bucket/prefix``, ``gs://...``): there the
-file is written under its temporary name and moved.
+file is written under its temporary name and moved (:mod:`bus.decisionlog.archivefiles` does
+the file work). :meth:`ArchiveTarget.compact` merges a past day's files of a tenant into one.
 """
 
 from __future__ import annotations
