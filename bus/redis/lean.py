@@ -17,11 +17,12 @@ the next round trip takes a fresh one from the pool.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Sequence
+from collections.abc import AsyncIterator, Sequence
 from typing import Any
 
 import hiredis
 import redis.asyncio as aioredis
+from redis.asyncio.client import PubSub
 from redis.asyncio.connection import AbstractConnection
 
 #: What one read takes from the socket at most.
@@ -111,4 +112,27 @@ class LeanLink:
             await asyncio.gather(*self._dropped, return_exceptions=True)
 
 
-__all__ = ["Command", "LeanLink", "framed_alike"]
+async def pushes(pubsub: PubSub) -> AsyncIterator[Any]:
+    """Every push on a subscribed ``pubsub``'s connection, read by hiredis: ``[b"message", channel,
+    data]``, ``[b"pong", b""]``, the subscribe confirmations. redis-py still sends (``PING``, a
+    subscription) on the connection; nothing else may read it. Raises ``ConnectionResetError``
+    when Redis closes it, an error reply as redis-py's exception."""
+    connection = pubsub.connection
+    stream = connection._reader if connection is not None else None
+    if connection is None or stream is None:
+        raise ConnectionResetError("the subscription's connection is closed")
+    reader = hiredis.Reader(replyError=connection._parser.parse_error)
+    while True:
+        push = reader.gets()
+        if push is False:
+            data = await stream.read(_READ_BYTES)
+            if not data:
+                raise ConnectionResetError("Redis closed the connection")
+            reader.feed(data)
+        elif isinstance(push, Exception):
+            raise push
+        else:
+            yield push
+
+
+__all__ = ["Command", "LeanLink", "framed_alike", "pushes"]
