@@ -68,18 +68,7 @@ class LeanLink:
         if reader is None or writer is None:
             raise ConnectionResetError("the connection to Redis is closed")
         writer.write(packed)
-        replies: list[Any] = []
-        parser = self._reader
-        while len(replies) < count:
-            reply = parser.gets()
-            if reply is False:
-                data = await reader.read(_READ_BYTES)
-                if not data:
-                    raise ConnectionResetError("Redis closed the connection")
-                parser.feed(data)
-            else:
-                replies.append(reply)
-        return replies
+        return [await _next_reply(self._reader, reader) for _ in range(count)]
 
     async def _take(self) -> AbstractConnection:
         connection: AbstractConnection = await self._pool.get_connection()
@@ -123,16 +112,20 @@ async def pushes(pubsub: PubSub) -> AsyncIterator[Any]:
         raise ConnectionResetError("the subscription's connection is closed")
     reader = hiredis.Reader(replyError=connection._parser.parse_error)
     while True:
-        push = reader.gets()
-        if push is False:
-            data = await stream.read(_READ_BYTES)
-            if not data:
-                raise ConnectionResetError("Redis closed the connection")
-            reader.feed(data)
-        elif isinstance(push, Exception):
+        push = await _next_reply(reader, stream)
+        if isinstance(push, Exception):
             raise push
-        else:
-            yield push
+        yield push
+
+
+async def _next_reply(parser: Any, stream: asyncio.StreamReader) -> Any:
+    """The next reply ``parser`` (a hiredis reader) makes of what ``stream`` sends."""
+    while (reply := parser.gets()) is False:
+        data = await stream.read(_READ_BYTES)
+        if not data:
+            raise ConnectionResetError("Redis closed the connection")
+        parser.feed(data)
+    return reply
 
 
 __all__ = ["Command", "LeanLink", "framed_alike", "pushes"]
