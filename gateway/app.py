@@ -26,6 +26,7 @@ from bus.runtime.metrics import Metrics
 from bus.runtime.metrics_server import authorized
 from bus.runtime.settings import Settings
 from gateway.access import bearer_token, check_single_authorization, error_body, error_response, rejection
+from gateway.approvals.desk import HOOK_RECEIVE
 from gateway.approvals.routes import ApprovalRoutes
 from gateway.decisionlog.archive import archive_routes
 from gateway.decisionlog.export import audit_routes
@@ -62,6 +63,7 @@ class HookbusApp:
             if len(headers) != len(scope["headers"]):
                 check_single_authorization(scope["headers"])
             client = scope.get("client")
+            HOOK_RECEIVE.set(receive)  # a request held for a person ends when its agent goes away
             body, extra = await self.hooks.handle(headers, scope["query_string"], receive, client[0] if client else "")
             status = 200
         except RequestRejected as exc:

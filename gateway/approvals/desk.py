@@ -23,6 +23,8 @@ import dataclasses
 import logging
 import math
 import secrets
+from collections.abc import Awaitable, Callable, Mapping
+from contextvars import ContextVar
 from typing import Any, Final
 
 from bus.approvals.approval import (
@@ -59,6 +61,13 @@ TRAIL_EVENTS: Final = 10
 TRAIL_SCAN: Final = 200
 #: Webhook notices kept for the dispatchers (a safety cap: they are read within a second).
 NOTICES_MAXLEN: Final = 10_000
+
+
+#: The ASGI ``receive`` of the hook request being answered (:mod:`gateway.app` sets it): a held
+#: request ends as soon as its agent goes away, instead of holding a slot until ``holdSeconds``.
+HOOK_RECEIVE: ContextVar[Callable[[], Awaitable[Mapping[str, Any]]] | None] = ContextVar(
+    "hookbus_hook_receive", default=None
+)
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -241,9 +250,28 @@ class ApprovalDesk:
         loop = asyncio.get_running_loop()
         until = loop.time() + hold_s
         key = self.store.message(approval.tenant, approval.id)
+        receive, gone = HOOK_RECEIVE.get(), asyncio.Event()
+        watcher = asyncio.create_task(self._until_gone(receive, gone, key)) if receive is not None else None
+        try:
+            return await self._held_until(approval, key, until, gone)
+        finally:
+            if watcher is not None:
+                watcher.cancel()
+
+    async def _until_gone(
+        self, receive: Callable[[], Awaitable[Mapping[str, Any]]], gone: asyncio.Event, key: str
+    ) -> None:
+        """Set ``gone`` (and wake the held requests of ``key``) when the agent disconnects."""
+        while (await receive()).get("type") != "http.disconnect":
+            pass
+        gone.set()
+        self.wake(key)
+
+    async def _held_until(self, approval: Approval, key: str, until: float, gone: asyncio.Event) -> Approval:
+        loop = asyncio.get_running_loop()
         while True:
             left = until - loop.time()
-            if left <= 0:
+            if left <= 0 or gone.is_set():
                 return approval
             to_deadline = (approval.deadline_ms - now_ms()) / 1000
             woken: asyncio.Future[None] = loop.create_future()

@@ -148,3 +148,15 @@ async def test_past_the_bound_a_new_ask_gets_the_timeouts_verdict_at_once(
         record = await async_wait_for(lambda: _records(bus, flood.headers["X-Hookbus-Event-Id"], 2), timeout_s=5)
         assert record[-1].approval["outcome"] == "overflow"
         assert (await logged(bus, flood)).event_id == flood.headers["X-Hookbus-Event-Id"]
+
+
+async def test_an_agent_that_goes_away_is_no_longer_held_and_its_approval_waits(platform: Callable[..., Any]) -> None:
+    async with platform_with(platform, holdSeconds=60) as p:
+        desk = p.app.gateway.approvals
+        async with asking(p, session="s-gone") as held:
+            [approval] = await pending(p)
+            assert desk._held
+        assert held.cancelled()  # the agent closed its connection
+        await async_wait_for(lambda: not desk._held, timeout_s=5)  # long before holdSeconds
+        [still] = await pending(p)
+        assert still["id"] == approval["id"] and still["status"] == "pending"
