@@ -18,10 +18,10 @@ from collections.abc import Mapping
 from typing import Any, Final, Protocol
 
 from bus.policy.entries import HandlerEntry
+from bus.policy.rulelists import RuleList, compile_lists, first_verdict
 from bus.policy.schema import PlatformSettings
 from bus.policy.sessionschema import CounterDef, EventRules, FactDef, SessionSettings, duration_seconds
-from bus.rules.paths import agent_home
-from bus.rules.permissions import PermissionRule, parse_rule, rule_matches
+from bus.rules.permissions import parse_rule
 
 #: Buckets of a windowed counter's window (one more is kept: the one filling now).
 BUCKETS: Final = 10
@@ -39,34 +39,31 @@ def _digest(model: Any) -> str:
 
 @dataclasses.dataclass(frozen=True, slots=True)
 class Trigger:
-    """Events of one kind, matched by permission rules (any of ``rules``, none of ``excepted``)."""
+    """Events of one kind that match any of ``rules`` (none: every event of the kind) and none of
+    ``excepted``; rules are read as a ``rule`` handler's deny list, exceptions as its allow list."""
 
     event: str
-    rules: tuple[PermissionRule, ...]
-    excepted: tuple[PermissionRule, ...]
+    rules: tuple[str, ...]
+    excepted: tuple[RuleList, ...]
 
     @classmethod
     def of(cls, item: EventRules) -> Trigger:
-        return cls(item.event, tuple(map(parse_rule, item.rules)), tuple(map(parse_rule, item.except_)))
+        for text in (*item.rules, *item.except_):
+            parse_rule(text)  # ValueError for a rule that does not parse (the file's check reports it)
+        excepted = compile_lists((), (), tuple(item.except_)) if item.except_ else ()
+        return cls(item.event, tuple(item.rules), excepted)
 
     def matches(self, event: str, hook_input: Mapping[str, Any]) -> bool:
-        """Whether this event is one of them. A call that cannot be judged (over ``hookbus.limits``)
-        meets every rule and no exception: a fact it would set is set (the safe side of a taint)."""
+        """Whether this event is one of them (one trigger alone; :meth:`SessionPolicy.matched` tries all at once)."""
         if event != self.event:
             return False
-        if not self.rules and not self.excepted:
-            return True
-        tool_name = str(hook_input.get("tool_name", ""))
-        tool_input = hook_input.get("tool_input")
-        arguments = tool_input if isinstance(tool_input, dict) else {}
-        cwd = hook_input.get("cwd")
-        where = cwd if isinstance(cwd, str) else None
-        home = agent_home(hook_input)
-        if self.rules and not any(
-            rule_matches(r, tool_name, arguments, where, kind="deny", home=home) for r in self.rules
-        ):
+        given = hook_input if isinstance(hook_input, dict) else dict(hook_input)
+        if self.rules and first_verdict(compile_lists(self.rules, (), ()), given) is None:
             return False
-        return not any(rule_matches(r, tool_name, arguments, where, kind="allow", home=home) for r in self.excepted)
+        return self.unexcepted(given)
+
+    def unexcepted(self, hook_input: dict[str, Any]) -> bool:
+        return not self.excepted or first_verdict(self.excepted, hook_input) is None
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -121,8 +118,66 @@ class SessionPolicy:
         self.events = frozenset(t.event for f in self.facts.values() for t in (*f.set_by, *f.cleared_by)) | frozenset(
             t.event for c in self.counters.values() for t in c.count
         )
+        #: Per event, the facts and counters whose triggers name it.
+        self._by_event: dict[str, list[tuple[str, str, Trigger]]] = {}
+        for fact in self.facts.values():
+            for kind, triggers in (("set", fact.set_by), ("clear", fact.cleared_by)):
+                for trigger in triggers:
+                    self._by_event.setdefault(trigger.event, []).append((kind, fact.name, trigger))
+        for counter in self.counters.values():
+            for trigger in counter.count:
+                self._by_event.setdefault(trigger.event, []).append(("count", counter.name, trigger))
+        #: Per event, what the first pass of :meth:`matched` starts from: the triggers with no rules
+        #: (met by every event), those with rules, and all their rules as one compiled deny list.
+        self._first_pass: dict[str, tuple[tuple[int, ...], frozenset[int], tuple[RuleList, ...]]] = {}
+        for event, entries in self._by_event.items():
+            texts = tuple(dict.fromkeys(text for _, _, t in entries for text in t.rules))
+            self._first_pass[event] = (
+                tuple(n for n, (_, _, t) in enumerate(entries) if not t.rules),
+                frozenset(n for n, (_, _, t) in enumerate(entries) if t.rules),
+                compile_lists(texts, (), ()) if texts else (),
+            )
         #: Whether it decides PreToolUse on its own (a budget or the loop gate), with no handler.
         self.decides = bool(self.budgets or self.loop_gate)
+
+    def matched(self, event: str, hook_input: Mapping[str, Any]) -> Matched:
+        """The facts ``event`` sets and clears and the counters it counts.
+
+        Every rule of the event's triggers is one deny list, compiled as a ``rule`` handler's is
+        (one regex per program): one pass finds the first rule that matches, and the next pass
+        leaves out the triggers found, so an event costs one pass more than it has triggers met,
+        however many the policy defines. A call that cannot be judged (over ``hookbus.limits``)
+        meets every rule and no exception: a fact it would set is set (the safe side of a taint)."""
+        found = Matched()
+        entries = self._by_event.get(event, ())
+        if not entries:
+            return found
+        given = hook_input if isinstance(hook_input, dict) else dict(hook_input)
+        always, left, lists = self._first_pass[event]
+        hits = list(always)
+        while left:
+            verdict = first_verdict(lists, given)
+            if verdict is None:
+                break
+            met = {n for n in left if verdict[1] in entries[n][2].rules}
+            hits += met
+            left -= met
+            texts = tuple(dict.fromkeys(text for n in sorted(left) for text in entries[n][2].rules))
+            lists = compile_lists(texts, (), ()) if texts else ()
+        for n in sorted(hits):
+            kind, name, trigger = entries[n]
+            if name not in getattr(found, kind) and trigger.unexcepted(given):
+                getattr(found, kind)[name] = None
+        return found
+
+
+@dataclasses.dataclass(slots=True)
+class Matched:
+    """What one event's triggers matched, by name, in definition order."""
+
+    set: dict[str, None] = dataclasses.field(default_factory=dict)
+    clear: dict[str, None] = dataclasses.field(default_factory=dict)
+    count: dict[str, None] = dataclasses.field(default_factory=dict)
 
 
 class _Policy(Protocol):
@@ -152,6 +207,7 @@ __all__ = [
     "VERSION_FIELD",
     "Counter",
     "Fact",
+    "Matched",
     "SessionPolicy",
     "Trigger",
     "session_policy",

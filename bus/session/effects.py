@@ -18,7 +18,7 @@ from typing import Any, Final
 
 from bus.hooks.decisions import Decision
 from bus.hooks.results import HandlerResult, Outcome
-from bus.session.definitions import BUCKETS, CALLS_FIELD, FAILURES_FIELD, SessionPolicy
+from bus.session.definitions import BUCKETS, CALLS_FIELD, FAILURES_FIELD, Matched, SessionPolicy
 from bus.session.state import SessionView
 
 #: Decisions after which a ``PreToolUse`` call does not run.
@@ -33,27 +33,31 @@ def goes_ahead(event: str, decision: str) -> bool:
     return not (event == "PreToolUse" and decision in _STOPPED)
 
 
-def counted(policy: SessionPolicy, event: str, hook_input: Mapping[str, Any]) -> list[str]:
+def counted(policy: SessionPolicy, event: str, matched: Matched) -> list[str]:
     """The names of the counters ``event`` adds one to (built-ins included)."""
-    names = [c.name for c in policy.counters.values() if any(t.matches(event, hook_input) for t in c.count)]
+    names = list(matched.count)
     if event == "PreToolUse":
         names.append("tool_calls")
     return names
 
 
-def effects(policy: SessionPolicy, event: str, hook_input: Mapping[str, Any], decision: str) -> list[str]:
-    """The operations ``event``, answered ``decision``, applies to its session's state."""
+def effects(
+    policy: SessionPolicy, event: str, hook_input: Mapping[str, Any], decision: str, matched: Matched | None = None
+) -> list[str]:
+    """The operations ``event``, answered ``decision``, applies to its session's state (``matched``:
+    what its triggers matched, if known)."""
     if not policy.defined or not goes_ahead(event, decision):
         return []
     ops: list[str] = []
     if event in policy.events:
+        matched = matched or policy.matched(event, hook_input)
         for fact in policy.facts.values():
-            if any(t.matches(event, hook_input) for t in fact.set_by):
+            if fact.name in matched.set:
                 ops.append(f"S {fact.field}")
-            elif any(t.matches(event, hook_input) for t in fact.cleared_by):
+            elif fact.name in matched.clear:
                 ops.append(f"D {fact.field}")
         for counter in policy.counters.values():
-            if any(t.matches(event, hook_input) for t in counter.count):
+            if counter.name in matched.count:
                 ops.append(
                     f"I {counter.field}" if counter.bucket_ms is None else f"R {counter.field} {counter.bucket_ms}"
                 )
@@ -66,8 +70,9 @@ def effects(policy: SessionPolicy, event: str, hook_input: Mapping[str, Any], de
     return ops
 
 
-def verdicts(view: SessionView, event: str, hook_input: Mapping[str, Any]) -> list[HandlerResult]:
-    """The session's own answers to ``event``: budgets it would overrun, the loop gate."""
+def verdicts(view: SessionView, event: str, matched: Matched) -> list[HandlerResult]:
+    """The session's own answers to ``event`` (``matched``: what its triggers matched): budgets it
+    would overrun, the loop gate."""
     policy = view.policy
     if event != "PreToolUse" or not policy.decides:
         return []
@@ -80,7 +85,7 @@ def verdicts(view: SessionView, event: str, hook_input: Mapping[str, Any]) -> li
         )
         found.append(_answer(LOOP_GATE_HANDLER, "deny", text))
     if policy.budgets:
-        adds = set(counted(policy, event, hook_input))
+        adds = set(counted(policy, event, matched))
         for name, budget in policy.budgets.items():
             if budget.counter not in adds:
                 continue

@@ -9,6 +9,7 @@ hold (named in the reason of a decision they led to).
 from __future__ import annotations
 
 import dataclasses
+import functools
 from collections.abc import Iterable, Mapping
 from typing import Final
 
@@ -68,9 +69,17 @@ class SessionView:
         self.policy, self.state, self.now_ms = policy, state, now_ms
         #: The facts that made a condition hold, in the order they were read.
         self.used: dict[str, None] = {}
+        self._facts: dict[str, int | None] = {}
 
     def fact_ms(self, name: str) -> int | None:
         """When the fact was last set, if it is set now (not cleared, not expired)."""
+        try:
+            return self._facts[name]
+        except KeyError:
+            found = self._facts[name] = self._fact_ms(name)
+            return found
+
+    def _fact_ms(self, name: str) -> int | None:
         fact = self.policy.facts.get(name)
         if fact is None:
             return None
@@ -122,7 +131,7 @@ class SessionView:
             return False
         for name, span in when.within.items():
             set_ms = self.fact_ms(name)
-            if set_ms is None or self.now_ms - set_ms > duration_seconds(span) * 1000:
+            if set_ms is None or self.now_ms - set_ms > _ms(span):
                 return False
             found.append(name)
         for first, second in when.after.items():
@@ -142,6 +151,11 @@ class SessionView:
         for name in found:
             self.used[name] = None
         return True
+
+
+@functools.lru_cache(maxsize=1024)
+def _ms(span: str) -> float:
+    return duration_seconds(span) * 1000
 
 
 def within(value: float, bound: Threshold) -> bool:

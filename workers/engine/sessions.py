@@ -17,7 +17,7 @@ from typing import Any
 from bus.hooks.results import HandlerResult
 from bus.policy.compiled import CompiledHandler
 from bus.policy.loading import Policy
-from bus.session.definitions import SessionPolicy, session_policy
+from bus.session.definitions import Matched, SessionPolicy, session_policy
 from bus.session.effects import effects, naming_facts, remaining, verdicts
 from bus.session.state import SessionState, SessionView
 from bus.stream.protocol import now_ms
@@ -45,6 +45,13 @@ class SessionJudge:
         self.view = SessionView(policy, state, now_ms() if at_ms is None else at_ms)
         self.read = False
         self._named: dict[str, list[str]] = {}
+        self._matched: Matched | None = None
+
+    def matched(self, event: str, hook_input: Mapping[str, Any]) -> Matched:
+        """What the event's triggers match (worked out once per event)."""
+        if self._matched is None:
+            self._matched = self.policy.matched(event, hook_input)
+        return self._matched
 
     @classmethod
     def of(cls, policy: Policy, state: SessionState | None) -> SessionJudge | None:
@@ -55,17 +62,20 @@ class SessionJudge:
     def keep(self, handlers: Sequence[CompiledHandler]) -> list[CompiledHandler]:
         """The handlers whose ``when:`` holds (or that have none)."""
         kept = []
+        seen: dict[int, list[str] | None] = {}  # a group's when, shared by its handlers, judged once
         for handler in handlers:
             when = handler.handler.when
             if when is None:
                 kept.append(handler)
                 continue
             self.read = True
-            self.view.used = {}
-            if self.view.holds(when):
+            if (key := id(when)) not in seen:
+                self.view.used = {}
+                seen[key] = list(self.view.used) if self.view.holds(when) else None
+            if (facts := seen[key]) is not None:
                 kept.append(handler)
-                if self.view.used:
-                    self._named[handler.handler_id] = list(self.view.used)
+                if facts:
+                    self._named[handler.handler_id] = facts
         return kept
 
     def answers(self, results: list[HandlerResult], event: str, hook_input: Mapping[str, Any]) -> list[HandlerResult]:
@@ -73,7 +83,7 @@ class SessionJudge:
         for result in results:
             if (facts := self._named.get(result.handler_id)) is not None:
                 naming_facts(result, facts)
-        own = verdicts(self.view, event, hook_input)
+        own = verdicts(self.view, event, self.matched(event, hook_input)) if self.policy.decides else []
         if event == "PreToolUse" and self.policy.decides:
             self.read = True
         return [*results, *own]
@@ -84,7 +94,7 @@ class SessionJudge:
 
     def outcome(self, event: str, hook_input: Mapping[str, Any], decision: str) -> SessionOutcome:
         """What ``event``, answered ``decision``, does to the session."""
-        ops = effects(self.policy, event, hook_input, decision)
+        ops = effects(self.policy, event, hook_input, decision, self.matched(event, hook_input))
         facts = dict.fromkeys(self.view.facts())
         by_field = {fact.field: fact.name for fact in self.policy.facts.values()}
         for op in ops:

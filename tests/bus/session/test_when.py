@@ -87,9 +87,9 @@ def test_a_denied_call_changes_nothing_and_windows_slide(session: SessionPolicy)
     state = run(session, [(0, "PreToolUse", push, "none"), (30 * MINUTE, "PreToolUse", push, "ask")])
     view = SessionView(session, state, 31 * MINUTE)
     assert view.counter("pushes") == 2 and view.counter("tool_calls") == 2
-    (over,) = verdicts(view, "PreToolUse", push)
+    (over,) = verdicts(view, "PreToolUse", session.matched("PreToolUse", push))
     assert over.decided == ("deny", "hookbus: budget 'pushes' is used up (pushes: 2 of 2)")
-    assert verdicts(view, "PreToolUse", call("Bash", command="ls")) == []
+    assert verdicts(view, "PreToolUse", session.matched("PreToolUse", call("Bash", command="ls"))) == []
     assert SessionView(session, state, 67 * MINUTE).counter("pushes") == 1  # the first left the hour (and a tenth)
     assert SessionView(session, state, 100 * MINUTE).counter("pushes") == 0
 

@@ -1,0 +1,197 @@
+"""What session policy (``hookbus.session``, ``when:``) adds to a dispatcher's CPU per event, and
+how large a session's state grows.
+
+CPU: the engine evaluates the same events under two policies in one run, in-process (no Redis):
+a *baseline* of 100 ``rule`` handlers, and the same 100 handlers each behind a ``when:`` on one of
+50 facts (set by ``PreToolUse`` rules) with 100 more rules counting into windowed counters and a
+budget, read on a session state built from ``--history`` earlier events. The figure is the
+difference per event, plus what a dispatcher does besides: reading the state the settle script
+returns (JSON) and writing the session part of the settle's arguments.
+
+Memory: the state (as ``HGETALL`` returns it, in bytes of JSON) of one session of
+``examples/rule-of-two.yaml`` after 1,000 to ``--events`` events of a realistic mix, applied as
+the settle script applies them (:func:`bus.session.apply.apply_ops`, which the tests compare
+with the Lua).
+
+    .venv/bin/python bench/session_policy.py --events 1000000
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import random
+import time
+from pathlib import Path
+from typing import Any
+
+import orjson
+import yaml
+
+from bus.policy.loading import Policy, policy_from_text
+from bus.redis.keys import Keyspace
+from bus.session.apply import apply_ops
+from bus.session.definitions import session_policy
+from bus.session.effects import effects
+from bus.session.state import SessionState
+from bus.stream.protocol import Request, now_ms
+from workers.engine.evaluation import Engine
+
+ROOT = Path(__file__).resolve().parents[1]
+COMMANDS = ["git status", "ls -la", "pytest -q", "cat README.md", "git push origin main", "npm test", "make build"]
+
+
+def policies(rules: int) -> tuple[Policy, Policy]:
+    """The baseline (``rules`` plain rule handlers) and the same handlers behind ``when:``."""
+    facts = rules // 2
+    handlers = [{"type": "rule", "ask": [f"Bash(tool{n} *)"]} for n in range(rules)]
+    base = {"hookbus": {"deadlineSeconds": 5}, "hooks": {"PreToolUse": [{"matcher": "Bash", "hooks": handlers}]}}
+    gated = [{**handler, "when": {"facts": [f"fact{n % facts}"]}} for n, handler in enumerate(handlers)]
+    session = {
+        "facts": {
+            f"fact{n}": {"setBy": [{"event": "PreToolUse", "rules": [f"Bash(mark{n} *)"]}]} for n in range(facts)
+        },
+        "counters": {
+            f"count{n}": {"count": [{"event": "PreToolUse", "rules": [f"Bash(count{n} *)"]}], "window": "1h"}
+            for n in range(rules)
+        },
+        "budgets": {"calls": {"counter": "tool_calls", "limit": 10**9}},
+    }
+    session["budgets"].update({f"b{n}": {"counter": f"count{n}", "limit": 10**6} for n in range(rules)})
+    with_session = {
+        "hookbus": {"deadlineSeconds": 5, "session": session},
+        "hooks": {"PreToolUse": [{"matcher": "Bash", "hooks": gated}]},
+    }
+    return policy_from_text(yaml.safe_dump(base)), policy_from_text(yaml.safe_dump(with_session))
+
+
+def event(n: int, command: str) -> tuple[Request, dict[str, Any]]:
+    hook_input = {
+        "hook_event_name": "PreToolUse",
+        "session_id": "bench",
+        "tool_name": "Bash",
+        "tool_input": {"command": command},
+        "cwd": "/work",
+    }
+    at = now_ms()
+    return Request(f"e{n}", "PreToolUse", "bench", orjson.dumps(hook_input), at, at + 60_000, "bench"), hook_input
+
+
+def history_state(policy: Policy, events: int) -> SessionState:
+    """The state after ``events`` PreToolUse calls (every fact set, counters busy)."""
+    compiled = session_policy(policy)
+    state, at = SessionState(), now_ms() - events
+    rng = random.Random(1)
+    for n in range(events):
+        pick = rng.randrange(len(compiled.facts) + len(compiled.counters))
+        command = f"mark{pick} x" if pick < len(compiled.facts) else f"count{pick - len(compiled.facts)} x"
+        state = apply_ops(
+            state,
+            effects(compiled, "PreToolUse", {"tool_name": "Bash", "tool_input": {"command": command}}, "none"),
+            at + n,
+        )
+    return state
+
+
+async def cpu_per_event(policy: Policy, state: SessionState | None, commands: list[str]) -> float:
+    engine = Engine(policy, None, Keyspace(), {}, async_handlers="skip")  # type: ignore[arg-type]
+    prepared = [event(n, command) for n, command in enumerate(commands)]
+    for request, hook_input in prepared[:200]:  # warm the caches
+        await engine.evaluate(request, hook_input, policy, state)
+    started = time.process_time()
+    for request, hook_input in prepared:
+        await engine.evaluate(request, hook_input, policy, state)
+    return (time.process_time() - started) / len(prepared)
+
+
+def example_policies() -> tuple[Policy, Policy]:
+    """examples/rule-of-two.yaml, and the same handlers with no ``hookbus.session`` and no ``when:``."""
+    document = yaml.safe_load((ROOT / "examples" / "rule-of-two.yaml").read_text())
+    plain = {"hookbus": {"deadlineSeconds": 5}, "hooks": {"PreToolUse": []}}
+    for group in document["hooks"]["PreToolUse"]:
+        plain["hooks"]["PreToolUse"].append({key: value for key, value in group.items() if key != "when"})
+    return policy_from_text(yaml.safe_dump(plain)), policy_from_text(yaml.safe_dump(document), "rule-of-two.yaml")
+
+
+def returned_state_cost(state: SessionState, runs: int) -> float:
+    """What reading the settle script's answer costs (JSON of HGETALL, then a SessionState)."""
+    flat = [item for pair in state.fields.items() for item in pair]
+    raw = orjson.dumps({"e": 0, "s": flat})
+    started = time.process_time()
+    for _ in range(runs):
+        SessionState.of(orjson.loads(raw)["s"])
+    return (time.process_time() - started) / runs
+
+
+def state_bytes(events: int) -> list[tuple[int, int, int]]:
+    """(events, fields, bytes) of one session of examples/rule-of-two.yaml along ``events``."""
+    policy = policy_from_text((ROOT / "examples" / "rule-of-two.yaml").read_text(), "rule-of-two.yaml")
+    compiled = session_policy(policy)
+    mix = [("PreToolUse", {"tool_name": "Bash", "tool_input": {"command": c}}) for c in COMMANDS] + [
+        ("PreToolUse", {"tool_name": "Read", "tool_input": {"file_path": "/w/.env"}}),
+        ("PostToolUse", {"tool_name": "WebFetch", "tool_input": {"url": "https://example.com/"}}),
+        ("PostToolUseFailure", {"tool_name": "Bash", "tool_input": {"command": "make"}}),
+        ("PostToolUse", {"tool_name": "Bash", "tool_input": {"command": "ls"}}),
+    ]
+    ops_of = [effects(compiled, name, {**hook_input, "cwd": "/w"}, "none") for name, hook_input in mix]
+    rng = random.Random(2)
+    state, at, out, mark = SessionState(), 1_700_000_000_000, [], 1000
+    for n in range(1, events + 1):
+        at += rng.randrange(50, 5000)  # ms between events: a session of days at 1,000,000 events
+        state = apply_ops(state, ops_of[rng.randrange(len(ops_of))], at)
+        if n == mark:
+            flat = [item for pair in state.fields.items() for item in pair]
+            out.append((n, len(state.fields), len(orjson.dumps(flat))))
+            mark *= 10
+    return out
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rules", type=int, default=100)
+    parser.add_argument("--history", type=int, default=10_000, help="events of the session before the measured ones")
+    parser.add_argument("--calls", type=int, default=20_000, help="events measured per policy")
+    parser.add_argument("--events", type=int, default=1_000_000, help="events of the state-size run")
+    args = parser.parse_args()
+    base, gated = policies(args.rules)
+    state = history_state(gated, args.history)
+    rng = random.Random(3)
+    commands = [rng.choice(COMMANDS) if n % 2 else f"tool{rng.randrange(args.rules)} x" for n in range(args.calls)]
+    rounds = [
+        (asyncio.run(cpu_per_event(base, None, commands)), asyncio.run(cpu_per_event(gated, state, commands)))
+        for _ in range(3)
+    ]
+    baseline = min(b for b, _ in rounds)
+    session = min(s for _, s in rounds)
+    parse = returned_state_cost(state, 20_000)
+    what = f"{args.rules // 2} facts, {args.rules} windowed counters, {args.rules + 1} budgets"
+    print(f"{args.rules} rule handlers; session policy: {what}")
+    print(f"state after {args.history} events: {len(state.fields)} fields")
+    print(f"evaluate, baseline:           {baseline * 1e6:8.1f} us CPU per event")
+    print(f"evaluate, with session rules: {session * 1e6:8.1f} us CPU per event")
+    print(f"reading the returned state:   {parse * 1e6:8.1f} us CPU per event")
+    added = session - baseline + parse
+    print(f"added per event:              {added * 1e6:8.1f} us ({session / baseline:.2f}x the evaluation)")
+    plain, example = example_policies()
+    example_state = history_state(example, args.history)
+    example_rounds = [
+        (
+            asyncio.run(cpu_per_event(plain, None, commands)),
+            asyncio.run(cpu_per_event(example, example_state, commands)),
+        )
+        for _ in range(3)
+    ]
+    plain_s, example_s = min(p for p, _ in example_rounds), min(e for _, e in example_rounds)
+    example_parse = returned_state_cost(example_state, 20_000)
+    added_example = example_s - plain_s + example_parse
+    print(f"examples/rule-of-two.yaml: {plain_s * 1e6:.1f} us without its session parts, {example_s * 1e6:.1f} us with")
+    print(
+        f"  them, {example_parse * 1e6:.1f} us reading the returned state: {added_example * 1e6:.1f} us added per event"
+    )
+    print("state of one session of examples/rule-of-two.yaml:")
+    for events, fields, size in state_bytes(args.events):
+        print(f"  after {events:>9,} events: {fields:3d} fields, {size:5d} bytes")
+
+
+if __name__ == "__main__":
+    main()

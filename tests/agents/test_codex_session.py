@@ -1,0 +1,90 @@
+"""Session policy on Codex's real CLI (pinned, ``codex exec``) against a real ``hookbus up``.
+
+The same policy as :mod:`tests.agents.test_claude_session`: a ``cat .env`` sets ``private_data``
+and the ``curl`` after it is denied with the fact named in what the model gets back; the same
+``curl`` in a fresh session runs; the third ``touch budget*`` is over its budget.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.agents.fake_responses import FakeResponses, Reply, messages, shell, text
+from tests.agents.fake_responses import tool_outputs as outputs_of
+from tests.agents.harness import base_env, loopback_netns, serve_http
+from tests.agents.test_claude_session import CURL, POLICY
+from tests.agents.test_codex import TOKEN, codex_binary, codex_config, install
+from tests.up import running_up
+
+pytestmark = [pytest.mark.system, pytest.mark.timeout(300)]
+
+SCENARIOS = {
+    "taint": ["cat .env", CURL],
+    "fresh": [CURL],
+    "budget": ["touch budget1.txt", "touch budget2.txt", "touch budget3.txt"],
+}
+
+
+def script(request: dict[str, Any]) -> Reply:
+    """The scenario's commands one after the other, each once the previous one's output is back."""
+    found = re.search(r"SCENARIO=(\w+)", "\n".join(messages(request, "user")))
+    commands = SCENARIOS.get(found.group(1) if found else "", [])
+    done = len(outputs_of(request))
+    return shell(commands[done]) if done < len(commands) else text("done")
+
+
+class Codex:
+    def __init__(self, root: Path, codex: str, home: Path, fake: FakeResponses, ns: Any) -> None:
+        self.root, self.codex, self.home, self.fake, self.ns = root, codex, home, fake, ns
+
+    def run(self, scenario: str, setup: dict[str, str] | None = None) -> tuple[Path, list[str]]:
+        work = self.root / f"work-{scenario}"
+        work.mkdir()
+        for name, content in (setup or {}).items():
+            (work / name).write_text(content)
+        env = base_env(self.root / "user", CODEX_HOME=str(self.home), FAKE_KEY="fake", HOOKBUS_TOKEN=TOKEN)
+        before = len(self.fake.requests)
+        argv = [self.codex, "exec", "--skip-git-repo-check", "--dangerously-bypass-approvals-and-sandbox"]
+        argv += ["--dangerously-bypass-hook-trust", "-C", str(work), f"SCENARIO={scenario}: do the scripted steps"]
+        done = self.ns.run(argv, env=env, cwd=work, timeout_s=90)
+        assert done.returncode == 0, done.stderr[-3000:]
+        outputs = outputs_of(self.fake.requests[-1]) if len(self.fake.requests) > before else []
+        return work, outputs
+
+
+@pytest.fixture(scope="module")
+def codex(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Codex]:
+    binary = codex_binary()
+    root = tmp_path_factory.mktemp("codex-session")
+    policy = root / "session-policy.json"
+    policy.write_text(json.dumps(POLICY))
+    fake = FakeResponses(script)
+    with loopback_netns() as ns, running_up(root, policy, {"HOOKBUS_TOKENS": f"acme:{TOKEN}"}) as up:
+        with serve_http(ns.listen(), fake.handler()) as port:
+            home = root / "codex-home"
+            home.mkdir()
+            (home / "config.toml").write_text(codex_config(port))
+            install(ns, home, f"http://127.0.0.1:{ns.forward(up.port)}")
+            yield Codex(root, binary, home, fake, ns)
+
+
+def test_curl_after_reading_env_is_denied_naming_the_fact_and_runs_in_a_fresh_session(codex: Codex) -> None:
+    work, outputs = codex.run("taint", {".env": "API_KEY=not-a-real-key\n"})
+    assert any("API_KEY" in o for o in outputs), outputs
+    assert any("session facts: private_data" in o and "Rule of Two" in o for o in outputs), outputs
+    assert not (work / "curled.txt").exists()
+    fresh, _ = codex.run("fresh")
+    assert (fresh / "curled.txt").exists()
+
+
+def test_a_budget_denies_the_call_past_its_limit(codex: Codex) -> None:
+    work, outputs = codex.run("budget")
+    assert (work / "budget1.txt").exists() and (work / "budget2.txt").exists()
+    assert not (work / "budget3.txt").exists()
+    assert any("two budget files per session (budgeted: 2 of 2)" in o for o in outputs), outputs

@@ -1,0 +1,63 @@
+"""Session policy on Gemini CLI's real CLI (pinned, ``gemini -p``) against a real ``hookbus up``.
+
+The same policy as :mod:`tests.agents.test_claude_session`, in Claude Code's terms: the dialect
+makes ``run_shell_command`` a ``Bash`` call, so a ``cat .env`` sets ``private_data`` and the
+``curl`` after it is denied with the fact named; a fresh session's ``curl`` runs; the third
+``touch budget*`` is over its budget.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+
+import pytest
+
+from tests.agents import fleet
+from tests.agents.fake_gemini import FakeGemini
+from tests.agents.harness import loopback_netns, serve_http
+from tests.agents.test_claude_session import CURL, POLICY
+from tests.agents.test_gemini import Gemini, shell
+from tests.up import running_up
+
+pytestmark = [pytest.mark.system, pytest.mark.timeout(300)]
+
+
+@pytest.fixture(scope="module")
+def gemini(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Gemini]:
+    root = tmp_path_factory.mktemp("gemini-session")
+    fake = FakeGemini()
+    policy_file = root / "session-policy.json"
+    policy_file.write_text(json.dumps(POLICY))
+    with (
+        loopback_netns() as ns,
+        serve_http(ns.listen(), fake.handler()) as model_port,
+        running_up(root, policy_file, {"HOOKBUS_TOKENS": fleet.TOKENS}) as up,
+    ):
+        yield Gemini(ns, up, fake, model_port, root)
+
+
+def results(gemini: Gemini) -> list[str]:
+    return [json.dumps(response["response"]) for response in gemini.fake.function_responses()]
+
+
+def test_curl_after_reading_env_is_denied_naming_the_fact_and_runs_in_a_fresh_session(gemini: Gemini) -> None:
+    folder = gemini.project("--events", "BeforeTool", "AfterTool")
+    (folder / ".env").write_text("API_KEY=not-a-real-key\n")
+    gemini.run(folder, "read the env file, then call the service", shell("cat .env"), shell(CURL))
+    first, second = results(gemini)
+    assert "API_KEY" in first
+    assert "session facts: private_data" in second and "Rule of Two" in second
+    assert not (folder / "curled.txt").exists()
+
+    fresh = gemini.project("--events", "BeforeTool", "AfterTool")
+    gemini.run(fresh, "call the service", shell(CURL))
+    assert (fresh / "curled.txt").exists()
+
+
+def test_a_budget_denies_the_call_past_its_limit(gemini: Gemini) -> None:
+    folder = gemini.project("--events", "BeforeTool", "AfterTool")
+    gemini.run(folder, "make three files", *(shell(f"touch budget{n}.txt") for n in (1, 2, 3)))
+    assert (folder / "budget1.txt").exists() and (folder / "budget2.txt").exists()
+    assert not (folder / "budget3.txt").exists()
+    assert "two budget files per session (budgeted: 2 of 2)" in results(gemini)[-1]
