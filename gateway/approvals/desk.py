@@ -169,7 +169,7 @@ class ApprovalDesk:
             return output, Decision.ALLOW, None
         keep_ms = int(settings.keep_seconds * 1000)
         try:
-            approval.trail = await self._trail(approval.partition, session_id)
+            approval.trail = await self._trail(approval.partition, request.tenant, session_id)
             opened = await self.store.open(
                 approval, call_digest(session_id, hook_input), approval.rule, settings.max_pending, keep_ms
             )
@@ -387,8 +387,9 @@ class ApprovalDesk:
         record = answer_record(approval, event_id, *answer, note, redactor, hook_input)
         await self.gateway.log_record(record)  # in the session's partition, linked into its chain
 
-    async def _trail(self, partition: int, session_id: str) -> list[dict[str, Any]]:
-        """The session's last events from the newest records of its decision log (bounded)."""
+    async def _trail(self, partition: int, tenant: str, session_id: str) -> list[dict[str, Any]]:
+        """The session's last events from the newest records of its decision log (bounded; the
+        tenant's own: another tenant's session may have the same id)."""
         with redis_errors(self.gateway.redis_url):
             entries = await self.gateway.redis.xrevrange(self.keys.decision_log(partition), count=TRAIL_SCAN)
         trail: list[dict[str, Any]] = []
@@ -397,7 +398,7 @@ class ApprovalDesk:
                 record = LogRecord.decode(fields)
             except ProtocolError:  # an unreadable record is left out of the trail
                 record = None
-            if record is not None and record.session_id == session_id:
+            if record is not None and record.session_id == session_id and record.tenant == tenant:
                 trail.append(_summary(record))
                 if len(trail) >= TRAIL_EVENTS:
                     break

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from typing import Any
 
 import pytest
 
-from tests.conftest import assert_error, async_wait_for
+from tests.conftest import assert_error, async_wait_for, pre_tool_use
 from tests.gateway.approvals.helpers import (
     ADMIN,
     AGENT_A,
@@ -113,3 +114,19 @@ async def test_the_two_person_rule_needs_two_different_approvers(platform: Calla
         assert (await answer(p, approval["id"], "approve", headers=APPROVER_A2)).status_code == 200
         decision, reason = decision_of(await held)
         assert decision == "allow" and reason.count("approver") == 2
+
+
+async def test_the_trail_shows_the_sessions_own_events_never_another_tenants(platform: Callable[..., Any]) -> None:
+    async with platform_with(platform) as p:
+        await p.post(pre_tool_use("ls beta-secret-plans", "s-same"), headers=AGENT_B)  # beta, same session id
+        await p.post(pre_tool_use("ls acme-notes", "s-same"), headers=AGENT_A)
+        await async_wait_for(lambda: _logged(p, 2), timeout_s=10)
+        async with asking(p, session="s-same"):
+            [approval] = await pending(p)
+            shown = json.dumps(approval["trail"])
+            assert "acme-notes" in shown and "beta-secret-plans" not in shown
+
+
+async def _logged(p: Any, count: int) -> bool:
+    response = await p.client.get(f"{p.url}/v1/audit/events", headers=ADMIN)
+    return len([line for line in response.text.splitlines() if line.strip()]) >= count
