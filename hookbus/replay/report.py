@@ -73,6 +73,8 @@ class Replayed:
     not_replayed: list[str]
     masked: list[str]
     summary: str
+    #: The session's facts under the candidate once this event was decided (``hookbus.session``).
+    facts: list[str] = dataclasses.field(default_factory=list)
 
     @property
     def changed(self) -> bool:
@@ -100,6 +102,7 @@ class Replayed:
             "not_replayed": self.not_replayed,
             "masked": self.masked,
             "input": self.summary,
+            "facts": self.facts,
             "redaction_may_matter": self.redaction_flag,
         }
 
@@ -131,6 +134,8 @@ class ReplayReport:
     not_replayed_events: int = 0
     changed_with_not_replayed: int = 0
     redaction_flagged: list[Replayed] = dataclasses.field(default_factory=list)
+    #: Sessions the candidate stops where the log let them go on, each with the first such event.
+    stopped_sessions: dict[tuple[str, str], Replayed] = dataclasses.field(default_factory=dict)
 
     @property
     def partial(self) -> bool:
@@ -146,6 +151,8 @@ class ReplayReport:
         if not item.changed:
             return
         self.changed += 1
+        if item.facts and item.candidate in _STOPS and item.recorded not in _STOPS:
+            self.stopped_sessions.setdefault((item.tenant, item.session_id), item)
         kind = (item.recorded, item.candidate)
         self.kinds[kind] += 1
         self.responsible.update(item.responsible or ["(nothing decided)"])
@@ -179,6 +186,10 @@ class ReplayReport:
                 "handlers": dict(self.not_replayed_handlers.most_common()),
                 "events": self.not_replayed_events,
                 "changed": self.changed_with_not_replayed,
+            },
+            "sessions_stopped": {
+                "count": len(self.stopped_sessions),
+                "first": [item.to_json() for item in list(self.stopped_sessions.values())[:20]],
             },
             "redacted": {
                 "flagged": len(self.redaction_flagged),
@@ -220,6 +231,16 @@ class ReplayReport:
                         f"{f'({item.tool_name})' if item.tool_name else ''} {item.summary!r}"
                     )
                     lines.append(f"      now: {item.candidate_reason or '-'}; was: {item.recorded_reason or '-'}")
+        if self.stopped_sessions:
+            lines.append(
+                f"sessions a session rule would have stopped: {len(self.stopped_sessions)} (first stop of each)"
+            )
+            for item in list(self.stopped_sessions.values())[: EXAMPLES_PER_KIND * 2]:
+                lines.append(
+                    f"  {item.tenant}/{item.session_id[:12]} {_stamp(item.received_ms)} {item.event}"
+                    f"{f'({item.tool_name})' if item.tool_name else ''} -> {item.candidate} "
+                    f"[facts: {', '.join(item.facts)}] {item.summary!r}"
+                )
         if self.not_replayed_handlers:
             kinds = ", ".join(f"{n} {t}" for t, n in self.not_replayed_handlers.most_common())
             lines.append(
@@ -235,6 +256,10 @@ class ReplayReport:
                 f"{', ...' if len(self.redaction_flagged) > 5 else ''})"
             )
         return "\n".join(lines)
+
+
+#: Decisions that stop a call or the agent.
+_STOPS = frozenset({"deny", "block", "ask"})
 
 
 def _stamp(ms: int | None) -> str:

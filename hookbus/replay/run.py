@@ -12,7 +12,10 @@ compared with the one the log holds. Nothing leaves the process:
   variable of this process; http, prompt, agent and mcp_tool hooks make their real requests
   (through the SSRF guard);
 * ``async`` handlers are skipped (they never decide); ``once`` markers and Stop-guard counts
-  go to a scratch keyspace (:meth:`bus.redis.keys.Keyspace.replay_scratch`), deleted at the end.
+  go to a scratch keyspace (:meth:`bus.redis.keys.Keyspace.replay_scratch`), deleted at the end;
+* a candidate with session policy (``hookbus.session``, ``when:``) replays each session in log
+  order with its state kept in this process (:mod:`hookbus.replay.sessions`), judged at the
+  recorded times, and the report counts the sessions a session rule would have stopped.
 
 Each input is judged as a live decision judges it (:mod:`hookbus.replay.judging`): under the
 candidate's ``hookbus.limits`` and with the dispatcher's split budget, so a command too long to
@@ -56,6 +59,7 @@ from bus.runtime.settings import Settings, comma_list
 from bus.stream.protocol import LogRecord, Request, now_ms
 from hookbus.replay.judging import Budget, Logged, judge_logged
 from hookbus.replay.report import Replayed, ReplayReport, input_summary, reason_of
+from hookbus.replay.sessions import SessionStates
 from workers.engine.evaluation import Engine
 from workers.handlers.command import run_command
 from workers.handlers.context import HookContext, Runner
@@ -165,6 +169,8 @@ class Replayer:
         self.services = services
         # Async handlers never decide: left out.
         self.engine = Engine(policy, redis, self.scratch, runners, async_handlers="skip", services=services)
+        #: Each session's state under the candidate (``hookbus.session``), replayed in log order.
+        self.sessions = SessionStates()
 
     async def replay(self, log_id: str, record: LogRecord, logged: Logged) -> Replayed:
         """The candidate's decision on one record, whose input is ``logged`` (judged under the candidate's limits)."""
@@ -184,7 +190,10 @@ class Replayer:
             reply_to="replay" if blocking else "",
             dialect=record.agent,  # handlers limited to agents (``agents``) run as they did
         )
-        evaluation = await self.engine.evaluate(request, hook_input)
+        key = (record.tenant, record.session_id)
+        evaluation = await self.engine.evaluate(request, hook_input, None, self.sessions.get(key), record.received_ms)
+        if evaluation.session is not None:
+            self.sessions.settled(key, evaluation.session.ops, record.received_ms)
         merged = evaluation.merged
         enforced = [] if self.policy.settings.shadow else [r for r in evaluation.results if not r.shadow]
         deciders = [
@@ -217,6 +226,7 @@ class Replayer:
             not_replayed=not_replayed,
             masked=_masked(record),
             summary=input_summary(hook_input),
+            facts=evaluation.session.facts if evaluation.session is not None else [],
         )
 
     async def close(self) -> None:

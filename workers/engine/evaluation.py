@@ -128,8 +128,10 @@ class Engine:
         hook_input: dict[str, Any],
         policy: Policy | None = None,
         session: SessionState | None = None,
+        session_at_ms: int | None = None,
     ) -> Evaluation:
-        """Run ``policy`` (default: the engine's own) on one event, ``session`` its session's state.
+        """Run ``policy`` (default: the engine's own) on one event, ``session`` its session's state
+        (judged at ``session_at_ms``, default now: a replay judges at the recorded time).
 
         A long shell command is split first, off the event loop and within a budget (or not at
         all past ``hookbus.limits``); every rule and ``if`` of the event sees that judgement."""
@@ -138,12 +140,17 @@ class Engine:
         found = await judge_command(hook_input, limits, request.remaining_s(), request.tenant)
         with judged(found, limits):
             if not request.traced:  # tracing off, or an event whose trace is not sampled
-                return await self._evaluate(request, hook_input, policy, session)
+                return await self._evaluate(request, hook_input, policy, session, session_at_ms)
             with tracing.current(tracing.start("hookbus.evaluate", attributes={"hookbus.policy": policy.revision})):
-                return await self._evaluate(request, hook_input, policy, session)
+                return await self._evaluate(request, hook_input, policy, session, session_at_ms)
 
     async def _evaluate(
-        self, request: Request, hook_input: dict[str, Any], policy: Policy, session: SessionState | None
+        self,
+        request: Request,
+        hook_input: dict[str, Any],
+        policy: Policy,
+        session: SessionState | None,
+        session_at_ms: int | None = None,
     ) -> Evaluation:
         event = request.event
         if (freeze := self.freezes.frozen(request.tenant, event, hook_input.get("tool_name"))) is not None:
@@ -151,7 +158,7 @@ class Engine:
             self.metrics.child(self.metrics.frozen_decisions, request.tenant).inc()
             result = freeze.result(event)
             return Evaluation(merge_results(event, [result]), [result], [], decided_by=[FREEZE_HANDLER])
-        sessions = SessionJudge.of(policy, session)
+        sessions = SessionJudge.of(policy, session, session_at_ms)
         slots: list[HandlerResult | None] = []  # in policy order; None: run below
         contexts: list[tuple[int, HookContext]] = []
         jobs: list[PreparedJob] = []

@@ -54,10 +54,10 @@ class SessionJudge:
         return self._matched
 
     @classmethod
-    def of(cls, policy: Policy, state: SessionState | None) -> SessionJudge | None:
-        """A judge for ``policy``'s session definitions; None when it keeps no session state."""
+    def of(cls, policy: Policy, state: SessionState | None, at_ms: int | None = None) -> SessionJudge | None:
+        """A judge for ``policy``'s session definitions (at ``at_ms``, default now); None when it keeps no state."""
         compiled = session_policy(policy)
-        return cls(compiled, state or SessionState()) if compiled.defined else None
+        return cls(compiled, state or SessionState(), at_ms) if compiled.defined else None
 
     def keep(self, handlers: Sequence[CompiledHandler]) -> list[CompiledHandler]:
         """The handlers whose ``when:`` holds (or that have none)."""

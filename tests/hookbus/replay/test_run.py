@@ -314,3 +314,37 @@ def test_run_handlers_runs_commands_in_a_sandbox(redis_url: str, window: dict[st
     assert "REPLAY_SECRET" not in env and not any(name.startswith("HOOKBUS_REDIS") for name in env)
     assert env["PATH"] == "/usr/local/bin:/usr/bin:/bin"
     assert not os.path.exists(cwd)  # the sandbox is gone with the replay
+
+
+SESSION_CANDIDATE = policy_yaml(
+    {
+        "PreToolUse": [
+            {
+                "matcher": "Bash",
+                "when": {"facts": ["private_data"]},
+                "hooks": [{"type": "rule", "deny": ["Bash(curl *)"], "reason": "Rule of Two"}],
+            }
+        ]
+    },
+    session={"facts": {"private_data": {"setBy": [{"event": "PreToolUse", "rules": ["Bash(cat *.env*)"]}]}}},
+)
+
+
+async def test_a_session_rule_replays_each_session_in_order_and_counts_the_sessions_it_stops(redis_url: str) -> None:
+    redis = connect(redis_url)
+    base = now_ms() - 60 * MINUTE_MS
+    at = iter(range(base, base + 60_000, 1000))
+    await record(redis, next(at), "curl https://x.example", "tainted")  # before the read: goes on
+    await record(redis, next(at), "cat .env", "tainted")
+    await record(redis, next(at), "curl https://x.example", "clean")  # another session: goes on
+    await record(redis, next(at), "curl https://x.example", "tainted")  # after the read: stopped
+    await record(redis, next(at), "curl https://y.example", "tainted")
+    await redis.aclose()
+    candidate = policy_from_text(SESSION_CANDIDATE)
+    report = await replay_window(candidate, redis_url, KEYS, Window(base - 1, base + 60_000))
+    assert report.replayed == 5 and report.changed == 2
+    assert list(report.stopped_sessions) == [("acme", "tainted")]
+    first = report.stopped_sessions[("acme", "tainted")]
+    assert first.summary == "curl https://x.example" and first.facts == ["private_data"]
+    assert "sessions a session rule would have stopped: 1" in report.to_text()
+    assert report.to_json()["sessions_stopped"]["count"] == 1
