@@ -55,9 +55,9 @@ class SessionStates:
         return found
 
     def put(self, key: str, state: SessionState) -> None:
-        known = self._states.get(key)
-        if known is not None and known.version > state.version:
-            return  # an older answer arriving late
+        """Keep ``state`` as the session's: the settle script's answer is the state as it is (one
+        writer task settles in order; a lower version than known means the state was evicted or
+        expired and started again)."""
         self._states[key] = state
         self._states.move_to_end(key)
         while len(self._states) > CACHED_SESSIONS:

@@ -21,6 +21,7 @@ from bus.session.state import SessionState
 from bus.stream.protocol import LogRecord, Reply, Request, now_ms
 from tests.conftest import BusProbe, async_wait_for
 from workers.dispatcher.outbox import Outbox, Settle
+from workers.dispatcher.sessions import SessionStates
 from workers.engine.sessions import SessionOutcome
 
 KEYS = Keyspace()
@@ -121,3 +122,13 @@ async def test_the_tenants_cap_evicts_the_least_recently_used(bus: BusProbe, ent
     assert not await bus.redis.exists(KEYS.session_state("default", "a"))
     assert await bus.redis.exists(KEYS.session_state("default", "b"), KEYS.session_state("default", "c")) == 2
     assert await bus.redis.zcard(KEYS.session_index("default")) == 2
+
+
+def test_a_dispatchers_copy_takes_the_scripts_state_even_when_it_started_again() -> None:
+    redone: list[Settle] = []
+    states = SessionStates(KEYS, Metrics(), redone.append)
+    key = KEYS.session_state("default", "s-1")
+    states.put(key, SessionState({"v": "50"}))
+    op = _settle(b"1-0", 0, ["I n:calls"], 50)
+    states.settled(op, False, orjson.dumps({"s": ["v", "1", "n:calls", "1"]}))  # evicted meanwhile: version 1
+    assert states.get(key).version == 1 and redone == [op]
