@@ -24,6 +24,7 @@ from typing import Any, Final, Protocol
 from bus.dialects.mcpnames import tool_name_readings
 from bus.hooks.decisions import Decision
 from bus.hooks.results import HandlerResult, Outcome
+from bus.policy import verdictcache
 from bus.rules.paths import PathRules, agent_home
 from bus.rules.permissions import (
     EDIT_TOOLS,
@@ -37,6 +38,7 @@ from bus.rules.permissions import (
     paths_too_long,
     rule_applies,
     rule_matches,
+    rule_param,
 )
 from bus.rules.shellread import ShellRead, read_shell
 from bus.rules.shellrules import FLOATS_ANY, FLOATS_OPTION, shell_regex, shell_start, unreadable_code_unjudged
@@ -82,13 +84,15 @@ class ToolRules:
 TOOLS_PER_LIST: Final = 256
 
 
-@dataclasses.dataclass(frozen=True)
+@dataclasses.dataclass(frozen=True, eq=False)  # one list is itself only: its verdicts are kept by identity
 class RuleList:
     """One verdict's rules, with a compiled fast path per tool."""
 
     verdict: RuleKind
     rules: tuple[Rule, ...]
     tools: dict[str, ToolRules]
+    #: The parameters its rules may name (``Bash(timeout:...)``): what a call's kept verdict depends on.
+    params: tuple[str, ...] = ()
 
     def first_match(
         self,
@@ -249,7 +253,8 @@ def _compile(verdict: RuleKind, texts: tuple[str, ...]) -> RuleList:
         applicable = tuple(item for item in rules if rule_applies(item[1], tool, verdict))
         compile_tool = _shell_rules if tool in SHELL_TOOLS else _path_rules
         tools[tool] = compile_tool(verdict, applicable, tool) or ToolRules(applicable)
-    return RuleList(verdict, rules, tools)
+    params = tuple(sorted({name for _, rule, _ in rules if (name := rule_param(rule)) is not None}))
+    return RuleList(verdict, rules, tools, params)
 
 
 class RuleLists(Protocol):
@@ -298,18 +303,37 @@ def _verdict_and_read(
         cwd = None
     home = agent_home(hook_input)
     others = tool_name_readings(hook_input)
+    key = None if others else verdictcache.call_key(lists, tool_name, tool_input, cwd, home, shell)
+    found = verdictcache.kept(key) if key is not None else None
+    if found is not None:
+        return found[0], shell
+    verdict = _first_verdict(lists, tool_name, tool_input, cwd, home, shell, others)
+    if key is not None:
+        verdictcache.keep(key, verdict)
+    return verdict, shell
+
+
+def _first_verdict(
+    lists: tuple[RuleList, ...],
+    tool_name: str,
+    tool_input: dict[str, Any],
+    cwd: str | None,
+    home: str | None,
+    shell: ShellRead | None,
+    others: tuple[str, ...],
+) -> tuple[str, str] | None:
     for rule_list in lists:
         found = rule_list.first_match(tool_name, tool_input, cwd, home, shell)
         if others and rule_list.verdict == "allow":
             if found is not None and all(rule_list.first_match(n, tool_input, cwd, home) for n in others):
-                return (rule_list.verdict, found), shell
+                return rule_list.verdict, found
             continue
         readings = iter(others)
         while found is None and (name := next(readings, None)) is not None:
             found = rule_list.first_match(name, tool_input, cwd, home)
         if found is not None:
-            return (rule_list.verdict, found), shell
-    return None, shell
+            return rule_list.verdict, found
+    return None
 
 
 def evaluate_rules(handler: RuleLists, hook_input: dict[str, Any]) -> tuple[str, str] | None:

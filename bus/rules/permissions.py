@@ -207,6 +207,13 @@ def path_rule(rule: PermissionRule, tool_name: str, kind: RuleKind) -> bool:
     return not (param and param.group(1) in (_PARAMS.get(tool, frozenset()) | _PARAMS.get(rule_tool, frozenset())))
 
 
+def rule_param(rule: PermissionRule) -> str | None:
+    """The parameter a ``Tool(param:value)`` rule may name (whether it does depends on the tool
+    it is matched for): the only input field besides the command or paths a rule reads."""
+    param = _PARAM_RULE.fullmatch(rule.content) if rule.content is not None else None
+    return param.group(1) if param else None
+
+
 def rule_applies(rule: PermissionRule, tool_name: str, kind: RuleKind) -> bool:
     """Whether ``rule``'s tool part covers ``tool_name`` (else :func:`rule_matches` is ``False``)."""
     tool = _TOOL_ALIASES.get(tool_name, tool_name)
@@ -275,5 +282,6 @@ __all__ = [
     "paths_too_long",
     "rule_applies",
     "rule_matches",
+    "rule_param",
     "split_bash",
 ]

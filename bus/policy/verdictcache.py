@@ -1,0 +1,101 @@
+"""The verdicts of a ``rule`` handler's lists kept per call, for the calls agents repeat.
+
+A fleet's agents send the same calls all day (``git status``, a read of the same file), and each
+of a rule pack's lists matches such a call the same way every time. :func:`call_key` says what
+a shell or file tool's verdict depends on (the lists, the tool, its command or its paths, the
+parameters the lists' rules name, the working directory, the agent's home, ``hookbus.limits``,
+and why the command cannot be judged for this event, if so); the verdict for a key is worked
+out once (:mod:`bus.policy.rulelists`) and kept among the most recent :data:`VERDICTS_KEPT`.
+Calls of other tools, MCP tools read several ways, and long inputs are judged afresh each time.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Hashable, Mapping, Sequence
+from typing import Any, Final, Protocol
+
+from bus.rules.bashsplit import CACHED_COMMAND_CHARS
+from bus.rules.limits import Limits, current_limits
+from bus.rules.permissions import EDIT_TOOLS, READ_TOOLS, SHELL_TOOLS, call_paths
+from bus.rules.shellread import ShellRead
+
+#: Calls whose verdicts are kept, per process (each key holds at most a few KiB of text).
+VERDICTS_KEPT: Final = 4096
+
+Verdict = tuple[str, str] | None
+Key = tuple[Hashable, ...]
+
+#: Key -> the verdict, and the limits it was worked out under (kept alive: the key holds its ``id``).
+_KEPT: Final[dict[Key, tuple[Verdict, Limits]]] = {}
+_COUNTS: Final = {"hits": 0, "misses": 0}
+
+
+class Listed(Protocol):
+    """A rule list, as far as its key goes."""
+
+    @property
+    def params(self) -> tuple[str, ...]: ...
+
+
+def call_key(
+    lists: Sequence[Listed],
+    tool_name: str,
+    tool_input: Mapping[str, Any],
+    cwd: str | None,
+    home: str | None,
+    shell: ShellRead | None,
+) -> Key | None:
+    """What the verdict of ``lists`` on this call depends on, or ``None`` when it is not kept
+    (the lists by identity: a list compiled once is itself only)."""
+    if cwd is not None and len(cwd) > CACHED_COMMAND_CHARS:
+        return None
+    if tool_name in SHELL_TOOLS:
+        command = tool_input.get("command")
+        if shell is None or not isinstance(command, str) or len(command) > CACHED_COMMAND_CHARS:
+            return None
+        subject: Hashable = (command, shell.unjudged)
+    elif tool_name in EDIT_TOOLS or tool_name in READ_TOOLS:
+        paths = call_paths(tool_name, tool_input, cwd)
+        if sum(map(len, paths)) > CACHED_COMMAND_CHARS:
+            return None
+        subject = tuple(paths)
+    else:
+        return None
+    # The limits by identity: hashing the model costs more than the rest of the key.
+    key: Key = (tuple(lists), tool_name, subject, cwd, home, id(current_limits()))
+    for rule_list in lists:
+        if rule_list.params:  # ``Bash(timeout:...)``: the parameters the rules name
+            key += tuple(tool_input.get(name) for name in rule_list.params)
+    return key
+
+
+def kept(key: Key) -> tuple[Verdict] | None:
+    """The verdict kept for ``key`` (in a 1-tuple), or ``None`` when none is (or the key holds a
+    parameter that is a list or an object, which is never kept)."""
+    try:
+        found = _KEPT.get(key)
+    except TypeError:
+        return None
+    if found is None:
+        _COUNTS["misses"] += 1
+        return None
+    _COUNTS["hits"] += 1
+    return (found[0],)
+
+
+def keep(key: Key, verdict: Verdict) -> None:
+    """Keep ``verdict`` for ``key``, dropping the oldest kept past :data:`VERDICTS_KEPT`."""
+    try:
+        _KEPT[key] = (verdict, current_limits())
+    except TypeError:
+        return
+    if len(_KEPT) > VERDICTS_KEPT:
+        _KEPT.pop(next(iter(_KEPT), None), None)  # type: ignore[arg-type]
+
+
+def kept_info() -> tuple[int, int, int]:
+    """Hits, misses and how many verdicts are kept."""
+    return _COUNTS["hits"], _COUNTS["misses"], len(_KEPT)
+
+
+__all__ = ["VERDICTS_KEPT", "Key", "Listed", "Verdict", "call_key", "keep", "kept", "kept_info"]
