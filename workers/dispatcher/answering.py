@@ -245,7 +245,7 @@ class Dispatcher:
     async def _handle(self, stream: str, entry_id: bytes, request: Request, attempt: int = 0) -> None:
         """:meth:`handle` of a decoded entry; ``attempt``: times it was decided on an older session state."""
         span = self.traces.read(stream, entry_id, request) if tracing.on and not attempt else None
-        partition, state_key = self.work.partition[stream], ""
+        partition, state_key, went_ahead = self.work.partition[stream], "", None
         evaluation: Evaluation | None = None
         hook_input: dict[str, Any] | None = None
         reply: Reply | None = None
@@ -264,6 +264,7 @@ class Dispatcher:
             if not request.fail_open:  # it waited in the stream past its deadline (not spooled in an outage)
                 self.metrics.child(self.metrics.timeouts, "queue_wait").inc()
             await self.engine.restore_context(request)  # what its append took waits for the next turn
+            state_key, went_ahead = await self.sessions.went_ahead(request, partition, self.registry.resolve)
         else:
             try:
                 hook_input = request.hook_input()
@@ -328,7 +329,7 @@ class Dispatcher:
         else:
             outcome = RecordOutcome.DECIDED
         answering: asyncio.Task[bool] | None = None
-        session = evaluation.session if evaluation is not None and state_key else None
+        session = evaluation.session if evaluation is not None and state_key else went_ahead
         if (
             outcome is RecordOutcome.DECIDED
             and reply is not None

@@ -14,18 +14,20 @@ from __future__ import annotations
 
 import collections
 import logging
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import Final
 
 import orjson
 
+from bus.hooks.decisions import Decision
+from bus.policy.loading import Policy
 from bus.redis.keys import Keyspace
 from bus.runtime.metrics import Metrics
 from bus.runtime.sessionmetrics import session_families
 from bus.session.state import SessionState
 from bus.stream.protocol import Request
 from workers.dispatcher.outbox import Settle
-from workers.engine.sessions import SessionOutcome
+from workers.engine.sessions import SessionJudge, SessionOutcome
 
 logger = logging.getLogger("hookbus.dispatcher")
 
@@ -71,6 +73,24 @@ class SessionStates:
             logger.warning("event %s decided %d times on a changing session: settled as is", request.event_id, attempt)
             outcome.expected = None
         return outcome, key, self.keys.session_index(request.tenant, partition)
+
+    async def went_ahead(
+        self, request: Request, partition: int, resolve: Callable[[str, str], Awaitable[Policy]]
+    ) -> tuple[str, SessionOutcome | None]:
+        """What a blocking event the gateway answered fail-open (never evaluated: it waited past its
+        deadline, or came in an outage) does to its session: its call went ahead. ``("", None)``
+        when its policy keeps no session state, or its input or policy cannot be read."""
+        try:
+            hook_input = request.hook_input()
+            policy = await resolve(request.tenant, request.policy)
+        except Exception as exc:  # the record is still written; only the state misses this event
+            logger.warning("the session state misses %s, which was never evaluated: %s", request.event_id, exc)
+            return "", None
+        judge = SessionJudge.of(policy, None)
+        if judge is None:
+            return "", None
+        key = self.key_of(request, str(hook_input.get("session_id", "")), partition)
+        return key, judge.outcome(request.event, hook_input, Decision.NONE)
 
     def settled(self, op: Settle, written: bool, raw: bytes) -> None:
         """The settle script's answer for ``op``'s session: keep the state; if it was not written, decide again."""

@@ -9,9 +9,12 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import orjson
+
 from bus.redis.keys import Keyspace
 from bus.runtime.sessionmetrics import session_families
-from tests.conftest import BusProbe, logged, pre_tool_use
+from bus.stream.protocol import Request, now_ms
+from tests.conftest import BusProbe, async_wait_for, logged, pre_tool_use
 
 RULE_OF_TWO = (Path(__file__).parents[3] / "examples" / "rule-of-two.yaml").read_text()
 
@@ -72,3 +75,17 @@ async def test_parallel_calls_cannot_both_take_the_last_unit(platform: Callable[
         other = await p.post(pre_tool_use("deploy 1", "another"))
         assert decision(other) == (None, "")
     assert session_families(p.metrics).conflicts._value.get() >= 1
+
+
+async def test_a_call_answered_fail_open_before_it_was_evaluated_still_counts(
+    platform: Callable[..., Any], bus: BusProbe
+) -> None:
+    async with platform(BUDGET) as p:
+        late = Request("evt-late", "PreToolUse", "default", orjson.dumps(pre_tool_use("deploy x", "late")), now_ms())
+        late.deadline_ms, late.reply_to = now_ms() - 1000, "hookbus:reply:gone"  # waited past its deadline
+        await bus.redis.xadd(bus.keys.blocking_stream(), late.encode())  # type: ignore[arg-type]
+        record = await async_wait_for(lambda: bus.record("evt-late"), timeout_s=5)
+        assert (record.outcome, record.fail_open) == ("fail-open", "timeout")
+        first = await p.post(pre_tool_use("deploy y", "late"))  # the second unit: allowed
+        second = await p.post(pre_tool_use("deploy z", "late"))  # the fail-open call took the first
+        assert decision(first) == (None, "") and decision(second)[0] == "deny"
