@@ -56,6 +56,11 @@ def fixed_keys(keys: Keyspace) -> set[str]:
         keys.arq_queue,
         keys.dispatchers,
         keys.layout,
+        keys.approvals_opened,  # capped (MAXLEN)
+        keys.approval_tenants,  # one member per tenant
+        # One hash-chain head and one stream of signed checkpoints per partition.
+        *(keys.decision_chain(p) for p in keys.all_partitions),
+        *(keys.chain_checkpoints(p) for p in keys.all_partitions),
     }
 
 
