@@ -2,8 +2,10 @@
 
 An edit must not smuggle in what the policy denies: the edited call goes through every
 ``rule`` handler that would run on it (its ``agents``, group matcher and ``if``), and the
-first ``deny`` rule it meets refuses the edit. (``command``, ``http`` and the other handler
-types are not run again here; an ``ask`` it meets is what the approver is answering.)
+first ``deny`` rule it meets refuses the edit. A blocking handler of another type (``command``,
+``http``, ``prompt``, ...) that would run on the edited call cannot be run again here, so an
+edit it would judge is refused too: what cannot be judged is never allowed. (An ``ask`` a rule
+meets is what the approver is answering.)
 """
 
 from __future__ import annotations
@@ -29,7 +31,12 @@ def edit_refusal(policy: Policy, hook_input: dict[str, Any], edited: Any, agent:
     event = str(call.get("hook_event_name", "PreToolUse"))
     for handler in compiled(policy).select(event, call, agent):
         if handler.rules is None:
-            continue
+            if handler.run_async:
+                continue  # runs after the call; it cannot deny it
+            return (
+                f"the edited input cannot be checked here: a {handler.handler_type} handler would judge it"
+                " (approve it unedited, or deny it)"
+            )
         found = first_verdict(handler.rules, call)
         if found is not None and found[0] == "deny":
             return f"the policy denies the edited input (rule {found[1]})"
