@@ -33,9 +33,12 @@ def queued_ask(
     decision: str,
     decided_by: Iterable[str],
     reason: str | None,
+    matched: Mapping[str, str] | None = None,
 ) -> dict[str, str] | None:
     """``{"rule", "reason"}`` when ``event``'s ``ask`` came from a handler marked ``approval: true``
-    (``entries``: the event's handlers), else None (the ask goes to the agent as always)."""
+    (``entries``: the event's handlers), else None (the ask goes to the agent as always); with
+    ``"matched"``, the permission rule that asked, when ``matched`` (handler id to the rule text
+    its verdict came from) has one for the marked handler."""
     if not settings.enabled or decision != Decision.ASK or event not in settings.events:
         return None
     deciders = set(decided_by)
@@ -43,7 +46,16 @@ def queued_ask(
     if not marked:
         return None
     text = reason or "hookbus policy asks a person to approve this"
-    return {"rule": rule_key(marked[0].handler_id, text), "reason": text}
+    queued = {"rule": rule_key(marked[0].handler_id, text), "reason": text}
+    rule_text = next((matched[e.handler_id] for e in marked if matched and e.handler_id in matched), None)
+    return queued if rule_text is None else {**queued, "matched": rule_text}
+
+
+def approvers_needed(settings: ApprovalsSettings, approval: Mapping[str, str]) -> int:
+    """2 when ``twoPerson`` names the ask (``approval``: :func:`queued_ask`'s): an entry equal to
+    the permission rule that asked (``Bash(git push *)``) or contained in the ask's reason; else 1."""
+    matched, reason = approval.get("matched"), approval.get("reason", "")
+    return 2 if any(entry == matched or entry in reason for entry in settings.two_person) else 1
 
 
 def applies(settings: ApprovalsSettings, tenant: str, agent: str, event: str, headless: bool, asks: bool) -> bool:
@@ -91,4 +103,4 @@ def call_digest(session_id: str, hook_input: Mapping[str, Any]) -> str:
     return hashlib.sha256(orjson.dumps(call, option=orjson.OPT_SORT_KEYS)).hexdigest()[:32]
 
 
-__all__ = ["always_rule", "applies", "approved_always", "call_digest", "queued_ask", "rule_key"]
+__all__ = ["always_rule", "applies", "approved_always", "approvers_needed", "call_digest", "queued_ask", "rule_key"]

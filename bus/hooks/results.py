@@ -53,6 +53,8 @@ class HandlerResult:
     #: ``(decision, reason)`` of this result merged alone, when its runner knows them (a rule's
     #: verdict): an event that only this result answers then needs no merge.
     decided: tuple[str, str | None] | None = None
+    #: The permission rule a ``rule`` handler's verdict came from (its text, ``Bash(git push *)``).
+    rule: str | None = None
 
     @property
     def failed(self) -> bool:

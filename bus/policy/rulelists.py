@@ -384,7 +384,9 @@ def decide_rules(
     verdict, rule = found
     text = _reason_text(verdict, rule, reason, shell.unjudged if shell is not None else None)
     output = _output(event, verdict, text)
-    return HandlerResult(Outcome.OK, output=output, handler_type="rule", decided=_decided(event, verdict, text))
+    return HandlerResult(
+        Outcome.OK, output=output, handler_type="rule", decided=_decided(event, verdict, text), rule=rule
+    )
 
 
 def _decided(event: str, verdict: str, text: str) -> tuple[str, str | None] | None:

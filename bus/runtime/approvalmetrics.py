@@ -14,6 +14,8 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
 #: How an ask for a person ended (:class:`bus.approvals.approval.Outcome`).
 APPROVAL_OUTCOMES: Final = ("approved", "denied", "expired", "overflow", "session", "always")
+#: How a webhook notice of a new approval ended (``failed``: dropped after every try).
+NOTICE_OUTCOMES: Final = ("sent", "failed")
 #: A person's answer takes seconds to hours.
 APPROVAL_WAIT_BUCKETS: Final = (1.0, 5.0, 15.0, 30.0, 60.0, 120.0, 300.0, 600.0, 1800.0, 3600.0, 14400.0, 86400.0)
 
@@ -25,6 +27,8 @@ class ApprovalFamilies:
     total: Counter
     pending: Gauge
     wait: Histogram
+    #: Webhook notices of new approvals, by whether the receiver took one (``failed``: after every try).
+    notices: Counter
 
     @classmethod
     def register(cls, registry: CollectorRegistry) -> ApprovalFamilies:
@@ -45,7 +49,15 @@ class ApprovalFamilies:
                 buckets=APPROVAL_WAIT_BUCKETS,
                 registry=registry,
             ),
+            notices=Counter(
+                "hookbus_approval_notices_total",
+                "Webhook notices of new approvals, by whether the receiver took them",
+                ["outcome"],
+                registry=registry,
+            ),
         )
+        for notice in NOTICE_OUTCOMES:
+            families.notices.labels(notice)
         for outcome in APPROVAL_OUTCOMES:
             families.total.labels(outcome)
             families.wait.labels(outcome)

@@ -36,7 +36,7 @@ from bus.approvals.approval import (
     timeout_output,
     verdict_output,
 )
-from bus.approvals.asking import applies, approved_always, call_digest
+from bus.approvals.asking import applies, approved_always, approvers_needed, call_digest
 from bus.approvals.store import ApprovalStore
 from bus.dialects.base import Dialect, Support
 from bus.errors import BusUnavailable, ProtocolError
@@ -45,7 +45,7 @@ from bus.policy.approvals import ApprovalsSettings
 from bus.redaction.redact import redactor_for
 from bus.redis.connection import redis_errors
 from bus.stream.protocol import LogRecord, Reply, Request, now_ms, payload_json
-from gateway.approvals.records import answer_record, approval_note
+from gateway.approvals.records import answer_record, approval_note, unstored_note
 
 logger = logging.getLogger("hookbus.gateway")
 
@@ -156,7 +156,7 @@ class ApprovalDesk:
             created_ms=created,
             deadline_ms=created + int(settings.timeout_seconds * 1000),
             on_timeout=settings.on_timeout,
-            need=2 if any(rule in reply.approval.get("reason", "") for rule in settings.two_person) else 1,
+            need=approvers_needed(settings, reply.approval),
             partition=self.keys.partition_of(session_id),
             cwd=str(hook_input.get("cwd") or ""),
         )
@@ -164,7 +164,7 @@ class ApprovalDesk:
             self.metrics.settled(Outcome.ALWAYS)
             reason = f"approved always in hookbus policy (rule {rule})"
             output = verdict_output(request.event, Decision.ALLOW, reason)
-            note = approval_note(approval, Outcome.ALWAYS, rule=rule)
+            note = unstored_note(approval, Outcome.ALWAYS, rule=rule)
             await self._record(approval, request.event_id, (output, Decision.ALLOW), note, policy, hook_input)
             return output, Decision.ALLOW, None
         keep_ms = int(settings.keep_seconds * 1000)
@@ -185,17 +185,14 @@ class ApprovalDesk:
         if opened.kind in ("granted", "full"):
             outcome = Outcome.SESSION if opened.kind == "granted" else Outcome.OVERFLOW
             self.metrics.settled(outcome)
-            if outcome is Outcome.SESSION:
-                output, decision = answer_output(
-                    dataclasses.replace(
-                        approval, status=Status.APPROVED, answer={"for": "session", "by": "an earlier answer"}
-                    )
-                )
+            if outcome is Outcome.SESSION:  # no approval of this call exists: the reason names none
+                reason = "approved for this session in hookbus by an earlier answer for the same rule"
+                output, decision = verdict_output(request.event, Decision.ALLOW, reason), Decision.ALLOW
             else:
                 why = f"too many approvals are pending for tenant {request.tenant} (hookbus.approvals.maxPending)"
                 output, decision = timeout_output(request.event, settings.on_timeout, why)
             await self._record(
-                approval, request.event_id, (output, decision), approval_note(approval, outcome), policy, hook_input
+                approval, request.event_id, (output, decision), unstored_note(approval, outcome), policy, hook_input
             )
             return output, decision, None
         if opened.kind == "opened" and settings.webhook is not None:

@@ -40,6 +40,13 @@ def approval_note(approval: Approval, outcome: str, **extra: Any) -> dict[str, A
     return note
 
 
+def unstored_note(approval: Approval, outcome: str, **extra: Any) -> dict[str, Any]:
+    """:func:`approval_note` of an ask answered without storing an approval (``session``: an
+    earlier session grant, ``overflow``: the tenant's queue was full, ``always``: an ``approved``
+    rule): its ``id`` is null, since no approval by that id exists to look up."""
+    return approval_note(approval, outcome, **extra) | {"id": None}
+
+
 def answer_record(
     approval: Approval,
     event_id: str,
@@ -71,4 +78,4 @@ def answer_record(
     return redact_record(redactor, record, hook_input)
 
 
-__all__ = ["answer_record", "approval_note"]
+__all__ = ["answer_record", "approval_note", "unstored_note"]

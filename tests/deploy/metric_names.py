@@ -14,6 +14,7 @@ from typing import Final
 
 DEFINED_METRICS: Final = frozenset(
     {
+        "hookbus_approval_notices_total",  # counter {outcome}: approval webhook notices sent or dropped
         "hookbus_approval_wait_seconds",  # histogram {outcome}: from an ask for a person to its answer
         "hookbus_approvals_pending",  # gauge: approvals waiting for a person
         "hookbus_approvals_total",  # counter {outcome}: asks for a person by how they ended

@@ -206,7 +206,8 @@ class Engine:
         approval = None
         if request.blocking and merged.decision == Decision.ASK:
             approvals, entries = policy.settings.approvals, policy.by_event.get(event, ())
-            approval = queued_ask(approvals, entries, event, merged.decision, decided_by, merged.reason)
+            matched = {result.handler_id: result.rule for result in results if result.rule}
+            approval = queued_ask(approvals, entries, event, merged.decision, decided_by, merged.reason, matched)
         outcome = None if sessions is None else sessions.outcome(event, hook_input, merged.decision)
         return Evaluation(
             merged, results, judgement.shadow, judgement.fail_open, jobs, decided_by, approval, session=outcome

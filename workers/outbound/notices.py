@@ -5,8 +5,9 @@ dispatchers read that stream through one consumer group (``notices``, so each ap
 once) and POST ``{"type": "hookbus.approval.pending", "timestamp", "text", "data"}`` through the
 SSRF guard, with Standard Webhooks headers (``webhook-id`` is the approval's id), signed when
 ``webhookSecret`` names a ``whsec_`` secret. ``text`` is one line a Slack or Teams incoming
-webhook shows as it is. A notice that fails is tried three times, then logged and dropped: the
-approval waits in the queue all the same.
+webhook shows as it is. A notice that fails is tried three times, then logged, counted
+(``hookbus_approval_notices_total{outcome="failed"}``) and dropped: the approval waits in the
+queue all the same.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from bus.errors import BusUnavailable, HookBusError, RedisCommandError
 from bus.policy.loading import Policy
 from bus.redis.connection import redis_errors
 from bus.redis.keys import Keyspace
+from bus.runtime.metrics import Metrics
 from bus.stream.protocol import iso_time, now_ms
 from workers.outbound.client import guarded_request
 from workers.outbound.webhooks import webhook_headers
@@ -73,6 +75,7 @@ class ApprovalNotices:
         policy_of: Any,
         services: Services | None,
         consumer: str,
+        metrics: Metrics | None = None,
     ) -> None:
         """``policy_of(tenant)``: the policy (awaitable) whose ``hookbus.approvals.webhook`` applies."""
         self.redis = redis
@@ -82,6 +85,7 @@ class ApprovalNotices:
         self.policy_of = policy_of
         self.services = services
         self.consumer = consumer
+        self.metrics = metrics
 
     async def run(self, stop: asyncio.Event) -> None:
         stream = self.keys.approvals_opened
@@ -124,13 +128,19 @@ class ApprovalNotices:
                     self.services, policy, "POST", settings.webhook, timeout_s=TIMEOUT_S, content=body, headers=headers
                 )
                 if 200 <= response.status_code < 300:
+                    self._count("sent")
                     return True
                 why = f"HTTP {response.status_code}"
             except HookBusError as exc:  # SSRF guard, timeouts, signing: never sent unsigned
                 why = str(exc)
             logger.warning("approval %s: the webhook did not take the notice (%s)", approval.id, why)
             await asyncio.sleep(0.5 * (attempt + 1))
+        self._count("failed")
         return False
+
+    def _count(self, outcome: str) -> None:
+        if self.metrics is not None:
+            self.metrics.approvals.notices.labels(outcome).inc()
 
 
 def notices_of(dispatcher: Any) -> ApprovalNotices:
@@ -141,7 +151,13 @@ def notices_of(dispatcher: Any) -> ApprovalNotices:
         return policy
 
     return ApprovalNotices(
-        dispatcher.redis, dispatcher.keys, dispatcher.redis_url, policy_of, dispatcher.services, dispatcher.consumer
+        dispatcher.redis,
+        dispatcher.keys,
+        dispatcher.redis_url,
+        policy_of,
+        dispatcher.services,
+        dispatcher.consumer,
+        dispatcher.metrics,
     )
 
 

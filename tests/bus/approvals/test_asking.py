@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from bus.approvals.approval import OUTCOMES, Approval, Status, answer_output, pending_output, verdict_output
-from bus.approvals.asking import always_rule, applies, approved_always, call_digest, queued_ask
+from bus.approvals.asking import always_rule, applies, approved_always, approvers_needed, call_digest, queued_ask
 from bus.policy.approvals import ApprovalsSettings, merged_setting
 from bus.policy.loading import policy_from_text
 from bus.runtime.approvalmetrics import APPROVAL_OUTCOMES
@@ -51,6 +51,27 @@ def test_only_the_ask_of_a_handler_marked_approval_goes_to_the_queue() -> None:
     assert queued_ask(settings, entries, "PreToolUse", "ask", [plain], "x") is None
     assert queued_ask(settings, entries, "PreToolUse", "deny", [marked], "x") is None
     assert queued_ask(ApprovalsSettings(), entries, "PreToolUse", "ask", [marked], "x") is None  # not enabled
+
+
+def test_the_ask_carries_the_permission_rule_its_marked_handler_matched() -> None:
+    policy = policy_from_text(POLICY)
+    entries = policy.by_event["PreToolUse"]
+    marked, plain = entries[0].handler_id, entries[1].handler_id
+    settings = policy.settings.approvals
+    rules = {marked: "Bash(git push *)", plain: "Bash(npm publish *)"}
+    queued = queued_ask(settings, entries, "PreToolUse", "ask", [marked, plain], "merged", rules)
+    assert queued is not None and queued["matched"] == "Bash(git push *)"
+    unmatched = queued_ask(settings, entries, "PreToolUse", "ask", [marked], "merged", {plain: "Bash(npm publish *)"})
+    assert unmatched is not None and "matched" not in unmatched
+
+
+def test_the_two_person_rule_names_the_rule_that_asked_or_a_text_in_the_reason() -> None:
+    settings = ApprovalsSettings(enabled=True, twoPerson=["Bash(git push *)", "deploy"])
+    assert approvers_needed(settings, {"reason": "pushes need a person", "matched": "Bash(git push *)"}) == 2
+    assert approvers_needed(settings, {"reason": "a deploy script", "matched": "Bash(./run *)"}) == 2  # in the reason
+    assert approvers_needed(settings, {"reason": "pushes need a person", "matched": "Bash(git push-docs *)"}) == 1
+    assert approvers_needed(settings, {"reason": "no rule named"}) == 1
+    assert approvers_needed(ApprovalsSettings(enabled=True), {"reason": "deploy", "matched": "Bash(git push *)"}) == 1
 
 
 def test_the_section_scopes_tenants_agents_events_and_headless() -> None:

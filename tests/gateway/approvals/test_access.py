@@ -116,6 +116,15 @@ async def test_the_two_person_rule_needs_two_different_approvers(platform: Calla
         assert decision == "allow" and reason.count("approver") == 2
 
 
+@pytest.mark.parametrize(("two_person", "needed"), [(["Bash(git push *)"], 2), (["Bash(npm publish *)"], 1)])
+async def test_the_two_person_rule_names_the_permission_rule_that_asked(
+    platform: Callable[..., Any], two_person: list[str], needed: int
+) -> None:
+    async with platform_with(platform, twoPerson=two_person) as p, asking(p):
+        [approval] = await pending(p)
+        assert approval["approvers_needed"] == needed
+
+
 async def test_the_trail_shows_the_sessions_own_events_never_another_tenants(platform: Callable[..., Any]) -> None:
     async with platform_with(platform) as p:
         await p.post(pre_tool_use("ls beta-secret-plans", "s-same"), headers=AGENT_B)  # beta, same session id

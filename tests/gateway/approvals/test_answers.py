@@ -74,7 +74,9 @@ async def test_nobody_answering_is_a_deny_never_an_allow(platform: Callable[...,
         assert records is not None and records[-1].approval["outcome"] == "expired"
 
 
-async def test_approved_for_the_session_the_same_rule_is_not_asked_again(platform: Callable[..., Any]) -> None:
+async def test_approved_for_the_session_the_same_rule_is_not_asked_again(
+    platform: Callable[..., Any], bus: BusProbe
+) -> None:
     async with platform_with(platform) as p:
         async with asking(p, "git push origin main", "s-7") as held:
             [approval] = await pending(p)
@@ -85,6 +87,11 @@ async def test_approved_for_the_session_the_same_rule_is_not_asked_again(platfor
         decision, reason = decision_of(response)
         assert decision == "allow" and "session" in reason
         assert p.metrics.value("hookbus_approvals_total", outcome="session") == 1
+        # Its record says so, naming no approval (none was stored for this call).
+        event_id = response.headers["X-Hookbus-Event-Id"]
+        records = await async_wait_for(lambda: _records(bus, event_id, 2), timeout_s=5)
+        assert records[-1].approval["outcome"] == "session" and records[-1].approval["id"] is None
+        assert approval["id"] not in reason
         # Another session asks.
         async with asking(p, "git push origin dev", "s-8"):
             [other] = await pending(p)
@@ -146,7 +153,7 @@ async def test_past_the_bound_a_new_ask_gets_the_timeouts_verdict_at_once(
         assert p.metrics.value("hookbus_approvals_total", outcome="overflow") == 1
         assert len(await pending(p)) == 1
         record = await async_wait_for(lambda: _records(bus, flood.headers["X-Hookbus-Event-Id"], 2), timeout_s=5)
-        assert record[-1].approval["outcome"] == "overflow"
+        assert record[-1].approval["outcome"] == "overflow" and record[-1].approval["id"] is None
         assert (await logged(bus, flood)).event_id == flood.headers["X-Hookbus-Event-Id"]
 
 

@@ -41,3 +41,16 @@ async def test_the_ssrf_guard_keeps_the_webhook_off_loopback_unless_allowed(plat
             await pending(p)
             with pytest.raises(AssertionError):
                 await async_wait_for(lambda: sink.requests, timeout_s=2)
+
+
+async def test_a_notice_the_receiver_refuses_is_tried_three_times_then_counted_failed(
+    platform: Callable[..., Any],
+) -> None:
+    async with Sink(default=500) as sink:
+        text = approvals_policy(webhook=sink.url())
+        text = text.replace("hookbus:\n", "hookbus:\n  http: {allowedNetworks: ['127.0.0.0/8']}\n", 1)
+        async with platform(text, **TOKENS) as p, asking(p):
+            await pending(p)
+            notices = p.metrics.approvals.notices
+            await async_wait_for(lambda: notices.labels("failed")._value.get() == 1, timeout_s=20)
+            assert len(sink.requests) == 3 and notices.labels("sent")._value.get() == 0
