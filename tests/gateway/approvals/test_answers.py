@@ -167,3 +167,21 @@ async def test_an_agent_that_goes_away_is_no_longer_held_and_its_approval_waits(
         await async_wait_for(lambda: not desk._held, timeout_s=5)  # long before holdSeconds
         [still] = await pending(p)
         assert still["id"] == approval["id"] and still["status"] == "pending"
+
+
+async def test_a_call_approved_always_is_allowed_at_once_and_its_record_names_the_rule(
+    platform: Callable[..., Any], bus: BusProbe
+) -> None:
+    async with platform_with(platform, approved=["Bash(git push origin main)"]) as p:
+        response = await p.post(pre_tool_use("git push origin main", "s-al"), headers=AGENT_A, timeout=30)
+        decision, reason = decision_of(response)
+        assert decision == "allow" and "Bash(git push origin main)" in reason
+        assert p.metrics.value("hookbus_approvals_total", outcome="always") == 1
+        event_id = response.headers["X-Hookbus-Event-Id"]
+        records = await async_wait_for(lambda: _records(bus, event_id, 2), timeout_s=5)
+        note = records[-1].approval
+        assert note["outcome"] == "always" and note["id"] is None and note["rule"] == "Bash(git push origin main)"
+        # Another push is not covered: it waits for a person.
+        async with asking(p, "git push origin dev", "s-al"):
+            [approval] = await pending(p)
+            assert approval["tool_input"] == {"command": "git push origin dev"}
