@@ -65,18 +65,24 @@ def check_session(ck: Checker, platform: dict[str, Any], whens: list[tuple[Loc, 
     for loc, items in lists:
         for i, item in enumerate(items):
             _check_rules(ck, (*loc, i), item)
-    counters = {*session.counters, *BUILTIN_COUNTERS}
-    read: set[str] = set()
+    fleet = {name for name, d in session.counters.items() if d.scope != "session"}
+    counters = {*session.counters, *BUILTIN_COUNTERS} - fleet
+    read: set[str] = set(fleet)  # a tenant or agent counter acts through its onLimit
+    for name in sorted(fleet & {*(b.counter for b in session.budgets.values())}):
+        ck.problem((*base, "budgets"), f"counter {name!r} counts a whole tenant or agent: only onLimit acts on it")
+    for loc, when in whens:
+        for name in sorted(when.counter_names() & fleet):
+            ck.problem(loc, f"counter {name!r} counts a whole tenant or agent: a when: reads session counters only")
     for name, budget in session.budgets.items():
         read.add(budget.counter)
-        if budget.counter not in counters:
+        if budget.counter not in counters | fleet:
             hint = suggest(budget.counter, counters)
             ck.problem((*base, "budgets", name, "counter"), f"unknown counter {budget.counter!r}{hint}")
     for loc, when in whens:
         for fact in sorted(when.fact_names() - set(session.facts)):
             hint = suggest(fact, session.facts) or _defined("facts", session.facts)
             ck.problem(loc, f"unknown fact {fact!r}{hint}")
-        for counter in sorted(when.counter_names() - counters):
+        for counter in sorted(when.counter_names() - counters - fleet):
             hint = suggest(counter, counters) or _defined("counters", counters)
             ck.problem(loc, f"unknown counter {counter!r}{hint}")
         read |= when.counter_names()

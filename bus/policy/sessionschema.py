@@ -13,9 +13,10 @@ from __future__ import annotations
 import re
 from typing import Annotated, Final, Literal
 
-from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field
+from pydantic import AfterValidator, AliasChoices, BaseModel, BeforeValidator, ConfigDict, Field, model_validator
 
 from bus.hooks.events import EVENTS
+from bus.hooks.matching import compile_matcher
 
 #: The counters every session has without defining them (:mod:`bus.session`).
 BUILTIN_COUNTERS: Final = ("tool_calls", "failures", "session_age_seconds")
@@ -88,15 +89,47 @@ class FactDef(_Strict):
     description: str | None = None
 
 
+class OnLimit(_Strict):
+    """``onLimit`` of a tenant or agent counter: once its count goes above ``above``, ``action``."""
+
+    above: Annotated[int, Field(ge=0)]
+    action: Literal["freeze"] = "freeze"
+    #: The tools frozen (default: the state-changing tools, as ``hookbus freeze``).
+    tools: list[Annotated[str, Field(min_length=1)]] | None = None
+    #: How long the freeze lasts; None: until lifted.
+    for_: Duration | None = Field(default=None, alias="for")
+
+    @model_validator(mode="after")
+    def _tools(self) -> OnLimit:
+        for tool in self.tools or ():
+            compile_matcher(tool, "PreToolUse")  # ValueError for a matcher that does not compile
+        return self
+
+
 class CounterDef(_Strict):
     """``hookbus.session.counters.<name>``: matching events over a sliding window."""
 
     count: Annotated[list[EventRules], Field(min_length=1)]
     #: The sliding window; None: the whole session.
     window: Duration | None = None
-    #: Whose events are counted together: one session's, one agent's (``agent_id``) in it, or the tenant's.
-    per: Literal["session", "agent", "tenant"] = "session"
+    #: Whose events are counted together: one session's, one agent's across the tenant, or the
+    #: whole tenant's (``per`` is the older spelling).
+    scope: Literal["session", "agent", "tenant"] = Field(
+        default="session", validation_alias=AliasChoices("scope", "per")
+    )
+    #: Tenant or agent scope only: count only events decided one of these (none: every decision).
+    decisions: list[Literal["allow", "deny", "ask", "defer", "block", "none"]] = Field(default_factory=list)
+    #: Tenant or agent scope only: what happens when the count first goes above a limit.
+    on_limit: OnLimit | None = Field(default=None, alias="onLimit")
     description: str | None = None
+
+    @model_validator(mode="after")
+    def _scoped(self) -> CounterDef:
+        if self.scope == "session" and (self.decisions or self.on_limit is not None):
+            raise ValueError("'decisions' and 'onLimit' need 'scope: tenant' or 'scope: agent'")
+        if self.scope != "session" and self.window is None:
+            raise ValueError(f"a counter with 'scope: {self.scope}' needs a 'window' (its count expires with it)")
+        return self
 
 
 class BudgetDef(_Strict):
@@ -184,6 +217,7 @@ __all__ = [
     "Duration",
     "EventRules",
     "FactDef",
+    "OnLimit",
     "SessionSettings",
     "Threshold",
     "When",

@@ -37,6 +37,8 @@ key                                       type        what it holds
 ``{p}ratelimit:{T}:tenant``                hash        tenant T's token bucket, shared by every gateway
 ``{p}ratelimit:{T}:token:{id}``            hash        a token's bucket (``{T}``: its tenant as a hash tag)
 ``{p}ratelimit:{T}:session:{session}``     hash        a session's bucket
+``{p}fleet:{T}:count:{field}[:{agent}]``   hash        a tenant's (an agent's) windowed counter: bucket -> count
+``{p}fleet:{T}:counted:{event_id}``        string      an event already counted by the tenant's counters (TTL)
 ``{p}replay:{run}:...``                   (any)       a policy replay's scratch keys (then deleted)
 ``{p}approvals:{T}:pending``              zset        tenant T's pending approvals: id -> deadline (ms)
 ``{p}approvals:{T}:id:{id}``              hash        one approval: the ask, its state, its answer
@@ -249,6 +251,15 @@ class Keyspace:
     def session_index(self, tenant: str, partition: int = 0) -> str:
         """The sessions of ``tenant`` with state in a partition, scored by last use (the cap evicts)."""
         return f"{self._part(partition)}sessions:{tenant}"
+
+    def fleet_counter(self, tenant: str, field: str, agent: str = "") -> str:
+        """A tenant's windowed counter (``agent``: one agent's), in the tenant's own slot."""
+        base = f"{self.prefix}fleet:{{{tenant}}}:count:{field}"
+        return f"{base}:{agent}" if agent else base
+
+    def fleet_counted(self, tenant: str, event_id: str) -> str:
+        """Set once an event is counted by its tenant's counters: a redelivery is not counted again."""
+        return f"{self.prefix}fleet:{{{tenant}}}:counted:{event_id}"
 
     def pending_context(self, tenant: str, session_id: str) -> str:
         return f"{self.prefix}context:{tenant}:{session_key_part(session_id)}"

@@ -20,6 +20,7 @@ class SessionFamilies:
 
     evictions: Counter
     conflicts: Counter
+    policy_freezes: Counter
 
     @classmethod
     def register(cls, registry: CollectorRegistry) -> SessionFamilies:
@@ -32,6 +33,11 @@ class SessionFamilies:
             conflicts=Counter(
                 "hookbus_session_conflicts_total",
                 "Events decided again because another event of their session settled first",
+                registry=registry,
+            ),
+            policy_freezes=Counter(
+                "hookbus_policy_freezes_total",
+                "Tenants frozen by a tenant or agent counter's onLimit (hookbus.session)",
                 registry=registry,
             ),
         )

@@ -20,7 +20,7 @@ from typing import Any, Final, Protocol
 from bus.policy.entries import HandlerEntry
 from bus.policy.rulelists import RuleList, compile_lists, first_verdict
 from bus.policy.schema import PlatformSettings
-from bus.policy.sessionschema import CounterDef, EventRules, FactDef, SessionSettings, duration_seconds
+from bus.policy.sessionschema import CounterDef, EventRules, FactDef, OnLimit, SessionSettings, duration_seconds
 from bus.rules.permissions import parse_rule
 
 #: Buckets of a windowed counter's window (one more is kept: the one filling now).
@@ -93,12 +93,25 @@ class Counter:
     count: tuple[Trigger, ...]
     #: Width of one bucket in ms; None: one count for the whole session.
     bucket_ms: int | None
+    #: ``session``, or ``tenant``/``agent``: counted apart from the session (:mod:`bus.session.fleet`).
+    scope: str = "session"
+    #: The decisions counted (empty: every one); tenant and agent scope only.
+    decisions: frozenset[str] = frozenset()
+    on_limit: OnLimit | None = None
 
     @classmethod
     def of(cls, name: str, definition: CounterDef) -> Counter:
         window = None if definition.window is None else duration_seconds(definition.window)
         bucket_ms = None if window is None else max(1, int(window * 1000 / BUCKETS))
-        return cls(name, f"c:{name}:{_digest(definition)}", tuple(map(Trigger.of, definition.count)), bucket_ms)
+        return cls(
+            name,
+            f"c:{name}:{_digest(definition)}",
+            tuple(map(Trigger.of, definition.count)),
+            bucket_ms,
+            definition.scope,
+            frozenset(definition.decisions),
+            definition.on_limit,
+        )
 
 
 class SessionPolicy:
@@ -109,14 +122,18 @@ class SessionPolicy:
         self.settings = settings
         self.defined = settings.defined or conditioned
         self.facts = {name: Fact.of(name, d) for name, d in settings.facts.items()}
-        self.counters = {name: Counter.of(name, d) for name, d in settings.counters.items()}
+        every = {name: Counter.of(name, d) for name, d in settings.counters.items()}
+        #: The session's own counters (in its state).
+        self.counters = {name: c for name, c in every.items() if c.scope == "session"}
+        #: The counters of a whole tenant or agent, counted once an event is settled (:mod:`bus.session.fleet`).
+        self.fleet = {name: c for name, c in every.items() if c.scope != "session"}
         self.budgets = settings.budgets
         self.loop_gate = settings.loop_gate
         self.ttl_ms = int(duration_seconds(settings.ttl) * 1000)
         self.max_sessions = settings.max_sessions
         #: The events any definition reads (every other event changes nothing but the built-ins).
         self.events = frozenset(t.event for f in self.facts.values() for t in (*f.set_by, *f.cleared_by)) | frozenset(
-            t.event for c in self.counters.values() for t in c.count
+            t.event for c in every.values() for t in c.count
         )
         #: Per event, the facts and counters whose triggers name it.
         self._by_event: dict[str, list[tuple[str, str, Trigger]]] = {}
@@ -124,7 +141,7 @@ class SessionPolicy:
             for kind, triggers in (("set", fact.set_by), ("clear", fact.cleared_by)):
                 for trigger in triggers:
                     self._by_event.setdefault(trigger.event, []).append((kind, fact.name, trigger))
-        for counter in self.counters.values():
+        for counter in every.values():
             for trigger in counter.count:
                 self._by_event.setdefault(trigger.event, []).append(("count", counter.name, trigger))
         #: Per event, what the first pass of :meth:`matched` starts from: the triggers with no rules

@@ -60,6 +60,7 @@ DEFINED_METRICS: Final = frozenset(
         "hookbus_reply_wait_seconds",  # histogram: the gateway's wait for a reply
         "hookbus_request_head_timeouts_total",
         "hookbus_role_restarts_total",  # counter {role}, `hookbus up` only
+        "hookbus_policy_freezes_total",  # counter: tenants frozen by a tenant counter's onLimit
         "hookbus_session_conflicts_total",  # counter: events decided again on their session's newer state
         "hookbus_session_evictions_total",  # counter: session states dropped past hookbus.session.maxSessions
         "hookbus_shadow_decisions_total",

@@ -140,7 +140,7 @@ class Dispatcher:
         )
         self.traces = DispatchTraces(settings.tracing.always)
         #: This dispatcher's copy of the states of the sessions it decides (hookbus.session).
-        self.sessions = SessionStates(self.keys, self.metrics, self._redo)
+        self.sessions = SessionStates(self.keys, self.metrics, self._redo, self.redis)
         self._slots = asyncio.Semaphore(settings.dispatch_concurrency)
         self._tasks: set[asyncio.Task[None]] = set()
         self.registry = PolicyRegistry(

@@ -18,6 +18,7 @@ from collections.abc import Awaitable, Callable
 from typing import Final
 
 import orjson
+import redis.asyncio as aioredis
 
 from bus.hooks.decisions import Decision
 from bus.policy.loading import Policy
@@ -26,6 +27,7 @@ from bus.runtime.metrics import Metrics
 from bus.runtime.sessionmetrics import session_families
 from bus.session.state import SessionState
 from bus.stream.protocol import Request
+from workers.dispatcher.fleet import FleetCounts
 from workers.dispatcher.outbox import Settle
 from workers.engine.sessions import SessionJudge, SessionOutcome
 
@@ -40,9 +42,13 @@ MAX_ATTEMPTS: Final = 4
 class SessionStates:
     """The states of recently seen sessions, by their state key."""
 
-    def __init__(self, keys: Keyspace, metrics: Metrics, redo: Callable[[Settle], None]) -> None:
-        """``redo(op)``: decide ``op``'s event again (its session changed since its decision)."""
+    def __init__(
+        self, keys: Keyspace, metrics: Metrics, redo: Callable[[Settle], None], redis: aioredis.Redis | None = None
+    ) -> None:
+        """``redo(op)``: decide ``op``'s event again (its session changed since its decision);
+        ``redis``: where tenant and agent counters are counted (none: they are not)."""
         self.keys, self.metrics, self._redo = keys, session_families(metrics), redo
+        self.fleet = None if redis is None else FleetCounts(redis, keys, self.metrics)
         self._states: collections.OrderedDict[str, SessionState] = collections.OrderedDict()
 
     def key_of(self, request: Request, session_id: str, partition: int) -> str:
@@ -108,6 +114,8 @@ class SessionStates:
         if not written:
             self.metrics.conflicts.inc()
             self._redo(op)
+        elif self.fleet is not None:
+            self.fleet.start(op.request, op.session[0].fleet)
 
 
 __all__ = ["CACHED_SESSIONS", "MAX_ATTEMPTS", "SessionStates"]

@@ -17,7 +17,7 @@ from typing import Any
 from bus.hooks.results import HandlerResult
 from bus.policy.compiled import CompiledHandler
 from bus.policy.loading import Policy
-from bus.session.definitions import Matched, SessionPolicy, session_policy
+from bus.session.definitions import Counter, Matched, SessionPolicy, session_policy
 from bus.session.effects import effects, naming_facts, remaining, verdicts
 from bus.session.state import SessionState, SessionView
 from bus.stream.protocol import now_ms
@@ -35,6 +35,8 @@ class SessionOutcome:
     facts: list[str]
     ttl_ms: int
     max_sessions: int
+    #: The tenant and agent counters the event counts once it is settled (:mod:`workers.dispatcher.fleet`).
+    fleet: list[Counter] = dataclasses.field(default_factory=list)
 
 
 class SessionJudge:
@@ -105,7 +107,13 @@ class SessionJudge:
             elif name is not None and code == "D":
                 facts.pop(name, None)
         expected = self.view.state.version if self.read else None
-        return SessionOutcome(ops, expected, list(facts), self.policy.ttl_ms, self.policy.max_sessions)
+        fleet = [
+            counter
+            for name in self.matched(event, hook_input).count
+            if (counter := self.policy.fleet.get(name)) is not None
+            and (not counter.decisions or str(decision) in counter.decisions)
+        ]
+        return SessionOutcome(ops, expected, list(facts), self.policy.ttl_ms, self.policy.max_sessions, fleet)
 
 
 __all__ = ["SessionJudge", "SessionOutcome"]
