@@ -246,7 +246,8 @@ def _path_rules(verdict: RuleKind, applicable: tuple[Rule, ...], tool: str) -> T
     return ToolRules(applicable, paths=paths, others=tuple(item for item in applicable if item[0] not in chosen))
 
 
-def _compile(verdict: RuleKind, texts: tuple[str, ...]) -> RuleList:
+def compile_list(verdict: RuleKind, texts: tuple[str, ...]) -> RuleList:
+    """One verdict's rules compiled (:func:`compile_lists` keeps them)."""
     rules = tuple((position, parse_rule(text), text) for position, text in enumerate(texts))
     tools: dict[str, ToolRules] = {}
     for tool in SHELL_TOOLS | EDIT_TOOLS | READ_TOOLS:
@@ -275,7 +276,7 @@ def compile_lists(deny: tuple[str, ...], ask: tuple[str, ...], allow: tuple[str,
     """The deny, ask and allow lists compiled, the empty ones left out (kept for the most recent
     1024 handlers' lists)."""
     lists = zip(_VERDICTS, (deny, ask, allow), strict=True)
-    return tuple(_compile(verdict, texts) for verdict, texts in lists if texts)
+    return tuple(compile_list(verdict, texts) for verdict, texts in lists if texts)
 
 
 def first_verdict(lists: tuple[RuleList, ...], hook_input: dict[str, Any]) -> tuple[str, str] | None:
@@ -304,12 +305,12 @@ def _verdict_and_read(
     home = agent_home(hook_input)
     others = tool_name_readings(hook_input)
     key = None if others else verdictcache.call_key(lists, tool_name, tool_input, cwd, home, shell)
-    found = verdictcache.kept(key) if key is not None else None
+    found = verdictcache.kept(key, lists) if key is not None else None
     if found is not None:
         return found[0], shell
     verdict = _first_verdict(lists, tool_name, tool_input, cwd, home, shell, others)
     if key is not None:
-        verdictcache.keep(key, verdict)
+        verdictcache.keep(key, lists, verdict)
     return verdict, shell
 
 
@@ -413,6 +414,7 @@ __all__ = [
     "RuleList",
     "RuleLists",
     "ToolRules",
+    "compile_list",
     "compile_lists",
     "compile_rules",
     "decide_rules",

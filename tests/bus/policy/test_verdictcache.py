@@ -4,10 +4,13 @@ directory, the agent's home, ``hookbus.limits``, a judgement made for the event)
 
 from __future__ import annotations
 
+import gc
+import weakref
 from typing import Any
 
 import pytest
 
+from bus.policy import rulelists
 from bus.policy.rulelists import compile_lists, first_verdict
 from bus.policy.verdictcache import kept_info
 from bus.rules import bashsplit
@@ -80,3 +83,16 @@ def test_a_judgement_made_for_the_event_comes_before_a_kept_verdict() -> None:
 def test_a_parameter_that_is_a_list_is_judged_each_time() -> None:
     assert first_verdict(LISTS, bash("git status", timeout=["1"])) == ("allow", "Bash(git status)")
     assert first_verdict(LISTS, bash("rm -rf /", timeout=["1"])) == ("deny", "Bash(rm -rf *)")
+
+
+def test_kept_verdicts_keep_no_lists_alive() -> None:
+    lists = (rulelists.compile_list("deny", ("Bash(rm -rf *)",)),)  # not through the compiled lists' cache
+    assert first_verdict(lists, bash("rm -rf /tmp/alive-test")) == ("deny", "Bash(rm -rf *)")
+    assert first_verdict(lists, bash("rm -rf /tmp/alive-test")) == ("deny", "Bash(rm -rf *)")
+    compiled = weakref.ref(lists[0])
+    del lists
+    gc.collect()
+    assert compiled() is None
+    # Lists compiled again (whatever ``id`` they get) are matched afresh, with their own rules.
+    again = (rulelists.compile_list("deny", ("Bash(git *)",)),)
+    assert first_verdict(again, bash("rm -rf /tmp/alive-test")) is None
