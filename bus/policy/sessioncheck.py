@@ -66,23 +66,22 @@ def check_session(ck: Checker, platform: dict[str, Any], whens: list[tuple[Loc, 
         for i, item in enumerate(items):
             _check_rules(ck, (*loc, i), item)
     fleet = {name for name, d in session.counters.items() if d.scope != "session"}
-    counters = {*session.counters, *BUILTIN_COUNTERS} - fleet
-    read: set[str] = set(fleet)  # a tenant or agent counter acts through its onLimit
+    counters = {*session.counters, *BUILTIN_COUNTERS}
+    read = {name for name in fleet if session.counters[name].on_limit is not None}  # it acts on its own
     for name in sorted(fleet & {*(b.counter for b in session.budgets.values())}):
-        ck.problem((*base, "budgets"), f"counter {name!r} counts a whole tenant or agent: only onLimit acts on it")
-    for loc, when in whens:
-        for name in sorted(when.counter_names() & fleet):
-            ck.problem(loc, f"counter {name!r} counts a whole tenant or agent: a when: reads session counters only")
+        ck.problem(
+            (*base, "budgets"), f"counter {name!r} is a tenant or agent counter: a budget reads session counters"
+        )
     for name, budget in session.budgets.items():
         read.add(budget.counter)
-        if budget.counter not in counters | fleet:
+        if budget.counter not in counters:
             hint = suggest(budget.counter, counters)
             ck.problem((*base, "budgets", name, "counter"), f"unknown counter {budget.counter!r}{hint}")
     for loc, when in whens:
         for fact in sorted(when.fact_names() - set(session.facts)):
             hint = suggest(fact, session.facts) or _defined("facts", session.facts)
             ck.problem(loc, f"unknown fact {fact!r}{hint}")
-        for counter in sorted(when.counter_names() - counters - fleet):
+        for counter in sorted(when.counter_names() - counters):
             hint = suggest(counter, counters) or _defined("counters", counters)
             ck.problem(loc, f"unknown counter {counter!r}{hint}")
         read |= when.counter_names()

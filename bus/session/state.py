@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Final
 
 from bus.policy.sessionschema import Threshold, When, duration_seconds
@@ -20,6 +20,7 @@ from bus.session.definitions import (
     FAILURES_FIELD,
     FIRST_SEEN_FIELD,
     VERSION_FIELD,
+    Counter,
     SessionPolicy,
 )
 
@@ -65,8 +66,11 @@ def _int(value: str | None) -> int:
 class SessionView:
     """A session's state read under one policy at ``now_ms``."""
 
-    def __init__(self, policy: SessionPolicy, state: SessionState, now_ms: int) -> None:
-        self.policy, self.state, self.now_ms = policy, state, now_ms
+    def __init__(
+        self, policy: SessionPolicy, state: SessionState, now_ms: int, fleet: Callable[[Counter], float] | None = None
+    ) -> None:
+        """``fleet(counter)``: a tenant or agent counter's value as this process knows it (none: 0)."""
+        self.policy, self.state, self.now_ms, self.fleet = policy, state, now_ms, fleet
         #: The facts that made a condition hold, in the order they were read.
         self.used: dict[str, None] = {}
         self._facts: dict[str, int | None] = {}
@@ -104,7 +108,8 @@ class SessionView:
             return max(0.0, (self.now_ms - first) / 1000) if first else 0.0
         counter = self.policy.counters.get(name)
         if counter is None:
-            return 0
+            wide = self.policy.fleet.get(name)
+            return self.fleet(wide) if wide is not None and self.fleet is not None else 0
         if counter.bucket_ms is None:
             return _int(self.state.fields.get(counter.field))
         current = self.now_ms // counter.bucket_ms

@@ -140,7 +140,7 @@ class Dispatcher:
         )
         self.traces = DispatchTraces(settings.tracing.always)
         #: This dispatcher's copy of the states of the sessions it decides (hookbus.session).
-        self.sessions = SessionStates(self.keys, self.metrics, self._redo, self.redis)
+        self.sessions = SessionStates(self.keys, self.metrics, self._redo, self.redis, self.engine.fleet_values)
         self._slots = asyncio.Semaphore(settings.dispatch_concurrency)
         self._tasks: set[asyncio.Task[None]] = set()
         self.registry = PolicyRegistry(
@@ -170,6 +170,7 @@ class Dispatcher:
             asyncio.create_task(self.work.heartbeat(stop), name="hookbus-heartbeat"),
             asyncio.create_task(self.work.janitor(stop), name="hookbus-janitor"),
             asyncio.create_task(notices_of(self).run(stop), name="hookbus-approval-notices"),
+            asyncio.create_task(self.engine.fleet_values.poll(stop), name="hookbus-tenant-counters"),
         ]
         waker = asyncio.create_task(self.work.wake_reader(stop), name="hookbus-wake-reader")
         logger.info("dispatcher %s serving (policy %s)", self.consumer, self.policy.revision)

@@ -11,7 +11,8 @@ counter is :data:`~bus.session.definitions.BUCKETS` + 1 buckets that expire with
 When a count first goes above its ``onLimit.above`` (this event took it there), the tenant is
 frozen (:func:`bus.freeze.store.freeze`, ``by="policy"``, the reason naming the counter), and
 ``hookbus_policy_freezes_total`` counts it. A Redis fault loses the count (logged): it never
-changes a decision.
+changes a decision. The totals each count answers refresh this process's copy that ``when:``
+conditions read (:mod:`workers.engine.fleetvalues`).
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ from bus.redis.keys import Keyspace
 from bus.runtime.sessionmetrics import SessionFamilies
 from bus.session.definitions import BUCKETS, Counter
 from bus.stream.protocol import Request, now_ms
+from workers.engine.fleetvalues import FleetValues
 
 logger = logging.getLogger("hookbus.dispatcher")
 
@@ -63,8 +65,11 @@ return totals
 class FleetCounts:
     """Counts settled events in their tenant's (agent's) counters; at most once per event id."""
 
-    def __init__(self, redis: aioredis.Redis, keys: Keyspace, metrics: SessionFamilies) -> None:
-        self.redis, self.keys, self.metrics = redis, keys, metrics
+    def __init__(
+        self, redis: aioredis.Redis, keys: Keyspace, metrics: SessionFamilies, values: FleetValues | None = None
+    ) -> None:
+        """``values``: this process's copy that ``when:`` reads, refreshed with each count's totals."""
+        self.redis, self.keys, self.metrics, self.values = redis, keys, metrics, values
         self._script = redis.register_script(COUNT_LUA)
         self._tasks: set[asyncio.Task[list[int] | None]] = set()
 
@@ -93,6 +98,9 @@ class FleetCounts:
         if not found:
             return None
         totals = [int(n) for n in found]
+        if self.values is not None:
+            for key, counter, total in zip(keys[1:], counters, totals, strict=True):
+                self.values.put(key, counter.bucket_ms or 1, float(total))
         for counter, total in zip(counters, totals, strict=True):
             limit = counter.on_limit
             if limit is not None and total == limit.above + 1:

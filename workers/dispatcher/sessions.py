@@ -29,6 +29,7 @@ from bus.session.state import SessionState
 from bus.stream.protocol import Request
 from workers.dispatcher.fleet import FleetCounts
 from workers.dispatcher.outbox import Settle
+from workers.engine.fleetvalues import FleetValues
 from workers.engine.sessions import SessionJudge, SessionOutcome
 
 logger = logging.getLogger("hookbus.dispatcher")
@@ -43,12 +44,17 @@ class SessionStates:
     """The states of recently seen sessions, by their state key."""
 
     def __init__(
-        self, keys: Keyspace, metrics: Metrics, redo: Callable[[Settle], None], redis: aioredis.Redis | None = None
+        self,
+        keys: Keyspace,
+        metrics: Metrics,
+        redo: Callable[[Settle], None],
+        redis: aioredis.Redis | None = None,
+        values: FleetValues | None = None,
     ) -> None:
         """``redo(op)``: decide ``op``'s event again (its session changed since its decision);
         ``redis``: where tenant and agent counters are counted (none: they are not)."""
         self.keys, self.metrics, self._redo = keys, session_families(metrics), redo
-        self.fleet = None if redis is None else FleetCounts(redis, keys, self.metrics)
+        self.fleet = None if redis is None else FleetCounts(redis, keys, self.metrics, values)
         self._states: collections.OrderedDict[str, SessionState] = collections.OrderedDict()
 
     def key_of(self, request: Request, session_id: str, partition: int) -> str:

@@ -46,6 +46,7 @@ from bus.session.state import SessionState
 from bus.stream.pending_context import CONTEXT_BATCH, CONTEXT_TTL_S, parse_items, takes_context, with_context
 from bus.stream.protocol import CLAUDE_CODE, Request
 from workers.engine.contextpops import ContextPops
+from workers.engine.fleetvalues import FleetValues
 from workers.engine.judging import judge_command, judged
 from workers.engine.sessions import SessionJudge, SessionOutcome
 from workers.handlers.context import HookContext, Runner, default_timeout_s
@@ -121,6 +122,8 @@ class Engine:
         self.services = services
         #: The freezes in force (:mod:`bus.freeze`); the dispatcher starts its polling.
         self.freezes = FreezeCache(redis, keys, metrics=self.metrics)
+        #: Tenant and agent counters that when: conditions read (the dispatcher starts the poll).
+        self.fleet_values = FleetValues(redis, keys)
 
     async def evaluate(
         self,
@@ -158,7 +161,9 @@ class Engine:
             self.metrics.child(self.metrics.frozen_decisions, request.tenant).inc()
             result = freeze.result(event)
             return Evaluation(merge_results(event, [result]), [result], [], decided_by=[FREEZE_HANDLER])
-        sessions = SessionJudge.of(policy, session, session_at_ms)
+        sessions = SessionJudge.of(
+            policy, session, session_at_ms, lambda c: self.fleet_values.get(request.tenant, request.agent, c)
+        )
         slots: list[HandlerResult | None] = []  # in policy order; None: run below
         contexts: list[tuple[int, HookContext]] = []
         jobs: list[PreparedJob] = []

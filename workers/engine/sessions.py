@@ -11,7 +11,7 @@ another event of the session settled meanwhile, and the event is decided again.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from bus.hooks.results import HandlerResult
@@ -42,9 +42,15 @@ class SessionOutcome:
 class SessionJudge:
     """One event's view of its session under one policy."""
 
-    def __init__(self, policy: SessionPolicy, state: SessionState, at_ms: int | None = None) -> None:
+    def __init__(
+        self,
+        policy: SessionPolicy,
+        state: SessionState,
+        at_ms: int | None = None,
+        fleet: Callable[[Counter], float] | None = None,
+    ) -> None:
         self.policy = policy
-        self.view = SessionView(policy, state, now_ms() if at_ms is None else at_ms)
+        self.view = SessionView(policy, state, now_ms() if at_ms is None else at_ms, fleet)
         self.read = False
         self._named: dict[str, list[str]] = {}
         self._matched: Matched | None = None
@@ -56,10 +62,17 @@ class SessionJudge:
         return self._matched
 
     @classmethod
-    def of(cls, policy: Policy, state: SessionState | None, at_ms: int | None = None) -> SessionJudge | None:
-        """A judge for ``policy``'s session definitions (at ``at_ms``, default now); None when it keeps no state."""
+    def of(
+        cls,
+        policy: Policy,
+        state: SessionState | None,
+        at_ms: int | None = None,
+        fleet: Callable[[Counter], float] | None = None,
+    ) -> SessionJudge | None:
+        """A judge for ``policy``'s session definitions (at ``at_ms``, default now; ``fleet``: the
+        event's tenant and agent counters as this process knows them); None when it keeps no state."""
         compiled = session_policy(policy)
-        return cls(compiled, state or SessionState(), at_ms) if compiled.defined else None
+        return cls(compiled, state or SessionState(), at_ms, fleet) if compiled.defined else None
 
     def keep(self, handlers: Sequence[CompiledHandler]) -> list[CompiledHandler]:
         """The handlers whose ``when:`` holds (or that have none)."""

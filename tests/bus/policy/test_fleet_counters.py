@@ -65,7 +65,7 @@ def test_a_bad_on_limit_is_an_error() -> None:
     assert any("invalid matcher" in p for p in problems(FLEET.format(extra="onLimit: {above: 2, tools: ['(']}")))
 
 
-def test_a_when_or_budget_cannot_read_a_tenant_counter() -> None:
+def test_a_budget_cannot_read_a_tenant_counter_a_when_can() -> None:
     text = FLEET.format(extra="").replace(
         "hooks: {}",
         "    budgets:\n      b: {counter: rm_denies, limit: 3}\n"
@@ -73,5 +73,7 @@ def test_a_when_or_budget_cannot_read_a_tenant_counter() -> None:
         "      hooks: [{type: rule, deny: ['Bash(curl *)']}]",
     )
     found = problems(text)
-    assert any("budgets" in p and "only onLimit acts on it" in p for p in found), found
-    assert any("when" in p and "a when: reads session counters only" in p for p in found), found
+    assert [p for p in found if "rm_denies" in p] == [
+        "p.yaml:10: hookbus.session.budgets: counter 'rm_denies' is a tenant or agent counter: a budget reads"
+        " session counters"
+    ], found

@@ -18,6 +18,7 @@ from bus.session.definitions import Counter, session_policy
 from bus.stream.protocol import Request, now_ms
 from tests.conftest import BusProbe, async_wait_for, pre_tool_use
 from workers.dispatcher.fleet import FleetCounts
+from workers.engine.fleetvalues import FleetValues
 
 POLICY = """hookbus:
   deadlineSeconds: 5
@@ -114,3 +115,53 @@ async def test_a_platform_freezes_a_tenant_after_denies_across_sessions(
             assert "rm_denies" in said[0]
     finally:
         await bus.redis.hdel(bus.keys.freezes, "default")  # type: ignore[misc]
+
+
+GATED = """hookbus:
+  deadlineSeconds: 5
+  session:
+    counters:
+      rm_denies:
+        window: 10m
+        scope: tenant
+        count: [{event: PreToolUse, rules: ["Bash(rm -rf *)"]}]
+        decisions: [deny]
+hooks:
+  PreToolUse:
+    - matcher: Bash
+      hooks: [{type: rule, deny: ["Bash(rm -rf *)"]}]
+    - matcher: Bash
+      when: {counters: {rm_denies: {gte: 2}}}
+      hooks: [{type: rule, deny: ["Bash(git push *)"], reason: "this tenant tried rm -rf twice"}]
+"""
+
+
+async def test_a_when_reads_its_tenants_counter(platform: Callable[..., Any], bus: BusProbe) -> None:
+    async with platform(GATED, dispatchers=2) as p:
+        for n in range(2):
+            await p.post(pre_tool_use("rm -rf /tmp/x", f"gated-{n}"))
+        said: list[str] = []
+
+        async def push_denied() -> bool:  # another session: every dispatcher sees the count within a poll
+            found = (await p.post(pre_tool_use("git push", "gated-other"))).json().get("hookSpecificOutput") or {}
+            said[:] = [found.get("permissionDecisionReason", "")]
+            return bool(found.get("permissionDecision") == "deny")
+
+        await async_wait_for(push_denied, timeout_s=10)
+        assert "tried rm -rf twice" in said[0]
+
+
+async def test_values_a_process_reads_are_its_tenants_own(bus: BusProbe, tenants: tuple[str, str]) -> None:
+    a, b = tenants
+    values = FleetValues(bus.redis, bus.keys)
+    fleet = FleetCounts(bus.redis, bus.keys, session_families(Metrics()), values)
+    rm = counters()["rm_denies"]
+    assert values.get(a, "claude", rm) == 0 and values.get(b, "claude", rm) == 0
+    await fleet.count(event(a, "rm -rf /", "s1"), [rm])
+    await fleet.count(event(a, "rm -rf /", "s2"), [rm])
+    assert values.get(a, "claude", rm) == 2  # from the count's own answer
+    assert values.get(b, "claude", rm) == 0
+    other = FleetValues(bus.redis, bus.keys)  # another dispatcher's copy: a poll brings it
+    assert other.get(a, "claude", rm) == 0
+    await other.refresh()
+    assert other.get(a, "claude", rm) == 2 and other.get(b, "claude", rm) == 0
