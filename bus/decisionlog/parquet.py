@@ -22,12 +22,13 @@ the file work). :meth:`ArchiveTarget.compact` merges a past day's files of a ten
 
 from __future__ import annotations
 
+import contextlib
 import datetime
 import gc
 import hashlib
 import logging
 import os
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any, Final
 from urllib.parse import quote
 
@@ -197,7 +198,16 @@ class Rows:
         return self._columns
 
     def table(self) -> pa.Table:
-        return pa.table(self.columns, schema=SCHEMA)
+        if self._columns is not None:
+            return pa.table(self._columns, schema=SCHEMA)
+        # Column by column straight from the rows (no lists made of them): a column of a
+        # hundred thousand values made is a hundred thousand objects the collector walks.
+        with _no_cyclic_gc():
+            transposed = zip(*self.records, strict=True) if self.records else [()] * len(SCHEMA.names)
+            return pa.Table.from_arrays(
+                [pa.array(values, type=field.type) for values, field in zip(transposed, SCHEMA, strict=True)],
+                schema=SCHEMA,
+            )
 
 
 def rows_by_partition(entries: Iterable[Entry]) -> tuple[dict[tuple[str, str], Rows], list[str]]:
@@ -213,15 +223,22 @@ def add_entries(parts: dict[tuple[str, str], Rows], entries: Iterable[Entry]) ->
     skipped: list[str] = []
     # The parsed records are dicts kept until their row is made: the cyclic collector would
     # walk every one of a batch again and again, and they hold no cycles.
+    with _no_cyclic_gc():
+        for log_id, fields in entries:
+            _add(parts, skipped, log_id, fields)
+    return skipped
+
+
+@contextlib.contextmanager
+def _no_cyclic_gc() -> Iterator[None]:
+    """The cyclic collector paused: a batch allocates many objects and frees none (no cycles)."""
     collecting = gc.isenabled()
     gc.disable()
     try:
-        for log_id, fields in entries:
-            _add(parts, skipped, log_id, fields)
+        yield
     finally:
         if collecting:
             gc.enable()
-    return skipped
 
 
 def _add(parts: dict[tuple[str, str], Rows], skipped: list[str], log_id: str, fields: Mapping[bytes, bytes]) -> None:

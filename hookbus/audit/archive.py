@@ -31,9 +31,11 @@ from typing import Any, Final
 import pyarrow as pa
 
 from bus.decisionlog.parquet import ArchiveTarget, Rows, add_entries, day_of
-from bus.decisionlog.reader import LogEntry, PartitionReads
+from bus.decisionlog.reader import LogEntry, PartitionReads, RawEntry
 from bus.errors import ArchiveError, ConfigError
+from bus.redis.connection import is_cluster
 from bus.redis.keys import Keyspace
+from bus.redis.lean import LeanLink
 from bus.runtime.retry import Backoff
 from bus.stream.protocol import now_ms
 from hookbus.audit.command import Follower, follow
@@ -117,12 +119,39 @@ class Archiver(Follower):
         self._gathered = 0
         self._first_at = 0.0
         self._holding = False
+        #: A single Redis: each partition's reads framed by hiredis on a connection of its own
+        #: (:mod:`bus.redis.lean`; a blocked read of one partition must not hold up another's).
+        self._links: dict[int, LeanLink] = {}
 
     async def run(self, stop: asyncio.Event) -> None:
         for path in await asyncio.to_thread(self.target.remove_partials):
             logger.warning("removed %s, a file cut short by a crash: its records are written again", path)
         await self._compact()
-        await super().run(stop)
+        try:
+            await super().run(stop)
+        finally:
+            links, self._links = list(self._links.values()), {}
+            for link in links:
+                await link.aclose()
+
+    async def _read(self, partition: int, from_id: str, block_ms: int | None) -> list[RawEntry]:
+        """One ``XREADGROUP`` of a partition: ``[(entry id, fields)]`` (fields None: trimmed while pending)."""
+        if is_cluster(self.redis):
+            return await super()._read(partition, from_id, block_ms)
+        link = self._links.get(partition)
+        if link is None:
+            link = self._links[partition] = LeanLink(self.redis)
+        command: list[bytes | str | int] = ["XREADGROUP", "GROUP", self.group, self.consumer, "COUNT", self.sink.batch]
+        if block_ms is not None:
+            command += ["BLOCK", block_ms]
+        (reply,) = await link.execute([[*command, "STREAMS", self.keys.decision_log(partition), from_id]])
+        if isinstance(reply, Exception):  # an error reply (NOGROUP): raised as redis-py raises it
+            raise reply
+        return [
+            (entry_id, None if pairs is None else dict(zip(pairs[::2], pairs[1::2], strict=True)))
+            for _, entries in reply or ()
+            for entry_id, pairs in entries
+        ]
 
     async def _compact(self) -> None:
         """Merge the files of each day before yesterday (UTC) into one per tenant (a day of grace
