@@ -13,6 +13,7 @@ from bus.redis.keys import Keyspace
 from bus.redis.urls import cluster_url
 from tests.conftest import async_wait_for, pre_tool_use
 from tests.redis_cluster import LocalCluster
+from tests.workers.sessions.test_fleet_counters import POLICY
 
 
 @pytest.mark.timeout(60)
@@ -43,3 +44,26 @@ async def test_a_freeze_on_a_cluster_is_obeyed_and_lifted(
 
 async def _not(check: Callable[[], Awaitable[bool]]) -> bool:
     return not await check()
+
+
+@pytest.mark.timeout(60)
+async def test_a_tenant_counter_freezes_its_tenant_on_a_cluster(
+    platform: Callable[..., Any], redis_cluster: LocalCluster, redis_cluster_url: str, redis_url: str
+) -> None:
+    url = cluster_url(redis_cluster_url)
+    redis, keys = connect(url), Keyspace()
+    policy = POLICY.replace("  deadlineSeconds: 5\n", "  deadlineSeconds: 5\n  streams: {partitions: 4}\n")
+    try:
+        async with platform(policy, on_redis=url, queue_redis_url=redis_url) as p:
+            sessions = [f"cluster-rm-{n}" for n in range(4)]  # above 3 freezes
+            assert len({keys.with_partitions(4).partition_of(s) for s in sessions}) > 1  # two slots at least
+            for session in sessions:  # the counter is in the tenant's own slot
+                await p.post(pre_tool_use("rm -rf /tmp/x", session))
+
+            async def frozen() -> bool:
+                return [f.by for f in await active_freezes(redis, keys)] == ["policy"]
+
+            await async_wait_for(frozen, timeout_s=10)
+    finally:
+        await unfreeze(redis, keys, "default")
+        await redis.aclose()
