@@ -275,6 +275,7 @@ def compile_rules(handler: RuleLists) -> tuple[RuleList, ...]:
 def compile_lists(deny: tuple[str, ...], ask: tuple[str, ...], allow: tuple[str, ...]) -> tuple[RuleList, ...]:
     """The deny, ask and allow lists compiled, the empty ones left out (kept for the most recent
     1024 handlers' lists)."""
+    verdictcache.forget()  # kept verdicts hold their lists: none outlives a reload
     lists = zip(_VERDICTS, (deny, ask, allow), strict=True)
     return tuple(compile_list(verdict, texts) for verdict, texts in lists if texts)
 
@@ -305,12 +306,12 @@ def _verdict_and_read(
     home = agent_home(hook_input)
     others = tool_name_readings(hook_input)
     key = None if others else verdictcache.call_key(lists, tool_name, tool_input, cwd, home, shell)
-    found = verdictcache.kept(key, lists) if key is not None else None
+    found = verdictcache.kept(key) if key is not None else None
     if found is not None:
         return found[0], shell
     verdict = _first_verdict(lists, tool_name, tool_input, cwd, home, shell, others)
     if key is not None:
-        verdictcache.keep(key, lists, verdict)
+        verdictcache.keep(key, verdict)
     return verdict, shell
 
 

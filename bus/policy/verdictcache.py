@@ -12,8 +12,6 @@ Calls of other tools, MCP tools read several ways, and long inputs are judged af
 from __future__ import annotations
 
 import itertools
-import operator
-import weakref
 from collections.abc import Hashable, Mapping, Sequence
 from typing import Any, Final, Protocol
 
@@ -28,12 +26,9 @@ VERDICTS_KEPT: Final = 4096
 Verdict = tuple[str, str] | None
 Key = tuple[Hashable, ...]
 
-#: Key -> the verdict, the limits it was worked out under (kept alive: the key holds its
-#: ``id``) and the lists (held weakly: a policy reloaded away is not kept alive by its verdicts;
-#: the key holds their ``id``, checked against these when found).
-_KEPT: Final[dict[Key, tuple[Verdict, Limits, tuple[weakref.ref[Any], ...]]]] = {}
+#: Key -> the verdict, and the limits it was worked out under (kept alive: the key holds its ``id``).
+_KEPT: Final[dict[Key, tuple[Verdict, Limits]]] = {}
 _COUNTS: Final = {"hits": 0, "misses": 0}
-_deref: Final = weakref.ref.__call__
 
 
 class Listed(Protocol):
@@ -52,7 +47,7 @@ def call_key(
     shell: ShellRead | None,
 ) -> Key | None:
     """What the verdict of ``lists`` on this call depends on, or ``None`` when it is not kept
-    (the lists by identity: a list compiled once is itself only, see :func:`kept`)."""
+    (the lists by identity: a list compiled once is itself only)."""
     if cwd is not None and len(cwd) > CACHED_COMMAND_CHARS:
         return None
     if tool_name in SHELL_TOOLS:
@@ -68,22 +63,20 @@ def call_key(
     else:
         return None
     # The limits by identity: hashing the model costs more than the rest of the key.
-    key: Key = (tuple(map(id, lists)), tool_name, subject, cwd, home, id(current_limits()))
+    key: Key = (tuple(lists), tool_name, subject, cwd, home, id(current_limits()))
     for rule_list in lists:
         if rule_list.params:  # ``Bash(timeout:...)``: the parameters the rules name
             key += tuple(tool_input.get(name) for name in rule_list.params)
     return key
 
 
-def kept(key: Key, lists: Sequence[Listed]) -> tuple[Verdict] | None:
-    """The verdict ``lists`` gave for ``key`` (in a 1-tuple), or ``None`` when none is kept (or
-    the key holds a parameter that is a list or an object, which is never kept)."""
+def kept(key: Key) -> tuple[Verdict] | None:
+    """The verdict kept for ``key`` (in a 1-tuple), or ``None`` when none is (or the key holds a
+    parameter that is a list or an object, which is never kept)."""
     try:
         found = _KEPT.pop(key, None)
     except TypeError:
         return None
-    if found is not None and not all(map(operator.is_, map(_deref, found[2]), lists)):
-        found = None  # those lists are gone, and others took their ``id``
     if found is None:
         _COUNTS["misses"] += 1
         return None
@@ -92,11 +85,10 @@ def kept(key: Key, lists: Sequence[Listed]) -> tuple[Verdict] | None:
     return (found[0],)
 
 
-def keep(key: Key, lists: Sequence[Listed], verdict: Verdict) -> None:
-    """Keep the ``verdict`` of ``lists`` for ``key``, dropping the least recently used past
-    :data:`VERDICTS_KEPT`."""
+def keep(key: Key, verdict: Verdict) -> None:
+    """Keep ``verdict`` for ``key``, dropping the oldest kept past :data:`VERDICTS_KEPT`."""
     try:
-        _KEPT[key] = (verdict, current_limits(), tuple(map(weakref.ref, lists)))
+        _KEPT[key] = (verdict, current_limits())
     except TypeError:
         return
     if len(_KEPT) > VERDICTS_KEPT:
@@ -110,9 +102,16 @@ def keep(key: Key, lists: Sequence[Listed], verdict: Verdict) -> None:
             _KEPT.pop(old, None)
 
 
+def forget() -> None:
+    """Drop every kept verdict: called when rule lists are compiled, so that the lists of a
+    policy reloaded away are not kept alive by their verdicts (reloads are rare; lists are
+    compiled once per handler)."""
+    _KEPT.clear()
+
+
 def kept_info() -> tuple[int, int, int]:
     """Hits, misses and how many verdicts are kept."""
     return _COUNTS["hits"], _COUNTS["misses"], len(_KEPT)
 
 
-__all__ = ["VERDICTS_KEPT", "Key", "Listed", "Verdict", "call_key", "keep", "kept", "kept_info"]
+__all__ = ["VERDICTS_KEPT", "Key", "Listed", "Verdict", "call_key", "forget", "keep", "kept", "kept_info"]

@@ -85,14 +85,12 @@ def test_a_parameter_that_is_a_list_is_judged_each_time() -> None:
     assert first_verdict(LISTS, bash("rm -rf /", timeout=["1"])) == ("deny", "Bash(rm -rf *)")
 
 
-def test_kept_verdicts_keep_no_lists_alive() -> None:
+def test_kept_verdicts_keep_no_lists_alive_past_a_compile() -> None:
     lists = (rulelists.compile_list("deny", ("Bash(rm -rf *)",)),)  # not through the compiled lists' cache
     assert first_verdict(lists, bash("rm -rf /tmp/alive-test")) == ("deny", "Bash(rm -rf *)")
     assert first_verdict(lists, bash("rm -rf /tmp/alive-test")) == ("deny", "Bash(rm -rf *)")
     compiled = weakref.ref(lists[0])
     del lists
+    compile_lists(("Bash(alive-test *)",), (), ())  # a policy (re)loaded: lists compiled anew
     gc.collect()
     assert compiled() is None
-    # Lists compiled again (whatever ``id`` they get) are matched afresh, with their own rules.
-    again = (rulelists.compile_list("deny", ("Bash(git *)",)),)
-    assert first_verdict(again, bash("rm -rf /tmp/alive-test")) is None
