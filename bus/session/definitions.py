@@ -33,7 +33,11 @@ FAILURES_FIELD: Final = "n:fails"
 
 
 def _digest(model: Any) -> str:
-    dumped = json.dumps(model.model_dump(mode="json", by_alias=True), sort_keys=True, separators=(",", ":"))
+    fields = model.model_dump(mode="json", by_alias=True)
+    if isinstance(model, CounterDef) and model.scope == "session":
+        # A session counter's digest as it was before counters had a scope: an upgrade keeps its counts.
+        fields = {k: v for k, v in fields.items() if k not in ("scope", "decisions", "onLimit")} | {"per": "session"}
+    dumped = json.dumps(fields, sort_keys=True, separators=(",", ":"))
     return hashlib.sha256(dumped.encode()).hexdigest()[:6]
 
 

@@ -77,3 +77,10 @@ def test_a_budget_cannot_read_a_tenant_counter_a_when_can() -> None:
         "p.yaml:10: hookbus.session.budgets: counter 'rm_denies' is a tenant or agent counter: a budget reads"
         " session counters"
     ], found
+
+
+def test_a_session_counter_keeps_its_field_from_before_counters_had_a_scope() -> None:
+    text = "hookbus:\n  session:\n    counters:\n      pushes:\n        window: 1h\n"
+    text += '        count: [{event: PreToolUse, rules: ["Bash(git push *)"]}]\nhooks: {}\n'
+    # The field the same definition had before (its state survives the upgrade).
+    assert session_policy(policy_from_text(text, "p.yaml")).counters["pushes"].field == "c:pushes:6aca42"
