@@ -33,8 +33,9 @@ from bus.rules.bashsplit import (
     unsplit_reason,
 )
 from bus.rules.heredocs import fed_texts
+from bus.rules.launchers import derive
 from bus.rules.readings import STDIN_ARGS, ScriptBudget, read_command
-from bus.rules.spellings import spellings
+from bus.rules.spellings import as_meant, spellings
 
 _PS_ALIASES: Final = {
     alias: cmdlet
@@ -142,11 +143,26 @@ class _Unkept(Exception):  # not an error: a read cut short by its command's bud
 def _read(cmd: SimpleCommand, stdin: str | None, powershell: bool) -> SubcommandRead:
     """The readings of a subcommand (fed ``stdin`` by a here-document) and their variants,
     worked out once (one cut short by its command's budget is not kept)."""
+    if stdin is None and not powershell:
+        plain = plain_read(cmd)
+        if plain is not None:
+            return plain
     cache = _cached_read if len(cmd.text) + len(stdin or "") <= CACHED_COMMAND_CHARS else _long_reads
     try:
         return cache(cmd, stdin, powershell)
     except _Unkept as unkept:
         return unkept.read
+
+
+def plain_read(cmd: SimpleCommand) -> SubcommandRead | None:
+    """The short path for a subcommand that runs only itself: one whose program no reading
+    derives from (no wrapper, shell, interpreter, ``xargs``, ``find``, path, ``git`` global
+    option...) and whose words say what it does, fed nothing; ``None`` for any other. Its
+    read is the general path's (:func:`bus.rules.readings.read_command` would find the
+    subcommand alone), without the queue of readings and the cache's hashing of its words."""
+    if as_meant(cmd.words) is not None or derive(cmd.words, None):
+        return None
+    return SubcommandRead((_reading(cmd),), False)
 
 
 def _make_read(cmd: SimpleCommand, stdin: str | None, powershell: bool) -> SubcommandRead:
