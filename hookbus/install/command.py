@@ -168,8 +168,8 @@ def add_install_arguments(parser: Any) -> None:
         type=float,
         const=600.0,
         metavar="S",
-        help="claude, codex: the gateway's hookbus.approvals is on: PreToolUse and PermissionRequest go through the "
-        "shim with --fail-closed and wait up to S seconds (default 600) for a person's answer",
+        help="claude, codex, gemini, qwen: the gateway's hookbus.approvals is on: PreToolUse and PermissionRequest "
+        "go through the shim with --fail-closed and wait up to S seconds (default 600) for a person's answer",
     )
     parser.add_argument(
         "--http",

@@ -39,6 +39,7 @@ from bus.dialects.gemini import GEMINI_EVENTS
 from bus.errors import ConfigError
 from hookbus.install.command import check
 from hookbus.install.settings_file import (
+    APPROVAL_EVENTS,
     TOKEN_ENV,
     InstallPlan,
     default_hook_command,
@@ -75,6 +76,8 @@ SYSTEM_SETTINGS = {
     "win32": "C:\\ProgramData\\gemini-cli\\settings.json",
 }
 _FROM_CLAUDE = {claude: gemini for gemini, claude in GEMINI_EVENTS.items()}
+#: The Gemini events whose ask can wait for a person (``--approvals``): fail-closed, long timeout.
+APPROVAL_GEMINI_EVENTS = frozenset(_FROM_CLAUDE[event] for event in APPROVAL_EVENTS if event in _FROM_CLAUDE)
 
 
 def gemini_home(env: dict[str, str] | None = None) -> Path:
@@ -123,6 +126,21 @@ class GeminiPlan(InstallPlan):
         )
 
     def handler(self, event: str) -> dict[str, Any]:
+        if self.approval_timeout_s is not None and event in APPROVAL_GEMINI_EVENTS:
+            command = shim_command_line(
+                self.hook_command,
+                self.url,
+                agent="gemini",
+                timeout_s=self.approval_timeout_s,
+                fail_closed=True,
+                holds=True,
+            )
+            return {
+                "type": "command",
+                "name": HOOK_NAME,
+                "command": command,
+                "timeout": round(self.approval_timeout_s * 1000),
+            }
         return {
             "type": "command",
             "name": HOOK_NAME,
@@ -274,6 +292,7 @@ def run(args: Any) -> int:
             timeout_s=args.timeout,
             hook_command=args.hook_command or default_hook_command(),
             fail_closed=args.fail_closed,
+            approval_timeout_s=getattr(args, "approvals", None),
         )
         updated = merge(settings, plan)
         new_text = render(updated)

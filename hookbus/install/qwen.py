@@ -34,6 +34,7 @@ from urllib.parse import urlsplit
 from bus.errors import ConfigError
 from hookbus.install.command import check
 from hookbus.install.settings_file import (
+    APPROVAL_EVENTS,
     TOKEN_ENV,
     default_hook_command,
     event_names,
@@ -115,8 +116,13 @@ def chosen_events(named: list[str] | None) -> tuple[str, ...]:
     return tuple(picked) or DEFAULT_EVENTS
 
 
-def handler(url: str, *, command: str | None, timeout_s: float, fail_closed: bool) -> dict[str, Any]:
-    """The handler hookbus installs: http to ``url``, or the shim started as ``command``."""
+def handler(
+    url: str, *, command: str | None, timeout_s: float, fail_closed: bool, holds: bool = False
+) -> dict[str, Any]:
+    """The handler hookbus installs: http to ``url``, or the shim started as ``command``.
+
+    ``holds``: the shim waits for a person's answer (``--approvals``), up to 0.8 of ``timeout_s``.
+    """
     if command is None:
         seconds: float = int(timeout_s) if timeout_s == int(timeout_s) else timeout_s
         return {
@@ -128,7 +134,7 @@ def handler(url: str, *, command: str | None, timeout_s: float, fail_closed: boo
             "timeout": seconds,
         }
     parts = [command, "hook", "--agent", "qwen", "--url", shlex.quote(url)]
-    shim_timeout = min(5.0, round(timeout_s * 0.8, 1))
+    shim_timeout = round(timeout_s * 0.8, 1) if holds else min(5.0, round(timeout_s * 0.8, 1))
     if shim_timeout != 5.0:
         parts += ["--timeout", f"{shim_timeout:g}"]
     if fail_closed:
@@ -335,7 +341,18 @@ def run(args: Any) -> int:
     else:
         command = (args.hook_command or default_hook_command()) if shim else None
         entry = handler(url, command=command, timeout_s=args.timeout, fail_closed=args.fail_closed)
-        updated = merge(settings, dict.fromkeys(events, entry))
+        entries = dict.fromkeys(events, entry)
+        approval_timeout_s = getattr(args, "approvals", None)
+        if approval_timeout_s is not None:  # an http hook fails open: a person's answer waits in the shim
+            held = handler(
+                url,
+                command=args.hook_command or default_hook_command(),
+                timeout_s=approval_timeout_s,
+                fail_closed=True,
+                holds=True,
+            )
+            entries |= {event: held for event in events if event in APPROVAL_EVENTS}
+        updated = merge(settings, entries)
     unchanged = updated == settings and (old_text is not None or args.uninstall)
     new_text = (args.uninstall and _before_hookbus(path, updated)) or render_like(old_text, updated)
     if unchanged:
