@@ -164,11 +164,15 @@ def run(args: Any) -> int:
         plan = InstallPlan(url=args.url or "", timeout_s=args.timeout, fail_closed=args.fail_closed)
         hook_command = args.hook_command or default_hook_command()
         wanted = {}
+        approval_timeout_s = getattr(args, "approvals", None)
         for event in auggie_events(args.events):
-            closed = plan.fail_closed and event == "PreToolUse"
+            held = approval_timeout_s is not None and event == "PreToolUse"  # waits for a person, fails closed
+            closed = held or (plan.fail_closed and event == "PreToolUse")
+            timeout_s = approval_timeout_s if held and approval_timeout_s is not None else plan.timeout_s
             script = folder / (FAIL_CLOSED_SCRIPT if closed else SCRIPT)
-            scripts[script] = script_text(shim_command(hook_command, "auggie", plan.url, plan.timeout_s, closed))
-            wanted[event] = {"type": "command", "command": str(script), "timeout": round(plan.timeout_s * 1000)}
+            line = shim_command(hook_command, "auggie", plan.url, timeout_s, closed, holds=held)
+            scripts[script] = script_text(line)
+            wanted[event] = {"type": "command", "command": str(script), "timeout": round(timeout_s * 1000)}
         for name in (SCRIPT, FAIL_CLOSED_SCRIPT):  # a script no handler runs any more goes
             scripts.setdefault(folder / name, None)
         updated = merge(settings, wanted, None)

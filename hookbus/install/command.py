@@ -80,12 +80,21 @@ def _warn_unless_absolute(command: str) -> None:
 AGENTS = tuple(agent for agent in SHIM_AGENTS if agent != "peri")  # Peri is configured by hand
 
 
+#: The agents whose hooks cannot be told to wait long (no timeout field, or an in-process plugin).
+NO_WAIT_AGENTS = ("cline", "opencode", "windsurf")
+
+
 def run_install(args: Any) -> int:
     """``hookbus install AGENT``: returns the exit code (errors raise ConfigError)."""
     if getattr(args, "http", False) and args.agent != "copilot":
         raise ConfigError(f"--http is for copilot only: the {args.agent} installer picks its hook type itself")
     if args.hook_command and not args.uninstall and args.agent != "opencode":  # OpenCode refuses it
         _warn_unless_absolute(args.hook_command)
+    if getattr(args, "approvals", None) is not None and args.agent in NO_WAIT_AGENTS:
+        raise ConfigError(
+            f"--approvals: {args.agent} gives its hooks no timeout to set, so none can wait for a person; "
+            "its asks are answered through the retry (see docs/agents.md)"
+        )
     if args.agent != "claude":
         installer = importlib.import_module(f"hookbus.install.{args.agent}")
         code: int = installer.run(args)
@@ -168,8 +177,9 @@ def add_install_arguments(parser: Any) -> None:
         type=float,
         const=600.0,
         metavar="S",
-        help="claude, codex, gemini, qwen: the gateway's hookbus.approvals is on: PreToolUse and PermissionRequest "
-        "go through the shim with --fail-closed and wait up to S seconds (default 600) for a person's answer",
+        help="claude, codex, gemini, qwen, copilot, cursor, kiro, droid, auggie: the gateway's hookbus.approvals "
+        "is on: the events that can wait for a person's answer (PreToolUse, PermissionRequest and their kin) go "
+        "through the shim with --fail-closed and wait up to S seconds (default 600)",
     )
     parser.add_argument(
         "--http",

@@ -52,6 +52,7 @@ from urllib.parse import parse_qs, urlsplit
 from bus.errors import ConfigError
 from hookbus.install.command import check
 from hookbus.install.settings_file import (
+    APPROVAL_EVENTS,
     TOKEN_ENV,
     default_hook_command,
     event_names,
@@ -120,8 +121,11 @@ def chosen_events(named: list[str] | None) -> tuple[str, ...]:
     return tuple(picked) or DEFAULT_EVENTS
 
 
-def entry(url: str, *, command: str | None, timeout_s: float, fail_closed: bool) -> dict[str, Any]:
-    """The hook entry hookbus installs: http to ``url``, or the shim started as ``command``."""
+def entry(url: str, *, command: str | None, timeout_s: float, fail_closed: bool, holds: bool = False) -> dict[str, Any]:
+    """The hook entry hookbus installs: http to ``url``, or the shim started as ``command``.
+
+    ``holds``: the shim waits for a person's answer (``--approvals``), up to 0.8 of ``timeout_s``.
+    """
     seconds: float = int(timeout_s) if timeout_s == int(timeout_s) else timeout_s
     if command is None:
         return {
@@ -132,7 +136,7 @@ def entry(url: str, *, command: str | None, timeout_s: float, fail_closed: bool)
             "timeoutSec": seconds,
         }
     # The shim answers before Copilot's own timeout, which always fails open.
-    line = shim_command_line(command, url, agent=AGENT, timeout_s=timeout_s, fail_closed=fail_closed)
+    line = shim_command_line(command, url, agent=AGENT, timeout_s=timeout_s, fail_closed=fail_closed, holds=holds)
     return {"type": "command", "bash": line, "timeoutSec": seconds}
 
 
@@ -322,7 +326,14 @@ def run(args: Any) -> int:
         new = entry(url, command=command, timeout_s=args.timeout, fail_closed=args.fail_closed)
         # A hook file needs its version; a settings file's inline hooks go without.
         base = settings if old_text is not None or path.name.startswith("settings") else {"version": 1}
-        updated = merge(base, dict.fromkeys(chosen_events(args.events), new))
+        entries = dict.fromkeys(chosen_events(args.events), new)
+        approval_timeout_s = getattr(args, "approvals", None)
+        if approval_timeout_s is not None:
+            if http:
+                raise ConfigError("--approvals waits in the shim, which fails closed: leave out --http")
+            held = entry(url, command=command, timeout_s=approval_timeout_s, fail_closed=True, holds=True)
+            entries |= {event: held for event in entries if event in APPROVAL_EVENTS}
+        updated = merge(base, entries)
     if updated == settings and (old_text is not None or args.uninstall):
         print(f"hookbus: {path} is already up to date; nothing to change")
         return 0 if args.uninstall or args.no_check else check(target, after_install=True, hook_file=path)

@@ -89,6 +89,7 @@ class CursorHooks(HooksFile):
     blocking_events = frozenset(
         {"beforeShellExecution", "beforeMCPExecution", "beforeReadFile", "preToolUse", "beforeSubmitPrompt"}
     )
+    approval_events = frozenset({"beforeShellExecution", "beforeMCPExecution", "preToolUse"})
     required = {"version": 1}
 
     def path(self, scope: str) -> Path:

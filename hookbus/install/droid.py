@@ -45,6 +45,7 @@ from typing import Any
 from bus.errors import ConfigError
 from hookbus.install.command import check
 from hookbus.install.settings_file import (
+    APPROVAL_EVENTS,
     TOKEN_ENV,
     InstallPlan,
     default_hook_command,
@@ -145,6 +146,16 @@ class DroidPlan(InstallPlan):
         )
 
     def handler(self, event: str) -> dict[str, Any]:
+        if self.approval_timeout_s is not None and event in APPROVAL_EVENTS:  # waits for a person, fails closed
+            command = shim_command_line(
+                self.hook_command,
+                self.url,
+                agent="droid",
+                timeout_s=self.approval_timeout_s,
+                fail_closed=True,
+                holds=True,
+            )
+            return {"type": "command", "command": command, "timeout": max(1, math.ceil(self.approval_timeout_s))}
         return {"type": "command", "command": self.command_for(event), "timeout": self.timeout_for(event)}
 
 
@@ -226,6 +237,7 @@ def run(args: Any) -> int:
             timeout_s=args.timeout,
             hook_command=args.hook_command or default_hook_command(),
             fail_closed=args.fail_closed,
+            approval_timeout_s=getattr(args, "approvals", None),
         )
     updated = _updated(document, plan, args.url if args.uninstall else None, wrapped=wrapped)
     new_text: str | None = render(updated)

@@ -46,11 +46,18 @@ def is_hookbus_command(command: Any, url: str | None = None) -> bool:
     return isinstance(command, str) and is_hookbus_handler({"type": "command", "command": command}, url)
 
 
-def shim_command(hook_command: str, agent: str, url: str, timeout_s: float | None, fail_closed: bool) -> str:
-    """``hookbus hook --agent AGENT --url URL`` (+ a ``--timeout`` below the agent's, ``--fail-closed``)."""
+def shim_command(
+    hook_command: str, agent: str, url: str, timeout_s: float | None, fail_closed: bool, *, holds: bool = False
+) -> str:
+    """``hookbus hook --agent AGENT --url URL`` (+ a ``--timeout`` below the agent's, ``--fail-closed``).
+
+    ``holds``: the shim waits for a person's answer (``--approvals``), up to 0.8 of ``timeout_s``.
+    """
     parts = [hook_command, "hook", "--agent", agent, "--url", shlex.quote(url)]
     if timeout_s is not None:
-        shim_timeout = min(SHIM_DEFAULT_TIMEOUT_S, round(timeout_s * 0.8, 1))
+        shim_timeout = round(timeout_s * 0.8, 1)
+        if not holds:
+            shim_timeout = min(SHIM_DEFAULT_TIMEOUT_S, shim_timeout)
         if shim_timeout != SHIM_DEFAULT_TIMEOUT_S:
             parts += ["--timeout", f"{shim_timeout:g}"]
     if fail_closed:
@@ -70,6 +77,8 @@ class HooksFile:
     from_claude: dict[str, tuple[str, ...]] = {}
     #: The events on which ``--fail-closed`` applies (where the agent blocks on exit 2).
     blocking_events: frozenset[str] = frozenset()
+    #: The events whose ask can wait for a person (``--approvals``: fail-closed, a long timeout).
+    approval_events: frozenset[str] = frozenset()
     #: Top-level fields the file must have (set when missing, never removed).
     required: dict[str, Any] = {}
     #: The entry list's key in the file.
@@ -185,8 +194,18 @@ def run_install(spec: HooksFile, args: Any) -> int:
         plan = InstallPlan(url=args.url or "", timeout_s=args.timeout, fail_closed=args.fail_closed)
         events = spec.choose_events(args.events)
         hook_command = args.hook_command or default_hook_command()
+        approval_timeout_s = getattr(args, "approvals", None)
+        if approval_timeout_s is not None and (not spec.approval_events or spec.shim_timeout_s(1.0) is None):
+            raise ConfigError(
+                f"--approvals: {spec.title} gives its hooks no timeout to set, so none can wait for a person; "
+                "its asks are answered through the retry (see docs/agents.md)"
+            )
         wanted = {}
         for event in events:
+            if approval_timeout_s is not None and event in spec.approval_events:
+                command = shim_command(hook_command, spec.agent, plan.url, approval_timeout_s, True, holds=True)
+                wanted[event] = spec.entry(event, command, approval_timeout_s, True)
+                continue
             closed = plan.fail_closed and event in spec.blocking_events
             command = shim_command(hook_command, spec.agent, plan.url, spec.shim_timeout_s(plan.timeout_s), closed)
             wanted[event] = spec.entry(event, command, plan.timeout_s, closed)

@@ -64,6 +64,7 @@ class KiroHooks(HooksFile):
     default_events = KIRO_TRIGGERS
     from_claude = {camel: (claude,) for claude, camel in AGENT_CONFIG_EVENTS.items()}
     blocking_events = frozenset({"PreToolUse", "UserPromptSubmit"})
+    approval_events = frozenset({"PreToolUse"})
     required = {"version": "v1"}
 
     def path(self, scope: str) -> Path:
