@@ -2,15 +2,18 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import shlex
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from bus.runtime.settings import Tokens
 from hookbus.cli import main
+from tests.conftest import DENY_RM
 
 URL = "http://127.0.0.1:8787"
 
@@ -73,3 +76,26 @@ def test_an_agent_that_cannot_wait_is_one_clear_line(
     err = capsys.readouterr().err
     assert "--approvals" in err and "retry" in err and err.count("\n") == 1
     assert not path.exists()
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("agent", ["gemini", "qwen", "copilot", "cursor", "kiro", "droid", "auggie"])
+async def test_an_approvals_install_passes_its_check_against_a_live_gateway(
+    agent: str,
+    platform: Callable[..., Any],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("HOOKBUS_URL", raising=False)
+    monkeypatch.setenv("HOOKBUS_TOKEN", "tok-1")
+    path = tmp_path / "settings.json"
+    async with platform(DENY_RM, tokens=Tokens.parse("fleet:tok-1")) as p:
+        accepted = "reachable, token accepted as tenant fleet"
+        argv = ["install", agent, "--settings-file", str(path), "--url", p.url]
+        assert await asyncio.to_thread(main, [*argv, "--approvals"]) == 0
+        assert capsys.readouterr().out.splitlines()[-1].endswith(accepted)
+        assert any("--fail-closed" in command for command, _ in _hooks(json.loads(path.read_text())))
+        assert await asyncio.to_thread(main, [*argv, "--check"]) == 0
+        assert capsys.readouterr().out.splitlines()[-1].endswith(accepted)
