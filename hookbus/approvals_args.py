@@ -19,7 +19,7 @@ def add_approvals_arguments(sub: argparse._SubParsersAction[argparse.ArgumentPar
     listing = actions.add_parser("list", help="the pending approvals this token may see, the nearest deadline first")
     listing.add_argument("--tenant", metavar="T", help="one tenant's (org-admin tokens)")
     listing.add_argument("--json", action="store_true")
-    show = actions.add_parser("show", help="one approval as JSON: the call, the rule, the session's trail, the answer")
+    show = actions.add_parser("show", help="one approval as JSON: the call, the rule, the session's trail and facts")
     show.add_argument("id", metavar="ID")
     approve = actions.add_parser("approve", help="let the call run (an approver token, never the one that asked)")
     approve.add_argument("id", metavar="ID")

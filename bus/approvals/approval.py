@@ -1,7 +1,7 @@
 """What a pending approval holds, and the answer each of its outcomes gives the agent.
 
 An approval is the ``ask`` of one event held for a person: the event and its tool call, the
-rule and reason, the agent, the session's recent trail, who sent it (a digest of the token,
+rule and reason, the agent, the session's recent trail (its last events and facts), who sent it (a digest of the token,
 never the token) and a deadline. It ends approved (once, for the session, or always; maybe with
 an edited tool input), denied (with a reason the model reads) or expired (the
 ``onTimeout`` verdict: a deny, or the ask passed to the agent; never an allow).
@@ -70,6 +70,8 @@ class Approval:
     need: int = 1
     partition: int = 0
     trail: list[dict[str, Any]] = dataclasses.field(default_factory=list)
+    #: The session's facts (session policy) when it asked, by name.
+    facts: list[str] = dataclasses.field(default_factory=list)
     cwd: str = ""
     status: str = Status.PENDING
     answer: dict[str, Any] = dataclasses.field(default_factory=dict)
@@ -121,6 +123,7 @@ class Approval:
             "approvers_needed": self.need,
             "approvers": self.approvers,
             "trail": self.trail,
+            "facts": self.facts,
             "answer": self.answer or None,
         }
 

@@ -169,7 +169,7 @@ class ApprovalDesk:
             return output, Decision.ALLOW, None
         keep_ms = int(settings.keep_seconds * 1000)
         try:
-            approval.trail = await self._trail(approval.partition, request.tenant, session_id)
+            approval.trail, approval.facts = await self._trail(approval.partition, request.tenant, session_id)
             opened = await self.store.open(
                 approval, call_digest(session_id, hook_input), approval.rule, settings.max_pending, keep_ms
             )
@@ -384,12 +384,14 @@ class ApprovalDesk:
         record = answer_record(approval, event_id, *answer, note, redactor, hook_input)
         await self.gateway.log_record(record)  # in the session's partition, linked into its chain
 
-    async def _trail(self, partition: int, tenant: str, session_id: str) -> list[dict[str, Any]]:
+    async def _trail(self, partition: int, tenant: str, session_id: str) -> tuple[list[dict[str, Any]], list[str]]:
         """The session's last events from the newest records of its decision log (bounded; the
-        tenant's own: another tenant's session may have the same id)."""
+        tenant's own: another tenant's session may have the same id), and its facts as its
+        newest record left them."""
         with redis_errors(self.gateway.redis_url):
             entries = await self.gateway.redis.xrevrange(self.keys.decision_log(partition), count=TRAIL_SCAN)
         trail: list[dict[str, Any]] = []
+        facts: list[str] | None = None
         for _, fields in entries:
             try:
                 record = LogRecord.decode(fields)
@@ -397,9 +399,11 @@ class ApprovalDesk:
                 record = None
             if record is not None and record.session_id == session_id and record.tenant == tenant:
                 trail.append(_summary(record))
+                if facts is None:
+                    facts = list(record.facts)
                 if len(trail) >= TRAIL_EVENTS:
                     break
-        return trail[::-1]
+        return trail[::-1], facts or []
 
 
 __all__ = ["POLL_S", "SWEEP_S", "ApprovalDesk", "Asker"]

@@ -92,6 +92,7 @@
       el("p", { class: "ap-why", text: a.reason }),
       el("pre", { class: "ap-input", text: input }),
       a.approvers_needed > 1 ? el("p", { class: "muted", text: `needs ${a.approvers_needed} approvers; approved by: ${(a.approvers || []).join(", ") || "nobody yet"}` }) : null,
+      (a.facts || []).length ? el("p", { class: "ap-facts muted", text: `the session's facts: ${a.facts.join(", ")}` }) : null,
       (a.trail || []).length ? el("details", {}, el("summary", { text: "the session's last events" }), trail) : null,
       edit,
       el("div", { class: "ap-buttons" },
