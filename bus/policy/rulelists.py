@@ -19,7 +19,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import re
-from typing import Any, Final, Protocol
+from typing import Any, Final, NamedTuple, Protocol
 
 from bus.dialects.mcpnames import tool_name_readings
 from bus.hooks.decisions import Decision
@@ -288,23 +288,40 @@ def first_verdict(lists: tuple[RuleList, ...], hook_input: dict[str, Any]) -> tu
     return _verdict_and_read(lists, hook_input)[0]
 
 
-def _verdict_and_read(
-    lists: tuple[RuleList, ...], hook_input: dict[str, Any]
-) -> tuple[tuple[str, str] | None, ShellRead | None]:
-    """:func:`first_verdict`, and the shell command read (once: every list matches that read)."""
+class Call(NamedTuple):
+    """What every rule list of an event reads of its tool call, read once for all its handlers."""
+
+    tool_name: str
+    tool_input: dict[str, Any]
+    cwd: str | None
+    home: str | None
+    others: tuple[str, ...]
+    shell: ShellRead | None
+
+
+def read_call(hook_input: dict[str, Any]) -> Call | None:
+    """The tool call of ``hook_input`` as rule lists read it; ``None`` when it names no tool."""
     tool_name = hook_input.get("tool_name")
     if not isinstance(tool_name, str):
-        return None, None
+        return None
     tool_input = hook_input.get("tool_input")
     if not isinstance(tool_input, dict):
         tool_input = {}
     command = tool_input.get("command") if tool_name in SHELL_TOOLS else None
     shell = read_shell(command, tool_name == "PowerShell") if isinstance(command, str) else None
     cwd = hook_input.get("cwd")
-    if not isinstance(cwd, str):
-        cwd = None
-    home = agent_home(hook_input)
-    others = tool_name_readings(hook_input)
+    cwd = cwd if isinstance(cwd, str) else None
+    return Call(tool_name, tool_input, cwd, agent_home(hook_input), tool_name_readings(hook_input), shell)
+
+
+def _verdict_and_read(
+    lists: tuple[RuleList, ...], hook_input: dict[str, Any], call: Call | None = None
+) -> tuple[tuple[str, str] | None, ShellRead | None]:
+    """:func:`first_verdict`, and the shell command read (once: every list matches that read);
+    ``call``: :func:`read_call` of ``hook_input``, when the caller has it."""
+    if call is None and (call := read_call(hook_input)) is None:
+        return None, None
+    tool_name, tool_input, cwd, home, others, shell = call
     key = None if others else verdictcache.call_key(lists, tool_name, tool_input, cwd, home, shell)
     found = verdictcache.kept(key) if key is not None else None
     if found is not None:
@@ -376,11 +393,12 @@ def _output(event: str, verdict: str, text: str) -> dict[str, Any]:
 
 
 def decide_rules(
-    lists: tuple[RuleList, ...], reason: str | None, event: str, hook_input: dict[str, Any]
+    lists: tuple[RuleList, ...], reason: str | None, event: str, hook_input: dict[str, Any], call: Call | None = None
 ) -> HandlerResult:
     """What a ``rule`` handler with these lists answers to ``event``: its output, and its
-    decision as merging it alone would make it (:attr:`HandlerResult.decided`)."""
-    found, shell = _verdict_and_read(lists, hook_input)
+    decision as merging it alone would make it (:attr:`HandlerResult.decided`); ``call``:
+    :func:`read_call` of ``hook_input``, read once for all the event's handlers."""
+    found, shell = _verdict_and_read(lists, hook_input, call)
     if found is None:
         return HandlerResult(Outcome.OK, output={}, handler_type="rule")
     verdict, rule = found
@@ -412,6 +430,7 @@ _ALONE: Final[dict[tuple[str, str], tuple[str, bool]]] = {
 
 
 __all__ = [
+    "Call",
     "RuleList",
     "RuleLists",
     "ToolRules",
@@ -421,5 +440,6 @@ __all__ = [
     "decide_rules",
     "evaluate_rules",
     "first_verdict",
+    "read_call",
     "rule_output",
 ]

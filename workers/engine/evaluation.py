@@ -35,7 +35,7 @@ from bus.policy.compiled import CompiledHandler, compiled
 from bus.policy.compiled import selected as compiled_selected
 from bus.policy.deciding import deciders, judge
 from bus.policy.loading import HandlerEntry, Policy
-from bus.policy.rulelists import decide_rules
+from bus.policy.rulelists import Call, decide_rules, read_call
 from bus.redis.connection import redis_errors
 from bus.redis.keys import Keyspace
 from bus.redis.topology import Topology
@@ -168,6 +168,8 @@ class Engine:
         contexts: list[tuple[int, HookContext]] = []
         jobs: list[PreparedJob] = []
         fast = not request.traced
+        call: Call | None = None  # the tool call as rule lists read it, once an event
+        unread = True
         chosen = compiled(policy).select(event, hook_input, request.agent)
         for handler in chosen if sessions is None else sessions.keep(chosen):
             if handler.run_async and self.async_handlers != "inline":
@@ -177,7 +179,9 @@ class Engine:
                     jobs.append(prepare_job(request, handler.handler_id, max_age_s, settings.max_queued))
                 continue
             if fast and handler.rules is not None and not handler.handler.once:
-                slots.append(self._decide_inline(handler, request, hook_input))
+                if unread:
+                    call, unread = _read_call(hook_input), False
+                slots.append(self._decide_inline(handler, request, hook_input, call))
                 continue
             ctx = HookContext(request, hook_input, handler.entry, policy, handler.timeout_s, self.services)
             contexts.append((len(slots), ctx))
@@ -258,13 +262,15 @@ class Engine:
             # ValueError: the hook input is no JSON object; RedisCommandError: the key is no list.
             logger.warning("pending context of event %s could not be put back: %s", request.event_id, exc)
 
-    def _decide_inline(self, handler: CompiledHandler, request: Request, hook_input: dict[str, Any]) -> HandlerResult:
+    def _decide_inline(
+        self, handler: CompiledHandler, request: Request, hook_input: dict[str, Any], call: Call | None = None
+    ) -> HandlerResult:
         """A ``rule`` handler without ``once``, untraced, decided in this call: what :meth:`_run`
         does, without the task, the timer and the coroutine it needs for handlers that wait."""
         assert handler.rules is not None
         started = time.perf_counter()
         try:
-            result = decide_rules(handler.rules, handler.reason, request.event, hook_input)
+            result = decide_rules(handler.rules, handler.reason, request.event, hook_input, call)
         except Exception as exc:  # a broken handler must never break the dispatcher
             extra = _fields(request, hook_input, handler.handler_id, handler_type="rule")
             logger.exception("handler raised", extra=extra)
@@ -382,6 +388,15 @@ class Engine:
             f"(stopBlockLimit {limit}). Last reason: {merged.reason or 'none'}"
         )
         return MergedDecision(output={"systemMessage": message}, decision=Decision.NONE, reason=merged.reason)
+
+
+def _read_call(hook_input: dict[str, Any]) -> Call | None:
+    """:func:`read_call`, or ``None`` when it raises: then each handler reads the call itself and
+    fails as it did alone."""
+    try:
+        return read_call(hook_input)
+    except Exception:
+        return None
 
 
 def _fields(request: Request, hook_input: Mapping[str, Any], handler: str | None, **more: Any) -> dict[str, Any]:

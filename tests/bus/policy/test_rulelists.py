@@ -187,3 +187,30 @@ def test_an_expansion_where_a_rule_could_follow_meets_it(command: str, rule: str
     tool_input = {"command": command}
     assert rule_list.first_match("Bash", tool_input, "/w") == rule
     assert reference(rule_list, tool_input) == rule
+
+
+@pytest.mark.parametrize(
+    "hook_input",
+    [
+        {"tool_name": "Bash", "tool_input": {"command": "git push origin main"}, "cwd": "/w"},
+        {"tool_name": "Bash", "tool_input": {"command": "ls; sudo rm -rf /"}, "transcript_path": "/home/a/.claude/x"},
+        {"tool_name": "Read", "tool_input": {"file_path": "/home/a/.ssh/id"}, "transcript_path": "/home/a/.claude/x"},
+        {"tool_name": "mcp__fs__read", "tool_input": {"path": "/w/x"}},
+        {"tool_name": 3, "tool_input": {"command": "git status"}},
+        {"tool_name": "Bash", "tool_input": "git status"},
+    ],
+)
+def test_a_call_read_once_decides_as_each_handler_reading_it(hook_input: dict[str, Any]) -> None:
+    # The engine reads an event's call once for all its rule handlers: the same answers.
+    call = rulelists.read_call(hook_input)
+    assert (call is None) == (not isinstance(hook_input["tool_name"], str))
+    for lists in (compile_lists(DENY, (), ()), compile_lists(("Read(~/.ssh/**)",), ("Bash(ls)",), ("Read",))):
+        for event in ("PreToolUse", "PostToolUse"):
+            alone = rulelists.decide_rules(lists, "why", event, hook_input)
+            shared = rulelists.decide_rules(lists, "why", event, hook_input, call)
+            assert (shared.outcome, shared.output, shared.rule, shared.decided) == (
+                alone.outcome,
+                alone.output,
+                alone.rule,
+                alone.decided,
+            )
