@@ -19,6 +19,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import re
+from collections.abc import Hashable
 from typing import Any, Final, NamedTuple, Protocol
 
 from bus.dialects.mcpnames import tool_name_readings
@@ -297,6 +298,7 @@ class Call(NamedTuple):
     home: str | None
     others: tuple[str, ...]
     shell: ShellRead | None
+    subject: Hashable  # verdictcache.call_subject; None for an MCP tool read several ways
 
 
 def read_call(hook_input: dict[str, Any]) -> Call | None:
@@ -311,7 +313,9 @@ def read_call(hook_input: dict[str, Any]) -> Call | None:
     shell = read_shell(command, tool_name == "PowerShell") if isinstance(command, str) else None
     cwd = hook_input.get("cwd")
     cwd = cwd if isinstance(cwd, str) else None
-    return Call(tool_name, tool_input, cwd, agent_home(hook_input), tool_name_readings(hook_input), shell)
+    others = tool_name_readings(hook_input)
+    subject = None if others else verdictcache.call_subject(tool_name, tool_input, cwd, shell)
+    return Call(tool_name, tool_input, cwd, agent_home(hook_input), others, shell, subject)
 
 
 def _verdict_and_read(
@@ -321,8 +325,8 @@ def _verdict_and_read(
     ``call``: :func:`read_call` of ``hook_input``, when the caller has it."""
     if call is None and (call := read_call(hook_input)) is None:
         return None, None
-    tool_name, tool_input, cwd, home, others, shell = call
-    key = None if others else verdictcache.call_key(lists, tool_name, tool_input, cwd, home, shell)
+    tool_name, tool_input, cwd, home, others, shell, subject = call
+    key = None if others else verdictcache.call_key(lists, tool_name, tool_input, cwd, home, shell, subject)
     found = verdictcache.kept(key) if key is not None else None
     if found is not None:
         return found[0], shell

@@ -38,6 +38,22 @@ class Listed(Protocol):
     def params(self) -> tuple[str, ...]: ...
 
 
+def call_subject(tool_name: str, tool_input: Mapping[str, Any], cwd: str | None, shell: ShellRead | None) -> Hashable:
+    """The part of :func:`call_key` that depends on the call only (the same for every handler of
+    an event): its command or its paths; ``None`` when its verdicts are not kept."""
+    if cwd is not None and len(cwd) > CACHED_COMMAND_CHARS:
+        return None
+    if tool_name in SHELL_TOOLS:
+        command = tool_input.get("command")
+        if shell is None or not isinstance(command, str) or len(command) > CACHED_COMMAND_CHARS:
+            return None
+        return (command, shell.unjudged)
+    if tool_name in EDIT_TOOLS or tool_name in READ_TOOLS:
+        paths = call_paths(tool_name, tool_input, cwd)
+        return None if sum(map(len, paths)) > CACHED_COMMAND_CHARS else tuple(paths)
+    return None
+
+
 def call_key(
     lists: Sequence[Listed],
     tool_name: str,
@@ -45,22 +61,14 @@ def call_key(
     cwd: str | None,
     home: str | None,
     shell: ShellRead | None,
+    subject: Hashable = ...,
 ) -> Key | None:
     """What the verdict of ``lists`` on this call depends on, or ``None`` when it is not kept
-    (the lists by identity: a list compiled once is itself only)."""
-    if cwd is not None and len(cwd) > CACHED_COMMAND_CHARS:
-        return None
-    if tool_name in SHELL_TOOLS:
-        command = tool_input.get("command")
-        if shell is None or not isinstance(command, str) or len(command) > CACHED_COMMAND_CHARS:
-            return None
-        subject: Hashable = (command, shell.unjudged)
-    elif tool_name in EDIT_TOOLS or tool_name in READ_TOOLS:
-        paths = call_paths(tool_name, tool_input, cwd)
-        if sum(map(len, paths)) > CACHED_COMMAND_CHARS:
-            return None
-        subject = tuple(paths)
-    else:
+    (the lists by identity: a list compiled once is itself only); ``subject``: the call's
+    :func:`call_subject`, when the caller has it."""
+    if subject is ...:
+        subject = call_subject(tool_name, tool_input, cwd, shell)
+    if subject is None:
         return None
     # The limits by identity: hashing the model costs more than the rest of the key.
     key: Key = (tuple(lists), tool_name, subject, cwd, home, id(current_limits()))
@@ -114,4 +122,15 @@ def kept_info() -> tuple[int, int, int]:
     return _COUNTS["hits"], _COUNTS["misses"], len(_KEPT)
 
 
-__all__ = ["VERDICTS_KEPT", "Key", "Listed", "Verdict", "call_key", "forget", "keep", "kept", "kept_info"]
+__all__ = [
+    "VERDICTS_KEPT",
+    "Key",
+    "Listed",
+    "Verdict",
+    "call_key",
+    "call_subject",
+    "forget",
+    "keep",
+    "kept",
+    "kept_info",
+]
