@@ -5,7 +5,8 @@ The policy sends ``touch approve*`` to the queue (``approval: true``); ``hookbus
 answers through ``/v1/approvals`` as a person would: approved, the command runs; denied, the model
 reads the approver's reason; unanswered, the approval expires and the command does not run. A
 headless run (``HOOKBUS_HEADLESS=1``) is deferred: it stops with ``tool_deferred``, and
-``claude -p --resume`` runs the command once it is approved.
+``claude -p --resume`` runs the command once it is approved. One approval is given in the
+console's Approvals tab with Debian's chromium (Playwright), as a person clicks it.
 """
 
 from __future__ import annotations
@@ -24,6 +25,8 @@ from tests.agents.fake_anthropic import FakeAnthropic, one_tool_call, tool_resul
 from tests.agents.harness import Completed, loopback_netns, serve_http
 from tests.agents.test_claude import Claude, bash
 from tests.conftest import wait_for
+from tests.hookbus.console_page import console_page
+from tests.hookbus.test_console_browser import ARTIFACTS, _chromium
 from tests.up import running_up
 
 pytestmark = [pytest.mark.system, pytest.mark.timeout(300)]
@@ -109,3 +112,31 @@ def test_a_headless_run_is_deferred_and_resumed_once_approved(claude: Claude) ->
     _answer(claude, "approve")
     claude.run(folder, "", extra_env={"HOOKBUS_HEADLESS": "1"}, resume=result["session_id"])
     assert (folder / "approve-later.txt").exists()
+
+
+def test_a_person_approves_claudes_ask_in_the_console_and_the_command_runs(claude: Claude) -> None:
+    _chromium()
+    from playwright.sync_api import expect, sync_playwright
+
+    folder = claude.project("--events", "PreToolUse", "--approvals", "120")
+    claude.fake.reset(one_tool_call("Bash", bash("touch approve-console.txt")))
+    ARTIFACTS.mkdir(exist_ok=True)
+    with (
+        concurrent.futures.ThreadPoolExecutor(1) as pool,
+        sync_playwright() as pw,
+        console_page(pw, claude.up.url, "tok-approver") as (page, errors),
+    ):
+        running = pool.submit(claude.run, folder, "make the file")
+        page.click("#tab-approvals")
+        card = page.locator(".ap-card")
+        expect(card).to_have_count(1, timeout=60_000)
+        expect(card).to_contain_text("touch approve-console.txt")
+        assert not (folder / "approve-console.txt").exists()  # Claude Code waits for the answer
+        page.fill("#ap-name", "dana")
+        page.dispatch_event("#ap-name", "change")
+        page.screenshot(path=str(ARTIFACTS / "console-approvals-claude.png"))
+        card.locator(".ap-once").click()
+        running.result(timeout=120)
+        expect(page.locator(".ap-card")).to_have_count(0, timeout=10_000)
+        assert errors == []
+    assert (folder / "approve-console.txt").exists()

@@ -17,7 +17,8 @@ import pytest
 
 from tests.conftest import wait_for
 from tests.gateway.approvals.helpers import approvals_policy
-from tests.hookbus.test_console_browser import ARTIFACTS, CHROMIUM, _chromium
+from tests.hookbus.console_page import console_page
+from tests.hookbus.test_console_browser import ARTIFACTS, _chromium
 from tests.up import UpProcess, running_up
 
 TOKENS = {
@@ -56,43 +57,36 @@ def test_an_approver_sees_their_tenants_ask_and_approves_it_in_the_console(up: U
     from playwright.sync_api import expect, sync_playwright
 
     ARTIFACTS.mkdir(exist_ok=True)
-    with concurrent.futures.ThreadPoolExecutor(1) as pool, sync_playwright() as pw:
+    with (
+        concurrent.futures.ThreadPoolExecutor(1) as pool,
+        sync_playwright() as pw,
+        console_page(pw, up.url, "tok-globex-approver") as (page, errors),
+    ):
         held = pool.submit(_push, up)
-        browser = pw.chromium.launch(executable_path=str(CHROMIUM), args=["--no-sandbox"])
-        try:
-            page = browser.new_page(viewport={"width": 1400, "height": 900})
-            errors: list[str] = []
-            page.on("pageerror", lambda exc: errors.append(str(exc)))
-            page.goto(f"{up.url}/ui")
-            expect(page.locator("#token-dialog")).to_be_visible(timeout=10_000)
-            page.fill("#token-input", "tok-globex-approver")
-            page.click("#token-ok")
-            page.click("#tab-approvals")
-            wait_for(lambda: _pending(up, "tok-acme-approver"), timeout_s=20)
-            # Polls made after the ask was pending: the other tenant's approver still sees nothing.
-            for _ in range(2):
-                with page.expect_response(lambda r: r.url.endswith("/v1/approvals")) as polled:
-                    pass
-                assert polled.value.json() == {"approvals": []}
-            expect(page.locator(".ap-card")).to_have_count(0)
-            expect(page.locator("#ap-empty")).to_be_visible()
-            page.click("#change-token")
-            page.fill("#token-input", "tok-acme-approver")
-            page.click("#token-ok")
-            page.click("#tab-approvals")
-            card = page.locator(".ap-card")
-            expect(card).to_have_count(1, timeout=10_000)
-            expect(card).to_contain_text("git push origin main")
-            expect(card).to_contain_text("acme-9c1d")
-            expect(page.locator("#ap-count")).to_have_text("1")
-            page.fill("#ap-name", "dana")
-            page.dispatch_event("#ap-name", "change")
-            page.screenshot(path=str(ARTIFACTS / "console-approvals.png"))
-            card.locator(".ap-once").click()
-            answer = held.result(timeout=30)
-            specific = answer.json()["hookSpecificOutput"]
-            assert specific["permissionDecision"] == "allow" and "dana" in specific["permissionDecisionReason"]
-            expect(page.locator(".ap-card")).to_have_count(0, timeout=5_000)
-            assert errors == []
-        finally:
-            browser.close()
+        page.click("#tab-approvals")
+        wait_for(lambda: _pending(up, "tok-acme-approver"), timeout_s=20)
+        # Polls made after the ask was pending: the other tenant's approver still sees nothing.
+        for _ in range(2):
+            with page.expect_response(lambda r: r.url.endswith("/v1/approvals")) as polled:
+                pass
+            assert polled.value.json() == {"approvals": []}
+        expect(page.locator(".ap-card")).to_have_count(0)
+        expect(page.locator("#ap-empty")).to_be_visible()
+        page.click("#change-token")
+        page.fill("#token-input", "tok-acme-approver")
+        page.click("#token-ok")
+        page.click("#tab-approvals")
+        card = page.locator(".ap-card")
+        expect(card).to_have_count(1, timeout=10_000)
+        expect(card).to_contain_text("git push origin main")
+        expect(card).to_contain_text("acme-9c1d")
+        expect(page.locator("#ap-count")).to_have_text("1")
+        page.fill("#ap-name", "dana")
+        page.dispatch_event("#ap-name", "change")
+        page.screenshot(path=str(ARTIFACTS / "console-approvals.png"))
+        card.locator(".ap-once").click()
+        answer = held.result(timeout=30)
+        specific = answer.json()["hookSpecificOutput"]
+        assert specific["permissionDecision"] == "allow" and "dana" in specific["permissionDecisionReason"]
+        expect(page.locator(".ap-card")).to_have_count(0, timeout=5_000)
+        assert errors == []

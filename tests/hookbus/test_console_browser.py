@@ -27,9 +27,9 @@ from bus.redis.keys import Keyspace
 from bus.stream.protocol import LogRecord, now_ms
 from tests.ci import missing
 from tests.conftest import REPO
+from tests.hookbus.console_page import CHROMIUM, console_page
 from tests.up import UpProcess, running_up
 
-CHROMIUM = Path("/usr/bin/chromium")
 ARTIFACTS = REPO / "tests" / "artifacts"
 POLICY = {
     "hookbus": {"deadlineSeconds": 2.0, "deadlines": {"UserPromptSubmit": 0.3}},
@@ -179,104 +179,96 @@ def test_the_console_shows_a_deny_live_opens_its_detail_and_filters(up: UpProces
     assert f"console (live decisions, policy what-if) on {up.url}/ui" in up.out.read_text()
     fleet_traffic(up, 1)
     ARTIFACTS.mkdir(exist_ok=True)
-    with sync_playwright() as pw:
-        browser = pw.chromium.launch(executable_path=str(CHROMIUM), args=["--no-sandbox"])
-        try:
-            page = browser.new_page(viewport={"width": 1500, "height": 960})
-            errors: list[str] = []
-            page.on("pageerror", lambda exc: errors.append(str(exc)))
-            page.goto(f"{up.url}/ui")
-            # Tokens are configured: the page asks for one, and keeps it in the tab only.
-            expect(page.locator("#token-dialog")).to_be_visible(timeout=10_000)
-            page.fill("#token-input", "tok-admin")
-            page.click("#token-ok")
-            expect(page.locator("#status")).to_have_text("live", timeout=10_000)
-            expect(page.locator("#scope")).to_have_text("all tenants")
-            assert page.evaluate("sessionStorage.getItem('hookbus.token')") == "tok-admin"
-            assert page.evaluate("localStorage.length") == 0
-            expect(page.locator("#feed li")).to_have_count(26, timeout=10_000)  # the backlog
-            fleet_traffic(up, 2)  # and the same again, live
-            expect(page.locator("#feed li")).to_have_count(52, timeout=10_000)
+    with (
+        sync_playwright() as pw,
+        console_page(pw, up.url, "tok-admin", viewport={"width": 1500, "height": 960}) as (page, errors),
+    ):
+        # Tokens are configured: the page asked for one (console_page entered it); it keeps it in the tab only.
+        expect(page.locator("#status")).to_have_text("live", timeout=10_000)
+        expect(page.locator("#scope")).to_have_text("all tenants")
+        assert page.evaluate("sessionStorage.getItem('hookbus.token')") == "tok-admin"
+        assert page.evaluate("localStorage.length") == 0
+        expect(page.locator("#feed li")).to_have_count(26, timeout=10_000)  # the backlog
+        fleet_traffic(up, 2)  # and the same again, live
+        expect(page.locator("#feed li")).to_have_count(52, timeout=10_000)
 
-            up.emit("tok-acme", tool("acme-7f3a9c", "Bash", {"command": "rm -rf /"}, "d1"))
-            deny = page.locator('#feed li[data-verdict="deny"]', has_text="acme-7f3a9c")
-            expect(deny).to_be_visible(timeout=2_000)
-            expect(deny).to_contain_text("hookbus dangerous-commands pack (rule: Bash(rm -rf /))", timeout=2_000)
-            expect(deny.locator(".agent")).to_have_text("claude")  # no dialect: Claude Code
-            expect(page.locator("#feed li").first).to_have_attribute("data-verdict", "deny")
+        up.emit("tok-acme", tool("acme-7f3a9c", "Bash", {"command": "rm -rf /"}, "d1"))
+        deny = page.locator('#feed li[data-verdict="deny"]', has_text="acme-7f3a9c")
+        expect(deny).to_be_visible(timeout=2_000)
+        expect(deny).to_contain_text("hookbus dangerous-commands pack (rule: Bash(rm -rf /))", timeout=2_000)
+        expect(deny.locator(".agent")).to_have_text("claude")  # no dialect: Claude Code
+        expect(page.locator("#feed li").first).to_have_attribute("data-verdict", "deny")
 
-            deny.click()
-            detail = page.locator("#detail")
-            expect(detail).to_contain_text("decided by: rule Bash(rm -rf /)")
-            expect(detail).to_contain_text('"command": "rm -rf /"')
-            expect(detail.locator("table tr")).to_have_count(2)  # header + the rule handler
-            expect(detail).to_contain_text("policy version")
-            expect(page.locator(".lane", has_text="acme-7f3a9c").locator(".chip.call")).not_to_have_count(0)
-            expect(page.locator("#c-dispatchers")).to_have_text("1", timeout=10_000)
-            expect(page.locator("#c-failopen")).to_have_text("2", timeout=10_000)
-            shot = ARTIFACTS / "console.png"
-            page.screenshot(path=str(shot))
-            print(f"console screenshot: {shot}")
-            if os.environ.get("HOOKBUS_DOCS_SCREENSHOT"):
-                page.screenshot(path=str(REPO / "docs" / "console.png"))
+        deny.click()
+        detail = page.locator("#detail")
+        expect(detail).to_contain_text("decided by: rule Bash(rm -rf /)")
+        expect(detail).to_contain_text('"command": "rm -rf /"')
+        expect(detail.locator("table tr")).to_have_count(2)  # header + the rule handler
+        expect(detail).to_contain_text("policy version")
+        expect(page.locator(".lane", has_text="acme-7f3a9c").locator(".chip.call")).not_to_have_count(0)
+        expect(page.locator("#c-dispatchers")).to_have_text("1", timeout=10_000)
+        expect(page.locator("#c-failopen")).to_have_text("2", timeout=10_000)
+        shot = ARTIFACTS / "console.png"
+        page.screenshot(path=str(shot))
+        print(f"console screenshot: {shot}")
+        if os.environ.get("HOOKBUS_DOCS_SCREENSHOT"):
+            page.screenshot(path=str(REPO / "docs" / "console.png"))
 
-            page.select_option("#f-decision", "deny")
-            expect(page.locator("#feed li")).to_have_count(1)
-            expect(page.locator('#feed li:not([data-verdict="deny"])')).to_have_count(0)
-            page.select_option("#f-decision", "")
-            page.fill("#f-session", "globex-")
-            expect(page.locator("#feed li")).to_have_count(18)
-            expect(page.locator('#feed li[data-verdict="fail-open"]')).to_have_count(2)
-            expect(page.locator(".lane")).to_have_count(1)
-            page.screenshot(path=str(ARTIFACTS / "console-filtered.png"))
+        page.select_option("#f-decision", "deny")
+        expect(page.locator("#feed li")).to_have_count(1)
+        expect(page.locator('#feed li:not([data-verdict="deny"])')).to_have_count(0)
+        page.select_option("#f-decision", "")
+        page.fill("#f-session", "globex-")
+        expect(page.locator("#feed li")).to_have_count(18)
+        expect(page.locator('#feed li[data-verdict="fail-open"]')).to_have_count(2)
+        expect(page.locator(".lane")).to_have_count(1)
+        page.screenshot(path=str(ARTIFACTS / "console-filtered.png"))
 
-            # The what-if: the same policy, with pytest denied too, over what was recorded.
-            candidate = json.loads(json.dumps(POLICY))
-            candidate["hooks"]["PreToolUse"][0]["hooks"][0]["deny"].append("Bash(pytest *)")
-            page.click("#tab-whatif")
-            page.fill("#w-policy", yaml.safe_dump(candidate))
-            page.fill("#w-since", "1h")
-            page.click("#w-run")
-            result = page.locator("#w-result")
-            expect(result.locator(".summary")).to_contain_text("6 of 53", timeout=60_000)
-            expect(result.locator("table").first).to_contain_text("allow → deny")
-            expect(result).to_contain_text("rule Bash(pytest *)")
-            expect(result).to_contain_text("Not replayed (counted as no opinion): 2 command")
-            page.screenshot(path=str(ARTIFACTS / "console-whatif.png"))
-            page.click("#tab-live")
+        # The what-if: the same policy, with pytest denied too, over what was recorded.
+        candidate = json.loads(json.dumps(POLICY))
+        candidate["hooks"]["PreToolUse"][0]["hooks"][0]["deny"].append("Bash(pytest *)")
+        page.click("#tab-whatif")
+        page.fill("#w-policy", yaml.safe_dump(candidate))
+        page.fill("#w-since", "1h")
+        page.click("#w-run")
+        result = page.locator("#w-result")
+        expect(result.locator(".summary")).to_contain_text("6 of 53", timeout=60_000)
+        expect(result.locator("table").first).to_contain_text("allow → deny")
+        expect(result).to_contain_text("rule Bash(pytest *)")
+        expect(result).to_contain_text("Not replayed (counted as no opinion): 2 command")
+        page.screenshot(path=str(ARTIFACTS / "console-whatif.png"))
+        page.click("#tab-live")
 
-            # Other agents: each row names its agent, and the agent filter picks them.
-            page.click("#f-clear")
-            gemini = {
-                "hook_event_name": "BeforeTool",
-                "session_id": "gemini-5e1f",
-                "cwd": "/srv/app",
-                "tool_name": "run_shell_command",
-                "tool_input": {"command": "rm -rf /"},
-            }
-            assert emit_as(up, "gemini", gemini)["decision"] == "deny"  # Gemini's own answer
-            emit_as(up, "sdk", {"hook_event_name": "Notification", "session_id": "sdk-1", "message": "m"})
-            expect(page.locator("#feed li .agent", has_text="gemini")).to_have_count(1, timeout=5_000)
-            page.fill("#f-agent", "Gemini")
-            expect(page.locator("#feed li")).to_have_count(1)
-            expect(page.locator("#feed li").first).to_contain_text("gemini-5e1f")
-            page.locator("#feed li").first.click()
-            expect(page.locator("#detail")).to_contain_text("agentgemini")
-            expect(page.locator("#detail")).to_contain_text("PreToolUse(Bash)")
-            page.fill("#f-agent", "sdk")
-            expect(page.locator("#feed li")).to_have_count(1)
-            expect(page.locator("#feed li").first).to_contain_text("sdk-1")
-            page.fill("#f-agent", "claude")
-            expect(page.locator("#feed li .agent:not(:text-is('claude'))")).to_have_count(0)
-            expect(page.locator("#feed li")).not_to_have_count(0)
+        # Other agents: each row names its agent, and the agent filter picks them.
+        page.click("#f-clear")
+        gemini = {
+            "hook_event_name": "BeforeTool",
+            "session_id": "gemini-5e1f",
+            "cwd": "/srv/app",
+            "tool_name": "run_shell_command",
+            "tool_input": {"command": "rm -rf /"},
+        }
+        assert emit_as(up, "gemini", gemini)["decision"] == "deny"  # Gemini's own answer
+        emit_as(up, "sdk", {"hook_event_name": "Notification", "session_id": "sdk-1", "message": "m"})
+        expect(page.locator("#feed li .agent", has_text="gemini")).to_have_count(1, timeout=5_000)
+        page.fill("#f-agent", "Gemini")
+        expect(page.locator("#feed li")).to_have_count(1)
+        expect(page.locator("#feed li").first).to_contain_text("gemini-5e1f")
+        page.locator("#feed li").first.click()
+        expect(page.locator("#detail")).to_contain_text("agentgemini")
+        expect(page.locator("#detail")).to_contain_text("PreToolUse(Bash)")
+        page.fill("#f-agent", "sdk")
+        expect(page.locator("#feed li")).to_have_count(1)
+        expect(page.locator("#feed li").first).to_contain_text("sdk-1")
+        page.fill("#f-agent", "claude")
+        expect(page.locator("#feed li .agent:not(:text-is('claude'))")).to_have_count(0)
+        expect(page.locator("#feed li")).not_to_have_count(0)
 
-            # A burst bigger than the page keeps: it holds the newest 2000 records and 400 rows.
-            page.click("#f-clear")
-            flood(up, 2500)
-            expect(page.locator("#shown")).to_have_text("400 shown of 2000 kept", timeout=20_000)
-            expect(page.locator("#feed li").first).to_contain_text("flood-2499")
-            page.locator("#feed li").first.click()
-            expect(page.locator("#detail")).to_contain_text("echo 2499")
-            assert errors == []
-        finally:
-            browser.close()
+        # A burst bigger than the page keeps: it holds the newest 2000 records and 400 rows.
+        page.click("#f-clear")
+        flood(up, 2500)
+        expect(page.locator("#shown")).to_have_text("400 shown of 2000 kept", timeout=20_000)
+        expect(page.locator("#feed li").first).to_contain_text("flood-2499")
+        page.locator("#feed li").first.click()
+        expect(page.locator("#detail")).to_contain_text("echo 2499")
+        assert errors == []

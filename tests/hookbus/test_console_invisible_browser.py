@@ -14,7 +14,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tests.hookbus.test_console_browser import CHROMIUM, _chromium
+from tests.hookbus.console_page import console_page
+from tests.hookbus.test_console_browser import _chromium
 from tests.up import UpProcess, running_up
 
 RAW = ("\u202e", "\u2066", "\u200f", "\u061c", "\x1b", "\u200b", "\U000e0041")
@@ -44,45 +45,34 @@ def test_bidi_and_invisible_controls_render_as_visible_markers(up: UpProcess) ->
         "cwd": "/srv/app",
     }
     up.emit("tok-acme", hook_input)
-    with sync_playwright() as pw:
-        browser = pw.chromium.launch(executable_path=str(CHROMIUM), args=["--no-sandbox"])
-        try:
-            page = browser.new_page()
-            errors: list[str] = []
-            page.on("pageerror", lambda exc: errors.append(str(exc)))
-            page.goto(f"{up.url}/ui")
-            expect(page.locator("#token-dialog")).to_be_visible(timeout=10_000)
-            page.fill("#token-input", "tok-acme")
-            page.click("#token-ok")
-            expect(page.locator("#status")).to_have_text("live", timeout=10_000)
-            row = page.locator("#feed li").first
-            expect(row).to_contain_text("acme/acme-⟨U+202E⟩gpj.exe", timeout=10_000)
-            expect(row).to_contain_text("PreToolUse(Bash⟨U+2066⟩x)")
-            expect(row).to_have_attribute("title", "echo ⟨U+202E⟩ok⟨U+001B⟩[2J⟨U+200B⟩⟨U+E0041⟩")
-            lane = page.locator(".lane-name").first
-            expect(lane).to_have_text("acme/acme-⟨U+202E⟩gpj.exe", timeout=5_000)
-            expect(lane).to_have_attribute("title", "acme/acme-⟨U+202E⟩gpj.exe")
-            row.click()
-            detail = page.locator("#detail")
-            expect(detail).to_contain_text("acme-⟨U+202E⟩gpj.exe")
-            expect(detail).to_contain_text('"command": "echo ⟨U+202E⟩ok\\u001b[2J⟨U+200B⟩⟨U+E0041⟩"')
-            expect(detail).to_contain_text('"tool_name": "Bash⟨U+2066⟩x"')
-            # Nothing raw in what the page renders: its text, its tooltips, the filter suggestions.
-            shown = page.evaluate(
-                """() => [document.body.innerText,
-                  ...[...document.querySelectorAll("[title]")].map((node) => node.title),
-                  ...[...document.querySelectorAll("option")].map((node) => node.value)]"""
-            )
-            assert any("⟨U+202E⟩" in item for item in shown[1:])
-            for char in RAW:
-                assert not [item for item in shown if char in item], f"raw U+{ord(char):04X} on the page"
-            # A filter typed as shown (or pasted raw) still finds the session.
-            page.fill("#f-session", "acme-⟨U+202E⟩")
-            expect(page.locator("#feed li")).to_have_count(1)
-            page.fill("#f-session", "acme-\u202e")
-            expect(page.locator("#feed li")).to_have_count(1)
-            page.fill("#f-session", "acme-x")
-            expect(page.locator("#feed li")).to_have_count(0)
-            assert errors == []
-        finally:
-            browser.close()
+    with sync_playwright() as pw, console_page(pw, up.url, "tok-acme") as (page, errors):
+        expect(page.locator("#status")).to_have_text("live", timeout=10_000)
+        row = page.locator("#feed li").first
+        expect(row).to_contain_text("acme/acme-⟨U+202E⟩gpj.exe", timeout=10_000)
+        expect(row).to_contain_text("PreToolUse(Bash⟨U+2066⟩x)")
+        expect(row).to_have_attribute("title", "echo ⟨U+202E⟩ok⟨U+001B⟩[2J⟨U+200B⟩⟨U+E0041⟩")
+        lane = page.locator(".lane-name").first
+        expect(lane).to_have_text("acme/acme-⟨U+202E⟩gpj.exe", timeout=5_000)
+        expect(lane).to_have_attribute("title", "acme/acme-⟨U+202E⟩gpj.exe")
+        row.click()
+        detail = page.locator("#detail")
+        expect(detail).to_contain_text("acme-⟨U+202E⟩gpj.exe")
+        expect(detail).to_contain_text('"command": "echo ⟨U+202E⟩ok\\u001b[2J⟨U+200B⟩⟨U+E0041⟩"')
+        expect(detail).to_contain_text('"tool_name": "Bash⟨U+2066⟩x"')
+        # Nothing raw in what the page renders: its text, its tooltips, the filter suggestions.
+        shown = page.evaluate(
+            """() => [document.body.innerText,
+              ...[...document.querySelectorAll("[title]")].map((node) => node.title),
+              ...[...document.querySelectorAll("option")].map((node) => node.value)]"""
+        )
+        assert any("⟨U+202E⟩" in item for item in shown[1:])
+        for char in RAW:
+            assert not [item for item in shown if char in item], f"raw U+{ord(char):04X} on the page"
+        # A filter typed as shown (or pasted raw) still finds the session.
+        page.fill("#f-session", "acme-⟨U+202E⟩")
+        expect(page.locator("#feed li")).to_have_count(1)
+        page.fill("#f-session", "acme-\u202e")
+        expect(page.locator("#feed li")).to_have_count(1)
+        page.fill("#f-session", "acme-x")
+        expect(page.locator("#feed li")).to_have_count(0)
+        assert errors == []

@@ -16,6 +16,7 @@ from bus.redis.keys import Keyspace
 from bus.runtime.settings import Tokens
 from tests.ci import missing
 from tests.conftest import REPO, BusProbe, async_wait_for, pre_tool_use, wait_for
+from tests.hookbus.console_page import CHROMIUM, console_page
 from tests.up import UpProcess, running_up
 
 pytestmark = pytest.mark.system
@@ -33,7 +34,6 @@ POLICY = {
 }
 TOKENS = Tokens.parse("acme:tok-acme")
 ADMIN = Tokens.parse_admin("tok-admin")
-CHROMIUM = Path("/usr/bin/chromium")
 ARTIFACTS = REPO / "tests" / "artifacts"
 
 
@@ -90,27 +90,16 @@ def test_the_what_if_tab_shows_the_coverage_of_the_running_policy(up: UpProcess)
         wait_for(lambda: log.xlen(Keyspace().decision_log()) == 2, timeout_s=20)
     finally:
         log.close()
-    with sync_playwright() as pw:
-        browser = pw.chromium.launch(executable_path=str(CHROMIUM), args=["--no-sandbox"])
-        try:
-            page = browser.new_page(viewport={"width": 1400, "height": 900})
-            errors: list[str] = []
-            page.on("pageerror", lambda exc: errors.append(str(exc)))
-            page.goto(f"{up.url}/ui")
-            expect(page.locator("#token-dialog")).to_be_visible(timeout=10_000)
-            page.fill("#token-input", "tok-admin")
-            page.click("#token-ok")
-            page.click("#tab-whatif")
-            page.fill("#w-since", "1h")
-            page.click("#w-coverage")
-            result = page.locator("#w-result")
-            expect(result.locator(".summary")).to_contain_text("2 logged events", timeout=60_000)
-            cells = result.locator("table.rules tr", has_text="deny Bash(rm -rf *)").locator("td")
-            expect(cells.nth(2)).to_have_text("1")  # decided
-            expect(cells.nth(3)).to_have_text("0")  # matched without deciding
-            expect(result.locator(".never")).to_contain_text("deny Bash(shred *)")
-            ARTIFACTS.mkdir(exist_ok=True)
-            page.screenshot(path=str(ARTIFACTS / "console-coverage.png"), full_page=True)
-            assert errors == []
-        finally:
-            browser.close()
+    with sync_playwright() as pw, console_page(pw, up.url, "tok-admin") as (page, errors):
+        page.click("#tab-whatif")
+        page.fill("#w-since", "1h")
+        page.click("#w-coverage")
+        result = page.locator("#w-result")
+        expect(result.locator(".summary")).to_contain_text("2 logged events", timeout=60_000)
+        cells = result.locator("table.rules tr", has_text="deny Bash(rm -rf *)").locator("td")
+        expect(cells.nth(2)).to_have_text("1")  # decided
+        expect(cells.nth(3)).to_have_text("0")  # matched without deciding
+        expect(result.locator(".never")).to_contain_text("deny Bash(shred *)")
+        ARTIFACTS.mkdir(exist_ok=True)
+        page.screenshot(path=str(ARTIFACTS / "console-coverage.png"), full_page=True)
+        assert errors == []
