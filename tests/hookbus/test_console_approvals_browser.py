@@ -16,7 +16,7 @@ import httpx
 import pytest
 
 from tests.conftest import wait_for
-from tests.gateway.approvals.helpers import approvals_policy
+from tests.gateway.approvals.helpers import approvals_policy_with_a_fact
 from tests.hookbus.console_page import console_page
 from tests.hookbus.test_console_browser import ARTIFACTS, _chromium
 from tests.up import UpProcess, running_up
@@ -30,20 +30,28 @@ TOKENS = {
 @pytest.fixture
 def up(tmp_path: Path) -> Iterator[UpProcess]:
     policy = tmp_path / "policy.yaml"
-    policy.write_text(approvals_policy(holdSeconds=60, timeoutSeconds=120))
+    policy.write_text(approvals_policy_with_a_fact(holdSeconds=60, timeoutSeconds=120))
     with running_up(tmp_path, policy, TOKENS) as platform:
         yield platform
 
 
-def _push(up: UpProcess) -> httpx.Response:
+def _hook(up: UpProcess, tool: str, tool_input: dict[str, str], timeout_s: float) -> httpx.Response:
+    """The PreToolUse of ``tool`` in session ``acme-9c1d``, sent as the acme agent."""
     hook_input = {
         "hook_event_name": "PreToolUse",
         "session_id": "acme-9c1d",
-        "tool_name": "Bash",
-        "tool_input": {"command": "git push origin main"},
+        "tool_name": tool,
+        "tool_input": tool_input,
         "cwd": "/srv/app",
     }
-    return httpx.post(f"{up.url}/v1/hooks", json=hook_input, headers={"Authorization": "Bearer tok-acme"}, timeout=90)
+    headers = {"Authorization": "Bearer tok-acme"}
+    return httpx.post(f"{up.url}/v1/hooks", json=hook_input, headers=headers, timeout=timeout_s)
+
+
+def _push(up: UpProcess) -> httpx.Response:
+    """A Read of ``.env`` (it sets the session's ``private_data`` fact), then the held ``git push``."""
+    assert _hook(up, "Read", {"file_path": "/srv/app/.env"}, 10).status_code == 200
+    return _hook(up, "Bash", {"command": "git push origin main"}, 90)
 
 
 def _pending(up: UpProcess, token: str) -> list[object]:
@@ -80,6 +88,7 @@ def test_an_approver_sees_their_tenants_ask_and_approves_it_in_the_console(up: U
         expect(card).to_have_count(1, timeout=10_000)
         expect(card).to_contain_text("git push origin main")
         expect(card).to_contain_text("acme-9c1d")
+        expect(card.locator(".ap-facts")).to_have_text("the session's facts: private_data")
         expect(page.locator("#ap-count")).to_have_text("1")
         page.fill("#ap-name", "dana")
         page.dispatch_event("#ap-name", "change")

@@ -8,6 +8,7 @@ from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 import httpx
+import yaml
 
 from bus.runtime.settings import Tokens
 from tests.conftest import Platform, async_wait_for, policy_yaml, pre_tool_use
@@ -34,6 +35,15 @@ def approvals_policy(**approvals: Any) -> str:
     }
     settings = {"enabled": True, "timeoutSeconds": 30, "holdSeconds": 8, **approvals}
     return policy_yaml({"PreToolUse": [group]}, approvals=settings)
+
+
+def approvals_policy_with_a_fact(**approvals: Any) -> str:
+    """:func:`approvals_policy` plus a session fact, ``private_data``, that a Read of ``.env`` sets."""
+    policy = yaml.safe_load(approvals_policy(**approvals))
+    policy["hookbus"]["session"] = {
+        "facts": {"private_data": {"setBy": [{"event": "PreToolUse", "rules": ["Read(**/.env)"]}]}}
+    }
+    return str(yaml.safe_dump(policy))
 
 
 def decision_of(response: httpx.Response) -> tuple[str, str]:

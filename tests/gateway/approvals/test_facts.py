@@ -6,25 +6,15 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
-import yaml
 
 from tests.conftest import pre_tool_use
-from tests.gateway.approvals.helpers import AGENT_A, APPROVER_A, TOKENS, approvals_policy, asking, pending
+from tests.gateway.approvals.helpers import AGENT_A, APPROVER_A, TOKENS, approvals_policy_with_a_fact, asking, pending
 
 pytestmark = pytest.mark.timeout(60)
 
 
-def _policy_with_a_fact() -> str:
-    """:func:`approvals_policy` plus a ``private_data`` fact a Read of ``.env`` sets."""
-    policy = yaml.safe_load(approvals_policy())
-    policy["hookbus"]["session"] = {
-        "facts": {"private_data": {"setBy": [{"event": "PreToolUse", "rules": ["Read(**/.env)"]}]}}
-    }
-    return str(yaml.safe_dump(policy))
-
-
 async def test_an_approval_lists_the_facts_of_its_session(platform: Callable[..., Any]) -> None:
-    async with platform(_policy_with_a_fact(), **TOKENS) as p:
+    async with platform(approvals_policy_with_a_fact(), **TOKENS) as p:
         read = pre_tool_use("", "s-facts", tool="Read") | {"tool_input": {"file_path": "/tmp/app/.env"}}
         assert (await p.post(read, headers=AGENT_A)).status_code == 200
         async with asking(p, session="s-facts"):
