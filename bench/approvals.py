@@ -32,7 +32,7 @@ import yaml
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from harness import Connection, percentile, rss_bytes, start_roles
+from harness import Connection, percentile, rss_bytes, start_roles, stop_roles
 
 from bus.redis.connection import connect
 from hookbus.platform.redis_server import EmbeddedRedis, free_port
@@ -188,10 +188,7 @@ async def run(redis_url: str, args: argparse.Namespace) -> None:
             task.cancel()
     finally:
         await redis.aclose()
-        for role in roles:
-            role.terminate()
-        for role in roles:
-            role.wait(10)
+        stop_roles(roles)
 
 
 async def main(args: argparse.Namespace) -> None:

@@ -24,7 +24,7 @@ import httpx
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from harness import Connection, hook_input, percentile, start_roles
+from harness import Connection, hook_input, percentile, start_roles, stop_roles
 
 from bus.redis.connection import connect
 from bus.redis.keys import Keyspace
@@ -112,10 +112,7 @@ async def main(args: argparse.Namespace) -> None:
         print(f"| during the scans | {percentile(loaded, 0.5) * ms:.2f} | {percentile(loaded, 0.99) * ms:.2f} |")
         print(f"\nscanners' answers: {dict(sorted(answers.items()))}; gateway RSS {before:.0f} MB -> {after:.0f} MB")
     finally:
-        for role in roles:
-            role.terminate()
-        for role in roles:
-            role.wait(10)
+        stop_roles(roles)
         redis_server.stop()
 
 

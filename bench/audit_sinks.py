@@ -284,7 +284,7 @@ async def decision_path(url: str, rate: float, seconds: float, rounds: int, work
     """Blocking decisions' p50/p99 through a gateway and a dispatcher, in rounds of three states:
     no follower, an OTLP follower sending at once (``--linger 0``), and one lingering 0.2 s to
     fill a batch (the default); and each follower's CPU per record delivered."""
-    from harness import cpu_s, hook_caller, percentile, start_roles, steady_rate
+    from harness import cpu_s, hook_caller, percentile, start_roles, steady_rate, stop_roles
 
     gateway_port, receiver_port = free_port(), free_port()
     roles = start_roles(url, gateway_port, 1)
@@ -311,9 +311,7 @@ async def decision_path(url: str, rate: float, seconds: float, rounds: int, work
                     follower.wait(30)
         delivered = (receiver_stats(receiver_port) or {}).get("unique")
     finally:
-        for role in roles:
-            role.terminate()
-            role.wait(10)
+        stop_roles(roles)
         receiver.terminate()
         receiver.wait(10)
     report: dict[str, Any] = {"rate": rate, "seconds_per_round": seconds, "rounds": rounds}

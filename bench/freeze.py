@@ -28,7 +28,7 @@ import orjson
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from harness import Connection, hook_input, percentile, start_roles
+from harness import Connection, hook_input, percentile, start_roles, stop_roles
 
 from bus.freeze.store import freeze, unfreeze
 from bus.redis.connection import connect
@@ -98,10 +98,7 @@ async def run(redis_url: str, args: argparse.Namespace) -> None:
         await connection.close()
     finally:
         await redis.aclose()
-        for role in roles:
-            role.terminate()
-        for role in roles:
-            role.wait(10)
+        stop_roles(roles)
 
 
 async def main(args: argparse.Namespace) -> None:

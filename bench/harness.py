@@ -75,6 +75,15 @@ def start_roles(url: str, port: int, dispatchers: int, policy: Path = POLICY) ->
     return wait_ready(roles, port, dispatchers)
 
 
+def stop_roles(roles: Iterable[subprocess.Popen[bytes]], timeout_s: float = 10) -> None:
+    """Terminate every role first, then wait for each (they stop in parallel)."""
+    started = list(roles)
+    for role in started:
+        role.terminate()
+    for role in started:
+        role.wait(timeout_s)
+
+
 def wait_ready(roles: list[subprocess.Popen[bytes]], port: int, dispatchers: int) -> list[subprocess.Popen[bytes]]:
     """``roles`` once the gateway on ``port`` is ready and sees ``dispatchers`` alive (30 s at most)."""
     deadline = time.monotonic() + 30

@@ -25,7 +25,7 @@ import yaml
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from harness import percentile, start_roles
+from harness import percentile, start_roles, stop_roles
 
 from bus.policy.loading import policy_from_text
 from bus.policy.registry import PolicyRegistry
@@ -83,10 +83,7 @@ async def propagation(redis_url: str, pushes: int) -> dict[str, float]:
                     delays.append(time.perf_counter() - pushed)
         finally:
             await redis.aclose()
-            for role in roles:
-                role.terminate()
-            for role in roles:
-                role.wait(10)
+            stop_roles(roles)
     return {"p50_s": percentile(delays, 0.5), "p99_s": percentile(delays, 0.99), "max_s": max(delays)}
 
 
