@@ -162,6 +162,51 @@ def read_folder(root: str, folder: str) -> tuple[list[str], pa.Table | None]:
         os.close(dir_fd)
 
 
+def log_ids_local(root: str, folder: str, since_ms: int) -> set[str]:
+    """The ``"<log_id> <id>"`` of every record in the Parquet files of ``root/folder`` changed at or after
+    ``since_ms`` (a file holding a record is written after the record was logged, so older files
+    cannot hold it); an empty set when the folder is not there."""
+    if not os.path.isdir(os.path.join(root, folder)):
+        return set()
+    dir_fd = folder_fd(root, folder)
+    try:
+        found: set[str] = set()
+        for name in os.listdir(dir_fd):
+            if not (name.startswith("part-") and name.endswith(".parquet")):
+                continue
+            fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW, dir_fd=dir_fd)
+            with os.fdopen(fd, "rb") as file:
+                if os.fstat(file.fileno()).st_mtime_ns // 1_000_000 < since_ms:
+                    continue
+                found.update(_log_ids(file.read()))
+        return found
+    finally:
+        os.close(dir_fd)
+
+
+def log_ids_remote(fs: pafs.FileSystem, folder: str, since_ms: int) -> set[str]:
+    """:func:`log_ids_local` on a pyarrow filesystem."""
+    found: set[str] = set()
+    for info in fs.get_file_info(pafs.FileSelector(folder, allow_not_found=True)):
+        name = info.base_name
+        if info.type != pafs.FileType.File or not (name.startswith("part-") and name.endswith(".parquet")):
+            continue
+        if info.mtime_ns is not None and info.mtime_ns // 1_000_000 < since_ms:
+            continue
+        with fs.open_input_file(info.path) as file:
+            found.update(_log_ids(file.read()))
+    return found
+
+
+def _log_ids(data: bytes) -> list[str]:
+    """The ``"<log_id> <id>"`` of each record of a Parquet file (none when it is not whole: it is written again)."""
+    try:
+        table = pq.read_table(pa.BufferReader(data), columns=["log_id", "id"])
+    except (pa.ArrowException, OSError, ValueError, KeyError):
+        return []
+    return [f"{log_id} {i}" for log_id, i in zip(table["log_id"].to_pylist(), table["id"].to_pylist(), strict=True)]
+
+
 def remove_files(root: str, folder: str, names: list[str]) -> None:
     """Remove ``names`` from ``root/folder`` and sync the folder."""
     dir_fd = folder_fd(root, folder)
@@ -177,6 +222,8 @@ __all__ = [
     "TMP_SUFFIX",
     "Written",
     "folder_fd",
+    "log_ids_local",
+    "log_ids_remote",
     "open_dir",
     "read_folder",
     "remove_files",

@@ -37,7 +37,16 @@ import pyarrow as pa
 import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
-from bus.decisionlog.archivefiles import TMP_SUFFIX, Written, read_folder, remove_files, write_local, write_remote
+from bus.decisionlog.archivefiles import (
+    TMP_SUFFIX,
+    Written,
+    log_ids_local,
+    log_ids_remote,
+    read_folder,
+    remove_files,
+    write_local,
+    write_remote,
+)
 from bus.errors import ConfigError
 
 logger = logging.getLogger("hookbus.audit.archive")
@@ -189,6 +198,15 @@ class Rows:
         )
         self.keys.append(f"{log_id} {event_id}")
 
+    def without(self, keys: set[str]) -> Rows:
+        """These rows but those whose key (``"<log_id> <id>"``) is in ``keys``."""
+        kept = Rows()
+        for record, key in zip(self.records, self.keys, strict=True):
+            if key not in keys:
+                kept.records.append(record)
+                kept.keys.append(key)
+        return kept
+
     @property
     def columns(self) -> dict[str, list[Any]]:
         """The rows column by column (made once, from :attr:`records`)."""
@@ -320,6 +338,27 @@ class ArchiveTarget:
             else:
                 written.append(write_remote(self.fs, f"{self.root}/{folder}", file_name(part), data))
         return written
+
+    def unwritten(self, parts: Mapping[tuple[str, str], Rows]) -> dict[tuple[str, str], Rows]:
+        """``parts`` but the records some file holds already (by ``log_id`` and ``id``), and no empty part.
+
+        For records read again after a restart: the flush that wrote some of them may have held
+        others than those read now (read ahead, or read since), so it is not written again
+        under the same names; each record is looked up instead. Only files changed since the
+        part's oldest record was logged are read, and only those two columns.
+        """
+        kept = {}
+        for (day, tenant), part in parts.items():
+            since_ms = min(int(record[0].split("-", 1)[0]) for record in part.records) - 1000 if part.records else 0
+            folder = partition_dir(day, tenant)
+            if self.fs is None:
+                found = log_ids_local(self.root, folder, since_ms)
+            else:
+                found = log_ids_remote(self.fs, f"{self.root}/{folder}", since_ms)
+            rest = part.without(found) if found else part
+            if rest.records:
+                kept[(day, tenant)] = rest
+        return kept
 
     def compact(self, before_day: str) -> list[Written]:
         """Merge the files of each (day, tenant) folder of a day before ``before_day``

@@ -6,9 +6,10 @@ the oldest gathered one was read ``every_s`` ago, one file per (day, tenant) of 
 (:mod:`hookbus.audit.parquet`). Records are acknowledged in Redis (``XACK``) only after their
 files are synced and renamed into place, so a crash loses nothing: what it had gathered or
 written but not acknowledged stays pending in the group and is read again at the next start.
-Those pending records are flushed as they were before anything new is read, so a flush that was
-written but not acknowledged is written again under the same names: the same files, no second
-copy.
+Those pending records are flushed before anything new is read, less those a file holds already
+(looked up by ``log_id`` and ``id`` in the files changed since they were logged): the flush that
+wrote them may have held others than those read again (a read ahead of it, or reads since), so a
+restart writes each record once, never a second copy.
 
 A write that fails (a full disk, a file that reads back cut short, a folder that is a symbolic
 link, an object store that refuses) says so in one line, keeps the records pending and tries
@@ -175,13 +176,13 @@ class Archiver(Follower):
         await self._gather_then_flush(super()._claim_abandoned(stop), stop)
 
     async def _gather_then_flush(self, reading: Any, stop: asyncio.Event) -> None:
-        """Gather all that ``reading`` reads, then flush it as one: the flush it was before a restart."""
+        """Gather all that ``reading`` reads, then flush it as one, less what a file holds already."""
         self._holding = True
         try:
             await reading
         finally:
             self._holding = False
-        await self._flush(stop)
+        await self._flush(stop, read_again=True)
 
     async def _follow(self, stop: asyncio.Event) -> None:
         reads = PartitionReads(self.keys.all_partitions, lambda partition: self._read(partition, ">", _READ_BLOCK_MS))
@@ -214,8 +215,11 @@ class Archiver(Follower):
         if not self._holding and self._gathered >= self.batch:
             await self._flush(stop)
 
-    async def _flush(self, stop: asyncio.Event) -> None:
-        """Write what was gathered, then acknowledge it; on failure say so, keep it pending and retry."""
+    async def _flush(self, stop: asyncio.Event, *, read_again: bool = False) -> None:
+        """Write what was gathered, then acknowledge it; on failure say so, keep it pending and retry.
+
+        ``read_again``: the records were pending at a start (or claimed); those a file holds are not written again.
+        """
         if not self._acks:
             return
         parts = self._parts
@@ -223,6 +227,8 @@ class Archiver(Follower):
         backoff = Backoff(base_s=0.5, cap_s=self.max_delay_s)
         while True:
             try:
+                if read_again:
+                    parts = await asyncio.to_thread(self.target.unwritten, self._parts)
                 written = await asyncio.to_thread(self.target.write, parts)
                 break
             except (OSError, ArchiveError, pa.ArrowException) as exc:
