@@ -30,6 +30,7 @@ VERSION_FIELD: Final = "v"
 FIRST_SEEN_FIELD: Final = "t0"
 CALLS_FIELD: Final = "n:calls"
 FAILURES_FIELD: Final = "n:fails"
+TOKENS_FIELD: Final = "n:tokens"
 
 
 def _digest(model: Any) -> str:
@@ -225,6 +226,7 @@ __all__ = [
     "CALLS_FIELD",
     "FAILURES_FIELD",
     "FIRST_SEEN_FIELD",
+    "TOKENS_FIELD",
     "VERSION_FIELD",
     "Counter",
     "Fact",

@@ -2,7 +2,8 @@
 
 :func:`effects` gives the operations the settle script applies (:data:`bus.session.script.APPLY_LUA`),
 one line each: ``S field`` sets a fact (to the script's clock), ``D field`` clears one, ``I field``
-adds one to a count, ``Z field`` sets one to 0, ``R field bucket_ms`` adds one to a windowed
+adds one to a count, ``A field n`` adds ``n`` (the tokens an event says were spent,
+:mod:`bus.session.usage`), ``Z field`` sets one to 0, ``R field bucket_ms`` adds one to a windowed
 counter's current bucket. A ``PreToolUse`` changes the state only when its call goes ahead (any
 decision but deny): a denied call did not happen. ``PostToolUse`` says the call ran and
 succeeded, ``PostToolUseFailure`` that it failed (the loop gate counts those in a row).
@@ -18,11 +19,15 @@ from typing import Any, Final
 
 from bus.hooks.decisions import Decision
 from bus.hooks.results import HandlerResult, Outcome
-from bus.session.definitions import BUCKETS, CALLS_FIELD, FAILURES_FIELD, Matched, SessionPolicy
+from bus.session.definitions import BUCKETS, CALLS_FIELD, FAILURES_FIELD, TOKENS_FIELD, Matched, SessionPolicy
 from bus.session.state import SessionView
+from bus.session.usage import tokens_spent
 
 #: Decisions after which a ``PreToolUse`` call does not run.
 _STOPPED: Final = frozenset({Decision.DENY, Decision.BLOCK})
+#: Built-in counters that grow by what events report, not by the calls a budget stops: a budget
+#: on one stops every ``PreToolUse`` once the count has reached its limit.
+_MEASURED: Final = frozenset({"tokens"})
 #: The handler id of the session's own answers in records and metrics.
 BUDGET_HANDLER: Final = "session:budget:"
 LOOP_GATE_HANDLER: Final = "session:loopGate"
@@ -67,6 +72,8 @@ def effects(
         ops.append(f"Z {FAILURES_FIELD}")
     elif event == "PostToolUseFailure":
         ops.append(f"I {FAILURES_FIELD}")
+    if (tokens := tokens_spent(event, hook_input)) > 0:
+        ops.append(f"A {TOKENS_FIELD} {tokens}")
     return ops
 
 
@@ -87,10 +94,11 @@ def verdicts(view: SessionView, event: str, matched: Matched) -> list[HandlerRes
     if policy.budgets:
         adds = set(counted(policy, event, matched))
         for name, budget in policy.budgets.items():
-            if budget.counter not in adds:
+            measured = budget.counter in _MEASURED
+            if budget.counter not in adds and not measured:
                 continue
             used = view.counter(budget.counter)
-            if used + 1 > budget.limit:
+            if (used >= budget.limit) if measured else (used + 1 > budget.limit):
                 why = budget.reason or f"hookbus: budget {name!r} is used up"
                 text = f"{why} ({budget.counter}: {used:g} of {budget.limit})"
                 found.append(_answer(BUDGET_HANDLER + name, budget.verdict, text))

@@ -38,6 +38,8 @@ local function apply_session(state, sessions, ops, expected, ttl_ms, max_session
       redis.call('HDEL', state, field)
     elseif op == 'I' then
       redis.call('HINCRBY', state, field, 1)
+    elseif op == 'A' then
+      redis.call('HINCRBY', state, field, tonumber(arg))
     elseif op == 'Z' then
       redis.call('HSET', state, field, 0)
     elseif op == 'R' then

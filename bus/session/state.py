@@ -19,13 +19,14 @@ from bus.session.definitions import (
     CALLS_FIELD,
     FAILURES_FIELD,
     FIRST_SEEN_FIELD,
+    TOKENS_FIELD,
     VERSION_FIELD,
     Counter,
     SessionPolicy,
 )
 
 #: The built-in counters and the field each reads.
-_BUILTIN_FIELDS: Final = {"tool_calls": CALLS_FIELD, "failures": FAILURES_FIELD}
+_BUILTIN_FIELDS: Final = {"tool_calls": CALLS_FIELD, "failures": FAILURES_FIELD, "tokens": TOKENS_FIELD}
 
 
 @dataclasses.dataclass(frozen=True, slots=True)

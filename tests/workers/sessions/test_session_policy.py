@@ -89,3 +89,55 @@ async def test_a_call_answered_fail_open_before_it_was_evaluated_still_counts(
         first = await p.post(pre_tool_use("deploy y", "late"))  # the second unit: allowed
         second = await p.post(pre_tool_use("deploy z", "late"))  # the fail-open call took the first
         assert decision(first) == (None, "") and decision(second)[0] == "deny"
+
+
+TOKENS = """
+hookbus:
+  deadlineSeconds: 5
+  session:
+    budgets:
+      spend: {counter: tokens, limit: 1000, reason: token budget}
+hooks: {}
+"""
+
+
+async def test_tokens_gemini_and_a_subagent_reported_stop_the_session_past_its_budget(
+    platform: Callable[..., Any], bus: BusProbe
+) -> None:
+    response = {
+        "candidates": [{"content": {"role": "model", "parts": ["ok"]}, "finishReason": "STOP"}],
+        "usageMetadata": {"promptTokenCount": 500, "candidatesTokenCount": 100, "totalTokenCount": 600},
+    }
+    after_model = {
+        "hook_event_name": "AfterModel",
+        "session_id": "spender",
+        "cwd": "/work",
+        "timestamp": "2026-01-01T00:00:00Z",
+        "llm_request": {"model": "gemini-2.5-pro", "messages": []},
+        "llm_response": response,
+    }
+    subagent = {
+        "hook_event_name": "PostToolUse",
+        "session_id": "spender",
+        "cwd": "/work",
+        "tool_name": "Agent",
+        "tool_input": {"prompt": "look around"},
+        "tool_response": {"status": "completed", "totalTokens": 400},
+    }
+    state_key = Keyspace().session_state("default", "spender")
+
+    async def tokens() -> int:
+        return int(await bus.redis.hget(state_key, "n:tokens") or 0)  # type: ignore[misc]
+
+    async with platform(TOKENS) as p:
+        await p.client.post(f"{p.url}/v1/hooks", json=after_model, params={"dialect": "gemini"})
+        await async_wait_for(lambda: tokens(), timeout_s=5)
+        assert decision(await p.post(pre_tool_use("ls", "spender"))) == (None, "")  # 600 of 1000
+        await p.post(subagent)
+        await async_wait_for(lambda: _at_least(tokens(), 1000), timeout_s=5)
+        verdict, reason = decision(await p.post(pre_tool_use("ls", "spender")))
+    assert verdict == "deny" and "token budget (tokens: 1000 of 1000)" in reason
+
+
+async def _at_least(value: Any, floor: int) -> bool:
+    return bool(await value >= floor)

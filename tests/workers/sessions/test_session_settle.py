@@ -26,7 +26,15 @@ from workers.engine.sessions import SessionOutcome
 
 KEYS = Keyspace()
 STREAM = KEYS.events_stream()
-OPS = ["S f:seen:abc", "I c:calls:abc", "R c:pushes:abc 360000", "I n:fails", "Z n:fails", "D f:gone:abc"]
+OPS = [
+    "S f:seen:abc",
+    "I c:calls:abc",
+    "R c:pushes:abc 360000",
+    "I n:fails",
+    "Z n:fails",
+    "D f:gone:abc",
+    "A n:tokens 1234",
+]
 
 
 def _settle(entry_id: bytes, n: int, ops: list[str], expected: int | None, session: str = "s-1") -> Settle:
