@@ -106,8 +106,23 @@ def verdicts(view: SessionView, event: str, matched: Matched) -> list[HandlerRes
 
 
 def remaining(view: SessionView) -> dict[str, float]:
-    """Each budget's units left (what handlers are given, and the console shows)."""
+    """Each budget's units left (what the decision log's records carry, and the console shows)."""
     return {name: max(0.0, b.limit - view.counter(b.counter)) for name, b in view.policy.budgets.items()}
+
+
+def handed(view: SessionView) -> dict[str, Any]:
+    """What handlers are given of the session (``hookbus.session`` in their input): the facts set
+    now and, per budget, its counter, limit, what was used and what is left."""
+    budgets = {}
+    for name, budget in view.policy.budgets.items():
+        used = view.counter(budget.counter)
+        budgets[name] = {
+            "counter": budget.counter,
+            "limit": budget.limit,
+            "used": used,
+            "remaining": max(0.0, budget.limit - used),
+        }
+    return {"facts": view.facts(), "budgets": budgets}
 
 
 def _answer(handler_id: str, verdict: str, text: str) -> HandlerResult:
@@ -161,6 +176,7 @@ __all__ = [
     "counted",
     "effects",
     "goes_ahead",
+    "handed",
     "naming_facts",
     "remaining",
     "verdicts",

@@ -319,6 +319,7 @@ class LogRecord:
     #: Its link in its partition's hash chain (``ch``, ``partition:seq:prev:hash``): :mod:`bus.decisionlog.chain`.
     chain: str = ""
     facts: list[str] = dataclasses.field(default_factory=list)  # the session's facts once it settled, by name
+    budgets: dict[str, float] = dataclasses.field(default_factory=dict)  # each session budget's units left, by name
 
     def meta(self) -> bytes:
         """The record as JSON, without the hook input (the ``r`` field). Its outcome comes first
@@ -351,6 +352,7 @@ class LogRecord:
             ("src", self.client_address),
             ("apv", self.approval),
             ("facts", self.facts),
+            ("bud", self.budgets),
         ):
             if value:  # absent when empty: records stay small, and older readers ignore them
                 meta[key] = value
@@ -393,6 +395,7 @@ class LogRecord:
                 approval=meta.get("apv", {}),
                 chain=fields.get(b"ch", b"").decode(),
                 facts=meta.get("facts", []),
+                budgets=meta.get("bud", {}),
             )
         except (KeyError, ValueError, TypeError, orjson.JSONDecodeError) as exc:
             raise ProtocolError(f"malformed decision-log entry: {exc!r}") from exc
@@ -435,16 +438,8 @@ class LogRecord:
             **({"approval": self.approval} if self.approval else {}),
             "chain": self.chain or None,
             "facts": self.facts,
+            **({"budgets": self.budgets} if self.budgets else {}),
         }
 
 
-__all__ = [
-    "CLAUDE_CODE",
-    "LogRecord",
-    "Reply",
-    "Request",
-    "StreamFields",
-    "iso_time",
-    "now_ms",
-    "payload_json",
-]
+__all__ = ["CLAUDE_CODE", "LogRecord", "Reply", "Request", "StreamFields", "iso_time", "now_ms", "payload_json"]

@@ -277,6 +277,7 @@
       state.sessions.set(key, lane);
     }
     if (rec.received_ms >= lane.last && Array.isArray(rec.facts)) lane.facts = rec.facts; // the session's facts, as last settled
+    if (rec.received_ms >= lane.last && rec.budgets) lane.budgets = rec.budgets; // each budget's units left, as last settled
     lane.last = Math.max(lane.last, rec.received_ms);
     const useId = rec.tool_use_id || (rec.input && rec.input.tool_use_id);
     if (rec.event === "PreToolUse" && useId) lane.calls.set(useId, rec);
@@ -392,6 +393,12 @@
 
   // -- session lanes -------------------------------------------------------------------------------------------
 
+  // A budget's units left as a lane shows them: whole units, thousands as k (a token budget's 48k).
+  function budgetLeft(left) {
+    const n = Math.max(0, Math.floor(Number(left) || 0));
+    return n >= 10000 ? `${Math.floor(n / 1000)}k` : String(n);
+  }
+
   function renderLanes(now) {
     state.lanesAt = now;
     state.lanesDirty = false;
@@ -416,8 +423,13 @@
       });
       const events = el("div", { class: "lane-events" }, ...chips);
       const facts = (lane.facts || []).map((name) => el("span", { class: "fact", text: name, title: "session fact" }));
+      const budgets = Object.entries(lane.budgets || {}).map(([name, left]) => el("span", {
+        class: `budget${left > 0 ? "" : " spent"}`, "data-budget": name, text: `${name}: ${budgetLeft(left)} left`,
+        title: "session budget: units left once the session's last event settled",
+      }));
       const node = el("div", { class: "lane", "data-session": lane.session },
-        el("span", { class: "lane-name", text: `${lane.tenant}/${lane.session}`, title: lane.key }), ...facts, events);
+        el("span", { class: "lane-name", text: `${lane.tenant}/${lane.session}`, title: lane.key }),
+        ...facts, ...budgets, events);
       return node;
     });
     $("lanes").replaceChildren(...nodes);
@@ -518,6 +530,9 @@
     ];
     if (rec.__durationMs !== undefined) facts.push(["tool call", formatDuration(rec.__durationMs)]);
     if (rec.trace_id) facts.push(["trace id", rec.trace_id]);
+    if (rec.budgets) {
+      facts.push(["budgets left", Object.entries(rec.budgets).map(([name, left]) => `${name}: ${left}`).join(", ")]);
+    }
     const dl = el("dl");
     for (const [name, value] of facts) dl.append(el("dt", { text: name }), el("dd", { text: String(value) }));
     if (rec.masked && rec.masked.length) {

@@ -32,7 +32,12 @@ from tests.up import UpProcess, running_up
 
 ARTIFACTS = REPO / "tests" / "artifacts"
 POLICY = {
-    "hookbus": {"deadlineSeconds": 2.0, "deadlines": {"UserPromptSubmit": 0.3}},
+    "hookbus": {
+        "deadlineSeconds": 2.0,
+        "deadlines": {"UserPromptSubmit": 0.3},
+        # A session budget: each lane shows what is left of it.
+        "session": {"budgets": {"calls": {"counter": "tool_calls", "limit": 500}}},
+    },
     "hooks": {
         "PreToolUse": [
             {
@@ -206,6 +211,9 @@ def test_the_console_shows_a_deny_live_opens_its_detail_and_filters(up: UpProces
         expect(detail.locator("table tr")).to_have_count(2)  # header + the rule handler
         expect(detail).to_contain_text("policy version")
         expect(page.locator(".lane", has_text="acme-7f3a9c").locator(".chip.call")).not_to_have_count(0)
+        # Its 8 calls that went ahead (the denied one did not) of the session's 500.
+        expect(page.locator(".lane", has_text="acme-7f3a9c").locator(".budget")).to_have_text("calls: 492 left")
+        expect(detail).to_contain_text("budgets leftcalls: 492")
         expect(page.locator("#c-dispatchers")).to_have_text("1", timeout=10_000)
         expect(page.locator("#c-failopen")).to_have_text("2", timeout=10_000)
         shot = ARTIFACTS / "console.png"

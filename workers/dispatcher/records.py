@@ -66,6 +66,7 @@ def build_record(
         token_id=request.token_id,
         client_address=request.client_address,
         facts=evaluation.session.facts if evaluation is not None and evaluation.session is not None else [],
+        budgets=evaluation.session.budgets if evaluation is not None and evaluation.session is not None else {},
     )
     return record
 

@@ -170,6 +170,7 @@ class Engine:
         fast = not request.traced
         call: Call | None = None  # the tool call as rule lists read it, once an event
         unread = True
+        given: dict[str, Any] | None = None  # the session as handlers are given it, once an event
         chosen = compiled(policy).select(event, hook_input, request.agent)
         for handler in chosen if sessions is None else sessions.keep(chosen):
             if handler.run_async and self.async_handlers != "inline":
@@ -183,7 +184,11 @@ class Engine:
                     call, unread = _read_call(hook_input), False
                 slots.append(self._decide_inline(handler, request, hook_input, call))
                 continue
-            ctx = HookContext(request, hook_input, handler.entry, policy, handler.timeout_s, self.services)
+            if sessions is not None and given is None:
+                given = sessions.handed()
+            ctx = HookContext(
+                request, hook_input, handler.entry, policy, handler.timeout_s, self.services, session=given
+            )
             contexts.append((len(slots), ctx))
             slots.append(None)
         if len(contexts) == 1 or all(ctx.entry.handler.type in INLINE_TYPES for _, ctx in contexts):

@@ -17,8 +17,9 @@ from typing import Any
 from bus.hooks.results import HandlerResult
 from bus.policy.compiled import CompiledHandler
 from bus.policy.loading import Policy
+from bus.session.apply import apply_ops
 from bus.session.definitions import Counter, Matched, SessionPolicy, session_policy
-from bus.session.effects import effects, naming_facts, remaining, verdicts
+from bus.session.effects import effects, handed, naming_facts, remaining, verdicts
 from bus.session.state import SessionState, SessionView
 from bus.stream.protocol import now_ms
 
@@ -37,6 +38,8 @@ class SessionOutcome:
     max_sessions: int
     #: The tenant and agent counters the event counts once it is settled (:mod:`workers.dispatcher.fleet`).
     fleet: list[Counter] = dataclasses.field(default_factory=list)
+    #: Each budget's units left once the event is settled (the record's ``budgets``).
+    budgets: dict[str, float] = dataclasses.field(default_factory=dict)
 
 
 class SessionJudge:
@@ -107,6 +110,10 @@ class SessionJudge:
         """Each budget's units left before this event."""
         return remaining(self.view)
 
+    def handed(self) -> dict[str, Any]:
+        """What the event's handlers are given of the session (``hookbus.session``), before the event."""
+        return handed(self.view)
+
     def outcome(self, event: str, hook_input: Mapping[str, Any], decision: str) -> SessionOutcome:
         """What ``event``, answered ``decision``, does to the session."""
         ops = effects(self.policy, event, hook_input, decision, self.matched(event, hook_input))
@@ -126,7 +133,12 @@ class SessionJudge:
             if (counter := self.policy.fleet.get(name)) is not None
             and (not counter.decisions or str(decision) in counter.decisions)
         ]
-        return SessionOutcome(ops, expected, list(facts), self.policy.ttl_ms, self.policy.max_sessions, fleet)
+        budgets = {}
+        if self.policy.budgets:  # what is left once the event's operations are applied
+            view = self.view
+            after = SessionView(self.policy, apply_ops(view.state, ops, view.now_ms), view.now_ms, view.fleet)
+            budgets = remaining(after)
+        return SessionOutcome(ops, expected, list(facts), self.policy.ttl_ms, self.policy.max_sessions, fleet, budgets)
 
 
 __all__ = ["SessionJudge", "SessionOutcome"]

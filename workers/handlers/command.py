@@ -302,7 +302,7 @@ async def run(ctx: HookContext) -> HandlerResult:
     return await run_command(
         handler,
         ctx.event,
-        ctx.request.payload,
+        ctx.payload,
         ctx.hook_input,
         timeout_s=min(ctx.timeout_s, ctx.request.remaining_s()),
         event_id=ctx.request.event_id,

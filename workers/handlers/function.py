@@ -98,7 +98,7 @@ async def run(ctx: HookContext) -> HandlerResult:
     if isinstance(fn, str):
         return HandlerResult(Outcome.ERROR, reason=fn)
     try:
-        hook_input = HookInput.model_validate(ctx.hook_input)
+        hook_input = HookInput.model_validate(ctx.given_input)
     except ValidationError as exc:
         return HandlerResult(Outcome.ERROR, reason=f"hook input is not valid: {exc.errors()[0]['msg']}")
     try:

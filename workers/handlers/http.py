@@ -242,7 +242,7 @@ async def run(ctx: HookContext) -> HandlerResult:
     return await run_http(
         handler,
         ctx.event,
-        ctx.request.payload,
+        ctx.payload,
         policy=ctx.policy,
         services=ctx.services,
         timeout_s=min(ctx.timeout_s, ctx.request.remaining_s()),
