@@ -49,7 +49,8 @@ from hookbus.audit.delivery import Item, Sink, Stopping
 
 logger = logging.getLogger("hookbus.audit.command")
 
-#: The columns of ``--format csv``; nested values are JSON text.
+#: The columns of ``--format csv``, in this order (docs/audit-formats.md); nested values are JSON text.
+#: New columns go at the end, so that a reader taking columns by position keeps working.
 CSV_COLUMNS: Final = (
     "log_id",
     "id",
@@ -73,6 +74,8 @@ CSV_COLUMNS: Final = (
     "masked",
     "input",
     "output",
+    "token_id",
+    "client_address",
 )
 _FORMULA_START: Final = ("=", "+", "-", "@", "\t", "\r")
 _LINE_BREAK: Final = re.compile(r"(\r\n|\r|\n)")  # kept in the split: the cell keeps its breaks

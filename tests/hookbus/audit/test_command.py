@@ -30,7 +30,7 @@ from bus.decisionlog.audit import RecordFilter, Window, log_state, read_window
 from bus.redis.keys import Keyspace
 from bus.stream.partitions import claim_layout
 from bus.stream.protocol import LogRecord, iso_time
-from hookbus.audit.command import Follower, export
+from hookbus.audit.command import CSV_COLUMNS, Follower, export
 from hookbus.audit.sinks import HttpSink, JsonlSink, Stopping, open_sink
 from hookbus.platform.redis_server import EmbeddedRedis
 from tests.conftest import REPO, BusProbe, async_wait_for, clean_env, frozen_during, run_hookbus
@@ -166,6 +166,18 @@ async def test_csv_has_a_header_json_cells_and_no_live_formulas(bus: BusProbe) -
     assert list(rows[0])[:6] == ["log_id", "id", "time", "tenant", "session_id", "agent"]
     assert json.loads(rows[0]["input"])["tool_input"] == {"command": "echo 1"}
     assert rows[0]["reason"].startswith("'=")
+
+
+async def test_csv_names_the_sender_in_the_last_columns(bus: BusProbe) -> None:
+    sent = record(1)
+    sent.token_id, sent.client_address = "tk_ops", "10.0.0.7"
+    await write(bus, (1, sent), (2, record(2)))
+    text = await exported(bus, Window(), fmt="csv")
+    header, *rows = list(csv.reader(io.StringIO(text)))
+    assert tuple(header) == CSV_COLUMNS and header[-2:] == ["token_id", "client_address"]
+    lines = [json.loads(line) for line in (await exported(bus, Window())).splitlines()]
+    assert [row[-2:] for row in rows] == [["tk_ops", "10.0.0.7"], ["", ""]]
+    assert [(line["token_id"], line["client_address"]) for line in lines] == [("tk_ops", "10.0.0.7"), (None, None)]
 
 
 def test_export_command_line_takes_iso_and_epoch_times(redis_url: str) -> None:
