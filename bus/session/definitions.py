@@ -161,6 +161,19 @@ class SessionPolicy:
             )
         #: Whether it decides PreToolUse on its own (a budget or the loop gate), with no handler.
         self.decides = bool(self.budgets or self.loop_gate)
+        #: Each fact's and session counter's position in definition order; the facts by field.
+        self.fact_positions = {name: n for n, name in enumerate(self.facts)}
+        self.counter_positions = {name: n for n, name in enumerate(self.counters)}
+        self.fact_by_field = {fact.field: fact.name for fact in self.facts.values()}
+        #: Per counter, the budgets on it: (position in definition order, name).
+        self.budgets_of: dict[str, list[tuple[int, str]]] = {}
+        for n, (name, budget) in enumerate(self.budgets.items()):
+            self.budgets_of.setdefault(budget.counter, []).append((n, name))
+        #: The fields of the facts that never expire, and the names of those that do.
+        self.lasting_fields = tuple(fact.field for fact in self.facts.values() if fact.ttl_ms is None)
+        self.expiring = tuple(fact.name for fact in self.facts.values() if fact.ttl_ms is not None)
+        #: The facts set, per setting of every fact (:meth:`bus.session.state.SessionView.facts`).
+        self.kept_facts: dict[tuple[object, ...], tuple[str, ...]] = {}
 
     def matched(self, event: str, hook_input: Mapping[str, Any]) -> Matched:
         """The facts ``event`` sets and clears and the counters it counts.

@@ -56,16 +56,13 @@ def effects(
     ops: list[str] = []
     if event in policy.events:
         matched = matched or policy.matched(event, hook_input)
-        for fact in policy.facts.values():
-            if fact.name in matched.set:
-                ops.append(f"S {fact.field}")
-            elif fact.name in matched.clear:
-                ops.append(f"D {fact.field}")
-        for counter in policy.counters.values():
-            if counter.name in matched.count:
-                ops.append(
-                    f"I {counter.field}" if counter.bucket_ms is None else f"R {counter.field} {counter.bucket_ms}"
-                )
+        positions = policy.fact_positions
+        for name in sorted({*matched.set, *matched.clear} & positions.keys(), key=positions.__getitem__):
+            ops.append(f"{'S' if name in matched.set else 'D'} {policy.facts[name].field}")
+        positions = policy.counter_positions
+        for name in sorted(matched.count.keys() & positions.keys(), key=positions.__getitem__):
+            counter = policy.counters[name]
+            ops.append(f"I {counter.field}" if counter.bucket_ms is None else f"R {counter.field} {counter.bucket_ms}")
     if event == "PreToolUse":
         ops.append(f"I {CALLS_FIELD}")
     elif event == "PostToolUse":
@@ -92,11 +89,11 @@ def verdicts(view: SessionView, event: str, matched: Matched) -> list[HandlerRes
         )
         found.append(_answer(LOOP_GATE_HANDLER, "deny", text))
     if policy.budgets:
-        adds = set(counted(policy, event, matched))
-        for name, budget in policy.budgets.items():
+        counters = dict.fromkeys([*counted(policy, event, matched), *_MEASURED])  # measured: checked on every call
+        on = sorted(item for counter in counters for item in policy.budgets_of.get(counter, ()))
+        for _, name in on:
+            budget = policy.budgets[name]
             measured = budget.counter in _MEASURED
-            if budget.counter not in adds and not measured:
-                continue
             used = view.counter(budget.counter)
             if (used >= budget.limit) if measured else (used + 1 > budget.limit):
                 why = budget.reason or f"hookbus: budget {name!r} is used up"

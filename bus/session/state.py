@@ -25,6 +25,8 @@ from bus.session.definitions import (
     SessionPolicy,
 )
 
+#: Facts set kept per policy, per setting of its facts (past it, they start again).
+KEPT_SETTINGS: Final = 256
 #: The built-in counters and the field each reads.
 _BUILTIN_FIELDS: Final = {"tool_calls": CALLS_FIELD, "failures": FAILURES_FIELD, "tokens": TOKENS_FIELD}
 
@@ -48,7 +50,10 @@ class SessionState:
         if isinstance(raw, Mapping):
             pairs = list(raw.items())
         else:
-            flat = list(raw)
+            flat = raw if isinstance(raw, list) else list(raw)
+            if len(flat) % 2 == 0 and set(map(type, flat)) == {str}:  # the settle script's JSON: text already
+                items = iter(flat)
+                return cls(dict(zip(items, items, strict=False)))  # even: checked
             pairs = list(zip(flat[::2], flat[1::2], strict=True))
         return cls({_text(k): _text(v) for k, v in pairs})
 
@@ -97,8 +102,17 @@ class SessionView:
         return set_ms
 
     def facts(self) -> list[str]:
-        """The names of the facts set now, in definition order."""
-        return [name for name in self.policy.facts if self.fact_ms(name) is not None]
+        """The names of the facts set now, in definition order (kept per setting of the facts: what
+        a fact that never expires says is its field's text)."""
+        policy = self.policy
+        key = (*map(self.state.fields.get, policy.lasting_fields), *map(self.fact_ms, policy.expiring))
+        found = policy.kept_facts.get(key)
+        if found is None:
+            found = tuple(name for name in policy.facts if self.fact_ms(name) is not None)
+            if len(policy.kept_facts) >= KEPT_SETTINGS:
+                policy.kept_facts.clear()
+            policy.kept_facts[key] = found
+        return list(found)
 
     def counter(self, name: str) -> float:
         """A counter's value now (a built-in's too)."""
@@ -137,7 +151,7 @@ class SessionView:
             return False
         for name, span in when.within.items():
             set_ms = self.fact_ms(name)
-            if set_ms is None or self.now_ms - set_ms > _ms(span):
+            if set_ms is None or self.now_ms - set_ms > ms_of(span):
                 return False
             found.append(name)
         for first, second in when.after.items():
@@ -160,7 +174,8 @@ class SessionView:
 
 
 @functools.lru_cache(maxsize=1024)
-def _ms(span: str) -> float:
+def ms_of(span: str) -> float:
+    """A duration's milliseconds (kept for the most recent 1024)."""
     return duration_seconds(span) * 1000
 
 
@@ -174,4 +189,4 @@ def within(value: float, bound: Threshold) -> bool:
     )
 
 
-__all__ = ["SessionState", "SessionView", "within"]
+__all__ = ["KEPT_SETTINGS", "SessionState", "SessionView", "ms_of", "within"]

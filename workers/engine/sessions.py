@@ -11,13 +11,15 @@ another event of the session settled meanwhile, and the event is decided again.
 from __future__ import annotations
 
 import dataclasses
+import weakref
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+from typing import Any, Final
 
 from bus.hooks.results import HandlerResult
 from bus.policy.compiled import CompiledHandler
 from bus.policy.loading import Policy
 from bus.session.apply import apply_ops
+from bus.session.conditions import Conditions
 from bus.session.definitions import Counter, Matched, SessionPolicy, session_policy
 from bus.session.effects import effects, handed, naming_facts, remaining, verdicts
 from bus.session.state import SessionState, SessionView
@@ -79,21 +81,26 @@ class SessionJudge:
 
     def keep(self, handlers: Sequence[CompiledHandler]) -> list[CompiledHandler]:
         """The handlers whose ``when:`` holds (or that have none)."""
-        kept = []
-        seen: dict[int, list[str] | None] = {}  # a group's when, shared by its handlers, judged once
-        for handler in handlers:
-            when = handler.handler.when
-            if when is None:
+        plan = _plan(self.policy, handlers)
+        if plan is None:
+            return list(handlers)
+        self.read = True
+        answers = plan.conditions.answers(self.view)
+        if plan.last is not None and plan.last[0] is answers:  # the same answers: the same handlers
+            self._named = plan.last[2]
+            return list(plan.last[1])
+        kept: list[CompiledHandler] = []
+        named: dict[str, list[str]] = {}
+        for handler, position in plan.handlers:
+            if position is None:
                 kept.append(handler)
-                continue
-            self.read = True
-            if (key := id(when)) not in seen:
-                self.view.used = {}
-                seen[key] = list(self.view.used) if self.view.holds(when) else None
-            if (facts := seen[key]) is not None:
+            elif (facts := answers[position]) is not None:
                 kept.append(handler)
                 if facts:
-                    self._named[handler.handler_id] = facts
+                    named[handler.handler_id] = facts
+        if plan.conditions.static:
+            plan.last = (answers, tuple(kept), named)
+        self._named = named
         return kept
 
     def answers(self, results: list[HandlerResult], event: str, hook_input: Mapping[str, Any]) -> list[HandlerResult]:
@@ -118,7 +125,7 @@ class SessionJudge:
         """What ``event``, answered ``decision``, does to the session."""
         ops = effects(self.policy, event, hook_input, decision, self.matched(event, hook_input))
         facts = dict.fromkeys(self.view.facts())
-        by_field = {fact.field: fact.name for fact in self.policy.facts.values()}
+        by_field = self.policy.fact_by_field
         for op in ops:
             code, _, rest = op.partition(" ")
             name = by_field.get(rest.split(" ")[0])
@@ -141,4 +148,45 @@ class SessionJudge:
         return SessionOutcome(ops, expected, list(facts), self.policy.ttl_ms, self.policy.max_sessions, fleet, budgets)
 
 
-__all__ = ["SessionJudge", "SessionOutcome"]
+@dataclasses.dataclass(slots=True)
+class _Plan:
+    """How one choice of handlers is kept: each handler and its condition's position (None: it has none)."""
+
+    handlers: tuple[tuple[CompiledHandler, int | None], ...]
+    conditions: Conditions
+    #: The last answers (static conditions only) and the handlers and facts they kept.
+    last: tuple[list[list[str] | None], tuple[CompiledHandler, ...], dict[str, list[str]]] | None = None
+
+
+#: Plans kept per choice of handlers and per policy (past it, they start again).
+PLANS_PER_POLICY: Final = 1024
+_PLANS: Final[weakref.WeakKeyDictionary[SessionPolicy, dict[object, Any]]] = weakref.WeakKeyDictionary()
+
+
+def _plan(policy: SessionPolicy, chosen: Sequence[CompiledHandler]) -> _Plan | None:
+    """The plan of ``chosen`` (None: no handler has a ``when:``), by the choice's identity, else by its handlers'."""
+    plans = _PLANS.get(policy)
+    if plans is None:
+        plans = _PLANS[policy] = {}
+    same = plans.get(id(chosen))  # (the choice, held so that its id stays its own; its plan)
+    if same is not None and same[0] is chosen:
+        found: _Plan | None = same[1]
+        return found
+    ids = tuple(map(id, chosen))  # held with the plan: the ids stay those handlers'
+    if ids in plans:
+        found = plans[ids][1]
+    else:
+        whens = [h.handler.when for h in chosen if h.handler.when is not None]
+        found = None
+        if whens:
+            conditions = Conditions(policy, whens)
+            pairs = tuple((h, None if h.handler.when is None else conditions.index[id(h.handler.when)]) for h in chosen)
+            found = _Plan(pairs, conditions)
+    if len(plans) >= PLANS_PER_POLICY:
+        plans.clear()
+    plans[ids] = (tuple(chosen), found)
+    plans[id(chosen)] = (chosen, found)
+    return found
+
+
+__all__ = ["PLANS_PER_POLICY", "SessionJudge", "SessionOutcome"]
