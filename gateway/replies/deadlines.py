@@ -27,7 +27,10 @@ class Deadline:
     __slots__ = ("_cancelling", "_task", "done", "expired", "when")
 
     def __init__(self, task: asyncio.Task[object], when: float) -> None:
-        self._task = task
+        #: The waiting task, until its ``with`` block ends: a done deadline waits in the queue until
+        #: the timer passes it, and must not keep the request's task (its coroutine, its HTTP cycle)
+        #: alive that long (thousands of them at load, each scanned by every collection of the GC).
+        self._task: asyncio.Task[object] | None = task
         self._cancelling = task.cancelling()
         #: The loop's time it is due at.
         self.when = when
@@ -36,7 +39,8 @@ class Deadline:
 
     def _expire(self) -> None:
         self.expired = True
-        self._task.cancel()
+        if self._task is not None:
+            self._task.cancel()
 
     def __enter__(self) -> Deadline:
         return self
@@ -45,9 +49,11 @@ class Deadline:
         self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
     ) -> None:
         self.done = True
+        task, self._task = self._task, None
         # As asyncio.Timeout: the cancellation was ours only if no one else asked for one too.
-        if self.expired and self._task.uncancel() <= self._cancelling and exc_type is asyncio.CancelledError:
-            raise TimeoutError from exc
+        if self.expired and task is not None:
+            if task.uncancel() <= self._cancelling and exc_type is asyncio.CancelledError:
+                raise TimeoutError from exc
 
 
 class Deadlines:

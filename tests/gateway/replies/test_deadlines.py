@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import weakref
 
 import pytest
 
@@ -83,3 +84,19 @@ async def test_a_deadline_cancelled_from_elsewhere_too_stays_a_cancellation() ->
     task.cancel()
     with pytest.raises(asyncio.CancelledError):
         await task
+
+
+@pytest.mark.timeout(10)
+async def test_a_deadline_met_in_time_lets_go_of_its_task_before_the_timer_passes_it() -> None:
+    # A done deadline waits in the queue until the timer reaches it: it must not keep the
+    # request's task (and so its coroutine and HTTP cycle) alive meanwhile.
+    deadlines = Deadlines()
+    answered: asyncio.Future[str] = asyncio.get_running_loop().create_future()
+    answered.set_result("answered")
+    task = asyncio.create_task(wait_until(deadlines, 30, answered))
+    assert await task == "answered"
+    gone = weakref.ref(task)
+    del task
+    await asyncio.sleep(0)  # the loop's own callbacks of the task have run
+    assert len(deadlines) == 1  # still queued
+    assert gone() is None
