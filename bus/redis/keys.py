@@ -39,6 +39,7 @@ key                                       type        what it holds
 ``{p}ratelimit:{T}:session:{session}``     hash        a session's bucket
 ``{p}fleet:{T}:count:{field}[:{agent}]``   hash        a tenant's (an agent's) windowed counter: bucket -> count
 ``{p}fleet:{T}:counted:{event_id}``        string      an event already counted by the tenant's counters (TTL)
+``{p}{tN}:fleet:pending``                 zset        partition N's settled events still to count in tenant counters
 ``{p}replay:{run}:...``                   (any)       a policy replay's scratch keys (then deleted)
 ``{p}approvals:{T}:pending``              zset        tenant T's pending approvals: id -> deadline (ms)
 ``{p}approvals:{T}:id:{id}``              hash        one approval: the ask, its state, its answer
@@ -260,6 +261,11 @@ class Keyspace:
     def fleet_counted(self, tenant: str, event_id: str) -> str:
         """Set once an event is counted by its tenant's counters: a redelivery is not counted again."""
         return f"{self.prefix}fleet:{{{tenant}}}:counted:{event_id}"
+
+    def fleet_pending(self, partition: int = 0) -> str:
+        """A partition's settled events not yet counted in their tenant's counters, by settle time
+        (written by the settle, removed once counted: :mod:`workers.dispatcher.fleet`)."""
+        return f"{self._part(partition)}fleet:pending"
 
     def pending_context(self, tenant: str, session_id: str) -> str:
         return f"{self.prefix}context:{tenant}:{session_key_part(session_id)}"

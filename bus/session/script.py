@@ -3,7 +3,7 @@ event's record (:data:`bus.stream.settle.SETTLE`): a re-delivered event, whose r
 already, changes nothing again, and an event whose dispatcher died changes it when the claiming
 dispatcher settles it.
 
-``apply_session(state, sessions, ops, expected, ttl_ms, max_sessions, now_ms)``:
+``apply_session(state, sessions, ops, expected, ttl_ms, max_sessions, now_ms, pending, entry)``:
 
 * ``expected``: the state's version the decision read (``''``: it read none). When the state
   has another version now, another event of the session settled meanwhile; nothing is written
@@ -15,6 +15,9 @@ dispatcher settles it.
   ``ttl_ms`` more, and keeps the session in the tenant's set ``sessions`` (scored by last use):
   past ``max_sessions`` the least recently used sessions' states are deleted. Returns ``true``
   and JSON ``{"e": how many it deleted, "s": the state now}``.
+* ``entry`` (when not ``''``): the event's tenant and agent counters still to count, added to the
+  partition's sorted set ``pending`` (scored by now) in the same step: counted after the settle,
+  and counted still if the dispatcher dies first (:mod:`workers.dispatcher.fleet`).
 """
 
 from __future__ import annotations
@@ -25,9 +28,12 @@ from bus.session.definitions import BUCKETS, FIRST_SEEN_FIELD, VERSION_FIELD
 
 APPLY_LUA: Final = (
     """
-local function apply_session(state, sessions, ops, expected, ttl_ms, max_sessions, now_ms)
+local function apply_session(state, sessions, ops, expected, ttl_ms, max_sessions, now_ms, pending, entry)
   if expected ~= '' and (redis.call('HGET', state, 'VERSION') or '0') ~= expected then
     return false, cjson.encode({s = redis.call('HGETALL', state)})
+  end
+  if entry ~= '' then
+    redis.call('ZADD', pending, now_ms, entry)
   end
   local changed = false
   for line in string.gmatch(ops, '[^\\n]+') do

@@ -87,8 +87,9 @@ JOB_ARGS: Final = 4
 #: Arguments of one event in :data:`SETTLE`, before its jobs' (see the script's comment).
 EVENT_ARGS: Final = 14
 #: Arguments of an event's session part in :data:`SETTLE`, after its jobs': operations, expected
-#: version, state lifetime ms, sessions per tenant; its keys: the state and the tenant's sessions.
-SESSION_ARGS: Final = 4
+#: version, state lifetime ms, sessions per tenant, tenant counters to count (``''``: none); its
+#: keys: the state, the tenant's sessions, the partition's events pending a tenant count.
+SESSION_ARGS: Final = 5
 #: Keys of one event in :data:`SETTLE` without jobs (with jobs: the arq queue, and two per job).
 EVENT_KEYS: Final = 4
 #: The hash a partition's first record follows (:mod:`bus.decisionlog.chain`).
@@ -152,7 +153,7 @@ end
 #       (0: non-blocking), reply (may be empty), outcome if decided, fail-open reason if
 #       decided, forced reason, reply channel, partition, record digest, number of jobs, 1 if it
 #       has a session part; then JOB_ARGS per job, then SESSION_ARGS (its keys after the jobs':
-#       the session's state, the tenant's sessions)
+#       the session's state, the tenant's sessions, the partition's pending tenant counts)
 # The replies of one channel go out as one message (one per line when there are several), and
 # the entries of one stream are acknowledged by one XACK, after every record is written.
 # Returns, per event, {1, outcome, jobs queued, jobs dropped, session} when it wrote the record
@@ -203,7 +204,8 @@ while a <= #ARGV do
     if prior or deadline == 0 or now_ms >= deadline or ARGV[a + 8] ~= '' then
       expected = ''  -- answered already (or never waited for): no decision left to take again
     end
-    local ok, found = apply_session(KEYS[sk], KEYS[sk + 1], ARGV[sa], expected, ARGV[sa + 2], ARGV[sa + 3], now_text)
+    local ok, found = apply_session(KEYS[sk], KEYS[sk + 1], ARGV[sa], expected, ARGV[sa + 2], ARGV[sa + 3], now_text,
+                                    KEYS[sk + 2], ARGV[sa + 4])
     if ok then now_state = found else current = found end
   end
   if current then
@@ -282,7 +284,7 @@ while a <= #ARGV do
     end
   end
   if session then
-    k, a = sk + 2, sa + SESSION_ARGS
+    k, a = sk + 3, sa + SESSION_ARGS
   else
     k, a = sk, sa
   end

@@ -172,6 +172,8 @@ class Dispatcher:
             asyncio.create_task(notices_of(self).run(stop), name="hookbus-approval-notices"),
             asyncio.create_task(self.engine.fleet_values.poll(stop), name="hookbus-tenant-counters"),
         ]
+        if self.sessions.fleet is not None:  # tenant counts a dead dispatcher left pending
+            helpers.append(asyncio.create_task(self.sessions.fleet.sweep(stop), name="hookbus-pending-counts"))
         waker = asyncio.create_task(self.work.wake_reader(stop), name="hookbus-wake-reader")
         logger.info("dispatcher %s serving (policy %s)", self.consumer, self.policy.revision)
         try:

@@ -35,6 +35,7 @@ from bus.runtime.replykey import ReplyKey, key_or_process, reply_json
 from bus.runtime.retry import BackgroundTask, Backoff
 from bus.stream.protocol import LogRecord, Reply, Request, StreamFields
 from bus.stream.settle import ANSWER, SETTLE, SETTLE_MAX_EVENTS
+from workers.dispatcher.fleet import pending_entry
 from workers.engine.sessions import SessionOutcome
 from workers.jobs.enqueue import JobTally, PreparedJob, queue_script_args
 
@@ -297,9 +298,10 @@ class Outbox:
                 args += job_args
             if op.session is not None:
                 outcome, state_key, index_key = op.session
-                keys += [state_key, index_key]
+                keys += [state_key, index_key, self.keys.fleet_pending(op.partition)]
                 expected = "" if outcome.expected is None else str(outcome.expected)
-                args += ["\n".join(outcome.ops), expected, outcome.ttl_ms, outcome.max_sessions]
+                pending = pending_entry(request, outcome.fleet)  # tenant counts, kept until counted
+                args += ["\n".join(outcome.ops), expected, outcome.ttl_ms, outcome.max_sessions, pending]
         return keys, args
 
     def _batches(self, settles: list[Settle], max_events: int) -> list[list[Settle]]:

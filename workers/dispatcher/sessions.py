@@ -121,7 +121,7 @@ class SessionStates:
             self.metrics.conflicts.inc()
             self._redo(op)
         elif self.fleet is not None:
-            self.fleet.start(op.request, op.session[0].fleet)
+            self.fleet.start(op.request, op.session[0].fleet, op.partition)
 
 
 __all__ = ["CACHED_SESSIONS", "MAX_ATTEMPTS", "SessionStates"]
