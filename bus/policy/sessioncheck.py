@@ -2,8 +2,10 @@
 
 A ``when:`` may only name facts and counters its file defines under ``hookbus.session`` (or the
 built-in counters); a ``setBy``/``clearedBy``/``count`` rule must parse and belong to a tool
-event; a condition that can never hold (a fact both required and excluded, bounds that leave
-no value) is an error. A counter no condition or budget reads is a note. Every problem carries
+event; a fact that no event sets or a counter that counts no event (each rule of its ``setBy`` or
+``count`` is excepted by its own ``except``) and a condition that can never hold (a fact both
+required and excluded, bounds that leave no value) are errors. A counter no condition or budget
+reads is a note. Every problem carries
 its line (:class:`bus.policy.loading` reports them with the file's).
 """
 
@@ -65,6 +67,12 @@ def check_session(ck: Checker, platform: dict[str, Any], whens: list[tuple[Loc, 
     for loc, items in lists:
         for i, item in enumerate(items):
             _check_rules(ck, (*loc, i), item)
+    for name, fact_def in session.facts.items():
+        if all(map(_never, fact_def.set_by)):
+            ck.problem((*base, "facts", name, "setBy"), f"fact {name!r} is set by no event: {_EXCEPTED}")
+    for name, counter_def in session.counters.items():
+        if all(map(_never, counter_def.count)):
+            ck.problem((*base, "counters", name, "count"), f"counter {name!r} counts no event: {_EXCEPTED}")
     fleet = {name for name, d in session.counters.items() if d.scope != "session"}
     counters = {*session.counters, *BUILTIN_COUNTERS}
     read = {name for name in fleet if session.counters[name].on_limit is not None}  # it acts on its own
@@ -90,6 +98,25 @@ def check_session(ck: Checker, platform: dict[str, Any], whens: list[tuple[Loc, 
     for name in session.counters:
         if name not in read:
             ck.note((*base, "counters", name), f"counter {name!r} is not read by any when: or budget")
+
+
+_EXCEPTED = "every rule is excepted by its own except"
+
+
+def _never(item: EventRules) -> bool:
+    """Whether no event can match ``item``: it has rules, and each is excepted (an ``except`` of the
+    same rule, or of its whole tool)."""
+    if not item.rules or not item.except_:
+        return False
+    try:
+        rules = [parse_rule(text) for text in item.rules]
+        excepts = [parse_rule(text) for text in item.except_]
+    except Exception:  # reported by _check_rules
+        return False
+    return all(
+        any(e.tool == r.tool and (e.content is None or e.content.strip("*") == "" or e == r) for e in excepts)
+        for r in rules
+    )
 
 
 def _defined(kind: str, names: Any) -> str:

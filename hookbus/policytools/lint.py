@@ -17,7 +17,11 @@
   dialects' declarations (an error where the agent cannot, a warning where it can in part);
 * ``timeout-past-deadline`` (warning): a timeout longer than the event's deadline;
 * ``async-decision`` (error): ``async`` on a handler whose answer is a decision (a ``rule``,
-  ``prompt`` or ``agent`` handler): async handlers never decide.
+  ``prompt`` or ``agent`` handler): async handlers never decide;
+* ``unread-counter`` (warning): a session counter no ``when:`` or budget reads (``policy check``'s
+  note). What ``policy check`` refuses in session policy (an unknown fact or counter, a fact no
+  event sets, a counter that counts no event, a condition that can never hold) fails lint too,
+  each with its file and line.
 
 Covering is worked out on the rules' text: ``Tool`` and ``Tool(*)`` cover every call of the
 tool, and ``Tool(a*)`` covers ``Tool(ab *)`` (``*`` of the covering rule stands for any text).
@@ -50,6 +54,9 @@ CLAUDE_TOOLS: Final = frozenset(
     "WebFetch WebSearch AskUserQuestion ExitPlanMode SubagentHandback TodoWrite Skill SlashCommand "
     "BashOutput KillShell KillBash".split()
 )
+#: ``policy check``'s notes that lint reports as warnings: what the note says, and the finding's rule.
+_NOTED: Final = (("is not read by any when: or budget", "unread-counter"),)
+_NOTE: Final = re.compile(r"(?P<file>.+?)(?::(?P<line>\d+))?: (?P<message>.*)")
 #: Decision strength of a rule list: a stronger list's match wins the merge.
 _STRENGTH: Final = {"deny": 3, "ask": 2, "allow": 1}
 
@@ -162,6 +169,11 @@ class _Linter:
                 continue
             self.handler(entry)
         self.rules([entry for entry in entries if seen[entry.handler_id] is entry])
+        for note in (note for f in self.files for note in f.notes):
+            rule = next((rule for text, rule in _NOTED if text in note), None)
+            if rule is not None and (found := _NOTE.fullmatch(note)) is not None:
+                line = int(found["line"]) if found["line"] else None
+                self.findings.append(Finding(found["file"], line, "warning", rule, found["message"]))
         return sorted(self.findings, key=lambda f: (f.file, f.line or 0))
 
     def handler(self, entry: HandlerEntry) -> None:

@@ -78,3 +78,34 @@ hooks: {}
 def test_a_counter_nothing_reads_is_a_note() -> None:
     policy = policy_from_text(HEAD + "hooks: {}\n", "p.yaml")
     assert any("counter 'calls' is not read" in note for note in policy.notes)
+
+
+def test_a_fact_no_event_sets_and_a_counter_that_counts_nothing_are_errors_at_their_lines() -> None:
+    text = """hookbus:
+  session:
+    facts:
+      never:
+        setBy: [{event: PreToolUse, rules: ["Bash(curl *)"], except: [Bash]}]
+      sometimes:
+        setBy:
+          - {event: PreToolUse, rules: ["Bash(curl *)"], except: ["Bash(curl *)"]}
+          - {event: PostToolUse, rules: [WebFetch]}
+    counters:
+      nothing:
+        count: [{event: PreToolUse, rules: ["Bash(git push *)", Write], except: ["Bash(git push *)", "Write(*)"]}]
+    budgets:
+      b: {counter: nothing, limit: 1}
+hooks: {}
+"""
+    found = problems(text)
+    assert "p.yaml:5: hookbus.session.facts.never.setBy: fact 'never' is set by no event" in "\n".join(found), found
+    assert any(p.startswith("p.yaml:12: ") and "counter 'nothing' counts no event" in p for p in found), found
+    assert not any("'sometimes'" in p for p in found)  # its WebFetch sets it
+
+
+def test_a_condition_that_can_never_hold_and_an_unread_counter_name_their_lines() -> None:
+    body = "      when: {anyFacts: [secret], notFacts: [secret]}\n"
+    text = HEAD + "hooks:\n  PreToolUse:\n    - matcher: Bash\n" + body + "      hooks: [{type: rule, deny: [Bash]}]\n"
+    assert any(p.startswith("p.yaml:10: ") and "can never hold: every fact of anyFacts" in p for p in problems(text))
+    notes = policy_from_text(HEAD + "hooks: {}\n", "p.yaml").notes
+    assert "p.yaml:6: counter 'calls' is not read by any when: or budget" in notes

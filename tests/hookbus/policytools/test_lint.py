@@ -114,6 +114,34 @@ def test_a_handler_repeated_in_a_second_file_is_named_with_the_first() -> None:
     assert all(f.message.startswith(f"the same handler as {REPO / 'examples' / 'policy.yaml'}:") for f in findings)
 
 
+def test_session_policy_mistakes_are_found_at_their_lines(tmp_path: Path) -> None:
+    policy = tmp_path / "session.yaml"
+    head = """hookbus:
+  session:
+    facts:
+      secret: {setBy: [{event: PreToolUse, rules: ["Read(**/.env)"]}]}
+    counters:
+      calls: {count: [{event: PreToolUse}], window: 1h}
+"""
+    policy.write_text(head + "hooks: {}\n")
+    (unread,) = lint_files([policy])
+    assert (unread.line, unread.severity, unread.rule) == (6, "warning", "unread-counter")
+    assert str(unread) == f"{policy}:6: warning: counter 'calls' is not read by any when: or budget [unread-counter]"
+    never = '      never: {setBy: [{event: PreToolUse, rules: ["Bash(curl *)"], except: [Bash]}]}\n'
+    policy.write_text(head.replace("    counters:\n", never + "    counters:\n") + "hooks: {}\n")
+    result = run_hookbus("policy", "lint", str(policy))
+    assert result.returncode == 1
+    assert (
+        f"{policy}:5: hookbus.session.facts.never.setBy: fact 'never' is set by no event"
+        in result.stdout + result.stderr
+    )
+    when = "  PreToolUse:\n    - matcher: Bash\n      when: {facts: [secret], notFacts: [secret]}\n"
+    policy.write_text(head + "hooks:\n" + when + "      hooks: [{type: rule, deny: [Bash]}]\n")
+    result = run_hookbus("policy", "lint", str(policy))
+    assert result.returncode == 1
+    assert f"{policy}:10: hooks.PreToolUse[0].when: this condition can never hold" in result.stdout + result.stderr
+
+
 def test_the_example_policies_lint_clean() -> None:
     for name in ("policy.yaml", "agent_loop_policy.yaml", "async_policy.yaml"):
         assert lint_files([REPO / "examples" / name]) == [], name
