@@ -41,4 +41,13 @@ def apply_ops(state: SessionState, ops: Sequence[str], now_ms: int) -> SessionSt
     return SessionState(fields)
 
 
-__all__ = ["apply_ops"]
+def touched(ops: Sequence[str], now_ms: int) -> set[str]:
+    """The fields :func:`apply_ops` may change applying ``ops`` at ``now_ms``."""
+    found = {FIRST_SEEN_FIELD, VERSION_FIELD}
+    for op in ops:
+        code, field, *rest = op.split(" ")
+        found.add(f"{field}:{now_ms // int(rest[0]) % (BUCKETS + 1)}" if code == "R" else field)
+    return found
+
+
+__all__ = ["apply_ops", "touched"]

@@ -103,19 +103,23 @@ class Counter:
     #: The decisions counted (empty: every one); tenant and agent scope only.
     decisions: frozenset[str] = frozenset()
     on_limit: OnLimit | None = None
+    #: A windowed counter's bucket fields (``<field>:<n>``), by slot.
+    slots: tuple[str, ...] = ()
 
     @classmethod
     def of(cls, name: str, definition: CounterDef) -> Counter:
         window = None if definition.window is None else duration_seconds(definition.window)
         bucket_ms = None if window is None else max(1, int(window * 1000 / BUCKETS))
+        field = f"c:{name}:{_digest(definition)}"
         return cls(
             name,
-            f"c:{name}:{_digest(definition)}",
+            field,
             tuple(map(Trigger.of, definition.count)),
             bucket_ms,
             definition.scope,
             frozenset(definition.decisions),
             definition.on_limit,
+            () if bucket_ms is None else tuple(f"{field}:{slot}" for slot in range(BUCKETS + 1)),
         )
 
 
@@ -172,6 +176,28 @@ class SessionPolicy:
         #: The fields of the facts that never expire, and the names of those that do.
         self.lasting_fields = tuple(fact.field for fact in self.facts.values() if fact.ttl_ms is None)
         self.expiring = tuple(fact.name for fact in self.facts.values() if fact.ttl_ms is not None)
+        #: Per budget, the fields its counter reads; per field, the budgets reading it; the bucket
+        #: widths of the windowed ones; whether what is left of each depends only on those fields
+        #: and the window's current bucket (no session age, no tenant or agent counter).
+        builtin = {"tool_calls": (CALLS_FIELD,), "failures": (FAILURES_FIELD,), "tokens": (TOKENS_FIELD,)}
+        self.budget_fields: dict[str, tuple[str, ...]] = {}
+        self.budgets_by_field: dict[str, list[str]] = {}
+        self.budgets_kept = True
+        widths = set()
+        for name, budget in self.budgets.items():
+            own = self.counters.get(budget.counter)
+            if own is not None:
+                fields = (own.field,) if own.bucket_ms is None else own.slots
+                if own.bucket_ms is not None:
+                    widths.add(own.bucket_ms)
+            else:
+                fields = builtin.get(budget.counter, ())
+                if budget.counter == "session_age_seconds" or budget.counter in self.fleet:
+                    self.budgets_kept = False
+            self.budget_fields[name] = fields
+            for field in fields:
+                self.budgets_by_field.setdefault(field, []).append(name)
+        self.budget_widths = tuple(sorted(widths))
         #: The facts set, per setting of every fact (:meth:`bus.session.state.SessionView.facts`).
         self.kept_facts: dict[tuple[object, ...], tuple[str, ...]] = {}
 

@@ -104,7 +104,7 @@ def verdicts(view: SessionView, event: str, matched: Matched) -> list[HandlerRes
 
 def remaining(view: SessionView) -> dict[str, float]:
     """Each budget's units left (what the decision log's records carry, and the console shows)."""
-    return {name: max(0.0, b.limit - view.counter(b.counter)) for name, b in view.policy.budgets.items()}
+    return view.budgets_left()
 
 
 def handed(view: SessionView) -> dict[str, Any]:

@@ -10,8 +10,9 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import weakref
 from collections.abc import Callable, Iterable, Mapping
-from typing import Final
+from typing import Any, Final
 
 from bus.policy.sessionschema import Threshold, When, duration_seconds
 from bus.session.definitions import (
@@ -25,6 +26,9 @@ from bus.session.definitions import (
     SessionPolicy,
 )
 
+#: Keys of :attr:`SessionState.memo`: the state before and what changed since, budgets left.
+_PRIOR: Final = "prior"
+_BUDGETS: Final = "budgets"
 #: Facts set kept per policy, per setting of its facts (past it, they start again).
 KEPT_SETTINGS: Final = 256
 #: The built-in counters and the field each reads.
@@ -36,6 +40,20 @@ class SessionState:
     """One session's state: its hash's fields and values (text)."""
 
     fields: Mapping[str, str] = dataclasses.field(default_factory=dict)
+    #: What views worked out on this state and may carry to the next (:meth:`following`).
+    memo: dict[object, Any] = dataclasses.field(default_factory=dict, compare=False, repr=False)
+
+    def following(self, prior: SessionState | None, changed: Iterable[str] | None = None) -> SessionState:
+        """This state, noted as the one after ``prior`` with ``changed`` fields (default: the fields
+        whose values differ), so that what a view worked out on ``prior`` and reads none of them
+        carries over (one state back at most)."""
+        if prior is None or prior is self or not prior.memo:
+            return self
+        if changed is None:
+            changed = {field for field, _ in self.fields.items() ^ prior.fields.items()}
+        prior.memo.pop(_PRIOR, None)
+        self.memo[_PRIOR] = (prior.memo, frozenset(changed))  # its memo only: the state itself may go
+        return self
 
     @property
     def version(self) -> int:
@@ -127,15 +145,39 @@ class SessionView:
             return self.fleet(wide) if wide is not None and self.fleet is not None else 0
         if counter.bucket_ms is None:
             return _int(self.state.fields.get(counter.field))
-        current = self.now_ms // counter.bucket_ms
+        oldest = self.now_ms // counter.bucket_ms - BUCKETS
         total = 0
-        for slot in range(BUCKETS + 1):
-            raw = self.state.fields.get(f"{counter.field}:{slot}")
+        for raw in map(self.state.fields.get, counter.slots):
             if raw:
                 index, _, count = raw.partition(":")
-                if _int(index) >= current - BUCKETS:
+                if _int(index) >= oldest:
                     total += _int(count)
         return total
+
+    def budgets_left(self) -> dict[str, float]:
+        """Each budget's units left now; kept on the state when that depends only on its fields and
+        the windows' current buckets, and carried from the state before for the budgets whose
+        fields did not change (:meth:`SessionState.following`)."""
+        policy = self.policy
+        if not policy.budgets_kept:
+            return {name: max(0.0, b.limit - self.counter(b.counter)) for name, b in policy.budgets.items()}
+        key = (_BUDGETS, id(policy), *(self.now_ms // width for width in policy.budget_widths))
+        memo = self.state.memo
+        found = memo.get(key)
+        if found is not None and found[0]() is policy:
+            return dict(found[1])
+        prior = memo.pop(_PRIOR, None)
+        before = prior[0].get(key) if prior is not None else None
+        if before is not None and before[0]() is policy:
+            left = dict(before[1])
+            names: Iterable[str] = {name for field in prior[1] for name in policy.budgets_by_field.get(field, ())}
+        else:
+            left, names = {}, policy.budgets.keys()
+        for name in names:
+            budget = policy.budgets[name]
+            left[name] = max(0.0, budget.limit - self.counter(budget.counter))
+        memo[key] = (weakref.ref(policy), left)
+        return dict(left)
 
     def holds(self, when: When) -> bool:
         """Whether ``when`` holds now; the facts that made it hold are added to :attr:`used`."""

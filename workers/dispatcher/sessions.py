@@ -72,7 +72,7 @@ class SessionStates:
         """Keep ``state`` as the session's: the settle script's answer is the state as it is (one
         writer task settles in order; a lower version than known means the state was evicted or
         expired and started again)."""
-        self._states[key] = state
+        self._states[key] = state.following(self._states.get(key))  # what was worked out on the last carries over
         self._states.move_to_end(key)
         while len(self._states) > CACHED_SESSIONS:
             self._states.popitem(last=False)

@@ -18,7 +18,7 @@ from typing import Any, Final
 from bus.hooks.results import HandlerResult
 from bus.policy.compiled import CompiledHandler
 from bus.policy.loading import Policy
-from bus.session.apply import apply_ops
+from bus.session.apply import apply_ops, touched
 from bus.session.conditions import Conditions
 from bus.session.definitions import Counter, Matched, SessionPolicy, session_policy
 from bus.session.effects import effects, handed, naming_facts, remaining, verdicts
@@ -143,8 +143,11 @@ class SessionJudge:
         budgets = {}
         if self.policy.budgets:  # what is left once the event's operations are applied
             view = self.view
-            after = SessionView(self.policy, apply_ops(view.state, ops, view.now_ms), view.now_ms, view.fleet)
-            budgets = remaining(after)
+            state = apply_ops(view.state, ops, view.now_ms)
+            if self.policy.budgets_kept:  # worked out on the state before and carried over
+                remaining(view)
+                state = state.following(view.state, touched(ops, view.now_ms))
+            budgets = remaining(SessionView(self.policy, state, view.now_ms, view.fleet))
         return SessionOutcome(ops, expected, list(facts), self.policy.ttl_ms, self.policy.max_sessions, fleet, budgets)
 
 

@@ -1,6 +1,7 @@
 """``when:`` conditions compiled into closures (:mod:`bus.session.conditions`) answer as
 :meth:`bus.session.state.SessionView.holds` does, facts used included, and the answers kept per
-setting of the facts follow the state as it changes; the facts set, kept alike, too."""
+setting of the facts follow the state as it changes; the facts set, kept alike, too; and the
+budgets left, kept on a state and carried to the next, are those worked out afresh."""
 
 from __future__ import annotations
 
@@ -10,8 +11,10 @@ from typing import Any
 
 from bus.policy.loading import policy_from_text
 from bus.policy.sessionschema import When
+from bus.session.apply import apply_ops, touched
 from bus.session.conditions import Conditions, compile_when
 from bus.session.definitions import SessionPolicy, session_policy
+from bus.session.effects import effects
 from bus.session.state import SessionState, SessionView
 
 POLICY = """
@@ -93,3 +96,42 @@ def test_kept_facts_follow_the_state() -> None:
         for state, at in itertools.product(states(policy), (9 * MINUTE, 14 * MINUTE, 20 * MINUTE)):
             view = SessionView(policy, state, at)
             assert view.facts() == [name for name in policy.facts if SessionView(policy, state, at).fact_ms(name)]
+
+
+BUDGETS = """
+hookbus:
+  session:
+    counters:
+      pushes: {count: [{event: PreToolUse, rules: ["Bash(git push *)"]}], window: 1m}
+      edits: {count: [{event: PreToolUse, rules: [Edit]}]}
+    budgets:
+      pushes: {counter: pushes, limit: 3}
+      calls: {counter: tool_calls, limit: 20}
+      edits: {counter: edits, limit: 5}
+      fails: {counter: failures, limit: 2}
+hooks: {}
+"""
+
+
+def test_budgets_left_carried_from_state_to_state_as_worked_out_afresh() -> None:
+    policy = session_policy(policy_from_text(BUDGETS))
+    rng = random.Random(7)
+    steps = [
+        ("PreToolUse", {"tool_name": "Bash", "tool_input": {"command": "git push"}}),
+        ("PreToolUse", {"tool_name": "Edit", "tool_input": {"file_path": "/w/a"}}),
+        ("PreToolUse", {"tool_name": "Bash", "tool_input": {"command": "ls"}}),
+        ("PostToolUseFailure", {"tool_name": "Bash", "tool_input": {"command": "ls"}}),
+        ("PostToolUse", {"tool_name": "Bash", "tool_input": {"command": "ls"}}),
+    ]
+    state, at = SessionState(), 0
+    for n in range(300):
+        at += rng.randrange(0, 3_000)  # buckets of 6 s: mostly carried, at times a new bucket
+        event, hook_input = steps[rng.randrange(len(steps))]
+        ops = effects(policy, event, {**hook_input, "cwd": "/w"}, "none")
+        after = apply_ops(state, ops, at)
+        after = after.following(state, touched(ops, at) if n % 2 else None)  # named by the ops, or compared
+        view = SessionView(policy, after, at + rng.choice((0, 0, 0, 7_000)))
+        expected = {name: max(0.0, b.limit - view.counter(b.counter)) for name, b in policy.budgets.items()}
+        assert view.budgets_left() == expected, n
+        assert SessionView(policy, after, view.now_ms).budgets_left() == expected  # kept on the state
+        state = after
