@@ -3,7 +3,8 @@
 Slow-loris: uvicorn bounds idle keep-alive connections but not a request head that trickles in a byte
 at a time, so a few hundred such connections hold the gateway's sockets for as long as
 their clients like. This protocol starts a timer when a connection opens and when each
-request begins, stops it when the head is complete, and closes the connection (counted in
+request begins (once the bytes it began in are parsed, and only if its head is not complete
+by then), stops it when the head is complete, and closes the connection (counted in
 ``hookbus_request_head_timeouts_total``) when it fires first.
 
 One write per hook answer: uvicorn writes a response's head when the app sends it and the
@@ -73,6 +74,8 @@ class HeadTimeoutProtocol(HttpToolsProtocol):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self._head_timer: asyncio.TimerHandle | None = None
+        #: A request has begun whose head is not complete yet.
+        self._head_open = False
 
     def _arm(self) -> None:
         self._disarm()
@@ -96,12 +99,19 @@ class HeadTimeoutProtocol(HttpToolsProtocol):
         self._disarm()
         super().connection_lost(exc)
 
-    def on_message_begin(self) -> None:
-        super().on_message_begin()
-        if self._head_timer is None:
+    def data_received(self, data: bytes) -> None:
+        super().data_received(data)
+        # The timer of a request begun in these bytes starts only if its head did not come whole
+        # with them (most heads do: no timer armed and cancelled for each of them).
+        if self._head_open and self._head_timer is None and not self.transport.is_closing():
             self._arm()
 
+    def on_message_begin(self) -> None:
+        super().on_message_begin()
+        self._head_open = True
+
     def on_headers_complete(self) -> None:
+        self._head_open = False
         self._disarm()
         super().on_headers_complete()
         cycle = self.cycle

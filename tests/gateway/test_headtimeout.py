@@ -85,6 +85,22 @@ async def test_a_head_that_trickles_in_is_closed_and_counted(m: Metrics) -> None
 
 
 @pytest.mark.timeout(20)
+async def test_a_later_request_whose_head_trickles_in_is_closed_too(m: Metrics) -> None:
+    # The timer of a request begun after the first starts once its bytes are read, its head incomplete.
+    async with server(m) as port:
+        reader, writer = await asyncio.open_connection("127.0.0.1", port)
+        writer.write(b"GET / HTTP/1.1\r\nHost: x\r\n\r\nPOST /v1/hooks HTTP/1.1\r\n")  # one whole, one begun
+        await writer.drain()
+        assert (await reader.readuntil(b"\r\n\r\n")).startswith(b"HTTP/1.1 200")
+        assert await reader.readexactly(2) == b"ok"
+        writer.write(b"Host: x\r\n")  # and never finished
+        await writer.drain()
+        assert await closed_within(reader, 5.0)
+        writer.close()
+    assert m.value("hookbus_request_head_timeouts_total") == 1
+
+
+@pytest.mark.timeout(20)
 async def test_complete_requests_on_a_kept_alive_connection_are_served(m: Metrics) -> None:
     async with server(m) as port:
         reader, writer = await asyncio.open_connection("127.0.0.1", port)
