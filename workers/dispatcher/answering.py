@@ -312,9 +312,10 @@ class Dispatcher:
                             decision=evaluation.merged.decision,
                         ),
                     )
+        reply_json = b""
         if reply is not None and request.blocking:
             try:
-                reply.encode()
+                reply_json = reply.encode()
             except (TypeError, ValueError) as exc:  # a handler's output orjson cannot write (nested too deep)
                 logger.error(
                     "the reply to %s %s cannot be written (%s); failing open", request.event, request.event_id, exc
@@ -342,15 +343,17 @@ class Dispatcher:
             # Its record is masked in a thread: the agent does not wait for it (the settle that
             # writes it later does not answer again).
             answering = asyncio.create_task(self.outbox.answer(request, reply, self.work.partition[stream]))
-        record = await self._stored_record(request, outcome, fail_open, evaluation, hook_input)
+        record, record_meta = await self._stored_record(request, outcome, fail_open, evaluation, hook_input)
         if answering is not None:
             await answering
         if answered is not None:
             record.decision, record.fail_open = answered.decision, answered.fail_open or ""
             with contextlib.suppress(Exception):  # the output too when it can be masked
                 record.output = self.redactor.value(answered.output, ("output",))
+            record_meta = b""  # changed since: encoded again by the settle
         if span is not None:
             self.traces.settling(stream, entry_id, span, record)
+            record_meta = b""
         jobs: list[PreparedJob] = evaluation.jobs if evaluation is not None else []
         if jobs and not self.jobs_in_settle:
             await self.job_queue.put(request, jobs)
@@ -369,6 +372,8 @@ class Dispatcher:
                 if session is None
                 else self.sessions.part(request, partition, state_key, session, attempt),
                 attempt=attempt,
+                record_meta=record_meta,
+                reply_json=reply_json,
             )
         )
 
@@ -385,9 +390,10 @@ class Dispatcher:
         fail_open: FailOpenReason | None,
         evaluation: Evaluation | None,
         hook_input: dict[str, Any] | None,
-    ) -> LogRecord:
-        """The record to write, masked; whatever goes wrong, a record all the same: with the input
-        replaced by a note saying why (a settle must never be held up by the record)."""
+    ) -> tuple[LogRecord, bytes]:
+        """The record to write, masked, and its :meth:`~bus.stream.protocol.LogRecord.meta` (b"" when
+        not encoded here); whatever goes wrong, a record all the same: with the input replaced by a
+        note saying why (a settle must never be held up by the record)."""
         try:
             if len(request.payload) > _INLINE_MASK_BYTES:  # masking a large input: off the event loop, bounded
                 budget_s = (
@@ -401,8 +407,7 @@ class Dispatcher:
                 record = masked
             else:
                 record = self._record(request, outcome, fail_open, evaluation, hook_input)
-            record.meta()  # it can be written
-            return record
+            return record, record.meta()  # it can be written
         except Exception as exc:  # RecursionError, orjson.JSONEncodeError, ...: never a poison entry
             why = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
             logger.error(
@@ -419,7 +424,7 @@ class Dispatcher:
                 output = self.redactor.value(evaluation.merged.output, ("output",))
                 orjson.dumps(output)
                 record.output = output
-        return record
+        return record, b""
 
     def _masked_record(self, budget_s: float, *args: Any) -> LogRecord:
         with masking_deadline(budget_s):

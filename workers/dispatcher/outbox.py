@@ -70,6 +70,10 @@ class Settle:
     session: tuple[SessionOutcome, str, str] | None = None
     #: How many times the event was decided again because its session changed (:class:`Outbox` ``on_session``).
     attempt: int = 0
+    #: ``record.meta()`` and ``reply.encode()`` when the dispatcher encoded them already (its checks
+    #: that they can be written), for a record and reply no longer changed: each is encoded once.
+    record_meta: bytes = b""
+    reply_json: bytes = b""
 
 
 @dataclasses.dataclass(slots=True)
@@ -279,10 +283,12 @@ class Outbox:
             args += [
                 op.entry_id,
                 op.log_maxlen,
-                op.record.meta(),
+                op.record_meta or op.record.meta(),
                 op.record.payload,
                 request.deadline_ms if request.blocking else 0,
-                self._reply_key.seal(request.meta(), request.payload, reply.encode()) if reply is not None else b"",
+                self._reply_key.seal(request.meta(), request.payload, op.reply_json or reply.encode())
+                if reply is not None
+                else b"",
                 op.record.outcome,
                 op.record.fail_open,
                 request.fail_open,
