@@ -180,6 +180,7 @@ class Redactor:
         self._builtin = BUILTIN if len(kept) == len(BUILTIN_DETECTORS) else (Compiled.of(kept) if kept else None)
         self._member_masks = any(d.name == SECRET_FIELD for d in kept)
         self._custom = tuple((name, compile_pattern(regex)) for name, regex in patterns)
+        self._fast = not self._custom and self._builtin is not None  # one TRIGGERS search decides a string
         self._pointers = tuple(parse_pointer(p) for p in pointers)
         #: Strings no detector matched: most of a record's strings repeat from event to event.
         self._clean: dict[str, None] = {}
@@ -277,9 +278,9 @@ class Redactor:
         else:
             return value
         copy: Any = None
-        fast = not self._custom and self._builtin is not None
+        fast = self._fast
         clean = self._clean
-        heads = {s[0] for s in states}  # the pointers' next segments: most members match none
+        heads = {s[0] for s in states} if states else ()  # the pointers' next segments: most members match none
         for key, item in items:
             sub: tuple[Path, ...] = ()
             if heads and ((name := key if type(key) is str else str(key)) in heads or "*" in heads):
