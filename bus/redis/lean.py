@@ -27,13 +27,16 @@ from redis.asyncio.connection import AbstractConnection
 
 #: What one read takes from the socket at most.
 _READ_BYTES = 1 << 16
+_PLAIN = frozenset({bytes, str, int})
 Command = Sequence[bytes | str | int]
 
 
 def framed_alike(command: Sequence[Any]) -> bool:
     """Whether hiredis packs every argument of ``command`` as redis-py does: bytes, a str (a
-    ``StrEnum`` too) and a plain int (a float's text may differ; an int subclass is packed by repr)."""
-    return all(isinstance(arg, (bytes, str)) or type(arg) is int for arg in command)
+    ``StrEnum`` too) and a plain int (a float's text may differ; an int subclass is packed by repr).
+    Each type is looked at once, not each argument (a settle call has hundreds)."""
+    kinds = set(map(type, command))
+    return kinds <= _PLAIN or all(kind is int or issubclass(kind, (bytes, str)) for kind in kinds)
 
 
 class LeanLink:
