@@ -14,7 +14,9 @@ Input, as the plugin posts it (one object per hook call; unknown fields are kept
 * ``chat.message`` adds ``prompt`` (the text parts of the user message), ``messageID``,
   ``agent`` and ``model``; bus events add their ``properties``, and ``session.idle`` also
   ``lastAssistantMessage`` (the text of the session's last assistant message, read with the
-  plugin context's SDK client).
+  plugin context's SDK client) and ``sessionUsage`` ``{tokens, costUsd}`` (the session's
+  assistant messages' tokens and cost as OpenCode recorded them, added up; kept as sent, it
+  feeds the session's ``tokens`` and ``cost_usd`` counters, :mod:`bus.session.usage`).
 
 Mapped to Claude Code's shape: ``session_id`` <- ``sessionID``, ``cwd`` <- ``directory``,
 ``tool_use_id`` <- ``callID``, ``tool_input`` <- ``args``, ``tool_response`` <- ``result``,

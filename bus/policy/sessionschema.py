@@ -19,7 +19,7 @@ from bus.hooks.events import EVENTS
 from bus.hooks.matching import compile_matcher
 
 #: The counters every session has without defining them (:mod:`bus.session`).
-BUILTIN_COUNTERS: Final = ("tool_calls", "failures", "session_age_seconds", "tokens")
+BUILTIN_COUNTERS: Final = ("tool_calls", "failures", "session_age_seconds", "tokens", "cost_usd")
 #: What a duration may be written in, and each unit in seconds.
 _UNITS: Final = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
 _DURATION: Final = re.compile(r"(\d+(?:\.\d+)?)\s*(ms|s|m|h|d)")

@@ -26,6 +26,8 @@ def apply_ops(state: SessionState, ops: Sequence[str], now_ms: int) -> SessionSt
             fields[field] = str(int(fields.get(field) or 0) + 1)
         elif code == "A":
             fields[field] = str(int(fields.get(field) or 0) + int(rest[0]))
+        elif code == "M":
+            fields[field] = str(max(int(fields.get(field) or 0), int(rest[0])))
         elif code == "Z":
             fields[field] = "0"
         elif code == "R":

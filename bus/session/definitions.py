@@ -31,6 +31,8 @@ FIRST_SEEN_FIELD: Final = "t0"
 CALLS_FIELD: Final = "n:calls"
 FAILURES_FIELD: Final = "n:fails"
 TOKENS_FIELD: Final = "n:tokens"
+#: The session's spent cost in micro-dollars (:mod:`bus.session.usage`).
+COST_FIELD: Final = "n:cost"
 
 
 def _digest(model: Any) -> str:
@@ -263,6 +265,7 @@ def session_policy(policy: _Policy) -> SessionPolicy:
 __all__ = [
     "BUCKETS",
     "CALLS_FIELD",
+    "COST_FIELD",
     "FAILURES_FIELD",
     "FIRST_SEEN_FIELD",
     "TOKENS_FIELD",

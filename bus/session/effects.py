@@ -3,7 +3,8 @@
 :func:`effects` gives the operations the settle script applies (:data:`bus.session.script.APPLY_LUA`),
 one line each: ``S field`` sets a fact (to the script's clock), ``D field`` clears one, ``I field``
 adds one to a count, ``A field n`` adds ``n`` (the tokens an event says were spent,
-:mod:`bus.session.usage`), ``Z field`` sets one to 0, ``R field bucket_ms`` adds one to a windowed
+:mod:`bus.session.usage`), ``M field n`` raises a count to ``n`` (a session's totals an event
+reports), ``Z field`` sets one to 0, ``R field bucket_ms`` adds one to a windowed
 counter's current bucket. A ``PreToolUse`` changes the state only when its call goes ahead (any
 decision but deny): a denied call did not happen. ``PostToolUse`` says the call ran and
 succeeded, ``PostToolUseFailure`` that it failed (the loop gate counts those in a row).
@@ -19,15 +20,23 @@ from typing import Any, Final
 
 from bus.hooks.decisions import Decision
 from bus.hooks.results import HandlerResult, Outcome
-from bus.session.definitions import BUCKETS, CALLS_FIELD, FAILURES_FIELD, TOKENS_FIELD, Matched, SessionPolicy
+from bus.session.definitions import (
+    BUCKETS,
+    CALLS_FIELD,
+    COST_FIELD,
+    FAILURES_FIELD,
+    TOKENS_FIELD,
+    Matched,
+    SessionPolicy,
+)
 from bus.session.state import SessionView
-from bus.session.usage import tokens_spent
+from bus.session.usage import session_totals, tokens_spent
 
 #: Decisions after which a ``PreToolUse`` call does not run.
 _STOPPED: Final = frozenset({Decision.DENY, Decision.BLOCK})
 #: Built-in counters that grow by what events report, not by the calls a budget stops: a budget
 #: on one stops every ``PreToolUse`` once the count has reached its limit.
-_MEASURED: Final = frozenset({"tokens"})
+_MEASURED: Final = frozenset({"tokens", "cost_usd"})
 #: The handler id of the session's own answers in records and metrics.
 BUDGET_HANDLER: Final = "session:budget:"
 LOOP_GATE_HANDLER: Final = "session:loopGate"
@@ -71,6 +80,8 @@ def effects(
         ops.append(f"I {FAILURES_FIELD}")
     if (tokens := tokens_spent(event, hook_input)) > 0:
         ops.append(f"A {TOKENS_FIELD} {tokens}")
+    elif (totals := session_totals(event, hook_input)) is not None:
+        ops += [f"M {field} {n}" for field, n in zip((TOKENS_FIELD, COST_FIELD), totals, strict=True) if n > 0]
     return ops
 
 

@@ -45,7 +45,11 @@ local function apply_session(state, sessions, ops, expected, ttl_ms, max_session
     elseif op == 'I' then
       redis.call('HINCRBY', state, field, 1)
     elseif op == 'A' then
-      redis.call('HINCRBY', state, field, tonumber(arg))
+      redis.call('HINCRBY', state, field, arg)
+    elseif op == 'M' then
+      if tonumber(arg) > tonumber(redis.call('HGET', state, field) or '0') then
+        redis.call('HSET', state, field, arg)
+      end
     elseif op == 'Z' then
       redis.call('HSET', state, field, 0)
     elseif op == 'R' then

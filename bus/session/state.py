@@ -18,6 +18,7 @@ from bus.policy.sessionschema import Threshold, When, duration_seconds
 from bus.session.definitions import (
     BUCKETS,
     CALLS_FIELD,
+    COST_FIELD,
     FAILURES_FIELD,
     FIRST_SEEN_FIELD,
     TOKENS_FIELD,
@@ -136,6 +137,8 @@ class SessionView:
         """A counter's value now (a built-in's too)."""
         if name in _BUILTIN_FIELDS:
             return _int(self.state.fields.get(_BUILTIN_FIELDS[name]))
+        if name == "cost_usd":
+            return _int(self.state.fields.get(COST_FIELD)) / 1_000_000
         if name == "session_age_seconds":
             first = _int(self.state.fields.get(FIRST_SEEN_FIELD))
             return max(0.0, (self.now_ms - first) / 1000) if first else 0.0

@@ -1,4 +1,5 @@
-"""The model tokens an event says were spent: what the built-in ``tokens`` counter adds up.
+"""The model tokens and money an event says were spent: the built-in ``tokens`` and ``cost_usd``
+counters.
 
 Only what an agent's hook input really carries is counted; every other event adds nothing.
 
@@ -9,26 +10,38 @@ Only what an agent's hook input really carries is counted; every other event add
 * Claude Code's ``PostToolUse`` of a subagent (the ``Agent`` or ``Task`` tool):
   ``tool_response.totalTokens``, the tokens the subagent spent. Claude Code's own turns carry
   no usage in any hook input.
+* OpenCode's ``session.idle`` (Stop, :mod:`bus.dialects.opencode`): ``sessionUsage``, which
+  hookbus's plugin adds up from the session's assistant messages as OpenCode records them
+  (each one's ``cost`` in USD and its ``tokens``: input, output, reasoning, cache read and
+  write). These are the session's totals so far: they replace a lower count rather than add
+  to it (:func:`session_totals`), so every turn's idle counts what is new once.
 
 Not counted, on purpose: Qwen Code's ``Stop`` ``input_tokens`` (the size of the context sent
 last, not what was spent: it would count a long session's context again every turn), and
 Claude Code's ``context_tokens`` / ``estimated_cache_write_usd`` (``SessionStart``,
 ``PreModelSwitch``: the context's size and an estimate of a cache write to come). No hook input
-of any agent hookbus speaks carries a spent cost in money, so there is no cost counter.
+of any other agent hookbus speaks carries a spent cost in money: ``cost_usd`` counts OpenCode's only.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from typing import Any, Final
 
+#: How the cost is kept: whole micro-dollars (a session's state holds integers).
+MICRO_USD: Final = 1_000_000
 #: Claude Code's subagent tool (``Task`` before it was renamed ``Agent``).
 SUBAGENT_TOOLS: Final = frozenset({"Agent", "Task"})
 
 
+#: Above this, a count is none: no model call spends it, and the state's integers must not overflow.
+_MOST: Final = 10**12
+
+
 def _count(value: object) -> int:
-    """A token count as sent: a non-negative whole number (a bool, a float or text is none)."""
-    return value if type(value) is int and value > 0 else 0
+    """A token count as sent: a whole number above 0 (a bool, a float, text or an absurd one is none)."""
+    return value if type(value) is int and 0 < value < _MOST else 0
 
 
 def tokens_spent(event: str, hook_input: Mapping[str, Any]) -> int:
@@ -52,4 +65,20 @@ def tokens_spent(event: str, hook_input: Mapping[str, Any]) -> int:
     return 0
 
 
-__all__ = ["SUBAGENT_TOOLS", "tokens_spent"]
+def session_totals(event: str, hook_input: Mapping[str, Any]) -> tuple[int, int] | None:
+    """The session's tokens and cost (micro-dollars) so far, where an event reports its totals
+    (OpenCode's ``session.idle``), else None."""
+    if event != "Stop" or hook_input.get("agent_event_name") != "session.idle":
+        return None
+    usage = hook_input.get("sessionUsage")
+    if not isinstance(usage, dict):
+        return None
+    cost = usage.get("costUsd")
+    micro = 0
+    if isinstance(cost, int | float) and not isinstance(cost, bool) and math.isfinite(cost):
+        micro = round(cost * MICRO_USD)
+        micro = micro if 0 < micro < _MOST else 0  # nothing, or a sum no session spends (a million dollars)
+    return _count(usage.get("tokens")), micro
+
+
+__all__ = ["MICRO_USD", "SUBAGENT_TOOLS", "session_totals", "tokens_spent"]

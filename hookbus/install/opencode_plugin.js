@@ -44,16 +44,28 @@ async function decide(body) {
   }
 }
 
-// The text of the session's last assistant message (for Stop's last_assistant_message), or undefined.
-async function lastAssistantText(client, sessionID) {
+// What session.idle adds from the session's messages: the text of its last assistant message (for Stop's
+// last_assistant_message) and the session's usage so far, the tokens and cost OpenCode recorded on each
+// assistant message, added up (for hookbus's tokens and cost_usd counters). Undefined where it has none.
+async function sessionReadout(client, sessionID) {
   try {
     const found = await client.session.messages({ path: { id: sessionID } })
     const messages = Array.isArray(found?.data) ? found.data : []
-    const last = messages.filter((m) => m?.info?.role === "assistant").at(-1)
-    const texts = (last?.parts ?? []).filter((part) => part.type === "text").map((part) => part.text)
-    return texts.length > 0 ? texts.join("\n") : undefined
+    const answers = messages.filter((m) => m?.info?.role === "assistant")
+    const texts = (answers.at(-1)?.parts ?? []).filter((part) => part.type === "text").map((part) => part.text)
+    let tokens = 0
+    let costUsd = 0
+    for (const { info } of answers) {
+      const used = info.tokens ?? {}
+      for (const n of [used.input, used.output, used.reasoning, used.cache?.read, used.cache?.write]) {
+        if (Number.isFinite(n) && n > 0) tokens += n
+      }
+      if (Number.isFinite(info.cost) && info.cost > 0) costUsd += info.cost
+    }
+    const usage = tokens > 0 || costUsd > 0 ? { tokens: Math.round(tokens), costUsd } : undefined
+    return { text: texts.length > 0 ? texts.join("\n") : undefined, usage }
   } catch {
-    return undefined
+    return {}
   }
 }
 
@@ -137,7 +149,11 @@ export const HookbusPlugin = async (ctx) => {
       const sessionID = properties.sessionID ?? properties.info?.id
       if (typeof sessionID !== "string") return
       const body = { ...common(), event: event.type, sessionID, properties }
-      if (event.type === "session.idle") body.lastAssistantMessage = await lastAssistantText(ctx.client, sessionID)
+      if (event.type === "session.idle") {
+        const { text, usage } = await sessionReadout(ctx.client, sessionID)
+        body.lastAssistantMessage = text
+        body.sessionUsage = usage
+      }
       try {
         await post(body)
       } catch {

@@ -101,3 +101,8 @@ def test_tokens_add_up_and_feed_when_and_budgets(session: SessionPolicy) -> None
 def test_a_policy_check_knows_the_built_in() -> None:
     text = "hookbus:\n  session:\n    budgets:\n      b: {counter: tokens, limit: 5}\nhooks: {}\n"
     assert session_policy(policy_from_text(text)).budgets["b"].counter == "tokens"
+
+
+def test_an_absurd_count_is_none_so_the_settle_never_overflows() -> None:
+    assert tokens_spent("PostToolUse", claude_subagent(10**30)) == 0
+    assert tokens_spent("PostToolUse", claude_subagent(10**12 - 1)) == 10**12 - 1

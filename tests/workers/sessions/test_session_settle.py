@@ -34,6 +34,8 @@ OPS = [
     "Z n:fails",
     "D f:gone:abc",
     "A n:tokens 1234",
+    "M n:cost 5",
+    "M n:cost 3",
 ]
 
 
