@@ -54,6 +54,10 @@ class CompiledHandler:
     #: A ``rule`` handler's lists, compiled, and its ``reason``.
     rules: tuple[RuleList, ...] | None
     reason: str | None
+    #: A ``rule`` handler without ``once``: the engine decides it in its own call.
+    inline: bool = False
+    #: ``failMode: closed``.
+    fail_closed: bool = False
 
 
 def _condition(text: str) -> PermissionRule | None:
@@ -79,6 +83,8 @@ def _compile_handler(entry: HandlerEntry, event: str) -> CompiledHandler | None:
         run_async=bool(handler.async_),
         rules=compile_rules(handler) if isinstance(handler, RuleHandler) else None,
         reason=handler.reason if isinstance(handler, RuleHandler) else None,
+        inline=isinstance(handler, RuleHandler) and not handler.once,
+        fail_closed=handler.fail_mode == "closed",
     )
 
 

@@ -46,6 +46,7 @@ from bus.session.state import SessionState
 from bus.stream.pending_context import CONTEXT_BATCH, CONTEXT_TTL_S, parse_items, takes_context, with_context
 from bus.stream.protocol import CLAUDE_CODE, Request
 from workers.engine.contextpops import ContextPops
+from workers.engine.durations import observe_all
 from workers.engine.fleetvalues import FleetValues
 from workers.engine.judging import judge_command, judged
 from workers.engine.sessions import SessionJudge, SessionOutcome
@@ -171,6 +172,7 @@ class Engine:
         call: Call | None = None  # the tool call as rule lists read it, once an event
         unread = True
         given: dict[str, Any] | None = None  # the session as handlers are given it, once an event
+        inline_s: list[float] = []  # the durations of the rule handlers decided here, observed at once
         chosen = compiled(policy).select(event, hook_input, request.agent)
         for handler in chosen if sessions is None else sessions.keep(chosen):
             if handler.run_async and self.async_handlers != "inline":
@@ -179,10 +181,12 @@ class Engine:
                     max_age_s = handler.handler.max_age_seconds or settings.max_age_seconds
                     jobs.append(prepare_job(request, handler.handler_id, max_age_s, settings.max_queued))
                 continue
-            if fast and handler.rules is not None and not handler.handler.once:
+            if fast and handler.inline:
                 if unread:
                     call, unread = _read_call(hook_input), False
-                slots.append(self._decide_inline(handler, request, hook_input, call))
+                result = self._decide_inline(handler, request, hook_input, call)
+                inline_s.append(result.duration_s)
+                slots.append(result)
                 continue
             if sessions is not None and given is None:
                 given = sessions.handed()
@@ -191,6 +195,8 @@ class Engine:
             )
             contexts.append((len(slots), ctx))
             slots.append(None)
+        if inline_s:
+            observe_all(self.metrics.child(self.metrics.hook_duration, "rule"), inline_s)
         if len(contexts) == 1 or all(ctx.entry.handler.type in INLINE_TYPES for _, ctx in contexts):
             # In-process handlers finish without yielding: running them in turn skips a task each.
             for i, ctx in contexts:
@@ -271,7 +277,8 @@ class Engine:
         self, handler: CompiledHandler, request: Request, hook_input: dict[str, Any], call: Call | None = None
     ) -> HandlerResult:
         """A ``rule`` handler without ``once``, untraced, decided in this call: what :meth:`_run`
-        does, without the task, the timer and the coroutine it needs for handlers that wait."""
+        does, without the task, the timer and the coroutine it needs for handlers that wait (its
+        duration is observed by the caller, with the event's other rule handlers')."""
         assert handler.rules is not None
         started = time.perf_counter()
         try:
@@ -283,9 +290,8 @@ class Engine:
         result.duration_s = time.perf_counter() - started
         result.handler_type = handler.handler_type
         result.handler_id = handler.handler_id
-        result.fail_closed = handler.handler.fail_mode == "closed"
+        result.fail_closed = handler.fail_closed
         result.shadow = handler.handler.shadow
-        self.metrics.child(self.metrics.hook_duration, handler.handler_type).observe(result.duration_s)
         if result.failed:
             self.metrics.hook_errors.labels(handler.handler_type, result.outcome.value).inc()
             closed = " (failMode: closed, so it blocks)" if result.fail_closed else ""
