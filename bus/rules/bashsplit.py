@@ -33,6 +33,7 @@ from typing import Final
 
 from bus.rules.shellparser import READ_FURTHER, OutOfTime, SimpleCommand, Unparsable, Word, _Parser
 from bus.rules.shellwords import finalize
+from bus.rules.simplelist import split_simple
 
 #: Wrappers Claude Code strips before matching: name -> (options taking a value, positionals).
 _WRAPPERS: Final[dict[str, tuple[frozenset[str], int]]] = {
@@ -78,6 +79,8 @@ def _parse(command: str, powershell: bool, deadline: float | None = None) -> tup
             return ()
         if command_.words[0].value not in READ_FURTHER:
             return (command_,)
+    elif not powershell and (simple := split_simple(command)) is not None:  # words and list operators
+        return simple
     try:
         return tuple(_Parser(command, powershell, deadline=deadline).parse(None))
     except (Unparsable, RecursionError):
