@@ -383,11 +383,10 @@ class HooksEndpoint:
         waiting = time.perf_counter()
         try:
             with self._deadlines.after(remaining_s):
-                if trace is not None:
-                    trace.appending()
-                await self.batcher.append(stream, entry, context_key)
-                if trace is not None:
-                    trace.appended()
+                if trace is None:  # the task wakes once, for the reply; an append that fails fails its wait
+                    self.batcher.append_failing_into(future, stream, entry, context_key)
+                else:
+                    await trace.append(self.batcher.append(stream, entry, context_key))
                 reply = await future
                 if trace is not None:
                     trace.replied()

@@ -17,6 +17,7 @@ request is counted in ``hookbus_traces_forced_ignored_total``.
 from __future__ import annotations
 
 import time
+from collections.abc import Awaitable
 from typing import TYPE_CHECKING
 
 from bus.hooks.decisions import Decision, RecordOutcome
@@ -113,6 +114,12 @@ class GatewayTrace:
 
     def appended(self) -> None:
         self.appended_ns = time.time_ns()
+
+    async def append(self, appending: Awaitable[None]) -> None:
+        """Await ``appending`` (an append), timed as the append."""
+        self.appending()
+        await appending
+        self.appended()
 
     def replied(self) -> None:
         self.replied_ns = time.time_ns()

@@ -24,7 +24,29 @@ from bus.errors import BusUnavailable
 from bus.redis.connection import redis_errors
 
 Item = TypeVar("Item")
-_Call = tuple[Any, "asyncio.Future[Any]"]
+
+
+class _FailsInto:
+    """What stands for a call's future when its caller waits on another future (``waiter``) and
+    needs to hear of the call only when it fails: its error goes to ``waiter``, its result nowhere."""
+
+    __slots__ = ("waiter",)
+
+    def __init__(self, waiter: asyncio.Future[Any]) -> None:
+        self.waiter = waiter
+
+    def done(self) -> bool:
+        return self.waiter.done()
+
+    def set_result(self, result: Any) -> None:
+        pass
+
+    def set_exception(self, exc: BaseException) -> None:
+        if not self.waiter.done():
+            self.waiter.set_exception(exc)
+
+
+_Call = tuple[Any, "asyncio.Future[Any] | _FailsInto"]
 
 
 class AutoPipeline(Generic[Item]):
@@ -61,13 +83,22 @@ class AutoPipeline(Generic[Item]):
 
     async def call(self, group: Hashable, item: Item) -> Any:
         """Queue ``item`` in ``group``'s next round trip; its result, or its error."""
-        loop = asyncio.get_running_loop()
-        future: asyncio.Future[Any] = loop.create_future()
+        future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+        self._queue(group, item, future)
+        return await future
+
+    def call_failing_into(self, group: Hashable, item: Item, waiter: asyncio.Future[Any]) -> None:
+        """Queue ``item`` in ``group``'s next round trip, for a caller that awaits ``waiter`` (what
+        the call leads to: the reply to an append) and not the call: its error, if it has one, is
+        set on ``waiter`` (unless that is done); its result tells nobody. The caller's task wakes
+        once, not once for the call and once for ``waiter``."""
+        self._queue(group, item, _FailsInto(waiter))
+
+    def _queue(self, group: Hashable, item: Item, future: asyncio.Future[Any] | _FailsInto) -> None:
         self._pending.setdefault(group, []).append((item, future))
         if group not in self._flushing:
             self._flushing.add(group)
-            loop.call_soon(self._start_flush, group)
-        return await future
+            asyncio.get_running_loop().call_soon(self._start_flush, group)
 
     def _start_flush(self, group: Hashable) -> None:
         task = asyncio.ensure_future(self._flush_all(group))

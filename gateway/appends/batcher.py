@@ -15,6 +15,7 @@ in the same pipeline (single Redis only; the caller passes no context key on a c
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable, Hashable
 from typing import Any
 
@@ -64,6 +65,13 @@ class AppendBatcher:
         """Append one entry; with ``context_key``, take that session's pending context into it
         (single Redis only). Raises :class:`BusUnavailable` if Redis cannot take it."""
         await self._pipeline.call(stream if self._per_stream else "", (stream, fields, context_key))
+
+    def append_failing_into(
+        self, waiter: asyncio.Future[Any], stream: str, fields: StreamFields, context_key: str | None = None
+    ) -> None:
+        """:meth:`append`, for a request that awaits ``waiter`` (its reply) and not the append: the
+        append's error (:class:`BusUnavailable` too) is set on ``waiter``, its success tells nobody."""
+        self._pipeline.call_failing_into(stream if self._per_stream else "", (stream, fields, context_key), waiter)
 
     async def _send(self, group: Hashable, batch: list[_Append]) -> list[Any]:
         """One pipeline; per entry, its id or the error Redis answered with."""

@@ -11,10 +11,11 @@ import asyncio
 from collections.abc import AsyncIterator
 
 import orjson
+import pytest
 import pytest_asyncio
 import redis.asyncio as aioredis
 
-from bus.errors import BusUnavailable
+from bus.errors import BusUnavailable, RedisCommandError
 from bus.redis.connection import connect
 from bus.stream.pending_context import APPEND_TAKING_CONTEXT
 from gateway.appends.batcher import AppendBatcher
@@ -140,6 +141,43 @@ async def test_one_bad_append_does_not_fail_the_others_of_its_batch(
     assert await numbers(probe) == [1, 3]  # both were appended ...
     assert outcomes[0] is None and outcomes[2] is None  # ... so their callers must not be told otherwise
     assert isinstance(outcomes[1], Exception)
+
+
+async def test_an_append_for_a_reply_fails_the_wait_for_that_reply_and_only_when_it_fails(
+    batcher: AppendBatcher, probe: aioredis.Redis
+) -> None:
+    await probe.set("not-a-stream", "x")
+    loop = asyncio.get_running_loop()
+    replies: list[asyncio.Future[str]] = [loop.create_future() for _ in range(3)]
+    answered = loop.create_future()
+    answered.set_result("answered already")
+    for n, (stream, reply) in enumerate(
+        [(STREAM, replies[0]), ("not-a-stream", replies[1]), (STREAM, replies[2]), ("not-a-stream", answered)]
+    ):
+        batcher.append_failing_into(reply, stream, {"n": n})
+    async with asyncio.timeout(5):  # refused: its wait ends with the error (the round trip's results are out)
+        with pytest.raises(RedisCommandError):
+            await replies[1]
+    assert not replies[0].done() and not replies[2].done()  # appended: still waiting for their replies
+    assert await numbers(probe) == [0, 2]
+    assert answered.result() == "answered already"  # a wait already over is left as it is
+
+
+async def test_redis_down_an_append_for_a_reply_fails_its_wait_with_bus_unavailable(
+    private_redis: EmbeddedRedis,
+) -> None:
+    client = connect(private_redis.url)
+    batcher = AppendBatcher(client, private_redis.url)
+    try:
+        await batcher.append(STREAM, {"n": 0})
+        private_redis.stop()
+        reply: asyncio.Future[str] = asyncio.get_running_loop().create_future()
+        batcher.append_failing_into(reply, STREAM, {"n": 1})
+        async with asyncio.timeout(10):
+            with pytest.raises(BusUnavailable):
+                await reply
+    finally:
+        await client.aclose()
 
 
 async def test_an_append_takes_its_sessions_pending_context_into_the_entry(
