@@ -391,9 +391,8 @@ class Dispatcher:
         evaluation: Evaluation | None,
         hook_input: dict[str, Any] | None,
     ) -> tuple[LogRecord, bytes]:
-        """The record to write, masked, and its :meth:`~bus.stream.protocol.LogRecord.meta` (b"" when
-        not encoded here); whatever goes wrong, a record all the same: with the input replaced by a
-        note saying why (a settle must never be held up by the record)."""
+        """The record to write, masked, and its JSON (``meta()``; b"" if not encoded); whatever goes wrong,
+        a record all the same: its input replaced by a note saying why (a settle must never wait on it)."""
         try:
             if len(request.payload) > _INLINE_MASK_BYTES:  # masking a large input: off the event loop, bounded
                 budget_s = (
