@@ -15,6 +15,7 @@ JSON bytes the agent sent.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import logging
 import time
 from collections.abc import Mapping
@@ -57,9 +58,13 @@ def now_ms() -> int:
     return time.time_ns() // 1_000_000
 
 
+#: A second's text, made once for the records of that second (they come in time order).
+_iso_second = functools.lru_cache(maxsize=4)(lambda second: time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(second)))
+
+
 def iso_time(ms: int) -> str:
     """``ms`` (milliseconds since the epoch) as ISO 8601 UTC with milliseconds: ``2025-01-07T09:30:00.123Z``."""
-    return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(ms // 1000)) + f".{ms % 1000:03d}Z"
+    return f"{_iso_second(ms // 1000)}.{ms % 1000:03d}Z"
 
 
 @dataclasses.dataclass(slots=True)
