@@ -44,6 +44,10 @@ class Judgement:
 def judge(event: str, results: Sequence[HandlerResult], whole_shadow: bool = False) -> Judgement:
     """Merge ``results`` (in policy order) into the event's decision; ``whole_shadow``: the
     policy's ``shadow: true`` (every handler is logged, none enforced)."""
+    if not whole_shadow and all(
+        r.outcome is Outcome.OK and not r.output and not r.text and not r.shadow for r in results
+    ):  # nobody said anything (most tool calls a policy lets through): what the rest gives, sooner
+        return Judgement(MergedDecision({}, Decision.NONE, None), list(results), [], None, [])
     counts: list[Count] = []
     shadow: list[dict[str, Any]] = []
     shadow_results = [r for r in results if r.shadow or whole_shadow]

@@ -58,3 +58,16 @@ def test_shadow_answers_are_logged_not_enforced() -> None:
 def test_judging_the_same_results_twice_gives_the_same_judgement() -> None:
     results = [answer("a", "ask"), failed("b", Outcome.TIMEOUT), answer("s", "deny", shadow=True)]
     assert judge(PRE, results) == judge(PRE, results)
+
+
+def test_answers_that_say_nothing_decide_nothing() -> None:
+    results = [answer("a"), answer("b"), HandlerResult(Outcome.OK, output=None, handler_id="c")]
+    judgement = judge(PRE, results)
+    assert (judgement.merged.output, judgement.merged.decision, judgement.merged.reason) == ({}, "none", None)
+    assert (judgement.enforced, judgement.shadow, judgement.fail_open, judgement.counts) == (results, [], None, [])
+    assert judgement.enforced is not results  # the judgement's own list, as for any other results
+    assert deciders(PRE, judgement.enforced, judgement.merged.decision) == []
+    assert judge(PRE, []).merged.decision == "none"
+    # Saying nothing in shadow mode is still logged as what the shadow handlers would decide.
+    assert judge(PRE, [answer("s", shadow=True)]).shadow == [{"decision": "none", "output": {}, "handlers": ["s"]}]
+    assert judge(PRE, [answer("a")], whole_shadow=True).shadow[0]["handlers"] == ["a"]
