@@ -21,7 +21,7 @@ import weakref
 from collections.abc import Mapping
 from typing import Any, Final, Protocol, TypeVar
 
-from bus.dialects.mcpnames import tool_name_readings
+from bus.dialects.mcpnames import TOOL_NAME_READINGS, tool_name_readings
 from bus.hooks.events import IF_EVENTS, default_timeout_s
 from bus.hooks.matching import Matcher, compile_matcher, matcher_value
 from bus.policy.entries import HandlerEntry
@@ -95,7 +95,7 @@ class CompiledEvent:
         self.event = event
         self.handlers = tuple(h for h in (_compile_handler(e, event) for e in entries) if h is not None)
         self._limits = limits
-        self._choices: dict[tuple[str | None, str], tuple[CompiledHandler, ...]] = {}
+        self._choices: dict[tuple[str | None, str], tuple[tuple[CompiledHandler, ...], bool]] = {}
 
     def select(self, hook_input: Mapping[str, Any], agent: str) -> tuple[CompiledHandler, ...]:
         """The handlers that run on this event from ``agent``, in policy order (for an MCP tool
@@ -103,13 +103,15 @@ class CompiledEvent:
         if not self.handlers:
             return ()
         value = matcher_value(self.event, hook_input)
-        chosen = self._chosen(value, agent)
+        chosen, conditional = self._chosen(value, agent)
         tool_name = str(hook_input.get("tool_name", ""))
-        others = tool_name_readings(hook_input) if value == tool_name else ()
+        # tool_name_readings reads only that field: without it, there are none.
+        others = tool_name_readings(hook_input) if TOOL_NAME_READINGS in hook_input and value == tool_name else ()
         if others:
-            picked = {id(h) for name in (value, *others) for h in self._chosen(name, agent)}
+            picked = {id(h) for name in (value, *others) for h in self._chosen(name, agent)[0]}
             chosen = tuple(h for h in self.handlers if id(h) in picked)
-        if not any(h.condition is not None for h in chosen):
+            conditional = any(h.condition is not None for h in chosen)
+        if not conditional:
             return chosen
         tool_input = hook_input.get("tool_input")
         cwd = hook_input.get("cwd")
@@ -123,16 +125,18 @@ class CompiledEvent:
             or any(rule_matches(h.condition, name, arguments, where, home=home) for name in (tool_name, *others))
         )
 
-    def _chosen(self, value: str | None, agent: str) -> tuple[CompiledHandler, ...]:
+    def _chosen(self, value: str | None, agent: str) -> tuple[tuple[CompiledHandler, ...], bool]:
+        """The handlers whose agents and matcher pass, and whether one of them has an ``if``."""
         key = (value, agent)
-        chosen = self._choices.get(key)
-        if chosen is None:
+        found = self._choices.get(key)
+        if found is None:
             chosen = self._choose(value, agent)
+            found = chosen, any(h.condition is not None for h in chosen)
             if value is None or len(value) <= CHOICE_VALUE_CHARS:
                 if len(self._choices) >= CHOICES_PER_EVENT:
                     self._choices.clear()
-                self._choices[key] = chosen
-        return chosen
+                self._choices[key] = found
+        return found
 
     def _choose(self, value: str | None, agent: str) -> tuple[CompiledHandler, ...]:
         # A matcher value over hookbus.limits.stringBytes cannot be judged: the handler runs.
