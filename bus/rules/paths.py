@@ -179,23 +179,36 @@ def path_matches(
     return False
 
 
+#: What every ``**/...`` rule's regex starts and ends with (:func:`path_pattern`).
+_ANY_DEPTH: Final = "(?:.*/)?"
+_BELOW: Final = "(?:/.*)?"
+
+
 @dataclass(frozen=True, slots=True)
 class PathRules:
     """Several path rules as one alternation per anchor; a match names the rule by its position."""
 
-    #: Per anchor: the alternation, whose group ``r<i>`` is the rule at position ``i``.
-    by_anchor: tuple[tuple[Anchor, re.Pattern[str]], ...]
+    #: Per anchor: the alternation, whose group ``r<i>`` is the rule at position ``i``, and a
+    #: regex that matches the same paths faster, or ``None`` (see :func:`_prefilter`).
+    by_anchor: tuple[tuple[Anchor, re.Pattern[str], re.Pattern[str] | None], ...]
     #: Deny and ask rules: ``~/`` also below every conventional home.
     any_home: bool = False
 
     @classmethod
     def compile(cls, rules: Sequence[tuple[int, str]], deny_rule: bool) -> PathRules:
         """``rules`` are ``(position, content)`` pairs in the list's order."""
-        grouped: dict[Anchor, list[str]] = {}
+        grouped: dict[Anchor, list[tuple[int, str]]] = {}
         for position, content in rules:
             pattern = path_pattern(content, deny_rule)
-            grouped.setdefault(pattern.anchor, []).append(f"(?P<r{position}>{pattern.regex.pattern})")
-        by_anchor = tuple((anchor, re.compile("|".join(parts), re.DOTALL)) for anchor, parts in grouped.items())
+            grouped.setdefault(pattern.anchor, []).append((position, pattern.regex.pattern))
+        by_anchor = tuple(
+            (
+                anchor,
+                re.compile("|".join(f"(?P<r{position}>{p})" for position, p in parts), re.DOTALL),
+                _prefilter([p for _, p in parts]),
+            )
+            for anchor, parts in grouped.items()
+        )
         return cls(by_anchor, deny_rule)
 
     def first(self, path: str, cwd: str, home: str | None = None) -> int | None:
@@ -204,14 +217,43 @@ class PathRules:
         base_cwd = normalize_path(cwd)
         path = _absolute(path, base_cwd, home)
         best: int | None = None
-        for anchor, combined in self.by_anchor:
+        for anchor, combined, prefilter in self.by_anchor:
             for base in _bases(anchor, path, base_cwd, home, self.any_home):
                 rel = None if base is None else _relative(path, base)
-                found = None if rel is None else combined.fullmatch(rel)
+                if rel is None or (prefilter is not None and prefilter.fullmatch(rel) is None):
+                    continue
+                found = combined.fullmatch(rel)
                 if found is not None and found.lastgroup is not None:
                     position = int(found.lastgroup[1:])
                     best = position if best is None else min(best, position)
         return best
+
+
+def _prefilter(parts: list[str]) -> re.Pattern[str] | None:
+    """A regex matching exactly the paths one of ``parts`` (the rules' regexes) matches, but
+    faster: those of the form ``(?:.*/)?M(?:/.*)?`` (``**/.env``, ``**/*.pem``) as one
+    ``(?:.*/)?(?:M1|M2|...)(?:/.*)?``, which scans the path for a ``/`` once instead of once per
+    rule (the alternation must still name the first rule that matches: it runs only on the
+    paths this one matches, few). Only a middle without ``|`` or ``(`` is taken, so that it is
+    the same regex inside the group as between the prefix and the suffix; ``None`` when fewer
+    than two rules have that form."""
+    middles = {p: m for p in parts if (m := _middle(p)) is not None}
+    if len(middles) < 2:
+        return None
+    factored = _ANY_DEPTH + "(?:" + "|".join(middles.values()) + ")" + _BELOW
+    rest = [p for p in parts if p not in middles]
+    return re.compile("|".join([factored, *(f"(?:{p})" for p in rest)]), re.DOTALL)
+
+
+def _middle(pattern: str) -> str | None:
+    """``M`` of a rule's regex ``(?:.*/)?M(?:/.*)?`` when ``M`` is the same regex on its own (no
+    alternation, group, leading quantifier or trailing backslash), else ``None``."""
+    if not (pattern.startswith(_ANY_DEPTH) and pattern.endswith(_BELOW)):
+        return None
+    middle = pattern[len(_ANY_DEPTH) : -len(_BELOW)]
+    if not middle or any(c in middle for c in "|()") or middle[0] in "*+?{" or middle.endswith("\\"):
+        return None
+    return middle
 
 
 __all__ = [
