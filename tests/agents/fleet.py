@@ -3,7 +3,7 @@
 :func:`write_policy` writes the policy each agent must obey: a central deny on
 :data:`DENIED`, an allow of :data:`ALLOWED`, a rewrite, a Stop block and added context (the
 last three from :mod:`tests.agents.central_hooks`, run by the dispatcher). :func:`records`
-reads the decision log of a ``hookbus up``.
+reads the decision log of a ``hookbus up``, :func:`session_records` the part one run's folder sent.
 """
 
 from __future__ import annotations
@@ -62,3 +62,8 @@ def records(up: UpProcess) -> list[dict[str, Any]]:
     with redis_sync.Redis.from_url(up.redis_url()) as redis:
         entries = redis.xrange(keys.decision_log(0))
     return [LogRecord.decode(fields).to_json() for _, fields in entries]
+
+
+def session_records(up: UpProcess, cwd: Path) -> list[dict[str, Any]]:
+    """The decision-log records of the events sent from ``cwd`` (one agent run's folder), oldest first."""
+    return [record for record in records(up) if (record["input"] or {}).get("cwd") == str(cwd)]

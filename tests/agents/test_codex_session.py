@@ -2,7 +2,8 @@
 
 The same policy as :mod:`tests.agents.test_claude_session`: a ``cat .env`` sets ``private_data``
 and the ``curl`` after it is denied with the fact named in what the model gets back; the same
-``curl`` in a fresh session runs; the third ``touch budget*`` is over its budget.
+``curl`` in a fresh session runs; the third ``touch budget*`` is over its budget. The loop gate
+cannot stop Codex yet (:data:`FAILURE_UNSEEN`): its test says so while that holds.
 """
 
 from __future__ import annotations
@@ -15,19 +16,27 @@ from typing import Any
 
 import pytest
 
+from bus.session.effects import LOOP_GATE_HANDLER
+from tests.agents import fleet
 from tests.agents.fake_responses import FakeResponses, Reply, messages, shell, text
 from tests.agents.fake_responses import tool_outputs as outputs_of
 from tests.agents.harness import base_env, loopback_netns, serve_http
 from tests.agents.test_claude_session import CURL, POLICY
 from tests.agents.test_codex import TOKEN, codex_binary, codex_config, install
-from tests.up import running_up
+from tests.up import UpProcess, running_up
 
 pytestmark = [pytest.mark.system, pytest.mark.timeout(300)]
+#: Why a run of failing commands does not reach the loop gate on Codex.
+FAILURE_UNSEEN = (
+    "Codex CLI has no PostToolUseFailure event, and its PostToolUse of a failing command carries "
+    "the command's output as tool_response with no exit code: the loop gate sees a success"
+)
 
 SCENARIOS = {
     "taint": ["cat .env", CURL],
     "fresh": [CURL],
     "budget": ["touch budget1.txt", "touch budget2.txt", "touch budget3.txt"],
+    "loop": ["ls /no/such/dir1", "ls /no/such/dir2", "ls /no/such/dir3", "touch after-the-gate.txt"],
 }
 
 
@@ -40,8 +49,8 @@ def script(request: dict[str, Any]) -> Reply:
 
 
 class Codex:
-    def __init__(self, root: Path, codex: str, home: Path, fake: FakeResponses, ns: Any) -> None:
-        self.root, self.codex, self.home, self.fake, self.ns = root, codex, home, fake, ns
+    def __init__(self, root: Path, codex: str, home: Path, fake: FakeResponses, ns: Any, up: UpProcess) -> None:
+        self.root, self.codex, self.home, self.fake, self.ns, self.up = root, codex, home, fake, ns, up
 
     def run(self, scenario: str, setup: dict[str, str] | None = None) -> tuple[Path, list[str]]:
         work = self.root / f"work-{scenario}"
@@ -71,7 +80,7 @@ def codex(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Codex]:
             home.mkdir()
             (home / "config.toml").write_text(codex_config(port))
             install(ns, home, f"http://127.0.0.1:{ns.forward(up.port)}")
-            yield Codex(root, binary, home, fake, ns)
+            yield Codex(root, binary, home, fake, ns, up)
 
 
 def test_curl_after_reading_env_is_denied_naming_the_fact_and_runs_in_a_fresh_session(codex: Codex) -> None:
@@ -88,3 +97,16 @@ def test_a_budget_denies_the_call_past_its_limit(codex: Codex) -> None:
     assert (work / "budget1.txt").exists() and (work / "budget2.txt").exists()
     assert not (work / "budget3.txt").exists()
     assert any("two budget files per session (budgeted: 2 of 2)" in o for o in outputs), outputs
+
+
+def test_the_loop_gate_stops_a_run_of_failing_commands(codex: Codex) -> None:
+    work, outputs = codex.run("loop")
+    assert sum("Process exited with code 2" in o for o in outputs) == 3, outputs  # the model read 3 failures
+    log = fleet.session_records(codex.up, work)
+    if "PostToolUseFailure" not in {r["event"] for r in log}:
+        assert [r["event"] for r in log].count("PostToolUse") == 4 and (work / "after-the-gate.txt").exists()
+        pytest.xfail(FAILURE_UNSEEN)
+    assert any("loop gate 3" in o for o in outputs), outputs
+    assert not (work / "after-the-gate.txt").exists()
+    (gate,) = (r for r in log if r["decision"] == "deny")
+    assert [hook["id"] for hook in gate["hooks"]] == [LOOP_GATE_HANDLER]

@@ -3,7 +3,9 @@
 The same policy as :mod:`tests.agents.test_claude_session`, in Claude Code's terms: the dialect
 makes ``run_shell_command`` a ``Bash`` call, so a ``cat .env`` sets ``private_data`` and the
 ``curl`` after it is denied with the fact named; a fresh session's ``curl`` runs; the third
-``touch budget*`` is over its budget.
+``touch budget*`` is over its budget; after three failing tool calls in a row (reads of missing
+files: Gemini CLI sends their AfterTool with an ``error``, a PostToolUseFailure) the loop gate
+denies the next call.
 """
 
 from __future__ import annotations
@@ -13,14 +15,21 @@ from collections.abc import Iterator
 
 import pytest
 
+from bus.session.effects import LOOP_GATE_HANDLER
 from tests.agents import fleet
-from tests.agents.fake_gemini import FakeGemini
+from tests.agents.fake_gemini import FakeGemini, call
 from tests.agents.harness import loopback_netns, serve_http
 from tests.agents.test_claude_session import CURL, POLICY
 from tests.agents.test_gemini import Gemini, shell
 from tests.up import running_up
 
 pytestmark = [pytest.mark.system, pytest.mark.timeout(300)]
+#: Why a run of failing shell commands does not reach the loop gate (while a run of failing reads does).
+SHELL_EXIT_UNSEEN = (
+    "Gemini CLI reports a shell command's non-zero exit only as text in its AfterTool "
+    "tool_response.llmContent ('Exit Code: 2'), with no error: the dialect makes it a PostToolUse, "
+    "a success, which resets the loop gate"
+)
 
 
 @pytest.fixture(scope="module")
@@ -61,3 +70,32 @@ def test_a_budget_denies_the_call_past_its_limit(gemini: Gemini) -> None:
     assert (folder / "budget1.txt").exists() and (folder / "budget2.txt").exists()
     assert not (folder / "budget3.txt").exists()
     assert "two budget files per session (budgeted: 2 of 2)" in results(gemini)[-1]
+
+
+def test_the_loop_gate_stops_a_run_of_failing_tool_calls(gemini: Gemini) -> None:
+    folder = gemini.project("--events", "BeforeTool", "AfterTool")
+    reads = [call("read_file", file_path=f"missing-{n}.txt") for n in (1, 2, 3)]
+    gemini.run(folder, "keep trying", *reads, shell("touch after-the-gate.txt"))
+    *failed, gated = results(gemini)
+    assert len(failed) == 3 and all("File not found" in result for result in failed), failed
+    assert "loop gate 3" in gated and "Tool execution blocked" in gated
+    assert not (folder / "after-the-gate.txt").exists()
+    log = fleet.session_records(gemini.up, folder)
+    assert [r["event"] for r in log if r["event"] != "PreToolUse"] == ["PostToolUseFailure"] * 3
+    (gate,) = (r for r in log if r["decision"] == "deny")
+    assert gate["tool_name"] == "Bash" and [hook["id"] for hook in gate["hooks"]] == [LOOP_GATE_HANDLER]
+    assert "failed in a row (loop gate 3)" in gate["reason"]
+
+
+def test_failing_shell_commands_feed_the_loop_gate(gemini: Gemini) -> None:
+    folder = gemini.project("--events", "BeforeTool", "AfterTool")
+    failing = [shell(f"ls /no/such/dir{n}") for n in (1, 2, 3)]
+    gemini.run(folder, "keep trying", *failing, shell("touch after-the-gate.txt"))
+    *failed, gated = results(gemini)
+    assert len(failed) == 3 and all("Exit Code: 2" in result for result in failed), failed  # the model read 3 failures
+    log = fleet.session_records(gemini.up, folder)
+    if [r["event"] for r in log if r["event"] != "PreToolUse"] == ["PostToolUse"] * 4:
+        assert (folder / "after-the-gate.txt").exists()
+        pytest.xfail(SHELL_EXIT_UNSEEN)
+    assert "loop gate 3" in gated and "Tool execution blocked" in gated
+    assert not (folder / "after-the-gate.txt").exists()
