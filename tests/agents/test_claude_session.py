@@ -3,7 +3,8 @@
 The policy is examples/rule-of-two.yaml's idea, cut to what a test can drive: reading ``.env``
 sets the fact ``private_data``, after which a ``curl`` is denied with the fact named in the
 reason the model reads, while the same ``curl`` in a fresh session runs; a budget of two
-``touch budget*`` calls denies the third; the loop gate stops the fourth call after three
+``touch budget*`` calls denies the third; a budget of one ``touch asked*`` call asks about the
+second (headless, it does not run); the loop gate stops the fourth call after three
 failing ones in a row. Every scenario asserts on what the model was sent back and on the files
 the commands made, so none can pass because hooks never ran.
 """
@@ -16,6 +17,7 @@ from pathlib import Path
 
 import pytest
 
+from bus.session.effects import BUDGET_HANDLER
 from tests.agents import fleet
 from tests.agents.fake_anthropic import FakeAnthropic, tool_calls, tool_results
 from tests.agents.harness import loopback_netns, serve_http
@@ -24,14 +26,22 @@ from tests.up import running_up
 
 pytestmark = [pytest.mark.system, pytest.mark.timeout(300)]
 
+#: The reason of the budget whose verdict at its limit is ``ask``.
+ASK_REASON = "one asked file per session, then a person decides"
 POLICY = {
     "hookbus": {
         "session": {
             "facts": {
                 "private_data": {"setBy": [{"event": "PreToolUse", "rules": ["Read(**/.env)", "Bash(cat *.env*)"]}]}
             },
-            "counters": {"budgeted": {"count": [{"event": "PreToolUse", "rules": ["Bash(touch budget*)"]}]}},
-            "budgets": {"budgeted": {"counter": "budgeted", "limit": 2, "reason": "two budget files per session"}},
+            "counters": {
+                "budgeted": {"count": [{"event": "PreToolUse", "rules": ["Bash(touch budget*)"]}]},
+                "asked": {"count": [{"event": "PreToolUse", "rules": ["Bash(touch asked*)"]}]},
+            },
+            "budgets": {
+                "budgeted": {"counter": "budgeted", "limit": 2, "reason": "two budget files per session"},
+                "asked": {"counter": "asked", "limit": 1, "verdict": "ask", "reason": ASK_REASON},
+            },
             "loopGate": 3,
         }
     },
@@ -102,3 +112,14 @@ def test_the_loop_gate_stops_a_run_of_failing_commands(claude: Claude) -> None:
     claude.run(folder, "keep trying")
     assert "loop gate 3" in tool_results(claude.fake.requests[-1])["toolu_fake_4"]
     assert not (folder / "after-the-gate.txt").exists()
+
+
+def test_a_budget_asks_at_its_limit(claude: Claude) -> None:
+    folder = _project(claude)
+    claude.fake.reset(tool_calls(*(("Bash", bash(f"touch asked{n}.txt")) for n in (1, 2))))
+    claude.run(folder, "make two files")
+    assert (folder / "asked1.txt").exists()
+    assert not (folder / "asked2.txt").exists()  # headless, nobody can answer the ask
+    assert f"{ASK_REASON} (asked: 1 of 1)" in tool_results(claude.fake.requests[-1])["toolu_fake_2"]
+    asked = [r for r in fleet.session_records(claude.up, folder) if r["decision"] == "ask"]
+    assert [r["hooks"][0]["id"] for r in asked] == [BUDGET_HANDLER + "asked"]

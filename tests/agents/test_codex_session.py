@@ -2,7 +2,8 @@
 
 The same policy as :mod:`tests.agents.test_claude_session`: a ``cat .env`` sets ``private_data``
 and the ``curl`` after it is denied with the fact named in what the model gets back; the same
-``curl`` in a fresh session runs; the third ``touch budget*`` is over its budget. The loop gate
+``curl`` in a fresh session runs; the third ``touch budget*`` is over its budget; the second
+``touch asked*`` is asked about, which Codex cannot do (the dialect makes it a deny). The loop gate
 cannot stop Codex yet (:data:`FAILURE_UNSEEN`): its test says so while that holds.
 """
 
@@ -16,12 +17,12 @@ from typing import Any
 
 import pytest
 
-from bus.session.effects import LOOP_GATE_HANDLER
+from bus.session.effects import BUDGET_HANDLER, LOOP_GATE_HANDLER
 from tests.agents import fleet
 from tests.agents.fake_responses import FakeResponses, Reply, messages, shell, text
 from tests.agents.fake_responses import tool_outputs as outputs_of
 from tests.agents.harness import base_env, loopback_netns, serve_http
-from tests.agents.test_claude_session import CURL, POLICY
+from tests.agents.test_claude_session import ASK_REASON, CURL, POLICY
 from tests.agents.test_codex import TOKEN, codex_binary, codex_config, install
 from tests.up import UpProcess, running_up
 
@@ -36,6 +37,7 @@ SCENARIOS = {
     "taint": ["cat .env", CURL],
     "fresh": [CURL],
     "budget": ["touch budget1.txt", "touch budget2.txt", "touch budget3.txt"],
+    "ask": ["touch asked1.txt", "touch asked2.txt"],
     "loop": ["ls /no/such/dir1", "ls /no/such/dir2", "ls /no/such/dir3", "touch after-the-gate.txt"],
 }
 
@@ -97,6 +99,17 @@ def test_a_budget_denies_the_call_past_its_limit(codex: Codex) -> None:
     assert (work / "budget1.txt").exists() and (work / "budget2.txt").exists()
     assert not (work / "budget3.txt").exists()
     assert any("two budget files per session (budgeted: 2 of 2)" in o for o in outputs), outputs
+
+
+def test_a_budget_asks_at_its_limit_which_codex_makes_a_deny(codex: Codex) -> None:
+    work, outputs = codex.run("ask")
+    assert (work / "asked1.txt").exists()
+    assert not (work / "asked2.txt").exists()
+    assert any(f"{ASK_REASON} (asked: 1 of 1)" in o and "Codex cannot do: denied instead" in o for o in outputs), (
+        outputs
+    )
+    asked = [r for r in fleet.session_records(codex.up, work) if r["decision"] == "ask"]
+    assert [r["hooks"][0]["id"] for r in asked] == [BUDGET_HANDLER + "asked"]
 
 
 def test_the_loop_gate_stops_a_run_of_failing_commands(codex: Codex) -> None:

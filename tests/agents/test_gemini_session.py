@@ -3,7 +3,8 @@
 The same policy as :mod:`tests.agents.test_claude_session`, in Claude Code's terms: the dialect
 makes ``run_shell_command`` a ``Bash`` call, so a ``cat .env`` sets ``private_data`` and the
 ``curl`` after it is denied with the fact named; a fresh session's ``curl`` runs; the third
-``touch budget*`` is over its budget; after three failing tool calls in a row (reads of missing
+``touch budget*`` is over its budget, the second ``touch asked*`` is asked about (headless,
+Gemini CLI does not run it); after three failing tool calls in a row (reads of missing
 files: Gemini CLI sends their AfterTool with an ``error``, a PostToolUseFailure) the loop gate
 denies the next call.
 """
@@ -15,11 +16,11 @@ from collections.abc import Iterator
 
 import pytest
 
-from bus.session.effects import LOOP_GATE_HANDLER
+from bus.session.effects import BUDGET_HANDLER, LOOP_GATE_HANDLER
 from tests.agents import fleet
 from tests.agents.fake_gemini import FakeGemini, call
 from tests.agents.harness import loopback_netns, serve_http
-from tests.agents.test_claude_session import CURL, POLICY
+from tests.agents.test_claude_session import ASK_REASON, CURL, POLICY
 from tests.agents.test_gemini import Gemini, shell
 from tests.up import running_up
 
@@ -70,6 +71,17 @@ def test_a_budget_denies_the_call_past_its_limit(gemini: Gemini) -> None:
     assert (folder / "budget1.txt").exists() and (folder / "budget2.txt").exists()
     assert not (folder / "budget3.txt").exists()
     assert "two budget files per session (budgeted: 2 of 2)" in results(gemini)[-1]
+
+
+def test_a_budget_asks_at_its_limit(gemini: Gemini) -> None:
+    folder = gemini.project("--events", "BeforeTool", "AfterTool")
+    gemini.run(folder, "make two files", *(shell(f"touch asked{n}.txt") for n in (1, 2)))
+    assert (folder / "asked1.txt").exists()
+    assert not (folder / "asked2.txt").exists()  # Gemini's confirmation cannot be shown with -p: no run
+    asked = [r for r in fleet.session_records(gemini.up, folder) if r["decision"] == "ask"]
+    assert [(r["hooks"][0]["id"], r["reason"]) for r in asked] == [
+        (BUDGET_HANDLER + "asked", f"{ASK_REASON} (asked: 1 of 1)")
+    ]
 
 
 def test_the_loop_gate_stops_a_run_of_failing_tool_calls(gemini: Gemini) -> None:
