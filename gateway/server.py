@@ -21,6 +21,9 @@ from gateway.headtimeout import HeadTimeoutProtocol
 
 logger = logging.getLogger("hookbus.gateway")
 
+#: Seconds an idle kept-alive connection stays open (uvicorn's default is 5).
+KEEP_ALIVE_S = 120
+
 
 def is_loopback(host: str) -> bool:
     if host == "localhost":
@@ -91,10 +94,15 @@ def serve(settings: Settings, policy: Policy, redis_url: str) -> None:
         # Nothing reads the client's address: no X-Forwarded-* rewriting middleware per request.
         proxy_headers=False,
         timeout_graceful_shutdown=5,
+        # An idle kept-alive connection stays open longer than agents' HTTP clients keep theirs
+        # (Node's undici 4 s, httpx 5 s, Go and Rust's hyper 90 s), so the client closes first: a
+        # server that closes at the moment a client reuses the connection fails that request,
+        # and an agent takes a failed hook request as no verdict and runs the tool.
+        timeout_keep_alive=KEEP_ALIVE_S,
         backlog=4096,
     )
     logger.info("gateway listening on http://%s:%d", settings.host, settings.port)
     uvicorn.Server(config).run(sockets=[sock])
 
 
-__all__ = ["bind_socket", "check_bind", "check_layout", "serve"]
+__all__ = ["KEEP_ALIVE_S", "bind_socket", "check_bind", "check_layout", "serve"]

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import contextlib
+import http.client
 import socket
 import subprocess
 import sys
@@ -53,6 +55,28 @@ def test_a_port_in_use_is_one_line_and_nothing_claims_to_listen(
         out, err = process.communicate(timeout=30)
     assert (process.returncode, out) == (1, "")
     assert err == f"hookbus: port {port} is in use; pass --port\n"
+
+
+@pytest.mark.timeout(60)
+def test_a_kept_alive_connection_idle_longer_than_clients_keep_theirs_is_still_served(
+    redis_url: str, write_policy: Callable[..., Path], children: list[subprocess.Popen[bytes]]
+) -> None:
+    # httpx keeps an idle connection 5 s and undici 4 s: a gateway closing its side at 5 s (uvicorn's
+    # default) races a client reusing it, and the agent takes the failed request as no verdict.
+    port = free_port()
+    process = gateway("--config", str(write_policy(DENY_RM)), "--redis-url", redis_url, "--port", str(port))
+    children.append(process)  # type: ignore[arg-type]
+    wait_for(lambda: port_open(port) or process.poll() is not None, timeout_s=30)
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=5)
+    with contextlib.closing(conn):
+        conn.request("GET", "/healthz")
+        assert conn.getresponse().read() and conn.sock is not None
+        conn.sock.settimeout(7.0)
+        with pytest.raises(TimeoutError):  # idle for 7 s, and the gateway has not closed its side
+            conn.sock.recv(1)
+        conn.sock.settimeout(5.0)
+        conn.request("GET", "/healthz")  # on the same connection
+        assert conn.getresponse().status == 200
 
 
 def test_no_policy_is_loud_and_every_metric_exists_before_the_first_event(
