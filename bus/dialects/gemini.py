@@ -4,7 +4,9 @@ Input. Gemini CLI sends snake_case JSON close to Claude Code's (``session_id``,
 ``transcript_path``, ``cwd``, ``hook_event_name``, plus an ISO 8601 ``timestamp`` that is
 kept). Event names become Claude Code's and the original is kept as ``agent_event_name``:
 ``BeforeTool`` -> PreToolUse, ``AfterTool`` -> PostToolUse (PostToolUseFailure when its
-``tool_response`` carries an ``error``, whose ``message`` fills ``error``), ``BeforeAgent`` ->
+``tool_response`` carries an ``error``, whose ``message`` fills ``error``, or, for
+``run_shell_command``, when its ``llmContent`` ends with a non-zero ``Exit Code: N`` line: Gemini
+reports a command's exit only so, and ``Exit Code: N`` fills ``error``), ``BeforeAgent`` ->
 UserPromptSubmit (``prompt`` as is), ``AfterAgent`` -> Stop (``prompt_response`` also fills
 ``last_assistant_message``; ``stop_hook_active`` as is), ``PreCompress`` -> PreCompact;
 SessionStart, SessionEnd and Notification keep their names (``notification_type``
@@ -118,6 +120,29 @@ _URL: Final = re.compile(r"https?://[^\s<>\"')\]]+")
 _FLOW_EVENTS: Final = frozenset({"PreToolUse", "PostToolUse", "PostToolUseFailure", "UserPromptSubmit", "Stop"})
 _CONTEXT_EVENTS: Final = frozenset({"PostToolUse", "PostToolUseFailure", "UserPromptSubmit", "SessionStart"})
 _MISSING: Final = object()
+#: The lines Gemini's shell tool puts after ``Exit Code: N`` at the end of its ``llmContent``.
+_AFTER_EXIT: Final = ("Signal: ", "Background PIDs: ", "Process Group PGID: ", "</untrusted_context>")
+_EXIT_CODE: Final = re.compile(r"Exit Code: (-?\d+)")
+
+
+def shell_exit_code(response: dict[str, Any]) -> int | None:
+    """The exit code a ``run_shell_command`` result reports in its ``llmContent`` (None: zero or none).
+
+    The tool writes ``Output: ...``, then ``Exit Code: N`` when N is not zero, then a few known
+    lines; only those trailing lines are read, so no command's output hides a failure (output
+    that prints such lines itself can only read as a failure).
+    """
+    content = response.get("llmContent")
+    if not isinstance(content, str):
+        return None
+    for line in reversed(content[-4096:].splitlines()):
+        if line.startswith(_AFTER_EXIT) or not line:
+            continue
+        match = _EXIT_CODE.fullmatch(line)
+        if match is None:
+            return None
+        return int(match.group(1)) or None
+    return None
 
 
 def canonical_tool_names(name: str, mcp_context: Any = None) -> tuple[str, ...]:
@@ -176,6 +201,10 @@ def gemini_input(hook_input: dict[str, Any]) -> dict[str, Any]:
         out["hook_event_name"] = "PostToolUseFailure"
         message = error.get("message") if isinstance(error, dict) else error
         out.setdefault("error", message if isinstance(message, str) else str(message))
+    elif event == "AfterTool" and tool == "run_shell_command" and isinstance(response, dict):
+        if (code := shell_exit_code(response)) is not None:
+            out["hook_event_name"] = "PostToolUseFailure"
+            out.setdefault("error", f"Exit Code: {code}")
     if event == "AfterAgent" and isinstance(out.get("prompt_response"), str):
         out.setdefault("last_assistant_message", out["prompt_response"])
     kind = out.get("notification_type")

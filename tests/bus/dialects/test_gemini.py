@@ -212,6 +212,37 @@ def test_event_specific_fields() -> None:
     assert prompt["prompt"] == "hello" and AGENT_TOOL_NAME not in prompt
 
 
+def shell_result(content: str) -> dict[str, Any]:
+    """An AfterTool of ``run_shell_command`` as Gemini CLI sends it (its result wrapped as untrusted)."""
+    response = {"llmContent": f"<untrusted_context>\n{content}\n</untrusted_context>", "returnDisplay": ""}
+    return gemini_event("AfterTool", tool_name="run_shell_command", tool_input={"command": "x"}, tool_response=response)
+
+
+@pytest.mark.parametrize(
+    ("content", "event", "error"),
+    [
+        ("Output: ls: /no: No such file\nExit Code: 2\nProcess Group PGID: 41", "PostToolUseFailure", "Exit Code: 2"),
+        (
+            "Output: (empty)\nExit Code: 1\nSignal: 15\nBackground PIDs: 7\nProcess Group PGID: 9",
+            "PostToolUseFailure",
+            "Exit Code: 1",
+        ),
+        ("Output: fine\nProcess Group PGID: 41", "PostToolUse", None),
+        # What a command prints cannot hide a failure, nor fake a success after the tool's own lines.
+        ("Output: Exit Code: 0\nExit Code: 3\nProcess Group PGID: 5", "PostToolUseFailure", "Exit Code: 3"),
+        ("Output: Exit Code: 7\nmore output\nProcess Group PGID: 5", "PostToolUse", None),
+    ],
+)
+def test_a_shell_command_that_exits_non_zero_is_a_failure(content: str, event: str, error: str | None) -> None:
+    translated = gemini_input(shell_result(content))
+    assert (translated["hook_event_name"], translated.get("error")) == (event, error)
+
+
+def test_an_exit_code_line_means_nothing_on_other_tools() -> None:
+    read = gemini_event("AfterTool", tool_name="read_file", tool_input={}, tool_response={"llmContent": "Exit Code: 2"})
+    assert gemini_input(read)["hook_event_name"] == "PostToolUse"
+
+
 def test_through_from_dialect() -> None:
     raw = shell("ls")
     translated, body = from_dialect("gemini", raw, orjson.dumps(raw))
