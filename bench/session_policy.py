@@ -96,29 +96,50 @@ def history_state(policy: Policy, events: int) -> SessionState:
     return state
 
 
-async def cpu_per_event(policy: Policy, state: SessionState | None, commands: list[str]) -> float:
-    """CPU per event of deciding ``commands`` in turn; with a ``state``, as a dispatcher decides
-    them: each on the state its session's last settle returned (the settle script's work, applying
-    the event's operations, is Redis's and not counted; reading its answer is)."""
-    engine = Engine(policy, None, Keyspace(), {}, async_handlers="skip")  # type: ignore[arg-type]
-    prepared = [event(n, command) for n, command in enumerate(commands)]
-    states = SessionStates(Keyspace(), Metrics(), lambda op: None)
-    key = "bench-session"
-    if state is not None:
-        states.put(key, state)
-    spent = 0.0
-    for n, (request, hook_input) in enumerate([*prepared[:200], *prepared]):  # the first 200 warm the caches
-        if n == 200:
-            spent = 0.0
-        started = time.process_time()
-        decided = await engine.evaluate(request, hook_input, policy, None if state is None else states.get(key))
-        spent += time.process_time() - started
-        if decided.session is not None:
-            answer = settle_answer(states.get(key), decided.session.ops)
+class Runner:
+    """Decides events under one policy; with a session ``state``, as a dispatcher decides them:
+    each on the state its session's last settle returned (the settle script's work, applying the
+    event's operations, is Redis's and not counted; reading its answer is)."""
+
+    def __init__(self, policy: Policy, state: SessionState | None) -> None:
+        self.policy, self.session = policy, state is not None
+        self.engine = Engine(policy, None, Keyspace(), {}, async_handlers="skip")  # type: ignore[arg-type]
+        self.states = SessionStates(Keyspace(), Metrics(), lambda op: None)
+        if state is not None:
+            self.states.put("bench-session", state)
+
+    async def run(self, prepared: list[tuple[Request, dict[str, Any]]]) -> float:
+        """CPU seconds per event of deciding ``prepared`` in turn."""
+        spent, key = 0.0, "bench-session"
+        for request, hook_input in prepared:
             started = time.process_time()
-            states.put(key, SessionState.of(orjson.loads(answer)["s"]))
+            state = self.states.get(key) if self.session else None
+            decided = await self.engine.evaluate(request, hook_input, self.policy, state)
             spent += time.process_time() - started
-    return spent / len(prepared)
+            if decided.session is not None:
+                answer = settle_answer(self.states.get(key), decided.session.ops)
+                started = time.process_time()
+                self.states.put(key, SessionState.of(orjson.loads(answer)["s"]), decided.session.ops)
+                spent += time.process_time() - started
+        return spent / len(prepared)
+
+
+async def compare(
+    base: Policy, policy: Policy, state: SessionState, commands: list[str], chunk: int
+) -> tuple[float, float, float]:
+    """Both policies on the same events, in alternate chunks of ``chunk`` events (so both meet the
+    host's load alike): the baseline's and the policy's best chunk, and the median of the
+    differences of paired chunks, per event."""
+    plain, session = Runner(base, None), Runner(policy, state)
+    prepared = [event(n, command) for n, command in enumerate(commands)]
+    await plain.run(prepared[:200])  # warm the caches
+    await session.run(prepared[:200])
+    pairs = []
+    for start in range(0, len(prepared), chunk):
+        part = prepared[start : start + chunk]
+        pairs.append((await plain.run(part), await session.run(part)))
+    differences = sorted(s - b for b, s in pairs)
+    return min(b for b, _ in pairs), min(s for _, s in pairs), differences[len(differences) // 2]
 
 
 def settle_answer(state: SessionState, ops: list[str]) -> bytes:
@@ -175,43 +196,31 @@ def main() -> None:
     parser.add_argument("--history", type=int, default=10_000, help="events of the session before the measured ones")
     parser.add_argument("--calls", type=int, default=20_000, help="events measured per policy")
     parser.add_argument("--events", type=int, default=1_000_000, help="events of the state-size run")
-    parser.add_argument("--rounds", type=int, default=3, help="rounds of each policy (the best counts)")
+    parser.add_argument("--chunk", type=int, default=1000, help="events per chunk, the policies in turn")
     args = parser.parse_args()
     base, gated = policies(args.rules)
     state = history_state(gated, args.history)
     rng = random.Random(3)
     commands = [rng.choice(COMMANDS) if n % 2 else f"tool{rng.randrange(args.rules)} x" for n in range(args.calls)]
-    rounds = [
-        (asyncio.run(cpu_per_event(base, None, commands)), asyncio.run(cpu_per_event(gated, state, commands)))
-        for _ in range(args.rounds)
-    ]
-    baseline = min(b for b, _ in rounds)
-    session = min(s for _, s in rounds)
+    baseline, session, added = asyncio.run(compare(base, gated, state, commands, args.chunk))
     parse = returned_state_cost(state, 20_000)
     what = f"{args.rules // 2} facts, {args.rules} windowed counters, {args.rules + 1} budgets"
-    print(f"{args.rules} rule handlers; session policy: {what}; best of {args.rounds} rounds")
+    print(f"{args.rules} rule handlers; session policy: {what}")
     print(f"state after {args.history} events: {len(state.fields)} fields")
+    print(f"{args.calls} events per policy, in alternate chunks of {args.chunk}; the best chunk of each:")
     print(f"evaluate, baseline:                        {baseline * 1e6:8.1f} us CPU per event")
     print(f"evaluate and read the settle's answer:     {session * 1e6:8.1f} us CPU per event")
     print(f"  of which reading the answer (alone):     {parse * 1e6:8.1f} us")
-    added = session - baseline
-    print(f"added per event:                           {added * 1e6:8.1f} us ({session / baseline:.2f}x)")
-    print(f"  per round (baseline, with session):      {', '.join(f'{b * 1e6:.0f}/{s * 1e6:.0f}' for b, s in rounds)}")
+    print(f"added per event (best chunks):             {(session - baseline) * 1e6:8.1f} us")
+    print(f"added per event (median of paired chunks): {added * 1e6:8.1f} us")
     plain, example = example_policies()
     example_state = history_state(example, args.history)
-    example_rounds = [
-        (
-            asyncio.run(cpu_per_event(plain, None, commands)),
-            asyncio.run(cpu_per_event(example, example_state, commands)),
-        )
-        for _ in range(args.rounds)
-    ]
-    plain_s, example_s = min(p for p, _ in example_rounds), min(e for _, e in example_rounds)
+    plain_s, example_s, example_added = asyncio.run(compare(plain, example, example_state, commands, args.chunk))
     example_parse = returned_state_cost(example_state, 20_000)
     print(f"examples/rule-of-two.yaml: {plain_s * 1e6:.1f} us without its session parts, {example_s * 1e6:.1f} us with")
     print(
-        f"  them (of which {example_parse * 1e6:.1f} us reading the settle's answer): "
-        f"{(example_s - plain_s) * 1e6:.1f} us added per event"
+        f"  them (of which {example_parse * 1e6:.1f} us reading the settle's answer): added per event "
+        f"{(example_s - plain_s) * 1e6:.1f} us (best chunks), {example_added * 1e6:.1f} us (median of paired chunks)"
     )
     print("state of one session of examples/rule-of-two.yaml:")
     for events, fields, size in state_bytes(args.events):

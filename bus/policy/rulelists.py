@@ -281,12 +281,15 @@ def compile_lists(deny: tuple[str, ...], ask: tuple[str, ...], allow: tuple[str,
     return tuple(compile_list(verdict, texts) for verdict, texts in lists if texts)
 
 
-def first_verdict(lists: tuple[RuleList, ...], hook_input: dict[str, Any]) -> tuple[str, str] | None:
-    """``(verdict, rule text)`` of the first matching rule of ``lists``, deny before ask before allow.
+def first_verdict(
+    lists: tuple[RuleList, ...], hook_input: dict[str, Any], call: Call | None = None
+) -> tuple[str, str] | None:
+    """``(verdict, rule text)`` of the first matching rule of ``lists``, deny before ask before allow
+    (``call``: :func:`read_call` of ``hook_input``, when the caller has it).
 
     An MCP tool whose name may be read several ways (:func:`bus.dialects.mcpnames.tool_name_readings`)
     meets a deny or ask rule that matches any reading, an allow rule only one that matches each."""
-    return _verdict_and_read(lists, hook_input)[0]
+    return _verdict_and_read(lists, hook_input, call)[0]
 
 
 class Call(NamedTuple):

@@ -7,40 +7,73 @@ exactly as :data:`bus.session.script.APPLY_LUA` does in Redis (the tests compare
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections import ChainMap
+from collections.abc import Mapping, Sequence
 
 from bus.session.definitions import BUCKETS, FIRST_SEEN_FIELD, VERSION_FIELD
 from bus.session.state import SessionState
 
 
-def apply_ops(state: SessionState, ops: Sequence[str], now_ms: int) -> SessionState:
-    """``state`` after ``ops`` (:func:`bus.session.effects.effects`) at ``now_ms``."""
-    fields = dict(state.fields)
+def changes(fields: Mapping[str, str], ops: Sequence[str], now_ms: int) -> dict[str, str | None]:
+    """The fields ``ops`` (:func:`bus.session.effects.effects`) write at ``now_ms`` on ``fields``,
+    and what they write (None: the field is deleted); not the version and first-seen time."""
+    changed: dict[str, str | None] = {}
+
+    def get(field: str) -> str | None:
+        return changed[field] if field in changed else fields.get(field)
+
     for op in ops:
         code, field, *rest = op.split(" ")
         if code == "S":
-            fields[field] = str(now_ms)
+            changed[field] = str(now_ms)
         elif code == "D":
-            fields.pop(field, None)
+            changed[field] = None
         elif code == "I":
-            fields[field] = str(int(fields.get(field) or 0) + 1)
+            changed[field] = str(int(get(field) or 0) + 1)
         elif code == "A":
-            fields[field] = str(int(fields.get(field) or 0) + int(rest[0]))
+            changed[field] = str(int(get(field) or 0) + int(rest[0]))
         elif code == "M":
-            fields[field] = str(max(int(fields.get(field) or 0), int(rest[0])))
+            changed[field] = str(max(int(get(field) or 0), int(rest[0])))
         elif code == "Z":
-            fields[field] = "0"
+            changed[field] = "0"
         elif code == "R":
             bucket = now_ms // int(rest[0])
             slot = f"{field}:{bucket % (BUCKETS + 1)}"
-            head, _, count = (fields.get(slot) or "").partition(":")
-            fields[slot] = f"{bucket}:{int(count) + 1 if head == str(bucket) else 1}"
-    if not ops and not fields:
+            head, _, count = (get(slot) or "").partition(":")
+            changed[slot] = f"{bucket}:{int(count) + 1 if head == str(bucket) else 1}"
+    return changed
+
+
+def apply_ops(state: SessionState, ops: Sequence[str], now_ms: int) -> SessionState:
+    """``state`` after ``ops`` (:func:`bus.session.effects.effects`) at ``now_ms``."""
+    if not ops and not state.fields:
         return state
+    fields = dict(state.fields)
+    for field, value in changes(state.fields, ops, now_ms).items():
+        if value is None:
+            fields.pop(field, None)
+        else:
+            fields[field] = value
     fields.setdefault(FIRST_SEEN_FIELD, str(now_ms))
     if ops:
         fields[VERSION_FIELD] = str(int(fields.get(VERSION_FIELD) or 0) + 1)
     return SessionState(fields)
+
+
+def applied(state: SessionState, ops: Sequence[str], now_ms: int) -> SessionState:
+    """``state`` after ``ops`` as :func:`apply_ops` makes it, for reading only and without copying
+    its fields: what ``ops`` change lies over them (a deleted field reads as empty text, as
+    :class:`bus.session.state.SessionView` reads a missing one), and it follows ``state``
+    (:meth:`bus.session.state.SessionState.following`)."""
+    if not ops and not state.fields:
+        return state
+    fields = state.fields
+    over = {field: "" if value is None else value for field, value in changes(fields, ops, now_ms).items()}
+    if FIRST_SEEN_FIELD not in fields:
+        over.setdefault(FIRST_SEEN_FIELD, str(now_ms))
+    if ops:
+        over[VERSION_FIELD] = str(int(fields.get(VERSION_FIELD) or 0) + 1)
+    return SessionState(ChainMap(over, fields)).following(state, over)  # type: ignore[arg-type]
 
 
 def touched(ops: Sequence[str], now_ms: int) -> set[str]:
@@ -52,4 +85,22 @@ def touched(ops: Sequence[str], now_ms: int) -> set[str]:
     return found
 
 
-__all__ = ["apply_ops", "touched"]
+def changed_by(prior: SessionState, state: SessionState, ops: Sequence[str]) -> set[str] | None:
+    """The fields that differ between ``prior`` and ``state`` when the settle script made ``state``
+    of ``prior`` applying ``ops`` alone (its version one more, its first-seen time the same: no
+    other event's operations between, no new start); None when that cannot be told."""
+    fields, before = state.fields, prior.fields
+    if not ops or state.version != prior.version + 1 or fields.get(FIRST_SEEN_FIELD) != before.get(FIRST_SEEN_FIELD):
+        return None
+    found = {FIRST_SEEN_FIELD, VERSION_FIELD}
+    for op in ops:
+        code, field, *_ = op.split(" ")
+        if code == "R":  # the bucket of the script's clock
+            slots = (f"{field}:{slot}" for slot in range(BUCKETS + 1))
+            found.update(slot for slot in slots if fields.get(slot) != before.get(slot))
+        else:
+            found.add(field)
+    return found
+
+
+__all__ = ["applied", "apply_ops", "changed_by", "changes", "touched"]

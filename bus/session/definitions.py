@@ -17,14 +17,27 @@ import weakref
 from collections.abc import Mapping
 from typing import Any, Final, Protocol
 
+from bus.policy import verdictcache
 from bus.policy.entries import HandlerEntry
-from bus.policy.rulelists import RuleList, compile_lists, first_verdict
+from bus.policy.rulelists import Call, RuleList, compile_lists, first_verdict, read_call
 from bus.policy.schema import PlatformSettings
-from bus.policy.sessionschema import CounterDef, EventRules, FactDef, OnLimit, SessionSettings, duration_seconds
+from bus.policy.sessionschema import (
+    BUILTIN_COUNTERS,
+    CounterDef,
+    EventRules,
+    FactDef,
+    OnLimit,
+    SessionSettings,
+    duration_seconds,
+)
 from bus.rules.permissions import parse_rule
 
 #: Buckets of a windowed counter's window (one more is kept: the one filling now).
 BUCKETS: Final = 10
+#: Budgets from which what is left of them is kept on the session's state (fewer: worked out each time).
+KEPT_BUDGETS: Final = 4
+#: Matches of calls to triggers kept per policy (past it, they start again).
+MATCHES_KEPT: Final = 4096
 #: Built-in fields of every session's state.
 VERSION_FIELD: Final = "v"
 FIRST_SEEN_FIELD: Final = "t0"
@@ -69,8 +82,8 @@ class Trigger:
             return False
         return self.unexcepted(given)
 
-    def unexcepted(self, hook_input: dict[str, Any]) -> bool:
-        return not self.excepted or first_verdict(self.excepted, hook_input) is None
+    def unexcepted(self, hook_input: dict[str, Any], call: Call | None = None) -> bool:
+        return not self.excepted or first_verdict(self.excepted, hook_input, call) is None
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -165,6 +178,12 @@ class SessionPolicy:
                 frozenset(n for n, (_, _, t) in enumerate(entries) if t.rules),
                 compile_lists(texts, (), ()) if texts else (),
             )
+        #: Per event, every list its triggers read (what a kept match depends on), and the matches kept.
+        self._lists = {
+            event: (*first[2], *(lst for _, _, t in self._by_event[event] for lst in t.excepted))
+            for event, first in self._first_pass.items()
+        }
+        self._kept: dict[object, Matched] = {}
         #: Whether it decides PreToolUse on its own (a budget or the loop gate), with no handler.
         self.decides = bool(self.budgets or self.loop_gate)
         #: Each fact's and session counter's position in definition order; the facts by field.
@@ -181,10 +200,15 @@ class SessionPolicy:
         #: Per budget, the fields its counter reads; per field, the budgets reading it; the bucket
         #: widths of the windowed ones; whether what is left of each depends only on those fields
         #: and the window's current bucket (no session age, no tenant or agent counter).
-        builtin = {"tool_calls": (CALLS_FIELD,), "failures": (FAILURES_FIELD,), "tokens": (TOKENS_FIELD,)}
+        builtin = {
+            "tool_calls": (CALLS_FIELD,),
+            "failures": (FAILURES_FIELD,),
+            "tokens": (TOKENS_FIELD,),
+            "cost_usd": (COST_FIELD,),
+        }
         self.budget_fields: dict[str, tuple[str, ...]] = {}
         self.budgets_by_field: dict[str, list[str]] = {}
-        self.budgets_kept = True
+        self.budgets_kept = len(self.budgets) >= KEPT_BUDGETS
         widths = set()
         for name, budget in self.budgets.items():
             own = self.counters.get(budget.counter)
@@ -194,8 +218,8 @@ class SessionPolicy:
                     widths.add(own.bucket_ms)
             else:
                 fields = builtin.get(budget.counter, ())
-                if budget.counter == "session_age_seconds" or budget.counter in self.fleet:
-                    self.budgets_kept = False
+                if budget.counter in self.fleet or (budget.counter in BUILTIN_COUNTERS and not fields):
+                    self.budgets_kept = False  # a tenant's or agent's count, the session's age, another built-in
             self.budget_fields[name] = fields
             for field in fields:
                 self.budgets_by_field.setdefault(field, []).append(name)
@@ -203,23 +227,45 @@ class SessionPolicy:
         #: The facts set, per setting of every fact (:meth:`bus.session.state.SessionView.facts`).
         self.kept_facts: dict[tuple[object, ...], tuple[str, ...]] = {}
 
-    def matched(self, event: str, hook_input: Mapping[str, Any]) -> Matched:
-        """The facts ``event`` sets and clears and the counters it counts.
+    def matched(self, event: str, hook_input: Mapping[str, Any], call: Call | None = None) -> Matched:
+        """The facts ``event`` sets and clears and the counters it counts (``call``: the event's
+        tool call as rule lists read it, :func:`bus.policy.rulelists.read_call`, when the caller has
+        it); kept per call as a ``rule`` handler's verdicts are (:mod:`bus.policy.verdictcache`).
 
         Every rule of the event's triggers is one deny list, compiled as a ``rule`` handler's is
         (one regex per program): one pass finds the first rule that matches, and the next pass
         leaves out the triggers found, so an event costs one pass more than it has triggers met,
         however many the policy defines. A call that cannot be judged (over ``hookbus.limits``)
         meets every rule and no exception: a fact it would set is set (the safe side of a taint)."""
-        found = Matched()
         entries = self._by_event.get(event, ())
         if not entries:
-            return found
+            return Matched()
         given = hook_input if isinstance(hook_input, dict) else dict(hook_input)
+        if call is None:
+            call = read_call(given)
+        key = None
+        if call is not None and call.subject is not None:
+            tool_name, tool_input, cwd, home, _, shell, subject = call
+            read = verdictcache.call_key(self._lists[event], tool_name, tool_input, cwd, home, shell, subject)
+            key = None if read is None else (event, read)
+            kept = self._kept.get(key) if key is not None else None
+            if kept is not None:
+                return kept
+        found = self._match(event, entries, given, call)
+        if key is not None:
+            if len(self._kept) >= MATCHES_KEPT:
+                self._kept.clear()
+            self._kept[key] = found
+        return found
+
+    def _match(
+        self, event: str, entries: list[tuple[str, str, Trigger]], given: dict[str, Any], call: Call | None
+    ) -> Matched:
+        found = Matched()
         always, left, lists = self._first_pass[event]
         hits = list(always)
         while left:
-            verdict = first_verdict(lists, given)
+            verdict = first_verdict(lists, given, call)
             if verdict is None:
                 break
             met = {n for n in left if verdict[1] in entries[n][2].rules}
@@ -229,7 +275,7 @@ class SessionPolicy:
             lists = compile_lists(texts, (), ()) if texts else ()
         for n in sorted(hits):
             kind, name, trigger = entries[n]
-            if name not in getattr(found, kind) and trigger.unexcepted(given):
+            if name not in getattr(found, kind) and trigger.unexcepted(given, call):
                 getattr(found, kind)[name] = None
         return found
 
@@ -268,6 +314,8 @@ __all__ = [
     "COST_FIELD",
     "FAILURES_FIELD",
     "FIRST_SEEN_FIELD",
+    "KEPT_BUDGETS",
+    "MATCHES_KEPT",
     "TOKENS_FIELD",
     "VERSION_FIELD",
     "Counter",

@@ -157,10 +157,10 @@ class SessionView:
                     total += _int(count)
         return total
 
-    def budgets_left(self) -> dict[str, float]:
+    def budgets_left(self, copy: bool = True) -> dict[str, float]:
         """Each budget's units left now; kept on the state when that depends only on its fields and
         the windows' current buckets, and carried from the state before for the budgets whose
-        fields did not change (:meth:`SessionState.following`)."""
+        fields did not change (:meth:`SessionState.following`); ``copy`` False: the one kept, not to be changed."""
         policy = self.policy
         if not policy.budgets_kept:
             return {name: max(0.0, b.limit - self.counter(b.counter)) for name, b in policy.budgets.items()}
@@ -168,7 +168,7 @@ class SessionView:
         memo = self.state.memo
         found = memo.get(key)
         if found is not None and found[0]() is policy:
-            return dict(found[1])
+            return dict(found[1]) if copy else found[1]
         prior = memo.pop(_PRIOR, None)
         before = prior[0].get(key) if prior is not None else None
         if before is not None and before[0]() is policy:
@@ -180,7 +180,7 @@ class SessionView:
             budget = policy.budgets[name]
             left[name] = max(0.0, budget.limit - self.counter(budget.counter))
         memo[key] = (weakref.ref(policy), left)
-        return dict(left)
+        return dict(left) if copy else left
 
     def holds(self, when: When) -> bool:
         """Whether ``when`` holds now; the facts that made it hold are added to :attr:`used`."""

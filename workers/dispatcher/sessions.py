@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import collections
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Final
 
 import orjson
@@ -25,6 +25,7 @@ from bus.policy.loading import Policy
 from bus.redis.keys import Keyspace
 from bus.runtime.metrics import Metrics
 from bus.runtime.sessionmetrics import session_families
+from bus.session.apply import changed_by
 from bus.session.state import SessionState
 from bus.stream.protocol import Request
 from workers.dispatcher.fleet import FleetCounts
@@ -68,11 +69,15 @@ class SessionStates:
         self._states.move_to_end(key)
         return found
 
-    def put(self, key: str, state: SessionState) -> None:
+    def put(self, key: str, state: SessionState, ops: Sequence[str] | None = None) -> None:
         """Keep ``state`` as the session's: the settle script's answer is the state as it is (one
         writer task settles in order; a lower version than known means the state was evicted or
-        expired and started again)."""
-        self._states[key] = state.following(self._states.get(key))  # what was worked out on the last carries over
+        expired and started again). ``ops``: the operations the settle applied to make it, which
+        tell what changed since the last state kept (else the two are compared), so that what
+        was worked out on that one carries over."""
+        prior = self._states.get(key)
+        changed = None if prior is None or not prior.memo or not ops else changed_by(prior, state, ops)
+        self._states[key] = state.following(prior, changed)
         self._states.move_to_end(key)
         while len(self._states) > CACHED_SESSIONS:
             self._states.popitem(last=False)
@@ -114,7 +119,7 @@ class SessionStates:
             logger.warning("the session state returned for %s is unreadable: %s", op.request.event_id, exc)
             state = SessionState()
             found = {}
-        self.put(op.session[1], state)
+        self.put(op.session[1], state, op.session[0].ops if written else None)
         if evicted := int(found.get("e") or 0):
             self.metrics.evictions.inc(evicted)
         if not written:

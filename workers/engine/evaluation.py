@@ -210,7 +210,7 @@ class Engine:
             timeout_s = min(default_timeout_s("function", event), request.remaining_s())
             results.append(await run_plugins(event, hook_input, timeout_s, self.metrics))
         if sessions is not None:
-            results = sessions.answers(results, event, hook_input)
+            results = sessions.answers(results, event, hook_input, call)
         judgement = judge(event, results, policy.settings.shadow)
         merged = judgement.merged
         if event in STOP_EVENTS:
@@ -228,7 +228,7 @@ class Engine:
             approvals, entries = policy.settings.approvals, policy.by_event.get(event, ())
             matched = {result.handler_id: result.rule for result in results if result.rule}
             approval = queued_ask(approvals, entries, event, merged.decision, decided_by, merged.reason, matched)
-        outcome = None if sessions is None else sessions.outcome(event, hook_input, merged.decision)
+        outcome = None if sessions is None else sessions.outcome(event, hook_input, merged.decision, call)
         return Evaluation(
             merged, results, judgement.shadow, judgement.fail_open, jobs, decided_by, approval, session=outcome
         )

@@ -18,7 +18,8 @@ from typing import Any, Final
 from bus.hooks.results import HandlerResult
 from bus.policy.compiled import CompiledHandler
 from bus.policy.loading import Policy
-from bus.session.apply import apply_ops, touched
+from bus.policy.rulelists import Call
+from bus.session.apply import applied
 from bus.session.conditions import Conditions
 from bus.session.definitions import Counter, Matched, SessionPolicy, session_policy
 from bus.session.effects import effects, handed, naming_facts, remaining, verdicts
@@ -60,10 +61,11 @@ class SessionJudge:
         self._named: dict[str, list[str]] = {}
         self._matched: Matched | None = None
 
-    def matched(self, event: str, hook_input: Mapping[str, Any]) -> Matched:
-        """What the event's triggers match (worked out once per event)."""
+    def matched(self, event: str, hook_input: Mapping[str, Any], call: Call | None = None) -> Matched:
+        """What the event's triggers match (worked out once per event; ``call``: its tool call as
+        the rule handlers read it, if they did)."""
         if self._matched is None:
-            self._matched = self.policy.matched(event, hook_input)
+            self._matched = self.policy.matched(event, hook_input, call)
         return self._matched
 
     @classmethod
@@ -103,12 +105,16 @@ class SessionJudge:
         self._named = named
         return kept
 
-    def answers(self, results: list[HandlerResult], event: str, hook_input: Mapping[str, Any]) -> list[HandlerResult]:
-        """``results`` with the facts behind each named in its reason, then the session's own answers."""
+    def answers(
+        self, results: list[HandlerResult], event: str, hook_input: Mapping[str, Any], call: Call | None = None
+    ) -> list[HandlerResult]:
+        """``results`` with the facts behind each named in its reason, then the session's own answers
+        (``call``: the event's tool call as the rule handlers read it, if they did)."""
+        named = self._named
         for result in results:
-            if (facts := self._named.get(result.handler_id)) is not None:
+            if result.output and (facts := named.get(result.handler_id)) is not None:  # no output: nothing to name
                 naming_facts(result, facts)
-        own = verdicts(self.view, event, self.matched(event, hook_input)) if self.policy.decides else []
+        own = verdicts(self.view, event, self.matched(event, hook_input, call)) if self.policy.decides else []
         if event == "PreToolUse" and self.policy.decides:
             self.read = True
         return [*results, *own]
@@ -121,9 +127,11 @@ class SessionJudge:
         """What the event's handlers are given of the session (``hookbus.session``), before the event."""
         return handed(self.view)
 
-    def outcome(self, event: str, hook_input: Mapping[str, Any], decision: str) -> SessionOutcome:
-        """What ``event``, answered ``decision``, does to the session."""
-        ops = effects(self.policy, event, hook_input, decision, self.matched(event, hook_input))
+    def outcome(
+        self, event: str, hook_input: Mapping[str, Any], decision: str, call: Call | None = None
+    ) -> SessionOutcome:
+        """What ``event``, answered ``decision``, does to the session (``call``: as :meth:`answers`)."""
+        ops = effects(self.policy, event, hook_input, decision, self.matched(event, hook_input, call))
         facts = dict.fromkeys(self.view.facts())
         by_field = self.policy.fact_by_field
         for op in ops:
@@ -143,10 +151,9 @@ class SessionJudge:
         budgets = {}
         if self.policy.budgets:  # what is left once the event's operations are applied
             view = self.view
-            state = apply_ops(view.state, ops, view.now_ms)
             if self.policy.budgets_kept:  # worked out on the state before and carried over
-                remaining(view)
-                state = state.following(view.state, touched(ops, view.now_ms))
+                view.budgets_left(copy=False)
+            state = applied(view.state, ops, view.now_ms)
             budgets = remaining(SessionView(self.policy, state, view.now_ms, view.fleet))
         return SessionOutcome(ops, expected, list(facts), self.policy.ttl_ms, self.policy.max_sessions, fleet, budgets)
 

@@ -11,7 +11,7 @@ from typing import Any
 
 from bus.policy.loading import policy_from_text
 from bus.policy.sessionschema import When
-from bus.session.apply import apply_ops, touched
+from bus.session.apply import applied, apply_ops, changed_by, touched
 from bus.session.conditions import Conditions, compile_when
 from bus.session.definitions import SessionPolicy, session_policy
 from bus.session.effects import effects
@@ -129,9 +129,44 @@ def test_budgets_left_carried_from_state_to_state_as_worked_out_afresh() -> None
         event, hook_input = steps[rng.randrange(len(steps))]
         ops = effects(policy, event, {**hook_input, "cwd": "/w"}, "none")
         after = apply_ops(state, ops, at)
-        after = after.following(state, touched(ops, at) if n % 2 else None)  # named by the ops, or compared
+        differ = {k for k, _ in after.fields.items() ^ state.fields.items()}
+        told = changed_by(state, after, ops)
+        assert told is None or differ <= told
+        after = after.following(state, (touched(ops, at), None, told)[n % 3])  # named by the ops, or compared
         view = SessionView(policy, after, at + rng.choice((0, 0, 0, 7_000)))
         expected = {name: max(0.0, b.limit - view.counter(b.counter)) for name, b in policy.budgets.items()}
+        over = applied(state, ops, at)  # what the outcome reads: the changes over the state before
+        assert {k: v for k, v in over.fields.items() if v} == dict(after.fields)
+        assert SessionView(policy, over, view.now_ms).budgets_left() == expected, n
         assert view.budgets_left() == expected, n
         assert SessionView(policy, after, view.now_ms).budgets_left() == expected  # kept on the state
         state = after
+
+
+def test_matches_kept_per_call_are_those_worked_out_afresh() -> None:
+    text = """
+hookbus:
+  session:
+    facts:
+      secret: {setBy: [{event: PreToolUse, rules: ["Read(**/.env)", "Bash(cat *.env)"], except: ["Read(//w/ok/**)"]}]}
+      pushed:
+        setBy: [{event: PreToolUse, rules: ["Bash(git push *)"]}]
+        clearedBy: [{event: PreToolUse, rules: ["Bash(git pull*)"]}]
+    counters:
+      net: {count: [{event: PreToolUse, rules: ["Bash(curl *)", "Bash(cat *.env)"]}, {event: PostToolUse}]}
+hooks: {}
+"""
+    calls = [
+        {"tool_name": "Bash", "tool_input": {"command": c}, "cwd": "/w"}
+        for c in ("cat a.env", "git push x && curl y", "git pull", "ls", "curl z; git pull; cat .env")
+    ] + [{"tool_name": "Read", "tool_input": {"file_path": p}, "cwd": "/w"} for p in ("/w/.env", "/w/ok/.env", "/w/x")]
+    kept = session_policy(policy_from_text(text))
+    for _ in range(2):  # the second round reads the matches kept
+        for hook_input in calls:
+            for event in ("PreToolUse", "PostToolUse"):
+                fresh = SessionPolicy(policy_from_text(text).settings.session).matched(event, hook_input)
+                assert kept.matched(event, hook_input) == fresh, (event, hook_input)
+    assert list(kept.matched("PreToolUse", calls[0]).set) == ["secret"]
+    assert list(kept.matched("PreToolUse", calls[0]).count) == ["net"]
+    assert not kept.matched("PreToolUse", calls[6]).set  # excepted
+    assert list(kept.matched("PreToolUse", calls[4]).clear) == ["pushed"]
