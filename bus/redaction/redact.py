@@ -232,6 +232,8 @@ class Redactor:
         if states and () in states:
             out.append((at, POINTER))
             return MASK.format(POINTER)
+        if not value:  # "", [], {} (a record's shadow results, most often): nothing to mask
+            return value
         if isinstance(value, str):
             return self._string(value, at, out)
         return self._walk(value, at, states, out)
