@@ -23,9 +23,9 @@ from collections.abc import Hashable
 from typing import Any, Final, NamedTuple, Protocol
 
 from bus.dialects.mcpnames import tool_name_readings
-from bus.hooks.decisions import Decision
 from bus.hooks.results import HandlerResult, Outcome
 from bus.policy import verdictcache
+from bus.policy.ruleoutput import _decided, _output, _reason_text, rule_output
 from bus.rules.paths import PathRules, agent_home
 from bus.rules.permissions import (
     EDIT_TOOLS,
@@ -44,7 +44,6 @@ from bus.rules.permissions import (
 from bus.rules.shellread import ShellRead, read_shell
 from bus.rules.shellrules import FLOATS_ANY, FLOATS_OPTION, shell_regex, shell_start, unreadable_code_unjudged
 
-_BLOCK_EVENTS: Final = frozenset({"PostToolUse", "PostToolUseFailure"})
 _VERDICTS: Final[tuple[RuleKind, ...]] = ("deny", "ask", "allow")
 
 
@@ -367,38 +366,6 @@ def evaluate_rules(handler: RuleLists, hook_input: dict[str, Any]) -> tuple[str,
     return first_verdict(compile_rules(handler), hook_input)
 
 
-def rule_output(event: str, verdict: str, rule: str, reason: str | None, unjudged: str | None = None) -> dict[str, Any]:
-    """The Claude Code output object for a rule verdict on ``event``; ``unjudged`` says why the
-    input could not be judged (then only deny and ask rules meet it)."""
-    return _output(event, verdict, _reason_text(verdict, rule, reason, unjudged))
-
-
-def _reason_text(verdict: str, rule: str, reason: str | None, unjudged: str | None) -> str:
-    text = f"{reason} (rule: {rule})" if reason else f"hookbus: {verdict} by rule {rule}"
-    if unjudged:
-        text += f"; {unjudged}, so it cannot be judged and meets every deny and ask rule of its tool"
-    return text
-
-
-def _output(event: str, verdict: str, text: str) -> dict[str, Any]:
-    if event == "PreToolUse":
-        return {
-            "hookSpecificOutput": {
-                "hookEventName": event,
-                "permissionDecision": verdict,
-                "permissionDecisionReason": text,
-            }
-        }
-    if event == "PermissionRequest" and verdict in ("allow", "deny"):
-        decision: dict[str, Any] = {"behavior": verdict}
-        if verdict == "deny":
-            decision["message"] = text
-        return {"hookSpecificOutput": {"hookEventName": event, "decision": decision}}
-    if event in _BLOCK_EVENTS and verdict == "deny":
-        return {"decision": "block", "reason": text}
-    return {}
-
-
 def decide_rules(
     lists: tuple[RuleList, ...], reason: str | None, event: str, hook_input: dict[str, Any], call: Call | None = None
 ) -> HandlerResult:
@@ -414,26 +381,6 @@ def decide_rules(
     return HandlerResult(
         Outcome.OK, output=output, handler_type="rule", decided=_decided(event, verdict, text), rule=rule
     )
-
-
-def _decided(event: str, verdict: str, text: str) -> tuple[str, str | None] | None:
-    shape = _ALONE.get((event, verdict))
-    if shape is None:
-        return None
-    label, gives_reason = shape
-    return label, text if gives_reason else None
-
-
-#: The decision of a rule verdict's output merged alone, and whether the verdict's text is its
-#: reason, for the events and verdicts where that merge gives the output back unchanged (the
-#: tests check it).
-_ALONE: Final[dict[tuple[str, str], tuple[str, bool]]] = {
-    **{("PreToolUse", v): (v, True) for v in ("deny", "ask", "allow")},
-    ("PermissionRequest", "deny"): (Decision.DENY, True),
-    ("PermissionRequest", "allow"): (Decision.ALLOW, False),
-    ("PostToolUse", "deny"): (Decision.BLOCK, True),
-    ("PostToolUseFailure", "deny"): (Decision.BLOCK, True),
-}
 
 
 __all__ = [

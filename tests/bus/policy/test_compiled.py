@@ -22,7 +22,8 @@ from bus.hooks import merge
 from bus.hooks.results import HandlerResult, Outcome
 from bus.policy.compiled import CHOICES_PER_EVENT, compiled, selected
 from bus.policy.loading import Policy, load_policy, policy_from_text
-from bus.policy.rulelists import _ALONE, _decided, _reason_text, compile_lists, rule_output
+from bus.policy.rulelists import compile_lists
+from bus.policy.ruleoutput import _ALONE, _decided, _reason_text, rule_output
 from bus.policy.schema import RuleHandler
 from bus.redis.keys import Keyspace
 from bus.rules import bashsplit
