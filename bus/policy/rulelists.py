@@ -22,7 +22,7 @@ import re
 from collections.abc import Hashable
 from typing import Any, Final, NamedTuple, Protocol
 
-from bus.dialects.mcpnames import tool_name_readings
+from bus.dialects.mcpnames import TOOL_NAME_READINGS, tool_name_readings
 from bus.hooks.results import HandlerResult, Outcome
 from bus.policy import verdictcache
 from bus.policy.ruleoutput import _decided, _output, _reason_text, rule_output
@@ -31,12 +31,12 @@ from bus.rules.permissions import (
     EDIT_TOOLS,
     READ_TOOLS,
     SHELL_TOOLS,
+    Files,
     PermissionRule,
     RuleKind,
-    call_paths,
     parse_rule,
     path_rule,
-    paths_too_long,
+    read_files,
     rule_applies,
     rule_matches,
     rule_param,
@@ -45,6 +45,7 @@ from bus.rules.shellread import ShellRead, read_shell
 from bus.rules.shellrules import FLOATS_ANY, FLOATS_OPTION, shell_regex, shell_start, unreadable_code_unjudged
 
 _VERDICTS: Final[tuple[RuleKind, ...]] = ("deny", "ask", "allow")
+_FILE_TOOLS: Final = EDIT_TOOLS | READ_TOOLS
 
 
 Rule = tuple[int, PermissionRule, str]  # position in its list, the rule, its text
@@ -101,9 +102,11 @@ class RuleList:
         cwd: str | None,
         home: str | None = None,
         shell: ShellRead | None = None,
+        files: Files | None = None,
     ) -> str | None:
         """The text of the first rule of the list (in its order) that matches the call (``home``:
-        the agent's, what ``~`` stands for; ``shell``: a shell tool's command, read)."""
+        the agent's, what ``~`` stands for; ``shell``: a shell tool's command, read; ``files``: a
+        file tool's paths, read)."""
         compiled = self.tools.get(tool_name) or self._for_tool(tool_name)
         candidates = compiled.applicable
         found: int | None = None
@@ -117,9 +120,11 @@ class RuleList:
                     found = _min(found, _first_start(compiled, view.starts, view.operand_starts))
                 candidates = compiled.others
         elif compiled.paths is not None and cwd:
-            paths = call_paths(tool_name, tool_input, cwd)
-            if not paths_too_long(paths, cwd) and (len(paths) <= 1 or self.verdict != "allow"):
-                positions = [p for p in (compiled.paths.first(path, cwd, home) for path in paths) if p is not None]
+            files = files if files is not None else read_files(tool_name, tool_input, cwd, home)
+            too_long, base, absolute = files.located()
+            if not too_long and (len(files.paths) <= 1 or self.verdict != "allow"):
+                first = compiled.paths.first_at
+                positions = [p for p in (first(path, base, home) for path in absolute) if p is not None]
                 found = min(positions, default=None)
                 candidates = compiled.others
         for position, rule, text in candidates:
@@ -305,9 +310,15 @@ class Call(NamedTuple):
 
 def read_call(hook_input: dict[str, Any]) -> Call | None:
     """The tool call of ``hook_input`` as rule lists read it; ``None`` when it names no tool."""
+    return read_call_files(hook_input)[0]
+
+
+def read_call_files(hook_input: dict[str, Any]) -> tuple[Call | None, Files | None]:
+    """:func:`read_call`, and a file tool's paths as its path rules read them (with a cwd; else
+    ``None``), for all the event's handlers."""
     tool_name = hook_input.get("tool_name")
     if not isinstance(tool_name, str):
-        return None
+        return None, None
     tool_input = hook_input.get("tool_input")
     if not isinstance(tool_input, dict):
         tool_input = {}
@@ -315,24 +326,29 @@ def read_call(hook_input: dict[str, Any]) -> Call | None:
     shell = read_shell(command, tool_name == "PowerShell") if isinstance(command, str) else None
     cwd = hook_input.get("cwd")
     cwd = cwd if isinstance(cwd, str) else None
-    others = tool_name_readings(hook_input)
-    subject = None if others else verdictcache.call_subject(tool_name, tool_input, cwd, shell)
-    return Call(tool_name, tool_input, cwd, agent_home(hook_input), others, shell, subject)
+    others = tool_name_readings(hook_input) if TOOL_NAME_READINGS in hook_input else ()
+    home = agent_home(hook_input)
+    files = read_files(tool_name, tool_input, cwd, home) if cwd and tool_name in _FILE_TOOLS else None
+    paths = files.paths if files is not None else None
+    subject = None if others else verdictcache.call_subject(tool_name, tool_input, cwd, shell, paths)
+    return Call(tool_name, tool_input, cwd, home, others, shell, subject), files
 
 
 def _verdict_and_read(
-    lists: tuple[RuleList, ...], hook_input: dict[str, Any], call: Call | None = None
+    lists: tuple[RuleList, ...], hook_input: dict[str, Any], call: Call | None = None, files: Files | None = None
 ) -> tuple[tuple[str, str] | None, ShellRead | None]:
     """:func:`first_verdict`, and the shell command read (once: every list matches that read);
-    ``call``: :func:`read_call` of ``hook_input``, when the caller has it."""
-    if call is None and (call := read_call(hook_input)) is None:
-        return None, None
+    ``call`` and ``files``: :func:`read_call_files` of ``hook_input``, when the caller has them."""
+    if call is None:
+        call, files = read_call_files(hook_input)
+        if call is None:
+            return None, None
     tool_name, tool_input, cwd, home, others, shell, subject = call
     key = None if others else verdictcache.call_key(lists, tool_name, tool_input, cwd, home, shell, subject)
     found = verdictcache.kept(key) if key is not None else None
     if found is not None:
         return found[0], shell
-    verdict = _first_verdict(lists, tool_name, tool_input, cwd, home, shell, others)
+    verdict = _first_verdict(lists, tool_name, tool_input, cwd, home, shell, others, files)
     if key is not None:
         verdictcache.keep(key, verdict)
     return verdict, shell
@@ -346,9 +362,10 @@ def _first_verdict(
     home: str | None,
     shell: ShellRead | None,
     others: tuple[str, ...],
+    files: Files | None = None,
 ) -> tuple[str, str] | None:
     for rule_list in lists:
-        found = rule_list.first_match(tool_name, tool_input, cwd, home, shell)
+        found = rule_list.first_match(tool_name, tool_input, cwd, home, shell, files)
         if others and rule_list.verdict == "allow":
             if found is not None and all(rule_list.first_match(n, tool_input, cwd, home) for n in others):
                 return rule_list.verdict, found
@@ -367,12 +384,17 @@ def evaluate_rules(handler: RuleLists, hook_input: dict[str, Any]) -> tuple[str,
 
 
 def decide_rules(
-    lists: tuple[RuleList, ...], reason: str | None, event: str, hook_input: dict[str, Any], call: Call | None = None
+    lists: tuple[RuleList, ...],
+    reason: str | None,
+    event: str,
+    hook_input: dict[str, Any],
+    call: Call | None = None,
+    files: Files | None = None,
 ) -> HandlerResult:
     """What a ``rule`` handler with these lists answers to ``event``: its output, and its
-    decision as merging it alone would make it (:attr:`HandlerResult.decided`); ``call``:
-    :func:`read_call` of ``hook_input``, read once for all the event's handlers."""
-    found, shell = _verdict_and_read(lists, hook_input, call)
+    decision as merging it alone would make it (:attr:`HandlerResult.decided`); ``call`` and
+    ``files``: :func:`read_call_files` of ``hook_input``, read once for all the event's handlers."""
+    found, shell = _verdict_and_read(lists, hook_input, call, files)
     if found is None:
         return HandlerResult(Outcome.OK, output={}, handler_type="rule")
     verdict, rule = found
@@ -395,5 +417,6 @@ __all__ = [
     "evaluate_rules",
     "first_verdict",
     "read_call",
+    "read_call_files",
     "rule_output",
 ]

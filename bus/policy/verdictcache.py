@@ -38,9 +38,16 @@ class Listed(Protocol):
     def params(self) -> tuple[str, ...]: ...
 
 
-def call_subject(tool_name: str, tool_input: Mapping[str, Any], cwd: str | None, shell: ShellRead | None) -> Hashable:
+def call_subject(
+    tool_name: str,
+    tool_input: Mapping[str, Any],
+    cwd: str | None,
+    shell: ShellRead | None,
+    paths: list[str] | None = None,
+) -> Hashable:
     """The part of :func:`call_key` that depends on the call only (the same for every handler of
-    an event): its command or its paths; ``None`` when its verdicts are not kept."""
+    an event): its command or its paths (``paths``: a file tool's ``call_paths``, when the caller
+    has them); ``None`` when its verdicts are not kept."""
     if cwd is not None and len(cwd) > CACHED_COMMAND_CHARS:
         return None
     if tool_name in SHELL_TOOLS:
@@ -49,7 +56,7 @@ def call_subject(tool_name: str, tool_input: Mapping[str, Any], cwd: str | None,
             return None
         return (command, shell.unjudged)
     if tool_name in EDIT_TOOLS or tool_name in READ_TOOLS:
-        paths = call_paths(tool_name, tool_input, cwd)
+        paths = call_paths(tool_name, tool_input, cwd) if paths is None else paths
         return None if sum(map(len, paths)) > CACHED_COMMAND_CHARS else tuple(paths)
     return None
 

@@ -215,7 +215,11 @@ class PathRules:
         """The position of the first rule that matches ``path`` (below ``cwd``, which is not empty;
         ``~`` is ``home``, the agent's)."""
         base_cwd = normalize_path(cwd)
-        path = _absolute(path, base_cwd, home)
+        return self.first_at(_absolute(path, base_cwd, home), base_cwd, home)
+
+    def first_at(self, path: str, base_cwd: str, home: str | None = None) -> int | None:
+        """:meth:`first` of a path :func:`located` already (absolute, normalised; ``base_cwd``: the
+        cwd normalised), so that the lists of every handler of a call read it once."""
         best: int | None = None
         for anchor, combined, prefilter in self.by_anchor:
             for base in _bases(anchor, path, base_cwd, home, self.any_home):
@@ -227,6 +231,13 @@ class PathRules:
                     position = int(found.lastgroup[1:])
                     best = position if best is None else min(best, position)
         return best
+
+
+def located(paths: Sequence[str], cwd: str, home: str | None) -> tuple[str, tuple[str, ...]]:
+    """``cwd`` normalised, and each of ``paths`` as :meth:`PathRules.first` reads it below it
+    (absolute, normalised, ``~`` as ``home``)."""
+    base_cwd = normalize_path(cwd)
+    return base_cwd, tuple(_absolute(path, base_cwd, home) for path in paths)
 
 
 def _prefilter(parts: list[str]) -> re.Pattern[str] | None:
@@ -266,6 +277,7 @@ __all__ = [
     "agent_path",
     "expand_home",
     "home_path",
+    "located",
     "normalize_path",
     "path_matches",
     "path_pattern",

@@ -37,7 +37,7 @@ import re2
 from bus.rules.bashsplit import split_bash
 from bus.rules.globs import glob
 from bus.rules.limits import PATH_MAX_CHARS, current_limits
-from bus.rules.paths import path_matches
+from bus.rules.paths import located, path_matches
 from bus.rules.shellread import ShellRead, read_shell
 from bus.rules.shellrules import shell_matches
 
@@ -195,6 +195,34 @@ def paths_too_long(paths: list[str], cwd: str | None) -> bool:
     )
 
 
+class Files:
+    """A file tool call's paths as path rules read them, read once a call: its paths at once
+    (the verdict cache's key), what the path rules need on the first list that misses."""
+
+    __slots__ = ("_located", "cwd", "home", "paths")
+
+    def __init__(self, paths: list[str], cwd: str, home: str | None) -> None:
+        self.paths = paths  # permissions.call_paths
+        self.cwd = cwd
+        self.home = home
+        self._located: tuple[bool, str, tuple[str, ...]] | None = None
+
+    def located(self) -> tuple[bool, str, tuple[str, ...]]:
+        """Whether a path (or the cwd) is too long to judge (then it meets every deny and ask rule),
+        the cwd normalised, and each path absolute and normalised (:func:`bus.rules.paths.located`)."""
+        if self._located is None:
+            if paths_too_long(self.paths, self.cwd):
+                self._located = True, self.cwd, ()
+            else:
+                self._located = (False, *located(self.paths, self.cwd, self.home))
+        return self._located
+
+
+def read_files(tool_name: str, tool_input: dict[str, Any], cwd: str, home: str | None) -> Files:
+    """The paths of a file tool's call below ``cwd`` (not empty), for its path rules."""
+    return Files(call_paths(tool_name, tool_input, cwd), cwd, home)
+
+
 def path_rule(rule: PermissionRule, tool_name: str, kind: RuleKind) -> bool:
     """Whether :func:`rule_matches` judges ``rule`` on the paths of a ``tool_name`` call."""
     tool = _TOOL_ALIASES.get(tool_name, tool_name)
@@ -274,12 +302,14 @@ __all__ = [
     "EDIT_TOOLS",
     "READ_TOOLS",
     "SHELL_TOOLS",
+    "Files",
     "PermissionRule",
     "RuleKind",
     "call_paths",
     "parse_rule",
     "path_rule",
     "paths_too_long",
+    "read_files",
     "rule_applies",
     "rule_matches",
     "rule_param",

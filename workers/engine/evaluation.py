@@ -35,10 +35,11 @@ from bus.policy.compiled import CompiledHandler, compiled
 from bus.policy.compiled import selected as compiled_selected
 from bus.policy.deciding import deciders, judge
 from bus.policy.loading import HandlerEntry, Policy
-from bus.policy.rulelists import Call, decide_rules, read_call
+from bus.policy.rulelists import Call, decide_rules, read_call_files
 from bus.redis.connection import redis_errors
 from bus.redis.keys import Keyspace
 from bus.redis.topology import Topology
+from bus.rules.permissions import Files
 from bus.runtime import tracing
 from bus.runtime.logs import event_fields
 from bus.runtime.metrics import Metrics, event_label, process_metrics
@@ -170,6 +171,7 @@ class Engine:
         jobs: list[PreparedJob] = []
         fast = not request.traced
         call: Call | None = None  # the tool call as rule lists read it, once an event
+        files: Files | None = None  # and a file tool's paths
         unread = True
         given: dict[str, Any] | None = None  # the session as handlers are given it, once an event
         inline_s: list[float] = []  # the durations of the rule handlers decided here, observed at once
@@ -183,8 +185,8 @@ class Engine:
                 continue
             if fast and handler.inline:
                 if unread:
-                    call, unread = _read_call(hook_input), False
-                result = self._decide_inline(handler, request, hook_input, call)
+                    (call, files), unread = _read_call(hook_input), False
+                result = self._decide_inline(handler, request, hook_input, call, files)
                 inline_s.append(result.duration_s)
                 slots.append(result)
                 continue
@@ -274,7 +276,12 @@ class Engine:
             logger.warning("pending context of event %s could not be put back: %s", request.event_id, exc)
 
     def _decide_inline(
-        self, handler: CompiledHandler, request: Request, hook_input: dict[str, Any], call: Call | None = None
+        self,
+        handler: CompiledHandler,
+        request: Request,
+        hook_input: dict[str, Any],
+        call: Call | None = None,
+        files: Files | None = None,
     ) -> HandlerResult:
         """A ``rule`` handler without ``once``, untraced, decided in this call: what :meth:`_run`
         does, without the task, the timer and the coroutine it needs for handlers that wait (its
@@ -282,7 +289,7 @@ class Engine:
         assert handler.rules is not None
         started = time.perf_counter()
         try:
-            result = decide_rules(handler.rules, handler.reason, request.event, hook_input, call)
+            result = decide_rules(handler.rules, handler.reason, request.event, hook_input, call, files)
         except Exception as exc:  # a broken handler must never break the dispatcher
             extra = _fields(request, hook_input, handler.handler_id, handler_type="rule")
             logger.exception("handler raised", extra=extra)
@@ -401,13 +408,13 @@ class Engine:
         return MergedDecision(output={"systemMessage": message}, decision=Decision.NONE, reason=merged.reason)
 
 
-def _read_call(hook_input: dict[str, Any]) -> Call | None:
-    """:func:`read_call`, or ``None`` when it raises: then each handler reads the call itself and
-    fails as it did alone."""
+def _read_call(hook_input: dict[str, Any]) -> tuple[Call | None, Files | None]:
+    """:func:`read_call_files`, or ``(None, None)`` when it raises: then each handler reads the
+    call itself and fails as it did alone."""
     try:
-        return read_call(hook_input)
+        return read_call_files(hook_input)
     except Exception:
-        return None
+        return None, None
 
 
 def _fields(request: Request, hook_input: Mapping[str, Any], handler: str | None, **more: Any) -> dict[str, Any]:
