@@ -3,7 +3,7 @@ event's record (:data:`bus.stream.settle.SETTLE`): a re-delivered event, whose r
 already, changes nothing again, and an event whose dispatcher died changes it when the claiming
 dispatcher settles it.
 
-``apply_session(state, sessions, ops, expected, ttl_ms, max_sessions, now_ms, pending, entry)``:
+``apply_session(state, sessions, ops, expected, ttl_ms, max_sessions, now_ms, pending, entry, known)``:
 
 * ``expected``: the state's version the decision read (``''``: it read none). When the state
   has another version now, another event of the session settled meanwhile; nothing is written
@@ -14,7 +14,11 @@ dispatcher settles it.
   the session was first seen, bumps the version when something changed, lets the state live
   ``ttl_ms`` more, and keeps the session in the tenant's set ``sessions`` (scored by last use):
   past ``max_sessions`` the least recently used sessions' states are deleted. Returns ``true``
-  and JSON ``{"e": how many it deleted, "s": the state now}``.
+  and JSON ``{"e": how many it deleted, "s": the state now}``; or, when ``known`` (the
+  ``<version>:<first seen>`` of the state the dispatcher decided on, ``''``: none) is the state's
+  before the operations, ``{"e": ..., "n": now_ms}``: the dispatcher applies the operations to the
+  state it knows at ``now_ms`` (:func:`bus.session.apply.apply_ops`, which does as this does) and
+  reads no copy of the whole state.
 * ``entry`` (when not ``''``): the event's tenant and agent counters still to count, added to the
   partition's sorted set ``pending`` (scored by now) in the same step: counted after the settle,
   and counted still if the dispatcher dies first (:mod:`workers.dispatcher.fleet`).
@@ -28,9 +32,14 @@ from bus.session.definitions import BUCKETS, FIRST_SEEN_FIELD, VERSION_FIELD
 
 APPLY_LUA: Final = (
     """
-local function apply_session(state, sessions, ops, expected, ttl_ms, max_sessions, now_ms, pending, entry)
+local function apply_session(state, sessions, ops, expected, ttl_ms, max_sessions, now_ms, pending, entry, known)
   if expected ~= '' and (redis.call('HGET', state, 'VERSION') or '0') ~= expected then
     return false, cjson.encode({s = redis.call('HGETALL', state)})
+  end
+  local before = ''
+  if known ~= '' then
+    local got = redis.call('HMGET', state, 'VERSION', 'FIRST_SEEN')
+    before = (got[1] or '0') .. ':' .. (got[2] or '')
   end
   if entry ~= '' then
     redis.call('ZADD', pending, now_ms, entry)
@@ -83,6 +92,9 @@ local function apply_session(state, sessions, ops, expected, ttl_ms, max_session
       redis.call('DEL', oldest[i])
       evicted = evicted + 1
     end
+  end
+  if known ~= '' and before == known and redis.call('EXISTS', state) == 1 then
+    return true, cjson.encode({e = evicted, n = now_ms})  -- the dispatcher applies ops to the state it knows
   end
   return true, cjson.encode({e = evicted, s = redis.call('HGETALL', state)})
 end

@@ -87,9 +87,10 @@ JOB_ARGS: Final = 4
 #: Arguments of one event in :data:`SETTLE`, before its jobs' (see the script's comment).
 EVENT_ARGS: Final = 14
 #: Arguments of an event's session part in :data:`SETTLE`, after its jobs': operations, expected
-#: version, state lifetime ms, sessions per tenant, tenant counters to count (``''``: none); its
-#: keys: the state, the tenant's sessions, the partition's events pending a tenant count.
-SESSION_ARGS: Final = 5
+#: version, state lifetime ms, sessions per tenant, tenant counters to count (``''``: none), the
+#: state the dispatcher decided on (``<version>:<first seen>``, ``''``: none); its keys: the
+#: state, the tenant's sessions, the partition's events pending a tenant count.
+SESSION_ARGS: Final = 6
 #: Keys of one event in :data:`SETTLE` without jobs (with jobs: the arq queue, and two per job).
 EVENT_KEYS: Final = 4
 #: The hash a partition's first record follows (:mod:`bus.decisionlog.chain`).
@@ -205,7 +206,7 @@ while a <= #ARGV do
       expected = ''  -- answered already (or never waited for): no decision left to take again
     end
     local ok, found = apply_session(KEYS[sk], KEYS[sk + 1], ARGV[sa], expected, ARGV[sa + 2], ARGV[sa + 3], now_text,
-                                    KEYS[sk + 2], ARGV[sa + 4])
+                                    KEYS[sk + 2], ARGV[sa + 4], ARGV[sa + 5])
     if ok then now_state = found else current = found end
   end
   if current then

@@ -15,7 +15,7 @@ from __future__ import annotations
 import collections
 import logging
 from collections.abc import Awaitable, Callable, Sequence
-from typing import Final
+from typing import Any, Final
 
 import orjson
 import redis.asyncio as aioredis
@@ -25,7 +25,7 @@ from bus.policy.loading import Policy
 from bus.redis.keys import Keyspace
 from bus.runtime.metrics import Metrics
 from bus.runtime.sessionmetrics import session_families
-from bus.session.apply import changed_by
+from bus.session.apply import apply_ops, changed_by, touched
 from bus.session.state import SessionState
 from bus.stream.protocol import Request
 from workers.dispatcher.fleet import FleetCounts
@@ -77,7 +77,10 @@ class SessionStates:
         was worked out on that one carries over."""
         prior = self._states.get(key)
         changed = None if prior is None or not prior.memo or not ops else changed_by(prior, state, ops)
-        self._states[key] = state.following(prior, changed)
+        self._keep(key, state.following(prior, changed))
+
+    def _keep(self, key: str, state: SessionState) -> None:
+        self._states[key] = state
         self._states.move_to_end(key)
         while len(self._states) > CACHED_SESSIONS:
             self._states.popitem(last=False)
@@ -112,21 +115,36 @@ class SessionStates:
     def settled(self, op: Settle, written: bool, raw: bytes) -> None:
         """The settle script's answer for ``op``'s session: keep the state; if it was not written, decide again."""
         assert op.session is not None
-        try:
-            found = orjson.loads(raw)
-            state = SessionState.of(found.get("s"))
-        except (ValueError, AttributeError, TypeError) as exc:
-            logger.warning("the session state returned for %s is unreadable: %s", op.request.event_id, exc)
-            state = SessionState()
-            found = {}
-        self.put(op.session[1], state, op.session[0].ops if written else None)
+        outcome, key, _ = op.session
+        found = self.answered(key, outcome, written, raw)
         if evicted := int(found.get("e") or 0):
             self.metrics.evictions.inc(evicted)
         if not written:
             self.metrics.conflicts.inc()
             self._redo(op)
         elif self.fleet is not None:
-            self.fleet.start(op.request, op.session[0].fleet, op.partition)
+            self.fleet.start(op.request, outcome.fleet, op.partition)
+
+    def answered(self, key: str, outcome: SessionOutcome, written: bool, raw: bytes) -> dict[str, Any]:
+        """Keep the state a settle answered (:mod:`bus.session.script`): the whole state, or the
+        time it applied the event's operations to the state the event was decided on, which this
+        copy applies alike; returns the answer read."""
+        try:
+            found = orjson.loads(raw)
+            base, at = outcome.decided_on, found.get("n")
+            if written and at is not None and base is not None:
+                now = int(at)
+                state = apply_ops(base, outcome.ops, now)
+                prior = self._states.get(key)
+                changed = touched(outcome.ops, now) if prior is base else None
+                self._keep(key, state.following(prior, changed))
+                return dict(found)
+            state = SessionState.of(found.get("s"))
+        except (ValueError, AttributeError, TypeError) as exc:
+            logger.warning("the session state returned for %s is unreadable: %s", key, exc)
+            state, found = SessionState(), {}
+        self.put(key, state, outcome.ops if written else None)
+        return dict(found)
 
 
 __all__ = ["CACHED_SESSIONS", "MAX_ATTEMPTS", "SessionStates"]

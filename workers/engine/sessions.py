@@ -21,7 +21,7 @@ from bus.policy.loading import Policy
 from bus.policy.rulelists import Call
 from bus.session.apply import applied
 from bus.session.conditions import Conditions
-from bus.session.definitions import Counter, Matched, SessionPolicy, session_policy
+from bus.session.definitions import FIRST_SEEN_FIELD, Counter, Matched, SessionPolicy, session_policy
 from bus.session.effects import effects, handed, naming_facts, remaining, verdicts
 from bus.session.state import SessionState, SessionView
 from bus.stream.protocol import now_ms
@@ -43,6 +43,17 @@ class SessionOutcome:
     fleet: list[Counter] = dataclasses.field(default_factory=list)
     #: Each budget's units left once the event is settled (the record's ``budgets``).
     budgets: dict[str, float] = dataclasses.field(default_factory=dict)
+    #: The state the event was decided on (the settle then answers the time it applied the
+    #: operations instead of the whole state, when the state was still that one).
+    decided_on: SessionState | None = None
+
+    @property
+    def known(self) -> str:
+        """``<version>:<first seen>`` of :attr:`decided_on` (``''``: none, or an empty state)."""
+        state = self.decided_on
+        if state is None or not state.fields:
+            return ""
+        return f"{state.version}:{state.fields.get(FIRST_SEEN_FIELD, '')}"
 
 
 class SessionJudge:
@@ -155,7 +166,10 @@ class SessionJudge:
                 view.budgets_left(copy=False)
             state = applied(view.state, ops, view.now_ms)
             budgets = remaining(SessionView(self.policy, state, view.now_ms, view.fleet))
-        return SessionOutcome(ops, expected, list(facts), self.policy.ttl_ms, self.policy.max_sessions, fleet, budgets)
+        policy = self.policy
+        return SessionOutcome(
+            ops, expected, list(facts), policy.ttl_ms, policy.max_sessions, fleet, budgets, self.view.state
+        )
 
 
 @dataclasses.dataclass(slots=True)

@@ -39,8 +39,16 @@ OPS = [
 ]
 
 
-def _settle(entry_id: bytes, n: int, ops: list[str], expected: int | None, session: str = "s-1") -> Settle:
-    """A blocking event's settle (its decision read version ``expected`` of the session, if not None)."""
+def _settle(
+    entry_id: bytes,
+    n: int,
+    ops: list[str],
+    expected: int | None,
+    session: str = "s-1",
+    decided_on: SessionState | None = None,
+) -> Settle:
+    """A blocking event's settle (its decision read version ``expected`` of the session, if not
+    None; ``decided_on``: the state it was decided on)."""
     payload = orjson.dumps({"session_id": session})
     request = Request(f"evt-{session}-{n}", "PreToolUse", "default", payload, now_ms(), now_ms() + 10_000, "gw-test")
     record = LogRecord(
@@ -55,7 +63,7 @@ def _settle(entry_id: bytes, n: int, ops: list[str], expected: int | None, sessi
         received_ms=request.received_ms,
         decided_ms=now_ms(),
     )
-    outcome = SessionOutcome(ops, expected, [], 60_000, 2)
+    outcome = SessionOutcome(ops, expected, [], 60_000, 2, decided_on=decided_on)
     part = (outcome, KEYS.session_state("default", session), KEYS.session_index("default"))
     reply = Reply(request.event_id, {}, Decision.NONE)
     return Settle(STREAM, entry_id, request, record, reply, 1000, session=part)
@@ -117,6 +125,36 @@ async def test_a_decision_on_an_older_version_is_refused(bus: BusProbe, entries:
     assert await bus.record("evt-s-1-1") is None  # no record: the event is decided again
     pending = await bus.redis.xpending_range(STREAM, DISPATCH_GROUP, min="-", max="+", count=10)
     assert entries[1] in [p["message_id"] for p in pending]
+
+
+async def test_a_settle_on_the_state_decided_on_answers_its_time_and_the_copy_applies_the_ops(
+    bus: BusProbe, entries: list[bytes]
+) -> None:
+    key = KEYS.session_state("default", "s-1")
+    states = SessionStates(KEYS, Metrics(), lambda op: None)
+    answers: list[bytes] = []
+
+    def settled(op: Settle, written: bool, raw: bytes) -> None:
+        answers.append(raw)
+        states.settled(op, written, raw)
+
+    box = Outbox(bus.redis, KEYS, metrics=Metrics(), on_session=settled)
+    await box.start()
+    try:
+        box.settle(_settle(entries[0], 0, OPS, None))  # decided on no state: the whole state comes back
+        await async_wait_for(lambda: len(answers) == 1)
+        first = states.get(key)
+        box.settle(_settle(entries[1], 1, OPS, first.version, decided_on=first))
+        await async_wait_for(lambda: len(answers) == 2)
+        assert states.get(key) == SessionState.of(await bus.redis.hgetall(key))  # type: ignore[misc]
+        stale = SessionState({**first.fields, "t0": "1"})  # not the state in Redis: the whole state again
+        box.settle(_settle(entries[2], 2, ["I c:calls:abc"], None, decided_on=stale))
+        await async_wait_for(lambda: len(answers) == 3)
+    finally:
+        await box.stop()
+    assert [sorted(orjson.loads(raw)) for raw in answers] == [["e", "s"], ["e", "n"], ["e", "s"]]
+    stored = SessionState.of(await bus.redis.hgetall(key))  # type: ignore[misc]
+    assert states.get(key) == stored and stored.version == 3 and stored.fields["c:calls:abc"] == "3"
 
 
 async def test_the_tenants_cap_evicts_the_least_recently_used(bus: BusProbe, entries: list[bytes]) -> None:
