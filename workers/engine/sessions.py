@@ -142,34 +142,36 @@ class SessionJudge:
         self, event: str, hook_input: Mapping[str, Any], decision: str, call: Call | None = None
     ) -> SessionOutcome:
         """What ``event``, answered ``decision``, does to the session (``call``: as :meth:`answers`)."""
-        ops = effects(self.policy, event, hook_input, decision, self.matched(event, hook_input, call))
-        facts = dict.fromkeys(self.view.facts())
-        by_field = self.policy.fact_by_field
-        for op in ops:
-            code, _, rest = op.partition(" ")
-            name = by_field.get(rest.split(" ")[0])
-            if name is not None and code == "S":
-                facts[name] = None
-            elif name is not None and code == "D":
-                facts.pop(name, None)
-        expected = self.view.state.version if self.read else None
+        policy, view = self.policy, self.view
+        matched = self.matched(event, hook_input, call)
+        ops = effects(policy, event, hook_input, decision, matched)
+        now = view.facts()
+        if matched.set or matched.clear:  # the facts the operations set and clear
+            facts = dict.fromkeys(now)
+            by_field = policy.fact_by_field
+            for op in ops:
+                code, _, rest = op.partition(" ")
+                name = by_field.get(rest.split(" ")[0])
+                if name is not None and code == "S":
+                    facts[name] = None
+                elif name is not None and code == "D":
+                    facts.pop(name, None)
+            now = list(facts)
+        expected = view.state.version if self.read else None
         fleet = [
             counter
-            for name in self.matched(event, hook_input).count
-            if (counter := self.policy.fleet.get(name)) is not None
+            for name in matched.count
+            if (counter := policy.fleet.get(name)) is not None
             and (not counter.decisions or str(decision) in counter.decisions)
         ]
         budgets = {}
-        if self.policy.budgets:  # what is left once the event's operations are applied
-            view = self.view
-            if self.policy.budgets_kept:  # worked out on the state before and carried over
+        if policy.budgets:  # what is left once the event's operations are applied
+            if policy.budgets_kept:  # worked out on the state before and carried over
                 view.budgets_left(copy=False)
             state = applied(view.state, ops, view.now_ms)
-            budgets = remaining(SessionView(self.policy, state, view.now_ms, view.fleet))
-        policy = self.policy
-        return SessionOutcome(
-            ops, expected, list(facts), policy.ttl_ms, policy.max_sessions, fleet, budgets, self.view.state
-        )
+            # the state after is this outcome's alone: what it keeps is not shared
+            budgets = SessionView(policy, state, view.now_ms, view.fleet).budgets_left(copy=False)
+        return SessionOutcome(ops, expected, now, policy.ttl_ms, policy.max_sessions, fleet, budgets, view.state)
 
 
 @dataclasses.dataclass(slots=True)
