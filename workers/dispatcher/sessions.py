@@ -136,7 +136,7 @@ class SessionStates:
                 now = int(at)
                 state = apply_ops(base, outcome.ops, now)
                 prior = self._states.get(key)
-                changed = touched(outcome.ops, now) if prior is base else None
+                changed = touched(outcome.ops, now) if prior is base and prior.memo else None  # else unread
                 self._keep(key, state.following(prior, changed))
                 return dict(found)
             state = SessionState.of(found.get("s"))
