@@ -223,7 +223,8 @@ def _make_variants(cmd: SimpleCommand, powershell: bool) -> frozenset[str]:
         forms.append(SimpleCommand(stripped))
     texts: set[str] = set()
     for form in forms:
-        texts.update((form.text, form.plain, " ".join(form.text.split())))
+        text = form.text
+        texts.update((text, form.plain, " ".join(text.split())))
         if powershell:
             alias = _PS_ALIASES.get(form.words[0].value.lower())
             if alias is not None:

@@ -50,17 +50,21 @@ class SimpleCommand:
     @property
     def text(self) -> str:
         """The command as written (redirections included), whitespace normalised to one space."""
-        return " ".join(word.raw for word in self.words) if self.written is None else self.written
+        # A list, not a generator: join builds one anyway, and these run for every reading.
+        return " ".join([word.raw for word in self.words]) if self.written is None else self.written
 
     @property
     def plain(self) -> str:
         """The command's words with quotes and escapes removed (expansions kept as written)."""
-        return " ".join(word.value for word in self.words)
+        return " ".join([word.value for word in self.words])
 
     @property
     def dynamic(self) -> bool:
         """Whether ``$VAR``, ``$(...)``, backticks or similar make the final text unknowable."""
-        return any(word.dynamic for word in self.words)
+        for word in self.words:
+            if word.dynamic:
+                return True
+        return False
 
 
 #: A ``NAME=``, ``NAME+=`` or ``NAME[i]=`` assignment's start.

@@ -55,7 +55,7 @@ def split_simple(command: str) -> tuple[SimpleCommand, ...] | None:
         return found
 
     tokens = _TOKEN.findall(command)
-    if sum(len(blanks) + len(operator) + len(raw) for blanks, operator, raw in tokens) != len(command):
+    if sum(map(len, map("".join, tokens))) != len(command):
         return None  # a character no token took: cannot happen after the full match, but never guess
     for _blanks, operator, raw in tokens:
         if raw:
