@@ -111,9 +111,10 @@ def agent_home(hook_input: object) -> str | None:
     """The home of the user the agent runs as, from its input: :data:`HOME_FIELD`, else the folder
     holding the agent's own folder in ``transcript_path`` (``/home/dev/.claude/projects/x.jsonl``
     -> ``/home/dev``), else None."""
-    if not isinstance(hook_input, Mapping):
+    if not isinstance(hook_input, dict) and not isinstance(hook_input, Mapping):  # a dict is checked faster
         return None
-    if (given := home_path(hook_input.get(HOME_FIELD))) is not None:
+    given = hook_input.get(HOME_FIELD)
+    if given is not None and (given := home_path(given)) is not None:
         return given
     transcript = hook_input.get("transcript_path")
     return _transcript_home(transcript) if isinstance(transcript, str) and len(transcript) <= PATH_CHARS else None

@@ -180,11 +180,16 @@ def rule_matches(
 
 def call_paths(tool: str, tool_input: Mapping[str, Any], cwd: str | None) -> list[str]:
     """The paths a file tool's call touches (Glob/Grep/LS search the cwd by default)."""
-    fields = _PATH_FIELDS.get(tool, ("file_path", "notebook_path"))
-    default = cwd if tool in _PATH_FIELDS else None
-    path = next((tool_input[f] for f in fields if tool_input.get(f)), default)
+    fields = _PATH_FIELDS.get(tool)
+    path = cwd if fields is not None else None
+    for field in fields or ("file_path", "notebook_path"):
+        if value := tool_input.get(field):
+            path = value
+            break
     more = tool_input.get("file_paths") if tool in EDIT_TOOLS else None  # every file of a multi-file edit
-    return [p for p in (path, *(more if isinstance(more, list) else ())) if isinstance(p, str)]
+    if not isinstance(more, list):
+        return [path] if isinstance(path, str) else []
+    return [p for p in (path, *more) if isinstance(p, str)]
 
 
 def paths_too_long(paths: list[str], cwd: str | None) -> bool:
