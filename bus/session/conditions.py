@@ -81,7 +81,7 @@ def compile_when(when: When) -> Compiled:
                 return False
         if any_checks and not any(nested(view, used) for nested in any_checks):
             return False
-        if not_check is not None and not_check(SessionView(view.policy, view.state, view.now_ms), {}):
+        if not_check is not None and not_check(SessionView(view.policy, view.state, view.now_ms, view.fleet), {}):
             return False
         for name in found:
             used[name] = None

@@ -211,7 +211,7 @@ class SessionView:
             return False
         if when.any and not any(self.holds(nested) for nested in when.any):
             return False
-        if when.not_ is not None and SessionView(self.policy, self.state, self.now_ms).holds(when.not_):
+        if when.not_ is not None and SessionView(self.policy, self.state, self.now_ms, self.fleet).holds(when.not_):
             return False
         for name in found:
             self.used[name] = None

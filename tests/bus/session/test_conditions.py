@@ -170,3 +170,27 @@ hooks: {}
     assert list(kept.matched("PreToolUse", calls[0]).count) == ["net"]
     assert not kept.matched("PreToolUse", calls[6]).set  # excepted
     assert list(kept.matched("PreToolUse", calls[4]).clear) == ["pushed"]
+
+
+def test_a_negated_condition_reads_tenant_counters_as_the_rest_does() -> None:
+    policy = session_policy(
+        policy_from_text(
+            """
+hookbus:
+  session:
+    counters:
+      pushes: {scope: tenant, window: 1h, count: [{event: PreToolUse, rules: ["Bash(git push *)"]}]}
+hooks: {}
+"""
+        )
+    )
+    fleet = {policy.fleet["pushes"].name: 9.0}
+    for text, held in (
+        ({"counters": {"pushes": {"gt": 5}}}, True),
+        ({"not": {"counters": {"pushes": {"gt": 5}}}}, False),
+    ):
+        when = When.model_validate(text, by_alias=True)
+        view = SessionView(policy, SessionState({}), 0, lambda counter: fleet[counter.name])
+        assert view.holds(when) is held, text
+        compiled = SessionView(policy, SessionState({}), 0, lambda counter: fleet[counter.name])
+        assert compile_when(when).check(compiled, {}) is held, text
