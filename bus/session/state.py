@@ -172,8 +172,12 @@ class SessionView:
         prior = memo.pop(_PRIOR, None)
         before = prior[0].get(key) if prior is not None else None
         if before is not None and before[0]() is policy:
+            by_field = policy.budgets_by_field
+            names: Iterable[str] = {name for field in prior[1] for name in by_field.get(field, ())}
+            if not names:  # the same budgets left: shared, never changed once kept
+                memo[key] = before
+                return dict(before[1]) if copy else before[1]
             left = dict(before[1])
-            names: Iterable[str] = {name for field in prior[1] for name in policy.budgets_by_field.get(field, ())}
         else:
             left, names = {}, policy.budgets.keys()
         for name in names:

@@ -135,7 +135,14 @@ class SessionStates:
             if written and at is not None and base is not None:
                 now = int(at)
                 state = apply_ops(base, outcome.ops, now)
-                prior = self._states.get(key)
+                prior, after = self._states.get(key), outcome.after
+                if prior is base and after is not None and after.memo:
+                    # what the decision worked out on the state after, at its own time: the same
+                    # but for the fields applied otherwise at the settle's time (set times, buckets)
+                    fields, seen = state.fields, after.fields
+                    near = touched(outcome.ops, now) | touched(outcome.ops, outcome.after_ms)
+                    self._keep(key, state.following(after, {f for f in near if fields.get(f) != seen.get(f)}))
+                    return dict(found)
                 changed = touched(outcome.ops, now) if prior is base and prior.memo else None  # else unread
                 self._keep(key, state.following(prior, changed))
                 return dict(found)

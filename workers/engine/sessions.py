@@ -46,6 +46,10 @@ class SessionOutcome:
     #: The state the event was decided on (the settle then answers the time it applied the
     #: operations instead of the whole state, when the state was still that one).
     decided_on: SessionState | None = None
+    #: The state after the event as the decision saw it (its operations applied at :attr:`after_ms`),
+    #: when it worked out the budgets on it: what it worked out carries to the settled state.
+    after: SessionState | None = None
+    after_ms: int = 0
 
     @property
     def known(self) -> str:
@@ -164,14 +168,16 @@ class SessionJudge:
             if (counter := policy.fleet.get(name)) is not None
             and (not counter.decisions or str(decision) in counter.decisions)
         ]
-        budgets = {}
+        budgets, after = {}, None
         if policy.budgets:  # what is left once the event's operations are applied
             if policy.budgets_kept:  # worked out on the state before and carried over
                 view.budgets_left(copy=False)
-            state = applied(view.state, ops, view.now_ms)
+            after = applied(view.state, ops, view.now_ms)
             # the state after is this outcome's alone: what it keeps is not shared
-            budgets = SessionView(policy, state, view.now_ms, view.fleet).budgets_left(copy=False)
-        return SessionOutcome(ops, expected, now, policy.ttl_ms, policy.max_sessions, fleet, budgets, view.state)
+            budgets = SessionView(policy, after, view.now_ms, view.fleet).budgets_left(copy=False)
+        return SessionOutcome(
+            ops, expected, now, policy.ttl_ms, policy.max_sessions, fleet, budgets, view.state, after, view.now_ms
+        )
 
 
 @dataclasses.dataclass(slots=True)

@@ -1,0 +1,80 @@
+"""What a decision works out on its session's state (budgets left, facts set) carries to the
+state its settle answers, and reads as worked out afresh: a chain of events decided by
+:class:`workers.engine.sessions.SessionJudge` and kept by
+:class:`workers.dispatcher.sessions.SessionStates`, the settle applying each event's operations
+at its own time (at times in a later bucket than the decision's), as the script answers."""
+
+from __future__ import annotations
+
+import random
+
+import orjson
+
+from bus.policy.loading import policy_from_text
+from bus.redis.keys import Keyspace
+from bus.runtime.metrics import Metrics
+from bus.session.definitions import session_policy
+from bus.session.state import SessionState, SessionView
+from workers.dispatcher.sessions import SessionStates
+from workers.engine.sessions import SessionJudge
+
+POLICY = """
+hookbus:
+  session:
+    facts:
+      pushed:
+        setBy: [{event: PreToolUse, rules: ["Bash(git push *)"]}]
+        clearedBy: [{event: PreToolUse, rules: [Edit]}]
+      read: {setBy: [{event: PreToolUse, rules: [Read]}]}
+    counters:
+      pushes: {count: [{event: PreToolUse, rules: ["Bash(git push *)"]}], window: 1m}
+      edits: {count: [{event: PreToolUse, rules: [Edit]}]}
+    budgets:
+      pushes: {counter: pushes, limit: 30}
+      calls: {counter: tool_calls, limit: 200}
+      edits: {counter: edits, limit: 50}
+      fails: {counter: failures, limit: 20}
+hooks: {}
+"""
+STEPS = [
+    ("PreToolUse", {"tool_name": "Bash", "tool_input": {"command": "git push"}}),
+    ("PreToolUse", {"tool_name": "Edit", "tool_input": {"file_path": "/w/a"}}),
+    ("PreToolUse", {"tool_name": "Read", "tool_input": {"file_path": "/w/a"}}),
+    ("PreToolUse", {"tool_name": "Bash", "tool_input": {"command": "ls"}}),
+    ("PostToolUseFailure", {"tool_name": "Bash", "tool_input": {"command": "ls"}}),
+    ("PostToolUse", {"tool_name": "Bash", "tool_input": {"command": "ls"}}),
+]
+
+
+def fresh(state: SessionState) -> SessionState:
+    """The same fields, with nothing worked out on them."""
+    return SessionState(dict(state.fields))
+
+
+def test_budgets_and_facts_carried_through_settles_are_those_worked_out_afresh() -> None:
+    policy = policy_from_text(POLICY)
+    compiled = session_policy(policy)
+    states = SessionStates(Keyspace(), Metrics(), lambda op: None)
+    key, rng, at = "s", random.Random(11), 1_000_000
+    states.put(key, SessionState())
+    for n in range(400):
+        at += rng.randrange(0, 3_000)  # buckets of 6 s
+        event, hook_input = STEPS[rng.randrange(len(STEPS))]
+        hook_input = {**hook_input, "cwd": "/w"}
+        state = states.get(key)
+        judge = SessionJudge(compiled, state, at)
+        judge.read = True
+        outcome = judge.outcome(event, hook_input, "none")
+        reference = SessionView(compiled, fresh(state), at)
+        assert judge.view.facts() == reference.facts(), n
+        assert judge.remaining() == reference.budgets_left(), n
+        settled_at = at + rng.choice((0, 1, 2_500, 7_000))  # the settle's clock: the same bucket or a later one
+        states.answered(key, outcome, True, orjson.dumps({"e": 0, "n": settled_at}))
+        kept = states.get(key)
+        for later in (settled_at, settled_at + rng.randrange(0, 9_000)):
+            view, afresh = SessionView(compiled, kept, later), SessionView(compiled, fresh(kept), later)
+            assert view.budgets_left() == afresh.budgets_left(), n
+            assert view.facts() == afresh.facts(), n
+        after = SessionView(compiled, fresh(outcome.after or state), at)
+        assert outcome.budgets == after.budgets_left(), n
+        assert sorted(outcome.facts) == sorted(after.facts()), n  # (the facts newly set come last)
