@@ -7,7 +7,6 @@ exactly as :data:`bus.session.script.APPLY_LUA` does in Redis (the tests compare
 
 from __future__ import annotations
 
-from collections import ChainMap
 from collections.abc import Mapping, Sequence
 
 from bus.session.definitions import BUCKETS, FIRST_SEEN_FIELD, VERSION_FIELD
@@ -61,8 +60,8 @@ def apply_ops(state: SessionState, ops: Sequence[str], now_ms: int) -> SessionSt
 
 
 def applied(state: SessionState, ops: Sequence[str], now_ms: int) -> SessionState:
-    """``state`` after ``ops`` as :func:`apply_ops` makes it, for reading only and without copying
-    its fields: what ``ops`` change lies over them (a deleted field reads as empty text, as
+    """``state`` after ``ops`` as :func:`apply_ops` makes it, for reading only: what ``ops`` change
+    laid over its fields (a deleted field reads as empty text, as
     :class:`bus.session.state.SessionView` reads a missing one), and it follows ``state``
     (:meth:`bus.session.state.SessionState.following`)."""
     if not ops and not state.fields:
@@ -73,7 +72,7 @@ def applied(state: SessionState, ops: Sequence[str], now_ms: int) -> SessionStat
         over.setdefault(FIRST_SEEN_FIELD, str(now_ms))
     if ops:
         over[VERSION_FIELD] = str(int(fields.get(VERSION_FIELD) or 0) + 1)
-    return SessionState(ChainMap(over, fields)).following(state, over)  # type: ignore[arg-type]
+    return SessionState({**fields, **over}).following(state, over)  # a copy: read at C speed, unlike a ChainMap
 
 
 def touched(ops: Sequence[str], now_ms: int) -> set[str]:
