@@ -15,7 +15,7 @@ from typing import Final
 
 from bus.policy.sessionschema import When
 from bus.session.definitions import SessionPolicy
-from bus.session.state import SessionView, ms_of, within
+from bus.session.state import SessionView, carried, carry, ms_of, within
 
 #: ``check(view, used)``: whether the condition holds on ``view``; the facts that made it (and
 #: any nested condition judged on the way) hold are added to ``used``, as ``holds`` adds them.
@@ -121,11 +121,15 @@ class Conditions:
         #: The fields of the facts read that never expire (their text says all), and the names of the others.
         self._fields = tuple(fact.field for fact in known if fact.ttl_ms is None)
         self._expiring = tuple(fact.name for fact in known if fact.ttl_ms is not None)
+        self._field_set = frozenset(self._fields)
         self._kept: dict[tuple[object, ...], list[list[str] | None]] = {}
 
     def answers(self, view: SessionView) -> list[list[str] | None]:
         """Per distinct condition, the facts that made it hold (in the order ``holds`` names them),
         or None when it does not hold; the static ones' answers are kept per setting of their facts."""
+        lasting = self.static and not self._expiring  # its answers depend on the facts' fields alone
+        if lasting and (kept := carried(view.state, "answers", self)) is not None:
+            return kept  # type: ignore[no-any-return]
         get = view.state.fields.get
         key = (*map(get, self._fields), *map(view.fact_ms, self._expiring))
         answers = self._kept.get(key)
@@ -134,6 +138,8 @@ class Conditions:
             if len(self._kept) >= KEPT_ANSWERS:
                 self._kept.clear()
             self._kept[key] = answers
+        if lasting:
+            carry(view.state, "answers", self, answers, self._field_set)
         if self.static:
             return answers
         return [_judge(c.check, view) if not c.static else answers[n] for n, c in enumerate(self.compiled)]

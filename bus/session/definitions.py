@@ -197,6 +197,7 @@ class SessionPolicy:
         #: The fields of the facts that never expire, and the names of those that do.
         self.lasting_fields = tuple(fact.field for fact in self.facts.values() if fact.ttl_ms is None)
         self.expiring = tuple(fact.name for fact in self.facts.values() if fact.ttl_ms is not None)
+        self.lasting_set = frozenset(self.lasting_fields)
         #: Per budget, the fields its counter reads; per field, the budgets reading it; the bucket
         #: widths of the windowed ones; whether what is left of each depends only on those fields
         #: and the window's current bucket (no session age, no tenant or agent counter).

@@ -30,6 +30,9 @@ from bus.session.definitions import (
 #: Keys of :attr:`SessionState.memo`: the state before and what changed since, budgets left.
 _PRIOR: Final = "prior"
 _BUDGETS: Final = "budgets"
+#: First item of the keys of what a state's memo carries to the next state as long as none of
+#: the fields it was worked out of changed (:func:`carried`).
+_CARRIED: Final = "carried"
 #: Facts set kept per policy, per setting of its facts (past it, they start again).
 KEPT_SETTINGS: Final = 256
 #: The built-in counters and the field each reads.
@@ -52,8 +55,13 @@ class SessionState:
             return self
         if changed is None:
             changed = {field for field, _ in self.fields.items() ^ prior.fields.items()}
-        prior.memo.pop(_PRIOR, None)
-        self.memo[_PRIOR] = (prior.memo, frozenset(changed))  # its memo only: the state itself may go
+        changed = frozenset(changed)
+        before = prior.memo
+        before.pop(_PRIOR, None)
+        for key, entry in before.items():  # entry: (owner, value, fields read)
+            if type(key) is tuple and key[0] == _CARRIED and changed.isdisjoint(entry[2]):
+                self.memo[key] = entry
+        self.memo[_PRIOR] = (before, changed)  # its memo only: the state itself may go
         return self
 
     @property
@@ -75,6 +83,18 @@ class SessionState:
                 return cls(dict(zip(items, items, strict=False)))  # even: checked
             pairs = list(zip(flat[::2], flat[1::2], strict=True))
         return cls({_text(k): _text(v) for k, v in pairs})
+
+
+def carried(state: SessionState, tag: str, owner: object) -> Any:
+    """What was kept on ``state`` (or carried to it) as ``tag`` of ``owner``; None: nothing."""
+    entry = state.memo.get((_CARRIED, tag, id(owner)))
+    return entry[1] if entry is not None and entry[0]() is owner else None
+
+
+def carry(state: SessionState, tag: str, owner: object, value: object, fields: frozenset[str]) -> None:
+    """Keep ``value`` on ``state`` as ``tag`` of ``owner`` (held weakly), worked out of ``fields``
+    alone: it carries to the states that follow as long as none of them changes."""
+    state.memo[(_CARRIED, tag, id(owner))] = (weakref.ref(owner), value, fields)
 
 
 def _text(value: object) -> str:
@@ -124,6 +144,8 @@ class SessionView:
         """The names of the facts set now, in definition order (kept per setting of the facts: what
         a fact that never expires says is its field's text)."""
         policy = self.policy
+        if not policy.expiring and (found := carried(self.state, "facts", policy)) is not None:
+            return list(found)
         key = (*map(self.state.fields.get, policy.lasting_fields), *map(self.fact_ms, policy.expiring))
         found = policy.kept_facts.get(key)
         if found is None:
@@ -131,6 +153,8 @@ class SessionView:
             if len(policy.kept_facts) >= KEPT_SETTINGS:
                 policy.kept_facts.clear()
             policy.kept_facts[key] = found
+        if not policy.expiring:  # what it says depends on those fields alone
+            carry(self.state, "facts", policy, found, policy.lasting_set)
         return list(found)
 
     def counter(self, name: str) -> float:
@@ -238,4 +262,4 @@ def within(value: float, bound: Threshold) -> bool:
     )
 
 
-__all__ = ["KEPT_SETTINGS", "SessionState", "SessionView", "ms_of", "within"]
+__all__ = ["KEPT_SETTINGS", "SessionState", "SessionView", "carried", "carry", "ms_of", "within"]

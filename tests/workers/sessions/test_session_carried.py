@@ -1,6 +1,6 @@
-"""What a decision works out on its session's state (budgets left, facts set) carries to the
-state its settle answers, and reads as worked out afresh: a chain of events decided by
-:class:`workers.engine.sessions.SessionJudge` and kept by
+"""What a decision works out on its session's state (budgets left, facts set, the answers of
+``when:`` conditions) carries to the state its settle answers, and reads as worked out afresh: a
+chain of events decided by :class:`workers.engine.sessions.SessionJudge` and kept by
 :class:`workers.dispatcher.sessions.SessionStates`, the settle applying each event's operations
 at its own time (at times in a later bucket than the decision's), as the script answers."""
 
@@ -11,8 +11,10 @@ import random
 import orjson
 
 from bus.policy.loading import policy_from_text
+from bus.policy.sessionschema import When
 from bus.redis.keys import Keyspace
 from bus.runtime.metrics import Metrics
+from bus.session.conditions import Conditions
 from bus.session.definitions import session_policy
 from bus.session.state import SessionState, SessionView
 from workers.dispatcher.sessions import SessionStates
@@ -46,6 +48,9 @@ STEPS = [
 ]
 
 
+WHENS = [{"facts": ["pushed"]}, {"notFacts": ["read"]}, {"after": {"pushed": "read"}}, {"anyFacts": ["read"]}]
+
+
 def fresh(state: SessionState) -> SessionState:
     """The same fields, with nothing worked out on them."""
     return SessionState(dict(state.fields))
@@ -57,6 +62,8 @@ def test_budgets_and_facts_carried_through_settles_are_those_worked_out_afresh()
     states = SessionStates(Keyspace(), Metrics(), lambda op: None)
     key, rng, at = "s", random.Random(11), 1_000_000
     states.put(key, SessionState())
+    conditions = Conditions(compiled, [When.model_validate(when, by_alias=True) for when in WHENS])
+    assert conditions.static
     for n in range(400):
         at += rng.randrange(0, 3_000)  # buckets of 6 s
         event, hook_input = STEPS[rng.randrange(len(STEPS))]
@@ -75,6 +82,7 @@ def test_budgets_and_facts_carried_through_settles_are_those_worked_out_afresh()
             view, afresh = SessionView(compiled, kept, later), SessionView(compiled, fresh(kept), later)
             assert view.budgets_left() == afresh.budgets_left(), n
             assert view.facts() == afresh.facts(), n
+            assert conditions.answers(view) == conditions.answers(afresh), n
         after = SessionView(compiled, fresh(outcome.after or state), at)
         assert outcome.budgets == after.budgets_left(), n
         assert sorted(outcome.facts) == sorted(after.facts()), n  # (the facts newly set come last)
