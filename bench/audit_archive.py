@@ -28,6 +28,7 @@ import shutil
 import statistics
 import tempfile
 import time
+from itertools import chain
 from pathlib import Path
 from typing import Any
 
@@ -36,7 +37,7 @@ import orjson
 import pyarrow as pa
 
 from bus.decisionlog.archivesql import ReadOnlyQuery, archive_files
-from bus.decisionlog.parquet import ArchiveTarget, Rows, day_of, rows_by_partition
+from bus.decisionlog.parquet import SCHEMA, ArchiveTarget, Rows, add_read, day_of
 from bus.redis.connection import connect
 from bus.redis.keys import Keyspace
 from bus.stream.protocol import LogRecord
@@ -98,14 +99,21 @@ def record(i: int, rng: random.Random, at_ms: int) -> LogRecord:
     )
 
 
+def link(i: int) -> str:
+    """A hash-chain link of the shape the settle script writes (``partition:seq:previous hash:hash``)."""
+    return f"0:{i + 1}:{i:040x}:{i + 1:040x}"
+
+
 async def fill(url: str, keys: Keyspace, count: int) -> None:
+    """``count`` records, each with the fields the settle script writes (its link too)."""
     rng = random.Random(1)
     redis = connect(url)
     try:
         for start in range(0, count, 10_000):
             async with redis.pipeline(transaction=False) as pipe:
                 for i in range(start, min(count, start + 10_000)):
-                    pipe.xadd(keys.decision_log(), record(i, rng, START_MS + i * 10).encode())  # type: ignore[arg-type]
+                    fields = {**record(i, rng, START_MS + i * 10).encode(), "ch": link(i)}
+                    pipe.xadd(keys.decision_log(), fields)  # type: ignore[arg-type]
                 await pipe.execute()
     finally:
         await redis.aclose()
@@ -153,7 +161,10 @@ def write_rate(args: argparse.Namespace, work: Path) -> None:
     finally:
         server.stop()
     start = time.perf_counter()
-    parts, _ = rows_by_partition(entries)
+    parts: dict[tuple[str, str], Rows] = {}
+    for at in range(0, len(entries), 10_000):  # as the archiver takes its reads
+        read = entries[at : at + 10_000]
+        add_read(parts, [i.encode() for i, _ in read], [list(chain.from_iterable(f.items())) for _, f in read])
     ArchiveTarget(str(work / "writer")).write(parts)
     writer_s = time.perf_counter() - start
     size = sum(path.stat().st_size for path in (work / "archive").rglob("*.parquet"))
@@ -198,7 +209,6 @@ OUTPUTS = {
 
 def synthetic(day: int, tenant: str, count: int, part: int, rng: random.Random) -> Rows:
     """``count`` records of one tenant on day ``day`` of the year, built column by column."""
-    rows = Rows()
     base = START_MS + day * DAY_MS + part * (DAY_MS // 64)
     times = sorted(rng.choices(range(base, base + DAY_MS // 64), k=count))
     decisions = rng.choices(("allow", "deny"), weights=(4, 1), k=count)
@@ -206,7 +216,7 @@ def synthetic(day: int, tenant: str, count: int, part: int, rng: random.Random) 
     log_ids = [f"{t + 3}-{i}" for i, t in enumerate(times)]
     ids = [f"{day:03d}{part:02d}{i:07d}-{tenant}" for i in range(count)]
     nothing = [None] * count
-    rows.columns.update(
+    columns = dict(
         log_id=log_ids,
         id=ids,
         time=times,
@@ -236,8 +246,7 @@ def synthetic(day: int, tenant: str, count: int, part: int, rng: random.Random) 
         input=rng.choices(INPUTS, k=count),
         extra=nothing,
     )
-    rows.keys = [f"{log_id} {i}" for log_id, i in zip(log_ids, ids, strict=True)]
-    return rows
+    return Rows(pa.table(columns, schema=SCHEMA))
 
 
 def timed(run: Any, rounds: int) -> tuple[float, float, Any]:

@@ -4,7 +4,8 @@
 filters and consumer-group state to every reader (``hookbus tail``, ``hookbus audit``, the
 gateway's export and stream), ``masking`` masks a record before the dispatcher writes it,
 ``ocsf`` writes a record as an OCSF event, ``parquet`` writes records to the audit archive's
-Parquet files and ``archivesql`` queries the archive and the log's unarchived tail with DuckDB,
+Parquet files (``archiverows`` makes their rows, ``archivebatch`` a read's rows at once) and
+``archivesql`` queries the archive and the log's unarchived tail with DuckDB,
 read-only (both need ``hookbus[archive]``), and ``chain`` and ``checkpoints`` check each
 partition's hash chain of records and sign its head.
 

@@ -22,18 +22,13 @@ the file work). :meth:`ArchiveTarget.compact` merges a past day's files of a ten
 
 from __future__ import annotations
 
-import contextlib
-import datetime
-import gc
 import hashlib
 import logging
 import os
-from collections.abc import Iterable, Iterator, Mapping, Sequence
-from typing import Any, Final
-from urllib.parse import quote
+from collections.abc import Mapping, Sequence
 
-import orjson
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
@@ -47,239 +42,35 @@ from bus.decisionlog.archivefiles import (
     write_local,
     write_remote,
 )
+from bus.decisionlog.archiverows import (
+    JSON_COLUMNS,
+    ROW_GROUP,
+    SCHEMA,
+    Entry,
+    Rows,
+    _keys,
+    add_entries,
+    add_read,
+    day_of,
+    deciding_rule,
+    partition_dir,
+    rows_by_partition,
+)
 from bus.errors import ConfigError
 
 logger = logging.getLogger("hookbus.audit.archive")
-
-_TEXT = pa.string()
-_COUNT = pa.int64()
-#: Every column of an archive file, in order (``day`` and ``tenant`` are the path).
-SCHEMA: Final = pa.schema(
-    [
-        ("log_id", _TEXT),
-        ("id", _TEXT),
-        ("time", pa.timestamp("ms", tz="UTC")),
-        ("event", _TEXT),
-        ("session_id", _TEXT),
-        ("agent", _TEXT),
-        ("agent_id", _TEXT),
-        ("agent_type", _TEXT),
-        ("tool_name", _TEXT),
-        ("tool_use_id", _TEXT),
-        ("outcome", _TEXT),
-        ("fail_open", _TEXT),
-        ("decision", _TEXT),
-        ("reason", _TEXT),
-        ("rule", _TEXT),
-        ("received_ms", _COUNT),
-        ("decided_ms", _COUNT),
-        ("latency_ms", _COUNT),
-        ("revision", _TEXT),
-        ("trace_id", _TEXT),
-        ("token_id", _TEXT),
-        ("client_address", _TEXT),
-        ("hooks", _TEXT),
-        ("shadow", _TEXT),
-        ("masked", _TEXT),
-        ("output", _TEXT),
-        ("input", _TEXT),
-        ("extra", _TEXT),
-    ]
-)
-#: The columns whose values are JSON text.
-JSON_COLUMNS: Final = frozenset({"hooks", "shadow", "masked", "output", "input", "extra"})
-#: Each column read from the record JSON (the ``r`` field) and its key there (LogRecord.meta's keys).
-_FROM_META: Final = (
-    ("event", "ev"),
-    ("session_id", "sid"),
-    ("agent", "ag"),
-    ("agent_id", "aid"),
-    ("agent_type", "aty"),
-    ("tool_name", "tool"),
-    ("tool_use_id", "tuid"),
-    ("decision", "dec"),
-    ("reason", "rsn"),
-    ("revision", "rev"),
-    ("trace_id", "tid"),
-    ("token_id", "tok"),
-    ("client_address", "src"),
-)
-#: The columns of JSON text read from the record JSON, and their keys there.
-_JSON_FROM_META: Final = (("hooks", "hooks"), ("shadow", "shadow"), ("masked", "mask"), ("output", "out"))
-#: The keys of the record JSON that have columns; any other goes to ``extra``.
-_META_KEYS: Final = frozenset(
-    {key for _, key in _FROM_META} | {key for _, key in _JSON_FROM_META} | {"id", "outcome", "tn", "ts", "dms"}
-)
-_FIELDS: Final = frozenset({b"r", b"in", b"o", b"fo"})
-_DAY_MS: Final = 86_400_000
-_EPOCH_ORDINAL: Final = datetime.date(1970, 1, 1).toordinal()
-#: Rows per row group: DuckDB reads row groups in parallel and skips them by their statistics.
-ROW_GROUP: Final = 122_880
-
-#: One decision-log entry as the archive takes it: its ``log_id`` and its stream fields.
-Entry = tuple[str, Mapping[bytes, bytes]]
-
-
-def day_of(ms: int) -> str:
-    """The UTC day of an epoch-milliseconds time, ``YYYY-MM-DD``."""
-    return datetime.date.fromordinal(_EPOCH_ORDINAL + ms // _DAY_MS).isoformat()
-
-
-def deciding_rule(hooks: Any) -> str | None:
-    """The id of the handler whose answer made the decision (several: comma-separated)."""
-    if not isinstance(hooks, list):
-        return None
-    ids = [str(hook.get("id")) for hook in hooks if isinstance(hook, dict) and hook.get("decided")]
-    return ",".join(ids) or None
-
-
-def partition_dir(day: str, tenant: str) -> str:
-    """The folder of one (day, tenant), relative to the root."""
-    return f"day={day}/tenant={quote(tenant, safe='')}"
-
-
-def _dumped(value: Any) -> str | None:
-    return None if value is None else orjson.dumps(value).decode()
-
-
-class Rows:
-    """The rows of one (day, tenant) and the entries they came from (``log_id`` and event id)."""
-
-    def __init__(self) -> None:
-        #: One tuple per record, in the order of :data:`SCHEMA`'s columns.
-        self.records: list[tuple[Any, ...]] = []
-        self.keys: list[str] = []
-        self._columns: dict[str, list[Any]] | None = None
-
-    def add(self, log_id: str, fields: Mapping[bytes, bytes], meta: dict[str, Any]) -> None:
-        get = meta.get
-        event_id = str(meta["id"])
-        received_ms, decided_ms = int(meta["ts"]), int(meta["dms"])
-        # The settle script rewrites the outcome in its own field (o) as in the JSON; o wins.
-        outcome, fail_open = fields.get(b"o"), fields.get(b"fo")
-        extra = None
-        if not _META_KEYS.issuperset(meta) or not _FIELDS.issuperset(fields):
-            kept = {key: meta[key] for key in sorted(meta.keys() - _META_KEYS)}
-            for field in sorted(fields.keys() - _FIELDS):
-                kept[field.decode("utf-8", "replace")] = fields[field].decode("utf-8", "replace")
-            extra = orjson.dumps(kept).decode()
-        hooks = get("hooks")
-        self.records.append(
-            (
-                log_id,
-                event_id,
-                received_ms,
-                get("ev") or None,
-                get("sid") or None,
-                get("ag") or None,
-                get("aid") or None,
-                get("aty") or None,
-                get("tool") or None,
-                get("tuid") or None,
-                outcome.decode() if outcome else get("outcome"),
-                fail_open.decode() if fail_open else None,
-                get("dec") or None,
-                get("rsn") or None,
-                deciding_rule(hooks),
-                received_ms,
-                decided_ms,
-                decided_ms - received_ms,
-                get("rev") or None,
-                get("tid") or None,
-                get("tok") or None,
-                get("src") or None,
-                _dumped(hooks),
-                _dumped(get("shadow")),
-                _dumped(get("mask")),
-                _dumped(get("out")),
-                fields[b"in"].decode("utf-8", "replace"),
-                extra,
-            )
-        )
-        self.keys.append(f"{log_id} {event_id}")
-
-    def without(self, keys: set[str]) -> Rows:
-        """These rows but those whose key (``"<log_id> <id>"``) is in ``keys``."""
-        kept = Rows()
-        for record, key in zip(self.records, self.keys, strict=True):
-            if key not in keys:
-                kept.records.append(record)
-                kept.keys.append(key)
-        return kept
-
-    @property
-    def columns(self) -> dict[str, list[Any]]:
-        """The rows column by column (made once, from :attr:`records`)."""
-        if self._columns is None:
-            transposed = list(zip(*self.records, strict=True)) if self.records else [()] * len(SCHEMA.names)
-            self._columns = {name: list(values) for name, values in zip(SCHEMA.names, transposed, strict=True)}
-        return self._columns
-
-    def table(self) -> pa.Table:
-        if self._columns is not None:
-            return pa.table(self._columns, schema=SCHEMA)
-        # Column by column straight from the rows (no lists made of them): a column of a
-        # hundred thousand values made is a hundred thousand objects the collector walks.
-        with _no_cyclic_gc():
-            transposed = zip(*self.records, strict=True) if self.records else [()] * len(SCHEMA.names)
-            return pa.Table.from_arrays(
-                [pa.array(values, type=field.type) for values, field in zip(transposed, SCHEMA, strict=True)],
-                schema=SCHEMA,
-            )
-
-
-def rows_by_partition(entries: Iterable[Entry]) -> tuple[dict[tuple[str, str], Rows], list[str]]:
-    """The rows of each (day, tenant), in the order given, and the ``log_id`` of the entries
-    that are not decision-log records (skipped)."""
-    parts: dict[tuple[str, str], Rows] = {}
-    return parts, add_entries(parts, entries)
-
-
-def add_entries(parts: dict[tuple[str, str], Rows], entries: Iterable[Entry]) -> list[str]:
-    """Add the rows of ``entries`` to those of their (day, tenant) in ``parts``; returns the
-    ``log_id`` of the entries that are not decision-log records (skipped)."""
-    skipped: list[str] = []
-    # The parsed records are dicts kept until their row is made: the cyclic collector would
-    # walk every one of a batch again and again, and they hold no cycles.
-    with _no_cyclic_gc():
-        for log_id, fields in entries:
-            _add(parts, skipped, log_id, fields)
-    return skipped
-
-
-@contextlib.contextmanager
-def _no_cyclic_gc() -> Iterator[None]:
-    """The cyclic collector paused: a batch allocates many objects and frees none (no cycles)."""
-    collecting = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if collecting:
-            gc.enable()
-
-
-def _add(parts: dict[tuple[str, str], Rows], skipped: list[str], log_id: str, fields: Mapping[bytes, bytes]) -> None:
-    try:
-        meta = orjson.loads(fields[b"r"])
-        key = (day_of(int(meta["ts"])), str(meta["tn"]))
-        if not isinstance(fields[b"in"], bytes):
-            raise TypeError("no hook input")
-    except (KeyError, TypeError, ValueError, orjson.JSONDecodeError):
-        skipped.append(log_id)
-        return
-    rows = parts.get(key)
-    if rows is None:
-        rows = parts[key] = Rows()
-    rows.add(log_id, fields, meta)
 
 
 def file_name(rows: Rows | Sequence[str]) -> str:
     """The name of the file holding ``rows`` (or the records of these keys, ``"<log_id> <id>"``):
     the same records, the same name."""
-    keys = rows.keys if isinstance(rows, Rows) else rows
-    digest = hashlib.sha256("\n".join(keys).encode())
-    return f"part-{digest.hexdigest()[:24]}.parquet"
+    if isinstance(rows, Rows):  # the keys joined by Arrow, not one Python string per row
+        keys = _keys(rows.table()).combine_chunks()
+        joined = pc.binary_join(pa.ListArray.from_arrays(pa.array([0, len(keys)], pa.int32()), keys), "\n")
+        text = (joined[0].as_py() or "").encode()
+    else:
+        text = "\n".join(rows).encode()
+    return f"part-{hashlib.sha256(text).hexdigest()[:24]}.parquet"
 
 
 def encode(rows: Rows | pa.Table) -> bytes:
@@ -349,14 +140,15 @@ class ArchiveTarget:
         """
         kept = {}
         for (day, tenant), part in parts.items():
-            since_ms = min(int(record[0].split("-", 1)[0]) for record in part.records) - 1000 if part.records else 0
+            log_ids = part.table()["log_id"].to_pylist()
+            since_ms = min(int(log_id.split("-", 1)[0]) for log_id in log_ids) - 1000 if log_ids else 0
             folder = partition_dir(day, tenant)
             if self.fs is None:
                 found = log_ids_local(self.root, folder, since_ms)
             else:
                 found = log_ids_remote(self.fs, f"{self.root}/{folder}", since_ms)
             rest = part.without(found) if found else part
-            if rest.records:
+            if len(rest):
                 kept[(day, tenant)] = rest
         return kept
 
@@ -431,6 +223,7 @@ __all__ = [
     "Rows",
     "Written",
     "add_entries",
+    "add_read",
     "day_of",
     "deciding_rule",
     "encode",

@@ -173,28 +173,45 @@ class PartitionReads:
 
     async def next(self) -> list[LogEntry]:
         """Entries of the partitions that answered first (an empty list when their reads timed out empty)."""
+        entries = [
+            LogEntry(partition, entry_id, fields)
+            for partition, found in await self.next_raw()
+            for entry_id, fields in found
+        ]
+        entries.sort(key=merge_order)
+        return entries
+
+    async def next_raw(self, *, read_ahead: bool = False) -> list[tuple[int, Sequence[RawEntry]]]:
+        """What the partitions that answered first returned, as they returned it, by partition.
+
+        ``read_ahead``: their next reads are sent at once, before the caller takes these (so one
+        read per partition is in flight while the caller works, and its entries stay in order).
+        """
         if self._failed is not None:
             failed, self._failed = self._failed, None
             raise failed
+        self._start()
+        finished, _ = await asyncio.wait(self._tasks, return_when=asyncio.FIRST_COMPLETED)
+        found: list[tuple[int, Sequence[RawEntry]]] = []
+        for task in sorted(finished, key=self._tasks.__getitem__):
+            partition = self._tasks.pop(task)
+            try:
+                found.append((partition, task.result()))
+            except Exception as exc:  # raised below, or by the next call
+                self._failed = self._failed or exc
+        if read_ahead and self._failed is None:
+            self._start()
+        if not any(entries for _, entries in found) and self._failed is not None:
+            failed, self._failed = self._failed, None
+            raise failed
+        return found
+
+    def _start(self) -> None:
+        """A read of each partition that has none in flight."""
         running = set(self._tasks.values())
         for partition in self.partitions:
             if partition not in running:
                 self._tasks[asyncio.create_task(self._call(partition))] = partition
-        finished, _ = await asyncio.wait(self._tasks, return_when=asyncio.FIRST_COMPLETED)
-        entries: list[LogEntry] = []
-        for task in finished:
-            partition = self._tasks.pop(task)
-            try:
-                found = task.result()
-            except Exception as exc:  # raised below, or by the next call
-                self._failed = self._failed or exc
-                continue
-            entries.extend(LogEntry(partition, entry_id, fields) for entry_id, fields in found)
-        if not entries and self._failed is not None:
-            failed, self._failed = self._failed, None
-            raise failed
-        entries.sort(key=merge_order)
-        return entries
 
     async def aclose(self) -> None:
         tasks = list(self._tasks)

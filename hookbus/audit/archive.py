@@ -6,6 +6,8 @@ the oldest gathered one was read ``every_s`` ago, one file per (day, tenant) of 
 (:mod:`hookbus.audit.parquet`). Records are acknowledged in Redis (``XACK``) only after their
 files are synced and renamed into place, so a crash loses nothing: what it had gathered or
 written but not acknowledged stays pending in the group and is read again at the next start.
+A flush is written (in a thread) while the next records are read and made into rows, one flush
+at a time; each read is made into rows column by column (:func:`bus.decisionlog.parquet.add_read`).
 Those pending records are flushed before anything new is read, less those a file holds already
 (looked up by ``log_id`` and ``id`` in the files changed since they were logged): the flush that
 wrote them may have held others than those read again (a read ahead of it, or reads since), so a
@@ -24,6 +26,7 @@ since a year of small files is slow to query.
 from __future__ import annotations
 
 import asyncio
+import itertools
 import logging
 import time
 from collections.abc import Sequence
@@ -31,7 +34,7 @@ from typing import Any, Final
 
 import pyarrow as pa
 
-from bus.decisionlog.parquet import ArchiveTarget, Rows, add_entries, day_of
+from bus.decisionlog.parquet import ArchiveTarget, Rows, add_read, day_of
 from bus.decisionlog.reader import LogEntry, PartitionReads, RawEntry
 from bus.errors import ArchiveError, ConfigError
 from bus.redis.connection import is_cluster
@@ -123,6 +126,10 @@ class Archiver(Follower):
         #: A single Redis: each partition's reads framed by hiredis on a connection of its own
         #: (:mod:`bus.redis.lean`; a blocked read of one partition must not hold up another's).
         self._links: dict[int, LeanLink] = {}
+        #: The connection acknowledging flushed records (a single Redis; the reads' block).
+        self._ack_link: LeanLink | None = None
+        #: The flush under way while the next records are read and made into rows.
+        self._flushing: asyncio.Task[None] | None = None
 
     async def run(self, stop: asyncio.Event) -> None:
         for path in await asyncio.to_thread(self.target.remove_partials):
@@ -132,11 +139,15 @@ class Archiver(Follower):
             await super().run(stop)
         finally:
             links, self._links = list(self._links.values()), {}
+            if self._ack_link is not None:
+                links.append(self._ack_link)
+                self._ack_link = None
             for link in links:
                 await link.aclose()
 
     async def _read(self, partition: int, from_id: str, block_ms: int | None) -> list[RawEntry]:
-        """One ``XREADGROUP`` of a partition: ``[(entry id, fields)]`` (fields None: trimmed while pending)."""
+        """One ``XREADGROUP`` of a partition: ``[(entry id, fields)]`` (fields None: trimmed while pending;
+        on a single Redis ``[name, value, name, value...]`` as Redis sends them, no dict made)."""
         if is_cluster(self.redis):
             return await super()._read(partition, from_id, block_ms)
         link = self._links.get(partition)
@@ -148,11 +159,7 @@ class Archiver(Follower):
         (reply,) = await link.execute([[*command, "STREAMS", self.keys.decision_log(partition), from_id]])
         if isinstance(reply, Exception):  # an error reply (NOGROUP): raised as redis-py raises it
             raise reply
-        return [
-            (entry_id, None if pairs is None else dict(zip(pairs[::2], pairs[1::2], strict=True)))
-            for _, entries in reply or ()
-            for entry_id, pairs in entries
-        ]
+        return [entry for _, entries in reply or () for entry in entries]
 
     async def _compact(self) -> None:
         """Merge the files of each day before yesterday (UTC) into one per tenant (a day of grace
@@ -188,48 +195,85 @@ class Archiver(Follower):
         reads = PartitionReads(self.keys.all_partitions, lambda partition: self._read(partition, ">", _READ_BLOCK_MS))
         try:
             while not stop.is_set():
-                entries = await reads.next()
-                if entries:
-                    await self._deliver(entries, stop)
+                # A partition's next read is sent as soon as its last one answered (read_ahead):
+                # Redis makes the next reply while this one's rows are made and the last flush written.
+                for partition, entries in await reads.next_raw(read_ahead=True):
+                    await self._gather(partition, entries, stop)
+                if self._flushing is not None and self._flushing.done():
+                    await self._flushed()  # raises what the flush raised
                 if self._acks and time.monotonic() - self._first_at >= self.every_s:
-                    await self._flush(stop)
+                    await self._start_flush(stop)
         finally:
             # Records a cancelled read was given stay pending for this consumer: read again at the next start.
             await reads.aclose()
+            await self._flushed()
         await self._flush(stop)  # stopping: what was gathered, once more
 
     async def _deliver(self, entries: Sequence[LogEntry], stop: asyncio.Event) -> None:
-        """Gather ``entries``: made into rows as they come (what a flush keeps is small, flat rows)."""
+        """Gather ``entries`` (records pending at a start, or taken over)."""
+        for partition, group in itertools.groupby(entries, key=lambda entry: entry.partition):
+            await self._gather(partition, [(entry.entry_id, entry.fields) for entry in group], stop)
+
+    async def _gather(self, partition: int, entries: Sequence[RawEntry], stop: asyncio.Event) -> None:
+        """Gather the entries of one read of ``partition``: made into rows as they come (in a thread:
+        the next read is answered meanwhile), written when a batch is gathered."""
+        if not entries:
+            return
         if not self._acks:
             self._first_at = time.monotonic()
-        live = []
-        for entry in entries:
-            self._acks.setdefault(entry.partition, []).append(entry.entry_id)
-            if entry.fields:
-                live.append((entry.log_id, entry.fields))
-            else:  # trimmed from the log (retention) while it was pending
-                logger.warning("record %s was trimmed from the log before it was archived", entry.log_id)
-        for log_id in add_entries(self._parts, live):
+        self._acks.setdefault(partition, []).extend([entry_id for entry_id, _ in entries])
+        live = [entry for entry in entries if entry[1]]
+        if len(live) < len(entries):  # trimmed from the log (retention) while they were pending
+            for entry_id, _ in (entry for entry in entries if not entry[1]):
+                logger.warning("record %s was trimmed from the log before it was archived", entry_id.decode())
+        ids = [entry_id for entry_id, _ in live]
+        pairs = [fields if isinstance(fields, list) else _flat(fields) for _, fields in live]
+        for log_id in await asyncio.to_thread(add_read, self._parts, ids, pairs):
             logger.warning("skipping %s: not a decision-log record", log_id)
         self._gathered += len(entries)
         if not self._holding and self._gathered >= self.batch:
-            await self._flush(stop)
+            await self._start_flush(stop)
+
+    async def _start_flush(self, stop: asyncio.Event) -> None:
+        """Write what was gathered while the next records are read (one flush at a time)."""
+        await self._flushed()
+        if not self._acks:
+            return
+        parts, acks, self._parts, self._acks, self._gathered = self._parts, self._acks, {}, {}, 0
+        self._flushing = asyncio.create_task(self._write_and_ack(parts, acks, stop))
+
+    async def _flushed(self) -> None:
+        """Wait for the flush under way (its failure raised here)."""
+        flushing, self._flushing = self._flushing, None
+        if flushing is not None:
+            await flushing
 
     async def _flush(self, stop: asyncio.Event, *, read_again: bool = False) -> None:
-        """Write what was gathered, then acknowledge it; on failure say so, keep it pending and retry.
+        """Write what was gathered, then acknowledge it (after the flush under way, if any).
 
         ``read_again``: the records were pending at a start (or claimed); those a file holds are not written again.
         """
+        await self._flushed()
         if not self._acks:
             return
-        parts = self._parts
-        records = sum(len(rows.keys) for rows in parts.values())
+        parts, acks, self._parts, self._acks, self._gathered = self._parts, self._acks, {}, {}, 0
+        await self._write_and_ack(parts, acks, stop, read_again=read_again)
+
+    async def _write_and_ack(
+        self,
+        parts: dict[tuple[str, str], Rows],
+        acks: dict[int, list[bytes]],
+        stop: asyncio.Event,
+        *,
+        read_again: bool = False,
+    ) -> None:
+        """Write ``parts``, then acknowledge ``acks``; on failure say so, keep them pending and retry."""
+        records = sum(len(rows) for rows in parts.values())
         backoff = Backoff(base_s=0.5, cap_s=self.max_delay_s)
         while True:
             try:
-                if read_again:
-                    parts = await asyncio.to_thread(self.target.unwritten, self._parts)
-                written = await asyncio.to_thread(self.target.write, parts)
+                writing = await asyncio.to_thread(self.target.unwritten, parts) if read_again else parts
+                written = await asyncio.to_thread(self.target.write, writing)
                 break
             except (OSError, ArchiveError, pa.ArrowException) as exc:
                 if backoff.failures == 0 or backoff.failures % 10 == 0:
@@ -247,14 +291,34 @@ class Archiver(Follower):
             logger.info("wrote the archive at %s again after %d failures", self.target.target, backoff.failures)
         for replaced in (w for w in written if w.replaced):
             logger.warning("replaced %s, which was cut short or corrupt", replaced.path)
-        for partition, ids in self._acks.items():
-            await self.redis.xack(self.keys.decision_log(partition), self.group, *ids)
-        self.delivered += records
+        await self._ack(acks)
+        self.delivered += sum(len(ids) for ids in acks.values())
         self.files += len(written)
-        self._parts, self._acks, self._gathered = {}, {}, 0
         logger.debug("archived %d records in %d files", records, len(written))
         if time.monotonic() >= self._compact_at:
             await self._compact()
+
+    async def _ack(self, acks: dict[int, list[bytes]]) -> None:
+        """``XACK`` the entries of each partition, in commands of :data:`READ_COUNT` ids."""
+        if is_cluster(self.redis):
+            for partition, ids in acks.items():
+                await self.redis.xack(self.keys.decision_log(partition), self.group, *ids)
+            return
+        if self._ack_link is None:
+            self._ack_link = LeanLink(self.redis)
+        commands: list[list[bytes | str | int]] = [
+            ["XACK", self.keys.decision_log(partition), self.group, *ids[start : start + READ_COUNT]]
+            for partition, ids in acks.items()
+            for start in range(0, len(ids), READ_COUNT)
+        ]
+        for reply in await self._ack_link.execute(commands):
+            if isinstance(reply, Exception):
+                raise reply
+
+
+def _flat(fields: Any) -> list[bytes]:
+    """A record's stream fields as Redis sends them: ``[name, value, name, value...]``."""
+    return list(itertools.chain.from_iterable(fields.items()))
 
 
 def archive_command(args: Any, redis_url: str, keys: Keyspace) -> int:

@@ -121,7 +121,7 @@ _REQUIRED: Final = {"ev": "", "sid": "", "dec": "", "out": {}}
 
 def archived_fields(row: Mapping[str, Any]) -> dict[bytes, bytes]:
     """The stream fields of the record an archive row was written from (:class:`bus.decisionlog.parquet.Rows`)."""
-    from bus.decisionlog.parquet import _FROM_META, _JSON_FROM_META
+    from bus.decisionlog.archiverows import _FROM_META, _JSON_FROM_META
 
     extra = orjson.loads(row["extra"]) if row.get("extra") else {}
     fields = {name.encode(): str(extra.pop(name)).encode() for name in _EXTRA_FIELDS if name in extra}
