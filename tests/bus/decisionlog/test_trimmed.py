@@ -7,6 +7,7 @@ Counting needs Redis 7's stream counters: these tests run on Debian's ``/usr/bin
 
 from __future__ import annotations
 
+import logging
 import subprocess
 import time
 from collections.abc import AsyncIterator, Iterator
@@ -14,6 +15,7 @@ from collections.abc import AsyncIterator, Iterator
 import pytest
 import redis as redis_sync
 
+from bus.decisionlog import trimmed
 from bus.decisionlog.audit import log_state
 from bus.decisionlog.trimmed import count_trimmed_unread
 from bus.redis.keys import Keyspace
@@ -113,3 +115,34 @@ async def test_redis_6_counts_nothing_and_changes_nothing(bus: BusProbe) -> None
     await bus.redis.xtrim(log, maxlen=1, approximate=False)
     assert await count_trimmed_unread(bus.redis, bus.keys) == {}
     assert (await bus.redis.xinfo_groups(log))[0]["last-delivered-id"] == b"0-0"
+
+
+async def test_redis_6_says_it_counts_nothing_and_names_each_group_behind_the_retention_once(
+    bus: BusProbe, caplog: pytest.LogCaptureFixture
+) -> None:
+    log = bus.keys.decision_log()
+    await write(bus, *[(i, record(i)) for i in range(6)])
+    if "entries-added" in await bus.redis.xinfo_stream(log):
+        pytest.skip("the suite's Redis has stream counters")
+    trimmed._Without.said, trimmed._Without.behind = False, set()
+    await bus.redis.xgroup_create(log, "siem", id="0")
+    await bus.redis.xgroup_create(log, "idle", id="0")  # never read: lost nothing it had read
+    await bus.redis.xgroup_create(log, "live", id="0")
+    await bus.redis.xreadgroup("siem", "c", {log: ">"}, count=2)
+    await bus.redis.xreadgroup("live", "c", {log: ">"}, count=5)
+    await bus.redis.xtrim(log, maxlen=1, approximate=False)
+    caplog.set_level(logging.WARNING, "hookbus.audit.trimmed")
+    assert await count_trimmed_unread(bus.redis, bus.keys) == {}
+    said = [r.getMessage() for r in caplog.records]
+    assert len(said) == 3 and "no stream counters" in said[0]
+    assert {m.split()[2] for m in said[1:]} == {"siem", "live"}
+    caplog.clear()
+    assert await count_trimmed_unread(bus.redis, bus.keys) == {}
+    assert caplog.records == []  # said once
+    await bus.redis.xreadgroup("siem", "c", {log: ">"}, count=10)  # read past the gap: no longer behind
+    assert await count_trimmed_unread(bus.redis, bus.keys) == {}
+    assert caplog.records == []
+    await write(bus, *[(i, record(i)) for i in range(6, 9)])
+    await bus.redis.xtrim(log, maxlen=1, approximate=False)
+    assert await count_trimmed_unread(bus.redis, bus.keys) == {}
+    assert [r.getMessage().split()[2] for r in caplog.records] == ["siem"]  # behind again: said again
