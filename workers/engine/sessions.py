@@ -11,6 +11,7 @@ another event of the session settled meanwhile, and the event is decided again.
 from __future__ import annotations
 
 import dataclasses
+import operator
 import weakref
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Final
@@ -25,6 +26,9 @@ from bus.session.definitions import FIRST_SEEN_FIELD, Counter, Matched, SessionP
 from bus.session.effects import effects, handed, naming_facts, remaining, verdicts
 from bus.session.state import SessionState, SessionView
 from bus.stream.protocol import now_ms
+
+#: Whether a handler's result has an output (the results with none name no facts).
+_OUTPUT: Final = operator.attrgetter("output")
 
 
 @dataclasses.dataclass(slots=True)
@@ -125,10 +129,10 @@ class SessionJudge:
     ) -> list[HandlerResult]:
         """``results`` with the facts behind each named in its reason, then the session's own answers
         (``call``: the event's tool call as the rule handlers read it, if they did)."""
-        named = self._named
-        for result in results:
-            if result.output and (facts := named.get(result.handler_id)) is not None:  # no output: nothing to name
-                naming_facts(result, facts)
+        if named := self._named:
+            for result in filter(_OUTPUT, results):  # no output: nothing to name
+                if (facts := named.get(result.handler_id)) is not None:
+                    naming_facts(result, facts)
         own = verdicts(self.view, event, self.matched(event, hook_input, call)) if self.policy.decides else []
         if event == "PreToolUse" and self.policy.decides:
             self.read = True
