@@ -75,6 +75,23 @@ def applied(state: SessionState, ops: Sequence[str], now_ms: int) -> SessionStat
     return SessionState({**fields, **over}).following(state, over)  # a copy: read at C speed, unlike a ChainMap
 
 
+def same_at(state: SessionState, ops: Sequence[str], at_ms: int, now_ms: int) -> bool:
+    """Whether :func:`applied` at ``at_ms`` makes the very fields :func:`apply_ops` makes at
+    ``now_ms``: no fact set at another time, none cleared (``applied`` keeps it as empty text),
+    the windows' buckets the same, the session's first-seen time already set."""
+    if FIRST_SEEN_FIELD not in state.fields and at_ms != now_ms:
+        return False
+    for op in ops:
+        code, _, rest = op.partition(" ")
+        if code == "D" or (code == "S" and at_ms != now_ms):
+            return False
+        if code == "R" and at_ms != now_ms:
+            width = int(rest.rpartition(" ")[2])
+            if at_ms // width != now_ms // width:
+                return False
+    return True
+
+
 def touched(ops: Sequence[str], now_ms: int) -> set[str]:
     """The fields :func:`apply_ops` may change applying ``ops`` at ``now_ms``."""
     found = {FIRST_SEEN_FIELD, VERSION_FIELD}
@@ -102,4 +119,4 @@ def changed_by(prior: SessionState, state: SessionState, ops: Sequence[str]) -> 
     return found
 
 
-__all__ = ["applied", "apply_ops", "changed_by", "changes", "touched"]
+__all__ = ["applied", "apply_ops", "changed_by", "changes", "same_at", "touched"]

@@ -25,7 +25,7 @@ from bus.policy.loading import Policy
 from bus.redis.keys import Keyspace
 from bus.runtime.metrics import Metrics
 from bus.runtime.sessionmetrics import session_families
-from bus.session.apply import apply_ops, changed_by, touched
+from bus.session.apply import apply_ops, changed_by, same_at, touched
 from bus.session.state import SessionState
 from bus.stream.protocol import Request
 from workers.dispatcher.fleet import FleetCounts
@@ -133,9 +133,11 @@ class SessionStates:
             found = orjson.loads(raw)
             base, at = outcome.decided_on, found.get("n")
             if written and at is not None and base is not None:
-                now = int(at)
+                now, prior, after = int(at), self._states.get(key), outcome.after
+                if after is not None and prior is base and same_at(base, outcome.ops, outcome.after_ms, now):
+                    self._keep(key, after)  # the state after as the decision saw it: the very fields written
+                    return dict(found)
                 state = apply_ops(base, outcome.ops, now)
-                prior, after = self._states.get(key), outcome.after
                 if prior is base and after is not None and after.memo:
                     # what the decision worked out on the state after, at its own time: the same
                     # but for the fields applied otherwise at the settle's time (set times, buckets)

@@ -14,6 +14,7 @@ from bus.policy.loading import policy_from_text
 from bus.policy.sessionschema import When
 from bus.redis.keys import Keyspace
 from bus.runtime.metrics import Metrics
+from bus.session.apply import apply_ops
 from bus.session.conditions import Conditions
 from bus.session.definitions import session_policy
 from bus.session.state import SessionState, SessionView
@@ -78,6 +79,7 @@ def test_budgets_and_facts_carried_through_settles_are_those_worked_out_afresh()
         settled_at = at + rng.choice((0, 1, 2_500, 7_000))  # the settle's clock: the same bucket or a later one
         states.answered(key, outcome, True, orjson.dumps({"e": 0, "n": settled_at}))
         kept = states.get(key)
+        assert dict(kept.fields) == dict(apply_ops(state, outcome.ops, settled_at).fields), n  # as the script writes
         for later in (settled_at, settled_at + rng.randrange(0, 9_000)):
             view, afresh = SessionView(compiled, kept, later), SessionView(compiled, fresh(kept), later)
             assert view.budgets_left() == afresh.budgets_left(), n
