@@ -225,6 +225,9 @@ class SessionPolicy:
             for field in fields:
                 self.budgets_by_field.setdefault(field, []).append(name)
         self.budget_widths = tuple(sorted(widths))
+        #: The names of the budgets a PreToolUse checks, in definition order, per set of counters
+        #: it counts (:func:`bus.session.effects.verdicts`).
+        self.kept_budgets_on: dict[tuple[str, ...], list[str]] = {}
         #: The facts set, per setting of every fact (:meth:`bus.session.state.SessionView.facts`).
         self.kept_facts: dict[tuple[object, ...], tuple[str, ...]] = {}
 

@@ -37,6 +37,8 @@ _STOPPED: Final = frozenset({Decision.DENY, Decision.BLOCK})
 #: Built-in counters that grow by what events report, not by the calls a budget stops: a budget
 #: on one stops every ``PreToolUse`` once the count has reached its limit.
 _MEASURED: Final = frozenset({"tokens", "cost_usd"})
+#: Sets of counters counted whose budgets are kept per policy (past it, they start again).
+BUDGET_SETS_KEPT: Final = 1024
 #: The handler id of the session's own answers in records and metrics.
 BUDGET_HANDLER: Final = "session:budget:"
 LOOP_GATE_HANDLER: Final = "session:loopGate"
@@ -92,17 +94,21 @@ def verdicts(view: SessionView, event: str, matched: Matched) -> list[HandlerRes
     if event != "PreToolUse" or not policy.decides:
         return []
     found: list[HandlerResult] = []
-    failures = int(view.counter("failures"))
-    if policy.loop_gate and failures >= policy.loop_gate:
+    if policy.loop_gate and (failures := int(view.counter("failures"))) >= policy.loop_gate:
         text = (
             f"hookbus: the last {failures} tool calls of this session failed in a row (loop gate "
             f"{policy.loop_gate}). Stop retrying: tell the user what fails and ask how to go on."
         )
         found.append(_answer(LOOP_GATE_HANDLER, "deny", text))
     if policy.budgets:
-        counters = dict.fromkeys([*counted(policy, event, matched), *_MEASURED])  # measured: checked on every call
-        on = sorted(item for counter in counters for item in policy.budgets_of.get(counter, ()))
-        for _, name in on:
+        on = policy.kept_budgets_on.get(key := tuple(matched.count))
+        if on is None:  # kept per set of counters counted
+            counters = dict.fromkeys([*counted(policy, event, matched), *_MEASURED])  # measured: checked on every call
+            on = [name for _, name in sorted(item for c in counters for item in policy.budgets_of.get(c, ()))]
+            if len(policy.kept_budgets_on) >= BUDGET_SETS_KEPT:
+                policy.kept_budgets_on.clear()
+            policy.kept_budgets_on[key] = on
+        for name in on:
             budget = policy.budgets[name]
             measured = budget.counter in _MEASURED
             used = view.counter(budget.counter)
@@ -180,6 +186,7 @@ def naming_facts(result: HandlerResult, facts: list[str]) -> HandlerResult:
 __all__ = [
     "BUCKETS",
     "BUDGET_HANDLER",
+    "BUDGET_SETS_KEPT",
     "LOOP_GATE_HANDLER",
     "counted",
     "effects",
