@@ -291,6 +291,8 @@ class Matched:
     set: dict[str, None] = dataclasses.field(default_factory=dict)
     clear: dict[str, None] = dataclasses.field(default_factory=dict)
     count: dict[str, None] = dataclasses.field(default_factory=dict)
+    #: The operations of a PreToolUse that matched these, once worked out (kept with the match).
+    pre_ops: tuple[str, ...] | None = dataclasses.field(default=None, compare=False, repr=False)
 
 
 class _Policy(Protocol):

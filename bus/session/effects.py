@@ -64,6 +64,8 @@ def effects(
     what its triggers matched, if known)."""
     if not policy.defined or not goes_ahead(event, decision):
         return []
+    if event == "PreToolUse" and matched is not None and matched.pre_ops is not None:
+        return list(matched.pre_ops)  # what follows, kept: a PreToolUse reports no tokens nor totals
     ops: list[str] = []
     if event in policy.events:
         matched = matched or policy.matched(event, hook_input)
@@ -84,6 +86,8 @@ def effects(
         ops.append(f"A {TOKENS_FIELD} {tokens}")
     elif (totals := session_totals(event, hook_input)) is not None:
         ops += [f"M {field} {n}" for field, n in zip((TOKENS_FIELD, COST_FIELD), totals, strict=True) if n > 0]
+    if event == "PreToolUse" and matched is not None:
+        matched.pre_ops = tuple(ops)
     return ops
 
 

@@ -6,6 +6,7 @@ at its own time (at times in a later bucket than the decision's), as the script 
 
 from __future__ import annotations
 
+import dataclasses
 import random
 
 import orjson
@@ -17,6 +18,7 @@ from bus.runtime.metrics import Metrics
 from bus.session.apply import apply_ops
 from bus.session.conditions import Conditions
 from bus.session.definitions import session_policy
+from bus.session.effects import effects
 from bus.session.state import SessionState, SessionView
 from workers.dispatcher.sessions import SessionStates
 from workers.engine.sessions import SessionJudge
@@ -72,7 +74,10 @@ def test_budgets_and_facts_carried_through_settles_are_those_worked_out_afresh()
         state = states.get(key)
         judge = SessionJudge(compiled, state, at)
         judge.read = True
-        outcome = judge.outcome(event, hook_input, "none")
+        decision = rng.choice(("none", "none", "allow", "deny"))
+        outcome = judge.outcome(event, hook_input, decision)
+        unkept = dataclasses.replace(judge.matched(event, hook_input), pre_ops=None)
+        assert outcome.ops == effects(compiled, event, hook_input, decision, unkept), n  # kept with the match
         reference = SessionView(compiled, fresh(state), at)
         assert judge.view.facts() == reference.facts(), n
         assert judge.remaining() == reference.budgets_left(), n
