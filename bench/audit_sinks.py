@@ -13,6 +13,10 @@ process of its own (this script with ``--receiver PORT``) that decodes every req
    seconds while records keep arriving at ``--rate`` a second; then it comes back. Reported:
    records written, records the receiver holds (each event id once), drops (written and never
    received), duplicates, the dead-letter file (must not exist), and how long the catch-up took.
+3. **The decision path.** A gateway and a dispatcher answer ``--decision-rate`` blocking calls a
+   second, in ``--decision-rounds`` rounds of four states: no follower, an OTLP follower with
+   ``--linger 0``, one with the default linger, and ``hookbus audit archive --every 1``: the
+   p50/p99 of each state, and each follower's CPU per record.
 
 Everything runs on 127.0.0.1 and stops by itself.
 """
@@ -208,6 +212,14 @@ def start_follower(
     return subprocess.Popen(args, cwd=REPO, env=env, preexec_fn=die_with_parent, stderr=subprocess.DEVNULL)
 
 
+def start_archiver(url: str, workdir: Path, group: str) -> subprocess.Popen[bytes]:
+    """``hookbus audit archive`` from the log's end, writing each second's records (``--every 1``)."""
+    args = [sys.executable, "-m", "hookbus", "audit", "archive", "--redis-url", url, "--group", group]
+    args += ["--to", str(workdir / f"archive-{group}"), "--start", "now", "--every", "1"]
+    env = {k: v for k, v in os.environ.items() if not k.startswith("HOOKBUS_")}
+    return subprocess.Popen(args, cwd=REPO, env=env, preexec_fn=die_with_parent, stderr=subprocess.DEVNULL)
+
+
 async def group_exists(url: str, group: str = GROUP) -> bool:
     redis = connect(url, socket_timeout_s=30)
     try:
@@ -281,15 +293,16 @@ async def outage(url: str, port: int, outage_s: float, rate: float, workdir: Pat
 
 
 async def decision_path(url: str, rate: float, seconds: float, rounds: int, workdir: Path) -> dict[str, Any]:
-    """Blocking decisions' p50/p99 through a gateway and a dispatcher, in rounds of three states:
-    no follower, an OTLP follower sending at once (``--linger 0``), and one lingering 0.2 s to
-    fill a batch (the default); and each follower's CPU per record delivered."""
+    """Blocking decisions' p50/p99 through a gateway and a dispatcher, in rounds of four states:
+    no follower, an OTLP follower sending at once (``--linger 0``), one lingering 0.2 s to fill a
+    batch (the default), and the archiver (``hookbus audit archive --every 1``); and each
+    follower's CPU per record delivered."""
     from harness import cpu_s, hook_caller, percentile, start_roles, steady_rate, stop_roles
 
     gateway_port, receiver_port = free_port(), free_port()
     roles = start_roles(url, gateway_port, 1)
     receiver = start_receiver(receiver_port)
-    states = {"without": None, "linger_0": "0", "linger_0.2": "0.2"}
+    states = {"without": None, "linger_0": "0", "linger_0.2": "0.2", "archiver": "archive"}
     found: dict[str, list[float]] = {state: [] for state in states}
     cpu: dict[str, float] = {state: 0.0 for state in states}
     delivered = None
@@ -298,9 +311,12 @@ async def decision_path(url: str, rate: float, seconds: float, rounds: int, work
         for round_ in range(rounds):
             for state, linger in states.items():
                 follower, group = None, f"live-{round_}-{state}"
-                if linger is not None:
+                if linger == "archive":
+                    follower = start_archiver(url, workdir, group)
+                elif linger is not None:
                     sink = f"otlp:http://127.0.0.1:{receiver_port}"
                     follower = start_follower(url, sink, workdir, group=group, extra=("--linger", linger))
+                if follower is not None:
                     await poll(lambda group=group: group_exists(url, group), 60, "the follower did not start")
                     started_cpu = cpu_s(follower.pid)
                 found[state] += await steady_rate(hook_caller(gateway_port), rate, seconds)

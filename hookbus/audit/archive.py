@@ -121,6 +121,9 @@ class Archiver(Follower):
         self._parts: dict[tuple[str, str], Rows] = {}
         self._acks: dict[int, list[bytes]] = {}
         self._gathered = 0
+        #: Entries read and not yet made into rows: a read's rows are made at once when enough
+        #: have come (DuckDB's fixed cost per query would dominate a trickle's small reads).
+        self._unmade: tuple[list[bytes], list[Any]] = ([], [])
         self._first_at = 0.0
         self._holding = False
         #: A single Redis: each partition's reads framed by hiredis on a connection of its own
@@ -176,7 +179,7 @@ class Archiver(Follower):
 
     async def _drain_own_pending(self, stop: asyncio.Event) -> None:
         # What was gathered is pending in Redis and is read again here: gather it once.
-        self._parts, self._acks, self._gathered = {}, {}, 0
+        self._parts, self._acks, self._gathered, self._unmade = {}, {}, 0, ([], [])
         await self._gather_then_flush(super()._drain_own_pending(stop), stop)
 
     async def _claim_abandoned(self, stop: asyncio.Event) -> None:
@@ -226,16 +229,25 @@ class Archiver(Follower):
         if len(live) < len(entries):  # trimmed from the log (retention) while they were pending
             for entry_id, _ in (entry for entry in entries if not entry[1]):
                 logger.warning("record %s was trimmed from the log before it was archived", entry_id.decode())
-        ids = [entry_id for entry_id, _ in live]
-        pairs = [fields if isinstance(fields, list) else _flat(fields) for _, fields in live]
-        for log_id in await asyncio.to_thread(add_read, self._parts, ids, pairs):
-            logger.warning("skipping %s: not a decision-log record", log_id)
+        ids, pairs = self._unmade
+        ids.extend([entry_id for entry_id, _ in live])
+        pairs.extend([fields if isinstance(fields, list) else _flat(fields) for _, fields in live])
+        if len(ids) >= READ_COUNT:
+            await self._make_rows()
         self._gathered += len(entries)
         if not self._holding and self._gathered >= self.batch:
             await self._start_flush(stop)
 
+    async def _make_rows(self) -> None:
+        """Make the rows of the entries read since the last time (in a thread: the next read is answered meanwhile)."""
+        (ids, pairs), self._unmade = self._unmade, ([], [])
+        if ids:
+            for log_id in await asyncio.to_thread(add_read, self._parts, ids, pairs):
+                logger.warning("skipping %s: not a decision-log record", log_id)
+
     async def _start_flush(self, stop: asyncio.Event) -> None:
         """Write what was gathered while the next records are read (one flush at a time)."""
+        await self._make_rows()
         await self._flushed()
         if not self._acks:
             return
@@ -253,6 +265,7 @@ class Archiver(Follower):
 
         ``read_again``: the records were pending at a start (or claimed); those a file holds are not written again.
         """
+        await self._make_rows()
         await self._flushed()
         if not self._acks:
             return
