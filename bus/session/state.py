@@ -188,7 +188,7 @@ class SessionView:
         policy = self.policy
         if not policy.budgets_kept:
             return {name: max(0.0, b.limit - self.counter(b.counter)) for name, b in policy.budgets.items()}
-        key = (_BUDGETS, id(policy), *(self.now_ms // width for width in policy.budget_widths))
+        key = (_BUDGETS, id(policy), *map(self.now_ms.__floordiv__, policy.budget_widths))  # the current buckets
         memo = self.state.memo
         found = memo.get(key)
         if found is not None and found[0]() is policy:

@@ -100,16 +100,16 @@ class SessionJudge:
         compiled = session_policy(policy)
         return cls(compiled, state or SessionState(), at_ms, fleet) if compiled.defined else None
 
-    def keep(self, handlers: Sequence[CompiledHandler]) -> list[CompiledHandler]:
-        """The handlers whose ``when:`` holds (or that have none)."""
+    def keep(self, handlers: Sequence[CompiledHandler]) -> Sequence[CompiledHandler]:
+        """The handlers whose ``when:`` holds (or that have none), for reading only."""
         plan = _plan(self.policy, handlers)
         if plan is None:
-            return list(handlers)
+            return handlers
         self.read = True
         answers = plan.conditions.answers(self.view)
         if plan.last is not None and plan.last[0] is answers:  # the same answers: the same handlers
             self._named = plan.last[2]
-            return list(plan.last[1])
+            return plan.last[1]
         kept: list[CompiledHandler] = []
         named: dict[str, list[str]] = {}
         for handler, position in plan.handlers:
@@ -136,7 +136,7 @@ class SessionJudge:
         own = verdicts(self.view, event, self.matched(event, hook_input, call)) if self.policy.decides else []
         if event == "PreToolUse" and self.policy.decides:
             self.read = True
-        return [*results, *own]
+        return [*results, *own] if own else results
 
     def remaining(self) -> dict[str, float]:
         """Each budget's units left before this event."""
