@@ -57,8 +57,8 @@ FIELDS: Final = (b"r", b"in", b"o", b"fo")
 _KNOWN_KEYS: Final = ", ".join(f"'{key}'" for key in _STRUCT)
 
 
-#: Each text column of the schema taken from the record JSON: its key there (``""`` is left out, as null).
-_TEXT_KEYS: Final = (
+#: Each column read from the record JSON (the ``r`` field) and its key there (LogRecord.meta's keys).
+FROM_META: Final = (
     ("event", "ev"),
     ("session_id", "sid"),
     ("agent", "ag"),
@@ -66,9 +66,20 @@ _TEXT_KEYS: Final = (
     ("agent_type", "aty"),
     ("tool_name", "tool"),
     ("tool_use_id", "tuid"),
+    ("decision", "dec"),
+    ("reason", "rsn"),
+    ("revision", "rev"),
+    ("trace_id", "tid"),
+    ("token_id", "tok"),
+    ("client_address", "src"),
 )
-_TEXT_KEYS_2: Final = (("decision", "dec"), ("reason", "rsn"))
-_TEXT_KEYS_3: Final = (("revision", "rev"), ("trace_id", "tid"), ("token_id", "tok"), ("client_address", "src"))
+#: The columns of JSON text read from the record JSON, and their keys there.
+JSON_FROM_META: Final = (("hooks", "hooks"), ("shadow", "shadow"), ("masked", "mask"), ("output", "out"))
+#: The text columns taken from the record JSON, in the schema's three runs of them (``""`` is left
+#: out, as null): event .. tool_use_id, decision and reason, revision .. client_address.
+_TEXT_KEYS: Final = FROM_META[:7]
+_TEXT_KEYS_2: Final = FROM_META[7:9]
+_TEXT_KEYS_3: Final = FROM_META[9:]
 
 
 def _sql(extra_fields: Sequence[str]) -> str:
@@ -209,4 +220,4 @@ def split(made: pa.Table, schema: pa.Schema) -> dict[tuple[str, str], pa.Table]:
     return parts
 
 
-__all__ = ["FIELDS", "Unlike", "columns", "layout", "split"]
+__all__ = ["FIELDS", "FROM_META", "JSON_FROM_META", "Unlike", "columns", "layout", "split"]

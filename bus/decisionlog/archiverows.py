@@ -21,7 +21,7 @@ import orjson
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from bus.decisionlog.archivebatch import Unlike, columns, split
+from bus.decisionlog.archivebatch import FROM_META, JSON_FROM_META, Unlike, columns, split
 
 logger = logging.getLogger("hookbus.audit.archive")
 
@@ -65,27 +65,9 @@ SCHEMA: Final = pa.schema(
 )
 #: The columns whose values are JSON text.
 JSON_COLUMNS: Final = frozenset({"hooks", "shadow", "masked", "output", "input", "extra"})
-#: Each column read from the record JSON (the ``r`` field) and its key there (LogRecord.meta's keys).
-_FROM_META: Final = (
-    ("event", "ev"),
-    ("session_id", "sid"),
-    ("agent", "ag"),
-    ("agent_id", "aid"),
-    ("agent_type", "aty"),
-    ("tool_name", "tool"),
-    ("tool_use_id", "tuid"),
-    ("decision", "dec"),
-    ("reason", "rsn"),
-    ("revision", "rev"),
-    ("trace_id", "tid"),
-    ("token_id", "tok"),
-    ("client_address", "src"),
-)
-#: The columns of JSON text read from the record JSON, and their keys there.
-_JSON_FROM_META: Final = (("hooks", "hooks"), ("shadow", "shadow"), ("masked", "mask"), ("output", "out"))
 #: The keys of the record JSON that have columns; any other goes to ``extra``.
 _META_KEYS: Final = frozenset(
-    {key for _, key in _FROM_META} | {key for _, key in _JSON_FROM_META} | {"id", "outcome", "tn", "ts", "dms"}
+    {key for _, key in FROM_META} | {key for _, key in JSON_FROM_META} | {"id", "outcome", "tn", "ts", "dms"}
 )
 _FIELDS: Final = frozenset({b"r", b"in", b"o", b"fo"})
 _DAY_MS: Final = 86_400_000

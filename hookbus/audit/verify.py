@@ -121,13 +121,13 @@ _REQUIRED: Final = {"ev": "", "sid": "", "dec": "", "out": {}}
 
 def archived_fields(row: Mapping[str, Any]) -> dict[bytes, bytes]:
     """The stream fields of the record an archive row was written from (:class:`bus.decisionlog.parquet.Rows`)."""
-    from bus.decisionlog.archiverows import _FROM_META, _JSON_FROM_META
+    from bus.decisionlog.archivebatch import FROM_META, JSON_FROM_META
 
     extra = orjson.loads(row["extra"]) if row.get("extra") else {}
     fields = {name.encode(): str(extra.pop(name)).encode() for name in _EXTRA_FIELDS if name in extra}
     meta: dict[str, Any] = {"outcome": row["outcome"], "id": row["id"], "tn": row["tenant"]}
-    meta |= {key: row[column] for column, key in _FROM_META if row.get(column) is not None}
-    meta |= {key: orjson.loads(row[column]) for column, key in _JSON_FROM_META if row.get(column) is not None}
+    meta |= {key: row[column] for column, key in FROM_META if row.get(column) is not None}
+    meta |= {key: orjson.loads(row[column]) for column, key in JSON_FROM_META if row.get(column) is not None}
     meta |= {"ts": row["received_ms"], "dms": row["decided_ms"], **extra}
     meta = {**_REQUIRED, **meta}
     fields |= {b"r": orjson.dumps(meta), b"in": str(row["input"]).encode(), b"o": str(row["outcome"]).encode()}
