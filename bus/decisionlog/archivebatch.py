@@ -17,9 +17,10 @@ whose JSON has keys the schema does not name.
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import threading
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Any, Final
 
 import duckdb
@@ -115,15 +116,23 @@ class Unlike(Exception):
     """The entries of a read are not all alike: made row by row instead."""
 
 
-_local = threading.local()
+_root_lock = threading.Lock()
+_root: list[duckdb.DuckDBPyConnection] = []
 
 
-def _db() -> duckdb.DuckDBPyConnection:
-    """This thread's DuckDB (one thread of its own: the archiver reads while it runs)."""
-    db: duckdb.DuckDBPyConnection | None = getattr(_local, "db", None)
-    if db is None:
-        db = _local.db = duckdb.connect(config={"threads": 1})
-    return db
+@contextlib.contextmanager
+def _db() -> Iterator[duckdb.DuckDBPyConnection]:
+    """A connection of its own to the process's one DuckDB (one thread of its own: the archiver
+    reads while it runs), closed after use. A connection left open in a thread (one kept per
+    thread) made a later fork with a ``preexec_fn`` from another thread crash in the child."""
+    with _root_lock:
+        if not _root:
+            _root.append(duckdb.connect(config={"threads": 1}))
+        cursor = _root[0].cursor()
+    try:
+        yield cursor
+    finally:
+        cursor.close()
 
 
 def _table(relation: Any) -> pa.Table:
@@ -172,12 +181,9 @@ def columns(log_ids: Sequence[bytes], pairs: Sequence[Sequence[bytes]], meta_key
                 **{f"f{i}": _text(values[name]) for i, name in enumerate(others)},
             }
         )
-        db = _db()
-        db.register("t", table)
-        try:
+        with _db() as db:
+            db.register("t", table)
             made = _table(db.sql(_sql([name.decode() for name in others])))  # (a UnicodeError: Unlike)
-        finally:
-            db.unregister("t")
     except (duckdb.Error, pa.ArrowException, UnicodeError) as exc:
         raise Unlike(str(exc)) from exc
     if made.num_rows != len(pairs) or any(made[name].null_count for name in ("id", "tenant", "time", "decided_ms")):

@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import itertools
+import subprocess
+import sys
+import threading
 from collections.abc import Mapping, Sequence
 
 import orjson
@@ -78,3 +81,20 @@ def test_reads_not_alike_are_made_row_by_row() -> None:
     with pytest.raises(Unlike):
         columns([b"1-0", b"2-0"], [flat(f) for _, f in bad], _META_KEYS)
     assert made(bad)[1] == ["1-0"]
+
+
+@pytest.mark.system  # starts a process
+def test_a_child_forked_from_another_thread_after_a_read_is_made_runs() -> None:
+    # A DuckDB connection left open by a read (one kept per thread) made the next fork with a
+    # preexec_fn from another thread crash in the child before it ran (as the embedded Redis starts).
+    made([varied(i) for i in range(60)])
+    codes: list[int] = []
+
+    def spawn() -> None:
+        child = subprocess.Popen([sys.executable, "-c", "pass"], preexec_fn=lambda: None)
+        codes.append(child.wait(timeout=30))
+
+    thread = threading.Thread(target=spawn)
+    thread.start()
+    thread.join(timeout=60)
+    assert codes == [0]
