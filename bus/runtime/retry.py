@@ -3,7 +3,8 @@
 Every loop that retries Redis (the reply reader, the spool, the outbox, the dispatcher's
 read loop, the arq worker) waits by :class:`Backoff`: redis-py's equal-jitter exponential
 backoff, from 50 ms up to 2 s, so that a fleet of processes does not reconnect in step
-after a Redis restart. :class:`BackgroundTask` is the start/stop pattern those loops share.
+after a Redis restart. :class:`BackgroundTask` is the start/stop pattern those loops share;
+:func:`every` runs a step at a fixed interval until told to stop.
 """
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Callable, Coroutine
+from collections.abc import Awaitable, Callable, Coroutine
 from typing import Any
 
 from redis.backoff import EqualJitterBackoff
@@ -47,6 +48,21 @@ class Backoff:
                 await stop.wait()
 
 
+async def every(
+    interval_s: float, step: Callable[[], Awaitable[object]], stop: asyncio.Event, log: logging.Logger, failed: str
+) -> None:
+    """Await ``step()`` every ``interval_s`` until ``stop`` is set; a step that raises is logged
+    (``failed``: what was not done) and the next turn comes as usual."""
+    while not stop.is_set():
+        try:
+            await step()
+        except Exception as exc:
+            log.warning("%s: %s", failed, exc)
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(interval_s):
+                await stop.wait()
+
+
 class BackgroundTask:
     """One named asyncio task: :meth:`start` runs ``target``, :meth:`stop` cancels and awaits it."""
 
@@ -72,4 +88,4 @@ class BackgroundTask:
             await task
 
 
-__all__ = ["BASE_DELAY_S", "MAX_DELAY_S", "BackgroundTask", "Backoff"]
+__all__ = ["BASE_DELAY_S", "MAX_DELAY_S", "BackgroundTask", "Backoff", "every"]

@@ -37,6 +37,7 @@ import redis.asyncio as aioredis
 from bus.freeze.store import freeze
 from bus.policy.sessionschema import OnLimit, duration_seconds
 from bus.redis.keys import Keyspace
+from bus.runtime.retry import every
 from bus.runtime.sessionmetrics import SessionFamilies
 from bus.session.definitions import BUCKETS, Counter
 from bus.stream.protocol import Request, now_ms
@@ -222,15 +223,7 @@ class FleetCounts:
 
     async def sweep(self, stop: asyncio.Event) -> None:
         """:meth:`sweep_once` every :data:`SWEEP_S` until ``stop`` is set (a Redis fault waits for the next)."""
-        while not stop.is_set():
-            try:
-                await self.sweep_once()
-            except Exception as exc:
-                logger.warning("pending tenant counts not swept: %s", exc)
-            try:
-                await asyncio.wait_for(stop.wait(), SWEEP_S)
-            except TimeoutError:
-                pass
+        await every(SWEEP_S, self.sweep_once, stop, logger, "pending tenant counts not swept")
 
     async def _freeze(self, what: Counting, counter: Counter, total: int) -> None:
         limit = counter.on_limit

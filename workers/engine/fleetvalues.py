@@ -18,6 +18,7 @@ from typing import Final
 import redis.asyncio as aioredis
 
 from bus.redis.keys import Keyspace
+from bus.runtime.retry import every
 from bus.session.definitions import BUCKETS, Counter
 
 logger = logging.getLogger("hookbus.dispatcher")
@@ -66,15 +67,7 @@ class FleetValues:
 
     async def poll(self, stop: asyncio.Event) -> None:
         """:meth:`refresh` every :data:`POLL_S` until ``stop`` is set (a Redis fault keeps the old values)."""
-        while not stop.is_set():
-            try:
-                await self.refresh()
-            except Exception as exc:
-                logger.warning("tenant counters not refreshed: %s", exc)
-            try:
-                await asyncio.wait_for(stop.wait(), POLL_S)
-            except TimeoutError:
-                pass
+        await every(POLL_S, self.refresh, stop, logger, "tenant counters not refreshed")
 
 
 __all__ = ["KEEP_S", "POLL_S", "FleetValues"]
