@@ -11,7 +11,9 @@ from pathlib import Path
 import orjson
 import pytest
 
+from bus.decisionlog.archivesql import ReadOnlyQuery, archive_files
 from bus.decisionlog.audit import RecordFilter, Window, log_state, read_window
+from bus.decisionlog.parquet import ArchiveTarget
 from bus.redis.connection import connect
 from bus.redis.keys import Keyspace
 from bus.redis.urls import cluster_url
@@ -20,7 +22,9 @@ from bus.stream.partitions import claim_layout
 from bus.stream.protocol import LogRecord
 from gateway.decisionlog.tail import Cursor, LogTail, Subscriber
 from gateway.observer import Observer
+from hookbus.audit.archive import Archiver
 from hookbus.audit.command import Follower, export
+from hookbus.audit.query import query
 from hookbus.audit.sinks import JsonlSink
 from hookbus.tail import tail
 from tests.conftest import async_wait_for
@@ -99,5 +103,43 @@ async def test_every_reader_reads_four_partitions_of_a_cluster(
         finally:
             await observer.stop()
         assert m.value("hookbus_decision_log_length") == 44
+    finally:
+        await redis.aclose()
+
+
+@pytest.mark.timeout(60)
+async def test_the_archiver_archives_four_partitions_of_a_cluster_once(redis_cluster_url: str, tmp_path: Path) -> None:
+    url = cluster_url(redis_cluster_url)
+    redis = connect(url)
+    try:
+        await claim_layout(redis, FOUR)
+        for i in range(40):  # record i in partition i % 4, ids shared by pairs of partitions
+            await redis.xadd(FOUR.decision_log(i % 4), record(i).encode(), id=f"{AT_MS + i // 2}-0")  # type: ignore[arg-type]
+        archiver = Archiver(url, Keyspace(), ArchiveTarget(str(tmp_path)), batch=1000, every_s=0.1)
+        stop = asyncio.Event()
+        archiving = asyncio.create_task(archiver.run(stop))
+        try:
+            await async_wait_for(lambda: archiver.delivered == 40, timeout_s=20)
+        finally:
+            stop.set()
+            await asyncio.wait_for(archiving, 10)
+        with ReadOnlyQuery(archive_files(str(tmp_path))) as db:
+            _, rows = db.run("SELECT id FROM records ORDER BY id")
+            assert [str(event) for (event,) in rows] == [f"ev-{i:03d}" for i in range(40)]
+        state = await log_state(redis, FOUR)
+        assert [(g.name, g.pending, g.lag) for g in state.groups] == [("archive", 0, 0)]
+
+        for i in range(40, 44):  # not archived: the query reads them from the cluster
+            await redis.xadd(FOUR.decision_log(i % 4), record(i).encode())  # type: ignore[arg-type]
+        out = io.StringIO()
+        await query(
+            "SELECT count(*) AS n, count(DISTINCT id) AS d FROM records",
+            str(tmp_path),
+            url,
+            Keyspace(),
+            out,
+            fmt="jsonl",
+        )
+        assert orjson.loads(out.getvalue()) == {"n": 44, "d": 44}
     finally:
         await redis.aclose()

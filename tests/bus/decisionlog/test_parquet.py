@@ -151,3 +151,19 @@ def test_a_days_files_are_compacted_into_one_with_each_record_once(tmp_path: Pat
     [again] = target.compact(day_of(AT_MS + DAY_MS))
     assert again.path == merged.path and again.rows == 30 and list(day.glob("*.parquet")) == [Path(merged.path)]
     assert target.compact(day_of(AT_MS + DAY_MS)) == []  # one file: nothing to do
+
+
+def test_records_a_remote_target_holds_already_are_not_written_again() -> None:
+    # A pyarrow filesystem other than the local one (here its in-memory one, by URI): the records
+    # read again after a restart are looked up in its files as in a local folder's.
+    target = ArchiveTarget("mock:///bucket/archive")
+    first, _ = rows_by_partition([entry(1), entry(2)])
+    [written] = target.write(first)
+    again, _ = rows_by_partition([entry(1), entry(2), entry(3)])
+    rest = target.unwritten(again)
+    [(key, rows)] = rest.items()
+    assert key == (day_of(AT_MS), "acme")
+    assert rows.table()["id"].to_pylist() == [log_record(3).event_id]
+    [second] = target.write(rest)
+    assert second.path != written.path
+    assert target.unwritten(again) == {}
