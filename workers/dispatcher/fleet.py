@@ -99,9 +99,11 @@ def read_entry(entry: str | bytes) -> Counting:
 
 
 #: KEYS[1] the event's marker, KEYS[2..] the counters; ARGV[1] now (ms), ARGV[2] the marker's TTL
-#: (ms), ARGV[2 + i] counter i's bucket width (ms). Returns false for an event counted already,
-#: else each counter's total over its window, this event included. It writes nothing before it
-#: knows every write will succeed (a script is not rolled back): the marker comes last.
+#: (ms), ARGV[3] when the event was settled (ms: the bucket it is counted in), ARGV[2 + i] counter
+#: i's bucket width (ms). Returns false for an event counted already, else each counter's total
+#: over its window as of now, this event included (a count redone late by a sweep adds to its
+#: event's bucket, and its total is the same window's as any count sent now). It writes nothing
+#: before it knows every write will succeed (a script is not rolled back): the marker comes last.
 COUNT_LUA: Final = f"""
 if redis.call('EXISTS', KEYS[1]) == 1 then
   return false
@@ -113,11 +115,12 @@ for i = 2, #KEYS do
   end
 end
 local now = tonumber(ARGV[1])
+local at = tonumber(ARGV[3])
 local totals = {{}}
 for i = 2, #KEYS do
-  local width = tonumber(ARGV[i + 1])
+  local width = tonumber(ARGV[i + 2])
   local current = math.floor(now / width)
-  redis.call('HINCRBY', KEYS[i], current, 1)
+  redis.call('HINCRBY', KEYS[i], math.min(math.floor(at / width), current), 1)
   local total = 0
   local all = redis.call('HGETALL', KEYS[i])
   for j = 1, #all, 2 do
@@ -178,8 +181,9 @@ class FleetCounts:
         keys += [self.keys.fleet_counter(tenant, c.field, agent if c.scope == "agent" else "") for c in counters]
         widths = [c.bucket_ms or 1 for c in counters]
         marker_ttl_ms = max(widths) * (BUCKETS + 1)
+        now = now_ms()
         try:
-            found = await self._script(keys=keys, args=[now_ms() if at_ms is None else at_ms, marker_ttl_ms, *widths])
+            found = await self._script(keys=keys, args=[now, marker_ttl_ms, now if at_ms is None else at_ms, *widths])
         except Exception as exc:  # a lost count never changes a decision
             logger.warning("tenant %s: event %s not counted by its tenant counters: %s", tenant, what.event_id, exc)
             return False, None

@@ -22,7 +22,7 @@ from bus.redis.connection import connect
 from bus.redis.keys import DISPATCH_GROUP, Keyspace
 from bus.runtime.metrics import Metrics
 from bus.runtime.sessionmetrics import session_families
-from bus.session.definitions import Counter, session_policy
+from bus.session.definitions import BUCKETS, Counter, session_policy
 from bus.stream.protocol import LogRecord, Reply, Request, now_ms
 from hookbus.platform.redis_server import EmbeddedRedis
 from tests.conftest import REPO, BusProbe, async_wait_for, clean_env, pre_tool_use
@@ -139,6 +139,31 @@ async def test_a_count_sent_at_settle_leaves_nothing_pending(bus: BusProbe, tena
     fleet.start(request, [pushes()], 0)
     await async_wait_for(lambda: not fleet._tasks, 5)
     assert await counted(bus, tenant) == 1 and await pending_of(bus, tenant) == []
+
+
+async def test_a_count_redone_late_is_counted_in_its_bucket_against_the_window_as_of_now(
+    bus: BusProbe, tenant: str
+) -> None:
+    """A sweep counts an event settled a window's span ago in that event's bucket, but its total
+    (and so an ``onLimit`` freeze) is the window's as of now: events only the old window held
+    are no longer in it, and their bucket goes."""
+    counter = pushes()
+    width_ms = counter.bucket_ms
+    assert width_ms
+    key = bus.keys.fleet_counter(tenant, counter.field)
+    now_bucket = now_ms() // width_ms
+    await bus.redis.hset(key, str(now_bucket - BUCKETS - 1), "5")  # type: ignore[misc]  # out of the window now
+    settled_ms = now_ms() - width_ms * BUCKETS  # in the oldest bucket of the window now
+    request = Request(f"ev-{tenant}", "PreToolUse", tenant, b"{}", settled_ms)
+    await bus.redis.zadd(KEYS.fleet_pending(), {pending_entry(request, [counter]): settled_ms})
+    fleet = FleetCounts(bus.redis, bus.keys, session_families(Metrics()))
+    assert await fleet.sweep_once(grace_ms=0) >= 1
+    buckets = {int(b): int(n) for b, n in (await bus.redis.hgetall(key)).items()}  # type: ignore[misc]
+    assert buckets in ({settled_ms // width_ms: 1}, {now_bucket - BUCKETS: 1})  # the clock may tick a bucket meanwhile
+    assert not await bus.redis.hexists(bus.keys.freezes, tenant)  # type: ignore[misc]  # 1 is not above 5
+    await bus.redis.hincrby(key, str(now_ms() // width_ms), 4)  # type: ignore[misc]
+    assert await fleet.count(Request(f"ev2-{tenant}", "PreToolUse", tenant, b"{}", now_ms()), [counter]) == [6]
+    assert await bus.redis.hexists(bus.keys.freezes, tenant)  # type: ignore[misc]  # 6 is above 5: frozen
 
 
 @pytest.mark.timeout(120)
