@@ -8,7 +8,9 @@ the action on blocking events). An input the gateway cannot judge (too large, to
 untranslatable: its answer carries ``X-Hookbus-Refused``) is denied whatever the flags: the
 answer is printed and the shim exits 2 with the reason on stderr. Each request carries the
 shim's ``$HOME`` as ``X-Hookbus-Home``: the shim runs as the agent's user, so that is the home
-``~`` stands for in the policy's path rules.
+``~`` stands for in the policy's path rules. For Codex, whose hooks get no exit code, a
+``PostToolUse`` gets its shell command's exit code from the session's rollout
+(:mod:`hookbus.shim_codex`).
 
 Agents that read no JSON decision (Windsurf, Kiro; Auggie's PreToolUse) get the answer in
 the exit-code form ``{"exit_code": 2, "stderr": REASON, "stdout": TEXT}`` from their
@@ -280,6 +282,8 @@ def run_hook(
     """
     url = agent_url(hook_url(url), agent)
     body = sys.stdin.buffer.read() if stdin is None else stdin
+    if agent == "codex":
+        body = _with_exit_code(body)
     try:
         status, headers, answer = post(url, body, environ("HOOKBUS_TOKEN"), timeout_s)
     except TimeoutError:
@@ -309,6 +313,22 @@ def run_hook(
     sys.stdout.buffer.write(answer + b"\n")
     sys.stdout.flush()
     return 0
+
+
+def _with_exit_code(body: bytes) -> bytes:
+    """Codex's input with its shell command's exit code added (:mod:`hookbus.shim_codex`); as it was on any fault."""
+    try:
+        if TYPE_CHECKING or __package__:
+            from hookbus.shim_codex import with_exit_code
+        else:  # as shim_start.py loads this module: the package folder on sys.path for the import only
+            sys.path.insert(0, __file__.rpartition("/")[0])
+            try:
+                from shim_codex import with_exit_code
+            finally:
+                del sys.path[0]
+        return with_exit_code(body)
+    except Exception:  # never a hook lost to it: the input goes as Codex sent it
+        return body
 
 
 def _refused(answer: bytes, why: str, agent: str) -> int:

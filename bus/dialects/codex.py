@@ -20,7 +20,11 @@ shell would expand: Codex applies those itself, and sends them to hooks as ``Bas
 same way, its ``command`` kept; anything else stays ``Bash``.
 ``view_image`` becomes ``Read`` with ``file_path``.
 MCP tools keep their ``mcp__server__tool`` names. The agent's tool name is kept in
-``agent_tool_name``; every other field is kept as sent.
+``agent_tool_name``; every other field is kept as sent. Codex has no failure event, and its
+PostToolUse carries no exit code; ``hookbus hook`` adds the shell command's exit code as
+``hookbus_exit_code``, read from the session's rollout (:mod:`hookbus.shim_codex`), and a
+PostToolUse with a non-zero one becomes PostToolUseFailure with ``error: "Exit code: N"``
+(``agent_event_name`` keeps ``PostToolUse``; its reply is a PostToolUse reply).
 
 Output, exactly what Codex's parser accepts (its output schemas are all
 ``additionalProperties: false``, and a reply it rejects is a *failed* hook: Codex then runs
@@ -58,7 +62,7 @@ import shlex
 from dataclasses import dataclass, field
 from typing import Any, Final
 
-from bus.dialects.base import AGENT_TOOL_NAME, Dialect, no, partial, yes
+from bus.dialects.base import AGENT_EVENT_NAME, AGENT_TOOL_NAME, Dialect, no, partial, yes
 from bus.dialects.shellinput import argv_command, keystrokes_input
 
 CODEX: Final = "codex"
@@ -67,6 +71,8 @@ PATCH_TOOL: Final = "apply_patch"
 SHELL_NAMES: Final = frozenset({"Bash", "shell", "exec_command", "local_shell", "shell_command", "unified_exec"})
 #: Codex's tool that types into a running shell session (``chars``).
 STDIN_TOOL: Final = "write_stdin"
+#: A shell command's exit code, which ``hookbus hook`` adds to a PostToolUse from Codex's rollout.
+EXIT_CODE_FIELD: Final = "hookbus_exit_code"
 DEFAULT_DENY_REASON: Final = "Denied by hookbus policy"
 ASK_SUFFIX: Final = " (hookbus policy asks for confirmation, which Codex cannot do: denied instead)"
 _PATCH_HEADER: Final = re.compile(r"\*\*\* (Add|Update|Delete) File: (.+)")
@@ -190,6 +196,10 @@ def codex_input(hook_input: dict[str, Any]) -> dict[str, Any]:
         return hook_input
     out = dict(hook_input)
     out[AGENT_TOOL_NAME] = tool
+    code = out.get(EXIT_CODE_FIELD)
+    if out.get("hook_event_name") == "PostToolUse" and type(code) is int and code != 0:
+        out["hook_event_name"], out[AGENT_EVENT_NAME] = "PostToolUseFailure", "PostToolUse"
+        out.setdefault("error", f"Exit code: {code}")
     tool_input = out.get("tool_input")
     if tool in SHELL_NAMES:
         out["tool_name"] = "Bash"
@@ -363,11 +373,13 @@ class CodexCli(Dialect):
         return codex_input(hook_input)
 
     def to_agent(self, event: str, output: dict[str, Any], agent_input: dict[str, Any]) -> dict[str, Any]:
-        return codex_output(event, output, agent_input)
+        # A failed shell command is Codex's PostToolUse: it gets that event's reply.
+        return codex_output("PostToolUse" if event == "PostToolUseFailure" else event, output, agent_input)
 
 
 __all__ = [
     "CODEX",
+    "EXIT_CODE_FIELD",
     "PATCH_TOOL",
     "SHELL_NAMES",
     "STDIN_TOOL",

@@ -4,7 +4,8 @@ The same policy as :mod:`tests.agents.test_claude_session`: a ``cat .env`` sets 
 and the ``curl`` after it is denied with the fact named in what the model gets back; the same
 ``curl`` in a fresh session runs; the third ``touch budget*`` is over its budget; the second
 ``touch asked*`` is asked about, which Codex cannot do (the dialect makes it a deny). The loop gate
-cannot stop Codex yet (:data:`FAILURE_UNSEEN`): its test says so while that holds.
+stops a run of failing commands: Codex's hooks get no exit code, so ``hookbus hook`` reads it from
+the session's rollout.
 """
 
 from __future__ import annotations
@@ -27,12 +28,6 @@ from tests.agents.test_codex import TOKEN, codex_binary, codex_config, install
 from tests.up import UpProcess, running_up
 
 pytestmark = [pytest.mark.system, pytest.mark.timeout(300)]
-#: Why a run of failing commands does not reach the loop gate on Codex.
-FAILURE_UNSEEN = (
-    "Codex CLI has no PostToolUseFailure event, and its PostToolUse of a failing command carries "
-    "the command's output as tool_response with no exit code: the loop gate sees a success"
-)
-
 SCENARIOS = {
     "taint": ["cat .env", CURL],
     "fresh": [CURL],
@@ -116,9 +111,9 @@ def test_the_loop_gate_stops_a_run_of_failing_commands(codex: Codex) -> None:
     work, outputs = codex.run("loop")
     assert sum("Process exited with code 2" in o for o in outputs) == 3, outputs  # the model read 3 failures
     log = fleet.session_records(codex.up, work)
-    if "PostToolUseFailure" not in {r["event"] for r in log}:
-        assert [r["event"] for r in log].count("PostToolUse") == 4 and (work / "after-the-gate.txt").exists()
-        pytest.xfail(FAILURE_UNSEEN)
+    # Codex reports no failure to its hooks: the shim reads each command's exit code from the rollout.
+    failures = [r for r in log if r["event"] == "PostToolUseFailure"]
+    assert [r["input"]["error"] for r in failures] == ["Exit code: 2"] * 3, [r["event"] for r in log]
     assert any("loop gate 3" in o for o in outputs), outputs
     assert not (work / "after-the-gate.txt").exists()
     (gate,) = (r for r in log if r["decision"] == "deny")

@@ -1,0 +1,181 @@
+"""Codex's shell exit codes (:mod:`hookbus.shim_codex`): read from a real rollout file as Codex
+0.171.0 writes it, added to the hook input, and made a ``PostToolUseFailure`` by the gateway."""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import orjson
+import pytest
+
+from bus.dialects.codex import EXIT_CODE_FIELD as DIALECT_FIELD
+from hookbus.shim_codex import EXIT_CODE_FIELD, TAIL_BYTES, rollout_exit_code, with_exit_code
+from tests.conftest import BusProbe, logged_session
+from tests.hookbus.test_shim import BOTH, shim
+
+LOOP_GATE = """hookbus:
+  deadlineSeconds: 5
+  session:
+    loopGate: 2
+hooks: {}
+"""
+
+
+def completed(
+    call: str, exit_code: object, output: str = "ls: cannot access '/nope': No such file or directory\n"
+) -> str:
+    """A rollout line of a finished shell command, as Codex writes it (fields in its order)."""
+    item = {
+        "type": "CommandExecution",
+        "id": call,
+        "process_id": "65229",
+        "command": ["/bin/bash", "-lc", "ls /nope"],
+        "cwd": "file:///work",
+        "source": "unified_exec_startup",
+        "status": "failed" if exit_code else "completed",
+        "aggregated_output": output,
+        "exit_code": exit_code,
+        "duration": {"secs": 0, "nanos": 5490},
+    }
+    event = {"type": "item_completed", "thread_id": "th", "turn_id": "tu", "item": item}
+    line = {"timestamp": "2026-12-07T01:41:42.359Z", "ordinal": 11, "type": "event_msg", "payload": event}
+    return json.dumps(line, separators=(",", ":"))
+
+
+def call_output(call: str) -> str:
+    payload = {"type": "function_call_output", "call_id": call, "output": "Process exited with code 2\n"}
+    return json.dumps({"type": "response_item", "payload": payload}, separators=(",", ":"))
+
+
+def post_tool_use(transcript: Path | str, call: str = "call_1", session: str = "s-codex") -> bytes:
+    return json.dumps(
+        {
+            "session_id": session,
+            "turn_id": "tu",
+            "transcript_path": str(transcript),
+            "cwd": "/work",
+            "hook_event_name": "PostToolUse",
+            "model": "gpt-fake-codex",
+            "permission_mode": "bypassPermissions",
+            "tool_name": "Bash",
+            "tool_input": {"command": "ls /nope"},
+            "tool_response": "ls: cannot access '/nope': No such file or directory\n",
+            "tool_use_id": call,
+        }
+    ).encode()
+
+
+def rollout(tmp_path: Path, *lines: str) -> Path:
+    path = tmp_path / "rollout.jsonl"
+    path.write_text("".join(line + "\n" for line in lines))
+    return path
+
+
+def test_the_field_is_the_one_the_dialect_reads() -> None:
+    assert EXIT_CODE_FIELD == DIALECT_FIELD
+
+
+def test_a_failed_commands_exit_code_is_added_to_the_input(tmp_path: Path) -> None:
+    path = rollout(tmp_path, completed("call_1", 0), completed("call_2", 2), call_output("call_2"))
+    assert rollout_exit_code(str(path), "call_2") == 2
+    assert rollout_exit_code(str(path), "call_1") == 0
+    body = post_tool_use(path, "call_2")
+    added = json.loads(with_exit_code(body))
+    assert added == {EXIT_CODE_FIELD: 2, **json.loads(body)}
+    assert json.loads(with_exit_code(post_tool_use(path, "call_1")))[EXIT_CODE_FIELD] == 0
+    assert rollout_exit_code(str(path), "call_10") is None  # a prefix of another id is not that id
+
+
+def test_what_is_not_found_or_not_plain_leaves_the_input_as_it_was(tmp_path: Path) -> None:
+    path = rollout(tmp_path, completed("call_1", 2), completed("call_3", None))
+    for body in (
+        post_tool_use(path, "call_2"),  # not in the rollout
+        post_tool_use(path, "call_3"),  # no exit code (null)
+        post_tool_use(tmp_path / "missing.jsonl"),
+        post_tool_use("relative.jsonl"),
+        post_tool_use(path, 'call_1"'),  # an id that is not a plain token
+        post_tool_use(path).replace(b'"PostToolUse"', b'"PreToolUse"'),
+        json.dumps({"hook_event_name": "PostToolUse", EXIT_CODE_FIELD: 0, "transcript_path": str(path)}).encode(),
+        b"not json PostToolUse",
+    ):
+        assert with_exit_code(body) == body
+
+
+def test_a_commands_output_cannot_forge_an_exit_code(tmp_path: Path) -> None:
+    # The command printed what a completed item looks like: inside the line its quotes are escaped.
+    forged = completed("call_9", 0)
+    path = rollout(tmp_path, completed("call_1", 2, output=forged + "\n" + forged))
+    assert rollout_exit_code(str(path), "call_9") is None
+    assert rollout_exit_code(str(path), "call_1") == 2
+
+
+def test_only_a_regular_file_is_read_and_no_link_followed(tmp_path: Path) -> None:
+    real = rollout(tmp_path, completed("call_1", 2))
+    link = tmp_path / "link.jsonl"
+    link.symlink_to(real)
+    assert rollout_exit_code(str(link), "call_1") is None
+    fifo = tmp_path / "fifo.jsonl"
+    os.mkfifo(fifo)
+    assert rollout_exit_code(str(fifo), "call_1") is None  # opened without blocking, then refused
+    assert rollout_exit_code(str(tmp_path), "call_1") is None
+
+
+def test_only_the_rollouts_end_is_read(tmp_path: Path) -> None:
+    filler = call_output("call_0")
+    count = TAIL_BYTES // len(filler) + 10
+    path = rollout(tmp_path, completed("call_1", 2), *[filler] * count, completed("call_2", 3))
+    assert path.stat().st_size > TAIL_BYTES
+    assert rollout_exit_code(str(path), "call_2") == 3
+    assert rollout_exit_code(str(path), "call_1") is None  # before the last MiB
+
+
+@BOTH
+async def test_codexs_failed_commands_reach_the_loop_gate_through_the_shim(
+    command: list[str], platform: Callable[..., Any], bus: BusProbe, tmp_path: Path
+) -> None:
+    path = rollout(tmp_path, completed("call_1", 2), completed("call_2", 0), completed("call_3", 127))
+    session = f"s-codex-{len(command)}"
+    next_call = {**json.loads(post_tool_use(path, "call_4", session)), "hook_event_name": "PreToolUse"}
+    del next_call["tool_response"]
+    async with platform(LOOP_GATE) as p:
+        for call in ("call_2", "call_1", "call_3"):
+            code, out, err = await shim(
+                "--url", p.url, "--agent", "codex", command=command, stdin=post_tool_use(path, call, session)
+            )
+            assert (code, out) == (0, b"{}\n"), err
+        code, out, err = await shim(
+            "--url", p.url, "--agent", "codex", command=command, stdin=json.dumps(next_call).encode()
+        )
+    assert code == 0, err
+    gate = json.loads(out)["hookSpecificOutput"]
+    assert gate["permissionDecision"] == "deny" and "loop gate" in gate["permissionDecisionReason"], gate
+    records = await logged_session(bus, session, count=4)
+    assert [(r.event, orjson.loads(r.payload).get("error")) for r in records] == [
+        ("PostToolUse", None),
+        ("PostToolUseFailure", "Exit code: 2"),
+        ("PostToolUseFailure", "Exit code: 127"),
+        ("PreToolUse", None),
+    ]
+
+
+@pytest.mark.parametrize("code", [1, -9, 255])
+def test_the_dialect_makes_a_non_zero_exit_a_failure_with_a_posttooluse_reply(code: int) -> None:
+    from bus.dialects.base import AGENT_EVENT_NAME
+    from bus.dialects.codex import CodexCli
+
+    agent_input = json.loads(post_tool_use("/r.jsonl")) | {EXIT_CODE_FIELD: code}
+    canonical = CodexCli().to_canonical(agent_input)
+    assert canonical["hook_event_name"] == "PostToolUseFailure"
+    assert (canonical[AGENT_EVENT_NAME], canonical["error"]) == ("PostToolUse", f"Exit code: {code}")
+    for kept in (0, True, "2", None):
+        assert CodexCli().to_canonical({**agent_input, EXIT_CODE_FIELD: kept})["hook_event_name"] == "PostToolUse"
+    reply = {"decision": "block", "reason": "stop", "hookSpecificOutput": {"additionalContext": "ctx"}}
+    assert CodexCli().to_agent("PostToolUseFailure", reply, agent_input) == {
+        "decision": "block",
+        "reason": "stop",
+        "hookSpecificOutput": {"hookEventName": "PostToolUse", "additionalContext": "ctx"},
+    }
