@@ -17,27 +17,36 @@ records it reported are not reported again, by this process or another gateway, 
 (no counter) is set the same way and reports nothing: what was trimmed before it first read
 is counted from then on only.
 
-Redis 6.2 (the embedded Redis of ``hookbus up``) has no counters: nothing is counted there, and
-that is said once per process in a warning. What 6.2 can show is said instead: each group whose
-last delivered entry is older than the log's first (retention trimmed past where it read), and
-that has read something, is named in a warning once until it reads past that point again. Such a
-group has at least the whole retained log unread; how many records, if any, were trimmed
-between its last read and the log's first entry, 6.2 cannot tell.
+Redis 6.2 (the embedded Redis of ``hookbus up``) has no counters; there the audit followers count
+what each group reads themselves, in the step that reads it (:mod:`bus.decisionlog.readcount`:
+``{p}{tN}:decisions:read`` holds ``<records> <entry id>`` per group), and every record's
+sequence number in its partition's hash chain tells its place in the log. A group's place is then
+the sequence number of its last delivered record while the log still holds it, or the first
+retained record's less one once retention trimmed past it (every record before that one is gone),
+or the chain head's when the log holds nothing. What the group read, and what was counted before,
+is its count; the difference was trimmed before the group read it. The script reports it and
+sets the count to the group's place at its last delivered entry, atomically as on Redis 7, so
+nothing is counted twice. This is exact at every look (Redis 7 counts a group whose last
+delivered entry lies inside the retained log only once it reaches the log's end or falls behind
+its first entry). A group with no count yet, or whose count was made at another entry than its
+last delivered one (it read without counting: an older follower, another client), is set to its
+place and reports nothing; the count of a group that no longer exists is removed.
 """
 
 from __future__ import annotations
 
-import logging
 from typing import Final
 
 import redis.asyncio as aioredis
 
+from bus.decisionlog.readcount import SEQ_LUA
 from bus.redis.keys import Keyspace
 
-logger = logging.getLogger("hookbus.audit.trimmed")
-
-#: KEYS[1]: a decision log. Answers ``{group, trimmed unread, ...}`` for the groups that lost some.
-COUNT_TRIMMED: Final = """
+#: KEYS: a decision log, its chain head, its read counts (the last two for Redis 6.2 only). Answers
+#: ``{group, trimmed unread, ...}`` for the groups that lost some.
+COUNT_TRIMMED: Final = (
+    SEQ_LUA
+    + """
 if redis.call('EXISTS', KEYS[1]) == 0 then return {} end
 local function map(flat)
   local found = {}
@@ -53,23 +62,49 @@ local function before(a, b)
   local b_ms, b_seq = parts(b)
   return a_ms < b_ms or (a_ms == b_ms and a_seq < b_seq)
 end
+-- Redis 6.2: places from the records' chain sequence numbers, counts from KEYS[3] (see the docstring).
+local function count_by_seq(stream, first, last)
+  local head = tonumber(string.match(redis.call('GET', KEYS[2]) or '', '^(%d+):'))
+  local counts = map(redis.call('HGETALL', KEYS[3]))
+  local out = {}
+  for _, flat in ipairs(redis.call('XINFO', 'GROUPS', KEYS[1])) do
+    local group = map(flat)
+    local name, delivered = group['name'], group['last-delivered-id']
+    local known = nil
+    if not first then
+      known = head or (last == '0-0' and 0 or nil)
+    elseif before(delivered, first) then
+      local seq = seq_of(stream['first-entry'][2])
+      known = seq and seq - 1
+    else
+      local at = redis.call('XRANGE', KEYS[1], delivered, delivered)
+      known = at[1] and seq_of(at[1][2])
+    end
+    local count, at = string.match(counts[name] or '', '^(%d+) (.+)$')
+    counts[name] = nil
+    local kept = count and at == delivered
+    if known then
+      count = tonumber(count)
+      if kept and known > count then
+        table.insert(out, name)
+        table.insert(out, known - count)
+      end
+      if not kept or known ~= count then
+        redis.call('HSET', KEYS[3], name, string.format('%d', known) .. ' ' .. delivered)
+      end
+    elseif count and not kept then
+      redis.call('HDEL', KEYS[3], name)
+    end
+  end
+  for name in pairs(counts) do redis.call('HDEL', KEYS[3], name) end
+  return out
+end
 local stream = map(redis.call('XINFO', 'STREAM', KEYS[1]))
 local added = stream['entries-added']
 local last = stream['last-generated-id']
 local first = stream['first-entry'] and stream['first-entry'][1] or nil
 if not added then
-  -- Redis 6.2: no counters. '!', then the groups that read something and are behind the first entry.
-  local behind = {'!'}
-  for _, flat in ipairs(redis.call('XINFO', 'GROUPS', KEYS[1])) do
-    local group = map(flat)
-    local delivered = group['last-delivered-id']
-    if first and delivered ~= '0-0' and before(delivered, first) then
-      table.insert(behind, group['name'])
-      table.insert(behind, delivered)
-      table.insert(behind, first)
-    end
-  end
-  return behind
+  return count_by_seq(stream, first, last)
 end
 local gone = added - stream['length']
 local out = {}
@@ -95,13 +130,7 @@ for _, flat in ipairs(redis.call('XINFO', 'GROUPS', KEYS[1])) do
 end
 return out
 """
-
-
-class _Without:
-    """What was said about a Redis without stream counters (once per process, and per group behind)."""
-
-    said = False
-    behind: set[tuple[str, str]] = set()
+)
 
 
 def _text(value: object) -> str:
@@ -110,42 +139,15 @@ def _text(value: object) -> str:
 
 async def count_trimmed_unread(redis: aioredis.Redis, keys: Keyspace) -> dict[str, int]:
     """Records of every partition's log trimmed before each group read them, since the last count
-    (by group name; groups that lost none are absent). On Redis 6.2: nothing, and warnings instead."""
+    (by group name; groups that lost none are absent)."""
     counts: dict[str, int] = {}
-    behind: set[tuple[str, str]] = set()
-    for log in keys.decision_logs:
-        answer = await redis.eval(COUNT_TRIMMED, 1, log)  # type: ignore[misc]
-        if answer and _text(answer[0]) == "!":
-            _without_counters(log, answer[1:], behind)
-            continue
+    for partition in keys.all_partitions:
+        log_keys = (keys.decision_log(partition), keys.decision_chain(partition), keys.decision_reads(partition))
+        answer = await redis.eval(COUNT_TRIMMED, len(log_keys), *log_keys)  # type: ignore[misc]
         for index in range(0, len(answer or ()), 2):
             name = _text(answer[index])
             counts[name] = counts.get(name, 0) + int(answer[index + 1])
-    _Without.behind = behind
     return counts
-
-
-def _without_counters(log: str, answer: list[object], behind: set[tuple[str, str]]) -> None:
-    """Say that a Redis without counters counts nothing (once), and name each group newly behind the log's retention."""
-    if not _Without.said:
-        _Without.said = True
-        logger.warning(
-            "this Redis has no stream counters (Redis >= 7.0 has them): decision-log records trimmed "
-            "before an audit group read them are not counted (hookbus_audit_trimmed_unread_total stays 0); "
-            "a group behind the log's retention is named instead"
-        )
-    for index in range(0, len(answer), 3):
-        name, delivered, first = (_text(value) for value in answer[index : index + 3])
-        behind.add((log, name))
-        if (log, name) not in _Without.behind:
-            logger.warning(
-                "audit group %s is behind the retention of %s: it last read %s, the log now starts at %s; "
-                "records between them, if any, were trimmed before it read them (this Redis cannot count them)",
-                name,
-                log,
-                delivered,
-                first,
-            )
 
 
 __all__ = ["COUNT_TRIMMED", "count_trimmed_unread"]

@@ -13,6 +13,7 @@ key                                       type        what it holds
 ``{p}{tN}:decisions``                     stream      partition N's decision log: every event + its decision
 ``{p}{tN}:outcome:{event_id}``            string      how an event was settled (:mod:`bus.stream.settle`)
 ``{p}{tN}:chain``                         string      the head of partition N's hash chain of records: ``seq:hash``
+``{p}{tN}:decisions:read``                hash        audit group -> records it read of partition N's log (Redis 6.2)
 ``{p}{tN}:checkpoints``                   stream      partition N's signed chain heads (``audit verify --sign``)
 ``{p}layout``                             hash        the bus's layout (``partitions``, ``tags``), set by the first node
 ``{p}reply:{gateway_id}``                 pub/sub     decisions for one gateway process
@@ -161,6 +162,11 @@ class Keyspace:
     def decision_chain(self, partition: int = 0) -> str:
         """The head of a partition's hash chain of decision-log records (:mod:`bus.decisionlog.chain`)."""
         return f"{self._part(partition)}chain"
+
+    def decision_reads(self, partition: int = 0) -> str:
+        """How many records of a partition's log each audit consumer group read, where Redis keeps no
+        such counter (6.2: :mod:`bus.decisionlog.readcount`)."""
+        return f"{self._part(partition)}decisions:read"
 
     def chain_checkpoints(self, partition: int = 0) -> str:
         """A partition's signed checkpoints of its hash chain."""

@@ -151,6 +151,8 @@ class Archiver(Follower):
     async def _read(self, partition: int, from_id: str, block_ms: int | None) -> list[RawEntry]:
         """One ``XREADGROUP`` of a partition: ``[(entry id, fields)]`` (fields None: trimmed while pending;
         on a single Redis ``[name, value, name, value...]`` as Redis sends them, no dict made)."""
+        if from_id == ">" and self.counted is not None:  # a Redis without stream counters
+            return await self.counted.read(partition, self.sink.batch, block_ms)
         if is_cluster(self.redis):
             return await super()._read(partition, from_id, block_ms)
         link = self._links.get(partition)

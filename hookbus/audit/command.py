@@ -16,6 +16,11 @@ log (the count is read from Redis, :func:`bus.stream.partitions.bus_keyspace`): 
 on every partition, new records are read with one blocking read in flight per partition
 (:class:`bus.decisionlog.reader.PartitionReads`), and each record is acknowledged on its own
 partition's log. Records of one partition are delivered in order.
+
+On a Redis without stream counters (6.2) new records are read through
+:class:`bus.decisionlog.readcount.CountedReads`, which counts what the group read in the same
+step, so that the gateway can count the records trimmed before the group read them
+(:mod:`bus.decisionlog.trimmed`).
 """
 
 from __future__ import annotations
@@ -36,6 +41,7 @@ import redis.asyncio as aioredis
 
 from bus.decisionlog.audit import RecordFilter, Window, read_window
 from bus.decisionlog.ocsf import ocsf_event
+from bus.decisionlog.readcount import CountedReads, has_stream_counters, pairs
 from bus.decisionlog.reader import LogEntry, PartitionReads, RawEntry, merge_order
 from bus.errors import BusUnavailable, ConfigError, ProtocolError, RedisCommandError
 from bus.redis.connection import connect, read_streams, redis_errors
@@ -181,6 +187,8 @@ class Follower:
         self.filtered = 0
         #: Write time (epoch ms) of the oldest record in hand that the sink has not accepted.
         self._in_hand_ms: int | None = None
+        #: New records' reads where Redis does not count what a group read (None: it does).
+        self.counted: CountedReads | None = None
 
     async def run(self, stop: asyncio.Event) -> None:
         """Deliver until ``stop`` is set (then stop after the record in hand); Redis outages are waited out."""
@@ -194,6 +202,7 @@ class Follower:
                     with redis_errors(self.redis_url):
                         self.keys = await bus_keyspace(self.redis, self.keys)
                         await self._ensure_groups()
+                        await self._count_reads()
                         await self._drain_own_pending(stop)
                         await self._claim_abandoned(stop)
                         await self._follow(stop)
@@ -243,7 +252,15 @@ class Follower:
                 if exc.code != "BUSYGROUP":
                     raise
 
+    async def _count_reads(self) -> None:
+        """Read new records counted (:attr:`counted`) when this Redis does not count them itself."""
+        counters = await has_stream_counters(self.redis, self.keys.decision_log(0))
+        self.counted = None if counters else CountedReads(self.redis, self.keys, self.group, self.consumer)
+
     async def _read(self, partition: int, from_id: str, block_ms: int | None) -> list[RawEntry]:
+        if from_id == ">" and self.counted is not None:
+            found = await self.counted.read(partition, self.sink.batch, block_ms)
+            return [(entry_id, pairs(fields)) for entry_id, fields in found]
         response = await read_streams(
             self.redis,
             {self.keys.decision_log(partition): from_id},

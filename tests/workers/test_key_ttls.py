@@ -61,6 +61,8 @@ def fixed_keys(keys: Keyspace) -> set[str]:
         # One hash-chain head and one stream of signed checkpoints per partition.
         *(keys.decision_chain(p) for p in keys.all_partitions),
         *(keys.chain_checkpoints(p) for p in keys.all_partitions),
+        # Redis 6.2: what each audit group read of a partition's log (one field per group).
+        *(keys.decision_reads(p) for p in keys.all_partitions),
     }
 
 
