@@ -44,7 +44,7 @@ def new_secret() -> str:
 class ReplyKey:
     """The reply key (``HOOKBUS_REPLY_KEY``): makes and checks the MACs of replies."""
 
-    __slots__ = ("_key",)
+    __slots__ = ("_keyed",)
 
     def __init__(self, secret: str | bytes) -> None:
         raw = secret.encode() if isinstance(secret, str) else secret
@@ -54,7 +54,10 @@ class ReplyKey:
                 "make one with: python -c 'import secrets; print(secrets.token_hex(32))'"
             )
         # Any length in, a 32-byte BLAKE2b key out (a BLAKE2b key holds at most 64 bytes).
-        self._key = hashlib.blake2b(raw.strip(), digest_size=32, person=b"hookbus-replykey").digest()
+        key = hashlib.blake2b(raw.strip(), digest_size=32, person=b"hookbus-replykey").digest()
+        # The MAC's state once the key is in it (a keyed BLAKE2b hashes the key as its first
+        # block): each request's MAC starts from a copy, not from the key again.
+        self._keyed = hashlib.blake2b(key=key, digest_size=_DIGEST_BYTES, person=_PERSON)
 
     def __repr__(self) -> str:
         return "ReplyKey(***)"
@@ -62,7 +65,7 @@ class ReplyKey:
     def bind(self, meta: bytes, payload: bytes) -> hashlib.blake2b:
         """The MAC's state over a request's metadata and hook input (the ``m`` and ``p`` of its
         stream entry), for :meth:`seal` and :func:`verify` to complete with a reply."""
-        state = hashlib.blake2b(key=self._key, digest_size=_DIGEST_BYTES, person=_PERSON)
+        state = self._keyed.copy()
         state.update(len(meta).to_bytes(8, "big"))
         state.update(meta)
         state.update(len(payload).to_bytes(8, "big"))

@@ -29,6 +29,9 @@ from bus.rules.limits import depth_over
 
 logger = logging.getLogger("hookbus")
 
+#: The sender of an entry that names none (written before entries named their sender).
+_NO_SENDER: Final = ("", "")
+
 #: A stream entry as written: short ASCII field names to values.
 StreamFields = dict[str, bytes | str | int]
 
@@ -193,27 +196,21 @@ class Request:
             event_id, event, tenant, received_ms, reply_to, deadline_ms, dialect, fail_open, policy, *sender = (
                 orjson.loads(meta)
             )
+            token_id, client_address = sender or _NO_SENDER
+            payload, trace = fields[b"p"], fields.get(b"t")
+            # By position: this runs once per event a dispatcher reads.
             request = cls(
-                event_id=event_id,
-                event=event,
-                tenant=tenant,
-                payload=fields[b"p"],
-                received_ms=received_ms,
-                deadline_ms=deadline_ms,
-                reply_to=reply_to,
-                dialect=dialect,
-                fail_open=fail_open,
-                policy=policy,
-                context=fields.get(b"c"),
+                event_id, event, tenant, payload, received_ms, deadline_ms, reply_to, dialect, fail_open, policy
             )
-            if sender:
-                request.token_id, request.client_address = sender
-            if (trace := fields.get(b"t")) is not None:
+            request.context, request.token_id, request.client_address = fields.get(b"c"), token_id, client_address
+            if trace is not None:
                 request.trace = trace.decode("latin-1")
         except (KeyError, ValueError, TypeError) as exc:  # orjson.JSONDecodeError is a ValueError
             raise ProtocolError(f"malformed stream entry: {exc!r}") from exc
-        texts = (event_id, event, tenant, reply_to, dialect, fail_open, policy, *sender)
-        if not all(type(text) is str for text in texts) or type(received_ms) is not int or type(deadline_ms) is not int:
+        # One chained comparison for the texts (each type is str), no generator.
+        texts = type(event_id) is type(event) is type(tenant) is type(reply_to) is type(dialect) is str
+        texts = texts and type(fail_open) is type(policy) is type(token_id) is type(client_address) is str
+        if not texts or type(received_ms) is not int or type(deadline_ms) is not int:
             raise ProtocolError(f"malformed stream entry: unexpected types in {meta[:200]!r}")
         return request
 

@@ -38,6 +38,17 @@ def test_a_binding_serves_every_reply_it_checks() -> None:
     assert verify(binding, key.seal(META, PAYLOAD, REPLY))  # the state was copied, not consumed
 
 
+def test_the_mac_is_the_same_from_one_request_to_the_next_and_across_versions() -> None:
+    # Pinned: a gateway and a dispatcher of different releases (a rolling upgrade) must agree,
+    # and a request's MAC must not depend on the requests bound before it with the same key.
+    key = ReplyKey("a fixed reply key of forty-two characters!")
+    pinned = b"478824ea5042820210875cb370a704376bce424c9319a8fba4b5dfa6862e5105"
+    assert key.seal(META, PAYLOAD, REPLY) == pinned + REPLY
+    key.bind(META.replace(b"e1", b"e2"), PAYLOAD)
+    assert key.seal(META, PAYLOAD, REPLY) == pinned + REPLY
+    assert verify(key.bind(META, PAYLOAD), pinned + REPLY)
+
+
 def test_the_same_secret_makes_the_same_key_and_none_is_shown() -> None:
     secret = new_secret()
     assert verify(ReplyKey(secret).bind(META, PAYLOAD), ReplyKey(f"  {secret}\n").seal(META, PAYLOAD, REPLY))

@@ -66,6 +66,13 @@ def test_a_job_carries_the_named_fields_and_reads_back() -> None:
         b'["e1", "PreToolUse", "acme", "1700000000000", "", 0, "", "", ""]',  # the time as text
         b'["e1", 7, "acme", 1, "", 0, "", "", ""]',  # the event as a number
         b'["e1", "PreToolUse", null, 1, "", 0, "", "", ""]',
+        b'["e1", "PreToolUse", "acme", 1, "", 0, "", "", 5]',  # the policy as a number
+        b'["e1", "PreToolUse", "acme", 1, "", 0, "", [], ""]',  # the fail-open reason as a list
+        b'["e1", "PreToolUse", "acme", 1, "", 0.5, "", "", ""]',  # the deadline as a float
+        b'["e1", "PreToolUse", "acme", true, "", 0, "", "", ""]',  # the time as a boolean
+        b'["e1", "PreToolUse", "acme", 1, "", 0, "", "", "", "tok", 7]',  # the client address as a number
+        b'["e1", "PreToolUse", "acme", 1, "", 0, "", "", "", "tok", "10.0.0.7", "x"]',  # one value too many
+        b"7",
     ],
 )
 def test_a_malformed_entry_is_a_protocol_error_not_a_crash(meta: bytes) -> None:
