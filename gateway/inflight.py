@@ -48,6 +48,11 @@ class InflightBudgets:
     def __init__(self, tenant_bytes: int, token_bytes: int = 0, session_bytes: int = 0) -> None:
         self.budgets = {Scope.SESSION: session_bytes, Scope.TOKEN: token_bytes, Scope.TENANT: tenant_bytes}
         self.held: dict[Scope, dict[object, int]] = {scope: {} for scope in Scope}
+        # Each scope's budget and counts, looked up once here: an enum member hashes in Python,
+        # and every request goes through here twice.
+        self._session = (Scope.SESSION, session_bytes, self.held[Scope.SESSION])
+        self._token = (Scope.TOKEN, token_bytes, self.held[Scope.TOKEN])
+        self._tenant = (Scope.TENANT, tenant_bytes, self.held[Scope.TENANT])
 
     @classmethod
     def from_settings(cls, settings: Settings) -> InflightBudgets:
@@ -57,25 +62,33 @@ class InflightBudgets:
             session = int(settings.tenant_inflight_bytes * SESSION_SHARE)
         return cls(settings.tenant_inflight_bytes, settings.token_inflight_bytes, session)
 
-    def _budgeted(self, ticket: Ticket) -> list[tuple[Scope, object]]:
-        return [(scope, name) for scope, name in ticket.names() if name is not None and self.budgets[scope]]
+    def _budgeted(self, ticket: Ticket) -> list[tuple[tuple[Scope, int, dict[object, int]], object]]:
+        """``ticket``'s name at each scope it has one at and that has a budget, narrowest first
+        (:meth:`Ticket.names`)."""
+        names: list[tuple[tuple[Scope, int, dict[object, int]], object]] = []
+        if self._session[1] and ticket.session_id is not None:
+            names.append((self._session, (ticket.tenant, ticket.session_id)))
+        if self._token[1] and ticket.token_id is not None:
+            names.append((self._token, ticket.token_id))
+        if self._tenant[1]:
+            names.append((self._tenant, ticket.tenant))
+        return names
 
     def hold(self, ticket: Ticket) -> Limited | None:
         """Take ``ticket``'s bytes from each of its budgets, or from none: the narrowest budget it
         would overrun, else None (then :meth:`release` it once answered)."""
         names = self._budgeted(ticket)
-        for scope, name in names:
-            budget = self.budgets[scope]
-            held = self.held[scope].get(name, 0)
-            if held and held + ticket.size_bytes > budget:
+        size = ticket.size_bytes
+        for (scope, budget, counts), name in names:
+            held = counts.get(name, 0)
+            if held and held + size > budget:
                 detail = (
                     f"the {scope} has {held} bytes of events in flight at this gateway; "
                     f"its budget is {budget} ({_SETTINGS[scope]})"
                 )
                 return Limited(LimitKind.INFLIGHT, scope, 1.0, detail)
-        for scope, name in names:
-            counts = self.held[scope]
-            counts[name] = counts.get(name, 0) + ticket.size_bytes
+        for (_, _, counts), name in names:
+            counts[name] = counts.get(name, 0) + size
         ticket.held = True
         return None
 
@@ -84,8 +97,7 @@ class InflightBudgets:
         if not ticket.held:
             return
         ticket.held = False
-        for scope, name in self._budgeted(ticket):
-            counts = self.held[scope]
+        for (_, _, counts), name in self._budgeted(ticket):
             if (left := counts[name] - ticket.size_bytes) > 0:
                 counts[name] = left
             else:
