@@ -8,6 +8,7 @@ path); everything else is ordinary Starlette. Every error, 404 and 405 included,
 from __future__ import annotations
 
 import contextlib
+import functools
 import gc
 from collections.abc import AsyncIterator
 from typing import Any
@@ -36,6 +37,12 @@ from gateway.observer import Observer
 from gateway.state import Gateway
 
 _JSON = (b"content-type", b"application/json")
+
+
+@functools.lru_cache(maxsize=64)
+def _header_name(name: str) -> bytes:
+    """A response header's name as ASGI sends it (the gateway's few names, made once each)."""
+    return name.lower().encode()
 
 
 def json_response(body: Any, status: int = 200, headers: dict[str, str] | None = None) -> Response:
@@ -70,7 +77,7 @@ class HookbusApp:
             self.gateway.metrics.rejected.labels(str(exc.status)).inc()
             body, extra, status = error_body(exc.code, exc.detail), exc.headers, exc.status
         raw_headers = [_JSON, (b"content-length", str(len(body)).encode())]
-        raw_headers += [(k.lower().encode(), v.encode()) for k, v in extra.items()]
+        raw_headers += [(_header_name(k), v.encode()) for k, v in extra.items()]
         await send({"type": "http.response.start", "status": status, "headers": raw_headers})
         await send({"type": "http.response.body", "body": body})
 

@@ -19,7 +19,7 @@ from urllib.parse import parse_qs
 
 import orjson
 
-from bus.dialects import dialect_for
+from bus.dialects import CLAUDE, dialect_for
 from bus.dialects.base import Dialect
 from bus.dialects.mcpnames import naming_servers
 from bus.errors import BusUnavailable, RequestRejected
@@ -155,7 +155,10 @@ class HooksEndpoint:
     @staticmethod
     def _speaker(headers: dict[bytes, bytes], query: bytes) -> Dialect:
         """The dialect the request asked for (400 ``unknown_dialect`` for a name there is none of)."""
-        dialect = headers.get(b"x-hookbus-dialect", b"").decode("latin-1")
+        named = headers.get(b"x-hookbus-dialect")
+        if named is None and not query:  # Claude Code's own requests name none
+            return CLAUDE
+        dialect = (named or b"").decode("latin-1")
         if query:
             dialect = parse_qs(query.decode("latin-1")).get("dialect", [dialect])[0]
         try:
@@ -185,7 +188,7 @@ class HooksEndpoint:
                     hook_input = None
                     why = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
                     raise RequestRejected(400, "dialect_error", f"not a {speaker.title} hook input: {why}") from exc
-            if (home := home_path(headers.get(b"x-hookbus-home", b"").decode("latin-1"))) is not None:
+            if (sent_home := headers.get(b"x-hookbus-home")) and (home := home_path(sent_home.decode("latin-1"))):
                 # The agent's home (hookbus hook sends its $HOME): what ~ in a path rule stands for.
                 hook_input = {**hook_input, HOME_FIELD: home}
                 body = orjson.dumps(hook_input)
