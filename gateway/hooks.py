@@ -155,12 +155,10 @@ class HooksEndpoint:
     @staticmethod
     def _speaker(headers: dict[bytes, bytes], query: bytes) -> Dialect:
         """The dialect the request asked for (400 ``unknown_dialect`` for a name there is none of)."""
-        named = headers.get(b"x-hookbus-dialect")
-        if named is None and not query:  # Claude Code's own requests name none
-            return CLAUDE
+        if (named := headers.get(b"x-hookbus-dialect")) is None and not query:
+            return CLAUDE  # Claude Code's own requests name none
         dialect = (named or b"").decode("latin-1")
-        if query:
-            dialect = parse_qs(query.decode("latin-1")).get("dialect", [dialect])[0]
+        dialect = parse_qs(query.decode("latin-1")).get("dialect", [dialect])[0] if query else dialect
         try:
             return dialect_for(dialect)
         except ValueError as exc:  # an unknown dialect name
