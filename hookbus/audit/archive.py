@@ -151,13 +151,11 @@ class Archiver(Follower):
     async def _read(self, partition: int, from_id: str, block_ms: int | None) -> list[RawEntry]:
         """One ``XREADGROUP`` of a partition: ``[(entry id, fields)]`` (fields None: trimmed while pending;
         on a single Redis ``[name, value, name, value...]`` as Redis sends them, no dict made)."""
-        if from_id == ">" and self.counted is not None:  # a Redis without stream counters
-            return await self.counted.read(partition, self.sink.batch, block_ms)
         if is_cluster(self.redis):
             return await super()._read(partition, from_id, block_ms)
-        link = self._links.get(partition)
-        if link is None:
-            link = self._links[partition] = LeanLink(self.redis)
+        if from_id == ">" and self.counted is not None:  # a Redis without stream counters
+            return await self.counted.read(partition, self.sink.batch, block_ms)
+        link = self._link(partition)
         command: list[bytes | str | int] = ["XREADGROUP", "GROUP", self.group, self.consumer, "COUNT", self.sink.batch]
         if block_ms is not None:
             command += ["BLOCK", block_ms]
@@ -165,6 +163,17 @@ class Archiver(Follower):
         if isinstance(reply, Exception):  # an error reply (NOGROUP): raised as redis-py raises it
             raise reply
         return [entry for _, entries in reply or () for entry in entries]
+
+    def _link(self, partition: int) -> LeanLink:
+        link = self._links.get(partition)
+        if link is None:
+            link = self._links[partition] = LeanLink(self.redis)
+        return link
+
+    async def _count_reads(self) -> None:
+        await super()._count_reads()
+        if self.counted is not None and not is_cluster(self.redis):
+            self.counted.link = self._link
 
     async def _compact(self) -> None:
         """Merge the files of each day before yesterday (UTC) into one per tenant (a day of grace

