@@ -136,6 +136,8 @@ class CountedReads:
         self.group = group
         self.consumer = consumer
         self.link = link
+        #: Each partition's last delivered entry after a read that took all there was.
+        self._caught_up: dict[int, str] = {}
 
     async def read_once(self, partition: int, count: int) -> tuple[list[RawEntry], str]:
         """What ``XREADGROUP ... COUNT count ... >`` delivers now, and the group's last delivered entry
@@ -166,18 +168,25 @@ class CountedReads:
 
     async def read(self, partition: int, count: int, block_ms: int | None) -> list[RawEntry]:
         """New records of ``partition`` for this consumer, waiting up to ``block_ms`` (0: for ever;
-        None: not at all) for some to come (an empty list when none did)."""
+        None: not at all) for some to come (an empty list when none did).
+
+        After a read that took all there was, the next one waits first: a trickle costs one ``XREAD``
+        and one transaction a wake-up, not a transaction more that finds nothing."""
         loop = asyncio.get_running_loop()
         until = None if not block_ms else loop.time() + block_ms / 1000
+        after = self._caught_up.pop(partition, None) if block_ms is not None else None
         while True:
+            if after is not None:
+                wait_ms = 0 if until is None else int((until - loop.time()) * 1000)
+                if until is not None and wait_ms <= 0:
+                    return []
+                # Another consumer of the group may take what this wakes for: the read finds nothing, waits again.
+                await self._wait(partition, after, wait_ms)
             found, after = await self.read_once(partition, count)
+            if len(found) < count:
+                self._caught_up[partition] = found[-1][0].decode() if found else after
             if found or block_ms is None:
                 return found
-            wait_ms = 0 if until is None else int((until - loop.time()) * 1000)
-            if until is not None and wait_ms <= 0:
-                return []
-            # Another consumer of the group may take what this wakes for: then the read finds nothing and waits again.
-            await self._wait(partition, after, wait_ms)
 
     async def _wait(self, partition: int, after: str, block_ms: int) -> None:
         """Until ``partition``'s log has an entry after ``after``, or ``block_ms`` passed (0: for ever)."""
