@@ -33,7 +33,8 @@ from bus.redis.connection import read_streams, transaction
 from bus.redis.keys import Keyspace
 from bus.redis.lean import LeanLink
 
-#: Lua: ``seq_of(flat fields)``, the sequence number of a record in its chain (nil: not linked).
+#: Lua: ``seq_of(flat fields)``, the sequence number of a record in its chain (nil: not linked), and
+#: ``group_info(stream, name)``, a consumer group's ``XINFO GROUPS`` item as a table (nil: no such group).
 SEQ_LUA: Final = """
 local function seq_of(fields)
   for i = #fields - 1, 1, -2 do
