@@ -12,7 +12,7 @@ give the same :class:`Judgement`, so it is tested on its own.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from bus.hooks.decisions import Decision, FailOpenReason
@@ -41,13 +41,21 @@ class Judgement:
     counts: list[Count]
 
 
-def judge(event: str, results: Sequence[HandlerResult], whole_shadow: bool = False) -> Judgement:
+def judge(
+    event: str,
+    results: Sequence[HandlerResult],
+    whole_shadow: bool = False,
+    said: Callable[[Sequence[HandlerResult]], object] | None = None,
+) -> Judgement:
     """Merge ``results`` (in policy order) into the event's decision; ``whole_shadow``: the
-    policy's ``shadow: true`` (every handler is logged, none enforced)."""
+    policy's ``shadow: true`` (every handler is logged, none enforced); ``said(results)``: called
+    before they are merged when some result says something (it may add to what they say)."""
     if not whole_shadow and all(
         r.outcome is Outcome.OK and not r.output and not r.text and not r.shadow for r in results
     ):  # nobody said anything (most tool calls a policy lets through): what the rest gives, sooner
         return Judgement(MergedDecision({}, Decision.NONE, None), list(results), [], None, [])
+    if said is not None:
+        said(results)
     counts: list[Count] = []
     shadow: list[dict[str, Any]] = []
     shadow_results = [r for r in results if r.shadow or whole_shadow]

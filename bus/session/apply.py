@@ -17,29 +17,30 @@ def changes(fields: Mapping[str, str], ops: Sequence[str], now_ms: int) -> dict[
     """The fields ``ops`` (:func:`bus.session.effects.effects`) write at ``now_ms`` on ``fields``,
     and what they write (None: the field is deleted); not the version and first-seen time."""
     changed: dict[str, str | None] = {}
-
-    def get(field: str) -> str | None:
-        return changed[field] if field in changed else fields.get(field)
-
     for op in ops:
-        code, field, *rest = op.split(" ")
-        if code == "S":
-            changed[field] = str(now_ms)
+        code, _, rest = op.partition(" ")
+        if code == "I":  # the most common: every PreToolUse counts its call
+            value = changed[rest] if rest in changed else fields.get(rest)
+            changed[rest] = str(int(value or 0) + 1)
+        elif code == "S":
+            changed[rest] = str(now_ms)
         elif code == "D":
-            changed[field] = None
-        elif code == "I":
-            changed[field] = str(int(get(field) or 0) + 1)
-        elif code == "A":
-            changed[field] = str(int(get(field) or 0) + int(rest[0]))
-        elif code == "M":
-            changed[field] = str(max(int(get(field) or 0), int(rest[0])))
+            changed[rest] = None
         elif code == "Z":
-            changed[field] = "0"
-        elif code == "R":
-            bucket = now_ms // int(rest[0])
-            slot = f"{field}:{bucket % (BUCKETS + 1)}"
-            head, _, count = (get(slot) or "").partition(":")
-            changed[slot] = f"{bucket}:{int(count) + 1 if head == str(bucket) else 1}"
+            changed[rest] = "0"
+        else:
+            field, _, arg = rest.partition(" ")
+            if code == "R":
+                bucket = now_ms // int(arg)
+                slot = f"{field}:{bucket % (BUCKETS + 1)}"
+                head, _, count = ((changed[slot] if slot in changed else fields.get(slot)) or "").partition(":")
+                changed[slot] = f"{bucket}:{int(count) + 1 if head == str(bucket) else 1}"
+                continue
+            value = changed[field] if field in changed else fields.get(field)
+            if code == "A":
+                changed[field] = str(int(value or 0) + int(arg))
+            elif code == "M":
+                changed[field] = str(max(int(value or 0), int(arg)))
     return changed
 
 

@@ -23,6 +23,7 @@ from bus.policy.rulelists import Call, RuleList, compile_lists, first_verdict, r
 from bus.policy.schema import PlatformSettings
 from bus.policy.sessionschema import (
     BUILTIN_COUNTERS,
+    BudgetDef,
     CounterDef,
     EventRules,
     FactDef,
@@ -225,11 +226,13 @@ class SessionPolicy:
             for field in fields:
                 self.budgets_by_field.setdefault(field, []).append(name)
         self.budget_widths = tuple(sorted(widths))
-        #: The names of the budgets a PreToolUse checks, in definition order, per set of counters
-        #: it counts (:func:`bus.session.effects.verdicts`).
-        self.kept_budgets_on: dict[tuple[str, ...], list[str]] = {}
+        #: The budgets a PreToolUse checks (name, definition, whether its counter is measured), in
+        #: definition order, per set of counters it counts (:func:`bus.session.effects.verdicts`).
+        self.kept_budgets_on: dict[tuple[str, ...], list[tuple[str, BudgetDef, bool]]] = {}
         #: The facts set, per setting of every fact (:meth:`bus.session.state.SessionView.facts`).
         self.kept_facts: dict[tuple[object, ...], tuple[str, ...]] = {}
+        #: What a reader of the policy keeps per choice of handlers (:mod:`workers.engine.sessions`).
+        self.plans: dict[object, Any] = {}
 
     def matched(self, event: str, hook_input: Mapping[str, Any], call: Call | None = None) -> Matched:
         """The facts ``event`` sets and clears and the counters it counts (``call``: the event's

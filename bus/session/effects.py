@@ -108,13 +108,12 @@ def verdicts(view: SessionView, event: str, matched: Matched) -> list[HandlerRes
         on = policy.kept_budgets_on.get(key := tuple(matched.count))
         if on is None:  # kept per set of counters counted
             counters = dict.fromkeys([*counted(policy, event, matched), *_MEASURED])  # measured: checked on every call
-            on = [name for _, name in sorted(item for c in counters for item in policy.budgets_of.get(c, ()))]
+            names = [name for _, name in sorted(item for c in counters for item in policy.budgets_of.get(c, ()))]
+            on = [(name, policy.budgets[name], policy.budgets[name].counter in _MEASURED) for name in names]
             if len(policy.kept_budgets_on) >= BUDGET_SETS_KEPT:
                 policy.kept_budgets_on.clear()
             policy.kept_budgets_on[key] = on
-        for name in on:
-            budget = policy.budgets[name]
-            measured = budget.counter in _MEASURED
+        for name, budget, measured in on:
             used = view.counter(budget.counter)
             if (used >= budget.limit) if measured else (used + 1 > budget.limit):
                 why = budget.reason or f"hookbus: budget {name!r} is used up"

@@ -56,12 +56,12 @@ class SessionState:
         if changed is None:
             changed = {field for field, _ in self.fields.items() ^ prior.fields.items()}
         changed = frozenset(changed)
-        before = prior.memo
+        before, memo = prior.memo, self.memo
         before.pop(_PRIOR, None)
         for key, entry in before.items():  # entry: (owner, value, fields read)
             if type(key) is tuple and key[0] == _CARRIED and changed.isdisjoint(entry[2]):
-                self.memo[key] = entry
-        self.memo[_PRIOR] = (before, changed)  # its memo only: the state itself may go
+                memo[key] = entry
+        memo[_PRIOR] = (before, changed)  # its memo only: the state itself may go
         return self
 
     @property
@@ -119,6 +119,7 @@ class SessionView:
         #: The facts that made a condition hold, in the order they were read.
         self.used: dict[str, None] = {}
         self._facts: dict[str, int | None] = {}
+        self._budgets_at: tuple[object, ...] | None = None
 
     def fact_ms(self, name: str) -> int | None:
         """When the fact was last set, if it is set now (not cleared, not expired)."""
@@ -188,7 +189,7 @@ class SessionView:
         policy = self.policy
         if not policy.budgets_kept:
             return {name: max(0.0, b.limit - self.counter(b.counter)) for name, b in policy.budgets.items()}
-        key = (_BUDGETS, id(policy), *map(self.now_ms.__floordiv__, policy.budget_widths))  # the current buckets
+        key = self._budgets_key()
         memo = self.state.memo
         found = memo.get(key)
         if found is not None and found[0]() is policy:
@@ -209,6 +210,35 @@ class SessionView:
             left[name] = max(0.0, budget.limit - self.counter(budget.counter))
         memo[key] = (weakref.ref(policy), left)
         return dict(left) if copy else left
+
+    def _budgets_key(self) -> tuple[object, ...]:
+        """The key of the budgets left kept on a state: the policy and the windows' current buckets."""
+        key = self._budgets_at
+        if key is None:
+            policy = self.policy
+            key = self._budgets_at = (_BUDGETS, id(policy), *map(self.now_ms.__floordiv__, policy.budget_widths))
+        return key
+
+    def budgets_after(self, after: SessionState) -> dict[str, float]:
+        """Each budget's units left on ``after``, the state following this one at the same instant
+        (:func:`bus.session.apply.applied`), not to be changed: this state's (kept on it) with those
+        of the budgets reading a field that changed worked out again, kept on ``after``."""
+        policy = self.policy
+        prior = after.memo.get(_PRIOR)
+        if not policy.budgets_kept or prior is None or prior[0] is not self.state.memo:
+            return SessionView(policy, after, self.now_ms, self.fleet).budgets_left(copy=False)
+        before = self.budgets_left(copy=False)
+        del after.memo[_PRIOR]  # what it would be read for is worked out here
+        by_field = policy.budgets_by_field
+        names = [name for field in prior[1] if field in by_field for name in by_field[field]]
+        left = before  # the same budgets left: shared, never changed once kept
+        if names:
+            view, budgets, left = SessionView(policy, after, self.now_ms, self.fleet), policy.budgets, dict(before)
+            for name in names:
+                budget = budgets[name]
+                left[name] = max(0.0, budget.limit - view.counter(budget.counter))
+        after.memo[self._budgets_key()] = (weakref.ref(policy), left)
+        return left
 
     def holds(self, when: When) -> bool:
         """Whether ``when`` holds now; the facts that made it hold are added to :attr:`used`."""

@@ -213,7 +213,7 @@ class Engine:
             results.append(await run_plugins(event, hook_input, timeout_s, self.metrics))
         if sessions is not None:
             results = sessions.answers(results, event, hook_input, call)
-        judgement = judge(event, results, policy.settings.shadow)
+        judgement = judge(event, results, policy.settings.shadow, None if sessions is None else sessions.naming)
         merged = judgement.merged
         if event in STOP_EVENTS:
             merged = await self._stop_guard(request, hook_input, merged, policy.settings.stop_block_limit)
