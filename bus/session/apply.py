@@ -8,6 +8,7 @@ exactly as :data:`bus.session.script.APPLY_LUA` does in Redis (the tests compare
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from typing import cast
 
 from bus.session.definitions import BUCKETS, FIRST_SEEN_FIELD, VERSION_FIELD
 from bus.session.state import SessionState
@@ -68,7 +69,12 @@ def applied(state: SessionState, ops: Sequence[str], now_ms: int) -> SessionStat
     if not ops and not state.fields:
         return state
     fields = state.fields
-    over = {field: "" if value is None else value for field, value in changes(fields, ops, now_ms).items()}
+    written = changes(fields, ops, now_ms)
+    over = (
+        {field: "" if value is None else value for field, value in written.items()}
+        if None in written.values()  # a fact cleared
+        else cast("dict[str, str]", written)
+    )
     if FIRST_SEEN_FIELD not in fields:
         over.setdefault(FIRST_SEEN_FIELD, str(now_ms))
     if ops:

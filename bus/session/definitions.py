@@ -296,6 +296,8 @@ class Matched:
     count: dict[str, None] = dataclasses.field(default_factory=dict)
     #: The operations of a PreToolUse that matched these, once worked out (kept with the match).
     pre_ops: tuple[str, ...] | None = dataclasses.field(default=None, compare=False, repr=False)
+    #: The budgets a PreToolUse that matched these checks, once worked out (:func:`bus.session.effects.verdicts`).
+    checked: list[tuple[str, BudgetDef, bool]] | None = dataclasses.field(default=None, compare=False, repr=False)
 
 
 class _Policy(Protocol):

@@ -20,6 +20,7 @@ from typing import Any, Final
 
 from bus.hooks.decisions import Decision
 from bus.hooks.results import HandlerResult, Outcome
+from bus.policy.sessionschema import BudgetDef
 from bus.session.definitions import (
     BUCKETS,
     CALLS_FIELD,
@@ -105,14 +106,9 @@ def verdicts(view: SessionView, event: str, matched: Matched) -> list[HandlerRes
         )
         found.append(_answer(LOOP_GATE_HANDLER, "deny", text))
     if policy.budgets:
-        on = policy.kept_budgets_on.get(key := tuple(matched.count))
-        if on is None:  # kept per set of counters counted
-            counters = dict.fromkeys([*counted(policy, event, matched), *_MEASURED])  # measured: checked on every call
-            names = [name for _, name in sorted(item for c in counters for item in policy.budgets_of.get(c, ()))]
-            on = [(name, policy.budgets[name], policy.budgets[name].counter in _MEASURED) for name in names]
-            if len(policy.kept_budgets_on) >= BUDGET_SETS_KEPT:
-                policy.kept_budgets_on.clear()
-            policy.kept_budgets_on[key] = on
+        on = matched.checked  # kept with the match, and per set of counters counted
+        if on is None:
+            on = matched.checked = _checked(policy, event, matched)
         for name, budget, measured in on:
             used = view.counter(budget.counter)
             if (used >= budget.limit) if measured else (used + 1 > budget.limit):
@@ -120,6 +116,19 @@ def verdicts(view: SessionView, event: str, matched: Matched) -> list[HandlerRes
                 text = f"{why} ({budget.counter}: {used:g} of {budget.limit})"
                 found.append(_answer(BUDGET_HANDLER + name, budget.verdict, text))
     return found
+
+
+def _checked(policy: SessionPolicy, event: str, matched: Matched) -> list[tuple[str, BudgetDef, bool]]:
+    """The budgets a PreToolUse that matched ``matched`` checks (kept per set of counters counted)."""
+    on = policy.kept_budgets_on.get(key := tuple(matched.count))
+    if on is None:
+        counters = dict.fromkeys([*counted(policy, event, matched), *_MEASURED])  # measured: checked on every call
+        names = [name for _, name in sorted(item for c in counters for item in policy.budgets_of.get(c, ()))]
+        on = [(name, policy.budgets[name], policy.budgets[name].counter in _MEASURED) for name in names]
+        if len(policy.kept_budgets_on) >= BUDGET_SETS_KEPT:
+            policy.kept_budgets_on.clear()
+        policy.kept_budgets_on[key] = on
+    return on
 
 
 def remaining(view: SessionView) -> dict[str, float]:

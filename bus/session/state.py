@@ -111,6 +111,8 @@ def _int(value: str | None) -> int:
 class SessionView:
     """A session's state read under one policy at ``now_ms``."""
 
+    __slots__ = ("_budgets_at", "_facts", "fleet", "now_ms", "policy", "state", "used")
+
     def __init__(
         self, policy: SessionPolicy, state: SessionState, now_ms: int, fleet: Callable[[Counter], float] | None = None
     ) -> None:

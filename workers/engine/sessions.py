@@ -62,6 +62,8 @@ class SessionOutcome:
 class SessionJudge:
     """One event's view of its session under one policy."""
 
+    __slots__ = ("_matched", "_named", "policy", "read", "view")
+
     def __init__(
         self,
         policy: SessionPolicy,
@@ -166,12 +168,16 @@ class SessionJudge:
                     facts.pop(name, None)
             now = list(facts)
         expected = view.state.version if self.read else None
-        fleet = [
-            counter
-            for name in matched.count
-            if (counter := policy.fleet.get(name)) is not None
-            and (not counter.decisions or str(decision) in counter.decisions)
-        ]
+        fleet = (
+            [
+                counter
+                for name in matched.count
+                if (counter := policy.fleet.get(name)) is not None
+                and (not counter.decisions or str(decision) in counter.decisions)
+            ]
+            if policy.fleet and matched.count
+            else []
+        )
         budgets, after = {}, None
         if policy.budgets:  # what is left once the event's operations are applied
             after = applied(view.state, ops, view.now_ms)
