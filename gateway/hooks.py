@@ -28,7 +28,7 @@ from bus.hooks.events import event_spec
 from bus.policy.agents import mcp_servers, serves
 from bus.policy.loading import Policy
 from bus.redis.connection import redis_errors
-from bus.rules.limits import depth_over
+from bus.rules.limits import json_depth_over
 from bus.rules.paths import HOME_FIELD, home_path
 from bus.runtime import tracing
 from bus.runtime.logs import event_fields
@@ -194,8 +194,7 @@ class HooksEndpoint:
             event = hook_input["hook_event_name"]
             policy, versions = self.registry.for_tenant(tenant)
             limit = policy.settings.limits.nesting_depth
-            # Fewer brackets than the limit cannot nest deeper (one count in C; the walk only past it).
-            if body.count(b"[") + body.count(b"{") > limit and depth_over(hook_input, limit) is not None:
+            if json_depth_over(body, hook_input, limit) is not None:
                 raise RequestRejected(
                     400, "too_deep", f"the hook input is nested more than {limit} deep (hookbus.limits.nestingDepth)"
                 )

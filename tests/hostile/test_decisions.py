@@ -17,7 +17,7 @@ from bus.policy.loading import Policy, load_policy, policy_from_text
 from bus.policy.schema import RuleHandler
 from bus.redaction.redact import DEFAULT
 from bus.rules.bashsplit import parse_commands
-from bus.rules.limits import DEFAULT_LIMITS, Limits, depth_over
+from bus.rules.limits import DEFAULT_LIMITS, Limits, depth_over, json_depth_over
 from bus.stream.protocol import VIEW_DEPTH, Request, now_ms, payload_json
 from tests.conftest import REPO
 from tests.hostile.inputs import COMMAND_UNITS, OPEN_UNITS, SECRET_UNITS, command, fill, nested, nested_json
@@ -151,6 +151,17 @@ def test_depth_is_measured_without_recursion_at_every_depth(depth: int) -> None:
     value = orjson.loads(nested_json(depth)) if depth <= 1023 else nested(depth)
     over = depth_over(value, 64)
     assert over == (None if depth <= 64 else 65)
+
+
+@pytest.mark.parametrize("depth", [1, 63, 64, 65, 199, 200, 201, 990, 1023])
+def test_a_json_texts_depth_counts_its_brackets_first_and_agrees_with_the_walk(depth: int) -> None:
+    raw = nested_json(depth)
+    value = orjson.loads(raw)
+    assert json_depth_over(raw, value, 64) == depth_over(value, 64)
+    # Brackets in strings only make it walk: the answer is the walk's.
+    padded = b'{"note": "' + b"[{" * 100 + b'", "v": ' + nested_json(min(depth, 500)) + b"}"
+    assert json_depth_over(padded, orjson.loads(padded), 64) == depth_over(orjson.loads(padded), 64)
+    assert json_depth_over(b"[]", [], 0) == 1 and json_depth_over(b"7", 7, 0) is None
 
 
 @pytest.mark.parametrize("depth", [VIEW_DEPTH, VIEW_DEPTH + 1, 990, 1023])

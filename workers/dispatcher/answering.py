@@ -35,7 +35,7 @@ from bus.policy.reload import PolicyWatcher
 from bus.redaction.redact import install_log_redaction, redactor_for
 from bus.redaction.scan import OverBudget, masking_deadline
 from bus.redis.topology import Topology
-from bus.rules.limits import depth_over
+from bus.rules.limits import json_depth_over
 from bus.runtime import tracing
 from bus.runtime.logs import event_fields
 from bus.runtime.metrics import Metrics, event_label, process_metrics
@@ -273,7 +273,7 @@ class Dispatcher:
                 hook_input = request.hook_input()
                 policy = await self.registry.resolve(request.tenant, request.policy)
                 limit = policy.settings.limits.nesting_depth
-                if depth_over(hook_input, limit) is not None:  # the gateway refuses these
+                if json_depth_over(request.payload, hook_input, limit) is not None:  # the gateway refuses these
                     raise ValueError(f"hook input nested more than {limit} deep (hookbus.limits.nestingDepth)")
                 if session_policy(policy).defined:
                     state_key = self.sessions.key_of(request, str(hook_input.get("session_id", "")), partition)
