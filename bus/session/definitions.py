@@ -31,6 +31,7 @@ from bus.policy.sessionschema import (
     SessionSettings,
     duration_seconds,
 )
+from bus.rules.limits import current_limits
 from bus.rules.permissions import parse_rule
 
 #: Buckets of a windowed counter's window (one more is kept: the one filling now).
@@ -184,6 +185,8 @@ class SessionPolicy:
             event: (*first[2], *(lst for _, _, t in self._by_event[event] for lst in t.excepted))
             for event, first in self._first_pass.items()
         }
+        #: The events none of whose lists names a parameter: a kept match is then the call's alone.
+        self._unparametered = frozenset(e for e, lists in self._lists.items() if not any(lst.params for lst in lists))
         self._kept: dict[object, Matched] = {}
         #: Whether it decides PreToolUse on its own (a budget or the loop gate), with no handler.
         self.decides = bool(self.budgets or self.loop_gate)
@@ -250,11 +253,14 @@ class SessionPolicy:
         given = hook_input if isinstance(hook_input, dict) else dict(hook_input)
         if call is None:
             call = read_call(given)
-        key = None
+        key: tuple[object, ...] | None = None
         if call is not None and call.subject is not None:
             tool_name, tool_input, cwd, home, _, shell, subject = call
-            read = verdictcache.call_key(self._lists[event], tool_name, tool_input, cwd, home, shell, subject)
-            key = None if read is None else (event, read)
+            if event in self._unparametered:  # verdictcache.call_key but the lists, which are the event's
+                key = (event, tool_name, subject, cwd, home, id(current_limits()))
+            else:
+                read = verdictcache.call_key(self._lists[event], tool_name, tool_input, cwd, home, shell, subject)
+                key = None if read is None else (event, read)
             kept = self._kept.get(key) if key is not None else None
             if kept is not None:
                 return kept

@@ -130,13 +130,13 @@ class SessionStates:
         time it applied the event's operations to the state the event was decided on, which this
         copy applies alike; returns the answer read."""
         try:
-            found = orjson.loads(raw)
+            found: dict[str, Any] = orjson.loads(raw)
             base, at = outcome.decided_on, found.get("n")
             if written and at is not None and base is not None:
                 now, prior, after = int(at), self._states.get(key), outcome.after
                 if after is not None and prior is base and same_at(base, outcome.ops, outcome.after_ms, now):
                     self._keep(key, after)  # the state after as the decision saw it: the very fields written
-                    return dict(found)
+                    return found
                 state = apply_ops(base, outcome.ops, now)
                 if prior is base and after is not None and after.memo:
                     # what the decision worked out on the state after, at its own time: the same
@@ -144,16 +144,16 @@ class SessionStates:
                     fields, seen = state.fields, after.fields
                     near = touched(outcome.ops, now) | touched(outcome.ops, outcome.after_ms)
                     self._keep(key, state.following(after, {f for f in near if fields.get(f) != seen.get(f)}))
-                    return dict(found)
+                    return found
                 changed = touched(outcome.ops, now) if prior is base and prior.memo else None  # else unread
                 self._keep(key, state.following(prior, changed))
-                return dict(found)
+                return found
             state = SessionState.of(found.get("s"))
         except (ValueError, AttributeError, TypeError) as exc:
             logger.warning("the session state returned for %s is unreadable: %s", key, exc)
             state, found = SessionState(), {}
         self.put(key, state, outcome.ops if written else None)
-        return dict(found)
+        return found
 
 
 __all__ = ["CACHED_SESSIONS", "MAX_ATTEMPTS", "SessionStates"]
