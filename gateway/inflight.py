@@ -36,11 +36,6 @@ class Ticket:
     #: The address of the client that sent it (its records' ``src_endpoint``).
     client_address: str = ""
 
-    def names(self) -> tuple[tuple[Scope, object], ...]:
-        """Each scope's key in the budgets (None: the request has no name at that scope)."""
-        session = (self.tenant, self.session_id) if self.session_id is not None else None
-        return ((Scope.SESSION, session), (Scope.TOKEN, self.token_id), (Scope.TENANT, self.tenant))
-
 
 class InflightBudgets:
     """Bytes in flight per session, token and tenant at this gateway (0 at a scope: no budget)."""
@@ -63,8 +58,8 @@ class InflightBudgets:
         return cls(settings.tenant_inflight_bytes, settings.token_inflight_bytes, session)
 
     def _budgeted(self, ticket: Ticket) -> list[tuple[tuple[Scope, int, dict[object, int]], object]]:
-        """``ticket``'s name at each scope it has one at and that has a budget, narrowest first
-        (:meth:`Ticket.names`)."""
+        """``ticket``'s name at each scope it has one at and that has a budget, narrowest first (a
+        session's name is ``(tenant, session_id)``)."""
         names: list[tuple[tuple[Scope, int, dict[object, int]], object]] = []
         if self._session[1] and ticket.session_id is not None:
             names.append((self._session, (ticket.tenant, ticket.session_id)))
