@@ -4,21 +4,33 @@ Codex sends a ``PostToolUse`` for a shell command whether it succeeded or not: i
 command's output as ``tool_response`` and no exit code, and Codex has no failure event. Codex
 writes the exit code in the session's rollout (the hook input's ``transcript_path``, a JSON
 Lines file Codex itself keeps) before it runs the hook: the command's ``item_completed`` event,
-``{"type":"CommandExecution","id":<the call's id>, ..., "exit_code":N}``. The shim runs where
-Codex runs, as its user, so it can read it: :func:`with_exit_code` adds the code to the input as
-``hookbus_exit_code``, and the Codex dialect makes a non-zero one a ``PostToolUseFailure``
-(what the loop gate counts).
+``{"type":"CommandExecution","id":<the call's id>, ..., "exit_code":N}``, the code after the
+command's whole output. The shim runs where Codex runs, as its user, so it can read it:
+:func:`with_exit_code` adds the code to the input as ``hookbus_exit_code``, and the Codex dialect
+makes a non-zero one a ``PostToolUseFailure`` (what the loop gate counts).
 
-Only the rollout's last MiB is read, with ``O_NOFOLLOW`` and ``O_NONBLOCK`` (a regular file or
-nothing). Inside a JSON line a string's quotes are escaped, so the unescaped ``"type":"Command
-Execution","id":"..."`` and ``"exit_code":`` that are looked for cannot come from a command's
-output. Anything not found, unreadable or unexpected leaves the input as it was (a success, as
-without this module): the code can only add a failure Codex reported, never hide one.
+The rollout is opened with ``O_NOFOLLOW`` and ``O_NONBLOCK`` (a regular file or nothing) and
+searched from its end backwards, :data:`CHUNK_BYTES` a read, for the call's line: usually the
+last one, which the first read finds. A command with a large output makes a long line, and later
+lines may follow it, so the search goes on, but no further than :data:`SCAN_BYTES` from the end,
+and the line must lie wholly within them. A call with no such line (another tool's
+``PostToolUse``) costs a search of the rollout up to that bound, about 2 ms per 10 MiB read: 64 MiB
+keeps that near 20 ms and still gives the code of a command with tens of MiB of output. Memory
+stays one chunk: the line's start, its ``"exit_code":`` and its end are found by their offsets,
+not by holding the line.
+
+Inside a JSON line a string's quotes are escaped, so the unescaped ``"type":"CommandExecution",
+"id":"..."``, ``"type":"item_completed"`` and ``"exit_code":`` that are looked for cannot come
+from a command's output. Anything not found, unreadable or unexpected leaves the input as it was
+(a success, as without this module): the code can only add a failure Codex reported, never hide
+one.
 
 Standard library only, and no ``os``: the installed command loads it from the package folder.
 """
 
 TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Callable
 if TYPE_CHECKING or __package__:
     from hookbus.shim_json import json_object
 else:  # loaded by shim_start.py from the package folder, without the package
@@ -26,8 +38,12 @@ else:  # loaded by shim_start.py from the package folder, without the package
 
 #: The field the exit code is added as (the Codex dialect reads it).
 EXIT_CODE_FIELD = "hookbus_exit_code"
-#: How much of the rollout's end is read.
-TAIL_BYTES = 1 << 20
+#: How far from the rollout's end its call's line is looked for (the line wholly within it).
+SCAN_BYTES = 64 << 20
+#: How much of the rollout one read takes (the memory the search holds).
+CHUNK_BYTES = 64 << 10
+_COMPLETED = b'"type":"item_completed"'
+_EXIT_CODE = b'"exit_code":'
 _REGULAR, _FILE_TYPE = 0o100000, 0o170000
 _ID_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-.:")
 
@@ -52,34 +68,10 @@ def with_exit_code(body: bytes) -> bytes:
     return b'%s{"%s":%d,%s' % (body[:start], EXIT_CODE_FIELD.encode(), code, body[start + 1 :])
 
 
-def rollout_exit_code(path: str, call: str) -> "int | None":
-    """The exit code the rollout at ``path`` gives the command of call ``call``; None if it gives none."""
-    tail = _tail(path)
-    if tail is None:
-        return None
-    at = tail.rfind(b'"type":"CommandExecution","id":"' + call.encode() + b'"')
-    if at < 0:
-        return None
-    line_start = tail.rfind(b"\n", 0, at) + 1
-    line_end = tail.find(b"\n", at)
-    line = tail[line_start : len(tail) if line_end < 0 else line_end]
-    if b'"type":"item_completed"' not in line:
-        return None
-    found = line.find(b'"exit_code":', at - line_start)
-    if found < 0:
-        return None
-    digits = line[found + len(b'"exit_code":') :].lstrip(b" ")
-    end = 1 if digits[:1] == b"-" else 0
-    while end < len(digits) and digits[end : end + 1].isdigit():
-        end += 1
-    try:
-        return int(digits[:end])
-    except ValueError:  # null, or not a number
-        return None
+def rollout_exit_code(path: str, call: str, *, chunk_bytes: int = CHUNK_BYTES) -> "int | None":
+    """The exit code the rollout at ``path`` gives the command of call ``call``; None if it gives none.
 
-
-def _tail(path: str) -> "bytes | None":
-    """The last :data:`TAIL_BYTES` of the regular file at ``path`` (no link followed), or None."""
+    ``chunk_bytes`` is how much one read takes (:data:`CHUNK_BYTES`)."""
     try:
         import posix
 
@@ -91,21 +83,84 @@ def _tail(path: str) -> "bytes | None":
         info = posix.fstat(fd)
         if info.st_mode & _FILE_TYPE != _REGULAR:
             return None
-        start = max(0, info.st_size - TAIL_BYTES)
-        chunks = []
-        left = info.st_size - start
-        while left > 0:
-            chunk = posix.pread(fd, min(left, 1 << 18), start)
-            if not chunk:
-                break
-            chunks.append(chunk)
-            start += len(chunk)
-            left -= len(chunk)
-        return b"".join(chunks)
-    except OSError:
+        return _exit_code(_Rollout(posix.pread, fd, info.st_size, chunk_bytes), call)
+    except (OSError, ValueError):
         return None
     finally:
         posix.close(fd)
 
 
-__all__ = ["EXIT_CODE_FIELD", "TAIL_BYTES", "rollout_exit_code", "with_exit_code"]
+def _exit_code(rollout: "_Rollout", call: str) -> "int | None":
+    """The exit code on the last ``item_completed`` line of ``call``'s command in ``rollout``, the
+    line wholly within its last :data:`SCAN_BYTES`."""
+    needle = b'"type":"CommandExecution","id":"' + call.encode() + b'"'
+    floor = max(0, rollout.size - SCAN_BYTES)
+    end = rollout.size
+    while True:
+        at = rollout.rfind(needle, floor, end)
+        if at < 0:
+            return None
+        newline = rollout.rfind(b"\n", max(0, floor - 1), at)
+        if newline < 0 < floor:  # the line starts before the scanned bytes
+            return None
+        line_start = newline + 1
+        if rollout.rfind(_COMPLETED, line_start, at) >= 0:  # the event's type, before its item
+            break
+        end = line_start  # another event of the call's item: its completion is earlier
+    after = at + len(needle)
+    line_end = rollout.find(b"\n", after, rollout.size)
+    found = rollout.find(_EXIT_CODE, after, rollout.size if line_end < 0 else line_end)
+    if found < 0:
+        return None
+    value = rollout.read(found + len(_EXIT_CODE), min(rollout.size, found + len(_EXIT_CODE) + 32))
+    digits = value.lstrip(b" ")
+    length = 1 if digits[:1] == b"-" else 0
+    while length < len(digits) and digits[length : length + 1].isdigit():
+        length += 1
+    if length == len(digits) and len(value) == 32:  # no end to the number in sight
+        return None
+    try:
+        return int(digits[:length])
+    except ValueError:  # null, or not a number
+        return None
+
+
+class _Rollout:
+    """The first ``size`` bytes of an open file, searched a chunk at a time."""
+
+    def __init__(self, pread: "Callable[[int, int, int], bytes]", fd: int, size: int, chunk_bytes: int) -> None:
+        if chunk_bytes < 1:
+            raise ValueError("chunk_bytes must be positive")
+        self.pread, self.fd, self.size, self.chunk_bytes = pread, fd, size, chunk_bytes
+
+    def read(self, start: int, end: int) -> bytes:
+        """Bytes ``[start, end)``; OSError if the file no longer has them."""
+        data = self.pread(self.fd, end - start, start)
+        if len(data) != end - start:
+            raise OSError("the rollout shrank while it was read")
+        return data
+
+    def rfind(self, sub: bytes, start: int, end: int) -> int:
+        """The offset of the last ``sub`` wholly within ``[start, end)``, or -1."""
+        before = end - len(sub) + 1  # a match starting before this ends by ``end``
+        while before > start:
+            at = max(start, before - self.chunk_bytes)
+            found = self.read(at, before + len(sub) - 1).rfind(sub)
+            if found >= 0:
+                return at + found
+            before = at
+        return -1
+
+    def find(self, sub: bytes, start: int, end: int) -> int:
+        """The offset of the first ``sub`` wholly within ``[start, end)``, or -1."""
+        last = end - len(sub) + 1  # a match starting before this ends by ``end``
+        while start < last:
+            stop = min(last, start + self.chunk_bytes)
+            found = self.read(start, stop + len(sub) - 1).find(sub)
+            if found >= 0:
+                return start + found
+            start = stop
+        return -1
+
+
+__all__ = ["CHUNK_BYTES", "EXIT_CODE_FIELD", "SCAN_BYTES", "rollout_exit_code", "with_exit_code"]

@@ -13,7 +13,7 @@ import orjson
 import pytest
 
 from bus.dialects.codex import EXIT_CODE_FIELD as DIALECT_FIELD
-from hookbus.shim_codex import EXIT_CODE_FIELD, TAIL_BYTES, rollout_exit_code, with_exit_code
+from hookbus.shim_codex import EXIT_CODE_FIELD, SCAN_BYTES, rollout_exit_code, with_exit_code
 from tests.conftest import BusProbe, logged_session
 from tests.hookbus.test_shim import BOTH, shim
 
@@ -75,6 +75,19 @@ def rollout(tmp_path: Path, *lines: str) -> Path:
     return path
 
 
+def long_rollout(tmp_path: Path, call: str, exit_code: int, output_bytes: int, *, before: str = "") -> Path:
+    """A rollout of ``before`` then ``call``'s completed line with ``output_bytes`` of output,
+    written a MiB at a time."""
+    head, tail = completed(call, exit_code, output="@@").split("@@")
+    path = tmp_path / "rollout.jsonl"
+    with path.open("w") as rollout_file:
+        rollout_file.write(before + head)
+        for written in range(0, output_bytes, 1 << 20):
+            rollout_file.write("x" * min(1 << 20, output_bytes - written))
+        rollout_file.write(tail + "\n")
+    return path
+
+
 def test_the_field_is_the_one_the_dialect_reads() -> None:
     assert EXIT_CODE_FIELD == DIALECT_FIELD
 
@@ -91,10 +104,11 @@ def test_a_failed_commands_exit_code_is_added_to_the_input(tmp_path: Path) -> No
 
 
 def test_what_is_not_found_or_not_plain_leaves_the_input_as_it_was(tmp_path: Path) -> None:
-    path = rollout(tmp_path, completed("call_1", 2), completed("call_3", None))
+    path = rollout(tmp_path, completed("call_1", 2), completed("call_3", None), completed("call_4", 10**40))
     for body in (
         post_tool_use(path, "call_2"),  # not in the rollout
         post_tool_use(path, "call_3"),  # no exit code (null)
+        post_tool_use(path, "call_4"),  # a number longer than any exit code
         post_tool_use(tmp_path / "missing.jsonl"),
         post_tool_use("relative.jsonl"),
         post_tool_use(path, 'call_1"'),  # an id that is not a plain token
@@ -124,13 +138,39 @@ def test_only_a_regular_file_is_read_and_no_link_followed(tmp_path: Path) -> Non
     assert rollout_exit_code(str(tmp_path), "call_1") is None
 
 
-def test_only_the_rollouts_end_is_read(tmp_path: Path) -> None:
+def test_a_large_outputs_exit_code_is_found(tmp_path: Path) -> None:
+    path = long_rollout(tmp_path, "call_1", 2, 3 << 20, before=completed("call_0", 0) + "\n")
+    assert rollout_exit_code(str(path), "call_1") == 2
+    assert rollout_exit_code(str(path), "call_0") == 0
+    assert json.loads(with_exit_code(post_tool_use(path, "call_1")))[EXIT_CODE_FIELD] == 2
+
+
+def test_a_call_with_more_than_a_mib_of_rollout_after_it_is_found(tmp_path: Path) -> None:
     filler = call_output("call_0")
-    count = TAIL_BYTES // len(filler) + 10
+    count = (3 << 20) // len(filler)
     path = rollout(tmp_path, completed("call_1", 2), *[filler] * count, completed("call_2", 3))
-    assert path.stat().st_size > TAIL_BYTES
+    assert rollout_exit_code(str(path), "call_1") == 2
     assert rollout_exit_code(str(path), "call_2") == 3
-    assert rollout_exit_code(str(path), "call_1") is None  # before the last MiB
+
+
+@pytest.mark.parametrize(("over", "found"), [(0, 2), (1, None)])
+def test_the_calls_line_is_read_only_within_the_scanned_end(tmp_path: Path, over: int, found: int | None) -> None:
+    before = completed("call_0", 0) + "\n"
+    line_bytes = len(completed("call_1", 2, output="")) + 1
+    path = long_rollout(tmp_path, "call_1", 2, SCAN_BYTES - line_bytes + over, before=before)
+    assert path.stat().st_size == len(before) + SCAN_BYTES + over  # the line: all of the scan, or a byte more
+    assert rollout_exit_code(str(path), "call_1") == found
+    assert rollout_exit_code(str(path), "call_0") is None  # before the scanned end
+
+
+def test_every_chunk_boundary_finds_the_same_codes(tmp_path: Path) -> None:
+    # Each chunk size puts the reads' boundaries elsewhere: through the id, the item's type,
+    # "exit_code":, the digits and the newlines, in turn.
+    forged = completed("call_9", 0)
+    path = rollout(tmp_path, completed("call_1", 0), completed("call_2", 17, output=forged), call_output("call_2"))
+    for chunk_bytes in range(1, path.stat().st_size + 2):
+        found = [rollout_exit_code(str(path), call, chunk_bytes=chunk_bytes) for call in ("call_1", "call_2", "call_9")]
+        assert found == [0, 17, None], chunk_bytes
 
 
 @BOTH
