@@ -44,6 +44,12 @@ SCAN_BYTES = 64 << 20
 CHUNK_BYTES = 64 << 10
 _COMPLETED = b'"type":"item_completed"'
 _EXIT_CODE = b'"exit_code":'
+#: The tools whose calls Codex runs as commands, with an exit code in the rollout (the Codex
+#: dialect's shell tools and ``write_stdin``): the rollout is searched for these alone, so that a
+#: patch or an MCP call does not pay for a search that cannot find a line.
+COMMAND_TOOLS = frozenset(
+    {"Bash", "shell", "exec_command", "local_shell", "shell_command", "unified_exec", "write_stdin"}
+)
 _REGULAR, _FILE_TYPE = 0o100000, 0o170000
 _ID_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-.:")
 
@@ -55,6 +61,8 @@ def with_exit_code(body: bytes) -> bytes:
         return body
     hook_input = json_object(body)
     if hook_input is None or hook_input.get("hook_event_name") != "PostToolUse" or EXIT_CODE_FIELD in hook_input:
+        return body
+    if hook_input.get("tool_name") not in COMMAND_TOOLS:
         return body
     path, call = hook_input.get("transcript_path"), hook_input.get("tool_use_id")
     if not (isinstance(path, str) and path.startswith("/") and isinstance(call, str) and call):
@@ -163,4 +171,4 @@ class _Rollout:
         return -1
 
 
-__all__ = ["CHUNK_BYTES", "EXIT_CODE_FIELD", "SCAN_BYTES", "rollout_exit_code", "with_exit_code"]
+__all__ = ["CHUNK_BYTES", "COMMAND_TOOLS", "EXIT_CODE_FIELD", "SCAN_BYTES", "rollout_exit_code", "with_exit_code"]

@@ -13,7 +13,8 @@ import orjson
 import pytest
 
 from bus.dialects.codex import EXIT_CODE_FIELD as DIALECT_FIELD
-from hookbus.shim_codex import EXIT_CODE_FIELD, SCAN_BYTES, rollout_exit_code, with_exit_code
+from bus.dialects.codex import SHELL_NAMES, STDIN_TOOL
+from hookbus.shim_codex import COMMAND_TOOLS, EXIT_CODE_FIELD, SCAN_BYTES, rollout_exit_code, with_exit_code
 from tests.conftest import BusProbe, logged_session
 from tests.hookbus.test_shim import BOTH, shim
 
@@ -90,6 +91,18 @@ def long_rollout(tmp_path: Path, call: str, exit_code: int, output_bytes: int, *
 
 def test_the_field_is_the_one_the_dialect_reads() -> None:
     assert EXIT_CODE_FIELD == DIALECT_FIELD
+
+
+def test_the_tools_searched_for_are_the_dialects_commands() -> None:
+    assert COMMAND_TOOLS == SHELL_NAMES | {STDIN_TOOL}
+
+
+def test_a_call_of_another_tool_is_not_searched_for(tmp_path: Path) -> None:
+    path = rollout(tmp_path, completed("call_2", 2))
+    body = json.loads(post_tool_use(path, "call_2"))
+    for tool in ("apply_patch", "mcp__fs__read", None):
+        other = orjson.dumps({**body, "tool_name": tool})
+        assert with_exit_code(other) == other
 
 
 def test_a_failed_commands_exit_code_is_added_to_the_input(tmp_path: Path) -> None:
