@@ -8,7 +8,6 @@ exactly as :data:`bus.session.script.APPLY_LUA` does in Redis (the tests compare
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import cast
 
 from bus.session.definitions import BUCKETS, FIRST_SEEN_FIELD, VERSION_FIELD
 from bus.session.state import SessionState
@@ -61,25 +60,34 @@ def apply_ops(state: SessionState, ops: Sequence[str], now_ms: int) -> SessionSt
     return SessionState(fields)
 
 
-def applied(state: SessionState, ops: Sequence[str], now_ms: int) -> SessionState:
-    """``state`` after ``ops`` as :func:`apply_ops` makes it, for reading only: what ``ops`` change
-    laid over its fields (a deleted field reads as empty text, as
-    :class:`bus.session.state.SessionView` reads a missing one), and it follows ``state``
-    (:meth:`bus.session.state.SessionState.following`)."""
-    if not ops and not state.fields:
-        return state
+def laid_over(state: SessionState, ops: Sequence[str], now_ms: int) -> dict[str, str] | None:
+    """What :func:`applied` lays over ``state``'s fields; None when it is ``state`` itself (no
+    operations on an empty state)."""
     fields = state.fields
+    if not ops and not fields:
+        return None
     written = changes(fields, ops, now_ms)
     over = (
         {field: "" if value is None else value for field, value in written.items()}
         if None in written.values()  # a fact cleared
-        else cast("dict[str, str]", written)
+        else written
     )
     if FIRST_SEEN_FIELD not in fields:
         over.setdefault(FIRST_SEEN_FIELD, str(now_ms))
     if ops:
         over[VERSION_FIELD] = str(int(fields.get(VERSION_FIELD) or 0) + 1)
-    return SessionState({**fields, **over}).following(state, over)  # a copy: read at C speed, unlike a ChainMap
+    return over  # type: ignore[return-value]  # no None left: checked above
+
+
+def applied(state: SessionState, ops: Sequence[str], now_ms: int) -> SessionState:
+    """``state`` after ``ops`` as :func:`apply_ops` makes it, for reading only: what ``ops`` change
+    laid over its fields (a deleted field reads as empty text, as
+    :class:`bus.session.state.SessionView` reads a missing one), and it follows ``state``
+    (:meth:`bus.session.state.SessionState.following`)."""
+    over = laid_over(state, ops, now_ms)
+    if over is None:
+        return state
+    return SessionState({**state.fields, **over}).following(state, over)  # a copy: read at C speed, unlike a ChainMap
 
 
 def same_at(state: SessionState, ops: Sequence[str], at_ms: int, now_ms: int) -> bool:
@@ -126,4 +134,4 @@ def changed_by(prior: SessionState, state: SessionState, ops: Sequence[str]) -> 
     return found
 
 
-__all__ = ["applied", "apply_ops", "changed_by", "changes", "same_at", "touched"]
+__all__ = ["applied", "apply_ops", "changed_by", "changes", "laid_over", "same_at", "touched"]

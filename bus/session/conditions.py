@@ -15,7 +15,7 @@ from typing import Final
 
 from bus.policy.sessionschema import When
 from bus.session.definitions import SessionPolicy
-from bus.session.state import SessionView, carried, carry, ms_of, within
+from bus.session.state import SessionView, carried_key, carry, ms_of, within
 
 #: ``check(view, used)``: whether the condition holds on ``view``; the facts that made it (and
 #: any nested condition judged on the way) hold are added to ``used``, as ``holds`` adds them.
@@ -31,6 +31,8 @@ class Compiled:
 
     check: Check
     static: bool
+    #: Whether it reads how long ago a fact was set (``within``), nested conditions included.
+    timed: bool = False
 
 
 def compile_when(when: When) -> Compiled:
@@ -44,7 +46,9 @@ def compile_when(when: When) -> Compiled:
     alls = tuple(compile_when(nested) for nested in when.all)
     anys = tuple(compile_when(nested) for nested in when.any)
     negated = None if when.not_ is None else compile_when(when.not_)
-    static = not spans and not counters and all(c.static for c in (*alls, *anys, *((negated,) if negated else ())))
+    nested = (*alls, *anys, *((negated,) if negated else ()))
+    static = not spans and not counters and all(c.static for c in nested)
+    timed = bool(spans) or any(c.timed for c in nested)
     all_checks = tuple(c.check for c in alls)
     any_checks = tuple(c.check for c in anys)
     not_check = None if negated is None else negated.check
@@ -87,7 +91,7 @@ def compile_when(when: When) -> Compiled:
             used[name] = None
         return True
 
-    return Compiled(check, static)
+    return Compiled(check, static, timed)
 
 
 def _shape(when: When) -> str:
@@ -121,15 +125,27 @@ class Conditions:
         #: The fields of the facts read that never expire (their text says all), and the names of the others.
         self._fields = tuple(fact.field for fact in known if fact.ttl_ms is None)
         self._expiring = tuple(fact.name for fact in known if fact.ttl_ms is not None)
-        self._field_set = frozenset(self._fields)
         self._kept: dict[tuple[object, ...], list[list[str] | None]] = {}
+        self._carried_key = carried_key("answers", self)
+        # Whether all the answers depend on the state's fields alone and on the current bucket of
+        # the windowed counters read (no fact that expires, no within, no session age, no tenant
+        # or agent count): then they are kept on the state and carry to the next as long as none
+        # of those fields changes, checked against the buckets they were worked out in.
+        reads = [policy.counter_reads(name) for when in self._whens for name in when.counter_names()]
+        self._carried = not self._expiring and not any(c.timed for c in self.compiled) and None not in reads
+        self._widths = tuple(sorted({width for _, width in filter(None, reads) if width is not None}))
+        self._field_set = frozenset((*self._fields, *(field for fields, _ in filter(None, reads) for field in fields)))
 
     def answers(self, view: SessionView) -> list[list[str] | None]:
         """Per distinct condition, the facts that made it hold (in the order ``holds`` names them),
         or None when it does not hold; the static ones' answers are kept per setting of their facts."""
-        lasting = self.static and not self._expiring  # its answers depend on the facts' fields alone
-        if lasting and (kept := carried(view.state, "answers", self)) is not None:
-            return kept  # type: ignore[no-any-return]
+        buckets: tuple[int, ...] = ()
+        if self._carried:  # kept on the state (carry()), or carried to it
+            if self._widths:
+                buckets = tuple(map(view.now_ms.__floordiv__, self._widths))
+            entry = view.state.memo.get(self._carried_key)
+            if entry is not None and entry[0]() is self and entry[1][0] == buckets:
+                return entry[1][1]  # type: ignore[no-any-return]
         get = view.state.fields.get
         key = (*map(get, self._fields), *map(view.fact_ms, self._expiring))
         answers = self._kept.get(key)
@@ -138,11 +154,11 @@ class Conditions:
             if len(self._kept) >= KEPT_ANSWERS:
                 self._kept.clear()
             self._kept[key] = answers
-        if lasting:
-            carry(view.state, "answers", self, answers, self._field_set)
-        if self.static:
-            return answers
-        return [_judge(c.check, view) if not c.static else answers[n] for n, c in enumerate(self.compiled)]
+        if not self.static:
+            answers = [_judge(c.check, view) if not c.static else answers[n] for n, c in enumerate(self.compiled)]
+        if self._carried:
+            carry(view.state, "answers", self, (buckets, answers), self._field_set)
+        return answers
 
 
 def _judge(check: Check, view: SessionView) -> list[str] | None:

@@ -48,6 +48,13 @@ FAILURES_FIELD: Final = "n:fails"
 TOKENS_FIELD: Final = "n:tokens"
 #: The session's spent cost in micro-dollars (:mod:`bus.session.usage`).
 COST_FIELD: Final = "n:cost"
+#: The built-in counters that read one field of the state, and that field.
+_BUILTIN_FIELDS: Final = {
+    "tool_calls": CALLS_FIELD,
+    "failures": FAILURES_FIELD,
+    "tokens": TOKENS_FIELD,
+    "cost_usd": COST_FIELD,
+}
 
 
 def _digest(model: Any) -> str:
@@ -205,25 +212,19 @@ class SessionPolicy:
         #: Per budget, the fields its counter reads; per field, the budgets reading it; the bucket
         #: widths of the windowed ones; whether what is left of each depends only on those fields
         #: and the window's current bucket (no session age, no tenant or agent counter).
-        builtin = {
-            "tool_calls": (CALLS_FIELD,),
-            "failures": (FAILURES_FIELD,),
-            "tokens": (TOKENS_FIELD,),
-            "cost_usd": (COST_FIELD,),
-        }
         self.budget_fields: dict[str, tuple[str, ...]] = {}
         self.budgets_by_field: dict[str, list[str]] = {}
         self.budgets_kept = len(self.budgets) >= KEPT_BUDGETS
         widths = set()
         for name, budget in self.budgets.items():
-            own = self.counters.get(budget.counter)
-            if own is not None:
-                fields = (own.field,) if own.bucket_ms is None else own.slots
-                if own.bucket_ms is not None:
-                    widths.add(own.bucket_ms)
+            read = self.counter_reads(budget.counter)
+            if read is not None:
+                fields, width = read
+                if width is not None:
+                    widths.add(width)
             else:
-                fields = builtin.get(budget.counter, ())
-                if budget.counter in self.fleet or (budget.counter in BUILTIN_COUNTERS and not fields):
+                fields = ()
+                if budget.counter in self.fleet or budget.counter in BUILTIN_COUNTERS:
                     self.budgets_kept = False  # a tenant's or agent's count, the session's age, another built-in
             self.budget_fields[name] = fields
             for field in fields:
@@ -236,6 +237,16 @@ class SessionPolicy:
         self.kept_facts: dict[tuple[object, ...], tuple[str, ...]] = {}
         #: What a reader of the policy keeps per choice of handlers (:mod:`workers.engine.sessions`).
         self.plans: dict[object, Any] = {}
+
+    def counter_reads(self, name: str) -> tuple[tuple[str, ...], int | None] | None:
+        """The fields of the session's state counter ``name`` reads, and its buckets' width (None:
+        not windowed); None when what it says depends on more (the session's age, a tenant's or
+        agent's count) or it is not defined."""
+        own = self.counters.get(name)
+        if own is not None:
+            return ((own.field,), None) if own.bucket_ms is None else (own.slots, own.bucket_ms)
+        field = _BUILTIN_FIELDS.get(name)
+        return None if field is None else ((field,), None)
 
     def matched(self, event: str, hook_input: Mapping[str, Any], call: Call | None = None) -> Matched:
         """The facts ``event`` sets and clears and the counters it counts (``call``: the event's
@@ -316,12 +327,22 @@ class _Policy(Protocol):
 _COMPILED: Final[weakref.WeakKeyDictionary[Any, SessionPolicy]] = weakref.WeakKeyDictionary()
 
 
+#: The policy last asked for (held weakly) and its session definitions: most events of a
+#: dispatcher are of one policy, found here without the weak dictionary's Python-level lookup.
+_last: tuple[weakref.ref[Any], SessionPolicy] | None = None
+
+
 def session_policy(policy: _Policy) -> SessionPolicy:
     """The compiled session definitions of ``policy`` (compiled once, dropped with it)."""
+    global _last
+    last = _last
+    if last is not None and last[0]() is policy:
+        return last[1]
     found = _COMPILED.get(policy)
     if found is None:
         conditioned = any(e.handler.when is not None for entries in policy.by_event.values() for e in entries)
         found = _COMPILED[policy] = SessionPolicy(policy.settings.session, conditioned)
+    _last = (weakref.ref(policy), found)
     return found
 
 

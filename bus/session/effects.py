@@ -63,10 +63,13 @@ def effects(
 ) -> list[str]:
     """The operations ``event``, answered ``decision``, applies to its session's state (``matched``:
     what its triggers matched, if known)."""
-    if not policy.defined or not goes_ahead(event, decision):
+    if not policy.defined:
         return []
-    if event == "PreToolUse" and matched is not None and matched.pre_ops is not None:
-        return list(matched.pre_ops)  # what follows, kept: a PreToolUse reports no tokens nor totals
+    if event == "PreToolUse":  # as goes_ahead(), inline: once per event
+        if decision in _STOPPED:
+            return []
+        if matched is not None and matched.pre_ops is not None:
+            return list(matched.pre_ops)  # what follows, kept: a PreToolUse reports no tokens nor totals
     ops: list[str] = []
     if event in policy.events:
         matched = matched or policy.matched(event, hook_input)

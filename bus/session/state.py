@@ -85,16 +85,16 @@ class SessionState:
         return cls({_text(k): _text(v) for k, v in pairs})
 
 
-def carried(state: SessionState, tag: str, owner: object) -> Any:
-    """What was kept on ``state`` (or carried to it) as ``tag`` of ``owner``; None: nothing."""
-    entry = state.memo.get((_CARRIED, tag, id(owner)))
-    return entry[1] if entry is not None and entry[0]() is owner else None
+def carried_key(tag: str, owner: object) -> tuple[str, str, int]:
+    """The key in a state's memo of what is kept as ``tag`` of ``owner`` (:func:`carry`); its
+    entry is ``(weak reference to owner, value, fields read)``."""
+    return (_CARRIED, tag, id(owner))
 
 
 def carry(state: SessionState, tag: str, owner: object, value: object, fields: frozenset[str]) -> None:
     """Keep ``value`` on ``state`` as ``tag`` of ``owner`` (held weakly), worked out of ``fields``
     alone: it carries to the states that follow as long as none of them changes."""
-    state.memo[(_CARRIED, tag, id(owner))] = (weakref.ref(owner), value, fields)
+    state.memo[carried_key(tag, owner)] = (weakref.ref(owner), value, fields)
 
 
 def _text(value: object) -> str:
@@ -147,8 +147,10 @@ class SessionView:
         """The names of the facts set now, in definition order (kept per setting of the facts: what
         a fact that never expires says is its field's text)."""
         policy = self.policy
-        if not policy.expiring and (found := carried(self.state, "facts", policy)) is not None:
-            return list(found)
+        if not policy.expiring:  # kept on the state (carry()), or carried to it
+            entry = self.state.memo.get((_CARRIED, "facts", id(policy)))
+            if entry is not None and entry[0]() is policy:
+                return list(entry[1])
         key = (*map(self.state.fields.get, policy.lasting_fields), *map(self.fact_ms, policy.expiring))
         found = policy.kept_facts.get(key)
         if found is None:
@@ -221,26 +223,36 @@ class SessionView:
             key = self._budgets_at = (_BUDGETS, id(policy), *map(self.now_ms.__floordiv__, policy.budget_widths))
         return key
 
-    def budgets_after(self, after: SessionState) -> dict[str, float]:
-        """Each budget's units left on ``after``, the state following this one at the same instant
-        (:func:`bus.session.apply.applied`), not to be changed: this state's (kept on it) with those
-        of the budgets reading a field that changed worked out again, kept on ``after``."""
-        policy = self.policy
-        prior = after.memo.get(_PRIOR)
-        if not policy.budgets_kept or prior is None or prior[0] is not self.state.memo:
-            return SessionView(policy, after, self.now_ms, self.fleet).budgets_left(copy=False)
-        before = self.budgets_left(copy=False)
-        del after.memo[_PRIOR]  # what it would be read for is worked out here
-        by_field = policy.budgets_by_field
-        names = [name for field in prior[1] if field in by_field for name in by_field[field]]
-        left = before  # the same budgets left: shared, never changed once kept
-        if names:
-            view, budgets, left = SessionView(policy, after, self.now_ms, self.fleet), policy.budgets, dict(before)
-            for name in names:
-                budget = budgets[name]
+    def after(self, over: Mapping[str, str]) -> tuple[SessionState, dict[str, float]]:
+        """The state following this one at the same instant, ``over`` laid over its fields
+        (:func:`bus.session.apply.applied`), and each budget's units left on it, not to be changed:
+        what this state keeps and reads none of ``over`` carries to it, and so do its budgets left
+        (kept on it) but those reading a field of ``over``, worked out again and kept on the state after."""
+        policy, state = self.policy, self.state
+        after = SessionState({**state.fields, **over})
+        before, memo = state.memo, after.memo
+        if before:  # as :meth:`SessionState.following`, with what it would note for the budgets worked out here
+            before.pop(_PRIOR, None)
+            changed = over.keys()
+            for key, entry in before.items():
+                if type(key) is tuple and key[0] == _CARRIED and changed.isdisjoint(entry[2]):
+                    memo[key] = entry
+        if not policy.budgets_kept:
+            return after, SessionView(policy, after, self.now_ms, self.fleet).budgets_left(copy=False)
+        key = self._budgets_key()
+        found = before.get(key)
+        if found is None or found[0]() is not policy:
+            self.budgets_left(copy=False)
+            found = before[key]
+        by_field, view, left = policy.budgets_by_field, None, found[1]
+        for field in over:  # the budgets reading a field written; none: the same budgets left, shared
+            for name in by_field.get(field, ()):
+                if view is None:
+                    view, left = SessionView(policy, after, self.now_ms, self.fleet), dict(left)
+                budget = policy.budgets[name]
                 left[name] = max(0.0, budget.limit - view.counter(budget.counter))
-        after.memo[self._budgets_key()] = (weakref.ref(policy), left)
-        return left
+        memo[key] = found if view is None else (found[0], left)
+        return after, left
 
     def holds(self, when: When) -> bool:
         """Whether ``when`` holds now; the facts that made it hold are added to :attr:`used`."""
@@ -294,4 +306,4 @@ def within(value: float, bound: Threshold) -> bool:
     )
 
 
-__all__ = ["KEPT_SETTINGS", "SessionState", "SessionView", "carried", "carry", "ms_of", "within"]
+__all__ = ["KEPT_SETTINGS", "SessionState", "SessionView", "carried_key", "carry", "ms_of", "within"]

@@ -18,7 +18,7 @@ from bus.hooks.results import HandlerResult
 from bus.policy.compiled import CompiledHandler
 from bus.policy.loading import Policy
 from bus.policy.rulelists import Call
-from bus.session.apply import applied
+from bus.session.apply import laid_over
 from bus.session.conditions import Conditions
 from bus.session.definitions import FIRST_SEEN_FIELD, Counter, Matched, SessionPolicy, session_policy
 from bus.session.effects import effects, handed, naming_facts, remaining, verdicts
@@ -59,10 +59,10 @@ class SessionOutcome:
         return f"{state.version}:{state.fields.get(FIRST_SEEN_FIELD, '')}"
 
 
-class SessionJudge:
+class SessionJudge(SessionView):
     """One event's view of its session under one policy."""
 
-    __slots__ = ("_matched", "_named", "policy", "read", "view")
+    __slots__ = ("_matched", "_named", "read")
 
     def __init__(
         self,
@@ -71,10 +71,12 @@ class SessionJudge:
         at_ms: int | None = None,
         fleet: Callable[[Counter], float] | None = None,
     ) -> None:
-        self.policy = policy
-        self.view = SessionView(policy, state, now_ms() if at_ms is None else at_ms, fleet)
+        # the view's attributes set here rather than by its __init__: one call less per event
+        self.policy, self.state, self.fleet = policy, state, fleet
+        self.now_ms = now_ms() if at_ms is None else at_ms
+        self.used, self._facts, self._budgets_at = {}, {}, None
         self.read = False
-        self._named: dict[str, list[str]] = {}
+        self._named: dict[str, list[str]] | None = None
         self._matched: Matched | None = None
 
     def matched(self, event: str, hook_input: Mapping[str, Any], call: Call | None = None) -> Matched:
@@ -103,7 +105,7 @@ class SessionJudge:
         if plan is None:
             return handlers
         self.read = True
-        answers = plan.conditions.answers(self.view)
+        answers = plan.conditions.answers(self)
         if plan.last is not None and plan.last[0] is answers:  # the same answers: the same handlers
             self._named = plan.last[2]
             return plan.last[1]
@@ -116,8 +118,7 @@ class SessionJudge:
                 kept.append(handler)
                 if facts:
                     named[handler.handler_id] = facts
-        if plan.conditions.static:
-            plan.last = (answers, tuple(kept), named)
+        plan.last = (answers, tuple(kept), named)  # answers kept on the state are found again as they are
         self._named = named
         return kept
 
@@ -127,7 +128,7 @@ class SessionJudge:
         """``results`` then the session's own answers (``call``: the event's tool call as the rule
         handlers read it, if they did); the facts behind each are named by :meth:`naming` once
         they are judged, if some result says something."""
-        own = verdicts(self.view, event, self.matched(event, hook_input, call)) if self.policy.decides else []
+        own = verdicts(self, event, self.matched(event, hook_input, call)) if self.policy.decides else []
         if event == "PreToolUse" and self.policy.decides:
             self.read = True
         return [*results, *own] if own else results
@@ -142,20 +143,20 @@ class SessionJudge:
 
     def remaining(self) -> dict[str, float]:
         """Each budget's units left before this event."""
-        return remaining(self.view)
+        return remaining(self)
 
     def handed(self) -> dict[str, Any]:
         """What the event's handlers are given of the session (``hookbus.session``), before the event."""
-        return handed(self.view)
+        return handed(self)
 
     def outcome(
         self, event: str, hook_input: Mapping[str, Any], decision: str, call: Call | None = None
     ) -> SessionOutcome:
         """What ``event``, answered ``decision``, does to the session (``call``: as :meth:`answers`)."""
-        policy, view = self.policy, self.view
-        matched = self.matched(event, hook_input, call)
+        policy, state = self.policy, self.state
+        matched = self._matched if self._matched is not None else self.matched(event, hook_input, call)
         ops = effects(policy, event, hook_input, decision, matched)
-        now = view.facts()
+        now = self.facts()
         if matched.set or matched.clear:  # the facts the operations set and clear
             facts = dict.fromkeys(now)
             by_field = policy.fact_by_field
@@ -167,7 +168,7 @@ class SessionJudge:
                 elif name is not None and code == "D":
                     facts.pop(name, None)
             now = list(facts)
-        expected = view.state.version if self.read else None
+        expected = state.version if self.read else None
         fleet = (
             [
                 counter
@@ -178,14 +179,15 @@ class SessionJudge:
             if policy.fleet and matched.count
             else []
         )
-        budgets, after = {}, None
         if policy.budgets:  # what is left once the event's operations are applied
-            after = applied(view.state, ops, view.now_ms)
+            over = laid_over(state, ops, self.now_ms)
             # worked out on the state before and carried over; the state after is this outcome's
             # alone: what it keeps is not shared
-            budgets = view.budgets_after(after)
+            after, budgets = (state, self.budgets_left(copy=False)) if over is None else self.after(over)
+        else:
+            after, budgets = None, {}
         return SessionOutcome(
-            ops, expected, now, policy.ttl_ms, policy.max_sessions, fleet, budgets, view.state, after, view.now_ms
+            ops, expected, now, policy.ttl_ms, policy.max_sessions, fleet, budgets, state, after, self.now_ms
         )
 
 
@@ -195,7 +197,7 @@ class _Plan:
 
     handlers: tuple[tuple[CompiledHandler, int | None], ...]
     conditions: Conditions
-    #: The last answers (static conditions only) and the handlers and facts they kept.
+    #: The last answers and the handlers and facts they kept (the same answers: the same handlers).
     last: tuple[list[list[str] | None], tuple[CompiledHandler, ...], dict[str, list[str]]] | None = None
 
 

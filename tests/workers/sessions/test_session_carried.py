@@ -52,6 +52,14 @@ STEPS = [
 
 
 WHENS = [{"facts": ["pushed"]}, {"notFacts": ["read"]}, {"after": {"pushed": "read"}}, {"anyFacts": ["read"]}]
+#: Conditions on counters (a windowed one, a plain one, built-ins): not static, kept on the state all the same.
+COUNTED = [
+    {"counters": {"pushes": {"gte": 2}}},
+    {"counters": {"edits": {"lt": 3}}},
+    {"counters": {"tool_calls": {"lt": 100}}},
+    {"any": [{"counters": {"tool_calls": {"gte": 5}}}, {"counters": {"failures": {"gte": 1}}}]},
+    {"facts": ["read"]},
+]
 
 
 def fresh(state: SessionState) -> SessionState:
@@ -67,6 +75,8 @@ def test_budgets_and_facts_carried_through_settles_are_those_worked_out_afresh()
     states.put(key, SessionState())
     conditions = Conditions(compiled, [When.model_validate(when, by_alias=True) for when in WHENS])
     assert conditions.static
+    counted = Conditions(compiled, [When.model_validate(when, by_alias=True) for when in COUNTED])
+    assert not counted.static
     for n in range(400):
         at += rng.randrange(0, 3_000)  # buckets of 6 s
         event, hook_input = STEPS[rng.randrange(len(STEPS))]
@@ -79,7 +89,7 @@ def test_budgets_and_facts_carried_through_settles_are_those_worked_out_afresh()
         unkept = dataclasses.replace(judge.matched(event, hook_input), pre_ops=None)
         assert outcome.ops == effects(compiled, event, hook_input, decision, unkept), n  # kept with the match
         reference = SessionView(compiled, fresh(state), at)
-        assert judge.view.facts() == reference.facts(), n
+        assert judge.facts() == reference.facts(), n
         assert judge.remaining() == reference.budgets_left(), n
         settled_at = at + rng.choice((0, 1, 2_500, 7_000))  # the settle's clock: the same bucket or a later one
         states.answered(key, outcome, True, orjson.dumps({"e": 0, "n": settled_at}))
@@ -90,6 +100,7 @@ def test_budgets_and_facts_carried_through_settles_are_those_worked_out_afresh()
             assert view.budgets_left() == afresh.budgets_left(), n
             assert view.facts() == afresh.facts(), n
             assert conditions.answers(view) == conditions.answers(afresh), n
+            assert counted.answers(view) == counted.answers(afresh), n
         after = SessionView(compiled, fresh(outcome.after or state), at)
         assert outcome.budgets == after.budgets_left(), n
         assert sorted(outcome.facts) == sorted(after.facts()), n  # (the facts newly set come last)
