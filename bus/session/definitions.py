@@ -48,8 +48,9 @@ FAILURES_FIELD: Final = "n:fails"
 TOKENS_FIELD: Final = "n:tokens"
 #: The session's spent cost in micro-dollars (:mod:`bus.session.usage`).
 COST_FIELD: Final = "n:cost"
-#: The built-in counters that read one field of the state, and that field.
-_BUILTIN_FIELDS: Final = {
+#: The built-in counters that read one field of the state, and that field (``cost_usd``'s in
+#: micro-dollars).
+BUILTIN_FIELDS: Final = {
     "tool_calls": CALLS_FIELD,
     "failures": FAILURES_FIELD,
     "tokens": TOKENS_FIELD,
@@ -245,7 +246,7 @@ class SessionPolicy:
         own = self.counters.get(name)
         if own is not None:
             return ((own.field,), None) if own.bucket_ms is None else (own.slots, own.bucket_ms)
-        field = _BUILTIN_FIELDS.get(name)
+        field = BUILTIN_FIELDS.get(name)
         return None if field is None else ((field,), None)
 
     def matched(self, event: str, hook_input: Mapping[str, Any], call: Call | None = None) -> Matched:
@@ -348,6 +349,7 @@ def session_policy(policy: _Policy) -> SessionPolicy:
 
 __all__ = [
     "BUCKETS",
+    "BUILTIN_FIELDS",
     "CALLS_FIELD",
     "COST_FIELD",
     "FAILURES_FIELD",

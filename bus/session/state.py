@@ -17,11 +17,8 @@ from typing import Any, Final
 from bus.policy.sessionschema import Threshold, When, duration_seconds
 from bus.session.definitions import (
     BUCKETS,
-    CALLS_FIELD,
-    COST_FIELD,
-    FAILURES_FIELD,
+    BUILTIN_FIELDS,
     FIRST_SEEN_FIELD,
-    TOKENS_FIELD,
     VERSION_FIELD,
     Counter,
     SessionPolicy,
@@ -35,8 +32,6 @@ _BUDGETS: Final = "budgets"
 _CARRIED: Final = "carried"
 #: Facts set kept per policy, per setting of its facts (past it, they start again).
 KEPT_SETTINGS: Final = 256
-#: The built-in counters and the field each reads.
-_BUILTIN_FIELDS: Final = {"tool_calls": CALLS_FIELD, "failures": FAILURES_FIELD, "tokens": TOKENS_FIELD}
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -164,10 +159,9 @@ class SessionView:
 
     def counter(self, name: str) -> float:
         """A counter's value now (a built-in's too)."""
-        if name in _BUILTIN_FIELDS:
-            return _int(self.state.fields.get(_BUILTIN_FIELDS[name]))
-        if name == "cost_usd":
-            return _int(self.state.fields.get(COST_FIELD)) / 1_000_000
+        if name in BUILTIN_FIELDS:
+            value = _int(self.state.fields.get(BUILTIN_FIELDS[name]))
+            return value / 1_000_000 if name == "cost_usd" else value  # kept in micro-dollars
         if name == "session_age_seconds":
             first = _int(self.state.fields.get(FIRST_SEEN_FIELD))
             return max(0.0, (self.now_ms - first) / 1000) if first else 0.0
