@@ -12,6 +12,7 @@ import dataclasses
 import functools
 import weakref
 from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Set as AbstractSet
 from typing import Any, Final
 
 from bus.policy.sessionschema import Threshold, When, duration_seconds
@@ -51,12 +52,8 @@ class SessionState:
         if changed is None:
             changed = {field for field, _ in self.fields.items() ^ prior.fields.items()}
         changed = frozenset(changed)
-        before, memo = prior.memo, self.memo
-        before.pop(_PRIOR, None)
-        for key, entry in before.items():  # entry: (owner, value, fields read)
-            if type(key) is tuple and key[0] == _CARRIED and changed.isdisjoint(entry[2]):
-                memo[key] = entry
-        memo[_PRIOR] = (before, changed)  # its memo only: the state itself may go
+        _carry_over(prior.memo, self.memo, changed)
+        self.memo[_PRIOR] = (prior.memo, changed)  # its memo only: the state itself may go
         return self
 
     @property
@@ -78,6 +75,15 @@ class SessionState:
                 return cls(dict(zip(items, items, strict=False)))  # even: checked
             pairs = list(zip(flat[::2], flat[1::2], strict=True))
         return cls({_text(k): _text(v) for k, v in pairs})
+
+
+def _carry_over(before: dict[object, Any], memo: dict[object, Any], changed: AbstractSet[str]) -> None:
+    """Copy to ``memo`` what ``before`` (a state's memo) keeps that reads none of ``changed``; the
+    note of the state before ``before``'s is dropped (one state back at most)."""
+    before.pop(_PRIOR, None)
+    for key, entry in before.items():  # entry: (owner, value, fields read)
+        if type(key) is tuple and key[0] == _CARRIED and changed.isdisjoint(entry[2]):
+            memo[key] = entry
 
 
 def carried_key(tag: str, owner: object) -> tuple[str, str, int]:
@@ -225,12 +231,8 @@ class SessionView:
         policy, state = self.policy, self.state
         after = SessionState({**state.fields, **over})
         before, memo = state.memo, after.memo
-        if before:  # as :meth:`SessionState.following`, with what it would note for the budgets worked out here
-            before.pop(_PRIOR, None)
-            changed = over.keys()
-            for key, entry in before.items():
-                if type(key) is tuple and key[0] == _CARRIED and changed.isdisjoint(entry[2]):
-                    memo[key] = entry
+        if before:  # as :meth:`SessionState.following`, without the note: the budgets are worked out here
+            _carry_over(before, memo, over.keys())
         if not policy.budgets_kept:
             return after, SessionView(policy, after, self.now_ms, self.fleet).budgets_left(copy=False)
         key = self._budgets_key()
