@@ -231,6 +231,9 @@ class SessionPolicy:
             for field in fields:
                 self.budgets_by_field.setdefault(field, []).append(name)
         self.budget_widths = tuple(sorted(widths))
+        #: Per budget whose counter is a count in one field (a session counter with no window, a
+        #: built-in but ``cost_usd``), that field: what is left of it reads one number.
+        self.budget_count_field = {name: f for name, b in self.budgets.items() if (f := _count_field(self, b.counter))}
         #: The budgets a PreToolUse checks (name, definition, whether its counter is measured), in
         #: definition order, per set of counters it counts (:func:`bus.session.effects.verdicts`).
         self.kept_budgets_on: dict[tuple[str, ...], list[tuple[str, BudgetDef, bool]]] = {}
@@ -305,6 +308,14 @@ class SessionPolicy:
         return found
 
 
+def _count_field(policy: SessionPolicy, name: str) -> str | None:
+    """The field of counter ``name`` when it is a count in one field (None: it is not)."""
+    if name in BUILTIN_FIELDS:  # as SessionView.counter() reads them: a built-in first
+        return BUILTIN_FIELDS[name] if name != "cost_usd" else None
+    own = policy.counters.get(name)
+    return own.field if own is not None and own.bucket_ms is None else None
+
+
 @dataclasses.dataclass(slots=True)
 class Matched:
     """What one event's triggers matched, by name, in definition order."""
@@ -314,6 +325,10 @@ class Matched:
     count: dict[str, None] = dataclasses.field(default_factory=dict)
     #: The operations of a PreToolUse that matched these, once worked out (kept with the match).
     pre_ops: tuple[str, ...] | None = dataclasses.field(default=None, compare=False, repr=False)
+    #: Whether what those write depends on when they are applied (:func:`bus.session.effects.timed`).
+    pre_timed: bool = dataclasses.field(default=True, compare=False, repr=False)
+    #: When those only add one to counts (``I`` operations), the fields they count.
+    pre_counts: tuple[str, ...] | None = dataclasses.field(default=None, compare=False, repr=False)
     #: The budgets a PreToolUse that matched these checks, once worked out (:func:`bus.session.effects.verdicts`).
     checked: list[tuple[str, BudgetDef, bool]] | None = dataclasses.field(default=None, compare=False, repr=False)
 

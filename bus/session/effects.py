@@ -15,7 +15,7 @@ overrun, and the loop gate; each names what it counted, for the model to read.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any, Final
 
 from bus.hooks.decisions import Decision
@@ -34,7 +34,7 @@ from bus.session.state import SessionView
 from bus.session.usage import session_totals, tokens_spent
 
 #: Decisions after which a ``PreToolUse`` call does not run.
-_STOPPED: Final = frozenset({Decision.DENY, Decision.BLOCK})
+STOPPED: Final = frozenset({Decision.DENY, Decision.BLOCK})
 #: Built-in counters that grow by what events report, not by the calls a budget stops: a budget
 #: on one stops every ``PreToolUse`` once the count has reached its limit.
 _MEASURED: Final = frozenset({"tokens", "cost_usd"})
@@ -47,7 +47,7 @@ LOOP_GATE_HANDLER: Final = "session:loopGate"
 
 def goes_ahead(event: str, decision: str) -> bool:
     """Whether an ``event`` answered ``decision`` happened (a denied PreToolUse did not)."""
-    return not (event == "PreToolUse" and decision in _STOPPED)
+    return not (event == "PreToolUse" and decision in STOPPED)
 
 
 def counted(policy: SessionPolicy, event: str, matched: Matched) -> list[str]:
@@ -66,7 +66,7 @@ def effects(
     if not policy.defined:
         return []
     if event == "PreToolUse":  # as goes_ahead(), inline: once per event
-        if decision in _STOPPED:
+        if decision in STOPPED:
             return []
         if matched is not None and matched.pre_ops is not None:
             return list(matched.pre_ops)  # what follows, kept: a PreToolUse reports no tokens nor totals
@@ -91,8 +91,16 @@ def effects(
     elif (totals := session_totals(event, hook_input)) is not None:
         ops += [f"M {field} {n}" for field, n in zip((TOKENS_FIELD, COST_FIELD), totals, strict=True) if n > 0]
     if event == "PreToolUse" and matched is not None:
-        matched.pre_ops = tuple(ops)
+        matched.pre_ops, matched.pre_timed = tuple(ops), timed(ops)
+        counted_fields = [op[2:] for op in ops if op.startswith("I ")]
+        if len(counted_fields) == len(ops) == len(set(counted_fields)):  # it only counts, one field each
+            matched.pre_counts = tuple(counted_fields)
     return ops
+
+
+def timed(ops: Sequence[str]) -> bool:
+    """Whether what ``ops`` write depends on when they are applied (a fact set or cleared, a window's bucket)."""
+    return any(op[0] in "SDR" for op in ops)
 
 
 def verdicts(view: SessionView, event: str, matched: Matched) -> list[HandlerResult]:
@@ -112,8 +120,14 @@ def verdicts(view: SessionView, event: str, matched: Matched) -> list[HandlerRes
         on = matched.checked  # kept with the match, and per set of counters counted
         if on is None:
             on = matched.checked = _checked(policy, event, matched)
+        fields, single = view.state.fields, policy.budget_count_field
         for name, budget, measured in on:
-            used = view.counter(budget.counter)
+            one = single.get(name)
+            if one is not None:  # a count in one field: view.counter(), inline
+                raw = fields.get(one)
+                used: float = int(raw) if raw and raw.isdecimal() else 0
+            else:
+                used = view.counter(budget.counter)
             if (used >= budget.limit) if measured else (used + 1 > budget.limit):
                 why = budget.reason or f"hookbus: budget {name!r} is used up"
                 text = f"{why} ({budget.counter}: {used:g} of {budget.limit})"
@@ -203,11 +217,13 @@ __all__ = [
     "BUDGET_HANDLER",
     "BUDGET_SETS_KEPT",
     "LOOP_GATE_HANDLER",
+    "STOPPED",
     "counted",
     "effects",
     "goes_ahead",
     "handed",
     "naming_facts",
     "remaining",
+    "timed",
     "verdicts",
 ]

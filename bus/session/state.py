@@ -227,27 +227,49 @@ class SessionView:
         """The state following this one at the same instant, ``over`` laid over its fields
         (:func:`bus.session.apply.applied`), and each budget's units left on it, not to be changed:
         what this state keeps and reads none of ``over`` carries to it, and so do its budgets left
-        (kept on it) but those reading a field of ``over``, worked out again and kept on the state after."""
+        (kept on it) but those reading a field of ``over``, worked out again and kept on the state after.
+
+        Once per event with budgets, so written with few calls: each costs as much as its work."""
         policy, state = self.policy, self.state
-        after = SessionState({**state.fields, **over})
-        before, memo = state.memo, after.memo
-        if before:  # as :meth:`SessionState.following`, without the note: the budgets are worked out here
-            _carry_over(before, memo, over.keys())
+        fields = {**state.fields, **over}
+        memo: dict[object, Any] = {}
+        after = object.__new__(SessionState)  # SessionState(fields), without its __init__'s call
+        object.__setattr__(after, "fields", fields)
+        object.__setattr__(after, "memo", memo)
+        before = state.memo
         if not policy.budgets_kept:
+            if before:
+                _carry_over(before, memo, over.keys())
             return after, SessionView(policy, after, self.now_ms, self.fleet).budgets_left(copy=False)
-        key = self._budgets_key()
+        key = self._budgets_at
+        if key is None:  # _budgets_key(), inline
+            key = self._budgets_at = (_BUDGETS, id(policy), *map(self.now_ms.__floordiv__, policy.budget_widths))
         found = before.get(key)
         if found is None or found[0]() is not policy:
             self.budgets_left(copy=False)
             found = before[key]
-        by_field, view, left = policy.budgets_by_field, None, found[1]
+        written = over.keys()
+        before.pop(_PRIOR, None)
+        for entry_key, entry in before.items():  # _carry_over(), inline; every key left is a tuple
+            if entry_key[0] == _CARRIED and written.isdisjoint(entry[2]):  # type: ignore[index]
+                memo[entry_key] = entry
+        by_field, left, view = policy.budgets_by_field, found[1], None
         for field in over:  # the budgets reading a field written; none: the same budgets left, shared
-            for name in by_field.get(field, ()):
-                if view is None:
-                    view, left = SessionView(policy, after, self.now_ms, self.fleet), dict(left)
-                budget = policy.budgets[name]
-                left[name] = max(0.0, budget.limit - view.counter(budget.counter))
-        memo[key] = found if view is None else (found[0], left)
+            names = by_field.get(field)
+            if names is None:
+                continue
+            if left is found[1]:
+                left = dict(left)
+            for name in names:
+                budget, one = policy.budgets[name], policy.budget_count_field.get(name)
+                if one is not None:  # a count in one field: counter(), inline
+                    raw = fields.get(one)
+                    used: float = int(raw) if raw and raw.isdecimal() else 0
+                else:
+                    view = view or SessionView(policy, after, self.now_ms, self.fleet)
+                    used = view.counter(budget.counter)
+                left[name] = max(0.0, budget.limit - used)
+        memo[key] = found if left is found[1] else (found[0], left)
         return after, left
 
     def holds(self, when: When) -> bool:

@@ -134,8 +134,14 @@ class SessionStates:
             base, at = outcome.decided_on, found.get("n")
             if written and at is not None and base is not None:
                 now, prior, after = int(at), self._states.get(key), outcome.after
-                if after is not None and prior is base and same_at(base, outcome.ops, outcome.after_ms, now):
-                    self._keep(key, after)  # the state after as the decision saw it: the very fields written
+                if (
+                    after is not None
+                    and prior is base
+                    and (not outcome.timed or same_at(base, outcome.ops, outcome.after_ms, now))
+                ):
+                    # the state after as the decision saw it: the very fields written (_keep(), inline)
+                    self._states[key] = after
+                    self._states.move_to_end(key)
                     return found
                 state = apply_ops(base, outcome.ops, now)
                 if prior is base and after is not None and after.memo:

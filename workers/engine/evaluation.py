@@ -43,6 +43,7 @@ from bus.rules.permissions import Files
 from bus.runtime import tracing
 from bus.runtime.logs import event_fields
 from bus.runtime.metrics import Metrics, event_label, process_metrics
+from bus.session.definitions import session_policy
 from bus.session.state import SessionState
 from bus.stream.pending_context import CONTEXT_BATCH, CONTEXT_TTL_S, parse_items, takes_context, with_context
 from bus.stream.protocol import CLAUDE_CODE, Request
@@ -163,9 +164,15 @@ class Engine:
             self.metrics.child(self.metrics.frozen_decisions, request.tenant).inc()
             result = freeze.result(event)
             return Evaluation(merge_results(event, [result]), [result], [], decided_by=[FREEZE_HANDLER])
-        sessions = SessionJudge.of(
-            policy, session, session_at_ms, lambda c: self.fleet_values.get(request.tenant, request.agent, c)
-        )
+        sessions = None  # SessionJudge.of(), inline: once per event
+        if (compiled_session := session_policy(policy)).defined:
+            fleet = self.fleet_values
+            sessions = SessionJudge(
+                compiled_session,
+                session or SessionState(),
+                session_at_ms,
+                lambda c: fleet.get(request.tenant, request.agent, c),
+            )
         slots: list[HandlerResult | None] = []  # in policy order; None: run below
         contexts: list[tuple[int, HookContext]] = []
         jobs: list[PreparedJob] = []

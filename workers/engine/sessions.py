@@ -11,6 +11,7 @@ another event of the session settled meanwhile, and the event is decided again.
 from __future__ import annotations
 
 import dataclasses
+import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Final
 
@@ -20,10 +21,9 @@ from bus.policy.loading import Policy
 from bus.policy.rulelists import Call
 from bus.session.apply import laid_over
 from bus.session.conditions import Conditions
-from bus.session.definitions import FIRST_SEEN_FIELD, Counter, Matched, SessionPolicy, session_policy
-from bus.session.effects import effects, handed, naming_facts, remaining, verdicts
+from bus.session.definitions import FIRST_SEEN_FIELD, VERSION_FIELD, Counter, Matched, SessionPolicy, session_policy
+from bus.session.effects import STOPPED, effects, handed, naming_facts, remaining, timed, verdicts
 from bus.session.state import SessionState, SessionView
-from bus.stream.protocol import now_ms
 
 
 @dataclasses.dataclass(slots=True)
@@ -49,6 +49,9 @@ class SessionOutcome:
     #: when it worked out the budgets on it: what it worked out carries to the settled state.
     after: SessionState | None = None
     after_ms: int = 0
+    #: Whether the state after depends on when the settle applies the operations (a fact set or
+    #: cleared, a window's bucket, the session's first-seen time; :func:`bus.session.apply.same_at`).
+    timed: bool = True
 
     @property
     def known(self) -> str:
@@ -73,7 +76,7 @@ class SessionJudge(SessionView):
     ) -> None:
         # the view's attributes set here rather than by its __init__: one call less per event
         self.policy, self.state, self.fleet = policy, state, fleet
-        self.now_ms = now_ms() if at_ms is None else at_ms
+        self.now_ms = time.time_ns() // 1_000_000 if at_ms is None else at_ms  # now_ms(), inline
         self.used, self._facts, self._budgets_at = {}, {}, None
         self.read = False
         self._named: dict[str, list[str]] | None = None
@@ -101,7 +104,8 @@ class SessionJudge(SessionView):
 
     def keep(self, handlers: Sequence[CompiledHandler]) -> Sequence[CompiledHandler]:
         """The handlers whose ``when:`` holds (or that have none), for reading only."""
-        plan = _plan(self.policy, handlers)
+        same = self.policy.plans.get(id(handlers))  # _plan(), its first step inline: most events find it so
+        plan = same[1] if same is not None and same[0] is handlers else _plan(self.policy, handlers)
         if plan is None:
             return handlers
         self.read = True
@@ -128,8 +132,13 @@ class SessionJudge(SessionView):
         """``results`` then the session's own answers (``call``: the event's tool call as the rule
         handlers read it, if they did); the facts behind each are named by :meth:`naming` once
         they are judged, if some result says something."""
-        own = verdicts(self, event, self.matched(event, hook_input, call)) if self.policy.decides else []
-        if event == "PreToolUse" and self.policy.decides:
+        if not self.policy.decides:
+            return results
+        matched = self._matched
+        if matched is None:  # matched(), inline
+            matched = self._matched = self.policy.matched(event, hook_input, call)
+        own = verdicts(self, event, matched)
+        if event == "PreToolUse":
             self.read = True
         return [*results, *own] if own else results
 
@@ -154,8 +163,16 @@ class SessionJudge(SessionView):
     ) -> SessionOutcome:
         """What ``event``, answered ``decision``, does to the session (``call``: as :meth:`answers`)."""
         policy, state = self.policy, self.state
-        matched = self._matched if self._matched is not None else self.matched(event, hook_input, call)
-        ops = effects(policy, event, hook_input, decision, matched)
+        matched = self._matched
+        if matched is None:
+            matched = self._matched = policy.matched(event, hook_input, call)
+        counts = None
+        if event == "PreToolUse" and matched.pre_ops is not None and decision not in STOPPED:
+            ops, timed_ops = list(matched.pre_ops), matched.pre_timed  # effects(), kept with the match
+            counts = matched.pre_counts
+        else:
+            ops = effects(policy, event, hook_input, decision, matched)
+            timed_ops = timed(ops)
         now = self.facts()
         if matched.set or matched.clear:  # the facts the operations set and clear
             facts = dict.fromkeys(now)
@@ -168,7 +185,10 @@ class SessionJudge(SessionView):
                 elif name is not None and code == "D":
                     facts.pop(name, None)
             now = list(facts)
-        expected = state.version if self.read else None
+        fields = state.fields
+        seen = fields.get(VERSION_FIELD)  # state.version, inline
+        version = int(seen) if seen and seen.isdecimal() else 0
+        expected = version if self.read else None
         fleet = (
             [
                 counter
@@ -180,14 +200,24 @@ class SessionJudge(SessionView):
             else []
         )
         if policy.budgets:  # what is left once the event's operations are applied
-            over = laid_over(state, ops, self.now_ms)
+            over: dict[str, str] | None
+            if counts is None:
+                over = laid_over(state, ops, self.now_ms)
+            else:  # laid_over(), inline for operations that only count
+                over = counted = {}
+                for field in counts:  # a loop, not a comprehension: no call
+                    counted[field] = str(int(fields.get(field) or 0) + 1)
+                if FIRST_SEEN_FIELD not in fields:
+                    counted[FIRST_SEEN_FIELD] = str(self.now_ms)
+                counted[VERSION_FIELD] = str(version + 1)
             # worked out on the state before and carried over; the state after is this outcome's
             # alone: what it keeps is not shared
             after, budgets = (state, self.budgets_left(copy=False)) if over is None else self.after(over)
         else:
             after, budgets = None, {}
+        timed_ops = timed_ops or FIRST_SEEN_FIELD not in fields
         return SessionOutcome(
-            ops, expected, now, policy.ttl_ms, policy.max_sessions, fleet, budgets, state, after, self.now_ms
+            ops, expected, now, policy.ttl_ms, policy.max_sessions, fleet, budgets, state, after, self.now_ms, timed_ops
         )
 
 
