@@ -28,8 +28,8 @@ from bus.session.definitions import (
 #: Keys of :attr:`SessionState.memo`: the state before and what changed since, budgets left.
 _PRIOR: Final = "prior"
 _BUDGETS: Final = "budgets"
-#: First item of the keys of what a state's memo carries to the next state as long as none of
-#: the fields it was worked out of changed (:func:`carried`).
+#: Key of what a state's memo carries to the next state as long as none of the fields it was
+#: worked out of changed (:func:`carry`): those entries by key, and every field any of them read.
 _CARRIED: Final = "carried"
 #: Facts set kept per policy, per setting of its facts (past it, they start again).
 KEPT_SETTINGS: Final = 256
@@ -78,24 +78,46 @@ class SessionState:
 
 
 def _carry_over(before: dict[object, Any], memo: dict[object, Any], changed: AbstractSet[str]) -> None:
-    """Copy to ``memo`` what ``before`` (a state's memo) keeps that reads none of ``changed``; the
+    """Copy to ``memo`` what ``before`` (a state's memo) carries that reads none of ``changed``; the
     note of the state before ``before``'s is dropped (one state back at most)."""
     before.pop(_PRIOR, None)
-    for key, entry in before.items():  # entry: (owner, value, fields read)
-        if type(key) is tuple and key[0] == _CARRIED and changed.isdisjoint(entry[2]):
-            memo[key] = entry
+    found = before.get(_CARRIED)
+    if found is None:
+        return
+    entries, reads = found
+    if changed.isdisjoint(reads):  # all of it: copied, each state adds its own
+        memo[_CARRIED] = (dict(entries), reads)
+        return
+    kept = {
+        key: entry for key, entry in entries.items() if changed.isdisjoint(entry[2])
+    }  # entry: (owner, value, fields read)
+    if kept:
+        memo[_CARRIED] = (kept, frozenset().union(*(entry[2] for entry in kept.values())))
 
 
-def carried_key(tag: str, owner: object) -> tuple[str, str, int]:
-    """The key in a state's memo of what is kept as ``tag`` of ``owner`` (:func:`carry`); its
-    entry is ``(weak reference to owner, value, fields read)``."""
-    return (_CARRIED, tag, id(owner))
+def carried_key(tag: str, owner: object) -> tuple[str, int]:
+    """The key of what is kept as ``tag`` of ``owner`` (:func:`carry`, :func:`carried`)."""
+    return (tag, id(owner))
+
+
+def carried(state: SessionState, key: tuple[str, int]) -> tuple[Any, Any, frozenset[str]] | None:
+    """What ``state`` carries under ``key`` (:func:`carried_key`): ``(weak reference to its owner,
+    value, fields read)``, or None."""
+    found = state.memo.get(_CARRIED)
+    return None if found is None else found[0].get(key)
 
 
 def carry(state: SessionState, tag: str, owner: object, value: object, fields: frozenset[str]) -> None:
     """Keep ``value`` on ``state`` as ``tag`` of ``owner`` (held weakly), worked out of ``fields``
     alone: it carries to the states that follow as long as none of them changes."""
-    state.memo[carried_key(tag, owner)] = (weakref.ref(owner), value, fields)
+    memo, entry = state.memo, (weakref.ref(owner), value, fields)
+    found = memo.get(_CARRIED)
+    if found is None:
+        memo[_CARRIED] = ({carried_key(tag, owner): entry}, fields)
+        return
+    found[0][carried_key(tag, owner)] = entry
+    if not fields <= found[1]:
+        memo[_CARRIED] = (found[0], found[1] | fields)
 
 
 def _text(value: object) -> str:
@@ -149,7 +171,8 @@ class SessionView:
         a fact that never expires says is its field's text)."""
         policy = self.policy
         if not policy.expiring:  # kept on the state (carry()), or carried to it
-            entry = self.state.memo.get((_CARRIED, "facts", id(policy)))
+            found = self.state.memo.get(_CARRIED)  # carried(), inline
+            entry = None if found is None else found[0].get(("facts", id(policy)))
             if entry is not None and entry[0]() is policy:
                 return list(entry[1])
         key = (*map(self.state.fields.get, policy.lasting_fields), *map(self.fact_ms, policy.expiring))
@@ -250,9 +273,11 @@ class SessionView:
             found = before[key]
         written = over.keys()
         before.pop(_PRIOR, None)
-        for entry_key, entry in before.items():  # _carry_over(), inline; every key left is a tuple
-            if entry_key[0] == _CARRIED and written.isdisjoint(entry[2]):  # type: ignore[index]
-                memo[entry_key] = entry
+        if (carried_now := before.get(_CARRIED)) is not None:  # _carry_over(), its usual case inline
+            if written.isdisjoint(carried_now[1]):
+                memo[_CARRIED] = (dict(carried_now[0]), carried_now[1])
+            else:
+                _carry_over(before, memo, written)
         by_field, left, view = policy.budgets_by_field, found[1], None
         for field in over:  # the budgets reading a field written; none: the same budgets left, shared
             names = by_field.get(field)
@@ -324,4 +349,4 @@ def within(value: float, bound: Threshold) -> bool:
     )
 
 
-__all__ = ["KEPT_SETTINGS", "SessionState", "SessionView", "carried_key", "carry", "ms_of", "within"]
+__all__ = ["KEPT_SETTINGS", "SessionState", "SessionView", "carried", "carried_key", "carry", "ms_of", "within"]
