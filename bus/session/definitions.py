@@ -329,6 +329,8 @@ class Matched:
     pre_timed: bool = dataclasses.field(default=True, compare=False, repr=False)
     #: When those only add one to counts (``I`` operations), the fields they count.
     pre_counts: tuple[str, ...] | None = dataclasses.field(default=None, compare=False, repr=False)
+    #: And the budgets on those counts: (name, limit, field), when each is a count in one field.
+    pre_budgets: tuple[tuple[str, float, str], ...] | None = dataclasses.field(default=None, compare=False, repr=False)
     #: The budgets a PreToolUse that matched these checks, once worked out (:func:`bus.session.effects.verdicts`).
     checked: list[tuple[str, BudgetDef, bool]] | None = dataclasses.field(default=None, compare=False, repr=False)
 

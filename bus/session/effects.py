@@ -95,6 +95,9 @@ def effects(
         counted_fields = [op[2:] for op in ops if op.startswith("I ")]
         if len(counted_fields) == len(ops) == len(set(counted_fields)):  # it only counts, one field each
             matched.pre_counts = tuple(counted_fields)
+            on = [name for field in counted_fields for name in policy.budgets_by_field.get(field, ())]
+            if all(name in policy.budget_count_field for name in on):  # each a count in one field
+                matched.pre_budgets = tuple((n, policy.budgets[n].limit, policy.budget_count_field[n]) for n in on)
     return ops
 
 

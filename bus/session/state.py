@@ -30,7 +30,7 @@ _PRIOR: Final = "prior"
 _BUDGETS: Final = "budgets"
 #: Key of what a state's memo carries to the next state as long as none of the fields it was
 #: worked out of changed (:func:`carry`): those entries by key, and every field any of them read.
-_CARRIED: Final = "carried"
+CARRIED: Final = "carried"
 #: Facts set kept per policy, per setting of its facts (past it, they start again).
 KEPT_SETTINGS: Final = 256
 
@@ -81,43 +81,37 @@ def _carry_over(before: dict[object, Any], memo: dict[object, Any], changed: Abs
     """Copy to ``memo`` what ``before`` (a state's memo) carries that reads none of ``changed``; the
     note of the state before ``before``'s is dropped (one state back at most)."""
     before.pop(_PRIOR, None)
-    found = before.get(_CARRIED)
+    found = before.get(CARRIED)
     if found is None:
         return
     entries, reads = found
     if changed.isdisjoint(reads):  # all of it: copied, each state adds its own
-        memo[_CARRIED] = (dict(entries), reads)
+        memo[CARRIED] = (dict(entries), reads)
         return
     kept = {
         key: entry for key, entry in entries.items() if changed.isdisjoint(entry[2])
     }  # entry: (owner, value, fields read)
     if kept:
-        memo[_CARRIED] = (kept, frozenset().union(*(entry[2] for entry in kept.values())))
+        memo[CARRIED] = (kept, frozenset().union(*(entry[2] for entry in kept.values())))
 
 
 def carried_key(tag: str, owner: object) -> tuple[str, int]:
-    """The key of what is kept as ``tag`` of ``owner`` (:func:`carry`, :func:`carried`)."""
+    """The key of what is kept as ``tag`` of ``owner`` (:func:`carry`) among what a state's memo
+    carries (``memo[CARRIED][0]``: entries ``(weak reference to owner, value, fields read)``)."""
     return (tag, id(owner))
-
-
-def carried(state: SessionState, key: tuple[str, int]) -> tuple[Any, Any, frozenset[str]] | None:
-    """What ``state`` carries under ``key`` (:func:`carried_key`): ``(weak reference to its owner,
-    value, fields read)``, or None."""
-    found = state.memo.get(_CARRIED)
-    return None if found is None else found[0].get(key)
 
 
 def carry(state: SessionState, tag: str, owner: object, value: object, fields: frozenset[str]) -> None:
     """Keep ``value`` on ``state`` as ``tag`` of ``owner`` (held weakly), worked out of ``fields``
     alone: it carries to the states that follow as long as none of them changes."""
     memo, entry = state.memo, (weakref.ref(owner), value, fields)
-    found = memo.get(_CARRIED)
+    found = memo.get(CARRIED)
     if found is None:
-        memo[_CARRIED] = ({carried_key(tag, owner): entry}, fields)
+        memo[CARRIED] = ({carried_key(tag, owner): entry}, fields)
         return
     found[0][carried_key(tag, owner)] = entry
     if not fields <= found[1]:
-        memo[_CARRIED] = (found[0], found[1] | fields)
+        memo[CARRIED] = (found[0], found[1] | fields)
 
 
 def _text(value: object) -> str:
@@ -171,7 +165,7 @@ class SessionView:
         a fact that never expires says is its field's text)."""
         policy = self.policy
         if not policy.expiring:  # kept on the state (carry()), or carried to it
-            found = self.state.memo.get(_CARRIED)  # carried(), inline
+            found = self.state.memo.get(CARRIED)
             entry = None if found is None else found[0].get(("facts", id(policy)))
             if entry is not None and entry[0]() is policy:
                 return list(entry[1])
@@ -246,11 +240,14 @@ class SessionView:
             key = self._budgets_at = (_BUDGETS, id(policy), *map(self.now_ms.__floordiv__, policy.budget_widths))
         return key
 
-    def after(self, over: Mapping[str, str]) -> tuple[SessionState, dict[str, float]]:
+    def after(
+        self, over: Mapping[str, str], counted: tuple[tuple[str, float, str], ...] | None = None
+    ) -> tuple[SessionState, dict[str, float]]:
         """The state following this one at the same instant, ``over`` laid over its fields
         (:func:`bus.session.apply.applied`), and each budget's units left on it, not to be changed:
         what this state keeps and reads none of ``over`` carries to it, and so do its budgets left
-        (kept on it) but those reading a field of ``over``, worked out again and kept on the state after.
+        (kept on it) but those reading a field of ``over``, worked out again and kept on the state after
+        (``counted``: those budgets, known already, each a count in one field: name, limit, field).
 
         Once per event with budgets, so written with few calls: each costs as much as its work."""
         policy, state = self.policy, self.state
@@ -273,12 +270,23 @@ class SessionView:
             found = before[key]
         written = over.keys()
         before.pop(_PRIOR, None)
-        if (carried_now := before.get(_CARRIED)) is not None:  # _carry_over(), its usual case inline
+        if (carried_now := before.get(CARRIED)) is not None:  # _carry_over(), its usual case inline
             if written.isdisjoint(carried_now[1]):
-                memo[_CARRIED] = (dict(carried_now[0]), carried_now[1])
+                memo[CARRIED] = (dict(carried_now[0]), carried_now[1])
             else:
                 _carry_over(before, memo, written)
-        by_field, left, view = policy.budgets_by_field, found[1], None
+        left = found[1]
+        if counted is not None:
+            if counted:
+                left = dict(left)
+                for name, limit, count_field in counted:
+                    raw = fields.get(count_field)
+                    left[name] = max(0.0, limit - (int(raw) if raw and raw.isdecimal() else 0))
+                memo[key] = (found[0], left)
+            else:
+                memo[key] = found
+            return after, left
+        by_field, view = policy.budgets_by_field, None
         for field in over:  # the budgets reading a field written; none: the same budgets left, shared
             names = by_field.get(field)
             if names is None:
@@ -349,4 +357,4 @@ def within(value: float, bound: Threshold) -> bool:
     )
 
 
-__all__ = ["KEPT_SETTINGS", "SessionState", "SessionView", "carried", "carried_key", "carry", "ms_of", "within"]
+__all__ = ["CARRIED", "KEPT_SETTINGS", "SessionState", "SessionView", "carried_key", "carry", "ms_of", "within"]

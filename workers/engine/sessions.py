@@ -166,10 +166,10 @@ class SessionJudge(SessionView):
         matched = self._matched
         if matched is None:
             matched = self._matched = policy.matched(event, hook_input, call)
-        counts = None
+        counts, counts_budgets = None, None
         if event == "PreToolUse" and matched.pre_ops is not None and decision not in STOPPED:
             ops, timed_ops = list(matched.pre_ops), matched.pre_timed  # effects(), kept with the match
-            counts = matched.pre_counts
+            counts, counts_budgets = matched.pre_counts, matched.pre_budgets
         else:
             ops = effects(policy, event, hook_input, decision, matched)
             timed_ops = timed(ops)
@@ -212,7 +212,9 @@ class SessionJudge(SessionView):
                 counted[VERSION_FIELD] = str(version + 1)
             # worked out on the state before and carried over; the state after is this outcome's
             # alone: what it keeps is not shared
-            after, budgets = (state, self.budgets_left(copy=False)) if over is None else self.after(over)
+            after, budgets = (
+                (state, self.budgets_left(copy=False)) if over is None else self.after(over, counts_budgets)
+            )
         else:
             after, budgets = None, {}
         timed_ops = timed_ops or FIRST_SEEN_FIELD not in fields
