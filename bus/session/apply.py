@@ -44,19 +44,29 @@ def changes(fields: Mapping[str, str], ops: Sequence[str], now_ms: int) -> dict[
     return changed
 
 
+def written_at(fields: Mapping[str, str], ops: Sequence[str], now_ms: int) -> dict[str, str | None]:
+    """What :func:`apply_ops` writes on ``fields`` (None: the field is deleted): what ``ops``
+    change, the session's first-seen time when it has none, the version one more when ``ops`` is not empty."""
+    if not ops and not fields:
+        return {}
+    written = changes(fields, ops, now_ms)
+    if FIRST_SEEN_FIELD not in fields:
+        written.setdefault(FIRST_SEEN_FIELD, str(now_ms))
+    if ops:
+        written[VERSION_FIELD] = str(int(fields.get(VERSION_FIELD) or 0) + 1)
+    return written
+
+
 def apply_ops(state: SessionState, ops: Sequence[str], now_ms: int) -> SessionState:
-    """``state`` after ``ops`` (:func:`bus.session.effects.effects`) at ``now_ms``."""
+    """``state`` after ``ops`` (:func:`bus.session.effects.effects`) at ``now_ms``, a copy."""
     if not ops and not state.fields:
         return state
     fields = dict(state.fields)
-    for field, value in changes(state.fields, ops, now_ms).items():
+    for field, value in written_at(state.fields, ops, now_ms).items():
         if value is None:
             fields.pop(field, None)
         else:
             fields[field] = value
-    fields.setdefault(FIRST_SEEN_FIELD, str(now_ms))
-    if ops:
-        fields[VERSION_FIELD] = str(int(fields.get(VERSION_FIELD) or 0) + 1)
     return SessionState(fields)
 
 
@@ -66,17 +76,10 @@ def laid_over(state: SessionState, ops: Sequence[str], now_ms: int) -> dict[str,
     fields = state.fields
     if not ops and not fields:
         return None
-    written = changes(fields, ops, now_ms)
-    over = (
-        {field: "" if value is None else value for field, value in written.items()}
-        if None in written.values()  # a fact cleared
-        else written
-    )
-    if FIRST_SEEN_FIELD not in fields:
-        over.setdefault(FIRST_SEEN_FIELD, str(now_ms))
-    if ops:
-        over[VERSION_FIELD] = str(int(fields.get(VERSION_FIELD) or 0) + 1)
-    return over  # type: ignore[return-value]  # no None left: checked above
+    written = written_at(fields, ops, now_ms)
+    if None in written.values():  # a fact cleared
+        return {field: "" if value is None else value for field, value in written.items()}
+    return written  # type: ignore[return-value]  # no None: checked above
 
 
 def applied(state: SessionState, ops: Sequence[str], now_ms: int) -> SessionState:
@@ -134,4 +137,4 @@ def changed_by(prior: SessionState, state: SessionState, ops: Sequence[str]) -> 
     return found
 
 
-__all__ = ["applied", "apply_ops", "changed_by", "changes", "laid_over", "same_at", "touched"]
+__all__ = ["applied", "apply_ops", "changed_by", "changes", "laid_over", "same_at", "touched", "written_at"]

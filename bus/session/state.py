@@ -25,7 +25,9 @@ from bus.session.definitions import (
     SessionPolicy,
 )
 
-#: Keys of :attr:`SessionState.memo`: the state before and what changed since, budgets left.
+#: Keys of :attr:`SessionState.memo`: the state before's memo and what changed since; the
+#: budgets left (``(key, (weak reference to the policy, budgets left))``, the key naming the
+#: policy and the windows' buckets they were worked out in).
 _PRIOR: Final = "prior"
 _BUDGETS: Final = "budgets"
 #: Key of what a state's memo carries to the next state as long as none of the fields it was
@@ -55,6 +57,33 @@ class SessionState:
         _carry_over(prior.memo, self.memo, changed)
         self.memo[_PRIOR] = (prior.memo, changed)  # its memo only: the state itself may go
         return self
+
+    def advance(self, written: Mapping[str, str | None], budgets: tuple[tuple[object, ...], Any] | None) -> None:
+        """Move this state on, in place, by ``written`` (None: the field is deleted): what the
+        settle of an event decided on it applied. What it carries and reads a field written is
+        dropped; its budgets left become ``budgets`` (:meth:`SessionView.budgets_after`), else
+        those reading a field written are worked out again when next asked. The dispatcher's copy
+        of a session's state moves on so: none of its fields is copied per event."""
+        fields = self.fields
+        assert isinstance(fields, dict), "a state moves on only when its fields are its own"
+        for field, value in written.items():
+            if value is None:
+                fields.pop(field, None)
+            else:
+                fields[field] = value
+        memo, changed = self.memo, written.keys()
+        if not memo:
+            if budgets is not None:
+                memo[_BUDGETS] = budgets
+            return
+        memo.pop(_PRIOR, None)
+        if (carried_now := memo.get(CARRIED)) is not None and not changed.isdisjoint(carried_now[1]):
+            del memo[CARRIED]
+            _carry_over({CARRIED: carried_now}, memo, changed)
+        if budgets is not None:
+            memo[_BUDGETS] = budgets
+        elif (kept := memo.pop(_BUDGETS, None)) is not None:  # as from a state before (:meth:`following`)
+            memo[_PRIOR] = ({_BUDGETS: kept}, frozenset(changed))
 
     @property
     def version(self) -> int:
@@ -212,16 +241,18 @@ class SessionView:
             return {name: max(0.0, b.limit - self.counter(b.counter)) for name, b in policy.budgets.items()}
         key = self._budgets_key()
         memo = self.state.memo
-        found = memo.get(key)
-        if found is not None and found[0]() is policy:
+        kept = memo.get(_BUDGETS)
+        if kept is not None and kept[0] == key and kept[1][0]() is policy:
+            found = kept[1]
             return dict(found[1]) if copy else found[1]
         prior = memo.pop(_PRIOR, None)
-        before = prior[0].get(key) if prior is not None else None
+        kept = prior[0].get(_BUDGETS) if prior is not None else None
+        before = kept[1] if kept is not None and kept[0] == key else None
         if before is not None and before[0]() is policy:
             by_field = policy.budgets_by_field
             names: Iterable[str] = {name for field in prior[1] for name in by_field.get(field, ())}
             if not names:  # the same budgets left: shared, never changed once kept
-                memo[key] = before
+                memo[_BUDGETS] = (key, before)
                 return dict(before[1]) if copy else before[1]
             left = dict(before[1])
         else:
@@ -229,7 +260,7 @@ class SessionView:
         for name in names:
             budget = policy.budgets[name]
             left[name] = max(0.0, budget.limit - self.counter(budget.counter))
-        memo[key] = (weakref.ref(policy), left)
+        memo[_BUDGETS] = (key, (weakref.ref(policy), left))
         return dict(left) if copy else left
 
     def _budgets_key(self) -> tuple[object, ...]:
@@ -237,73 +268,60 @@ class SessionView:
         key = self._budgets_at
         if key is None:
             policy = self.policy
-            key = self._budgets_at = (_BUDGETS, id(policy), *map(self.now_ms.__floordiv__, policy.budget_widths))
+            key = self._budgets_at = (id(policy), *map(self.now_ms.__floordiv__, policy.budget_widths))
         return key
 
-    def after(
+    def budgets_after(
         self, over: Mapping[str, str], counted: tuple[tuple[str, float, str], ...] | None = None
-    ) -> tuple[SessionState, dict[str, float]]:
-        """The state following this one at the same instant, ``over`` laid over its fields
-        (:func:`bus.session.apply.applied`), and each budget's units left on it, not to be changed:
-        what this state keeps and reads none of ``over`` carries to it, and so do its budgets left
-        (kept on it) but those reading a field of ``over``, worked out again and kept on the state after
-        (``counted``: those budgets, known already, each a count in one field: name, limit, field).
+    ) -> tuple[dict[str, float], tuple[tuple[object, ...], Any] | None]:
+        """Each budget's units left once ``over`` is laid over the state's fields at this instant
+        (:func:`bus.session.apply.laid_over`), not to be changed, and what keeps them on the state
+        once it moves on so (:meth:`SessionState.advance`; None: not kept). The state is not
+        copied: its budgets left (kept on it) are, and only those reading a field of ``over`` are
+        worked out again (``counted``: those budgets, known already, each a count in one field:
+        name, limit, field).
 
         Once per event with budgets, so written with few calls: each costs as much as its work."""
         policy, state = self.policy, self.state
-        fields = {**state.fields, **over}
-        memo: dict[object, Any] = {}
-        after = object.__new__(SessionState)  # SessionState(fields), without its __init__'s call
-        object.__setattr__(after, "fields", fields)
-        object.__setattr__(after, "memo", memo)
-        before = state.memo
         if not policy.budgets_kept:
-            if before:
-                _carry_over(before, memo, over.keys())
-            return after, SessionView(policy, after, self.now_ms, self.fleet).budgets_left(copy=False)
+            after = SessionState({**state.fields, **over})
+            return SessionView(policy, after, self.now_ms, self.fleet).budgets_left(copy=False), None
         key = self._budgets_at
         if key is None:  # _budgets_key(), inline
-            key = self._budgets_at = (_BUDGETS, id(policy), *map(self.now_ms.__floordiv__, policy.budget_widths))
-        found = before.get(key)
-        if found is None or found[0]() is not policy:
+            key = self._budgets_at = (id(policy), *map(self.now_ms.__floordiv__, policy.budget_widths))
+        kept = state.memo.get(_BUDGETS)
+        if kept is None or kept[0] != key or kept[1][0]() is not policy:
             self.budgets_left(copy=False)
-            found = before[key]
-        written = over.keys()
-        before.pop(_PRIOR, None)
-        if (carried_now := before.get(CARRIED)) is not None:  # _carry_over(), its usual case inline
-            if written.isdisjoint(carried_now[1]):
-                memo[CARRIED] = (dict(carried_now[0]), carried_now[1])
-            else:
-                _carry_over(before, memo, written)
-        left = found[1]
-        if counted is not None:
-            if counted:
-                left = dict(left)
-                for name, limit, count_field in counted:
-                    raw = fields.get(count_field)
-                    left[name] = max(0.0, limit - (int(raw) if raw and raw.isdecimal() else 0))
-                memo[key] = (found[0], left)
-            else:
-                memo[key] = found
-            return after, left
-        by_field, view = policy.budgets_by_field, None
+            kept = state.memo[_BUDGETS]
+        found = kept[1]
+        left: dict[str, float] = found[1]
+        if counted is not None:  # known with the event's match: each reads a count ``over`` writes
+            if not counted:
+                return left, kept
+            left = dict(left)
+            for name, limit, count_field in counted:
+                raw = over[count_field]
+                left[name] = max(0.0, limit - (int(raw) if raw.isdecimal() else 0))
+            return left, (key, (found[0], left))
+        fields, by_field = state.fields, policy.budgets_by_field
+        names: list[str] = []
         for field in over:  # the budgets reading a field written; none: the same budgets left, shared
-            names = by_field.get(field)
-            if names is None:
-                continue
-            if left is found[1]:
-                left = dict(left)
-            for name in names:
-                budget, one = policy.budgets[name], policy.budget_count_field.get(name)
-                if one is not None:  # a count in one field: counter(), inline
-                    raw = fields.get(one)
-                    used: float = int(raw) if raw and raw.isdecimal() else 0
-                else:
-                    view = view or SessionView(policy, after, self.now_ms, self.fleet)
-                    used = view.counter(budget.counter)
-                left[name] = max(0.0, budget.limit - used)
-        memo[key] = found if left is found[1] else (found[0], left)
-        return after, left
+            names += by_field.get(field, ())
+        if not names:
+            return left, kept
+        # the fields those budgets read, as they are once ``over`` is laid over them
+        read = policy.budget_fields
+        view = SessionView(
+            policy,
+            SessionState({f: over[f] if f in over else fields.get(f, "") for name in names for f in read[name]}),
+            self.now_ms,
+            self.fleet,
+        )
+        left = dict(left)
+        for name in names:
+            budget = policy.budgets[name]
+            left[name] = max(0.0, budget.limit - view.counter(budget.counter))
+        return left, (key, (found[0], left))
 
     def holds(self, when: When) -> bool:
         """Whether ``when`` holds now; the facts that made it hold are added to :attr:`used`."""

@@ -25,7 +25,8 @@ from bus.policy.loading import Policy
 from bus.redis.keys import Keyspace
 from bus.runtime.metrics import Metrics
 from bus.runtime.sessionmetrics import session_families
-from bus.session.apply import apply_ops, changed_by, same_at, touched
+from bus.session.apply import apply_ops, changed_by, same_at, written_at
+from bus.session.definitions import VERSION_FIELD
 from bus.session.state import SessionState
 from bus.stream.protocol import Request
 from workers.dispatcher.fleet import FleetCounts
@@ -127,32 +128,26 @@ class SessionStates:
 
     def answered(self, key: str, outcome: SessionOutcome, written: bool, raw: bytes) -> dict[str, Any]:
         """Keep the state a settle answered (:mod:`bus.session.script`): the whole state, or the
-        time it applied the event's operations to the state the event was decided on, which this
-        copy applies alike; returns the answer read."""
+        time it applied the event's operations to the state this copy holds (the one the event
+        was decided on, as it is now), which moves on alike, in place; returns the answer read."""
         try:
             found: dict[str, Any] = orjson.loads(raw)
             base, at = outcome.decided_on, found.get("n")
             if written and at is not None and base is not None:
-                now, prior, after = int(at), self._states.get(key), outcome.after
-                if (
-                    after is not None
-                    and prior is base
-                    and (not outcome.timed or same_at(base, outcome.ops, outcome.after_ms, now))
-                ):
-                    # the state after as the decision saw it: the very fields written (_keep(), inline)
-                    self._states[key] = after
+                now = int(at)
+                if self._states.get(key) is base:
+                    over = outcome.over
+                    if (
+                        over is not None
+                        and base.fields.get(VERSION_FIELD) == outcome.seen  # as the decision saw it
+                        and (not outcome.timed or same_at(base, outcome.ops, outcome.over_ms, now))
+                    ):
+                        base.advance(over, outcome.kept)  # the very fields the settle wrote
+                    else:
+                        base.advance(written_at(base.fields, outcome.ops, now), None)
                     self._states.move_to_end(key)
                     return found
-                state = apply_ops(base, outcome.ops, now)
-                if prior is base and after is not None and after.memo:
-                    # what the decision worked out on the state after, at its own time: the same
-                    # but for the fields applied otherwise at the settle's time (set times, buckets)
-                    fields, seen = state.fields, after.fields
-                    near = touched(outcome.ops, now) | touched(outcome.ops, outcome.after_ms)
-                    self._keep(key, state.following(after, {f for f in near if fields.get(f) != seen.get(f)}))
-                    return found
-                changed = touched(outcome.ops, now) if prior is base and prior.memo else None  # else unread
-                self._keep(key, state.following(prior, changed))
+                self.put(key, apply_ops(base, outcome.ops, now))  # this copy forgot it meanwhile
                 return found
             state = SessionState.of(found.get("s"))
         except (ValueError, AttributeError, TypeError) as exc:

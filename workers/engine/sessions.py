@@ -42,20 +42,26 @@ class SessionOutcome:
     fleet: list[Counter] = dataclasses.field(default_factory=list)
     #: Each budget's units left once the event is settled (the record's ``budgets``).
     budgets: dict[str, float] = dataclasses.field(default_factory=dict)
-    #: The state the event was decided on (the settle then answers the time it applied the
-    #: operations instead of the whole state, when the state was still that one).
+    #: The state the event was decided on: the dispatcher's copy of the session's state, which
+    #: moves on in place once an event of the session settles (:attr:`known` reads it as it is).
     decided_on: SessionState | None = None
-    #: The state after the event as the decision saw it (its operations applied at :attr:`after_ms`),
-    #: when it worked out the budgets on it: what it worked out carries to the settled state.
-    after: SessionState | None = None
-    after_ms: int = 0
-    #: Whether the state after depends on when the settle applies the operations (a fact set or
+    #: What the event's operations, applied at :attr:`over_ms`, lay over the state's fields as the
+    #: decision saw it at version :attr:`seen` (:func:`bus.session.apply.laid_over`), and the
+    #: budgets left it worked out on them: the state moves on so when the settle applied them to
+    #: that version at the same time in effect (:meth:`bus.session.state.SessionState.advance`).
+    over: dict[str, str] | None = None
+    over_ms: int = 0
+    seen: str | None = None
+    kept: tuple[tuple[object, ...], Any] | None = None
+    #: Whether what the operations write depends on when the settle applies them (a fact set or
     #: cleared, a window's bucket, the session's first-seen time; :func:`bus.session.apply.same_at`).
     timed: bool = True
 
     @property
     def known(self) -> str:
-        """``<version>:<first seen>`` of :attr:`decided_on` (``''``: none, or an empty state)."""
+        """``<version>:<first seen>`` of :attr:`decided_on` as it is now (``''``: none, or an empty
+        state): the settle answers the time it applied the operations instead of the whole state
+        when the session's state is still that one."""
         state = self.decided_on
         if state is None or not state.fields:
             return ""
@@ -65,7 +71,7 @@ class SessionOutcome:
 class SessionJudge(SessionView):
     """One event's view of its session under one policy."""
 
-    __slots__ = ("_matched", "_named", "read")
+    __slots__ = ("_matched", "_named", "_seen", "read")
 
     def __init__(
         self,
@@ -81,6 +87,8 @@ class SessionJudge(SessionView):
         self.read = False
         self._named: dict[str, list[str]] | None = None
         self._matched: Matched | None = None
+        # the version decided on: the state may move on in place while the event is decided
+        self._seen = state.fields.get(VERSION_FIELD)
 
     def matched(self, event: str, hook_input: Mapping[str, Any], call: Call | None = None) -> Matched:
         """What the event's triggers match (worked out once per event; ``call``: its tool call as
@@ -185,9 +193,8 @@ class SessionJudge(SessionView):
                 elif name is not None and code == "D":
                     facts.pop(name, None)
             now = list(facts)
-        fields = state.fields
-        seen = fields.get(VERSION_FIELD)  # state.version, inline
-        version = int(seen) if seen and seen.isdecimal() else 0
+        fields, seen = state.fields, self._seen
+        version = int(seen) if seen and seen.isdecimal() else 0  # state.version, inline
         expected = version if self.read else None
         fleet = (
             [
@@ -199,27 +206,37 @@ class SessionJudge(SessionView):
             if policy.fleet and matched.count
             else []
         )
+        over: dict[str, str] | None = None
+        kept, budgets = None, {}
         if policy.budgets:  # what is left once the event's operations are applied
-            over: dict[str, str] | None
-            if counts is None:
+            if counts is None or fields.get(VERSION_FIELD) != seen:
                 over = laid_over(state, ops, self.now_ms)
             else:  # laid_over(), inline for operations that only count
-                over = counted = {}
+                over = written = {}
                 for field in counts:  # a loop, not a comprehension: no call
-                    counted[field] = str(int(fields.get(field) or 0) + 1)
+                    written[field] = str(int(fields.get(field) or 0) + 1)
                 if FIRST_SEEN_FIELD not in fields:
-                    counted[FIRST_SEEN_FIELD] = str(self.now_ms)
-                counted[VERSION_FIELD] = str(version + 1)
-            # worked out on the state before and carried over; the state after is this outcome's
-            # alone: what it keeps is not shared
-            after, budgets = (
-                (state, self.budgets_left(copy=False)) if over is None else self.after(over, counts_budgets)
-            )
-        else:
-            after, budgets = None, {}
+                    written[FIRST_SEEN_FIELD] = str(self.now_ms)
+                written[VERSION_FIELD] = str(version + 1)
+            if over is None:
+                budgets = self.budgets_left(copy=False)
+            else:
+                budgets, kept = self.budgets_after(over, counts_budgets)
         timed_ops = timed_ops or FIRST_SEEN_FIELD not in fields
         return SessionOutcome(
-            ops, expected, now, policy.ttl_ms, policy.max_sessions, fleet, budgets, state, after, self.now_ms, timed_ops
+            ops,
+            expected,
+            now,
+            policy.ttl_ms,
+            policy.max_sessions,
+            fleet,
+            budgets,
+            state,
+            over,
+            self.now_ms,
+            seen,
+            kept,
+            timed_ops,
         )
 
 
