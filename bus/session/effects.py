@@ -113,7 +113,9 @@ def verdicts(view: SessionView, event: str, matched: Matched) -> list[HandlerRes
     if event != "PreToolUse" or not policy.decides:
         return []
     found: list[HandlerResult] = []
-    if policy.loop_gate and (failures := int(view.counter("failures"))) >= policy.loop_gate:
+    fields = view.state.fields
+    raw = fields.get(FAILURES_FIELD) if policy.loop_gate else None  # view.counter("failures"), inline
+    if raw and raw.isdecimal() and (failures := int(raw)) >= policy.loop_gate:
         text = (
             f"hookbus: the last {failures} tool calls of this session failed in a row (loop gate "
             f"{policy.loop_gate}). Stop retrying: tell the user what fails and ask how to go on."
@@ -123,7 +125,7 @@ def verdicts(view: SessionView, event: str, matched: Matched) -> list[HandlerRes
         on = matched.checked  # kept with the match, and per set of counters counted
         if on is None:
             on = matched.checked = _checked(policy, event, matched)
-        fields, single = view.state.fields, policy.budget_count_field
+        single = policy.budget_count_field
         for name, budget, measured in on:
             one = single.get(name)
             if one is not None:  # a count in one field: view.counter(), inline

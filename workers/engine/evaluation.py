@@ -166,13 +166,9 @@ class Engine:
             return Evaluation(merge_results(event, [result]), [result], [], decided_by=[FREEZE_HANDLER])
         sessions = None  # SessionJudge.of(), inline: once per event
         if (compiled_session := session_policy(policy)).defined:
-            fleet = self.fleet_values
-            sessions = SessionJudge(
-                compiled_session,
-                session or SessionState(),
-                session_at_ms,
-                lambda c: fleet.get(request.tenant, request.agent, c),
-            )
+            values = self.fleet_values  # the tenant's and agent's counters, when the policy reads some
+            fleet = (lambda c: values.get(request.tenant, request.agent, c)) if compiled_session.fleet else None
+            sessions = SessionJudge(compiled_session, session or SessionState(), session_at_ms, fleet)
         slots: list[HandlerResult | None] = []  # in policy order; None: run below
         contexts: list[tuple[int, HookContext]] = []
         jobs: list[PreparedJob] = []
