@@ -66,11 +66,14 @@ class SessionState:
         of a session's state moves on so: none of its fields is copied per event."""
         fields = self.fields
         assert isinstance(fields, dict), "a state moves on only when its fields are its own"
-        for field, value in written.items():
-            if value is None:
-                fields.pop(field, None)
-            else:
-                fields[field] = value
+        if None in written.values():
+            for field, value in written.items():
+                if value is None:
+                    fields.pop(field, None)
+                else:
+                    fields[field] = value
+        else:
+            fields.update(written)  # no None: checked above
         memo, changed = self.memo, written.keys()
         if not memo:
             if budgets is not None:

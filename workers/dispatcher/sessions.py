@@ -2,7 +2,9 @@
 
 Deciding an event reads its session's state with no Redis round trip of its own: from this
 copy, which every settle of a session event refreshes with the state the script wrote (the
-script returns it, :mod:`bus.session.script`). The copy may be behind: another dispatcher
+script returns it, :mod:`bus.session.script`), or moves on in place when the script applied the
+event's operations to the very state this copy holds (it then answers only when it applied
+them: no copy of the state's fields per event). The copy may be behind: another dispatcher
 settled an event of the session, or this one forgot it (a bounded LRU). Then the settle of an
 event whose decision read the state finds another version and refuses it, returning the state
 as it is; this copy takes it and the event is decided again (:meth:`SessionStates.settled`).
