@@ -110,15 +110,6 @@ def same_at(state: SessionState, ops: Sequence[str], at_ms: int, now_ms: int) ->
     return True
 
 
-def touched(ops: Sequence[str], now_ms: int) -> set[str]:
-    """The fields :func:`apply_ops` may change applying ``ops`` at ``now_ms``."""
-    found = {FIRST_SEEN_FIELD, VERSION_FIELD}
-    for op in ops:
-        code, field, *rest = op.split(" ")
-        found.add(f"{field}:{now_ms // int(rest[0]) % (BUCKETS + 1)}" if code == "R" else field)
-    return found
-
-
 def changed_by(prior: SessionState, state: SessionState, ops: Sequence[str]) -> set[str] | None:
     """The fields that differ between ``prior`` and ``state`` when the settle script made ``state``
     of ``prior`` applying ``ops`` alone (its version one more, its first-seen time the same: no
@@ -137,4 +128,4 @@ def changed_by(prior: SessionState, state: SessionState, ops: Sequence[str]) -> 
     return found
 
 
-__all__ = ["applied", "apply_ops", "changed_by", "changes", "laid_over", "same_at", "touched", "written_at"]
+__all__ = ["applied", "apply_ops", "changed_by", "changes", "laid_over", "same_at", "written_at"]

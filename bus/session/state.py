@@ -120,9 +120,8 @@ def _carry_over(before: dict[object, Any], memo: dict[object, Any], changed: Abs
     if changed.isdisjoint(reads):  # all of it: copied, each state adds its own
         memo[CARRIED] = (dict(entries), reads)
         return
-    kept = {
-        key: entry for key, entry in entries.items() if changed.isdisjoint(entry[2])
-    }  # entry: (owner, value, fields read)
+    # each entry: (weak reference to its owner, value, fields read)
+    kept = {key: entry for key, entry in entries.items() if changed.isdisjoint(entry[2])}
     if kept:
         memo[CARRIED] = (kept, frozenset().union(*(entry[2] for entry in kept.values())))
 

@@ -11,7 +11,7 @@ from typing import Any
 
 from bus.policy.loading import policy_from_text
 from bus.policy.sessionschema import When
-from bus.session.apply import applied, apply_ops, changed_by, touched
+from bus.session.apply import applied, apply_ops, changed_by, written_at
 from bus.session.conditions import Conditions, compile_when
 from bus.session.definitions import SessionPolicy, session_policy
 from bus.session.effects import effects
@@ -132,7 +132,8 @@ def test_budgets_left_carried_from_state_to_state_as_worked_out_afresh() -> None
         differ = {k for k, _ in after.fields.items() ^ state.fields.items()}
         told = changed_by(state, after, ops)
         assert told is None or differ <= told
-        after = after.following(state, (touched(ops, at), None, told)[n % 3])  # named by the ops, or compared
+        named = set(written_at(state.fields, ops, at))
+        after = after.following(state, (named, None, told)[n % 3])  # named by the ops, or compared
         view = SessionView(policy, after, at + rng.choice((0, 0, 0, 7_000)))
         expected = {name: max(0.0, b.limit - view.counter(b.counter)) for name, b in policy.budgets.items()}
         over = applied(state, ops, at)  # what the outcome reads: the changes over the state before
