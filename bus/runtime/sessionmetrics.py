@@ -1,5 +1,6 @@
 """The metric families of session policy (``hookbus.session``): states evicted past a tenant's cap,
-and decisions taken again because the session changed meanwhile.
+decisions taken again because the session changed meanwhile, and those settled unchecked after
+too many.
 
 Registered on a :class:`~bus.runtime.metrics.Metrics` registry on first use
 (:func:`session_families`): every dispatcher registers them when it starts.
@@ -20,6 +21,7 @@ class SessionFamilies:
 
     evictions: Counter
     conflicts: Counter
+    unchecked: Counter
     policy_freezes: Counter
 
     @classmethod
@@ -33,6 +35,11 @@ class SessionFamilies:
             conflicts=Counter(
                 "hookbus_session_conflicts_total",
                 "Events decided again because another event of their session settled first",
+                registry=registry,
+            ),
+            unchecked=Counter(
+                "hookbus_session_unchecked_settles_total",
+                "Events settled on their last decision without the version check after refusals in a row",
                 registry=registry,
             ),
             policy_freezes=Counter(

@@ -63,6 +63,7 @@ DEFINED_METRICS: Final = frozenset(
         "hookbus_policy_freezes_total",  # counter: tenants frozen by a tenant counter's onLimit
         "hookbus_session_conflicts_total",  # counter: events decided again on their session's newer state
         "hookbus_session_evictions_total",  # counter: session states dropped past hookbus.session.maxSessions
+        "hookbus_session_unchecked_settles_total",  # counter: events settled without the check after refusals
         "hookbus_shadow_decisions_total",
         "hookbus_spooled_events_total",
         "hookbus_stop_guard_overrides_total",

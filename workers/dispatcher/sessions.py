@@ -9,7 +9,8 @@ settled an event of the session, or this one forgot it (a bounded LRU). Then the
 event whose decision read the state finds another version and refuses it, returning the state
 as it is; this copy takes it and the event is decided again (:meth:`SessionStates.settled`).
 After :data:`MAX_ATTEMPTS` refusals the event is settled on the last decision without the check
-(counted: ``hookbus_session_conflicts_total`` counts every refusal).
+(counted: ``hookbus_session_conflicts_total`` counts every refusal,
+``hookbus_session_unchecked_settles_total`` every event settled so).
 """
 
 from __future__ import annotations
@@ -94,6 +95,7 @@ class SessionStates:
         """The session part of an event's settle (past :data:`MAX_ATTEMPTS`, without the check)."""
         if attempt >= MAX_ATTEMPTS and outcome.expected is not None:
             logger.warning("event %s decided %d times on a changing session: settled as is", request.event_id, attempt)
+            self.metrics.unchecked.inc()
             outcome.expected = None
         return outcome, key, self.keys.session_index(request.tenant, partition)
 
