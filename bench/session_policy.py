@@ -146,8 +146,8 @@ async def compare(
     for start in range(0, len(prepared), chunk):
         part = prepared[start : start + chunk]
         if start // chunk % 2:  # each first in every other pair: neither always runs after the other
-            after_ = await session.run(part)
-            pairs.append((await plain.run(part), after_))
+            session_s = await session.run(part)
+            pairs.append((await plain.run(part), session_s))
         else:
             pairs.append((await plain.run(part), await session.run(part)))
     differences = sorted(s - b for b, s in pairs)

@@ -75,10 +75,6 @@ class SessionState:
         else:
             fields.update(written)  # no None: checked above
         memo, changed = self.memo, written.keys()
-        if not memo:
-            if budgets is not None:
-                memo[_BUDGETS] = budgets
-            return
         memo.pop(_PRIOR, None)
         if (carried_now := memo.get(CARRIED)) is not None and not changed.isdisjoint(carried_now[1]):
             del memo[CARRIED]
