@@ -9,7 +9,8 @@ arq on a Redis of its own, the jobs are queued just before, see :mod:`workers.jo
 event whose input is over 64 KiB has its record masked in a worker thread: its reply is published as
 soon as it is decided (:meth:`workers.dispatcher.outbox.Outbox.answer`), and the settle that writes
 the record later does not answer again. Blocking work whose deadline has passed is not evaluated:
-the gateway answered fail-open, and that is what the record says. SIGTERM stops reading, finishes
+the gateway answered fail-open, and that is what the record says. Events of a session with state
+take turns (:mod:`workers.dispatcher.turns`). SIGTERM stops reading, finishes
 in-flight work and leaves.
 """
 
@@ -23,9 +24,6 @@ import socket
 from collections.abc import Mapping
 from typing import Any
 
-import orjson
-
-from bus.decisionlog.masking import redact_record
 from bus.errors import ProtocolError
 from bus.hooks.decisions import Decision, FailOpenReason, RecordOutcome
 from bus.hooks.plugins import PluginError, load_plugins
@@ -33,7 +31,6 @@ from bus.policy.loading import Policy
 from bus.policy.registry import PolicyRegistry
 from bus.policy.reload import PolicyWatcher
 from bus.redaction.redact import install_log_redaction, redactor_for
-from bus.redaction.scan import OverBudget, masking_deadline
 from bus.redis.topology import Topology
 from bus.rules.limits import json_depth_over
 from bus.runtime import tracing
@@ -42,14 +39,14 @@ from bus.runtime.metrics import Metrics, event_label, process_metrics
 from bus.runtime.settings import Settings
 from bus.session.definitions import session_policy
 from bus.stream.partitions import warn_partitions_changed
-from bus.stream.protocol import LogRecord, Reply, Request
+from bus.stream.protocol import Reply, Request
 from workers.dispatcher.outbox import Outbox, Settle
-from workers.dispatcher.records import build_record
+from workers.dispatcher.records import INLINE_MASK_BYTES, stored_record
 from workers.dispatcher.sessions import SessionStates
 from workers.dispatcher.streams import WorkStreams, log_maxlen
 from workers.dispatcher.tracing import DispatchTraces
+from workers.dispatcher.turns import SessionTurns
 from workers.engine.evaluation import Engine, Evaluation
-from workers.engine.judging import Refused, offload
 from workers.handlers.runners import default_runners
 from workers.jobs.enqueue import JobQueue, PreparedJob, arq_pool
 from workers.outbound.notices import notices_of
@@ -62,10 +59,6 @@ logger = logging.getLogger("hookbus.dispatcher")
 #: one convoy and each process idles while another works (wrk against one dispatcher: 1.4-1.7x the
 #: decisions/s of never yielding; every 4, 8 or 16 entries alike, every 2 less).
 _YIELD_EVERY = 8
-#: Hook inputs up to this size are masked on the event loop; larger ones in a worker thread.
-_INLINE_MASK_BYTES = 64 * 1024
-#: The most masking a large input may take (its reply does not wait for it): past it, a note is stored instead.
-_MASK_BUDGET_S = 0.25
 
 
 class Dispatcher:
@@ -141,6 +134,8 @@ class Dispatcher:
         self.traces = DispatchTraces(settings.tracing.always)
         #: This dispatcher's copy of the states of the sessions it decides (hookbus.session).
         self.sessions = SessionStates(self.keys, self.metrics, self._redo, self.redis, self.engine.fleet_values)
+        #: One decision at a time per session: the next is decided on the state the last one settled.
+        self.turns = SessionTurns()
         self._slots = asyncio.Semaphore(settings.dispatch_concurrency)
         self._tasks: set[asyncio.Task[None]] = set()
         self.registry = PolicyRegistry(
@@ -214,7 +209,7 @@ class Dispatcher:
         self._tasks.discard(task)
         self._slots.release()
         if task.cancelled() or task.exception() is not None:
-            self.work.settled(stream, entry_id)
+            self._ended(stream, entry_id)
             if not task.cancelled():
                 logger.error("dispatch task failed", exc_info=task.exception())
 
@@ -227,14 +222,19 @@ class Dispatcher:
     def _redone(self, task: asyncio.Task[None], op: Settle) -> None:
         self._tasks.discard(task)
         if task.cancelled() or task.exception() is not None:
-            self.work.settled(op.stream, op.entry_id)
+            self._ended(op.stream, op.entry_id)
             if not task.cancelled():
                 logger.error("deciding an event again failed", exc_info=task.exception())
 
     def _settled(self, stream: str, entry_id: bytes) -> None:
-        self.work.settled(stream, entry_id)
+        self._ended(stream, entry_id)
         if tracing.on:
             self.traces.settled(stream, entry_id)
+
+    def _ended(self, stream: str, entry_id: bytes) -> None:
+        """Whatever ended the entry (its settle written or refused, its task failed): its session's turn passes on."""
+        self.work.settled(stream, entry_id)
+        self.turns.release((stream, entry_id))
 
     async def handle(self, stream: str, entry_id: bytes, fields: Mapping[bytes, bytes]) -> None:
         """Evaluate one entry and queue its settlement: record, reply and acknowledgement at once."""
@@ -261,14 +261,8 @@ class Dispatcher:
                 answered = await self.outbox.answered(request, self.work.partition[stream])
             except Exception as exc:  # the settle still writes one record, from what this dispatcher knows
                 logger.warning("could not read the reply %s was answered with: %s", request.event_id, exc)
-        if request.blocking and (request.fail_open or request.expired()):
-            # The gateway has answered already (fail open): only the record is left to write.
-            self.metrics.expired.labels(event_label(request.event)).inc()
-            if not request.fail_open:  # it waited in the stream past its deadline (not spooled in an outage)
-                self.metrics.child(self.metrics.timeouts, "queue_wait").inc()
-            await self.engine.restore_context(request)  # what its append took waits for the next turn
-            state_key, went_ahead = await self.sessions.went_ahead(request, partition, self.registry.resolve)
-        else:
+        late = request.blocking and bool(request.fail_open or request.expired())
+        if not late:
             try:
                 hook_input = request.hook_input()
                 policy = await self.registry.resolve(request.tenant, request.policy)
@@ -277,8 +271,12 @@ class Dispatcher:
                     raise ValueError(f"hook input nested more than {limit} deep (hookbus.limits.nestingDepth)")
                 if session_policy(policy).defined:
                     state_key = self.sessions.key_of(request, str(hook_input.get("session_id", "")), partition)
-                state = self.sessions.get(state_key) if state_key else None
-                evaluation = await self.engine.evaluate(request, hook_input, policy, state)
+                    if not attempt:  # held until its settle is answered (a redo holds it still)
+                        await self.turns.take(state_key, (stream, entry_id), request.remaining_s())
+                        late = request.expired()  # waited for its turn past its deadline
+                if not late:
+                    state = self.sessions.get(state_key) if state_key else None
+                    evaluation = await self.engine.evaluate(request, hook_input, policy, state)
             except Exception:  # the agent must get an answer whatever happens here
                 logger.exception(
                     "evaluating %s %s failed",
@@ -294,7 +292,7 @@ class Dispatcher:
                 fail_open = FailOpenReason.DISPATCHER_ERROR
                 reply = Reply(request.event_id, {}, Decision.NONE, fail_open)
                 await self.engine.restore_context(request)
-            else:
+            if evaluation is not None:
                 fail_open = evaluation.fail_open
                 hooks = [(r.handler_type, round(r.duration_s, 6), r.outcome.value) for r in evaluation.results]
                 merged = evaluation.merged
@@ -307,11 +305,18 @@ class Dispatcher:
                             request.event_id,
                             request.event,
                             request.tenant,
-                            hook_input.get("session_id"),
+                            (hook_input or {}).get("session_id"),
                             ",".join(evaluation.decided_by) or None,
                             decision=evaluation.merged.decision,
                         ),
                     )
+        if late:
+            # The gateway has answered already (fail open): only the record is left to write.
+            self.metrics.expired.labels(event_label(request.event)).inc()
+            if not request.fail_open:  # it waited past its deadline (not spooled in an outage)
+                self.metrics.child(self.metrics.timeouts, "queue_wait").inc()
+            await self.engine.restore_context(request)  # what its append took waits for the next turn
+            state_key, went_ahead = await self.sessions.went_ahead(request, partition, self.registry.resolve)
         reply_json = b""
         if reply is not None and request.blocking:
             try:
@@ -343,7 +348,9 @@ class Dispatcher:
             # Its record is masked in a thread: the agent does not wait for it (the settle that
             # writes it later does not answer again).
             answering = asyncio.create_task(self.outbox.answer(request, reply, self.work.partition[stream]))
-        record, record_meta = await self._stored_record(request, outcome, fail_open, evaluation, hook_input)
+        record, record_meta = await stored_record(
+            self.redactor, self.policy.revision, request, outcome, fail_open, evaluation, hook_input
+        )
         if answering is not None:
             await answering
         if answered is not None:
@@ -381,70 +388,7 @@ class Dispatcher:
     def _answers_early(request: Request) -> bool:
         """Whether ``request`` is answered before its record is ready: a blocking event whose
         record is masked in a thread (small ones are answered by the settle that writes it)."""
-        return request.blocking and not request.fail_open and len(request.payload) > _INLINE_MASK_BYTES
-
-    async def _stored_record(
-        self,
-        request: Request,
-        outcome: RecordOutcome,
-        fail_open: FailOpenReason | None,
-        evaluation: Evaluation | None,
-        hook_input: dict[str, Any] | None,
-    ) -> tuple[LogRecord, bytes]:
-        """The record to write, masked, and its JSON (``meta()``; b"" if not encoded); whatever goes wrong,
-        a record all the same: its input replaced by a note saying why (a settle must never wait on it)."""
-        try:
-            if len(request.payload) > _INLINE_MASK_BYTES:  # masking a large input: off the event loop, bounded
-                budget_s = (
-                    max(0.05, min(_MASK_BUDGET_S, request.remaining_s() / 2)) if request.blocking else _MASK_BUDGET_S
-                )
-                masked = await offload(
-                    request.tenant, budget_s, self._masked_record, request, outcome, fail_open, evaluation, hook_input
-                )
-                if isinstance(masked, Refused):  # past its budget: the input is not stored, a note says why
-                    raise OverBudget(f"masking did not run: {masked.why}")
-                record = masked
-            else:
-                record = self._record(request, outcome, fail_open, evaluation, hook_input)
-            return record, record.meta()  # it can be written
-        except Exception as exc:  # RecursionError, orjson.JSONEncodeError, ...: never a poison entry
-            why = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
-            logger.error(
-                "the record of %s %s cannot be stored as it is (%s); storing a note instead",
-                request.event,
-                request.event_id,
-                why,
-            )
-        record = self._record(request, outcome, fail_open, None, {}, store=False)
-        record.payload = orjson.dumps({"hookbus_note": f"the hook input is not stored: {why}"})
-        if evaluation is not None:
-            record.decision = evaluation.merged.decision
-            with contextlib.suppress(Exception):  # the output too when it can be masked and written
-                output = self.redactor.value(evaluation.merged.output, ("output",))
-                orjson.dumps(output)
-                record.output = output
-        return record, b""
-
-    def _masked_record(self, budget_s: float, *args: Any) -> LogRecord:
-        with masking_deadline(budget_s):
-            return self._record(*args)
-
-    def _record(
-        self,
-        request: Request,
-        outcome: RecordOutcome,
-        fail_open: FailOpenReason | None,
-        evaluation: Evaluation | None,
-        hook_input: dict[str, Any] | None,
-        *,
-        store: bool = True,
-    ) -> LogRecord:
-        """The record as it stands if the dispatcher's answer arrives in time (the settle
-        script turns it into a fail-open record when it does not); masked unless not ``store``."""
-        record = build_record(request, outcome, fail_open, evaluation, hook_input, self.policy.revision)
-        if not store:
-            return record
-        return redact_record(self.redactor, record, hook_input)  # secrets never reach the log
+        return request.blocking and not request.fail_open and len(request.payload) > INLINE_MASK_BYTES
 
 
 __all__ = ["Dispatcher"]

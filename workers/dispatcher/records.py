@@ -1,13 +1,29 @@
-"""The decision-log record of one event, as the dispatcher writes it (before masking)."""
+"""The decision-log record of one event, as the dispatcher writes it: built, then masked (a large
+input in a worker thread, within a budget), or a note in place of the input when it cannot be."""
 
 from __future__ import annotations
 
-from typing import Any
+import contextlib
+import logging
+from typing import Any, Final
 
+import orjson
+
+from bus.decisionlog.masking import redact_record
 from bus.hooks.decisions import Decision, FailOpenReason, RecordOutcome
 from bus.hooks.merge import MergedDecision
+from bus.redaction.redact import Redactor
+from bus.redaction.scan import OverBudget, masking_deadline
 from bus.stream.protocol import LogRecord, Request, now_ms
 from workers.engine.evaluation import Evaluation
+from workers.engine.judging import Refused, offload
+
+logger = logging.getLogger("hookbus.dispatcher")
+
+#: Hook inputs up to this size are masked on the event loop; larger ones in a worker thread.
+INLINE_MASK_BYTES: Final = 64 * 1024
+#: The most masking a large input may take (its reply does not wait for it): past it, a note is stored instead.
+_MASK_BUDGET_S = 0.25
 
 
 def build_record(
@@ -71,4 +87,76 @@ def build_record(
     return record
 
 
-__all__ = ["build_record"]
+async def stored_record(
+    redactor: Redactor,
+    revision: str,
+    request: Request,
+    outcome: RecordOutcome,
+    fail_open: FailOpenReason | None,
+    evaluation: Evaluation | None,
+    hook_input: dict[str, Any] | None,
+) -> tuple[LogRecord, bytes]:
+    """The record to write, masked by ``redactor``, and its JSON (``meta()``; b"" if not encoded);
+    whatever goes wrong, a record all the same: its input replaced by a note saying why (a settle
+    must never wait on it)."""
+    try:
+        if len(request.payload) > INLINE_MASK_BYTES:  # masking a large input: off the event loop, bounded
+            budget_s = max(0.05, min(_MASK_BUDGET_S, request.remaining_s() / 2)) if request.blocking else _MASK_BUDGET_S
+            masked = await offload(
+                request.tenant,
+                budget_s,
+                _masked,
+                redactor,
+                revision,
+                request,
+                outcome,
+                fail_open,
+                evaluation,
+                hook_input,
+            )
+            if isinstance(masked, Refused):  # past its budget: the input is not stored, a note says why
+                raise OverBudget(f"masking did not run: {masked.why}")
+            record = masked
+        else:
+            record = masked_record(redactor, revision, request, outcome, fail_open, evaluation, hook_input)
+        return record, record.meta()  # it can be written
+    except Exception as exc:  # RecursionError, orjson.JSONEncodeError, ...: never a poison entry
+        why = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
+        logger.error(
+            "the record of %s %s cannot be stored as it is (%s); storing a note instead",
+            request.event,
+            request.event_id,
+            why,
+        )
+    record = build_record(request, outcome, fail_open, None, {}, revision)
+    record.payload = orjson.dumps({"hookbus_note": f"the hook input is not stored: {why}"})
+    if evaluation is not None:
+        record.decision = evaluation.merged.decision
+        with contextlib.suppress(Exception):  # the output too when it can be masked and written
+            output = redactor.value(evaluation.merged.output, ("output",))
+            orjson.dumps(output)
+            record.output = output
+    return record, b""
+
+
+def masked_record(
+    redactor: Redactor,
+    revision: str,
+    request: Request,
+    outcome: RecordOutcome,
+    fail_open: FailOpenReason | None,
+    evaluation: Evaluation | None,
+    hook_input: dict[str, Any] | None,
+) -> LogRecord:
+    """:func:`build_record`, masked by ``redactor``: secrets never reach the log."""
+    return redact_record(
+        redactor, build_record(request, outcome, fail_open, evaluation, hook_input, revision), hook_input
+    )
+
+
+def _masked(budget_s: float, *args: Any) -> LogRecord:
+    with masking_deadline(budget_s):
+        return masked_record(*args)
+
+
+__all__ = ["INLINE_MASK_BYTES", "build_record", "masked_record", "stored_record"]

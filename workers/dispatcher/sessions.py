@@ -8,9 +8,12 @@ them: no copy of the state's fields per event). The copy may be behind: another 
 settled an event of the session, or this one forgot it (a bounded LRU). Then the settle of an
 event whose decision read the state finds another version and refuses it, returning the state
 as it is; this copy takes it and the event is decided again (:meth:`SessionStates.settled`).
-After :data:`MAX_ATTEMPTS` refusals the event is settled on the last decision without the check
-(counted: ``hookbus_session_conflicts_total`` counts every refusal,
-``hookbus_session_unchecked_settles_total`` every event settled so).
+Events of one session decided by one dispatcher take turns (:mod:`workers.dispatcher.turns`), so
+a refusal means another writer moved the session on. A blocking event is decided again until it
+settles or its deadline passes; a non-blocking one (no answer waits for it), after
+:data:`MAX_ATTEMPTS` refusals, is settled on the last decision without the check (counted:
+``hookbus_session_conflicts_total`` counts every refusal, ``hookbus_session_unchecked_settles_total``
+every event settled so).
 """
 
 from __future__ import annotations
@@ -41,7 +44,7 @@ logger = logging.getLogger("hookbus.dispatcher")
 
 #: Sessions whose state a dispatcher keeps a copy of (the least recently used go first).
 CACHED_SESSIONS: Final = 10_000
-#: Times an event is decided again on a newer state before it is settled without the check.
+#: Times a non-blocking event is decided again on a newer state before it is settled without the check.
 MAX_ATTEMPTS: Final = 4
 
 
@@ -92,8 +95,11 @@ class SessionStates:
     def part(
         self, request: Request, partition: int, key: str, outcome: SessionOutcome, attempt: int
     ) -> tuple[SessionOutcome, str, str]:
-        """The session part of an event's settle (past :data:`MAX_ATTEMPTS`, without the check)."""
-        if attempt >= MAX_ATTEMPTS and outcome.expected is not None:
+        """The session part of an event's settle: a non-blocking event's past :data:`MAX_ATTEMPTS`
+        without the check (no answer depends on it). A blocking one is always checked: it is decided
+        again until it settles or its deadline passes (the gateway then answered it fail-open, and
+        it is settled as a call that went ahead)."""
+        if attempt >= MAX_ATTEMPTS and outcome.expected is not None and not request.blocking:
             logger.warning("event %s decided %d times on a changing session: settled as is", request.event_id, attempt)
             self.metrics.unchecked.inc()
             outcome.expected = None

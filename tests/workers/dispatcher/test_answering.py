@@ -27,7 +27,7 @@ from bus.redis.keys import DISPATCH_GROUP
 from bus.stream.protocol import Reply, Request, now_ms
 from hookbus.platform.redis_server import EmbeddedRedis
 from tests.conftest import BusProbe, Platform, async_wait_for, frozen_during, hookbus_process, logged, rm_rf
-from workers.dispatcher import answering
+from workers.dispatcher import records
 from workers.dispatcher.answering import Dispatcher
 from workers.dispatcher.outbox import Outbox
 
@@ -392,17 +392,17 @@ async def test_a_large_blocking_event_is_answered_before_its_record_is_masked(
 ) -> None:
     release = threading.Event()
     masked = threading.Event()
-    held_masking = Dispatcher._masked_record
+    held_masking = records._masked
 
-    def held(self: Dispatcher, budget_s: float, *args: Any) -> Any:
+    def held(budget_s: float, *args: Any) -> Any:
         release.wait(30)  # fault injection: the masking thread is held until the agent has its answer
         try:
-            return held_masking(self, budget_s, *args)
+            return held_masking(budget_s, *args)
         finally:
             masked.set()
 
-    monkeypatch.setattr(Dispatcher, "_masked_record", held)
-    monkeypatch.setattr(answering, "_MASK_BUDGET_S", 30.0)  # the masking is not cut short: half the deadline
+    monkeypatch.setattr(records, "_masked", held)
+    monkeypatch.setattr(records, "_MASK_BUDGET_S", 30.0)  # the masking is not cut short: half the deadline
     secret = "ghp_" + "A1b2C3d4E5f6G7h8I9j0K1l2M3n4O5p6Q7r8"
     large = {
         "hook_event_name": "PreToolUse",

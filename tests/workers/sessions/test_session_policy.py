@@ -77,6 +77,19 @@ async def test_parallel_calls_cannot_both_take_the_last_unit(platform: Callable[
     assert session_families(p.metrics).conflicts._value.get() >= 1
 
 
+async def test_a_session_s_calls_in_flight_take_turns_and_each_is_settled_checked(
+    platform: Callable[..., Any], bus: BusProbe
+) -> None:
+    policy = BUDGET.replace("limit: 2,", "limit: 30,").replace("two deploys", "thirty deploys")
+    async with platform(policy) as p:
+        answers = await asyncio.gather(*(p.post(pre_tool_use(f"deploy {n}", "many")) for n in range(48)))
+        verdicts = [decision(a)[0] for a in answers]
+        assert verdicts.count(None) == 30 and verdicts.count("deny") == 18
+    families = session_families(p.metrics)
+    # Decided one after another on the state the last one settled: no refused settle, none unchecked.
+    assert families.conflicts._value.get() == 0 and families.unchecked._value.get() == 0
+
+
 async def test_a_call_answered_fail_open_before_it_was_evaluated_still_counts(
     platform: Callable[..., Any], bus: BusProbe
 ) -> None:

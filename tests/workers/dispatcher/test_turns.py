@@ -1,0 +1,74 @@
+"""Events of one session take turns: each waits until the one before it ended, in order; a wait
+past its deadline gives up; a turn handed to an event that gave up or was cancelled passes on."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from workers.dispatcher.turns import SessionTurns
+
+pytestmark = pytest.mark.timeout(10)
+
+A, B, C = ("s", b"1-0"), ("s", b"2-0"), ("s", b"3-0")
+
+
+async def test_events_of_a_session_take_turns_in_order() -> None:
+    turns, order = SessionTurns(), []
+    assert await turns.take("k", A)
+
+    async def decide(entry: tuple[str, bytes]) -> None:
+        assert await turns.take("k", entry)
+        order.append(entry)
+
+    waiting = [asyncio.create_task(decide(B)), asyncio.create_task(decide(C))]
+    await asyncio.sleep(0)
+    assert order == [] and turns.holds(A)
+    turns.release(A)
+    await asyncio.sleep(0)
+    assert order == [B] and turns.holds(B) and not turns.holds(C)
+    turns.release(B)
+    await asyncio.gather(*waiting)
+    assert order == [B, C]
+    turns.release(C)
+    assert len(turns) == 0  # free again: the next takes it at once
+    assert await turns.take("k", A)
+
+
+async def test_other_sessions_do_not_wait() -> None:
+    turns = SessionTurns()
+    assert await turns.take("k", A)
+    assert await turns.take("other", B)
+    assert len(turns) == 2
+
+
+async def test_a_wait_past_its_deadline_gives_up_and_is_skipped() -> None:
+    turns = SessionTurns()
+    assert await turns.take("k", A)
+    assert not await turns.take("k", B, timeout_s=0.01)
+    assert not turns.holds(B)
+    later = asyncio.create_task(turns.take("k", C))
+    await asyncio.sleep(0)
+    turns.release(A)
+    assert await later and turns.holds(C)
+
+
+async def test_a_cancelled_waiter_passes_a_turn_it_was_handed_on() -> None:
+    turns = SessionTurns()
+    assert await turns.take("k", A)
+    handed = asyncio.create_task(turns.take("k", B))
+    after = asyncio.create_task(turns.take("k", C))
+    await asyncio.sleep(0)
+    turns.release(A)  # handed to B, which is cancelled before it runs
+    handed.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await handed
+    assert await after and turns.holds(C) and not turns.holds(B)
+
+
+async def test_releasing_an_entry_that_holds_no_turn_changes_nothing() -> None:
+    turns = SessionTurns()
+    assert await turns.take("k", A)
+    turns.release(B)
+    assert turns.holds(A)

@@ -1,0 +1,81 @@
+"""One decision at a time per session: an event of a session with state waits its turn.
+
+An event whose policy keeps session state takes its session's turn before it reads the
+dispatcher's copy of the state, and holds it until its settle is answered (the entry ends:
+written, refused by Redis or failed), so that the next event of the session is decided on the
+state that settle wrote. Without turns, every event in flight at once is decided on the same
+state and all but one are refused by the settle's version check and decided again, and so on: a
+session with many calls in flight could use up its attempts. With them, a settle is refused only
+when some other writer moved the session on (another dispatcher, an event answered fail-open),
+and each refusal means that writer made progress.
+
+Waiting events keep their dispatch slot: a session flooding one dispatcher holds slots and so
+slows the others behind it; the gateway's per-session rate limit is what stops such a flood.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+from typing import Final
+
+#: An entry: its stream and id.
+Entry = tuple[str, bytes]
+
+#: Turns waited for past a deadline give up: the gateway has answered the event fail-open.
+_NO_TIMEOUT: Final = float("inf")
+
+
+class SessionTurns:
+    """Whose turn it is to decide an event of each session, and who waits for it, in order."""
+
+    def __init__(self) -> None:
+        #: A session's waiters, in order; a session is here while one of its events holds the turn.
+        self._waiting: dict[str, collections.deque[tuple[asyncio.Future[None], Entry]]] = {}
+        #: The session whose turn each entry holds.
+        self._holding: dict[Entry, str] = {}
+
+    def __len__(self) -> int:
+        """How many sessions have an event between its decision and its settle."""
+        return len(self._waiting)
+
+    def holds(self, entry: Entry) -> bool:
+        return entry in self._holding
+
+    async def take(self, key: str, entry: Entry, timeout_s: float = _NO_TIMEOUT) -> bool:
+        """Wait until no other event of the session at ``key`` holds its turn, then hold it for
+        ``entry`` until :meth:`release`. False when ``timeout_s`` passed first (not held)."""
+        waiting = self._waiting.get(key)
+        if waiting is None:
+            self._waiting[key] = collections.deque()
+            self._holding[entry] = key
+            return True
+        waiter: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        waiting.append((waiter, entry))
+        try:
+            async with asyncio.timeout(None if timeout_s == _NO_TIMEOUT else timeout_s):
+                await waiter
+        except TimeoutError:
+            # Handed the turn as the timer fired: it is held all the same (released when the entry ends).
+            return self.holds(entry)
+        except asyncio.CancelledError:
+            self.release(entry)  # handed the turn as it was cancelled: pass it on
+            raise
+        return True
+
+    def release(self, entry: Entry) -> None:
+        """``entry`` ended: hand its session's turn to the next event waiting (none: it is free)."""
+        key = self._holding.pop(entry, None)
+        if key is None:
+            return
+        waiting = self._waiting[key]
+        while waiting:
+            waiter, following = waiting.popleft()
+            if not waiter.done():  # not given up
+                self._holding[following] = key
+                waiter.set_result(None)
+                return
+        del self._waiting[key]
+
+
+__all__ = ["Entry", "SessionTurns"]
