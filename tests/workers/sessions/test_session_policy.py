@@ -13,8 +13,10 @@ import orjson
 
 from bus.redis.keys import Keyspace
 from bus.runtime.sessionmetrics import session_families
+from bus.session.definitions import VERSION_FIELD
 from bus.stream.protocol import Request, now_ms
 from tests.conftest import BusProbe, async_wait_for, logged, pre_tool_use
+from tests.loopback import LoopbackServer, Received
 
 RULE_OF_TWO = (Path(__file__).parents[3] / "examples" / "rule-of-two.yaml").read_text()
 
@@ -74,7 +76,24 @@ async def test_parallel_calls_cannot_both_take_the_last_unit(platform: Callable[
         assert verdict == "deny" and "two deploys per session (deploys: 2 of 2)" in reason
         other = await p.post(pre_tool_use("deploy 1", "another"))
         assert decision(other) == (None, "")
-    assert session_families(p.metrics).conflicts._value.get() >= 1
+    assert session_families(p.metrics).unchecked._value.get() == 0  # every one settled on the state it read
+
+
+async def test_a_decision_on_a_copy_behind_the_session_is_refused_and_made_again(
+    platform: Callable[..., Any], bus: BusProbe
+) -> None:
+    key = Keyspace().session_state("default", "behind")
+    async with platform(BUDGET) as p:
+        assert decision(await p.post(pre_tool_use("deploy 1", "behind"))) == (None, "")
+        # Another writer (a dispatcher this one does not hear from) settles a deploy of the session.
+        fields = {k.decode(): v for k, v in (await bus.redis.hgetall(key)).items()}  # type: ignore[misc]
+        (counter,) = [name for name in fields if name.startswith("c:deploys:")]
+        await bus.redis.hincrby(key, counter, 1)  # type: ignore[misc]
+        await bus.redis.hincrby(key, VERSION_FIELD, 1)  # type: ignore[misc]
+        verdict, reason = decision(await p.post(pre_tool_use("deploy 2", "behind")))
+    assert verdict == "deny" and "two deploys per session (deploys: 2 of 2)" in reason
+    families = session_families(p.metrics)
+    assert families.conflicts._value.get() == 1 and families.unchecked._value.get() == 0
 
 
 async def test_a_session_s_calls_in_flight_take_turns_and_each_is_settled_checked(
@@ -102,6 +121,47 @@ async def test_a_call_answered_fail_open_before_it_was_evaluated_still_counts(
         first = await p.post(pre_tool_use("deploy y", "late"))  # the second unit: allowed
         second = await p.post(pre_tool_use("deploy z", "late"))  # the fail-open call took the first
         assert decision(first) == (None, "") and decision(second)[0] == "deny"
+
+
+WAITING = """
+hookbus:
+  deadlineSeconds: 10
+  deadlines: {PreToolUse: 0.5}
+  http: {allowedNetworks: ["127.0.0.0/8"]}
+  session:
+    counters:
+      deploys:
+        count: [{event: PreToolUse, rules: ["Bash(deploy *)"]}]
+    budgets:
+      deploys: {counter: deploys, limit: 1, verdict: deny, reason: one deploy per session}
+hooks:
+  PermissionRequest:
+    - hooks: [{type: http, url: "URL", timeout: 10}]
+"""
+
+
+async def test_a_call_that_waited_for_its_turn_past_its_deadline_went_ahead_and_counts(
+    platform: Callable[..., Any], bus: BusProbe
+) -> None:
+    holding = asyncio.Event()
+
+    async def held(server: LoopbackServer, request: Received, writer: asyncio.StreamWriter) -> None:
+        holding.set()  # the permission request holds its session's turn until the test lets it answer
+        await server.stopping.wait()
+
+    permission = {**pre_tool_use("deploy 0", "waits"), "hook_event_name": "PermissionRequest"}
+    async with LoopbackServer(held) as server, platform(WAITING.replace("URL", server.url())) as p:
+        asking = asyncio.create_task(p.post(permission))
+        await asyncio.wait_for(holding.wait(), timeout=5)
+        late = await p.post(pre_tool_use("deploy 1", "waits"))  # answered fail-open at its deadline
+        assert late.headers["X-Hookbus-Outcome"] == "fail-open" and decision(late) == (None, "")
+        record = await logged(bus, late)
+        assert (record.outcome, record.fail_open) == ("fail-open", "timeout")
+        server.stopping.set()
+        await asking
+        # The call went ahead, so it took the budget's one unit.
+        verdict, reason = decision(await p.post(pre_tool_use("deploy 2", "waits")))
+    assert verdict == "deny" and "one deploy per session (deploys: 1 of 1)" in reason
 
 
 TOKENS = """
