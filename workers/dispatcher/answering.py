@@ -45,7 +45,7 @@ from workers.dispatcher.records import INLINE_MASK_BYTES, stored_record
 from workers.dispatcher.sessions import SessionStates
 from workers.dispatcher.streams import WorkStreams, log_maxlen
 from workers.dispatcher.tracing import DispatchTraces
-from workers.dispatcher.turns import SessionTurns
+from workers.dispatcher.turns import SessionTurns, turn_wait_s
 from workers.engine.evaluation import Engine, Evaluation
 from workers.handlers.runners import default_runners
 from workers.jobs.enqueue import JobQueue, PreparedJob, arq_pool
@@ -272,8 +272,8 @@ class Dispatcher:
                 if session_policy(policy).defined:
                     state_key = self.sessions.key_of(request, str(hook_input.get("session_id", "")), partition)
                     if not attempt:  # held until its settle is answered (a redo holds it still)
-                        await self.turns.take(state_key, (stream, entry_id), request.remaining_s())
-                        late = request.expired()  # waited for its turn past its deadline
+                        await self.turns.take(state_key, (stream, entry_id), turn_wait_s(request))
+                        late = request.expired()
                 if not late:
                     state = self.sessions.get(state_key) if state_key else None
                     evaluation = await self.engine.evaluate(request, hook_input, policy, state)

@@ -9,6 +9,11 @@ session with many calls in flight could use up its attempts. With them, a settle
 when some other writer moved the session on (another dispatcher, an event answered fail-open),
 and each refusal means that writer made progress.
 
+Turns are a matter of speed, not of safety: the version check at the settle is what keeps a
+decision on an old state from landing. So an event waits for its turn only for so long
+(:func:`turn_wait_s`), then is decided without it: an event that never ends its turn (a settle
+that cannot be written) costs the session's next events some waiting, never a decision.
+
 Waiting events keep their dispatch slot: a session flooding one dispatcher holds slots and so
 slows the others behind it; the gateway's per-session rate limit is what stops such a flood.
 """
@@ -19,11 +24,22 @@ import asyncio
 import collections
 from typing import Final
 
+from bus.stream.protocol import Request
+
 #: An entry: its stream and id.
 Entry = tuple[str, bytes]
 
-#: Turns waited for past a deadline give up: the gateway has answered the event fail-open.
+#: What a blocking event keeps of its deadline to be decided and settled once it stops waiting.
+DECIDE_S: Final = 0.25
+#: The longest a non-blocking event waits for its turn (no deadline of its own).
+WAIT_S: Final = 10.0
+
 _NO_TIMEOUT: Final = float("inf")
+
+
+def turn_wait_s(request: Request) -> float:
+    """How long ``request`` waits for its session's turn before it is decided without it."""
+    return max(0.0, request.remaining_s() - DECIDE_S) if request.blocking else WAIT_S
 
 
 class SessionTurns:
@@ -78,4 +94,4 @@ class SessionTurns:
         del self._waiting[key]
 
 
-__all__ = ["Entry", "SessionTurns"]
+__all__ = ["DECIDE_S", "WAIT_S", "Entry", "SessionTurns", "turn_wait_s"]

@@ -1,5 +1,5 @@
 """Events of one session take turns: each waits until the one before it ended, in order; a wait
-past its deadline gives up; a turn handed to an event that gave up or was cancelled passes on."""
+past its time gives up; a turn handed to an event that gave up or was cancelled passes on."""
 
 from __future__ import annotations
 
@@ -7,7 +7,8 @@ import asyncio
 
 import pytest
 
-from workers.dispatcher.turns import SessionTurns
+from bus.stream.protocol import Request, now_ms
+from workers.dispatcher.turns import DECIDE_S, WAIT_S, SessionTurns, turn_wait_s
 
 pytestmark = pytest.mark.timeout(10)
 
@@ -72,3 +73,11 @@ async def test_releasing_an_entry_that_holds_no_turn_changes_nothing() -> None:
     assert await turns.take("k", A)
     turns.release(B)
     assert turns.holds(A)
+
+
+def test_a_blocking_event_waits_until_just_before_its_deadline_a_non_blocking_one_a_while() -> None:
+    blocking = Request("e1", "PreToolUse", "default", b"{}", now_ms(), now_ms() + 5_000, "hookbus:reply:e1")
+    assert 5.0 - DECIDE_S - 0.5 < turn_wait_s(blocking) <= 5.0 - DECIDE_S
+    past = Request("e2", "PreToolUse", "default", b"{}", now_ms(), now_ms() - 1, "hookbus:reply:e2")
+    assert turn_wait_s(past) == 0.0
+    assert turn_wait_s(Request("e3", "PostToolUse", "default", b"{}", now_ms())) == WAIT_S
