@@ -4,7 +4,9 @@ input in a worker thread, within a budget), or a note in place of the input when
 from __future__ import annotations
 
 import contextlib
+import functools
 import logging
+from collections.abc import Callable
 from typing import Any, Final
 
 import orjson
@@ -99,26 +101,16 @@ async def stored_record(
     """The record to write, masked by ``redactor``, and its JSON (``meta()``; b"" if not encoded);
     whatever goes wrong, a record all the same: its input replaced by a note saying why (a settle
     must never wait on it)."""
+    build = functools.partial(build_record, request, outcome, fail_open, evaluation, hook_input, revision)
     try:
         if len(request.payload) > INLINE_MASK_BYTES:  # masking a large input: off the event loop, bounded
             budget_s = max(0.05, min(_MASK_BUDGET_S, request.remaining_s() / 2)) if request.blocking else _MASK_BUDGET_S
-            masked = await offload(
-                request.tenant,
-                budget_s,
-                _masked,
-                redactor,
-                revision,
-                request,
-                outcome,
-                fail_open,
-                evaluation,
-                hook_input,
-            )
+            masked = await offload(request.tenant, budget_s, _masked, redactor, build, hook_input)
             if isinstance(masked, Refused):  # past its budget: the input is not stored, a note says why
                 raise OverBudget(f"masking did not run: {masked.why}")
             record = masked
         else:
-            record = masked_record(redactor, revision, request, outcome, fail_open, evaluation, hook_input)
+            record = redact_record(redactor, build(), hook_input)  # secrets never reach the log
         return record, record.meta()  # it can be written
     except Exception as exc:  # RecursionError, orjson.JSONEncodeError, ...: never a poison entry
         why = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
@@ -139,24 +131,11 @@ async def stored_record(
     return record, b""
 
 
-def masked_record(
-    redactor: Redactor,
-    revision: str,
-    request: Request,
-    outcome: RecordOutcome,
-    fail_open: FailOpenReason | None,
-    evaluation: Evaluation | None,
-    hook_input: dict[str, Any] | None,
+def _masked(
+    budget_s: float, redactor: Redactor, build: Callable[[], LogRecord], hook_input: dict[str, Any] | None
 ) -> LogRecord:
-    """:func:`build_record`, masked by ``redactor``: secrets never reach the log."""
-    return redact_record(
-        redactor, build_record(request, outcome, fail_open, evaluation, hook_input, revision), hook_input
-    )
-
-
-def _masked(budget_s: float, *args: Any) -> LogRecord:
     with masking_deadline(budget_s):
-        return masked_record(*args)
+        return redact_record(redactor, build(), hook_input)
 
 
-__all__ = ["INLINE_MASK_BYTES", "build_record", "masked_record", "stored_record"]
+__all__ = ["INLINE_MASK_BYTES", "build_record", "stored_record"]
