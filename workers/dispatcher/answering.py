@@ -313,7 +313,7 @@ class Dispatcher:
         if late:
             # The gateway has answered already (fail open): only the record is left to write.
             self.metrics.expired.labels(event_label(request.event)).inc()
-            if not request.fail_open:  # it waited past its deadline (not spooled in an outage)
+            if not request.fail_open and not attempt:  # it waited past its deadline (not spooled in an outage)
                 self.metrics.child(self.metrics.timeouts, "queue_wait").inc()
             await self.engine.restore_context(request)  # what its append took waits for the next turn
             state_key, went_ahead = await self.sessions.went_ahead(request, partition, self.registry.resolve)
