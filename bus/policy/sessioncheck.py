@@ -3,10 +3,10 @@
 A ``when:`` may only name facts and counters its file defines under ``hookbus.session`` (or the
 built-in counters); a ``setBy``/``clearedBy``/``count`` rule must parse and belong to a tool
 event; a fact that no event sets or a counter that counts no event (each rule of its ``setBy`` or
-``count`` is excepted by its own ``except``) and a condition that can never hold (a fact both
-required and excluded, bounds that leave no value) are errors. A counter no condition or budget
-reads is a note. Every problem carries
-its line (:class:`bus.policy.loading` reports them with the file's).
+``count`` is excepted by its own ``except``), a condition that can never hold (a fact both
+required and excluded, bounds that leave no value) and a counter named as a built-in one are
+errors. A counter no condition or budget reads is a note. Every problem carries its line
+(:class:`bus.policy.loading` reports them with the file's).
 """
 
 from __future__ import annotations
@@ -70,6 +70,9 @@ def check_session(ck: Checker, platform: dict[str, Any], whens: list[tuple[Loc, 
     for name, fact_def in session.facts.items():
         if all(map(_never, fact_def.set_by)):
             ck.problem((*base, "facts", name, "setBy"), f"fact {name!r} is set by no event: {_EXCEPTED}")
+    for name in session.counters:
+        if name in BUILTIN_COUNTERS:  # a condition or budget naming it would read one or the other
+            ck.problem((*base, "counters", name), f"counter {name!r} is a built-in counter's name: give it another")
     for name, counter_def in session.counters.items():
         if all(map(_never, counter_def.count)):
             ck.problem((*base, "counters", name, "count"), f"counter {name!r} counts no event: {_EXCEPTED}")

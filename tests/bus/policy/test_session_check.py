@@ -109,3 +109,18 @@ def test_a_condition_that_can_never_hold_and_an_unread_counter_name_their_lines(
     assert any(p.startswith("p.yaml:10: ") and "can never hold: every fact of anyFacts" in p for p in problems(text))
     notes = policy_from_text(HEAD + "hooks: {}\n", "p.yaml").notes
     assert "p.yaml:6: counter 'calls' is not read by any when: or budget" in notes
+
+
+def test_a_counter_named_as_a_built_in_one_is_an_error_at_its_line() -> None:
+    text = """hookbus:
+  session:
+    counters:
+      tool_calls: {count: [{event: PreToolUse, rules: [Bash]}]}
+    budgets:
+      b: {counter: tool_calls, limit: 1}
+hooks: {}
+"""
+    found = problems(text)
+    assert any(
+        p.startswith("p.yaml:4: ") and "counter 'tool_calls' is a built-in counter's name" in p for p in found
+    ), found
