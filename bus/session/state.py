@@ -128,15 +128,22 @@ def carried_key(tag: str, owner: object) -> tuple[str, int]:
     return (tag, id(owner))
 
 
+def carried(state: SessionState, key: tuple[str, int]) -> tuple[Any, ...] | None:
+    """What ``state`` carries under ``key`` (:func:`carried_key`): ``(weak reference to its owner,
+    value, fields read)``, or None."""
+    found = state.memo.get(CARRIED)
+    return None if found is None else found[0].get(key)
+
+
 def carry(state: SessionState, tag: str, owner: object, value: object, fields: frozenset[str]) -> None:
     """Keep ``value`` on ``state`` as ``tag`` of ``owner`` (held weakly), worked out of ``fields``
     alone: it carries to the states that follow as long as none of them changes."""
-    memo, entry = state.memo, (weakref.ref(owner), value, fields)
+    memo, key, entry = state.memo, carried_key(tag, owner), (weakref.ref(owner), value, fields)
     found = memo.get(CARRIED)
     if found is None:
-        memo[CARRIED] = ({carried_key(tag, owner): entry}, fields)
+        memo[CARRIED] = ({key: entry}, fields)
         return
-    found[0][carried_key(tag, owner)] = entry
+    found[0][key] = entry
     if not fields <= found[1]:
         memo[CARRIED] = (found[0], found[1] | fields)
 
@@ -192,8 +199,7 @@ class SessionView:
         a fact that never expires says is its field's text)."""
         policy = self.policy
         if not policy.expiring:  # kept on the state (carry()), or carried to it
-            found = self.state.memo.get(CARRIED)
-            entry = None if found is None else found[0].get(("facts", id(policy)))
+            entry = carried(self.state, carried_key("facts", policy))
             if entry is not None and entry[0]() is policy:
                 return list(entry[1])
         key = (*map(self.state.fields.get, policy.lasting_fields), *map(self.fact_ms, policy.expiring))
@@ -373,4 +379,14 @@ def within(value: float, bound: Threshold) -> bool:
     )
 
 
-__all__ = ["CARRIED", "KEPT_SETTINGS", "SessionState", "SessionView", "carried_key", "carry", "ms_of", "within"]
+__all__ = [
+    "CARRIED",
+    "KEPT_SETTINGS",
+    "SessionState",
+    "SessionView",
+    "carried",
+    "carried_key",
+    "carry",
+    "ms_of",
+    "within",
+]
