@@ -34,8 +34,6 @@ DECIDE_S: Final = 0.25
 #: The longest a non-blocking event waits for its turn (no deadline of its own).
 WAIT_S: Final = 10.0
 
-_NO_TIMEOUT: Final = float("inf")
-
 
 def turn_wait_s(request: Request) -> float:
     """How long ``request`` waits for its session's turn before it is decided without it."""
@@ -58,9 +56,9 @@ class SessionTurns:
     def holds(self, entry: Entry) -> bool:
         return entry in self._holding
 
-    async def take(self, key: str, entry: Entry, timeout_s: float = _NO_TIMEOUT) -> bool:
+    async def take(self, key: str, entry: Entry, timeout_s: float | None = None) -> bool:
         """Wait until no other event of the session at ``key`` holds its turn, then hold it for
-        ``entry`` until :meth:`release`. False when ``timeout_s`` passed first (not held)."""
+        ``entry`` until :meth:`release`. False when ``timeout_s`` (None: no limit) passed first (not held)."""
         waiting = self._waiting.get(key)
         if waiting is None:
             self._waiting[key] = collections.deque()
@@ -69,7 +67,7 @@ class SessionTurns:
         waiter: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         waiting.append((waiter, entry))
         try:
-            async with asyncio.timeout(None if timeout_s == _NO_TIMEOUT else timeout_s):
+            async with asyncio.timeout(timeout_s):
                 await waiter
         except TimeoutError:
             # Handed the turn as the timer fired: it is held all the same (released when the entry ends).
