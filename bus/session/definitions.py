@@ -22,7 +22,6 @@ from bus.policy.entries import HandlerEntry
 from bus.policy.rulelists import Call, RuleList, compile_lists, first_verdict, read_call
 from bus.policy.schema import PlatformSettings
 from bus.policy.sessionschema import (
-    BUILTIN_COUNTERS,
     BudgetDef,
     CounterDef,
     EventRules,
@@ -36,8 +35,6 @@ from bus.rules.permissions import parse_rule
 
 #: Buckets of a windowed counter's window (one more is kept: the one filling now).
 BUCKETS: Final = 10
-#: Budgets from which what is left of them is kept on the session's state (fewer: worked out each time).
-KEPT_BUDGETS: Final = 4
 #: Matches of calls to triggers kept per policy (past it, they start again).
 MATCHES_KEPT: Final = 4096
 #: Built-in fields of every session's state.
@@ -210,27 +207,16 @@ class SessionPolicy:
         self.lasting_fields = tuple(fact.field for fact in self.facts.values() if fact.ttl_ms is None)
         self.expiring = tuple(fact.name for fact in self.facts.values() if fact.ttl_ms is not None)
         self.lasting_set = frozenset(self.lasting_fields)
-        #: Per budget, the fields its counter reads; per field, the budgets reading it; the bucket
-        #: widths of the windowed ones; whether what is left of each depends only on those fields
-        #: and the window's current bucket (no session age, no tenant or agent counter).
+        #: Per budget, the fields its counter reads; per field, the budgets reading it; the budgets
+        #: whose counter reads no field of the session's own (its age: every event moves them).
         self.budget_fields: dict[str, tuple[str, ...]] = {}
         self.budgets_by_field: dict[str, list[str]] = {}
-        self.budgets_kept = len(self.budgets) >= KEPT_BUDGETS
-        widths = set()
         for name, budget in self.budgets.items():
             read = self.counter_reads(budget.counter)
-            if read is not None:
-                fields, width = read
-                if width is not None:
-                    widths.add(width)
-            else:
-                fields = ()
-                if budget.counter in self.fleet or budget.counter in BUILTIN_COUNTERS:
-                    self.budgets_kept = False  # a tenant's or agent's count, the session's age, another built-in
-            self.budget_fields[name] = fields
+            self.budget_fields[name] = fields = () if read is None else read[0]
             for field in fields:
                 self.budgets_by_field.setdefault(field, []).append(name)
-        self.budget_widths = tuple(sorted(widths))
+        self.budgets_unread = tuple(name for name, fields in self.budget_fields.items() if not fields)
         #: Per budget whose counter is a count in one field (a session counter with no window, a
         #: built-in but ``cost_usd``), that field: what is left of it reads one number.
         self.budget_count_field = {name: f for name, b in self.budgets.items() if (f := _count_field(self, b.counter))}
@@ -371,7 +357,6 @@ __all__ = [
     "COST_FIELD",
     "FAILURES_FIELD",
     "FIRST_SEEN_FIELD",
-    "KEPT_BUDGETS",
     "MATCHES_KEPT",
     "TOKENS_FIELD",
     "VERSION_FIELD",

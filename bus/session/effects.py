@@ -153,11 +153,6 @@ def _checked(policy: SessionPolicy, event: str, matched: Matched) -> list[tuple[
     return on
 
 
-def remaining(view: SessionView) -> dict[str, float]:
-    """Each budget's units left (what the decision log's records carry, and the console shows)."""
-    return view.budgets_left()
-
-
 def handed(view: SessionView) -> dict[str, Any]:
     """What handlers are given of the session (``hookbus.session`` in their input): the facts set
     now and, per budget, its counter, limit, what was used and what is left."""
@@ -228,7 +223,6 @@ __all__ = [
     "goes_ahead",
     "handed",
     "naming_facts",
-    "remaining",
     "timed",
     "verdicts",
 ]

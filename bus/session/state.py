@@ -25,11 +25,6 @@ from bus.session.definitions import (
     SessionPolicy,
 )
 
-#: Keys of :attr:`SessionState.memo`: the state before's memo and what changed since; the
-#: budgets left (``(key, (weak reference to the policy, budgets left))``, the key naming the
-#: policy and the windows' buckets they were worked out in).
-_PRIOR: Final = "prior"
-_BUDGETS: Final = "budgets"
 #: Key of what a state's memo carries to the next state as long as none of the fields it was
 #: worked out of changed (:func:`carry`): those entries by key, and every field any of them read.
 CARRIED: Final = "carried"
@@ -53,17 +48,14 @@ class SessionState:
             return self
         if changed is None:
             changed = {field for field, _ in self.fields.items() ^ prior.fields.items()}
-        changed = frozenset(changed)
-        _carry_over(prior.memo, self.memo, changed)
-        self.memo[_PRIOR] = (prior.memo, changed)  # its memo only: the state itself may go
+        _carry_over(prior.memo, self.memo, frozenset(changed))
         return self
 
-    def advance(self, written: Mapping[str, str | None], budgets: tuple[tuple[object, ...], Any] | None) -> None:
+    def advance(self, written: Mapping[str, str | None]) -> None:
         """Move this state on, in place, by ``written`` (None: the field is deleted): what the
         settle of an event decided on it applied. What it carries and reads a field written is
-        dropped; its budgets left become ``budgets`` (:meth:`SessionView.budgets_after`), else
-        those reading a field written are worked out again when next asked. The dispatcher's copy
-        of a session's state moves on so: none of its fields is copied per event."""
+        dropped. The dispatcher's copy of a session's state moves on so: none of its fields is
+        copied per event."""
         fields = self.fields
         assert isinstance(fields, dict), "a state moves on only when its fields are its own"
         if None in written.values():
@@ -74,15 +66,10 @@ class SessionState:
                     fields[field] = value
         else:
             fields.update(written)  # no None: checked above
-        memo, changed = self.memo, written.keys()
-        memo.pop(_PRIOR, None)
-        if (carried_now := memo.get(CARRIED)) is not None and not changed.isdisjoint(carried_now[1]):
+        memo = self.memo
+        if (carried_now := memo.get(CARRIED)) is not None and not written.keys().isdisjoint(carried_now[1]):
             del memo[CARRIED]
-            _carry_over({CARRIED: carried_now}, memo, changed)
-        if budgets is not None:
-            memo[_BUDGETS] = budgets
-        elif (kept := memo.pop(_BUDGETS, None)) is not None:  # as from a state before (:meth:`following`)
-            memo[_PRIOR] = ({_BUDGETS: kept}, frozenset(changed))
+            _carry_over({CARRIED: carried_now}, memo, written.keys())
 
     @property
     def version(self) -> int:
@@ -106,9 +93,7 @@ class SessionState:
 
 
 def _carry_over(before: dict[object, Any], memo: dict[object, Any], changed: AbstractSet[str]) -> None:
-    """Copy to ``memo`` what ``before`` (a state's memo) carries that reads none of ``changed``; the
-    note of the state before ``before``'s is dropped (one state back at most)."""
-    before.pop(_PRIOR, None)
+    """Copy to ``memo`` what ``before`` (a state's memo) carries that reads none of ``changed``."""
     found = before.get(CARRIED)
     if found is None:
         return
@@ -162,7 +147,7 @@ def _int(value: str | None) -> int:
 class SessionView:
     """A session's state read under one policy at ``now_ms``."""
 
-    __slots__ = ("_budgets_at", "_facts", "fleet", "now_ms", "policy", "state", "used")
+    __slots__ = ("_facts", "fleet", "now_ms", "policy", "state", "used")
 
     def __init__(
         self, policy: SessionPolicy, state: SessionState, now_ms: int, fleet: Callable[[Counter], float] | None = None
@@ -172,7 +157,6 @@ class SessionView:
         #: The facts that made a condition hold, in the order they were read.
         self.used: dict[str, None] = {}
         self._facts: dict[str, int | None] = {}
-        self._budgets_at: tuple[object, ...] | None = None
 
     def fact_ms(self, name: str) -> int | None:
         """When the fact was last set, if it is set now (not cleared, not expired)."""
@@ -236,96 +220,27 @@ class SessionView:
                     total += _int(count)
         return total
 
-    def budgets_left(self, copy: bool = True) -> dict[str, float]:
-        """Each budget's units left now; kept on the state when that depends only on its fields and
-        the windows' current buckets, and carried from the state before for the budgets whose
-        fields did not change (:meth:`SessionState.following`); ``copy`` False: the one kept, not to be changed."""
-        policy = self.policy
-        if not policy.budgets_kept:
-            return {name: max(0.0, b.limit - self.counter(b.counter)) for name, b in policy.budgets.items()}
-        key = self._budgets_key()
-        memo = self.state.memo
-        kept = memo.get(_BUDGETS)
-        if kept is not None and kept[0] == key and kept[1][0]() is policy:
-            found = kept[1]
-            return dict(found[1]) if copy else found[1]
-        prior = memo.pop(_PRIOR, None)
-        kept = prior[0].get(_BUDGETS) if prior is not None else None
-        before = kept[1] if kept is not None and kept[0] == key else None
-        if before is not None and before[0]() is policy:
-            by_field = policy.budgets_by_field
-            names: Iterable[str] = {name for field in prior[1] for name in by_field.get(field, ())}
-            if not names:  # the same budgets left: shared, never changed once kept
-                memo[_BUDGETS] = (key, before)
-                return dict(before[1]) if copy else before[1]
-            left = dict(before[1])
-        else:
-            left, names = {}, policy.budgets.keys()
-        for name in names:
-            budget = policy.budgets[name]
-            left[name] = max(0.0, budget.limit - self.counter(budget.counter))
-        memo[_BUDGETS] = (key, (weakref.ref(policy), left))
-        return dict(left) if copy else left
+    def budgets_left(self) -> dict[str, float]:
+        """Each budget's units left now."""
+        return {name: max(0.0, b.limit - self.counter(b.counter)) for name, b in self.policy.budgets.items()}
 
-    def _budgets_key(self) -> tuple[object, ...]:
-        """The key of the budgets left kept on a state: the policy and the windows' current buckets."""
-        key = self._budgets_at
-        if key is None:
-            policy = self.policy
-            key = self._budgets_at = (id(policy), *map(self.now_ms.__floordiv__, policy.budget_widths))
-        return key
-
-    def budgets_after(
-        self, over: Mapping[str, str], counted: tuple[tuple[str, float, str], ...] | None = None
-    ) -> tuple[dict[str, float], tuple[tuple[object, ...], Any] | None]:
-        """Each budget's units left once ``over`` is laid over the state's fields at this instant
-        (:func:`bus.session.apply.laid_over`), not to be changed, and what keeps them on the state
-        once it moves on so (:meth:`SessionState.advance`; None: not kept). The state is not
-        copied: its budgets left (kept on it) are, and only those reading a field of ``over`` are
-        worked out again (``counted``: those budgets, known already, each a count in one field:
-        name, limit, field).
-
-        Once per event with budgets, so written with few calls: each costs as much as its work."""
-        policy, state = self.policy, self.state
-        if not policy.budgets_kept:
-            after = SessionState({**state.fields, **over})
-            return SessionView(policy, after, self.now_ms, self.fleet).budgets_left(copy=False), None
-        key = self._budgets_at
-        if key is None:  # _budgets_key(), inline
-            key = self._budgets_at = (id(policy), *map(self.now_ms.__floordiv__, policy.budget_widths))
-        kept = state.memo.get(_BUDGETS)
-        if kept is None or kept[0] != key or kept[1][0]() is not policy:
-            self.budgets_left(copy=False)
-            kept = state.memo[_BUDGETS]
-        found = kept[1]
-        left: dict[str, float] = found[1]
-        if counted is not None:  # known with the event's match: each reads a count ``over`` writes
-            if not counted:
-                return left, kept
-            left = dict(left)
-            for name, limit, count_field in counted:
-                raw = over[count_field]
-                left[name] = max(0.0, limit - (int(raw) if raw.isdecimal() else 0))
-            return left, (key, (found[0], left))
-        fields, by_field = state.fields, policy.budgets_by_field
-        names: list[str] = []
-        for field in over:  # the budgets reading a field written; none: the same budgets left, shared
-            names += by_field.get(field, ())
+    def budgets_moved(self, over: Mapping[str, str]) -> dict[str, float]:
+        """The budgets an event moves, each with its units left once ``over`` (what its operations
+        write, :func:`bus.session.apply.laid_over`) is laid over the state's fields at this instant:
+        those reading a field of ``over``, and those on the session's age, which every event moves.
+        The state is not copied: only the fields those budgets read are."""
+        policy, fields = self.policy, self.state.fields
+        names = dict.fromkeys(name for field in over for name in policy.budgets_by_field.get(field, ()))
+        names.update(dict.fromkeys(policy.budgets_unread))
         if not names:
-            return left, kept
-        # the fields those budgets read, as they are once ``over`` is laid over them
+            return {}
         read = policy.budget_fields
-        view = SessionView(
-            policy,
-            SessionState({f: over[f] if f in over else fields.get(f, "") for name in names for f in read[name]}),
-            self.now_ms,
-            self.fleet,
-        )
-        left = dict(left)
-        for name in names:
-            budget = policy.budgets[name]
-            left[name] = max(0.0, budget.limit - view.counter(budget.counter))
-        return left, (key, (found[0], left))
+        laid = {f: over[f] if f in over else fields.get(f, "") for name in names for f in read[name]}
+        if policy.budgets_unread:  # the session's age reads when it was first seen
+            laid[FIRST_SEEN_FIELD] = over.get(FIRST_SEEN_FIELD) or fields.get(FIRST_SEEN_FIELD, "")
+        view = SessionView(policy, SessionState(laid), self.now_ms, self.fleet)
+        budgets = policy.budgets
+        return {name: max(0.0, budgets[name].limit - view.counter(budgets[name].counter)) for name in names}
 
     def holds(self, when: When) -> bool:
         """Whether ``when`` holds now; the facts that made it hold are added to :attr:`used`."""

@@ -277,7 +277,11 @@
       state.sessions.set(key, lane);
     }
     if (rec.received_ms >= lane.last && Array.isArray(rec.facts)) lane.facts = rec.facts; // the session's facts, as last settled
-    if (rec.received_ms >= lane.last && rec.budgets) lane.budgets = rec.budgets; // each budget's units left, as last settled
+    for (const [name, left] of Object.entries(rec.budgets || {})) { // the budgets the event moved: each as last moved
+      lane.budgets = lane.budgets || {};
+      lane.budgetsAt = lane.budgetsAt || {};
+      if (rec.received_ms >= (lane.budgetsAt[name] || 0)) [lane.budgets[name], lane.budgetsAt[name]] = [left, rec.received_ms];
+    }
     lane.last = Math.max(lane.last, rec.received_ms);
     const useId = rec.tool_use_id || (rec.input && rec.input.tool_use_id);
     if (rec.event === "PreToolUse" && useId) lane.calls.set(useId, rec);
@@ -425,7 +429,7 @@
       const facts = (lane.facts || []).map((name) => el("span", { class: "fact", text: name, title: "session fact" }));
       const budgets = Object.entries(lane.budgets || {}).map(([name, left]) => el("span", {
         class: `budget${left > 0 ? "" : " spent"}`, "data-budget": name, text: `${name}: ${budgetLeft(left)} left`,
-        title: "session budget: units left once the session's last event settled",
+        title: "session budget: units left once the session's last event that counted toward it settled",
       }));
       const node = el("div", { class: "lane", "data-session": lane.session },
         el("span", { class: "lane-name", text: `${lane.tenant}/${lane.session}`, title: lane.key }),

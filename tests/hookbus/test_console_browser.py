@@ -35,8 +35,14 @@ POLICY = {
     "hookbus": {
         "deadlineSeconds": 2.0,
         "deadlines": {"UserPromptSubmit": 0.3},
-        # A session budget: each lane shows what is left of it.
-        "session": {"budgets": {"calls": {"counter": "tool_calls", "limit": 500}}},
+        # Session budgets: each lane shows what is left of each, as the last event that moved it
+        # left it (a tool call moves ``calls``, its result ``failures``: a record carries only those).
+        "session": {
+            "budgets": {
+                "calls": {"counter": "tool_calls", "limit": 500},
+                "failing": {"counter": "failures", "limit": 5},
+            }
+        },
     },
     "hooks": {
         "PreToolUse": [
@@ -212,8 +218,13 @@ def test_the_console_shows_a_deny_live_opens_its_detail_and_filters(up: UpProces
         expect(detail).to_contain_text("policy version")
         expect(page.locator(".lane", has_text="acme-7f3a9c").locator(".chip.call")).not_to_have_count(0)
         # Its 8 calls that went ahead (the denied one did not) of the session's 500.
-        expect(page.locator(".lane", has_text="acme-7f3a9c").locator(".budget")).to_have_text("calls: 492 left")
-        expect(detail).to_contain_text("budgets leftcalls: 492")
+        budgets = page.locator(".lane", has_text="acme-7f3a9c").locator(".budget")
+        expect(budgets).to_have_text(["calls: 492 left", "failing: 5 left"])
+        expect(detail).not_to_contain_text("budgets left")  # a denied call moves no budget
+        page.locator("#feed li", has_text="acme-7f3a9c").filter(has_text="pytest").first.click()
+        expect(detail).to_contain_text("PostToolUse")  # the newest: the result of the session's last call
+        expect(detail).to_contain_text("budgets leftfailing: 5")
+        expect(detail).not_to_contain_text("calls: 49")
         expect(page.locator("#c-dispatchers")).to_have_text("1", timeout=10_000)
         expect(page.locator("#c-failopen")).to_have_text("2", timeout=10_000)
         shot = ARTIFACTS / "console.png"

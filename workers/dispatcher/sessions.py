@@ -152,9 +152,9 @@ class SessionStates:
                         and base.fields.get(VERSION_FIELD) == outcome.seen  # as the decision saw it
                         and (not outcome.timed or same_at(base, outcome.ops, outcome.over_ms, now))
                     ):
-                        base.advance(over, outcome.kept)  # the very fields the settle wrote
+                        base.advance(over)  # the very fields the settle wrote
                     else:
-                        base.advance(written_at(base.fields, outcome.ops, now), None)
+                        base.advance(written_at(base.fields, outcome.ops, now))
                     self._states.move_to_end(key)
                     return found
                 self.put(key, apply_ops(base, outcome.ops, now))  # this copy forgot it meanwhile

@@ -22,7 +22,7 @@ from bus.policy.rulelists import Call
 from bus.session.apply import laid_over
 from bus.session.conditions import Conditions
 from bus.session.definitions import FIRST_SEEN_FIELD, VERSION_FIELD, Counter, Matched, SessionPolicy, session_policy
-from bus.session.effects import STOPPED, effects, handed, naming_facts, remaining, timed, verdicts
+from bus.session.effects import STOPPED, effects, handed, naming_facts, timed, verdicts
 from bus.session.state import SessionState, SessionView
 
 
@@ -40,19 +40,18 @@ class SessionOutcome:
     max_sessions: int
     #: The tenant and agent counters the event counts once it is settled (:mod:`workers.dispatcher.fleet`).
     fleet: list[Counter] = dataclasses.field(default_factory=list)
-    #: Each budget's units left once the event is settled (the record's ``budgets``).
+    #: The budgets the event moves, each with its units left once it is settled (the record's ``budgets``).
     budgets: dict[str, float] = dataclasses.field(default_factory=dict)
     #: The state the event was decided on: the dispatcher's copy of the session's state, which
     #: moves on in place once an event of the session settles (:attr:`known` reads it as it is).
     decided_on: SessionState | None = None
     #: What the event's operations, applied at :attr:`over_ms`, lay over the state's fields as the
-    #: decision saw it at version :attr:`seen` (:func:`bus.session.apply.laid_over`), and the
-    #: budgets left it worked out on them: the state moves on so when the settle applied them to
-    #: that version at the same time in effect (:meth:`bus.session.state.SessionState.advance`).
+    #: decision saw it at version :attr:`seen` (:func:`bus.session.apply.laid_over`): the state
+    #: moves on so when the settle applied them to that version at the same time in effect
+    #: (:meth:`bus.session.state.SessionState.advance`).
     over: dict[str, str] | None = None
     over_ms: int = 0
     seen: str | None = None
-    kept: tuple[tuple[object, ...], Any] | None = None
     #: Whether what the operations write depends on when the settle applies them (a fact set or
     #: cleared, a window's bucket, the session's first-seen time; :func:`bus.session.apply.same_at`).
     timed: bool = True
@@ -83,7 +82,7 @@ class SessionJudge(SessionView):
         # the view's attributes set here rather than by its __init__: one call less per event
         self.policy, self.state, self.fleet = policy, state, fleet
         self.now_ms = time.time_ns() // 1_000_000 if at_ms is None else at_ms  # now_ms(), inline
-        self.used, self._facts, self._budgets_at = {}, {}, None
+        self.used, self._facts = {}, {}
         self.read = False
         self._named: dict[str, list[str]] | None = None
         self._matched: Matched | None = None
@@ -160,7 +159,7 @@ class SessionJudge(SessionView):
 
     def remaining(self) -> dict[str, float]:
         """Each budget's units left before this event."""
-        return remaining(self)
+        return self.budgets_left()
 
     def handed(self) -> dict[str, Any]:
         """What the event's handlers are given of the session (``hookbus.session``), before the event."""
@@ -207,8 +206,8 @@ class SessionJudge(SessionView):
             else []
         )
         over: dict[str, str] | None = None
-        kept, budgets = None, {}
-        if policy.budgets:  # what is left once the event's operations are applied
+        budgets: dict[str, float] = {}
+        if policy.budgets:  # the budgets the event moves, and what is left of them once it is settled
             if counts is None or fields.get(VERSION_FIELD) != seen:
                 over = laid_over(state, ops, self.now_ms)
             else:  # laid_over(), inline for operations that only count
@@ -218,10 +217,13 @@ class SessionJudge(SessionView):
                 if FIRST_SEEN_FIELD not in fields:
                     written[FIRST_SEEN_FIELD] = str(self.now_ms)
                 written[VERSION_FIELD] = str(version + 1)
-            if over is None:
-                budgets = self.budgets_left(copy=False)
-            else:
-                budgets, kept = self.budgets_after(over, counts_budgets)
+            if over is not None:
+                if counts_budgets is not None and not policy.budgets_unread:  # budgets_moved(), inline:
+                    for name, limit, count_field in counts_budgets:  # each a count in one field counted
+                        raw = over[count_field]
+                        budgets[name] = max(0.0, limit - (int(raw) if raw.isdecimal() else 0))
+                else:
+                    budgets = self.budgets_moved(over)
         timed_ops = timed_ops or FIRST_SEEN_FIELD not in fields
         return SessionOutcome(
             ops,
@@ -235,7 +237,6 @@ class SessionJudge(SessionView):
             over,
             self.now_ms,
             seen,
-            kept,
             timed_ops,
         )
 

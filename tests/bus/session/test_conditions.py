@@ -1,7 +1,7 @@
 """``when:`` conditions compiled into closures (:mod:`bus.session.conditions`) answer as
 :meth:`bus.session.state.SessionView.holds` does, facts used included, and the answers kept per
 setting of the facts follow the state as it changes; the facts set, kept alike, too; and the
-budgets left, kept on a state and carried to the next, are those worked out afresh."""
+budgets an event moves are those worked out afresh on the state after it."""
 
 from __future__ import annotations
 
@@ -109,12 +109,16 @@ hookbus:
       calls: {counter: tool_calls, limit: 20}
       edits: {counter: edits, limit: 5}
       fails: {counter: failures, limit: 2}
+      age: {counter: session_age_seconds, limit: 3600}
 hooks: {}
 """
 
 
-def test_budgets_left_carried_from_state_to_state_as_worked_out_afresh() -> None:
+def test_budgets_an_event_moves_are_those_reading_what_it_writes_as_worked_out_afresh() -> None:
+    """An outcome's budgets are those reading a field the event writes (and those on the session's
+    age, which every event moves), each as a view of the state after it reads it."""
     policy = session_policy(policy_from_text(BUDGETS))
+    assert policy.budgets_unread == ("age",)
     rng = random.Random(7)
     steps = [
         ("PreToolUse", {"tool_name": "Bash", "tool_input": {"command": "git push"}}),
@@ -123,25 +127,26 @@ def test_budgets_left_carried_from_state_to_state_as_worked_out_afresh() -> None
         ("PostToolUseFailure", {"tool_name": "Bash", "tool_input": {"command": "ls"}}),
         ("PostToolUse", {"tool_name": "Bash", "tool_input": {"command": "ls"}}),
     ]
-    state, at = SessionState(), 0
+    state, at, seen = SessionState(), 1_000_000, set()
     for n in range(300):
-        at += rng.randrange(0, 3_000)  # buckets of 6 s: mostly carried, at times a new bucket
+        at += rng.randrange(0, 3_000)  # buckets of 6 s: at times a new bucket
         event, hook_input = steps[rng.randrange(len(steps))]
         ops = effects(policy, event, {**hook_input, "cwd": "/w"}, "none")
         after = apply_ops(state, ops, at)
         differ = {k for k, _ in after.fields.items() ^ state.fields.items()}
         told = changed_by(state, after, ops)
         assert told is None or differ <= told
-        named = set(written_at(state.fields, ops, at))
-        after = after.following(state, (named, None, told)[n % 3])  # named by the ops, or compared
-        view = SessionView(policy, after, at + rng.choice((0, 0, 0, 7_000)))
-        expected = {name: max(0.0, b.limit - view.counter(b.counter)) for name, b in policy.budgets.items()}
-        over = applied(state, ops, at)  # what the outcome reads: the changes over the state before
+        written = written_at(state.fields, ops, at)
+        now = at + rng.choice((0, 0, 0, 7_000))
+        whole = SessionView(policy, after, now).budgets_left()
+        moved = {name for name, fields in policy.budget_fields.items() if not fields or set(fields) & written.keys()}
+        over = applied(state, ops, at)  # the changes laid over the state before
         assert {k: v for k, v in over.fields.items() if v} == dict(after.fields)
-        assert SessionView(policy, over, view.now_ms).budgets_left() == expected, n
-        assert view.budgets_left() == expected, n
-        assert SessionView(policy, after, view.now_ms).budgets_left() == expected  # kept on the state
+        laid = {field: "" if value is None else value for field, value in written.items()}
+        assert SessionView(policy, state, now).budgets_moved(laid) == {name: whole[name] for name in moved}, n
+        seen |= moved
         state = after
+    assert seen == set(policy.budgets)
 
 
 def test_matches_kept_per_call_are_those_worked_out_afresh() -> None:

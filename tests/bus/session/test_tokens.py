@@ -13,7 +13,7 @@ from bus.policy.loading import policy_from_text
 from bus.policy.sessionschema import When
 from bus.session.apply import apply_ops
 from bus.session.definitions import SessionPolicy, session_policy
-from bus.session.effects import effects, remaining, verdicts
+from bus.session.effects import effects, verdicts
 from bus.session.state import SessionState, SessionView
 from bus.session.usage import tokens_spent
 
@@ -90,12 +90,12 @@ def test_tokens_add_up_and_feed_when_and_budgets(session: SessionPolicy) -> None
     assert view.holds(When.model_validate({"counters": {"tokens": {"gte": 500}}}))
     ls = {"session_id": "s", "tool_name": "Bash", "tool_input": {"command": "ls"}}
     assert verdicts(view, "PreToolUse", session.matched("PreToolUse", ls)) == []  # 620 of 1000: not yet
-    assert remaining(view) == {"spend": 380}
+    assert view.budgets_left() == {"spend": 380}
     state = apply_ops(state, effects(session, "PostToolUse", claude_subagent(380), "none"), 11)
     view = SessionView(session, state, 12)
     (over,) = verdicts(view, "PreToolUse", session.matched("PreToolUse", ls))
     assert over.decided == ("deny", "token budget (tokens: 1000 of 1000)")
-    assert remaining(view) == {"spend": 0}
+    assert view.budgets_left() == {"spend": 0}
 
 
 def test_a_policy_check_knows_the_built_in() -> None:
