@@ -62,4 +62,35 @@ class HandlerResult:
         return outcome is Outcome.ERROR or outcome is Outcome.TIMEOUT
 
 
-__all__ = ["HandlerResult", "Outcome"]
+def with_note(result: HandlerResult, note: str) -> HandlerResult:
+    """``result`` with ``note`` added to its reason (that of a deny, an ask or a block, wherever
+    its output carries one), in place; one that says nothing is left as it is."""
+    output = result.output
+    if not note or not output:
+        return result
+    specific = output.get("hookSpecificOutput")
+    changed = False
+    if isinstance(specific, dict):
+        specific = dict(specific)
+        if isinstance(specific.get("permissionDecisionReason"), str):
+            specific["permissionDecisionReason"] += note
+            changed = True
+        decision = specific.get("decision")
+        if isinstance(decision, dict) and isinstance(decision.get("message"), str):
+            specific["decision"] = {**decision, "message": decision["message"] + note}
+            changed = True
+        output = {**output, "hookSpecificOutput": specific}
+    if isinstance(output.get("reason"), str):
+        output = {**output, "reason": output["reason"] + note}
+        changed = True
+    if not changed:
+        return result
+    result.output = output
+    if result.decided is not None and result.decided[1] is not None:
+        result.decided = (result.decided[0], result.decided[1] + note)
+    if result.reason:
+        result.reason += note
+    return result
+
+
+__all__ = ["HandlerResult", "Outcome", "with_note"]

@@ -58,6 +58,9 @@ class CompiledHandler:
     inline: bool = False
     #: ``failMode: closed``.
     fail_closed: bool = False
+    #: What is added to the reason of its answers: the session facts its ``when:`` held on, on
+    #: the copy a session's judge keeps (``workers.engine.sessions``); empty otherwise.
+    note: str = ""
 
 
 def _condition(text: str) -> PermissionRule | None:

@@ -12,7 +12,7 @@ give the same :class:`Judgement`, so it is tested on its own.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 from bus.hooks.decisions import Decision, FailOpenReason
@@ -45,22 +45,15 @@ def judge(
     event: str,
     results: Sequence[HandlerResult],
     whole_shadow: bool = False,
-    said: Callable[[Sequence[HandlerResult]], object] | None = None,
 ) -> Judgement:
     """Merge ``results`` (in policy order) into the event's decision; ``whole_shadow``: the
-    policy's ``shadow: true`` (every handler is logged, none enforced); ``said(results)``: called
-    before they are merged when some result says something, with the results from the first that
-    does on (it may add to what they say)."""
-    first = 0  # the first result that says something
+    policy's ``shadow: true`` (every handler is logged, none enforced)."""
     if not whole_shadow:
         for result in results:
             if result.outcome is not Outcome.OK or result.output or result.text or result.shadow:
                 break
-            first += 1
         else:  # nobody said anything (most tool calls a policy lets through): what the rest gives, sooner
             return Judgement(MergedDecision({}, Decision.NONE, None), list(results), [], None, [])
-    if said is not None:
-        said(results[first:] if first else results)  # those before it have nothing to add to
     counts: list[Count] = []
     shadow: list[dict[str, Any]] = []
     shadow_results = [r for r in results if r.shadow or whole_shadow]

@@ -23,7 +23,7 @@ from collections.abc import Hashable
 from typing import Any, Final, NamedTuple, Protocol
 
 from bus.dialects.mcpnames import TOOL_NAME_READINGS, tool_name_readings
-from bus.hooks.results import HandlerResult, Outcome
+from bus.hooks.results import HandlerResult, Outcome, with_note
 from bus.policy import verdictcache
 from bus.policy.ruleoutput import _decided, _output, _reason_text, rule_output
 from bus.rules.paths import PathRules, agent_home
@@ -390,19 +390,22 @@ def decide_rules(
     hook_input: dict[str, Any],
     call: Call | None = None,
     files: Files | None = None,
+    note: str = "",
 ) -> HandlerResult:
     """What a ``rule`` handler with these lists answers to ``event``: its output, and its
     decision as merging it alone would make it (:attr:`HandlerResult.decided`); ``call`` and
-    ``files``: :func:`read_call_files` of ``hook_input``, read once for all the event's handlers."""
+    ``files``: :func:`read_call_files` of ``hook_input``, read once for all the event's handlers;
+    ``note``: added to the reason of an answer (:func:`bus.hooks.results.with_note`)."""
     found, shell = _verdict_and_read(lists, hook_input, call, files)
     if found is None:
         return HandlerResult(Outcome.OK, output={}, handler_type="rule")
     verdict, rule = found
     text = _reason_text(verdict, rule, reason, shell.unjudged if shell is not None else None)
     output = _output(event, verdict, text)
-    return HandlerResult(
+    result = HandlerResult(
         Outcome.OK, output=output, handler_type="rule", decided=_decided(event, verdict, text), rule=rule
     )
+    return with_note(result, note) if note else result
 
 
 __all__ = [

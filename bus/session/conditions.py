@@ -15,7 +15,7 @@ from typing import Final
 
 from bus.policy.sessionschema import When
 from bus.session.definitions import SessionPolicy
-from bus.session.state import SessionView, carried, carried_key, carry, ms_of, within
+from bus.session.state import CARRIED, SessionView, carried_key, carry, ms_of, within
 
 #: ``check(view, used)``: whether the condition holds on ``view``; the facts that made it (and
 #: any nested condition judged on the way) hold are added to ``used``, as ``holds`` adds them.
@@ -143,7 +143,8 @@ class Conditions:
         if self._carried:  # kept on the state (carry()), or carried to it
             if self._widths:
                 buckets = tuple(map(view.now_ms.__floordiv__, self._widths))
-            entry = carried(view.state, self._carried_key)
+            found = view.state.memo.get(CARRIED)  # carried(), inline
+            entry = None if found is None else found[0].get(self._carried_key)
             if entry is not None and entry[0]() is self and entry[1][0] == buckets:
                 return entry[1][1]  # type: ignore[no-any-return]
         get = view.state.fields.get

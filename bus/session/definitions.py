@@ -220,9 +220,12 @@ class SessionPolicy:
         #: Per budget whose counter is a count in one field (a session counter with no window, a
         #: built-in but ``cost_usd``), that field: what is left of it reads one number.
         self.budget_count_field = {name: f for name, b in self.budgets.items() if (f := _count_field(self, b.counter))}
-        #: The budgets a PreToolUse checks (name, definition, whether its counter is measured), in
+        #: The budgets a PreToolUse checks (name, definition, whether its counter is measured, the field
+        #: it reads when it is a count in one field), in
         #: definition order, per set of counters it counts (:func:`bus.session.effects.verdicts`).
-        self.kept_budgets_on: dict[tuple[str, ...], list[tuple[str, BudgetDef, bool]]] = {}
+        self.kept_budgets_on: dict[tuple[str, ...], list[tuple[str, BudgetDef, bool, str | None]]] = {}
+        #: The key of the facts set among what a state carries (``bus.session.state.carried_key("facts", self)``).
+        self.facts_key = ("facts", id(self))
         #: The facts set, per setting of every fact (:meth:`bus.session.state.SessionView.facts`).
         self.kept_facts: dict[tuple[object, ...], tuple[str, ...]] = {}
         #: What a reader of the policy keeps per choice of handlers (:mod:`workers.engine.sessions`).
@@ -248,6 +251,10 @@ class SessionPolicy:
         leaves out the triggers found, so an event costs one pass more than it has triggers met,
         however many the policy defines. A call that cannot be judged (over ``hookbus.limits``)
         meets every rule and no exception: a fact it would set is set (the safe side of a taint)."""
+        if call is not None and (subject := call.subject) is not None and event in self._unparametered:
+            kept = self._kept.get((event, call.tool_name, subject, call.cwd, call.home, id(current_limits())))
+            if kept is not None:  # the usual call: a kept match, found first
+                return kept
         entries = self._by_event.get(event, ())
         if not entries:
             return Matched()
@@ -318,7 +325,9 @@ class Matched:
     #: And the budgets on those counts: (name, limit, field), when each is a count in one field.
     pre_budgets: tuple[tuple[str, float, str], ...] | None = dataclasses.field(default=None, compare=False, repr=False)
     #: The budgets a PreToolUse that matched these checks, once worked out (:func:`bus.session.effects.verdicts`).
-    checked: list[tuple[str, BudgetDef, bool]] | None = dataclasses.field(default=None, compare=False, repr=False)
+    checked: list[tuple[str, BudgetDef, bool, str | None]] | None = dataclasses.field(
+        default=None, compare=False, repr=False
+    )
 
 
 class _Policy(Protocol):

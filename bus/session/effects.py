@@ -125,9 +125,7 @@ def verdicts(view: SessionView, event: str, matched: Matched) -> list[HandlerRes
         on = matched.checked  # kept with the match, and per set of counters counted
         if on is None:
             on = matched.checked = _checked(policy, event, matched)
-        single = policy.budget_count_field
-        for name, budget, measured in on:
-            one = single.get(name)
+        for name, budget, measured, one in on:
             if one is not None:  # a count in one field: view.counter(), inline
                 raw = fields.get(one)
                 used: float = int(raw) if raw and raw.isdecimal() else 0
@@ -140,13 +138,16 @@ def verdicts(view: SessionView, event: str, matched: Matched) -> list[HandlerRes
     return found
 
 
-def _checked(policy: SessionPolicy, event: str, matched: Matched) -> list[tuple[str, BudgetDef, bool]]:
-    """The budgets a PreToolUse that matched ``matched`` checks (kept per set of counters counted)."""
+def _checked(policy: SessionPolicy, event: str, matched: Matched) -> list[tuple[str, BudgetDef, bool, str | None]]:
+    """The budgets a PreToolUse that matched ``matched`` checks (kept per set of counters counted):
+    each name, definition, whether its counter is measured, and the field it reads when its counter
+    is a count in one field."""
     on = policy.kept_budgets_on.get(key := tuple(matched.count))
     if on is None:
         counters = dict.fromkeys([*counted(policy, event, matched), *_MEASURED])  # measured: checked on every call
         names = [name for _, name in sorted(item for c in counters for item in policy.budgets_of.get(c, ()))]
-        on = [(name, policy.budgets[name], policy.budgets[name].counter in _MEASURED) for name in names]
+        single, budgets = policy.budget_count_field, policy.budgets
+        on = [(name, budgets[name], budgets[name].counter in _MEASURED, single.get(name)) for name in names]
         if len(policy.kept_budgets_on) >= BUDGET_SETS_KEPT:
             policy.kept_budgets_on.clear()
         policy.kept_budgets_on[key] = on
@@ -181,35 +182,9 @@ def _answer(handler_id: str, verdict: str, text: str) -> HandlerResult:
     )
 
 
-def naming_facts(result: HandlerResult, facts: list[str]) -> HandlerResult:
-    """``result`` with the facts behind it named in its reason (a deny, ask or block)."""
-    output = result.output
-    if not facts or not output:
-        return result
-    note = f" [session facts: {', '.join(facts)}]"
-    specific = output.get("hookSpecificOutput")
-    changed = False
-    if isinstance(specific, dict):
-        specific = dict(specific)
-        if isinstance(specific.get("permissionDecisionReason"), str):
-            specific["permissionDecisionReason"] += note
-            changed = True
-        decision = specific.get("decision")
-        if isinstance(decision, dict) and isinstance(decision.get("message"), str):
-            specific["decision"] = {**decision, "message": decision["message"] + note}
-            changed = True
-        output = {**output, "hookSpecificOutput": specific}
-    if isinstance(output.get("reason"), str):
-        output = {**output, "reason": output["reason"] + note}
-        changed = True
-    if not changed:
-        return result
-    result.output = output
-    if result.decided is not None and result.decided[1] is not None:
-        result.decided = (result.decided[0], result.decided[1] + note)
-    if result.reason:
-        result.reason += note
-    return result
+def facts_note(facts: Sequence[str]) -> str:
+    """What names ``facts`` in the reason of an answer they led to (:func:`bus.hooks.results.with_note`)."""
+    return f" [session facts: {', '.join(facts)}]" if facts else ""
 
 
 __all__ = [
@@ -220,9 +195,9 @@ __all__ = [
     "STOPPED",
     "counted",
     "effects",
+    "facts_note",
     "goes_ahead",
     "handed",
-    "naming_facts",
     "timed",
     "verdicts",
 ]

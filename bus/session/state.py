@@ -182,8 +182,9 @@ class SessionView:
         """The names of the facts set now, in definition order (kept per setting of the facts: what
         a fact that never expires says is its field's text)."""
         policy = self.policy
-        if not policy.expiring:  # kept on the state (carry()), or carried to it
-            entry = carried(self.state, carried_key("facts", policy))
+        if not policy.expiring:  # kept on the state (carry()), or carried to it: carried(), inline
+            found_now = self.state.memo.get(CARRIED)
+            entry = None if found_now is None else found_now[0].get(policy.facts_key)
             if entry is not None and entry[0]() is policy:
                 return list(entry[1])
         key = (*map(self.state.fields.get, policy.lasting_fields), *map(self.fact_ms, policy.expiring))

@@ -30,7 +30,7 @@ from bus.hooks.decisions import Decision, FailOpenReason
 from bus.hooks.events import STOP_EVENTS
 from bus.hooks.merge import MergedDecision, merge_results
 from bus.hooks.plugins import hooks_for
-from bus.hooks.results import HandlerResult, Outcome
+from bus.hooks.results import HandlerResult, Outcome, with_note
 from bus.policy.compiled import CompiledHandler, compiled
 from bus.policy.compiled import selected as compiled_selected
 from bus.policy.deciding import deciders, judge
@@ -170,7 +170,7 @@ class Engine:
             fleet = (lambda c: values.get(request.tenant, request.agent, c)) if compiled_session.fleet else None
             sessions = SessionJudge(compiled_session, session or SessionState(), session_at_ms, fleet)
         slots: list[HandlerResult | None] = []  # in policy order; None: run below
-        contexts: list[tuple[int, HookContext]] = []
+        contexts: list[tuple[int, HookContext, str]] = []  # and the note its answer's reason takes
         jobs: list[PreparedJob] = []
         fast = not request.traced
         call: Call | None = None  # the tool call as rule lists read it, once an event
@@ -198,25 +198,25 @@ class Engine:
             ctx = HookContext(
                 request, hook_input, handler.entry, policy, handler.timeout_s, self.services, session=given
             )
-            contexts.append((len(slots), ctx))
+            contexts.append((len(slots), ctx, handler.note))
             slots.append(None)
         if inline_s:
             observe_all(self.metrics.child(self.metrics.hook_duration, "rule"), inline_s)
-        if len(contexts) == 1 or all(ctx.entry.handler.type in INLINE_TYPES for _, ctx in contexts):
+        if len(contexts) == 1 or all(ctx.entry.handler.type in INLINE_TYPES for _, ctx, _ in contexts):
             # In-process handlers finish without yielding: running them in turn skips a task each.
-            for i, ctx in contexts:
-                slots[i] = await self._run(ctx)
+            for i, ctx, note in contexts:
+                slots[i] = with_note(await self._run(ctx), note)
         else:
-            ran = await asyncio.gather(*(self._run(ctx) for _, ctx in contexts))
-            for (i, _), result in zip(contexts, ran, strict=True):
-                slots[i] = result
+            ran = await asyncio.gather(*(self._run(ctx) for _, ctx, _ in contexts))
+            for (i, _, note), result in zip(contexts, ran, strict=True):
+                slots[i] = with_note(result, note)
         results = [result for result in slots if result is not None]
         if hooks_for(event) and not policy.disable_all_hooks:  # bus.hooks.plugins callbacks, after the policy's
             timeout_s = min(default_timeout_s("function", event), request.remaining_s())
             results.append(await run_plugins(event, hook_input, timeout_s, self.metrics))
         if sessions is not None:
             results = sessions.answers(results, event, hook_input, call)
-        judgement = judge(event, results, policy.settings.shadow, None if sessions is None else sessions.naming)
+        judgement = judge(event, results, policy.settings.shadow)
         merged = judgement.merged
         if event in STOP_EVENTS:
             merged = await self._stop_guard(request, hook_input, merged, policy.settings.stop_block_limit)
@@ -292,7 +292,7 @@ class Engine:
         assert handler.rules is not None
         started = time.perf_counter()
         try:
-            result = decide_rules(handler.rules, handler.reason, request.event, hook_input, call, files)
+            result = decide_rules(handler.rules, handler.reason, request.event, hook_input, call, files, handler.note)
         except Exception as exc:  # a broken handler must never break the dispatcher
             extra = _fields(request, hook_input, handler.handler_id, handler_type="rule")
             logger.exception("handler raised", extra=extra)

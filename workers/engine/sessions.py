@@ -22,7 +22,7 @@ from bus.policy.rulelists import Call
 from bus.session.apply import laid_over
 from bus.session.conditions import Conditions
 from bus.session.definitions import FIRST_SEEN_FIELD, VERSION_FIELD, Counter, Matched, SessionPolicy, session_policy
-from bus.session.effects import STOPPED, effects, handed, naming_facts, timed, verdicts
+from bus.session.effects import STOPPED, effects, facts_note, handed, timed, verdicts
 from bus.session.state import SessionState, SessionView
 
 
@@ -70,7 +70,7 @@ class SessionOutcome:
 class SessionJudge(SessionView):
     """One event's view of its session under one policy."""
 
-    __slots__ = ("_matched", "_named", "_seen", "read")
+    __slots__ = ("_matched", "_seen", "read")
 
     def __init__(
         self,
@@ -84,7 +84,6 @@ class SessionJudge(SessionView):
         self.now_ms = time.time_ns() // 1_000_000 if at_ms is None else at_ms  # now_ms(), inline
         self.used, self._facts = {}, {}
         self.read = False
-        self._named: dict[str, list[str]] | None = None
         self._matched: Matched | None = None
         # the version decided on: the state may move on in place while the event is decided
         self._seen = state.fields.get(VERSION_FIELD)
@@ -110,7 +109,9 @@ class SessionJudge(SessionView):
         return cls(compiled, state or SessionState(), at_ms, fleet) if compiled.defined else None
 
     def keep(self, handlers: Sequence[CompiledHandler]) -> Sequence[CompiledHandler]:
-        """The handlers whose ``when:`` holds (or that have none), for reading only."""
+        """The handlers whose ``when:`` holds (or that have none), for reading only; one whose
+        ``when:`` held on facts as a copy that names them in the reason of its answers
+        (:attr:`CompiledHandler.note`)."""
         same = self.policy.plans.get(id(handlers))  # _plan(), its first step inline: most events find it so
         plan = same[1] if same is not None and same[0] is handlers else _plan(self.policy, handlers)
         if plan is None:
@@ -118,27 +119,21 @@ class SessionJudge(SessionView):
         self.read = True
         answers = plan.conditions.answers(self)
         if plan.last is not None and plan.last[0] is answers:  # the same answers: the same handlers
-            self._named = plan.last[2]
             return plan.last[1]
         kept: list[CompiledHandler] = []
-        named: dict[str, list[str]] = {}
-        for handler, position in plan.handlers:
+        for n, (handler, position) in enumerate(plan.handlers):
             if position is None:
                 kept.append(handler)
             elif (facts := answers[position]) is not None:
-                kept.append(handler)
-                if facts:
-                    named[handler.handler_id] = facts
-        plan.last = (answers, tuple(kept), named)  # answers kept on the state are found again as they are
-        self._named = named
+                kept.append(plan.noted(n, handler, facts) if facts else handler)
+        plan.last = (answers, tuple(kept))  # answers kept on the state are found again as they are
         return kept
 
     def answers(
         self, results: list[HandlerResult], event: str, hook_input: Mapping[str, Any], call: Call | None = None
     ) -> list[HandlerResult]:
         """``results`` then the session's own answers (``call``: the event's tool call as the rule
-        handlers read it, if they did); the facts behind each are named by :meth:`naming` once
-        they are judged, if some result says something."""
+        handlers read it, if they did)."""
         if not self.policy.decides:
             return results
         matched = self._matched
@@ -148,14 +143,6 @@ class SessionJudge(SessionView):
         if event == "PreToolUse":
             self.read = True
         return [*results, *own] if own else results
-
-    def naming(self, results: Sequence[HandlerResult]) -> None:
-        """Name the facts behind each of ``results`` in its reason (the results of handlers kept by
-        :meth:`keep` whose ``when:`` held on facts; one with no output says nothing to name)."""
-        if named := self._named:
-            for result in results:  # a plain loop: attrgetter on a slotted class is 4 times slower
-                if result.output and (facts := named.get(result.handler_id)) is not None:
-                    naming_facts(result, facts)
 
     def remaining(self) -> dict[str, float]:
         """Each budget's units left before this event."""
@@ -173,12 +160,10 @@ class SessionJudge(SessionView):
         matched = self._matched
         if matched is None:
             matched = self._matched = policy.matched(event, hook_input, call)
-        counts, counts_budgets = None, None
-        if event == "PreToolUse" and matched.pre_ops is not None and decision not in STOPPED:
-            ops, timed_ops = list(matched.pre_ops), matched.pre_timed  # effects(), kept with the match
-            counts, counts_budgets = matched.pre_counts, matched.pre_budgets
+        if event == "PreToolUse" and (kept_ops := matched.pre_ops) is not None and decision not in STOPPED:
+            ops, timed_ops, counts = list(kept_ops), matched.pre_timed, matched.pre_counts  # effects(), kept
         else:
-            ops = effects(policy, event, hook_input, decision, matched)
+            ops, counts = effects(policy, event, hook_input, decision, matched), None
             timed_ops = timed(ops)
         now = self.facts()
         if matched.set or matched.clear:  # the facts the operations set and clear
@@ -218,8 +203,9 @@ class SessionJudge(SessionView):
                     written[FIRST_SEEN_FIELD] = str(self.now_ms)
                 written[VERSION_FIELD] = str(version + 1)
             if over is not None:
-                if counts_budgets is not None and not policy.budgets_unread:  # budgets_moved(), inline:
-                    for name, limit, count_field in counts_budgets:  # each a count in one field counted
+                on = matched.pre_budgets if counts is not None and not policy.budgets_unread else None
+                if on is not None:  # budgets_moved(), inline: each a count in one field the event counts
+                    for name, limit, count_field in on:
                         raw = over[count_field]
                         budgets[name] = max(0.0, limit - (int(raw) if raw.isdecimal() else 0))
                 else:
@@ -247,12 +233,27 @@ class _Plan:
 
     handlers: tuple[tuple[CompiledHandler, int | None], ...]
     conditions: Conditions
-    #: The last answers and the handlers and facts they kept (the same answers: the same handlers).
-    last: tuple[list[list[str] | None], tuple[CompiledHandler, ...], dict[str, list[str]]] | None = None
+    #: The last answers and the handlers they kept (the same answers: the same handlers).
+    last: tuple[list[list[str] | None], tuple[CompiledHandler, ...]] | None = None
+    #: The copies of handlers that name facts, per position and facts (:meth:`noted`).
+    copies: dict[tuple[int, tuple[str, ...]], CompiledHandler] = dataclasses.field(default_factory=dict)
+
+    def noted(self, position: int, handler: CompiledHandler, facts: list[str]) -> CompiledHandler:
+        """``handler`` (at ``position`` among :attr:`handlers`) as a copy that names ``facts`` in the
+        reason of its answers, made once per setting of them (past :data:`NOTED_PER_PLAN`, afresh)."""
+        key = (position, tuple(facts))
+        found = self.copies.get(key)
+        if found is None:
+            if len(self.copies) >= NOTED_PER_PLAN:
+                self.copies.clear()
+            found = self.copies[key] = dataclasses.replace(handler, note=facts_note(facts))
+        return found
 
 
 #: Plans kept per choice of handlers and per policy (past it, they start again).
 PLANS_PER_POLICY: Final = 1024
+#: Copies of handlers naming facts kept per plan (past it, they start again).
+NOTED_PER_PLAN: Final = 4096
 
 
 def _plan(policy: SessionPolicy, chosen: Sequence[CompiledHandler]) -> _Plan | None:
@@ -279,4 +280,4 @@ def _plan(policy: SessionPolicy, chosen: Sequence[CompiledHandler]) -> _Plan | N
     return found
 
 
-__all__ = ["PLANS_PER_POLICY", "SessionJudge", "SessionOutcome"]
+__all__ = ["NOTED_PER_PLAN", "PLANS_PER_POLICY", "SessionJudge", "SessionOutcome"]

@@ -1,0 +1,107 @@
+"""The facts a handler's ``when:`` held on are named in the reason of its answer, whichever way the
+engine runs it: a ``rule`` handler decided inline, the same traced (run as a task, with a span),
+and a handler of another type; the note is the same text in each."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from typing import Any
+
+import orjson
+import pytest
+
+from bus.hooks.results import HandlerResult, Outcome
+from bus.policy.loading import Policy, policy_from_text
+from bus.policy.schema import CommandHandler
+from bus.redis.keys import Keyspace
+from bus.runtime.metrics import Metrics
+from bus.session.definitions import session_policy
+from bus.session.state import SessionState
+from bus.stream.protocol import Request, now_ms
+from tests.otlp import traced_in_process
+from workers.engine.evaluation import Engine
+from workers.handlers.context import HookContext
+from workers.handlers.runners import default_runners
+
+POLICY = """
+hookbus:
+  session:
+    facts:
+      private_data: {setBy: [{event: PreToolUse, rules: ["Read(**/.env)"]}]}
+      untrusted: {setBy: [{event: PostToolUse, rules: [WebFetch]}]}
+hooks:
+  PreToolUse:
+    - matcher: Bash
+      when: {facts: [private_data, untrusted]}
+      hooks:
+        - type: rule
+          deny: ["Bash(curl *)"]
+          reason: "no network after a secret"
+    - matcher: Bash
+      hooks:
+        - type: command
+          command: "deny fetched"
+          when: {anyFacts: [untrusted]}
+"""
+NOTE = " [session facts: private_data, untrusted]"
+
+
+async def command_runner(ctx: HookContext) -> HandlerResult:
+    """A ``command`` runner that starts no process: ``deny REASON`` answers so."""
+    handler = ctx.entry.handler
+    assert isinstance(handler, CommandHandler)
+    verdict, _, reason = handler.command.partition(" ")
+    specific = {"hookEventName": "PreToolUse", "permissionDecision": verdict, "permissionDecisionReason": reason}
+    return HandlerResult(Outcome.OK, output={"hookSpecificOutput": specific})
+
+
+def curl(traced: bool) -> tuple[Request, dict[str, Any]]:
+    hook_input = {
+        "hook_event_name": "PreToolUse",
+        "session_id": "s",
+        "tool_name": "Bash",
+        "tool_input": {"command": "curl https://example.com"},
+        "cwd": "/w",
+    }
+    at = now_ms()
+    request = Request("e1", "PreToolUse", "t", orjson.dumps(hook_input), at, at + 5_000, "gw")
+    request.traced = traced
+    return request, hook_input
+
+
+def with_facts(policy: Policy, *names: str) -> SessionState:
+    compiled = session_policy(policy)
+    return SessionState({compiled.facts[name].field: str(now_ms() - 1_000) for name in names})
+
+
+@pytest.mark.timeout(30)
+@pytest.mark.parametrize("traced", [False, True])
+def test_each_answer_names_the_facts_its_when_held_on(traced: bool) -> None:
+    policy = policy_from_text(POLICY)
+    runners = {**default_runners(), "command": command_runner}
+    engine = Engine(policy, None, Keyspace(), runners, async_handlers="skip", metrics=Metrics())  # type: ignore[arg-type]
+    request, hook_input = curl(traced)
+
+    async def evaluate(state: SessionState) -> list[HandlerResult]:
+        with traced_in_process() if traced else contextlib.nullcontext():  # a traced event runs each handler as a task
+            return (await engine.evaluate(request, hook_input, policy, state)).results
+
+    both = asyncio.run(evaluate(with_facts(policy, "private_data", "untrusted")))
+    reasons = [r.output["hookSpecificOutput"]["permissionDecisionReason"] for r in both if r.output]
+    assert reasons == ["no network after a secret (rule: Bash(curl *))" + NOTE, "fetched [session facts: untrusted]"]
+    assert [r.decided for r in both if r.decided] == [("deny", reasons[0])]
+    # The same handlers on another session's state: only the facts that session has are named.
+    one = asyncio.run(evaluate(with_facts(policy, "untrusted")))
+    assert [r.output for r in one if r.output] == [
+        {
+            "hookSpecificOutput": {
+                "hookEventName": "PreToolUse",
+                "permissionDecision": "deny",
+                "permissionDecisionReason": "fetched [session facts: untrusted]",
+            }
+        }
+    ]
+    # And again on the first: the copies that name the facts are the ones made before.
+    again = asyncio.run(evaluate(with_facts(policy, "private_data", "untrusted")))
+    assert [r.output for r in again] == [r.output for r in both]
