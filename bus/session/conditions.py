@@ -143,7 +143,7 @@ class Conditions:
         if self._carried:  # kept on the state (carry()), or carried to it
             if self._widths:
                 buckets = tuple(map(view.now_ms.__floordiv__, self._widths))
-            found = view.state.memo.get(CARRIED)  # carried(), inline
+            found = view.state.memo.get(CARRIED)  # what it carries (carry())
             entry = None if found is None else found[0].get(self._carried_key)
             if entry is not None and entry[0]() is self and entry[1][0] == buckets:
                 return entry[1][1]  # type: ignore[no-any-return]

@@ -113,13 +113,6 @@ def carried_key(tag: str, owner: object) -> tuple[str, int]:
     return (tag, id(owner))
 
 
-def carried(state: SessionState, key: tuple[str, int]) -> tuple[Any, ...] | None:
-    """What ``state`` carries under ``key`` (:func:`carried_key`): ``(weak reference to its owner,
-    value, fields read)``, or None."""
-    found = state.memo.get(CARRIED)
-    return None if found is None else found[0].get(key)
-
-
 def carry(state: SessionState, tag: str, owner: object, value: object, fields: frozenset[str]) -> None:
     """Keep ``value`` on ``state`` as ``tag`` of ``owner`` (held weakly), worked out of ``fields``
     alone: it carries to the states that follow as long as none of them changes."""
@@ -182,7 +175,7 @@ class SessionView:
         """The names of the facts set now, in definition order (kept per setting of the facts: what
         a fact that never expires says is its field's text)."""
         policy = self.policy
-        if not policy.expiring:  # kept on the state (carry()), or carried to it: carried(), inline
+        if not policy.expiring:  # kept on the state (carry()), or carried to it: memo[CARRIED][0][key]
             found_now = self.state.memo.get(CARRIED)
             entry = None if found_now is None else found_now[0].get(policy.facts_key)
             if entry is not None and entry[0]() is policy:
@@ -300,7 +293,6 @@ __all__ = [
     "KEPT_SETTINGS",
     "SessionState",
     "SessionView",
-    "carried",
     "carried_key",
     "carry",
     "ms_of",

@@ -15,7 +15,7 @@ from bus.session.apply import applied, apply_ops, changed_by, written_at
 from bus.session.conditions import Conditions, compile_when
 from bus.session.definitions import SessionPolicy, session_policy
 from bus.session.effects import effects
-from bus.session.state import SessionState, SessionView
+from bus.session.state import SessionState, SessionView, carried_key
 
 POLICY = """
 hookbus:
@@ -92,6 +92,7 @@ def test_kept_answers_follow_the_state() -> None:
 
 def test_kept_facts_follow_the_state() -> None:
     policy = session()
+    assert policy.facts_key == carried_key("facts", policy)  # where facts() finds what a state carries
     for _ in range(2):
         for state, at in itertools.product(states(policy), (9 * MINUTE, 14 * MINUTE, 20 * MINUTE)):
             view = SessionView(policy, state, at)
