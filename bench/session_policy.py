@@ -6,8 +6,11 @@ a *baseline* of 100 ``rule`` handlers, and the same 100 handlers each behind a `
 50 facts (set by ``PreToolUse`` rules) with 100 more rules counting into windowed counters and a
 budget, read on a session state built from ``--history`` earlier events. Each event is decided
 as a dispatcher decides it: on the state the settle of the session's last event returned, whose
-answer (the JSON of the state, made here as the script makes it) it reads and keeps. The figure
-is the difference per event.
+answer (the JSON of the state, made here as the script makes it) it reads and keeps, with the
+rest of what a dispatcher does for an event's session: the state's key, the session's turn, the
+session's arguments of the settle call, and the record's ``facts`` and ``budgets`` (encoded and
+hashed as the record and its chain digest encode them). The figure is the difference per event.
+``bench/session_dispatcher.py`` measures the same policies end to end.
 
 Memory: the state (as ``HGETALL`` returns it, in bytes of JSON) of one session of
 ``examples/rule-of-two.yaml`` after 1,000 to ``--events`` events of a realistic mix, applied as
@@ -22,6 +25,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import gc
+import hashlib
 import random
 import time
 from pathlib import Path
@@ -38,15 +42,24 @@ from bus.session.definitions import FIRST_SEEN_FIELD, session_policy
 from bus.session.effects import effects
 from bus.session.state import SessionState
 from bus.stream.protocol import Request, now_ms
+from workers.dispatcher.fleet import pending_entry
 from workers.dispatcher.sessions import SessionStates
+from workers.dispatcher.turns import SessionTurns
 from workers.engine.evaluation import Engine
 
 ROOT = Path(__file__).resolve().parents[1]
+STREAM = "bench-stream"  # the entries' stream (an entry holds its session's turn)
 COMMANDS = ["git status", "ls -la", "pytest -q", "cat README.md", "git push origin main", "npm test", "make build"]
 
 
 def policies(rules: int) -> tuple[Policy, Policy]:
     """The baseline (``rules`` plain rule handlers) and the same handlers behind ``when:``."""
+    base, with_session = policy_documents(rules)
+    return policy_from_text(yaml.safe_dump(base)), policy_from_text(yaml.safe_dump(with_session))
+
+
+def policy_documents(rules: int) -> tuple[dict[str, Any], dict[str, Any]]:
+    """:func:`policies` as documents (what a policy file holds)."""
     facts = rules // 2
     handlers = [{"type": "rule", "ask": [f"Bash(tool{n} *)"]} for n in range(rules)]
     base = {"hookbus": {"deadlineSeconds": 5}, "hooks": {"PreToolUse": [{"matcher": "Bash", "hooks": handlers}]}}
@@ -66,7 +79,7 @@ def policies(rules: int) -> tuple[Policy, Policy]:
         "hookbus": {"deadlineSeconds": 5, "session": session},
         "hooks": {"PreToolUse": [{"matcher": "Bash", "hooks": gated}]},
     }
-    return policy_from_text(yaml.safe_dump(base)), policy_from_text(yaml.safe_dump(with_session))
+    return base, with_session
 
 
 def event(n: int, command: str) -> tuple[Request, dict[str, Any]]:
@@ -99,31 +112,51 @@ def history_state(policy: Policy, events: int) -> SessionState:
 
 class Runner:
     """Decides events under one policy; with a session ``state``, as a dispatcher decides them:
-    each on the state its session's last settle returned (the settle script's work, applying the
-    event's operations, is Redis's and not counted; reading its answer is)."""
+    each on the state its session's last settle returned, with what the dispatcher does around it
+    for the session: the state's key, the session's turn, the settle call's session arguments,
+    reading the settle's answer and the record's ``facts`` and ``budgets`` (the settle script's
+    work, applying the event's operations, is Redis's and not counted)."""
 
     def __init__(self, policy: Policy, state: SessionState | None) -> None:
         self.policy, self.session = policy, state is not None
         self.engine = Engine(policy, None, Keyspace(), {}, async_handlers="skip")  # type: ignore[arg-type]
-        self.states = SessionStates(Keyspace(), Metrics(), lambda op: None)
+        self.keyspace = Keyspace()
+        self.states = SessionStates(self.keyspace, Metrics(), lambda op: None)
+        self.turns = SessionTurns()
+        self.settle: tuple[list[str], list[Any], str] | None = None  # the last settle's session part
         if state is not None:
-            self.states.put("bench-session", state)
+            self.states.put(self.keyspace.session_state("bench", "bench", 0), state)
 
     async def run(self, prepared: list[tuple[Request, dict[str, Any]]]) -> float:
         """CPU seconds per event of deciding ``prepared`` in turn."""
-        spent, key = 0.0, "bench-session"
+        spent, session = 0.0, self.session
         for request, hook_input in prepared:
             started = time.process_time()
-            state = self.states.get(key) if self.session else None
-            decided = await self.engine.evaluate(request, hook_input, self.policy, state)
+            if session:  # as the dispatcher does for an event of a session (Dispatcher._handle)
+                key = self.states.key_of(request, hook_input["session_id"], 0)
+                if not self.turns.hold(key, (STREAM, request.event_id)):
+                    await self.turns.take(key, (STREAM, request.event_id))
+            decided = await self.engine.evaluate(
+                request, hook_input, self.policy, self.states.get(key) if session else None
+            )
+            outcome, known = decided.session, ""
+            if outcome is not None:  # what its settle call carries for the session (Outbox._settle_call)
+                expected = "" if outcome.expected is None else str(outcome.expected)
+                known = outcome.known
+                self.settle = (
+                    [key, self.keyspace.session_index(request.tenant, 0), self.keyspace.fleet_pending(0)],
+                    ["\n".join(outcome.ops), expected, outcome.ttl_ms, outcome.max_sessions, known],
+                    pending_entry(request, outcome.fleet),
+                )
             spent += time.process_time() - started
-            answer = b""
-            if decided.session is not None:
-                answer = settle_answer(self.states.get(key), decided.session.ops, decided.session.known)
+            answer = b"" if outcome is None else settle_answer(self.states.get(key), outcome.ops, known)
             # both runners read the clock alike (a read costs about 0.3 us, half of it counted)
             started = time.process_time()
-            if decided.session is not None:
-                self.states.answered(key, decided.session, True, answer)
+            if outcome is not None:
+                self.states.answered(key, outcome, True, answer)
+                self.turns.release((STREAM, request.event_id))
+                # the record's facts and budgets, as the record (meta()) and its digest encode them
+                hashlib.sha256(orjson.dumps({"budgets": outcome.budgets, "facts": outcome.facts}))
             spent += time.process_time() - started
         return spent / len(prepared)
 

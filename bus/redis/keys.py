@@ -135,8 +135,13 @@ class Keyspace:
     def _tags(self) -> tuple[str, ...]:
         return partition_tags(self.partitions)
 
+    @functools.cached_property
+    def _parts(self) -> tuple[str, ...]:
+        """Each partition's key prefix, made once: every key of an event's settle starts so."""
+        return tuple(f"{self.prefix}{{{tag}}}:" for tag in self._tags)
+
     def _part(self, partition: int) -> str:
-        return f"{self.prefix}{{{self._tags[partition]}}}:"
+        return self._parts[partition]
 
     def blocking_stream(self, partition: int = 0) -> str:
         return f"{self._part(partition)}stream:blocking"

@@ -271,7 +271,8 @@ class Dispatcher:
                     raise ValueError(f"hook input nested more than {limit} deep (hookbus.limits.nestingDepth)")
                 if session_policy(policy).defined:
                     state_key = self.sessions.key_of(request, str(hook_input.get("session_id", "")), partition)
-                    if not attempt:  # held until its settle is answered (a redo holds it still)
+                    # held until its settle is answered (a redo holds it still); waited for when another holds it
+                    if not attempt and not self.turns.hold(state_key, (stream, entry_id)):
                         await self.turns.take(state_key, (stream, entry_id), turn_wait_s(request))
                         late = request.expired()
                 if not late:

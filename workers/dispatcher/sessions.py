@@ -64,9 +64,17 @@ class SessionStates:
         self.keys, self.metrics, self._redo = keys, session_families(metrics), redo
         self.fleet = None if redis is None else FleetCounts(redis, keys, self.metrics, values)
         self._states: collections.OrderedDict[str, SessionState] = collections.OrderedDict()
+        #: The state keys of recent sessions (spelling a key costs more than finding it here).
+        self._keys: dict[tuple[str, str, int], str] = {}
 
     def key_of(self, request: Request, session_id: str, partition: int) -> str:
-        return self.keys.session_state(request.tenant, session_id, partition)
+        """The key of the state of ``request``'s session (``session_id``) in ``partition``."""
+        found = self._keys.get(named := (request.tenant, session_id, partition))
+        if found is None:
+            if len(self._keys) >= CACHED_SESSIONS:
+                self._keys.clear()
+            found = self._keys[named] = self.keys.session_state(request.tenant, session_id, partition)
+        return found
 
     def get(self, key: str) -> SessionState:
         """The last state seen of the session at ``key`` (empty when none is known)."""

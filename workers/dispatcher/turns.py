@@ -56,6 +56,15 @@ class SessionTurns:
     def holds(self, entry: Entry) -> bool:
         return entry in self._holding
 
+    def hold(self, key: str, entry: Entry) -> bool:
+        """Hold the turn of the session at ``key`` for ``entry`` if no other event holds it (the
+        usual case, with no wait: :meth:`take` waits for it otherwise)."""
+        if key in self._waiting:
+            return False
+        self._waiting[key] = collections.deque()
+        self._holding[entry] = key
+        return True
+
     async def take(self, key: str, entry: Entry, timeout_s: float | None = None) -> bool:
         """Wait until no other event of the session at ``key`` holds its turn, then hold it for
         ``entry`` until :meth:`release`. False when ``timeout_s`` (None: no limit) passed first (not held)."""

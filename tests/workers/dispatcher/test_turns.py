@@ -81,3 +81,18 @@ def test_a_blocking_event_waits_until_just_before_its_deadline_a_non_blocking_on
     past = Request("e2", "PreToolUse", "default", b"{}", now_ms(), now_ms() - 1, "hookbus:reply:e2")
     assert turn_wait_s(past) == 0.0
     assert turn_wait_s(Request("e3", "PostToolUse", "default", b"{}", now_ms())) == WAIT_S
+
+
+async def test_a_free_turn_is_held_at_once_and_a_held_one_is_waited_for() -> None:
+    turns = SessionTurns()
+    assert turns.hold("k", A) and turns.holds(A)
+    assert not turns.hold("k", B) and not turns.holds(B)  # held by A: B must wait for it
+    assert turns.hold("other", C)  # another session's is its own
+    waiting = asyncio.create_task(turns.take("k", B))
+    await asyncio.sleep(0)
+    assert not waiting.done()
+    turns.release(A)
+    assert await waiting and turns.holds(B)
+    turns.release(B)
+    turns.release(C)
+    assert len(turns) == 0 and turns.hold("k", A)
