@@ -19,6 +19,7 @@ from bus.runtime.metrics import Metrics
 from bus.session.definitions import session_policy
 from bus.session.state import SessionState
 from bus.stream.protocol import Request, now_ms
+from tests.conftest import pre_tool_use
 from tests.otlp import traced_in_process
 from workers.engine.evaluation import Engine
 from workers.handlers.context import HookContext
@@ -57,13 +58,7 @@ async def command_runner(ctx: HookContext) -> HandlerResult:
 
 
 def curl(traced: bool) -> tuple[Request, dict[str, Any]]:
-    hook_input = {
-        "hook_event_name": "PreToolUse",
-        "session_id": "s",
-        "tool_name": "Bash",
-        "tool_input": {"command": "curl https://example.com"},
-        "cwd": "/w",
-    }
+    hook_input = pre_tool_use("curl https://example.com", "s")
     at = now_ms()
     request = Request("e1", "PreToolUse", "t", orjson.dumps(hook_input), at, at + 5_000, "gw")
     request.traced = traced
