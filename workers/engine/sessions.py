@@ -253,7 +253,7 @@ class _Plan:
 #: Plans kept per choice of handlers and per policy (past it, they start again).
 PLANS_PER_POLICY: Final = 1024
 #: Copies of handlers naming facts kept per plan (past it, they start again).
-NOTED_PER_PLAN: Final = 4096
+NOTED_PER_PLAN: Final = 1024
 
 
 def _plan(policy: SessionPolicy, chosen: Sequence[CompiledHandler]) -> _Plan | None:
