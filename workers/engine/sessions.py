@@ -40,7 +40,8 @@ class SessionOutcome:
     max_sessions: int
     #: The tenant and agent counters the event counts once it is settled (:mod:`workers.dispatcher.fleet`).
     fleet: list[Counter] = dataclasses.field(default_factory=list)
-    #: The budgets the event moves, each with its units left once it is settled (the record's ``budgets``).
+    #: The budgets the event moves (every budget on a session's first event), each with its units
+    #: left once it is settled (the record's ``budgets``).
     budgets: dict[str, float] = dataclasses.field(default_factory=dict)
     #: The state the event was decided on: the dispatcher's copy of the session's state, which
     #: moves on in place once an event of the session settles (:attr:`known` reads it as it is).
@@ -210,6 +211,9 @@ class SessionJudge(SessionView):
                         budgets[name] = max(0.0, limit - (int(raw) if raw.isdecimal() else 0))
                 else:
                     budgets = self.budgets_moved(over)
+            if not version:  # a session's first event: every budget, so that the session's readers know them all
+                after = state if over is None else SessionState({**fields, **over})
+                budgets = SessionView(policy, after, self.now_ms, self.fleet).budgets_left()
         timed_ops = timed_ops or FIRST_SEEN_FIELD not in fields
         return SessionOutcome(
             ops,
