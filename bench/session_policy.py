@@ -123,7 +123,7 @@ class Runner:
         self.keyspace = Keyspace()
         self.states = SessionStates(self.keyspace, Metrics(), lambda op: None)
         self.turns = SessionTurns()
-        self.settle: tuple[list[str], list[Any], str] | None = None  # the last settle's session part
+        self.settle: tuple[list[str], list[Any]] | None = None  # the last settle's session part
         if state is not None:
             self.states.put(self.keyspace.session_state("bench", "bench", 0), state)
 
@@ -141,13 +141,10 @@ class Runner:
             )
             outcome, known = decided.session, ""
             if outcome is not None:  # what its settle call carries for the session (Outbox._settle_call)
-                expected = "" if outcome.expected is None else str(outcome.expected)
-                known = outcome.known
-                self.settle = (
-                    [key, self.keyspace.session_index(request.tenant, 0), self.keyspace.fleet_pending(0)],
-                    ["\n".join(outcome.ops), expected, outcome.ttl_ms, outcome.max_sessions, known],
-                    pending_entry(request, outcome.fleet),
-                )
+                _, state_key, index_key = self.states.part(request, 0, key, outcome, 0)
+                args = outcome.settle_args(pending_entry(request, outcome.fleet))
+                self.settle = ([state_key, index_key, self.keyspace.fleet_pending(0)], args)
+                known = args[-1]
             spent += time.process_time() - started
             answer = b"" if outcome is None else settle_answer(self.states.get(key), outcome.ops, known)
             # both runners read the clock alike (a read costs about 0.3 us, half of it counted)

@@ -305,9 +305,7 @@ class Outbox:
             if op.session is not None:
                 outcome, state_key, index_key = op.session
                 keys += [state_key, index_key, self.keys.fleet_pending(op.partition)]
-                expected = "" if outcome.expected is None else str(outcome.expected)
-                pending = pending_entry(request, outcome.fleet)  # tenant counts, kept until counted
-                args += ["\n".join(outcome.ops), expected, outcome.ttl_ms, outcome.max_sessions, pending, outcome.known]
+                args += outcome.settle_args(pending_entry(request, outcome.fleet))  # tenant counts, kept until counted
         return keys, args
 
     def _batches(self, settles: list[Settle], max_events: int) -> list[list[Settle]]:

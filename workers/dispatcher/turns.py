@@ -68,13 +68,10 @@ class SessionTurns:
     async def take(self, key: str, entry: Entry, timeout_s: float | None = None) -> bool:
         """Wait until no other event of the session at ``key`` holds its turn, then hold it for
         ``entry`` until :meth:`release`. False when ``timeout_s`` (None: no limit) passed first (not held)."""
-        waiting = self._waiting.get(key)
-        if waiting is None:
-            self._waiting[key] = collections.deque()
-            self._holding[entry] = key
+        if self.hold(key, entry):
             return True
         waiter: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-        waiting.append((waiter, entry))
+        self._waiting[key].append((waiter, entry))
         try:
             async with asyncio.timeout(timeout_s):
                 await waiter

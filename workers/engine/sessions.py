@@ -57,6 +57,12 @@ class SessionOutcome:
     #: cleared, a window's bucket, the session's first-seen time; :func:`bus.session.apply.same_at`).
     timed: bool = True
 
+    def settle_args(self, pending: str) -> list[Any]:
+        """The ARGV the event's settle call adds for its session, in the order the script reads
+        them (``pending``: :func:`workers.dispatcher.fleet.pending_entry` of its tenant counts)."""
+        expected = "" if self.expected is None else str(self.expected)
+        return ["\n".join(self.ops), expected, self.ttl_ms, self.max_sessions, pending, self.known]
+
     @property
     def known(self) -> str:
         """``<version>:<first seen>`` of :attr:`decided_on` as it is now (``''``: none, or an empty
@@ -144,10 +150,6 @@ class SessionJudge(SessionView):
         if event == "PreToolUse":
             self.read = True
         return [*results, *own] if own else results
-
-    def remaining(self) -> dict[str, float]:
-        """Each budget's units left before this event."""
-        return self.budgets_left()
 
     def handed(self) -> dict[str, Any]:
         """What the event's handlers are given of the session (``hookbus.session``), before the event."""

@@ -91,7 +91,7 @@ def test_budgets_and_facts_carried_through_settles_are_those_worked_out_afresh()
         assert outcome.ops == effects(compiled, event, hook_input, decision, unkept), n  # kept with the match
         reference = SessionView(compiled, before, at)
         assert judge.facts() == reference.facts(), n
-        assert judge.remaining() == reference.budgets_left(), n
+        assert judge.budgets_left() == reference.budgets_left(), n
         settled_at = at + rng.choice((0, 1, 2_500, 7_000))  # the settle's clock: the same bucket or a later one
         states.answered(key, outcome, True, orjson.dumps({"e": 0, "n": settled_at}))
         kept = states.get(key)
