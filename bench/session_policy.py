@@ -34,6 +34,7 @@ from typing import Any
 import orjson
 import yaml
 
+from bus.policy import verdictcache
 from bus.policy.loading import Policy, policy_from_text
 from bus.redis.keys import Keyspace
 from bus.runtime.metrics import Metrics
@@ -124,12 +125,27 @@ class Runner:
         self.states = SessionStates(self.keyspace, Metrics(), lambda op: None)
         self.turns = SessionTurns()
         self.settle: tuple[list[str], list[Any]] | None = None  # the last settle's session part
+        #: Its own kept verdicts (a dispatcher keeps those of its policy alone): put in place for
+        #: its runs, so that the two policies' calls do not crowd each other out of one cache.
+        self.verdicts: dict[Any, Any] = {}
         if state is not None:
             self.states.put(self.keyspace.session_state("bench", "bench", 0), state)
 
     async def run(self, prepared: list[tuple[Request, dict[str, Any]]]) -> float:
         """CPU seconds per event of deciding ``prepared`` in turn."""
-        spent, session = 0.0, self.session
+        kept = verdictcache._KEPT
+        others = dict(kept)
+        kept.clear()
+        kept.update(self.verdicts)
+        try:
+            return await self._run(prepared, self.session)
+        finally:
+            self.verdicts = dict(kept)
+            kept.clear()
+            kept.update(others)
+
+    async def _run(self, prepared: list[tuple[Request, dict[str, Any]]], session: bool) -> float:
+        spent = 0.0
         for request, hook_input in prepared:
             started = time.process_time()
             if session:  # as the dispatcher does for an event of a session (Dispatcher._handle)

@@ -228,8 +228,10 @@ class SessionPolicy:
         self.facts_key = ("facts", id(self))
         #: The facts set, per setting of every fact (:meth:`bus.session.state.SessionView.facts`).
         self.kept_facts: dict[tuple[object, ...], tuple[str, ...]] = {}
-        #: What a reader of the policy keeps per choice of handlers (:mod:`workers.engine.sessions`).
+        #: What a reader of the policy keeps per choice of handlers (:mod:`workers.engine.sessions`),
+        #: and how many copies of handlers naming facts those keep in all.
         self.plans: dict[object, Any] = {}
+        self.noted = 0
 
     def counter_reads(self, name: str) -> tuple[tuple[str, ...], int | None] | None:
         """The fields of the session's state counter ``name`` reads, and its buckets' width (None:

@@ -44,8 +44,9 @@ class SessionTurns:
     """Whose turn it is to decide an event of each session, and who waits for it, in order."""
 
     def __init__(self) -> None:
-        #: A session's waiters, in order; a session is here while one of its events holds the turn.
-        self._waiting: dict[str, collections.deque[tuple[asyncio.Future[None], Entry]]] = {}
+        #: A session's waiters, in order; a session is here while one of its events holds the turn
+        #: (None: no event waits, the usual case, with no queue made for it).
+        self._waiting: dict[str, collections.deque[tuple[asyncio.Future[None], Entry]] | None] = {}
         #: The session whose turn each entry holds.
         self._holding: dict[Entry, str] = {}
 
@@ -61,7 +62,7 @@ class SessionTurns:
         usual case, with no wait: :meth:`take` waits for it otherwise)."""
         if key in self._waiting:
             return False
-        self._waiting[key] = collections.deque()
+        self._waiting[key] = None
         self._holding[entry] = key
         return True
 
@@ -71,7 +72,10 @@ class SessionTurns:
         if self.hold(key, entry):
             return True
         waiter: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-        self._waiting[key].append((waiter, entry))
+        waiting = self._waiting[key]
+        if waiting is None:
+            waiting = self._waiting[key] = collections.deque()
+        waiting.append((waiter, entry))
         try:
             async with asyncio.timeout(timeout_s):
                 await waiter
@@ -89,7 +93,7 @@ class SessionTurns:
         if key is None:
             return
         waiting = self._waiting[key]
-        while waiting:
+        while waiting:  # None: nobody waits
             waiter, following = waiting.popleft()
             if not waiter.done():  # not given up
                 self._holding[following] = key

@@ -71,7 +71,8 @@ class SessionOutcome:
         state = self.decided_on
         if state is None or not state.fields:
             return ""
-        return f"{state.version}:{state.fields.get(FIRST_SEEN_FIELD, '')}"
+        fields = state.fields  # the text the script compares, as it reads it: no number made of it
+        return f"{fields.get(VERSION_FIELD) or '0'}:{fields.get(FIRST_SEEN_FIELD, '')}"
 
 
 class SessionJudge(SessionView):
@@ -239,6 +240,8 @@ class _Plan:
 
     handlers: tuple[tuple[CompiledHandler, int | None], ...]
     conditions: Conditions
+    #: The policy whose plan it is (which bounds the copies its plans keep in all).
+    policy: SessionPolicy
     #: The last answers and the handlers they kept (the same answers: the same handlers).
     last: tuple[list[list[str] | None], tuple[CompiledHandler, ...]] | None = None
     #: The copies of handlers that name facts, per position and facts (:meth:`noted`).
@@ -246,20 +249,31 @@ class _Plan:
 
     def noted(self, position: int, handler: CompiledHandler, facts: list[str]) -> CompiledHandler:
         """``handler`` (at ``position`` among :attr:`handlers`) as a copy that names ``facts`` in the
-        reason of its answers, made once per setting of them (past :data:`NOTED_PER_PLAN`, afresh)."""
+        reason of its answers, made once per setting of them (past :data:`NOTED_PER_PLAN` in the plan
+        or :data:`NOTED_PER_POLICY` in all the policy's plans, afresh)."""
         key = (position, tuple(facts))
         found = self.copies.get(key)
         if found is None:
-            if len(self.copies) >= NOTED_PER_PLAN:
+            policy = self.policy
+            if policy.noted >= NOTED_PER_POLICY:  # every plan's copies go: a few plans must not hold them all
+                for _, plan in policy.plans.values():
+                    if plan is not None:
+                        plan.copies.clear()
+                        plan.last = None
+                policy.noted = 0
+            elif len(self.copies) >= NOTED_PER_PLAN:
+                policy.noted -= len(self.copies)
                 self.copies.clear()
             found = self.copies[key] = dataclasses.replace(handler, note=facts_note(facts))
+            policy.noted += 1
         return found
 
 
 #: Plans kept per choice of handlers and per policy (past it, they start again).
 PLANS_PER_POLICY: Final = 1024
-#: Copies of handlers naming facts kept per plan (past it, they start again).
+#: Copies of handlers naming facts kept per plan, and in all the plans of a policy (past either, they start again).
 NOTED_PER_PLAN: Final = 1024
+NOTED_PER_POLICY: Final = 16384
 
 
 def _plan(policy: SessionPolicy, chosen: Sequence[CompiledHandler]) -> _Plan | None:
@@ -278,12 +292,13 @@ def _plan(policy: SessionPolicy, chosen: Sequence[CompiledHandler]) -> _Plan | N
         if whens:
             conditions = Conditions(policy, whens)
             pairs = tuple((h, None if h.handler.when is None else conditions.index[id(h.handler.when)]) for h in chosen)
-            found = _Plan(pairs, conditions)
+            found = _Plan(pairs, conditions, policy)
     if len(plans) >= PLANS_PER_POLICY:
         plans.clear()
+        policy.noted = 0 if found is None else len(found.copies)  # the copies of the plans kept
     plans[ids] = (tuple(chosen), found)
     plans[id(chosen)] = (chosen, found)
     return found
 
 
-__all__ = ["NOTED_PER_PLAN", "PLANS_PER_POLICY", "SessionJudge", "SessionOutcome"]
+__all__ = ["NOTED_PER_PLAN", "NOTED_PER_POLICY", "PLANS_PER_POLICY", "SessionJudge", "SessionOutcome"]

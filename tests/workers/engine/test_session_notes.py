@@ -21,6 +21,7 @@ from bus.session.state import SessionState
 from bus.stream.protocol import Request, now_ms
 from tests.conftest import pre_tool_use
 from tests.otlp import traced_in_process
+from workers.engine import sessions
 from workers.engine.evaluation import Engine
 from workers.handlers.context import HookContext
 from workers.handlers.runners import default_runners
@@ -100,3 +101,50 @@ def test_each_answer_names_the_facts_its_when_held_on(traced: bool) -> None:
     # And again on the first: the copies that name the facts are the ones made before.
     again = asyncio.run(evaluate(with_facts(policy, "private_data", "untrusted")))
     assert [r.output for r in again] == [r.output for r in both]
+
+
+MANY_PLANS = """
+hookbus:
+  session:
+    facts:
+{facts}
+hooks:
+  PreToolUse:
+{groups}
+"""
+
+
+@pytest.mark.timeout(30)
+def test_copies_naming_facts_are_bounded_across_a_policys_plans(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each choice of handlers (here one per tool) keeps its own copies; all of them together stay
+    within the policy's bound, and a copy made after they start again still names its facts."""
+    monkeypatch.setattr(sessions, "NOTED_PER_POLICY", 6)
+    names = [f"f{n}" for n in range(4)]
+    set_by = "{setBy: [{event: PreToolUse, rules: ['Bash(mark *)']}]}"
+    facts = "\n".join(f"      {name}: {set_by}" for name in names)
+    groups = "\n".join(
+        f"    - matcher: Tool{n}\n      when: {{anyFacts: [{', '.join(names)}]}}\n"
+        f"      hooks: [{{type: rule, deny: ['Tool{n}'], reason: stop}}]"
+        for n in range(3)
+    )
+    policy = policy_from_text(MANY_PLANS.format(facts=facts, groups=groups))
+    compiled = session_policy(policy)
+    engine = Engine(policy, None, Keyspace(), {}, async_handlers="skip", metrics=Metrics())  # type: ignore[arg-type]
+
+    async def reason(tool: int, *set_: str) -> str:
+        hook_input = {"hook_event_name": "PreToolUse", "session_id": "s", "tool_name": f"Tool{tool}", "tool_input": {}}
+        at = now_ms()
+        request = Request("e1", "PreToolUse", "t", orjson.dumps(hook_input), at, at + 5_000, "gw")
+        results = (await engine.evaluate(request, hook_input, policy, with_facts(policy, *set_))).results
+        assert results[0].output is not None
+        return str(results[0].output["hookSpecificOutput"]["permissionDecisionReason"])
+
+    def kept() -> int:
+        plans = {id(plan): plan for _, plan in compiled.plans.values() if plan is not None}
+        return sum(len(plan.copies) for plan in plans.values())
+
+    for tool in range(3):
+        for n in range(1, 5):
+            assert asyncio.run(reason(tool, *names[:n])).endswith(f"[session facts: {', '.join(names[:n])}]")
+            assert kept() == compiled.noted <= 6
+    assert asyncio.run(reason(0, "f3")) == "stop (rule: Tool0) [session facts: f3]"
