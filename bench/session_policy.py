@@ -10,7 +10,10 @@ answer (the JSON of the state, made here as the script makes it) it reads and ke
 rest of what a dispatcher does for an event's session: the state's key, the session's turn, the
 session's arguments of the settle call, and the record's ``facts`` and ``budgets`` (encoded and
 hashed as the record and its chain digest encode them). The figure is the difference per event.
-``bench/session_dispatcher.py`` measures the same policies end to end.
+Each policy keeps its own ``rule`` verdicts, as a dispatcher keeps those of its policy. The
+same is measured for ``examples/rule-of-two.yaml`` against its handlers alone, and for the
+example with the 100 session rules added (its four handlers behind ``when:``, not 100).
+``bench/session_dispatcher.py`` measures the first policy end to end.
 
 Memory: the state (as ``HGETALL`` returns it, in bytes of JSON) of one session of
 ``examples/rule-of-two.yaml`` after 1,000 to ``--events`` events of a realistic mix, applied as
@@ -65,22 +68,28 @@ def policy_documents(rules: int) -> tuple[dict[str, Any], dict[str, Any]]:
     handlers = [{"type": "rule", "ask": [f"Bash(tool{n} *)"]} for n in range(rules)]
     base = {"hookbus": {"deadlineSeconds": 5}, "hooks": {"PreToolUse": [{"matcher": "Bash", "hooks": handlers}]}}
     gated = [{**handler, "when": {"facts": [f"fact{n % facts}"]}} for n, handler in enumerate(handlers)]
-    session = {
-        "facts": {
-            f"fact{n}": {"setBy": [{"event": "PreToolUse", "rules": [f"Bash(mark{n} *)"]}]} for n in range(facts)
-        },
-        "counters": {
-            f"count{n}": {"count": [{"event": "PreToolUse", "rules": [f"Bash(count{n} *)"]}], "window": "1h"}
-            for n in range(rules)
-        },
-        "budgets": {"calls": {"counter": "tool_calls", "limit": 10**9}},
-    }
-    session["budgets"].update({f"b{n}": {"counter": f"count{n}", "limit": 10**6} for n in range(rules)})
+    session = session_rules(rules)
+    session["budgets"] = {"calls": {"counter": "tool_calls", "limit": 10**9}, **session["budgets"]}
     with_session = {
         "hookbus": {"deadlineSeconds": 5, "session": session},
         "hooks": {"PreToolUse": [{"matcher": "Bash", "hooks": gated}]},
     }
     return base, with_session
+
+
+def session_rules(rules: int) -> dict[str, Any]:
+    """``rules // 2`` facts (``factN``, set by ``Bash(markN *)``) and ``rules`` windowed counters
+    (``countN``, of ``Bash(countN *)``), each with a budget (``bN``)."""
+    return {
+        "facts": {
+            f"fact{n}": {"setBy": [{"event": "PreToolUse", "rules": [f"Bash(mark{n} *)"]}]} for n in range(rules // 2)
+        },
+        "counters": {
+            f"count{n}": {"count": [{"event": "PreToolUse", "rules": [f"Bash(count{n} *)"]}], "window": "1h"}
+            for n in range(rules)
+        },
+        "budgets": {f"b{n}": {"counter": f"count{n}", "limit": 10**6} for n in range(rules)},
+    }
 
 
 def event(n: int, command: str) -> tuple[Request, dict[str, Any]]:
@@ -210,9 +219,14 @@ def settle_answer(state: SessionState, ops: list[str], known: str) -> bytes:
     return orjson.dumps({"e": 0, "s": [item for pair in after.fields.items() for item in pair]})
 
 
-def example_policies() -> tuple[Policy, Policy]:
-    """examples/rule-of-two.yaml, and the same handlers with no ``hookbus.session`` and no ``when:``."""
+def example_policies(rules: int = 0) -> tuple[Policy, Policy]:
+    """examples/rule-of-two.yaml (with ``rules`` more session rules, :func:`session_rules`), and
+    the same handlers with no ``hookbus.session`` and no ``when:``."""
     document = yaml.safe_load((ROOT / "examples" / "rule-of-two.yaml").read_text())
+    if rules:
+        session, more = document["hookbus"]["session"], session_rules(rules)
+        for part in ("facts", "counters", "budgets"):
+            session.setdefault(part, {}).update(more[part])
     plain = {"hookbus": {"deadlineSeconds": 5}, "hooks": {"PreToolUse": []}}
     for group in document["hooks"]["PreToolUse"]:
         plain["hooks"]["PreToolUse"].append({key: value for key, value in group.items() if key != "when"})
@@ -284,6 +298,11 @@ def main() -> None:
         f"  them ({example_parse * 1e6:.1f} us to read a whole state): added per event "
         f"{(example_s - plain_s) * 1e6:.1f} us (best chunks), {example_added * 1e6:.1f} us (median of paired chunks)"
     )
+    plain, example = example_policies(args.rules)
+    example_state = history_state(example, args.history)
+    plain_s, example_s, example_added = asyncio.run(compare(plain, example, example_state, commands, args.chunk))
+    print(f"examples/rule-of-two.yaml with {what} more: added per event {(example_s - plain_s) * 1e6:.1f} us")
+    print(f"  (best chunks), {example_added * 1e6:.1f} us (median of paired chunks)")
     print("state of one session of examples/rule-of-two.yaml:")
     for events, fields, size in state_bytes(args.events):
         print(f"  after {events:>9,} events: {fields:3d} fields, {size:5d} bytes")

@@ -23,7 +23,7 @@ from collections.abc import Hashable
 from typing import Any, Final, NamedTuple, Protocol
 
 from bus.dialects.mcpnames import TOOL_NAME_READINGS, tool_name_readings
-from bus.hooks.results import HandlerResult, Outcome, with_note
+from bus.hooks.results import HandlerResult, Outcome
 from bus.policy import verdictcache
 from bus.policy.ruleoutput import _decided, _output, _reason_text, rule_output
 from bus.rules.paths import PathRules, agent_home
@@ -400,12 +400,10 @@ def decide_rules(
     if found is None:
         return HandlerResult(Outcome.OK, output={}, handler_type="rule")
     verdict, rule = found
-    text = _reason_text(verdict, rule, reason, shell.unjudged if shell is not None else None)
-    output = _output(event, verdict, text)
-    result = HandlerResult(
-        Outcome.OK, output=output, handler_type="rule", decided=_decided(event, verdict, text), rule=rule
-    )
-    return with_note(result, note) if note else result
+    # the note goes where with_note() would add it: every place the text is put
+    text = _reason_text(verdict, rule, reason, shell.unjudged if shell is not None else None) + note
+    output, decided = _output(event, verdict, text), _decided(event, verdict, text)
+    return HandlerResult(Outcome.OK, output=output, handler_type="rule", decided=decided, rule=rule)
 
 
 __all__ = [

@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 
+from bus.hooks.results import with_note
 from bus.policy import rulelists
 from bus.policy.rulelists import RuleList, compile_lists
 from bus.rules import shellread, shellrules
@@ -214,3 +215,25 @@ def test_a_call_read_once_decides_as_each_handler_reading_it(hook_input: dict[st
                 alone.rule,
                 alone.decided,
             )
+
+
+@pytest.mark.timeout(10)
+@pytest.mark.parametrize("event", ["PreToolUse", "PermissionRequest", "PostToolUse", "PostToolUseFailure", "Stop"])
+@pytest.mark.parametrize("verdict", ["deny", "ask", "allow"])
+def test_a_note_is_where_adding_it_to_the_answer_puts_it(event: str, verdict: str) -> None:
+    """A handler's note (the facts its ``when:`` held on) is in its answer as :func:`with_note`
+    adds it to the answer made without one, for every event and verdict."""
+    lists = compile_lists(*(("Bash(rm *)",) if kind == verdict else () for kind in ("deny", "ask", "allow")))
+    hook_input = {"hook_event_name": event, "tool_name": "Bash", "tool_input": {"command": "rm -rf x"}, "cwd": "/w"}
+    note = " [session facts: private_data]"
+    plain = rulelists.decide_rules(lists, "why", event, hook_input)
+    noted = rulelists.decide_rules(lists, "why", event, hook_input, note=note)
+    expected = with_note(rulelists.decide_rules(lists, "why", event, hook_input), note)
+    assert (noted.output, noted.decided, noted.reason, noted.rule) == (
+        expected.output,
+        expected.decided,
+        expected.reason,
+        expected.rule,
+    )
+    if "why" in str(plain.output):  # an answer that carries its reason carries the note after it
+        assert note in str(noted.output) and noted.output != plain.output
