@@ -301,7 +301,8 @@ def main() -> None:
     plain, example = example_policies(args.rules)
     example_state = history_state(example, args.history)
     plain_s, example_s, example_added = asyncio.run(compare(plain, example, example_state, commands, args.chunk))
-    print(f"examples/rule-of-two.yaml with {what} more: added per event {(example_s - plain_s) * 1e6:.1f} us")
+    more = f"{args.rules // 2} facts, {args.rules} windowed counters and {args.rules} budgets"
+    print(f"examples/rule-of-two.yaml with {more} more: added per event {(example_s - plain_s) * 1e6:.1f} us")
     print(f"  (best chunks), {example_added * 1e6:.1f} us (median of paired chunks)")
     print("state of one session of examples/rule-of-two.yaml:")
     for events, fields, size in state_bytes(args.events):
