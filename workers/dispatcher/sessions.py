@@ -66,8 +66,6 @@ class SessionStates:
         self._states: collections.OrderedDict[str, SessionState] = collections.OrderedDict()
         #: The state keys of recent sessions (spelling a key costs more than finding it here).
         self._keys: dict[tuple[str, str, int], str] = {}
-        #: The keys of the tenants' session indexes, per partition.
-        self._indexes: dict[tuple[str, int], str] = {}
 
     def key_of(self, request: Request, session_id: str, partition: int) -> str:
         """The key of the state of ``request``'s session (``session_id``) in ``partition``."""
@@ -113,12 +111,7 @@ class SessionStates:
             logger.warning("event %s decided %d times on a changing session: settled as is", request.event_id, attempt)
             self.metrics.unchecked.inc()
             outcome.expected = None
-        index = self._indexes.get(named := (request.tenant, partition))
-        if index is None:
-            if len(self._indexes) >= CACHED_SESSIONS:
-                self._indexes.clear()
-            index = self._indexes[named] = self.keys.session_index(request.tenant, partition)
-        return outcome, key, index
+        return outcome, key, self.keys.session_index(request.tenant, partition)
 
     async def went_ahead(
         self, request: Request, partition: int, resolve: Callable[[str, str], Awaitable[Policy]]
