@@ -319,9 +319,7 @@ class HooksEndpoint:
             if trace is not None:
                 trace.appended()
         except BusUnavailable:
-            request.fail_open = FailOpenReason.REDIS_UNAVAILABLE
-            self.spool.put(stream, request.encode())
-            return {}, Decision.NONE, FailOpenReason.REDIS_UNAVAILABLE
+            return self._spooled(request, stream, FailOpenReason.REDIS_UNAVAILABLE)
         return {}, Decision.NONE, None
 
     async def _admit(self, ticket: Ticket) -> Limited | None:
@@ -397,10 +395,7 @@ class HooksEndpoint:
             reply = await self._claim(request, FailOpenReason.TIMEOUT, partition, binding)
         except BusUnavailable as exc:
             logger.debug("failing open: %s", exc)
-            # Keep the audit record: a dispatcher writes it, as fail-open, once Redis is back.
-            request.fail_open = FailOpenReason.REDIS_UNAVAILABLE
-            self.spool.put(stream, request.encode())
-            return {}, Decision.NONE, FailOpenReason.REDIS_UNAVAILABLE
+            return self._spooled(request, stream, FailOpenReason.REDIS_UNAVAILABLE)
         finally:
             self.waiter.forget(request.event_id)
         if reply is None:
@@ -413,21 +408,27 @@ class HooksEndpoint:
         self, request: Request, reason: FailOpenReason, partition: int, binding: hashlib.blake2b
     ) -> Reply | None:
         """Past the deadline: the decision if a dispatcher settled the event in time (its
-        reply was lost or late) and it verifies against ``binding``, else mark the event as
-        answered fail-open (:mod:`bus.stream.settle`)."""
+        reply was lost or late) and it verifies against ``binding``, else mark the event as answered
+        fail-open (:mod:`bus.stream.settle`); with Redis out of reach its entry is spooled so marked."""
         ttl_ms = OUTCOME_GRACE_MS + max(0, request.deadline_ms - now_ms())
+        outcome_key = self.keys.outcome(request.event_id, partition)
         try:
             async with asyncio.timeout(CLAIM_TIMEOUT_S):
                 with redis_errors(self.redis_url):
-                    outcome_key = self.keys.outcome(request.event_id, partition)
-                    stored = await self._claim_script(
-                        [outcome_key], [reason, ttl_ms], client=self.partition_clients.get(partition)
-                    )
+                    client = self.partition_clients.get(partition)
+                    stored = await self._claim_script([outcome_key], [reason, ttl_ms], client=client)
         except (BusUnavailable, TimeoutError) as exc:
             self.metrics.child(self.metrics.redis_errors, "claim").inc()
             logger.debug("could not settle %s as fail-open: %s", request.event_id, exc)
+            self._spooled(request, self.keys.blocking_stream(partition), reason)
             return None
         return self.waiter.verified(request.event_id, binding, stored) if stored else None
+
+    def _spooled(self, request: Request, stream: str, reason: FailOpenReason) -> tuple[dict[str, Any], str, str]:
+        """Fail-open: ``request``'s entry, so marked, waits for Redis, then a dispatcher logs it."""
+        request.fail_open = reason
+        self.spool.put(stream, request.encode())
+        return {}, Decision.NONE, reason
 
 
 def _waits_on(policy: Policy, event: str, agent: str) -> bool:

@@ -317,6 +317,15 @@ class BusProbe:
         except redis_sync.ResponseError:
             return []
 
+    async def undelivered(self, stream: str) -> bool:
+        """Whether ``stream`` holds entries the dispatchers' group has not read yet (False with no group)."""
+        try:
+            last_id = (await self.redis.xinfo_stream(stream))["last-generated-id"]
+            groups = await self.redis.xinfo_groups(stream)
+        except redis_sync.ResponseError:
+            return False
+        return any(g["name"] == DISPATCH_GROUP.encode() and g["last-delivered-id"] != last_id for g in groups)
+
     async def dead(self) -> list[dict[bytes, bytes]]:
         return [fields for _, fields in await self.redis.xrange(self.keys.dead_letter_stream())]
 

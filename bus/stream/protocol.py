@@ -82,7 +82,8 @@ class Request:
     deadline_ms: int = 0
     reply_to: str = ""
     dialect: str = ""
-    #: Set when the gateway already answered fail-open (Redis was down when it arrived).
+    #: Set when the gateway already answered fail-open: Redis was down when it arrived, or at its
+    #: deadline's claim (the entry is then sent a second time, with the reason).
     fail_open: str = ""
     #: The policy versions the gateway chose (``org|tenant``, :mod:`bus.policy.registry`).
     policy: str = ""

@@ -17,6 +17,13 @@ Lua script, atomically:
   decision was made in time; the gateway answers with it), or marks the event ``G<reason>``
   and answers fail-open.
 
+A gateway that answered fail-open without settling the key (Redis could not be reached for the
+append or for the claim) sends the event's entry again once Redis is back, with its reason
+(*forced*): its settle writes the record as ``fail-open``. When the event was logged as
+``decided`` meanwhile (its reply was published, and lost with the connection, just before
+Redis went away), that settle writes a second record, ``fail-open``, and turns the key into
+``F``: the event's last record says what the agent got.
+
 A blocking event whose record takes a while (an input masked in a worker thread) is answered
 before its record is ready: the dispatcher's :data:`ANSWER` runs as soon as the decision is
 made and, if the key is unset and the deadline not passed, stores the reply as ``P<reply>``
@@ -26,7 +33,8 @@ nothing (the gateway claimed first: the settle records fail-open as above). The 
 :data:`SETTLE` takes ``P`` as "decided in time", whatever the clock says by then: it writes
 the record as ``decided``, turns the key into ``D`` with the reply the agent got, queues the
 jobs and acknowledges, and publishes nothing. The gateway's claim returns a ``P`` reply as it
-does a ``D`` one. So the record still says what the agent got, one record per event: after a
+does a ``D`` one (the forced settle of a gateway that could not claim logs ``fail-open``). So the
+record still says what the agent got, one record per event: after a
 crash between the two steps, the re-delivered entry's settle finds ``P``. Its record's
 decision is the re-evaluation's, which may differ from the answered one when a handler is not
 deterministic or the policy changed meanwhile; an entry re-delivered past its deadline is not
@@ -37,7 +45,8 @@ through ``P``.
 
 The record is written before the acknowledgement, in one script, so a crash leaves either
 both or neither: a re-delivered entry is written once (a second settle sees ``D``/``F``/``R``
-and only acknowledges, re-publishing a stored reply still in time). Redis checks
+and only acknowledges, re-publishing a stored reply still in time; a forced one on ``D`` is the
+exception above). Redis checks
 ``maxmemory`` only before a script's first write: under OOM nothing is written at all, and
 the entry stays pending until a retry succeeds.
 
@@ -217,7 +226,7 @@ while a <= #ARGV do
     table.insert(results, current)
   else
     ack(stream, ARGV[a])
-    if state == 'P' then
+    if state == 'P' and ARGV[a + 8] == '' then
       -- Answered in time by ANSWER: the record says decided, the key keeps the reply the agent got.
       local reason = ARGV[a + 6] == 'decided' and ARGV[a + 7] or ''
       local link, linked = chain_link(KEYS[k + 3], ARGV[a + 10], ARGV[a + 11], 'decided', reason)
@@ -236,7 +245,7 @@ while a <= #ARGV do
       table.insert(results, queued)
       table.insert(results, dropped)
       table.insert(results, now_state)
-    elseif state == 'D' or state == 'F' or state == 'R' then
+    elseif state == 'F' or state == 'R' or (state == 'D' and ARGV[a + 8] == '') then
       if state == 'D' and now_ms < tonumber(ARGV[a + 4]) then
         -- Logged by a call that failed on a later event of its batch, before publishing: answer now.
         add_reply(ARGV[a + 9], string.sub(prior, 2))
@@ -247,12 +256,14 @@ while a <= #ARGV do
       table.insert(results, 0)
       table.insert(results, '')
     else
+      -- Not logged yet (unset, G, or P the gateway did not answer with), or logged as decided
+      -- while the gateway answered fail-open (its forced reason): a second record says so.
       local deadline = tonumber(ARGV[a + 4])
       local reply = ARGV[a + 5]
       local outcome, reason, value
       if deadline == 0 then
         outcome, reason, value = ARGV[a + 6], ARGV[a + 7], 'R'
-      elseif prior then
+      elseif state == 'G' then
         outcome, reason = 'fail-open', string.sub(prior, 2)
       elseif ARGV[a + 8] ~= '' then
         outcome, reason = 'fail-open', ARGV[a + 8]
@@ -274,7 +285,7 @@ while a <= #ARGV do
         add_reply(ARGV[a + 9], reply)
       end
       local queued, dropped = 0, 0
-      if jobs > 0 then
+      if jobs > 0 and state ~= 'D' then  -- the first record queued them
         queued, dropped = queue_jobs(KEYS[k + 4], k + 5, k + 5 + 2 * jobs, a + EVENT_ARGS, now_text)
       end
       table.insert(results, 1)

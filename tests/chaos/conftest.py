@@ -580,7 +580,8 @@ async def settled_log(cluster: Cluster, ids: set[str], timeout_s: float = 20.0) 
             found.setdefault(record.event_id, []).append(record)
         streams = (bus.keys.blocking_stream(), bus.keys.events_stream())
         pending = [entry for stream in streams for entry in await bus.pending(stream)]
-        return ids <= found.keys() and not pending and await cluster.spool_held() == 0
+        unread = [stream for stream in streams if await bus.undelivered(stream)]  # a spooled entry sent again
+        return ids <= found.keys() and not pending and not unread and await cluster.spool_held() == 0
 
     await poll(settled, timeout_s, interval_s=0.2)
     return found
@@ -677,7 +678,16 @@ async def verify(cluster: Cluster, run: Run, gateway_before: dict[str, float], a
     run.check(
         not missing, f"{len(missing)} answered events have no decision-log record: " + "; ".join(map(str, missing[:8]))
     )
-    twice = {i: records for i, records in log.items() if len(records) > 1}
+    # One exception: a reply decided and logged, then lost with the connection while Redis went
+    # away, is logged a second time as what the agent got (fail-open, bus.stream.settle).
+    corrected = {
+        i
+        for i, records in log.items()
+        if i in answered
+        and answered[i].outcome == "fail-open"
+        and [r.outcome for r in records] == ["decided", "fail-open"]
+    }
+    twice = {i: records for i, records in log.items() if len(records) > 1 and i not in corrected}
     run.check(
         not twice,
         f"{len(twice)} events logged more than once: "
@@ -692,7 +702,7 @@ async def verify(cluster: Cluster, run: Run, gateway_before: dict[str, float], a
     for event_id, answer in answered.items():
         if event_id not in log or answer.status != 200:
             continue
-        record = log[event_id][0]
+        record = log[event_id][-1]  # the last one says what the agent got
         seen = (
             f"{answer} <-> record {record.event} outcome={record.outcome} fail_open={record.fail_open!r} "
             f"decision={record.decision}"
@@ -712,7 +722,10 @@ async def verify(cluster: Cluster, run: Run, gateway_before: dict[str, float], a
             disagree.append(seen)
     run.check(not disagree, f"{len(disagree)} records disagree with the answer: " + "\n  ".join(["", *disagree[:10]]))
     run.check(not wrong, f"{len(wrong)} decided answers with the wrong decision: " + "\n  ".join(["", *wrong[:5]]))
-    run.notes.append(f"decision log: {sum(map(len, log.values()))} records for {len(answered)} answered events")
+    run.notes.append(
+        f"decision log: {sum(map(len, log.values()))} records for {len(answered)} answered events "
+        f"({len(corrected)} decided, then logged as answered fail-open: their replies were lost)"
+    )
 
     # Client side, from when the gateway received each request to when this process read its answer.
     # What came before is this process's own queue: on a slow host, after a fault, its client (one

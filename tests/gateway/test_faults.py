@@ -207,6 +207,35 @@ async def test_redis_down_fails_open_spools_and_recovers(
         await probe.close()
 
 
+async def test_a_deadline_redis_cannot_settle_sends_the_event_again_with_its_reason(
+    platform: Callable[..., Any], private_redis: EmbeddedRedis
+) -> None:
+    """Redis goes away after the event's append: at the deadline the gateway cannot settle it (nor
+    read a reply stored for it), answers fail-open and, once Redis is back, appends the entry again
+    saying it answered fail-open, for its settle to log what the agent got (bus.stream.settle)."""
+    probe = BusProbe(private_redis.url)
+    try:
+        async with platform(REDIS_DOWN, on_redis=private_redis.url, dispatchers=0) as p:
+            posted = asyncio.create_task(p.post(rm_rf("s-claim")))
+            stream = probe.keys.blocking_stream()
+            await async_wait_for(lambda: probe.redis.exists(stream), timeout_s=5)
+            assert await probe.redis.xlen(stream) == 1
+            private_redis.stop()
+            response = await posted
+            assert (response.status_code, response.json()) == (200, {})
+            assert response.headers["X-Hookbus-Outcome"] == "fail-open"
+            assert p.metrics.value("hookbus_fail_open_total", event="PreToolUse", reason="timeout") == 1
+            assert len(p.app.state.gateway.spool) == 1
+
+            private_redis.start()  # empty: only the entry sent again is there
+            await async_wait_for(lambda: len(p.app.state.gateway.spool) == 0, timeout_s=10)
+            [(_, fields)] = await probe.redis.xrange(stream)
+            again = Request.decode(fields)
+            assert (again.event_id, again.fail_open) == (response.headers["X-Hookbus-Event-Id"], "timeout")
+    finally:
+        await probe.close()
+
+
 async def test_gateway_started_without_redis_becomes_ready_when_it_appears(
     platform: Callable[..., Any], private_redis: EmbeddedRedis
 ) -> None:

@@ -6,6 +6,7 @@ gateway's claim script, on a real Redis.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import uuid
 from collections.abc import AsyncIterator
@@ -55,9 +56,18 @@ class Harness:
         await self.bus.redis.xgroup_create(
             stream, DISPATCH_GROUP, id="0", mkstream=True
         ) if not await self.bus.redis.exists(stream) else None
+        return request, await self._append(request)
+
+    async def resent(self, request: Request, reason: str = "timeout") -> tuple[Request, bytes]:
+        """``request`` sent again by a gateway that answered it fail-open without settling its key."""
+        again = dataclasses.replace(request, fail_open=reason)
+        return again, await self._append(again)
+
+    async def _append(self, request: Request) -> bytes:
+        stream = self.keys.blocking_stream()
         await self.bus.redis.xadd(stream, request.encode())  # type: ignore[arg-type]
         read = await self.bus.redis.xreadgroup(DISPATCH_GROUP, "c", {stream: ">"}, count=1)
-        return request, read[0][1][0][0]
+        return bytes(read[0][1][0][0])
 
     async def settle(
         self, request: Request, entry_id: bytes, reply: Reply | None, outcome: str = "decided", reason: str = ""
@@ -248,3 +258,42 @@ async def test_no_answer_after_the_gateway_claimed_or_past_the_deadline(harness:
     late, _ = await harness.entry(deadline_in_ms=-1)
     assert not await harness.outbox.answer(late, Reply(late.event_id, DENY, "deny"))
     assert not await harness.bus.redis.exists(harness.keys.outcome(late.event_id))
+
+
+async def test_a_decision_logged_but_lost_on_its_way_gets_a_second_record_saying_fail_open(harness: Harness) -> None:
+    request, entry_id = await harness.entry()
+    await harness.settle(request, entry_id, Reply(request.event_id, DENY, "deny"))
+    # Its reply was lost with the connection, and the gateway could not claim: it answered fail-open.
+    resent, resent_id = await harness.resent(request)
+    await harness.settle(resent, resent_id, Reply(request.event_id, DENY, "deny"), "fail-open", "timeout")
+    first, last = await harness.records(request)
+    assert (first.outcome, first.fail_open, first.decision) == ("decided", "", "deny")
+    assert (last.outcome, last.fail_open) == ("fail-open", "timeout")
+    assert await harness.claim(request) is None  # the key now says fail-open too
+    await harness.settle(resent, resent_id, Reply(request.event_id, DENY, "deny"), "fail-open", "timeout")
+    assert len(await harness.records(request)) == 2  # re-delivered: written once
+    assert await harness.pending() == 0
+
+
+async def test_answered_early_then_resent_by_a_gateway_that_failed_open_logs_fail_open_once(harness: Harness) -> None:
+    request, entry_id = await harness.entry()
+    assert await harness.outbox.answer(request, Reply(request.event_id, DENY, "deny"))  # published, lost
+    resent, resent_id = await harness.resent(request)
+    await harness.settle(resent, resent_id, Reply(request.event_id, DENY, "deny"), "fail-open", "timeout")
+    await harness.settle(request, entry_id, Reply(request.event_id, DENY, "deny"))
+    [record] = await harness.records(request)
+    assert (record.outcome, record.fail_open) == ("fail-open", "timeout")
+    assert await harness.claim(request) is None
+    assert await harness.pending() == 0
+
+
+async def test_resent_before_its_first_entry_is_settled_the_event_is_logged_once_as_fail_open(
+    harness: Harness,
+) -> None:
+    request, entry_id = await harness.entry()
+    resent, resent_id = await harness.resent(request)
+    await harness.settle(resent, resent_id, None, "fail-open", "timeout")
+    await harness.settle(request, entry_id, Reply(request.event_id, DENY, "deny"))
+    [record] = await harness.records(request)
+    assert (record.outcome, record.fail_open) == ("fail-open", "timeout")
+    assert await harness.pending() == 0
