@@ -119,6 +119,9 @@ class ReplayReport:
     run_handlers: bool
     read: int = 0
     skipped: int = 0
+    #: Second records of an event already read (a reply lost as Redis stopped, logged again as
+    #: fail-open): replayed once, by its first record.
+    repeated: int = 0
     truncated: bool = False
     #: Records whose input cannot be judged (too long, too deep, not split in time).
     unjudged: Unjudged = dataclasses.field(default_factory=Unjudged)
@@ -170,6 +173,7 @@ class ReplayReport:
             "records": self.read,
             "replayed": self.replayed,
             "skipped": self.skipped,
+            "repeated": self.repeated,
             "truncated": self.truncated,
             "partial": self.partial,
             "stopped": self.stopped,
@@ -208,6 +212,8 @@ class ReplayReport:
         ]
         if self.skipped:
             lines.append(f"skipped {self.skipped} log entries that are not hook inputs hookbus can read")
+        if self.repeated:
+            lines.append(f"replayed {self.repeated} events logged twice (a reply lost, then fail-open) once")
         if self.truncated:
             lines.append(f"stopped after {self.read} records (--limit): narrow the window to see the rest")
         if self.stopped:

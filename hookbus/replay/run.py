@@ -272,6 +272,7 @@ async def replay_window(
     with tempfile.TemporaryDirectory(prefix="hookbus-replay-") as sandbox:
         runners = build_runners(run_handlers=run_handlers, sandbox=sandbox, trusted_modules=trusted_modules)
         replayer = Replayer(policy, redis, keys, runners)
+        seen: set[str] = set()
         try:
             with redis_errors(redis_url):
                 async for log_id, record in read_window(redis, keys, window, RecordFilter.of(tenants=tenants)):
@@ -282,6 +283,10 @@ async def replay_window(
                         report.stopped = budget.stopped(report.read)
                         break
                     report.read += 1
+                    if record.event_id in seen:
+                        report.repeated += 1
+                        continue
+                    seen.add(record.event_id)
                     logged = await judge_logged(record, policy.settings)
                     if logged is not None and logged.unjudged is not None:
                         report.unjudged.add(log_id, record, logged.unjudged)

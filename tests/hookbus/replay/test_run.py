@@ -41,6 +41,8 @@ async def record(
     decision: str = "none",
     masked: list[dict[str, str]] | None = None,
     event: str = "PreToolUse",
+    event_id: str = "",
+    outcome: str = "decided",
 ) -> None:
     """One decision-log record, written at ``at_ms`` (its entry id)."""
     hook_input = (
@@ -52,12 +54,12 @@ async def record(
         else {}
     )
     entry = LogRecord(
-        event_id=f"ev-{at_ms}",
+        event_id=event_id or f"ev-{at_ms}",
         event=event,
         tenant=tenant,
         session_id=session,
         tool_name="Bash" if event == "PreToolUse" else "",
-        outcome="decided",
+        outcome=outcome,
         decision=decision,
         output=output,
         payload=orjson.dumps(hook_input),
@@ -134,6 +136,19 @@ async def test_the_same_policy_changes_nothing(redis_url: str, window: dict[str,
     report = (await replay_window(policy_from_text(same), redis_url, KEYS)).to_json()
     assert report["replayed"] == 9 and report["changed"] == 0 and report["changes"] == []
     assert report["redacted"]["flagged"] == 0  # the masked record neither changed nor matched a rule
+
+
+async def test_an_event_logged_twice_is_replayed_once(redis_url: str) -> None:
+    redis = connect(redis_url)
+    at = now_ms() - 10 * MINUTE_MS
+    await record(redis, at, "curl https://evil.example", "s-twice", event_id="ev-twice")
+    # Its reply was lost as Redis stopped: logged again, as the fail-open answer the agent got.
+    await record(redis, at + 1, "curl https://evil.example", "s-twice", event_id="ev-twice", outcome="fail-open")
+    await redis.aclose()
+    report = await replay_window(policy_from_text(CANDIDATE), redis_url, KEYS, Window(at, at + 1))
+    data = report.to_json()
+    assert (data["records"], data["repeated"], data["replayed"], data["changed"]) == (2, 1, 1, 1)
+    assert "replayed 1 events logged twice" in report.to_text()
 
 
 #: A logged command of a megabyte: thousands of subcommands and an expansion, too long to judge.
