@@ -46,7 +46,10 @@ through ``P``.
 The record is written before the acknowledgement, in one script, so a crash leaves either
 both or neither: a re-delivered entry is written once (a second settle sees ``D``/``F``/``R``
 and only acknowledges, re-publishing a stored reply still in time; a forced one on ``D`` is the
-exception above). Redis checks
+exception above). The outcome key lives until :data:`OUTCOME_GRACE_MS` past the deadline; a
+settle that finds none also reads whether its entry is still pending: one that is still in the
+stream and acknowledged was settled by another dispatcher (this one stalled past the key's
+life), and the settle writes nothing and counts nothing in its session. Redis checks
 ``maxmemory`` only before a script's first write: under OOM nothing is written at all, and
 the entry stays pending until a retry succeeds.
 
@@ -74,7 +77,8 @@ state as it is now, for the dispatcher to decide the event again on it.
 
 Key values: ``G<reason>`` gateway answered fail-open, not logged yet; ``P<reply>`` answered
 in time, not logged yet; ``D<reply>`` decided and logged; ``F<reason>`` logged as fail-open;
-``R`` a non-blocking event, logged.
+``R`` a non-blocking event, logged. A settle's result says ``A`` for an entry acknowledged already
+whose key is gone.
 """
 
 from __future__ import annotations
@@ -194,6 +198,16 @@ local function add_reply(channel, reply)
   end
   table.insert(replies[channel], reply)
 end
+-- Whether entry ``id`` of ``stream`` was acknowledged already: still in the stream, no longer
+-- pending (another dispatcher settled it, and its outcome key has expired since). A group or
+-- stream that is gone (Redis lost its data) says nothing: the record is written.
+local function acknowledged(stream, id)
+  local pending = redis.pcall('XPENDING', stream, ARGV[1], id, id, 1)
+  if type(pending) ~= 'table' or pending.err or #pending > 0 then
+    return false
+  end
+  return #redis.call('XRANGE', stream, id, id) > 0
+end
 local k, a = 1, 3
 local function ack(stream, id)
   if not acks[stream] then
@@ -207,6 +221,9 @@ while a <= #ARGV do
   local sk, sa = k + EVENT_KEYS + (jobs > 0 and 1 + 2 * jobs or 0), a + EVENT_ARGS + JOB_ARGS * jobs
   local session = ARGV[a + 13] == '1'
   local prior = redis.call('GET', KEYS[k])
+  if not prior and acknowledged(stream, ARGV[a]) then
+    prior = 'A'  -- settled once already: a stalled dispatcher's late settle writes and counts nothing
+  end
   local state = prior and string.sub(prior, 1, 1)
   local now_state, current = '', nil
   if session and (not prior or state == 'G' or state == 'P') then
@@ -245,7 +262,7 @@ while a <= #ARGV do
       table.insert(results, queued)
       table.insert(results, dropped)
       table.insert(results, now_state)
-    elseif state == 'F' or state == 'R' or (state == 'D' and ARGV[a + 8] == '') then
+    elseif state == 'F' or state == 'R' or state == 'A' or (state == 'D' and ARGV[a + 8] == '') then
       if state == 'D' and now_ms < tonumber(ARGV[a + 4]) then
         -- Logged by a call that failed on a later event of its batch, before publishing: answer now.
         add_reply(ARGV[a + 9], string.sub(prior, 2))

@@ -297,3 +297,20 @@ async def test_resent_before_its_first_entry_is_settled_the_event_is_logged_once
     [record] = await harness.records(request)
     assert (record.outcome, record.fail_open) == ("fail-open", "timeout")
     assert await harness.pending() == 0
+
+
+async def test_a_stalled_dispatchers_settle_after_the_key_expired_writes_nothing(harness: Harness) -> None:
+    request, entry_id = await harness.entry()
+    await harness.settle(request, entry_id, Reply(request.event_id, DENY, "deny"))  # another dispatcher
+    await harness.bus.redis.delete(harness.keys.outcome(request.event_id))  # its key's life ended
+    await harness.settle(request, entry_id, Reply(request.event_id, DENY, "deny"))  # this one, stalled
+    assert len(await harness.records(request)) == 1
+    assert await harness.pending() == 0
+
+
+async def test_an_entry_whose_stream_was_lost_is_still_written(harness: Harness) -> None:
+    request, entry_id = await harness.entry()
+    await harness.bus.redis.delete(harness.keys.blocking_stream())  # Redis lost its data meanwhile
+    await harness.settle(request, entry_id, Reply(request.event_id, DENY, "deny"))
+    [record] = await harness.records(request)
+    assert (record.outcome, record.decision) == ("decided", "deny")

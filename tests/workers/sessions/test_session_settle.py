@@ -108,6 +108,24 @@ async def test_ops_apply_as_in_python_and_once_per_event(bus: BusProbe, entries:
     assert await bus.redis.pttl(KEYS.session_state("default", "s-1")) > 50_000
 
 
+async def test_a_settle_after_the_outcome_key_expired_counts_nothing_again(bus: BusProbe, entries: list[bytes]) -> None:
+    seen = Seen()
+    box = Outbox(bus.redis, KEYS, metrics=Metrics(), on_session=seen)
+    await box.start()
+    try:
+        op = _settle(entries[0], 0, ["I c:calls:abc"], None)
+        box.settle(op)
+        await box.flushed()
+        await bus.redis.delete(KEYS.outcome(op.request.event_id))  # the key's life ended
+        box.settle(op)  # a dispatcher that stalled past it settles the same entry
+        await box.flushed()
+    finally:
+        await box.stop()
+    stored = SessionState.of(await bus.redis.hgetall(KEYS.session_state("default", "s-1")))  # type: ignore[misc]
+    assert stored.version == 1 and stored.fields["c:calls:abc"] == "1"
+    assert [written for _, written, _ in seen.calls] == [True]
+
+
 async def test_a_decision_on_an_older_version_is_refused(bus: BusProbe, entries: list[bytes]) -> None:
     seen = Seen()
     box = Outbox(bus.redis, KEYS, metrics=Metrics(), on_session=seen)
