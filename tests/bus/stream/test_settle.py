@@ -40,7 +40,7 @@ class Harness:
         self.channel = f"{self.keys.prefix}reply:test"
 
     async def entry(
-        self, *, blocking: bool = True, deadline_in_ms: int = 5000, fail_open: str = ""
+        self, *, blocking: bool = True, deadline_in_ms: int = 5000, fail_open: str = "", appended_ms: int = 0
     ) -> tuple[Request, bytes]:
         request = Request(
             event_id=uuid.uuid4().hex,
@@ -56,16 +56,18 @@ class Harness:
         await self.bus.redis.xgroup_create(
             stream, DISPATCH_GROUP, id="0", mkstream=True
         ) if not await self.bus.redis.exists(stream) else None
-        return request, await self._append(request)
+        return request, await self._append(request, appended_ms)
 
     async def resent(self, request: Request, reason: str = "timeout") -> tuple[Request, bytes]:
         """``request`` sent again by a gateway that answered it fail-open without settling its key."""
         again = dataclasses.replace(request, fail_open=reason)
         return again, await self._append(again)
 
-    async def _append(self, request: Request) -> bytes:
+    async def _append(self, request: Request, appended_ms: int = 0) -> bytes:
+        """``request`` appended (at ``appended_ms``, its entry id's time, in a new stream; default now) and read."""
         stream = self.keys.blocking_stream()
-        await self.bus.redis.xadd(stream, request.encode())  # type: ignore[arg-type]
+        entry_id = f"{appended_ms}-1" if appended_ms else "*"
+        await self.bus.redis.xadd(stream, request.encode(), id=entry_id)  # type: ignore[arg-type]
         read = await self.bus.redis.xreadgroup(DISPATCH_GROUP, "c", {stream: ">"}, count=1)
         return bytes(read[0][1][0][0])
 
@@ -300,7 +302,8 @@ async def test_resent_before_its_first_entry_is_settled_the_event_is_logged_once
 
 
 async def test_a_stalled_dispatchers_settle_after_the_key_expired_writes_nothing(harness: Harness) -> None:
-    request, entry_id = await harness.entry()
+    # appended a minute ago, settled by another dispatcher then; this one stalled since
+    request, entry_id = await harness.entry(appended_ms=now_ms() - 60_000)
     await harness.settle(request, entry_id, Reply(request.event_id, DENY, "deny"))  # another dispatcher
     await harness.bus.redis.delete(harness.keys.outcome(request.event_id))  # its key's life ended
     await harness.settle(request, entry_id, Reply(request.event_id, DENY, "deny"))  # this one, stalled

@@ -46,6 +46,7 @@ def _settle(
     expected: int | None,
     session: str = "s-1",
     decided_on: SessionState | None = None,
+    stream: str = STREAM,
 ) -> Settle:
     """A blocking event's settle (its decision read version ``expected`` of the session, if not
     None; ``decided_on``: the state it was decided on)."""
@@ -66,7 +67,7 @@ def _settle(
     outcome = SessionOutcome(ops, expected, [], 60_000, 2, decided_on=decided_on)
     part = (outcome, KEYS.session_state("default", session), KEYS.session_index("default"))
     reply = Reply(request.event_id, {}, Decision.NONE)
-    return Settle(STREAM, entry_id, request, record, reply, 1000, session=part)
+    return Settle(stream, entry_id, request, record, reply, 1000, session=part)
 
 
 class Seen:
@@ -108,12 +109,16 @@ async def test_ops_apply_as_in_python_and_once_per_event(bus: BusProbe, entries:
     assert await bus.redis.pttl(KEYS.session_state("default", "s-1")) > 50_000
 
 
-async def test_a_settle_after_the_outcome_key_expired_counts_nothing_again(bus: BusProbe, entries: list[bytes]) -> None:
+async def test_a_settle_after_the_outcome_key_expired_counts_nothing_again(bus: BusProbe) -> None:
     seen = Seen()
     box = Outbox(bus.redis, KEYS, metrics=Metrics(), on_session=seen)
+    stream = KEYS.blocking_stream()  # an entry appended a minute ago (its id's time)
+    await bus.redis.xgroup_create(stream, DISPATCH_GROUP, id="0", mkstream=True)
+    entry_id = await bus.redis.xadd(stream, {"n": 0}, id=f"{now_ms() - 60_000}-1")
+    await bus.redis.xreadgroup(DISPATCH_GROUP, "test-consumer", {stream: ">"})
     await box.start()
     try:
-        op = _settle(entries[0], 0, ["I c:calls:abc"], None)
+        op = _settle(entry_id, 0, ["I c:calls:abc"], None, stream=stream)
         box.settle(op)
         await box.flushed()
         await bus.redis.delete(KEYS.outcome(op.request.event_id))  # the key's life ended
