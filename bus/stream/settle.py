@@ -51,7 +51,7 @@ the settle for a non-blocking event), so past the entry's append (its id's time)
 settle later than that which finds no key also reads whether its entry is still pending: one
 that is still in the stream and acknowledged was settled by another dispatcher (this one
 stalled past the key's life), and the settle writes nothing and counts nothing in its session.
-(Settles in time do not read it: ``XPENDING`` costs Redis about 4 µs in a script, a ``GET`` 0.4.) Redis checks
+(Settles in time do not read it: an ``XPENDING`` costs Redis as much as ten ``GET`` calls.) Redis checks
 ``maxmemory`` only before a script's first write: under OOM nothing is written at all, and
 the entry stays pending until a retry succeeds.
 
