@@ -7,9 +7,12 @@ a *baseline* of 100 ``rule`` handlers, and the same 100 handlers each behind a `
 budget, read on a session state built from ``--history`` earlier events. Each event is decided
 as a dispatcher decides it: on the state the settle of the session's last event returned, whose
 answer (the JSON of the state, made here as the script makes it) it reads and keeps, with the
-rest of what a dispatcher does for an event's session: the state's key, the session's turn, the
-session's arguments of the settle call, and the record's ``facts`` and ``budgets`` (encoded and
-hashed as the record and its chain digest encode them). The figure is the difference per event.
+rest of what a dispatcher does for an event: the state's key and the session's turn, then the
+event's record (built, masked and encoded: :func:`workers.dispatcher.records.stored_record`) and
+its settle call's keys and arguments (:meth:`workers.dispatcher.outbox.Outbox._settle_call`: the
+record's chain digest, the sealed reply, the session's part), as the dispatcher makes them for
+both policies; with session policy the record holds the session's ``facts`` and ``budgets`` and
+the call its session arguments. Nothing is sent. The figure is the difference per event.
 Each policy keeps its own ``rule`` verdicts, as a dispatcher keeps those of its policy. The
 same is measured for ``examples/rule-of-two.yaml`` against its handlers alone, and for the
 example with the 100 session rules added (its four handlers behind ``when:``, not 100).
@@ -28,25 +31,28 @@ from __future__ import annotations
 import argparse
 import asyncio
 import gc
-import hashlib
 import random
 import time
 from pathlib import Path
 from typing import Any
 
 import orjson
+import redis.asyncio
 import yaml
 
+from bus.hooks.decisions import RecordOutcome
 from bus.policy import verdictcache
 from bus.policy.loading import Policy, policy_from_text
+from bus.redaction.redact import Redactor
 from bus.redis.keys import Keyspace
 from bus.runtime.metrics import Metrics
 from bus.session.apply import apply_ops
 from bus.session.definitions import FIRST_SEEN_FIELD, session_policy
 from bus.session.effects import effects
 from bus.session.state import SessionState
-from bus.stream.protocol import Request, now_ms
-from workers.dispatcher.fleet import pending_entry
+from bus.stream.protocol import Reply, Request, now_ms
+from workers.dispatcher.outbox import Outbox, Settle
+from workers.dispatcher.records import stored_record
 from workers.dispatcher.sessions import SessionStates
 from workers.dispatcher.turns import SessionTurns
 from workers.engine.evaluation import Engine
@@ -122,10 +128,9 @@ def history_state(policy: Policy, events: int) -> SessionState:
 
 class Runner:
     """Decides events under one policy; with a session ``state``, as a dispatcher decides them:
-    each on the state its session's last settle returned, with what the dispatcher does around it
-    for the session: the state's key, the session's turn, the settle call's session arguments,
-    reading the settle's answer and the record's ``facts`` and ``budgets`` (the settle script's
-    work, applying the event's operations, is Redis's and not counted)."""
+    each on the state its session's last settle returned, with what the dispatcher does around it:
+    the state's key, the session's turn, the record and the settle call, reading the settle's
+    answer (the settle script's work, applying the event's operations, is Redis's and not counted)."""
 
     def __init__(self, policy: Policy, state: SessionState | None) -> None:
         self.policy, self.session = policy, state is not None
@@ -133,7 +138,10 @@ class Runner:
         self.keyspace = Keyspace()
         self.states = SessionStates(self.keyspace, Metrics(), lambda op: None)
         self.turns = SessionTurns()
-        self.settle: tuple[list[str], list[Any]] | None = None  # the last settle's session part
+        self.settle: tuple[list[str], list[Any]] | None = None  # the last settle call's keys and arguments
+        self.redactor = Redactor()
+        # never connected: it makes the settle call's keys and arguments, which are not sent
+        self.outbox = Outbox(redis.asyncio.Redis(), self.keyspace, "redis://127.0.0.1:1/0", metrics=Metrics())
         #: Its own kept verdicts (a dispatcher keeps those of its policy alone): put in place for
         #: its runs, so that the two policies' calls do not crowd each other out of one cache.
         self.verdicts: dict[Any, Any] = {}
@@ -165,11 +173,19 @@ class Runner:
                 request, hook_input, self.policy, self.states.get(key) if session else None
             )
             outcome, known = decided.session, ""
-            if outcome is not None:  # what its settle call carries for the session (Outbox._settle_call)
-                _, state_key, index_key = self.states.part(request, 0, key, outcome, 0)
-                args = outcome.settle_args(pending_entry(request, outcome.fleet))
-                self.settle = ([state_key, index_key, self.keyspace.fleet_pending(0)], args)
-                known = args[-1]
+            # its record and its settle call, as the dispatcher makes them (Dispatcher._handle,
+            # Outbox._settle_call): the session's facts and budgets in the record, its arguments in the call
+            record, meta = await stored_record(
+                self.redactor, "bench", request, RecordOutcome.DECIDED, None, decided, hook_input
+            )
+            merged = decided.merged
+            hooks = [(r.handler_type, round(r.duration_s, 6), r.outcome.value) for r in decided.results]
+            reply = Reply(request.event_id, merged.output, merged.decision, decided.fail_open, hooks)
+            part = None if outcome is None else self.states.part(request, 0, key, outcome, 0)
+            op = Settle(STREAM, b"1-0", request, record, reply, 1000, partition=0, session=part, record_meta=meta)
+            self.settle = self.outbox._settle_call([op])
+            if outcome is not None:
+                known = self.settle[1][-1]
             spent += time.process_time() - started
             answer = b"" if outcome is None else settle_answer(self.states.get(key), outcome.ops, known)
             # both runners read the clock alike (a read costs about 0.3 us, half of it counted)
@@ -177,8 +193,6 @@ class Runner:
             if outcome is not None:
                 self.states.answered(key, outcome, True, answer)
                 self.turns.release((STREAM, request.event_id))
-                # the record's facts and budgets, as the record (meta()) and its digest encode them
-                hashlib.sha256(orjson.dumps({"budgets": outcome.budgets, "facts": outcome.facts}))
             spent += time.process_time() - started
         return spent / len(prepared)
 
@@ -284,8 +298,8 @@ def main() -> None:
     print(f"{args.rules} rule handlers; session policy: {what}")
     print(f"state after {args.history} events: {len(state.fields)} fields")
     print(f"{args.calls} events per policy, in alternate chunks of {args.chunk}; the best chunk of each:")
-    print(f"evaluate, baseline:                        {baseline * 1e6:8.1f} us CPU per event")
-    print(f"evaluate and read the settle's answer:     {session * 1e6:8.1f} us CPU per event")
+    print(f"decide, record, settle call, baseline:     {baseline * 1e6:8.1f} us CPU per event")
+    print(f"the same with the session's part:          {session * 1e6:8.1f} us CPU per event")
     print(f"reading a whole state, were it answered:   {parse * 1e6:8.1f} us")
     print(f"added per event (best chunks):             {(session - baseline) * 1e6:8.1f} us")
     print(f"added per event (median of paired chunks): {added * 1e6:8.1f} us")
