@@ -1,0 +1,110 @@
+"""What session policy adds per event, counted by cachegrind: instructions and cache misses, which
+a noisy host does not move. ``python bench/session_counts.py`` (needs Debian's ``valgrind``).
+
+``bench/session_policy.py`` times its two runners; on a shared host the figure moves by more than
+what is measured. Here each runner of that bench runs alone under ``valgrind --tool=cachegrind
+--cache-sim=yes`` (``PYTHONHASHSEED=0``): one process decides ``--warm`` events with it, another
+``--warm + --events``, after the same setup (both policies, a session state of 10,000 earlier
+events, both runners warmed); the difference between the two is that runner's cost of
+``--events`` events. Reported per event: instructions (``I refs``), L1 instruction-cache misses
+(``I1 misses``) and L1 data-cache misses (``D1 misses``) of each runner, and what the session
+runner adds. The counts include the bench's stand-in for the settle script's answer (made in
+Python between its timed parts). Four processes, two at a time: about 10 minutes for
+``--policy rules``.
+
+    .venv/bin/python bench/session_counts.py --policy rules
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import concurrent.futures
+import gc
+import os
+import random
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+COUNTS = {
+    "instructions": r"I\s+refs:\s+([\d,]+)",
+    "L1i misses": r"I1\s+misses:\s+([\d,]+)",
+    "L1d misses": r"D1\s+misses:\s+([\d,]+)",
+}
+
+
+async def _decide(policy: str, runner: str, events: int) -> None:
+    """The child: the setup of ``bench/session_policy.py``, then ``events`` events through one runner."""
+    sys.path.insert(0, str(ROOT))
+    from bench import session_policy as bench
+
+    if policy == "rules":
+        plain_policy, session_policy = bench.policies(100)
+    else:
+        plain_policy, session_policy = bench.example_policies(100 if policy == "example-100" else 0)
+    state = bench.history_state(session_policy, 10_000)
+    rng = random.Random(3)
+    commands = [rng.choice(bench.COMMANDS) if n % 2 else f"tool{rng.randrange(100)} x" for n in range(events + 200)]
+    prepared = [bench.event(n, command) for n, command in enumerate(commands)]
+    plain, session = bench.Runner(plain_policy, None), bench.Runner(session_policy, state)
+    gc.collect()
+    gc.freeze()
+    await plain.run(prepared[:200])
+    await session.run(prepared[:200])
+    if events:
+        await (plain if runner == "plain" else session).run(prepared[200:])
+
+
+def _counted(policy: str, runner: str, events: int) -> dict[str, int]:
+    """The counts of one child under cachegrind."""
+    with tempfile.TemporaryDirectory(prefix="hookbus-counts-") as scratch:
+        command = [
+            "valgrind",
+            "--tool=cachegrind",
+            "--cache-sim=yes",
+            f"--cachegrind-out-file={scratch}/out",
+            sys.executable,
+            __file__,
+            "--child",
+            policy,
+            runner,
+            str(events),
+        ]
+        env = {**os.environ, "PYTHONHASHSEED": "0"}
+        done = subprocess.run(command, capture_output=True, text=True, env=env, check=True)
+    return {name: int(re.search(pattern, done.stderr)[1].replace(",", "")) for name, pattern in COUNTS.items()}  # type: ignore[index]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--policy", choices=["rules", "example", "example-100"], default="rules")
+    parser.add_argument("--warm", type=int, default=200, help="events of the shorter run")
+    parser.add_argument("--events", type=int, default=500, help="events the longer run decides more")
+    parser.add_argument("--child", nargs=3, help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.child:
+        policy, runner, events = args.child
+        asyncio.run(_decide(policy, runner, int(events)))
+        return
+    if shutil.which("valgrind") is None:
+        parser.error("valgrind is not installed (apt-get install valgrind)")
+    runs = [(runner, n) for runner in ("plain", "session") for n in (args.warm, args.warm + args.events)]
+    with concurrent.futures.ThreadPoolExecutor(2) as pool:
+        found = dict(zip(runs, pool.map(lambda run: _counted(args.policy, *run), runs), strict=True))
+    print(f"{args.policy}: per event, over {args.events} events (cachegrind)")
+    print(f"{'':14}{'plain':>14}{'session':>14}{'added':>12}{'':>9}")
+    for name in COUNTS:
+        plain, session = (
+            (found[(runner, args.warm + args.events)][name] - found[(runner, args.warm)][name]) / args.events
+            for runner in ("plain", "session")
+        )
+        print(f"{name:14}{plain:14,.0f}{session:14,.0f}{session - plain:+12,.0f}{(session - plain) / plain:+9.1%}")
+
+
+if __name__ == "__main__":
+    main()
