@@ -22,7 +22,6 @@ import asyncio
 import concurrent.futures
 import gc
 import os
-import random
 import re
 import shutil
 import subprocess
@@ -48,9 +47,7 @@ async def _decide(policy: str, runner: str, events: int) -> None:
     else:
         plain_policy, session_policy = bench.example_policies(100 if policy == "example-100" else 0)
     state = bench.history_state(session_policy, 10_000)
-    rng = random.Random(3)
-    commands = [rng.choice(bench.COMMANDS) if n % 2 else f"tool{rng.randrange(100)} x" for n in range(events + 200)]
-    prepared = [bench.event(n, command) for n, command in enumerate(commands)]
+    prepared = [bench.event(n, command) for n, command in enumerate(bench.calls(events + 200, 100))]
     plain, session = bench.Runner(plain_policy, None), bench.Runner(session_policy, state)
     gc.collect()
     gc.freeze()

@@ -50,9 +50,9 @@ from bus.session.apply import apply_ops
 from bus.session.definitions import FIRST_SEEN_FIELD, session_policy
 from bus.session.effects import effects
 from bus.session.state import SessionState
-from bus.stream.protocol import Reply, Request, now_ms
+from bus.stream.protocol import Request, now_ms
 from workers.dispatcher.outbox import Outbox, Settle
-from workers.dispatcher.records import stored_record
+from workers.dispatcher.records import evaluation_reply, stored_record
 from workers.dispatcher.sessions import SessionStates
 from workers.dispatcher.turns import SessionTurns
 from workers.engine.evaluation import Engine
@@ -108,6 +108,12 @@ def event(n: int, command: str) -> tuple[Request, dict[str, Any]]:
     }
     at = now_ms()
     return Request(f"e{n}", "PreToolUse", "bench", orjson.dumps(hook_input), at, at + 60_000, "bench"), hook_input
+
+
+def calls(count: int, rules: int) -> list[str]:
+    """The commands of the measured events: every other one a common command, else one a rule handler asks about."""
+    rng = random.Random(3)
+    return [rng.choice(COMMANDS) if n % 2 else f"tool{rng.randrange(rules)} x" for n in range(count)]
 
 
 def history_state(policy: Policy, events: int) -> SessionState:
@@ -178,9 +184,7 @@ class Runner:
             record, meta = await stored_record(
                 self.redactor, "bench", request, RecordOutcome.DECIDED, None, decided, hook_input
             )
-            merged = decided.merged
-            hooks = [(r.handler_type, round(r.duration_s, 6), r.outcome.value) for r in decided.results]
-            reply = Reply(request.event_id, merged.output, merged.decision, decided.fail_open, hooks)
+            reply = evaluation_reply(request, decided)
             part = None if outcome is None else self.states.part(request, 0, key, outcome, 0)
             op = Settle(STREAM, b"1-0", request, record, reply, 1000, partition=0, session=part, record_meta=meta)
             self.settle = self.outbox._settle_call([op])
@@ -290,8 +294,7 @@ def main() -> None:
     args = parser.parse_args()
     base, gated = policies(args.rules)
     state = history_state(gated, args.history)
-    rng = random.Random(3)
-    commands = [rng.choice(COMMANDS) if n % 2 else f"tool{rng.randrange(args.rules)} x" for n in range(args.calls)]
+    commands = calls(args.calls, args.rules)
     baseline, session, added = asyncio.run(compare(base, gated, state, commands, args.chunk))
     parse = returned_state_cost(state, 20_000)
     what = f"{args.rules // 2} facts, {args.rules} windowed counters, {args.rules + 1} budgets"

@@ -41,7 +41,7 @@ from bus.session.definitions import session_policy
 from bus.stream.partitions import warn_partitions_changed
 from bus.stream.protocol import Reply, Request
 from workers.dispatcher.outbox import Outbox, Settle
-from workers.dispatcher.records import INLINE_MASK_BYTES, stored_record
+from workers.dispatcher.records import INLINE_MASK_BYTES, evaluation_reply, stored_record
 from workers.dispatcher.sessions import SessionStates
 from workers.dispatcher.streams import WorkStreams, log_maxlen
 from workers.dispatcher.tracing import DispatchTraces
@@ -295,9 +295,7 @@ class Dispatcher:
                 await self.engine.restore_context(request)
             if evaluation is not None:
                 fail_open = evaluation.fail_open
-                hooks = [(r.handler_type, round(r.duration_s, 6), r.outcome.value) for r in evaluation.results]
-                merged = evaluation.merged
-                reply = Reply(request.event_id, merged.output, merged.decision, fail_open, hooks, evaluation.approval)
+                reply = evaluation_reply(request, evaluation)
                 if logger.isEnabledFor(logging.DEBUG):
                     logger.debug(
                         "decided %s",

@@ -16,7 +16,7 @@ from bus.hooks.decisions import Decision, FailOpenReason, RecordOutcome
 from bus.hooks.merge import MergedDecision
 from bus.redaction.redact import Redactor
 from bus.redaction.scan import OverBudget, masking_deadline
-from bus.stream.protocol import LogRecord, Request, now_ms
+from bus.stream.protocol import LogRecord, Reply, Request, now_ms
 from workers.engine.evaluation import Evaluation
 from workers.engine.judging import Refused, offload
 
@@ -89,6 +89,14 @@ def build_record(
     return record
 
 
+def evaluation_reply(request: Request, evaluation: Evaluation) -> Reply:
+    """The reply to ``request`` that ``evaluation`` makes: its merged answer and each handler's type,
+    duration and outcome."""
+    hooks = [(r.handler_type, round(r.duration_s, 6), r.outcome.value) for r in evaluation.results]
+    merged = evaluation.merged
+    return Reply(request.event_id, merged.output, merged.decision, evaluation.fail_open, hooks, evaluation.approval)
+
+
 async def stored_record(
     redactor: Redactor,
     revision: str,
@@ -138,4 +146,4 @@ def _masked(
         return redact_record(redactor, build(), hook_input)
 
 
-__all__ = ["INLINE_MASK_BYTES", "build_record", "stored_record"]
+__all__ = ["INLINE_MASK_BYTES", "build_record", "evaluation_reply", "stored_record"]
