@@ -274,46 +274,86 @@ BUILTIN_DETECTORS: Final = (
 #: Text that every built-in match contains; most strings have none and skip the full scan. A bare
 #: ``=`` or ``:`` is not enough to look closer (``--shard=3``, ``rule: Bash(...)``): an assignment
 #: is suspect when its name has a secret word (their fragments below, as written in any usual
-#: case) or its value is long enough to be a key. Every alternative starts with a literal, so
-#: the engine jumps between their first characters.
+#: case) or its value is long enough to be a key.
 _WORD_PARTS: Final = ("ass", "ecret", "oken", "uth", "ookie", "redential", "pwd", "pat", "key", "Key")
-TRIGGERS: Final = re.compile(
-    "|".join(
-        [
-            r"=\s*[\"']?[A-Za-z0-9+/=_\-]{20}",
-            r":\s*[\"']?[A-Za-z0-9+/=_\-]{20}",
-            "://",
-            *_WORD_PARTS,
-            *(part.upper() for part in _WORD_PARTS if part.islower()),
-            "-----BEGIN",
-            "sk-",
-            "AKIA",
-            "ASIA",
-            "ABIA",
-            "ACCA",
-            "ghp_",
-            "gho_",
-            "ghu_",
-            "ghs_",
-            "ghr_",
-            "github_pat_",
-            r"gl(?:pat|ptt|dt|rt|soat|ft|imt|cbt|oas|agent)-",
-            "xox",
-            "xapp-",
-            "AIza",
-            "GOCSPX-",
-            r"ya29\.",
-            "eyJ",
-            "bearer",
-            "Bearer",
-            "BEARER",
-            "mysql",
-            "mariadb",
-            "curl",
-            "wget",
-        ]
-    )
+_GITLAB_KINDS: Final = ("pat", "ptt", "dt", "rt", "soat", "ft", "imt", "cbt", "oas", "agent")
+_TRIGGER_ASSIGNMENTS: Final = (r"=\s*[\"']?[A-Za-z0-9+/=_\-]{20}", r":\s*[\"']?[A-Za-z0-9+/=_\-]{20}")
+_TRIGGER_WORDS: Final = (
+    "://",
+    *_WORD_PARTS,
+    *(part.upper() for part in _WORD_PARTS if part.islower()),
+    "-----BEGIN",
+    "sk-",
+    "AKIA",
+    "ASIA",
+    "ABIA",
+    "ACCA",
+    "ghp_",
+    "gho_",
+    "ghu_",
+    "ghs_",
+    "ghr_",
+    "github_pat_",
+    *(f"gl{kind}-" for kind in _GITLAB_KINDS),
+    "xox",
+    "xapp-",
+    "AIza",
+    "GOCSPX-",
+    "ya29.",
+    "eyJ",
+    "bearer",
+    "Bearer",
+    "BEARER",
+    "mysql",
+    "mariadb",
+    "curl",
+    "wget",
 )
+#: Where a word is entered, best first: the separators (the assignments stop there anyway), the
+#: letters from the rarest in English text (each upper case one before its lower case), digits and
+#: ``_``, then the punctuation of commands and paths; any other character last.
+_ANCHORS: Final = "=:ZzQqJjXxKkVvBbPpYyGgFfWwMmUuCcLlDdRrHhSsNnIiOoAaTtEe_0123456789-./"
+
+
+def _trie(entries: list[tuple[str, str, bool]]) -> list[str]:
+    """Alternatives for ``(rest, word, entered_inside)``: ``rest`` ahead (those starting alike
+    share their first character), then the whole ``word`` behind if it was entered inside."""
+    if any(not rest and not inside for rest, _, inside in entries):
+        return [""]  # a whole word read: found, whatever else could follow
+    found = [f"(?<={re.escape(word)})" for rest, word, _ in entries if not rest]
+    by_first: dict[str, list[tuple[str, str, bool]]] = {}
+    for rest, word, inside in entries:
+        if rest:
+            by_first.setdefault(rest[0], []).append((rest[1:], word, inside))
+    for first, group in sorted(by_first.items()):
+        tail = _trie(group)
+        found.append(re.escape(first) + (tail[0] if len(tail) == 1 else f"(?:{'|'.join(tail)})"))
+    return found
+
+
+def _triggers(assignments: tuple[str, ...], words: tuple[str, ...]) -> re.Pattern[str]:
+    """A regex finding any of ``assignments`` or ``words``, shaped for how ``re`` searches.
+
+    ``re`` tries every top-level alternative at every position holding a character that one
+    starts with (skipping the others with one comparison each), so the cost is those positions
+    times the alternatives. Each word is therefore entered at its rarest character (``_ANCHORS``)
+    and confirmed by a look-behind (``ss(?<=ass)``), and words entered at the same character
+    share one alternative (a trie): in commands and prose, under half the positions of the words
+    written one after another, and under half the alternatives at each. A word containing another
+    is dropped (the other finds it). Every top-level alternative starts with a literal character:
+    one that does not (``[=:]``) makes ``re`` try every position.
+    """
+    kept = sorted({w for w in words if not any(other != w and other in w for other in words)})
+    entries = []
+    for word in kept:
+        ranks = [_ANCHORS.index(c) if c in _ANCHORS else len(_ANCHORS) for c in word]
+        at = ranks.index(min(ranks))
+        entries.append((word[at:], word, at > 0))
+    return re.compile("|".join([*assignments, *_trie(entries)]))
+
+
+#: The cheap first look: ``TRIGGERS.search(text)`` finds one of these words or assignments.
+TRIGGERS: Final = _triggers(_TRIGGER_ASSIGNMENTS, _TRIGGER_WORDS)
 BUILTIN_NAMES: Final = tuple(dict.fromkeys(d.name for d in BUILTIN_DETECTORS))
 
 
