@@ -10,9 +10,17 @@ events, both runners warmed); the difference between the two is that runner's co
 (``I1 misses``) and L1 data-cache misses (``D1 misses``) of each runner, and what the session
 runner adds. The counts include the bench's stand-in for the settle script's answer (made in
 Python between its timed parts). Four processes, two at a time: about 10 minutes for
-``--policy rules``.
+``--policy rules``. ``--policy example-under-budget`` is the example with its ``tool_calls``
+budget out of reach (:func:`bench.session_policy.example_policies`): no measured call asks.
+
+With ``--l2 512`` the last level is simulated as one core's L2 of 512 KiB (cachegrind's ``--LL``)
+rather than the host's L3, and its misses are reported too (``LL misses``): each is a line the
+event reads again from the L3 or memory. A dispatcher's work between two events of a session
+passes more data through the L2 than it holds, so these misses follow the distinct lines an
+event's steps touch, and they are what its time follows on a host whose L3 is slow or shared.
 
     .venv/bin/python bench/session_counts.py --policy rules
+    .venv/bin/python bench/session_counts.py --policy example --events 300 --l2 512
 """
 
 from __future__ import annotations
@@ -35,6 +43,8 @@ COUNTS = {
     "L1i misses": r"I1\s+misses:\s+([\d,]+)",
     "L1d misses": r"D1\s+misses:\s+([\d,]+)",
 }
+#: With ``--l2``: the misses of the last level, simulated as one core's L2 (instruction and data).
+LAST_LEVEL = {"L2 misses": r"LL\s+misses:\s+([\d,]+)"}
 
 
 async def _decide(policy: str, runner: str, events: int) -> None:
@@ -45,7 +55,8 @@ async def _decide(policy: str, runner: str, events: int) -> None:
     if policy == "rules":
         plain_policy, session_policy = bench.policies(100)
     else:
-        plain_policy, session_policy = bench.example_policies(100 if policy == "example-100" else 0)
+        rules = 100 if policy == "example-100" else 0
+        plain_policy, session_policy = bench.example_policies(rules, under_budget=policy == "example-under-budget")
     state = bench.history_state(session_policy, 10_000)
     prepared = [bench.event(n, command) for n, command in enumerate(bench.calls(events + 200, 100))]
     plain, session = bench.Runner(plain_policy, None), bench.Runner(session_policy, state)
@@ -57,13 +68,14 @@ async def _decide(policy: str, runner: str, events: int) -> None:
         await (plain if runner == "plain" else session).run(prepared[200:])
 
 
-def _counted(policy: str, runner: str, events: int) -> dict[str, int]:
-    """The counts of one child under cachegrind."""
+def _counted(policy: str, runner: str, events: int, l2_bytes: int) -> dict[str, int]:
+    """The counts of one child under cachegrind (``l2_bytes``: the last level simulated as an L2 of that size)."""
     with tempfile.TemporaryDirectory(prefix="hookbus-counts-") as scratch:
         command = [
             "valgrind",
             "--tool=cachegrind",
             "--cache-sim=yes",
+            *([f"--LL={l2_bytes},8,64"] if l2_bytes else []),
             f"--cachegrind-out-file={scratch}/out",
             sys.executable,
             __file__,
@@ -74,14 +86,17 @@ def _counted(policy: str, runner: str, events: int) -> dict[str, int]:
         ]
         env = {**os.environ, "PYTHONHASHSEED": "0"}
         done = subprocess.run(command, capture_output=True, text=True, env=env, check=True)
-    return {name: int(re.search(pattern, done.stderr)[1].replace(",", "")) for name, pattern in COUNTS.items()}  # type: ignore[index]
+    patterns = {**COUNTS, **LAST_LEVEL} if l2_bytes else COUNTS
+    return {name: int(re.search(pattern, done.stderr)[1].replace(",", "")) for name, pattern in patterns.items()}  # type: ignore[index]
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--policy", choices=["rules", "example", "example-100"], default="rules")
+    policies = ["rules", "example", "example-under-budget", "example-100"]
+    parser.add_argument("--policy", choices=policies, default="rules")
     parser.add_argument("--warm", type=int, default=200, help="events of the shorter run")
     parser.add_argument("--events", type=int, default=500, help="events the longer run decides more")
+    parser.add_argument("--l2", type=int, default=0, metavar="KIB", help="simulate the last level as an L2 of KIB KiB")
     parser.add_argument("--child", nargs=3, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
@@ -92,10 +107,12 @@ def main() -> None:
         parser.error("valgrind is not installed (apt-get install valgrind)")
     runs = [(runner, n) for runner in ("plain", "session") for n in (args.warm, args.warm + args.events)]
     with concurrent.futures.ThreadPoolExecutor(2) as pool:
-        found = dict(zip(runs, pool.map(lambda run: _counted(args.policy, *run), runs), strict=True))
+        found = dict(
+            zip(runs, pool.map(lambda run: _counted(args.policy, run[0], run[1], args.l2 << 10), runs), strict=True)
+        )
     print(f"{args.policy}: per event, over {args.events} events (cachegrind)")
     print(f"{'':14}{'plain':>14}{'session':>14}{'added':>12}{'':>9}")
-    for name in COUNTS:
+    for name in found[runs[0]]:
         plain, session = (
             (found[(runner, args.warm + args.events)][name] - found[(runner, args.warm)][name]) / args.events
             for runner in ("plain", "session")

@@ -14,8 +14,10 @@ record's chain digest, the sealed reply, the session's part), as the dispatcher 
 both policies; with session policy the record holds the session's ``facts`` and ``budgets`` and
 the call its session arguments. Nothing is sent. The figure is the difference per event.
 Each policy keeps its own ``rule`` verdicts, as a dispatcher keeps those of its policy. The
-same is measured for ``examples/rule-of-two.yaml`` against its handlers alone, and for the
-example with the 100 session rules added (its four handlers behind ``when:``, not 100).
+same is measured for ``examples/rule-of-two.yaml`` against its handlers alone (its session of
+10,000 events has used up its ``tool_calls`` budget: every call asks), for the example with that
+budget out of reach (no call asks), and for the example with the 100 session rules added (its
+four handlers behind ``when:``, not 100).
 ``bench/session_dispatcher.py`` measures the first policy end to end.
 
 Memory: the state (as ``HGETALL`` returns it, in bytes of JSON) of one session of
@@ -237,10 +239,16 @@ def settle_answer(state: SessionState, ops: list[str], known: str) -> bytes:
     return orjson.dumps({"e": 0, "s": [item for pair in after.fields.items() for item in pair]})
 
 
-def example_policies(rules: int = 0) -> tuple[Policy, Policy]:
+def example_policies(rules: int = 0, *, under_budget: bool = False) -> tuple[Policy, Policy]:
     """examples/rule-of-two.yaml (with ``rules`` more session rules, :func:`session_rules`), and
-    the same handlers with no ``hookbus.session`` and no ``when:``."""
+    the same handlers with no ``hookbus.session`` and no ``when:``. ``under_budget``: its
+    ``tool_calls`` budget of 500 raised out of reach. A session of 10,000 earlier events has used
+    it up, so the example's every measured call asks (each a new reason, ``tool_calls: N of
+    500``), as such a session's calls do, each then waiting for a person; raised, the calls are
+    those of a session under its budget, a dispatcher's usual work."""
     document = yaml.safe_load((ROOT / "examples" / "rule-of-two.yaml").read_text())
+    if under_budget:
+        document["hookbus"]["session"]["budgets"]["tool_calls"]["limit"] = 10**9
     if rules:
         session, more = document["hookbus"]["session"], session_rules(rules)
         for part in ("facts", "counters", "budgets"):
@@ -315,6 +323,12 @@ def main() -> None:
         f"  them ({example_parse * 1e6:.1f} us to read a whole state): added per event "
         f"{(example_s - plain_s) * 1e6:.1f} us (best chunks), {example_added * 1e6:.1f} us (median of paired chunks)"
     )
+    plain, example = example_policies(under_budget=True)
+    example_state = history_state(example, args.history)
+    plain_s, example_s, example_added = asyncio.run(compare(plain, example, example_state, commands, args.chunk))
+    print("the same, its tool_calls budget out of reach (no call asks): added per event", end=" ")
+    print(f"{(example_s - plain_s) * 1e6:.1f} us")
+    print(f"  (best chunks), {example_added * 1e6:.1f} us (median of paired chunks)")
     plain, example = example_policies(args.rules)
     example_state = history_state(example, args.history)
     plain_s, example_s, example_added = asyncio.run(compare(plain, example, example_state, commands, args.chunk))
