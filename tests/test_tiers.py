@@ -19,24 +19,33 @@ pytestmark = [pytest.mark.system, pytest.mark.timeout(180)]  # pytest runs in ch
 COLLECTED = re.compile(r"^(?:(?P<selected>\d+)/)?(?P<total>\d+) tests? collected", re.MULTILINE)
 
 
-def collect(tier: str) -> tuple[int, int]:
-    """(tests selected by ``-m tier``, tests collected in all)."""
-    done = subprocess.run(
-        [sys.executable, "-m", "pytest", "--collect-only", "-q", "-p", "no:cacheprovider", "-m", tier],
-        cwd=REPO,
-        capture_output=True,
-        text=True,
-        timeout=150,
-    )
-    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
-    found = COLLECTED.search(done.stdout)
-    assert found is not None, done.stdout[-3000:]
-    total = int(found["total"])
-    return int(found["selected"] or total), total
+def collect(tiers: tuple[str, ...]) -> dict[str, tuple[int, int]]:
+    """Per tier, (tests selected by ``-m tier``, tests collected in all): the collections run at
+    once, each in its own process (one takes about half a minute on a slow host)."""
+    command = [sys.executable, "-m", "pytest", "--collect-only", "-q", "-p", "no:cacheprovider", "-m"]
+    running = {
+        tier: subprocess.Popen([*command, tier], cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        for tier in tiers
+    }
+    counts = {}
+    try:
+        for tier, child in running.items():
+            stdout, stderr = child.communicate(timeout=150)
+            assert child.returncode == 0, stdout[-3000:] + stderr[-3000:]
+            found = COLLECTED.search(stdout)
+            assert found is not None, stdout[-3000:]
+            total = int(found["total"])
+            counts[tier] = (int(found["selected"] or total), total)
+    finally:
+        for child in running.values():
+            if child.poll() is None:
+                child.kill()
+                child.wait()
+    return counts
 
 
 def test_the_tiers_select_every_test_exactly_once() -> None:
-    counts = {tier: collect(tier) for tier in TIERS}
+    counts = collect(TIERS)
     totals = {total for _, total in counts.values()}
     assert len(totals) == 1, counts  # one suite, collected three times
     (total,) = totals
