@@ -15,9 +15,10 @@ budget out of reach (:func:`bench.session_policy.example_policies`): no measured
 
 With ``--l2 512`` the last level is simulated as one core's L2 of 512 KiB (cachegrind's ``--LL``)
 rather than the host's L3, and its misses are reported too (``LL misses``): each is a line the
-event reads again from the L3 or memory. A dispatcher's work between two events of a session
-passes more data through the L2 than it holds, so these misses follow the distinct lines an
-event's steps touch, and they are what its time follows on a host whose L3 is slow or shared.
+event reads again from the L3 or memory. Where the work between two events of a session passes
+more data through the L2 than it holds (the 100-handler runner: about 0.6 MB per event), these
+misses follow the distinct lines an event's steps touch, and the time follows them on a host
+whose L3 is slow or shared.
 
     .venv/bin/python bench/session_counts.py --policy rules
     .venv/bin/python bench/session_counts.py --policy example --events 300 --l2 512
