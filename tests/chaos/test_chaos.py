@@ -34,7 +34,7 @@ from tests.chaos.conftest import (
     run_chaos,
 )
 
-pytestmark = pytest.mark.timeout(120)
+pytestmark = [pytest.mark.timeout(120), pytest.mark.alone]
 
 Chaos = Callable[..., Awaitable[Cluster]]
 

@@ -13,7 +13,11 @@ import pytest
 from tests.conftest import Platform, pre_tool_use, run_hookbus
 from tests.gateway.approvals.helpers import AGENT_A, asking, decision_of, pending, platform_with
 
-pytestmark = pytest.mark.timeout(90)
+pytestmark = pytest.mark.timeout(120)
+
+#: Each ``hookbus`` run starts a Python process: on a loaded machine a handful of them outlasts the
+#: helpers' 8-second hold, and the held request would come back "retry later" instead of the answer.
+HOLD = {"timeoutSeconds": 55, "holdSeconds": 50}
 
 
 async def _cli(p: Platform, token: str, *args: str) -> subprocess.CompletedProcess[str]:
@@ -33,7 +37,7 @@ async def _cli(p: Platform, token: str, *args: str) -> subprocess.CompletedProce
 
 
 async def test_a_person_lists_shows_approves_and_denies_from_the_shell(platform: Callable[..., Any]) -> None:
-    async with platform_with(platform) as p:
+    async with platform_with(platform, **HOLD) as p:
         async with asking(p) as held:
             [approval] = await pending(p)
             listed = await _cli(p, "approver-a", "list")
@@ -61,7 +65,7 @@ async def test_a_person_lists_shows_approves_and_denies_from_the_shell(platform:
 
 
 async def test_approve_always_pushes_a_policy_version_and_the_call_no_longer_asks(platform: Callable[..., Any]) -> None:
-    async with platform_with(platform) as p:
+    async with platform_with(platform, **HOLD) as p:
         async with asking(p, "git push origin release") as held:
             [approval] = await pending(p)
             not_admin = await _cli(p, "approver-a", "approve", approval["id"], "--for", "always")

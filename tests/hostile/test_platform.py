@@ -23,7 +23,7 @@ from tests.conftest import REPO, wait_for
 from tests.hostile.inputs import COMMAND_UNITS, OPEN_UNITS, SECRET_UNITS, command, fill, nested_json
 from tests.up import UpProcess, running_up
 
-pytestmark = pytest.mark.timeout(600)
+pytestmark = [pytest.mark.timeout(600), pytest.mark.alone]
 
 TOKENS = {"HOOKBUS_TOKENS": "alice:tok-alice,mallory:tok-mallory"}
 

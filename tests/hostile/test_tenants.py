@@ -23,7 +23,7 @@ import pytest
 from tests.conftest import REPO
 from tests.up import UpProcess, running_up
 
-pytestmark = pytest.mark.timeout(300)
+pytestmark = [pytest.mark.timeout(300), pytest.mark.alone]
 
 TOKENS = {"HOOKBUS_TOKENS": "alice:tok-alice,mallory:tok-mallory"}
 #: How many rounds of alice's three events: enough to overlap mallory's flood throughout.
