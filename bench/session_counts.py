@@ -11,7 +11,9 @@ events, both runners warmed); the difference between the two is that runner's co
 runner adds. The counts include the bench's stand-in for the settle script's answer (made in
 Python between its timed parts). Four processes, two at a time: about 10 minutes for
 ``--policy rules``. ``--policy example-under-budget`` is the example with its ``tool_calls``
-budget out of reach (:func:`bench.session_policy.example_policies`): no measured call asks.
+budget out of reach (:func:`bench.session_policy.example_policies`): no measured call asks;
+``example-100`` adds the 100 session rules of ``rules`` (50 facts, 100 windowed counters, 100
+budgets) to the example, and ``example-100-under-budget`` does so with the budget out of reach.
 
 With ``--l2 512`` the last level is simulated as one core's L2 of 512 KiB (cachegrind's ``--LL``)
 rather than the host's L3, and its misses are reported too (``LL misses``): each is a line the
@@ -56,8 +58,8 @@ async def _decide(policy: str, runner: str, events: int) -> None:
     if policy == "rules":
         plain_policy, session_policy = bench.policies(100)
     else:
-        rules = 100 if policy == "example-100" else 0
-        plain_policy, session_policy = bench.example_policies(rules, under_budget=policy == "example-under-budget")
+        rules = 100 if policy.startswith("example-100") else 0
+        plain_policy, session_policy = bench.example_policies(rules, under_budget=policy.endswith("under-budget"))
     state = bench.history_state(session_policy, 10_000)
     prepared = [bench.event(n, command) for n, command in enumerate(bench.calls(events + 200, 100))]
     plain, session = bench.Runner(plain_policy, None), bench.Runner(session_policy, state)
@@ -93,7 +95,7 @@ def _counted(policy: str, runner: str, events: int, l2_bytes: int) -> dict[str, 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    policies = ["rules", "example", "example-under-budget", "example-100"]
+    policies = ["rules", "example", "example-under-budget", "example-100", "example-100-under-budget"]
     parser.add_argument("--policy", choices=policies, default="rules")
     parser.add_argument("--warm", type=int, default=200, help="events of the shorter run")
     parser.add_argument("--events", type=int, default=500, help="events the longer run decides more")

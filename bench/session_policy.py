@@ -17,7 +17,7 @@ Each policy keeps its own ``rule`` verdicts, as a dispatcher keeps those of its 
 same is measured for ``examples/rule-of-two.yaml`` against its handlers alone (its session of
 10,000 events has used up its ``tool_calls`` budget: every call asks), for the example with that
 budget out of reach (no call asks), and for the example with the 100 session rules added (its
-four handlers behind ``when:``, not 100).
+four handlers behind ``when:``, not 100), its budget used up and out of reach.
 ``bench/session_dispatcher.py`` measures the first policy end to end.
 
 Memory: the state (as ``HGETALL`` returns it, in bytes of JSON) of one session of
@@ -329,12 +329,15 @@ def main() -> None:
     print("the same, its tool_calls budget out of reach (no call asks): added per event", end=" ")
     print(f"{(example_s - plain_s) * 1e6:.1f} us")
     print(f"  (best chunks), {example_added * 1e6:.1f} us (median of paired chunks)")
-    plain, example = example_policies(args.rules)
-    example_state = history_state(example, args.history)
-    plain_s, example_s, example_added = asyncio.run(compare(plain, example, example_state, commands, args.chunk))
     more = f"{args.rules // 2} facts, {args.rules} windowed counters and {args.rules} budgets"
-    print(f"examples/rule-of-two.yaml with {more} more: added per event {(example_s - plain_s) * 1e6:.1f} us")
-    print(f"  (best chunks), {example_added * 1e6:.1f} us (median of paired chunks)")
+    for under_budget in (False, True):
+        plain, example = example_policies(args.rules, under_budget=under_budget)
+        example_state = history_state(example, args.history)
+        plain_s, example_s, example_added = asyncio.run(compare(plain, example, example_state, commands, args.chunk))
+        which = ", its tool_calls budget out of reach" if under_budget else ""
+        print(f"examples/rule-of-two.yaml with {more} more{which}: added per event", end=" ")
+        print(f"{(example_s - plain_s) * 1e6:.1f} us")
+        print(f"  (best chunks), {example_added * 1e6:.1f} us (median of paired chunks)")
     print("state of one session of examples/rule-of-two.yaml:")
     for events, fields, size in state_bytes(args.events):
         print(f"  after {events:>9,} events: {fields:3d} fields, {size:5d} bytes")
