@@ -146,6 +146,9 @@ class Settings:
     managed_tokens: bool = False
     dispatch_batch: int = 64
     dispatch_concurrency: int = 256
+    #: The most of those one tenant's events hold at once (None: half of them; 0: no cap), so that
+    #: one tenant's slow handlers never hold every slot while another tenant's events wait.
+    tenant_dispatch_slots: int | None = None
     #: The async worker's CPU scheduling: ``normal``, or ``idle`` (Linux ``SCHED_IDLE``: it runs
     #: on cores nothing else wants, and yields at once to a gateway, dispatcher or Redis that wakes).
     worker_cpu: str = "normal"
@@ -238,6 +241,7 @@ class Settings:
             ("session_rate_limit_burst", "HOOKBUS_SESSION_RATE_LIMIT_BURST", int),
             ("dispatch_batch", "HOOKBUS_DISPATCH_BATCH", int),
             ("dispatch_concurrency", "HOOKBUS_DISPATCH_CONCURRENCY", int),
+            ("tenant_dispatch_slots", "HOOKBUS_TENANT_DISPATCH_SLOTS", int),
             ("claim_idle_ms", "HOOKBUS_CLAIM_IDLE_MS", int),
             ("max_deliveries", "HOOKBUS_MAX_DELIVERIES", int),
             ("max_streams_per_token", "HOOKBUS_MAX_STREAMS_PER_TOKEN", int),
@@ -316,6 +320,10 @@ class Settings:
             raise ConfigError("max body size must be positive")
         if self.dispatch_batch <= 0 or self.dispatch_concurrency <= 0:
             raise ConfigError("dispatch batch and concurrency must be positive")
+        if self.tenant_dispatch_slots is not None and self.tenant_dispatch_slots < 0:
+            raise ConfigError(
+                f"HOOKBUS_TENANT_DISPATCH_SLOTS must be 0 (no cap) or positive (got {self.tenant_dispatch_slots})"
+            )
         if not 0 < self.console_budget_s < float("inf"):
             raise ConfigError("HOOKBUS_CONSOLE_BUDGET_S must be a positive number of seconds")
         if self.max_streams_per_token <= 0:

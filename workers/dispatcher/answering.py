@@ -43,6 +43,7 @@ from bus.stream.protocol import Reply, Request
 from workers.dispatcher.outbox import Outbox, Settle
 from workers.dispatcher.records import INLINE_MASK_BYTES, evaluation_reply, stored_record
 from workers.dispatcher.sessions import SessionStates
+from workers.dispatcher.slots import DispatchSlots
 from workers.dispatcher.streams import WorkStreams, log_maxlen
 from workers.dispatcher.tracing import DispatchTraces
 from workers.dispatcher.turns import SessionTurns, turn_wait_s
@@ -51,6 +52,9 @@ from workers.handlers.runners import default_runners
 from workers.jobs.enqueue import JobQueue, PreparedJob, arq_pool
 from workers.outbound.notices import notices_of
 from workers.services import Services
+
+#: An entry taken in hand: its stream, id and fields, and the request they decode to (None: they do not).
+_InHand = tuple[str, bytes, Mapping[bytes, bytes], Request | None]
 
 logger = logging.getLogger("hookbus.dispatcher")
 
@@ -136,7 +140,10 @@ class Dispatcher:
         self.sessions = SessionStates(self.keys, self.metrics, self._redo, self.redis, self.engine.fleet_values)
         #: One decision at a time per session: the next is decided on the state the last one settled.
         self.turns = SessionTurns()
-        self._slots = asyncio.Semaphore(settings.dispatch_concurrency)
+        #: The slots for events in hand, and each tenant's share of them.
+        self.slots: DispatchSlots[_InHand] = DispatchSlots.for_settings(
+            settings.dispatch_concurrency, settings.tenant_dispatch_slots
+        )
         self._tasks: set[asyncio.Task[None]] = set()
         self.registry = PolicyRegistry(
             policy, self.redis, self.keys, metrics=self.metrics, trusted_keys=settings.policy_trusted_keys
@@ -177,6 +184,8 @@ class Dispatcher:
             waker.cancel()
             await asyncio.gather(waker, return_exceptions=True)
             # The janitor goes on refreshing the in-flight entries while they drain.
+            for tenant, parked in self.slots.unpark():  # each settled before this dispatcher stops
+                self._start(tenant, *parked)
             if self._tasks:
                 await asyncio.wait(self._tasks, timeout=10)
             for task in helpers:
@@ -197,17 +206,31 @@ class Dispatcher:
                     await asyncio.sleep(0)
 
     async def _spawn(self, stream: str, entry_id: bytes, fields: Mapping[bytes, bytes]) -> None:
-        await self._slots.acquire()
-        self.work.inflight[stream].add(entry_id)
-        task = asyncio.create_task(self.handle(stream, entry_id, fields))
-        self._tasks.add(task)
-        task.add_done_callback(lambda done: self._done(done, stream, entry_id))
+        """Take an entry in hand: started once it holds a slot, or parked over its tenant's share."""
+        try:
+            request: Request | None = Request.decode(fields)
+        except ProtocolError:  # dead-lettered by its task
+            request = None
+        tenant = request.tenant if request is not None else ""
+        settle_only = request is not None and request.blocking and bool(request.fail_open or request.expired())
+        self.work.inflight[stream].add(entry_id)  # parked too: in hand, kept fresh, never claimed by others
+        if await self.slots.take(tenant, (stream, entry_id, fields, request), over_share=settle_only):
+            self._start(tenant, stream, entry_id, fields, request)
 
-    def _done(self, task: asyncio.Task[None], stream: str, entry_id: bytes) -> None:
+    def _start(
+        self, tenant: str, stream: str, entry_id: bytes, fields: Mapping[bytes, bytes], request: Request | None
+    ) -> None:
+        work = self.handle(stream, entry_id, fields) if request is None else self._handle(stream, entry_id, request)
+        task = asyncio.create_task(work)
+        self._tasks.add(task)
+        task.add_done_callback(lambda done: self._done(done, tenant, stream, entry_id))
+
+    def _done(self, task: asyncio.Task[None], tenant: str, stream: str, entry_id: bytes) -> None:
         # The entry stays in flight (kept fresh, never claimed by others) until the outbox has
         # written its settlement: with Redis refusing writes that may take a while.
         self._tasks.discard(task)
-        self._slots.release()
+        if (following := self.slots.give_back(tenant)) is not None:  # the tenant's next parked entry
+            self._start(tenant, *following)
         if task.cancelled() or task.exception() is not None:
             self._ended(stream, entry_id)
             if not task.cancelled():

@@ -15,7 +15,8 @@ decision on an old state from landing. So an event waits for its turn only for s
 that cannot be written) costs the session's next events some waiting, never a decision.
 
 Waiting events keep their dispatch slot: a session flooding one dispatcher holds slots and so
-slows the others behind it; the gateway's per-session rate limit is what stops such a flood.
+slows the others behind it, within its tenant's share of the slots (:mod:`workers.dispatcher.slots`);
+the gateway's per-session rate limit is what stops such a flood.
 """
 
 from __future__ import annotations
