@@ -56,6 +56,12 @@ from workers.services import Services
 #: An entry taken in hand: its stream, id and fields, and the request they decode to (None: they do not).
 _InHand = tuple[str, bytes, Mapping[bytes, bytes], Request | None]
 
+
+def _settle_only(request: Request | None) -> bool:
+    """Whether ``request`` is a blocking event already answered or past its deadline: it is only settled."""
+    return request is not None and request.blocking and bool(request.fail_open or request.expired())
+
+
 logger = logging.getLogger("hookbus.dispatcher")
 
 #: Entries spawned between two yields to the event loop. Without them a whole batch is evaluated
@@ -212,9 +218,8 @@ class Dispatcher:
         except ProtocolError:  # dead-lettered by its task
             request = None
         tenant = request.tenant if request is not None else ""
-        settle_only = request is not None and request.blocking and bool(request.fail_open or request.expired())
         self.work.inflight[stream].add(entry_id)  # parked too: in hand, kept fresh, never claimed by others
-        if await self.slots.take(tenant, (stream, entry_id, fields, request), over_share=settle_only):
+        if await self.slots.take(tenant, (stream, entry_id, fields, request), over_share=_settle_only(request)):
             self._start(tenant, stream, entry_id, fields, request)
 
     def _start(
@@ -284,7 +289,7 @@ class Dispatcher:
                 answered = await self.outbox.answered(request, self.work.partition[stream])
             except Exception as exc:  # the settle still writes one record, from what this dispatcher knows
                 logger.warning("could not read the reply %s was answered with: %s", request.event_id, exc)
-        late = request.blocking and bool(request.fail_open or request.expired())
+        late = _settle_only(request)
         if not late:
             try:
                 hook_input = request.hook_input()
