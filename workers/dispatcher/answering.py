@@ -215,7 +215,7 @@ class Dispatcher:
         """Take an entry in hand: started once it holds a slot, or parked over its tenant's share."""
         try:
             request: Request | None = Request.decode(fields)
-        except ProtocolError:  # dead-lettered by its task
+        except Exception:  # decoded again in its own task, which dead-letters it: never the reader's failure
             request = None
         tenant = request.tenant if request is not None else ""
         self.work.inflight[stream].add(entry_id)  # parked too: in hand, kept fresh, never claimed by others
