@@ -48,24 +48,16 @@ def counted(runner: Any, events: list[Any]) -> collections.Counter[str]:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--policy", choices=["rules", "example-100-under-budget"], default="rules")
-    parser.add_argument("--events", type=int, default=200)
-    parser.add_argument("--top", type=int, default=25, help="functions listed")
-    args = parser.parse_args()
     sys.path.insert(0, str(ROOT))
     from bench import session_policy as bench
 
-    if args.policy == "rules":
-        plain_policy, session_policy = bench.policies(100)
-    else:
-        plain_policy, session_policy = bench.example_policies(100, under_budget=True)
-    state = bench.history_state(session_policy, 10_000)
-    prepared = [bench.event(n, command) for n, command in enumerate(bench.calls(args.events + 200, 100))]
-    plain, session = bench.Runner(plain_policy, None), bench.Runner(session_policy, state)
-    asyncio.run(plain.run(prepared[:200]))
-    asyncio.run(session.run(prepared[:200]))
-    in_plain, in_session = counted(plain, prepared[200:]), counted(session, prepared[200:])
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--policy", choices=bench.NAMED_POLICIES, default="rules")
+    parser.add_argument("--events", type=int, default=200)
+    parser.add_argument("--top", type=int, default=25, help="functions listed")
+    args = parser.parse_args()
+    plain, session, prepared = asyncio.run(bench.warmed_runners(args.policy, args.events))
+    in_plain, in_session = counted(plain, prepared), counted(session, prepared)
     per_event = args.events
     total_plain, total_session = sum(in_plain.values()) / per_event, sum(in_session.values()) / per_event
     print(f"{args.policy}: bytecodes per event, over {args.events} events")

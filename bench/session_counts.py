@@ -31,7 +31,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import concurrent.futures
-import gc
 import os
 import re
 import shutil
@@ -55,20 +54,9 @@ async def _decide(policy: str, runner: str, events: int) -> None:
     sys.path.insert(0, str(ROOT))
     from bench import session_policy as bench
 
-    if policy == "rules":
-        plain_policy, session_policy = bench.policies(100)
-    else:
-        rules = 100 if policy.startswith("example-100") else 0
-        plain_policy, session_policy = bench.example_policies(rules, under_budget=policy.endswith("under-budget"))
-    state = bench.history_state(session_policy, 10_000)
-    prepared = [bench.event(n, command) for n, command in enumerate(bench.calls(events + 200, 100))]
-    plain, session = bench.Runner(plain_policy, None), bench.Runner(session_policy, state)
-    gc.collect()
-    gc.freeze()
-    await plain.run(prepared[:200])
-    await session.run(prepared[:200])
+    plain, session, rest = await bench.warmed_runners(policy, events)
     if events:
-        await (plain if runner == "plain" else session).run(prepared[200:])
+        await (plain if runner == "plain" else session).run(rest)
 
 
 def _counted(policy: str, runner: str, events: int, l2_bytes: int) -> dict[str, int]:
@@ -95,8 +83,10 @@ def _counted(policy: str, runner: str, events: int, l2_bytes: int) -> dict[str, 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    policies = ["rules", "example", "example-under-budget", "example-100", "example-100-under-budget"]
-    parser.add_argument("--policy", choices=policies, default="rules")
+    sys.path.insert(0, str(ROOT))
+    from bench.session_policy import NAMED_POLICIES
+
+    parser.add_argument("--policy", choices=NAMED_POLICIES, default="rules")
     parser.add_argument("--warm", type=int, default=200, help="events of the shorter run")
     parser.add_argument("--events", type=int, default=500, help="events the longer run decides more")
     parser.add_argument("--l2", type=int, default=0, metavar="KIB", help="simulate the last level as an L2 of KIB KiB")

@@ -259,6 +259,30 @@ def example_policies(rules: int = 0, *, under_budget: bool = False) -> tuple[Pol
     return policy_from_text(yaml.safe_dump(plain)), policy_from_text(yaml.safe_dump(document), "rule-of-two.yaml")
 
 
+#: The policies ``bench/session_counts.py`` and ``bench/session_bytecodes.py`` are run with.
+NAMED_POLICIES = ("rules", "example", "example-under-budget", "example-100", "example-100-under-budget")
+
+
+async def warmed_runners(name: str, events: int) -> tuple[Runner, Runner, list[tuple[Request, dict[str, Any]]]]:
+    """The plain and session runners of a policy of :data:`NAMED_POLICIES` (``rules``: :func:`policies`
+    of 100; ``example-100``: the example with 100 session rules; ``under-budget``: its budget out of
+    reach), the session's state that of 10,000 earlier events, both warmed on 200 events, and
+    ``events`` more events to decide."""
+    if name == "rules":
+        plain_policy, session_policy = policies(100)
+    else:
+        rules = 100 if name.startswith("example-100") else 0
+        plain_policy, session_policy = example_policies(rules, under_budget=name.endswith("under-budget"))
+    state = history_state(session_policy, 10_000)
+    prepared = [event(n, command) for n, command in enumerate(calls(events + 200, 100))]
+    plain, session = Runner(plain_policy, None), Runner(session_policy, state)
+    gc.collect()
+    gc.freeze()
+    await plain.run(prepared[:200])
+    await session.run(prepared[:200])
+    return plain, session, prepared[200:]
+
+
 def returned_state_cost(state: SessionState, runs: int) -> float:
     """What reading the settle script's answer costs (JSON of HGETALL, then a SessionState)."""
     flat = [item for pair in state.fields.items() for item in pair]

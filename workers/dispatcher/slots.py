@@ -31,7 +31,7 @@ class DispatchSlots(Generic[Item]):
     """``total`` slots, at most ``per_tenant`` of them (0: no cap) held by one tenant's events."""
 
     def __init__(self, total: int, per_tenant: int) -> None:
-        self.total, self.per_tenant = total, per_tenant
+        self.per_tenant = per_tenant
         self.parked_max = total * PARKED_PER_SLOT
         self._free = asyncio.Semaphore(total)
         #: Each tenant's events holding a slot, or taken in hand and waiting for one.
